@@ -1,0 +1,146 @@
+//! Exact-match cache (EMC): the first tier of the forwarding decision.
+//!
+//! One per PMD thread (never shared, so no atomics). Two-way set
+//! associative like OVS's EMC: a key may live at two slots picked by
+//! different bits of its hash. Misses of the classifier are cached too
+//! (`rule == None`), so a flood of unmatched packets does not run the
+//! classifier per packet. The whole cache is flushed whenever the flow
+//! table's version changes, which keeps cached `Arc<Rule>`s truthful.
+
+use crate::key::FlowKey;
+use crate::rule::Rule;
+use std::sync::Arc;
+
+#[derive(Clone, Default)]
+#[repr(align(64))]
+struct Slot {
+    key: FlowKey,
+    hash: u32,
+    valid: bool,
+    rule: Option<Arc<Rule>>,
+}
+
+/// Result of a cache probe.
+pub enum EmcLookup<'a> {
+    /// Key cached; `None` means "cached table miss".
+    Hit(Option<&'a Arc<Rule>>),
+    Miss,
+}
+
+pub struct ExactMatchCache {
+    slots: Box<[Slot]>,
+    mask: u32,
+    version: u64,
+}
+
+impl ExactMatchCache {
+    /// `entries` is rounded up to a power of two (minimum 2).
+    pub fn new(entries: usize) -> Self {
+        let n = entries.max(2).next_power_of_two();
+        ExactMatchCache {
+            slots: vec![Slot::default(); n].into_boxed_slice(),
+            mask: (n - 1) as u32,
+            version: 0,
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Flushes the cache if the flow table changed since it was filled.
+    #[inline]
+    pub fn sync_version(&mut self, table_version: u64) {
+        if self.version != table_version {
+            self.clear();
+            self.version = table_version;
+        }
+    }
+
+    pub fn clear(&mut self) {
+        for s in self.slots.iter_mut() {
+            s.valid = false;
+            s.rule = None;
+        }
+    }
+
+    #[inline(always)]
+    fn positions(&self, hash: u32) -> (usize, usize) {
+        ((hash & self.mask) as usize, ((hash >> 16 ^ hash.rotate_left(7)) & self.mask) as usize)
+    }
+
+    #[inline(always)]
+    pub fn lookup(&self, key: &FlowKey, hash: u32) -> EmcLookup<'_> {
+        let (a, b) = self.positions(hash);
+        for i in [a, b] {
+            let s = &self.slots[i];
+            if s.valid && s.hash == hash && s.key == *key {
+                return EmcLookup::Hit(s.rule.as_ref());
+            }
+        }
+        EmcLookup::Miss
+    }
+
+    /// Caches `key → rule`, evicting the less useful of its two slots
+    /// (an empty slot first, else the second way).
+    pub fn insert(&mut self, key: &FlowKey, hash: u32, rule: Option<Arc<Rule>>) {
+        let (a, b) = self.positions(hash);
+        let i = if !self.slots[a].valid || self.slots[a].key == *key { a } else { b };
+        let s = &mut self.slots[i];
+        s.key = *key;
+        s.hash = hash;
+        s.valid = true;
+        s.rule = rule;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rule::{FlowSpec, Match};
+
+    fn rule(p: u16) -> Arc<Rule> {
+        Arc::new(Rule::new(
+            FlowSpec { priority: p, cookie: 0, matches: Match::ANY, actions: vec![] },
+            p as u64,
+        ))
+    }
+
+    #[test]
+    fn hit_miss_and_flush_on_version_change() {
+        let mut emc = ExactMatchCache::new(8);
+        let mut k = FlowKey::ZERO;
+        k.set_tp_dst(80);
+        let h = k.hash();
+        assert!(matches!(emc.lookup(&k, h), EmcLookup::Miss));
+        emc.insert(&k, h, Some(rule(5)));
+        match emc.lookup(&k, h) {
+            EmcLookup::Hit(Some(r)) => assert_eq!(r.spec.priority, 5),
+            _ => panic!("expected hit"),
+        }
+        let mut k2 = k;
+        k2.set_tp_dst(81);
+        emc.insert(&k2, k2.hash(), None);
+        assert!(matches!(emc.lookup(&k2, k2.hash()), EmcLookup::Hit(None)));
+        emc.sync_version(1);
+        assert!(matches!(emc.lookup(&k, h), EmcLookup::Miss));
+        assert!(matches!(emc.lookup(&k2, k2.hash()), EmcLookup::Miss));
+    }
+
+    #[test]
+    fn many_keys_never_return_a_wrong_rule() {
+        let mut emc = ExactMatchCache::new(16);
+        for i in 0..1000u16 {
+            let mut k = FlowKey::ZERO;
+            k.set_tp_src(i);
+            emc.insert(&k, k.hash(), Some(rule(i)));
+        }
+        for i in 0..1000u16 {
+            let mut k = FlowKey::ZERO;
+            k.set_tp_src(i);
+            if let EmcLookup::Hit(Some(r)) = emc.lookup(&k, k.hash()) {
+                assert_eq!(r.spec.priority, i);
+            }
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Match/action rules for nfvswitch.
+//!
+//! The forwarding decision is layered like OVS's cache hierarchy, one tier
+//! per module behind a small lookup API:
+//! 1. [`emc::ExactMatchCache`] — per PMD thread, exact key → rule.
+//! 2. [`classifier::Classifier`] — tuple-space search over all rules,
+//!    priorities respected.
+//!
+//! Rule text uses the common subset of `ovs-ofctl` syntax ([`parse`]).
+//! Nothing here touches packets' memory except [`extract`], which reads a
+//! frame's headers into a [`FlowKey`].
+
+pub mod action;
+pub mod classifier;
+pub mod emc;
+pub mod extract;
+pub mod format;
+pub mod key;
+pub mod parse;
+pub mod rule;
+pub mod table;
+
+pub use action::Action;
+pub use classifier::Classifier;
+pub use key::{FlowKey, PortNo};
+pub use parse::{parse_filter, parse_flow, FlowParseError};
+pub use rule::{FlowSpec, Match, Rule, DEFAULT_PRIORITY};

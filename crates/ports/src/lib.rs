@@ -1,0 +1,2 @@
+//! Ports (being implemented)
+pub mod config;
