@@ -1,4 +1,30 @@
-//! Packet memory (being implemented).
+//! Packet memory for nfvswitch.
+//!
+//! - [`Region`]: one shared mapping (hugetlb memfd when available, plain
+//!   memfd otherwise) so its fd can be shared with VNFs or the kernel.
+//! - [`PacketPool`]: fixed-size frames in that region, lock-free free list.
+//! - [`PoolCache`]: per-thread front of a pool; the fast path's only
+//!   allocator (no locks, atomics or syscalls in steady state).
+//! - [`Packet`]: a 24-byte handle that may also point at memory the switch
+//!   does not own (guest buffers, AF_XDP UMEM) — see [`owner`].
+//! - [`Batch`]: up to [`BATCH`] packets, the unit every port and element
+//!   works on.
+
+pub mod owner;
+pub mod packet;
+pub mod pool;
+pub mod region;
+pub mod stats;
+
+pub use packet::{Packet, HEADROOM};
+pub use pool::{PacketPool, PoolCache, PoolError};
+pub use region::{Backing, Region, RegionError};
+
+/// Packets per burst, as in DPDK and OVS.
+pub const BATCH: usize = 32;
+
+/// Up to [`BATCH`] packets. Fixed capacity: never allocates.
+pub type Batch = arrayvec::ArrayVec<Packet, BATCH>;
 
 /// Where the packet region comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -1,0 +1,197 @@
+//! The packet handle: 24 bytes that move by value through batches.
+//!
+//! A `Packet` points at one buffer (usually a frame of the switch's pool,
+//! possibly foreign memory such as a guest's buffer) and records where the
+//! data starts and how long it is. It owns that buffer exclusively until it
+//! is freed: through a [`crate::PoolCache`] on the fast path, or — if it is
+//! simply dropped — through its owner's registry entry (slow but never a
+//! leak).
+
+use crate::owner::{self, OwnerId};
+use std::ptr::NonNull;
+
+/// Bytes reserved before the data of a fresh packet, for pushing headers
+/// (VLAN, tunnels) without moving the payload.
+pub const HEADROOM: usize = 128;
+
+pub struct Packet {
+    buf: NonNull<u8>,
+    cap: u32,
+    data_off: u16,
+    len: u16,
+    owner: OwnerId,
+    in_port: u16,
+    token: u32,
+}
+
+// SAFETY: a `Packet` is the unique handle to its buffer (pool invariant:
+// each frame is in exactly one place — a free list or one `Packet`), and
+// the memory stays mapped while any packet exists, so moving the handle to
+// another thread is sound.
+unsafe impl Send for Packet {}
+
+impl Packet {
+    /// Builds a handle over `cap` bytes at `buf`.
+    ///
+    /// # Safety
+    /// `buf..buf+cap` must be valid for reads and writes for as long as the
+    /// packet lives, no other live `Packet` or reference may alias it, and
+    /// `owner.release(token)` must be the right way to give it back.
+    /// `data_off + len <= cap` and `cap < 2^32` must hold.
+    #[inline(always)]
+    pub unsafe fn from_raw(
+        buf: NonNull<u8>,
+        cap: u32,
+        data_off: u16,
+        len: u16,
+        owner: OwnerId,
+        token: u32,
+    ) -> Packet {
+        debug_assert!(data_off as u32 + len as u32 <= cap);
+        Packet { buf, cap, data_off, len, owner, in_port: 0, token }
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    #[inline(always)]
+    pub fn owner(&self) -> OwnerId {
+        self.owner
+    }
+    #[inline(always)]
+    pub fn token(&self) -> u32 {
+        self.token
+    }
+    #[inline(always)]
+    pub fn in_port(&self) -> u16 {
+        self.in_port
+    }
+    #[inline(always)]
+    pub fn set_in_port(&mut self, port: u16) {
+        self.in_port = port;
+    }
+    #[inline(always)]
+    pub fn headroom(&self) -> usize {
+        self.data_off as usize
+    }
+    #[inline(always)]
+    pub fn tailroom(&self) -> usize {
+        self.cap as usize - self.data_off as usize - self.len as usize
+    }
+    /// Largest `len` possible with the current headroom.
+    #[inline(always)]
+    pub fn max_len(&self) -> usize {
+        (self.cap as usize - self.data_off as usize).min(u16::MAX as usize)
+    }
+    /// Address of the first data byte (for prefetching and DMA-style copies).
+    #[inline(always)]
+    pub fn data_ptr(&self) -> *const u8 {
+        // SAFETY: data_off <= cap, so the result stays within the buffer.
+        unsafe { self.buf.as_ptr().add(self.data_off as usize) }
+    }
+
+    #[inline(always)]
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: `data_off + len <= cap` (kept by every mutator) and the
+        // buffer is valid and exclusively ours (constructor contract).
+        unsafe { std::slice::from_raw_parts(self.data_ptr(), self.len as usize) }
+    }
+
+    #[inline(always)]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `data`, and `&mut self` guarantees unique access.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.buf.as_ptr().add(self.data_off as usize),
+                self.len as usize,
+            )
+        }
+    }
+
+    /// The whole writable area from the data start to the buffer end, for
+    /// filling a fresh packet; follow with [`Packet::set_len`].
+    #[inline(always)]
+    pub fn room_mut(&mut self) -> &mut [u8] {
+        let n = self.max_len();
+        // SAFETY: `data_off + n <= cap`; unique access through `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.buf.as_ptr().add(self.data_off as usize), n) }
+    }
+
+    /// Sets the data length; fails (and changes nothing) beyond the buffer.
+    #[inline(always)]
+    pub fn set_len(&mut self, len: usize) -> Result<(), usize> {
+        if len > self.max_len() {
+            return Err(self.max_len());
+        }
+        self.len = len as u16;
+        Ok(())
+    }
+
+    /// Grows the data at the front by `n` bytes (pushing a header) and
+    /// returns the new front. `None` if the headroom is too small.
+    #[inline]
+    pub fn prepend(&mut self, n: usize) -> Option<&mut [u8]> {
+        if n > self.data_off as usize || self.len as usize + n > u16::MAX as usize {
+            return None;
+        }
+        self.data_off -= n as u16;
+        self.len += n as u16;
+        Some(&mut self.data_mut()[..n])
+    }
+
+    /// Removes `n` bytes from the front (popping a header).
+    #[inline]
+    pub fn trim_front(&mut self, n: usize) -> bool {
+        if n > self.len as usize {
+            return false;
+        }
+        self.data_off += n as u16;
+        self.len -= n as u16;
+        true
+    }
+
+    /// Gives the buffer back to its owner through the registry. The fast
+    /// path is `PoolCache::free`; this is what `Drop` does.
+    pub fn release(self) {
+        let (owner, token) = (self.owner, self.token);
+        std::mem::forget(self);
+        if !owner::release(owner, token) {
+            crate::stats::note_orphan();
+        }
+    }
+
+    /// Forgets the handle without returning the buffer: for owners taking a
+    /// buffer back themselves (e.g. a port that completed a zero-copy send).
+    /// Returns the token.
+    #[inline(always)]
+    pub fn into_token(self) -> u32 {
+        let t = self.token;
+        std::mem::forget(self);
+        t
+    }
+}
+
+impl Drop for Packet {
+    fn drop(&mut self) {
+        if !owner::release(self.owner, self.token) {
+            crate::stats::note_orphan();
+        }
+    }
+}
+
+impl std::fmt::Debug for Packet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packet")
+            .field("len", &self.len)
+            .field("data_off", &self.data_off)
+            .field("owner", &self.owner)
+            .field("token", &self.token)
+            .field("in_port", &self.in_port)
+            .finish()
+    }
+}

@@ -1,0 +1,186 @@
+//! One shared memory region backing a packet pool.
+//!
+//! The region is a memfd mapped `MAP_SHARED`, so its fd can later be handed
+//! to another process (a VNF, the kernel as an AF_XDP UMEM). With
+//! `HugepageMode::Auto` we first ask for a hugetlb-backed memfd (few TLB
+//! misses, as DPDK does) and fall back to normal pages with a log line;
+//! hugepages are never required unless the config says `require`.
+
+use crate::HugepageMode;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+
+const HUGE_PAGE: usize = 2 << 20;
+const PAGE: usize = 4096;
+
+/// Which kind of memory a region ended up on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    Hugepages2M,
+    Memfd4K,
+}
+
+impl Backing {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Backing::Hugepages2M => "hugetlb memfd (2 MiB pages)",
+            Backing::Memfd4K => "memfd (4 KiB pages)",
+        }
+    }
+}
+
+/// A mapped region. Unmapped on drop.
+///
+/// Thread safety: the region itself is just an address range; whoever
+/// hands out pieces of it (the pool) guarantees each byte has one writer.
+#[derive(Debug)]
+pub struct Region {
+    base: NonNull<u8>,
+    len: usize,
+    backing: Backing,
+    fd: OwnedFd,
+}
+
+// SAFETY: the mapping is process-wide and stays valid until `drop`; `Region`
+// hands out no references itself, so moving or sharing it between threads
+// cannot create aliasing.
+unsafe impl Send for Region {}
+// SAFETY: as above; all methods take `&self` and only read immutable fields.
+unsafe impl Sync for Region {}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegionError {
+    #[error("memfd_create failed: {0}")]
+    Memfd(io::Error),
+    #[error("cannot size the packet region to {len} bytes: {err}")]
+    Truncate { len: usize, err: io::Error },
+    #[error("cannot map {len} bytes of {backing}: {err}")]
+    Map { len: usize, backing: &'static str, err: io::Error },
+    #[error("hugepages required (memory.hugepages = \"require\") but unavailable: {0}; reserve some with `echo 512 > /proc/sys/vm/nr_hugepages`")]
+    HugepagesUnavailable(String),
+}
+
+impl Region {
+    /// Maps at least `len` bytes according to `mode`.
+    pub fn new(name: &str, len: usize, mode: HugepageMode) -> Result<Region, RegionError> {
+        match mode {
+            HugepageMode::Never => Self::map(name, len, Backing::Memfd4K),
+            HugepageMode::Require => Self::map(name, len, Backing::Hugepages2M)
+                .map_err(|e| RegionError::HugepagesUnavailable(e.to_string())),
+            HugepageMode::Auto => match Self::map(name, len, Backing::Hugepages2M) {
+                Ok(r) => Ok(r),
+                Err(e) => {
+                    tracing::info!(
+                        "packet memory: hugepages unavailable ({e}); using normal pages"
+                    );
+                    Self::map(name, len, Backing::Memfd4K)
+                }
+            },
+        }
+    }
+
+    fn map(name: &str, len: usize, backing: Backing) -> Result<Region, RegionError> {
+        let (page, flags) = match backing {
+            Backing::Hugepages2M => (HUGE_PAGE, libc::MFD_CLOEXEC | libc::MFD_HUGETLB),
+            Backing::Memfd4K => (PAGE, libc::MFD_CLOEXEC),
+        };
+        let len = len.div_ceil(page).max(1) * page;
+        let cname = CString::new(name).unwrap_or_else(|_| c"nfvswitch".to_owned());
+        // SAFETY: `cname` is a valid NUL-terminated string; flags are valid.
+        let raw = unsafe { libc::memfd_create(cname.as_ptr(), flags) };
+        if raw < 0 {
+            return Err(RegionError::Memfd(io::Error::last_os_error()));
+        }
+        // SAFETY: `raw` is a fresh fd we own exclusively.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: plain syscall on an fd we own.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+            return Err(RegionError::Truncate { len, err: io::Error::last_os_error() });
+        }
+        // MAP_POPULATE prefaults every page now, so the fast path never
+        // takes a page fault, and a hugetlb region without enough reserved
+        // pages fails here (ENOMEM) instead of with SIGBUS later.
+        // SAFETY: we map a file we own with a length it has; the result is
+        // checked before use.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(RegionError::Map {
+                len,
+                backing: backing.as_str(),
+                err: io::Error::last_os_error(),
+            });
+        }
+        let base = NonNull::new(p.cast::<u8>()).expect("mmap returned null");
+        Ok(Region { base, len, backing, fd })
+    }
+
+    pub fn base(&self) -> NonNull<u8> {
+        self.base
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn backing(&self) -> Backing {
+        self.backing
+    }
+    /// The memfd, for sharing the region with another process or the kernel.
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+    /// True when `[ptr, ptr+len)` lies inside this region.
+    pub fn contains(&self, ptr: *const u8, len: usize) -> bool {
+        let start = self.base.as_ptr() as usize;
+        let p = ptr as usize;
+        p >= start && p.checked_add(len).is_some_and(|end| end <= start + self.len)
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the range mmap returned. The pool that
+        // owns this region leaks it instead of dropping it while packets
+        // still point into it (see `pool.rs`).
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_mode_maps_normal_pages_and_is_writable() {
+        let r = Region::new("t", 10_000, HugepageMode::Never).unwrap();
+        assert_eq!(r.backing(), Backing::Memfd4K);
+        assert_eq!(r.len(), 12_288);
+        // SAFETY: the region is 12 KiB, mapped read/write, owned by this test.
+        unsafe {
+            r.base().as_ptr().add(12_287).write(7);
+            assert_eq!(r.base().as_ptr().add(12_287).read(), 7);
+        }
+        assert!(r.contains(r.base().as_ptr(), 12_288));
+        assert!(!r.contains(r.base().as_ptr(), 12_289));
+    }
+
+    #[test]
+    fn auto_mode_always_succeeds() {
+        let r = Region::new("t", 1 << 20, HugepageMode::Auto).unwrap();
+        assert!(r.len() >= 1 << 20);
+    }
+}

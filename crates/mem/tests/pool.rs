@@ -1,0 +1,121 @@
+use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, BATCH, HEADROOM};
+
+fn pool(frames: usize) -> std::sync::Arc<PacketPool> {
+    PacketPool::new(
+        "test",
+        &MemoryConfig { frame_size: 2048, frames, hugepages: HugepageMode::Never },
+    )
+    .unwrap()
+}
+
+#[test]
+fn every_frame_can_be_allocated_once_then_the_pool_is_empty() {
+    let p = pool(256);
+    let mut c = p.cache();
+    let mut all = Vec::new();
+    while let Some(pkt) = c.alloc() {
+        all.push(pkt);
+    }
+    assert_eq!(all.len(), 256);
+    assert_eq!(c.alloc_failures(), 1);
+    let mut tokens: Vec<u32> = all.iter().map(|p| p.token()).collect();
+    tokens.sort();
+    tokens.dedup();
+    assert_eq!(tokens.len(), 256, "each frame handed out once");
+    for pkt in all {
+        c.free(pkt);
+    }
+    drop(c);
+    assert_eq!(p.shared_free(), 256);
+}
+
+#[test]
+fn dropped_packets_return_to_the_pool_through_the_owner_registry() {
+    let p = pool(64);
+    let mut c = p.cache();
+    let pkt = c.alloc().unwrap();
+    drop(c);
+    assert_eq!(p.shared_free(), 63);
+    drop(pkt);
+    assert_eq!(p.shared_free(), 64);
+}
+
+#[test]
+fn batches_alloc_and_free_in_bulk() {
+    let p = pool(128);
+    let mut c = p.cache();
+    let mut b = Batch::new();
+    assert_eq!(c.alloc_into(&mut b, 100), BATCH);
+    assert!(b.iter().all(|p| p.is_empty() && p.headroom() == HEADROOM));
+    c.free_batch(&mut b);
+    assert!(b.is_empty());
+    drop(c);
+    assert_eq!(p.shared_free(), 128);
+}
+
+#[test]
+fn headroom_prepend_and_trim_keep_bounds() {
+    let p = pool(64);
+    let mut c = p.cache();
+    let mut pkt = c.alloc().unwrap();
+    assert_eq!(pkt.max_len(), 2048 - HEADROOM);
+    assert!(pkt.set_len(2048 - HEADROOM + 1).is_err());
+    pkt.set_len(60).unwrap();
+    pkt.data_mut().fill(0xab);
+    pkt.prepend(4).unwrap().copy_from_slice(&[1, 2, 3, 4]);
+    assert_eq!(pkt.len(), 64);
+    assert_eq!(&pkt.data()[..5], &[1, 2, 3, 4, 0xab]);
+    assert!(pkt.prepend(HEADROOM).is_none(), "only HEADROOM-4 left");
+    assert!(pkt.trim_front(4));
+    assert_eq!(pkt.data()[0], 0xab);
+    assert!(!pkt.trim_front(61));
+    let copy = c.copy(&pkt).unwrap();
+    assert_eq!(copy.data(), pkt.data());
+    assert_ne!(copy.token(), pkt.token());
+    c.free(copy);
+    c.free(pkt);
+}
+
+#[test]
+fn threads_exchange_packets_without_losing_frames() {
+    let p = pool(4096);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<nfv_mem::Packet>>(16);
+    let p2 = p.clone();
+    let producer = std::thread::spawn(move || {
+        let mut c = p2.cache();
+        for round in 0..2000u32 {
+            let mut v = Vec::new();
+            for _ in 0..32 {
+                if let Some(mut pkt) = c.alloc() {
+                    pkt.set_len(4).unwrap();
+                    pkt.data_mut().copy_from_slice(&round.to_le_bytes());
+                    v.push(pkt);
+                }
+            }
+            tx.send(v).unwrap();
+        }
+    });
+    let mut c = p.cache();
+    let mut seen = 0;
+    while let Ok(v) = rx.recv() {
+        for pkt in v {
+            seen += 1;
+            c.free(pkt);
+        }
+    }
+    producer.join().unwrap();
+    drop(c);
+    assert_eq!(seen, 64_000);
+    assert_eq!(p.shared_free(), 4096);
+}
+
+#[test]
+fn bad_geometry_is_refused() {
+    for (fs, n) in [(3000, 1024), (1024, 1024), (2048, 10), (131072, 1024)] {
+        let r = PacketPool::new(
+            "bad",
+            &MemoryConfig { frame_size: fs, frames: n, hugepages: HugepageMode::Never },
+        );
+        assert!(r.is_err(), "{fs} x {n} accepted");
+    }
+}
