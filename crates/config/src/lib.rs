@@ -1,1 +1,353 @@
-//! (being implemented)
+//! The node config: a TOML file parsed with serde, then validated into
+//! [`NodeConfig`], plain typed data the daemon applies (and diffs on reload).
+//!
+//! Every rejection is a [`ConfigError`] naming the file, the 1-based line
+//! and the field: `examples/bad.toml:14: port[1].rate_pps: not valid for a
+//! port of type "sink" (only for type "generator" or "pcap")`. Unknown keys
+//! are rejected everywhere. Array indices in field paths are 0-based.
+//!
+//! # Schema
+//!
+//! ```toml
+//! flows = [                        # optional; must come before the first [table]
+//!   "priority=10,in_port=1,actions=output:2",
+//! ]
+//!
+//! [node]                           # optional
+//! name = "gen-sink"                # [a-zA-Z0-9_.-]{1,64}; default: the file stem
+//! control_socket = "/tmp/nfvswitch-gen-sink.sock"  # optional; default: chosen by the daemon
+//!
+//! [memory]                         # optional
+//! frame_size = 2048                # bytes per buffer incl. 128 B headroom: power of two 2048..=65536
+//! frames = 32768                   # 1024..=4194304
+//! hugepages = "auto"               # "auto" | "require" | "never"
+//!
+//! [pmd]                            # optional
+//! cores = [1]                      # 1..=64 distinct CPU ids < CPU count; default: [last CPU]
+//! emc_entries = 8192               # 0 (EMC off) or a power of two up to 1048576
+//!
+//! [[port]]                         # any number
+//! name = "gen0"                    # required, unique, [a-zA-Z0-9_.-]{1,32}
+//! id = 1                           # required, unique OpenFlow port number 1..=65279
+//! type = "generator"               # required: "generator" | "sink" | "pcap" | "ring"
+//! rxqs = 1                         # 1..=64, default 1
+//! # type = "generator" (all optional):
+//! #   frame_size = 64              # 64..=9000, and at most memory.frame_size - 128
+//! #   flows = 1                    # distinct 5-tuples, 1..=1000000
+//! #   rate_pps = 1000000           # >= 1; default: as fast as possible
+//! #   count = 1000                 # >= 1; default: forever
+//! #   src_mac = "02:00:00:00:00:01"   dst_mac = "02:00:00:00:00:02"  (src must be unicast)
+//! #   src_ip = "10.0.0.1"   dst_ip = "10.0.0.2"   src_port = 1024   dst_port = 5001
+//! # type = "pcap" (at least one of replay / capture):
+//! #   replay = "data/in.pcap"      # frames to receive
+//! #   capture = "/tmp/out.pcap"    # where transmitted frames are written
+//! #   loops = 1                    # replays of the file, 0 = forever (only with replay)
+//! #   rate_pps = 1000              # replay rate limit (only with replay)
+//! # type = "ring":
+//! #   peer = "ring-b"              # required: another ring port that names this one back
+//! #   size = 1024                  # power of two 32..=65536, equal on both ends
+//!
+//! [[flow]]                         # alternative to `flows`, usable anywhere in the file
+//! rule = "priority=0,actions=drop"
+//! ```
+//!
+//! Relative paths (`control_socket`, `replay`, `capture`) are taken
+//! relative to the directory of the config file. Rules from `flows` come
+//! first, then those of the `[[flow]]` tables, each in file order. A rule's
+//! `in_port=` and `output:` must name the id of a configured port
+//! (reserved port numbers 0xff00 and up are not checked).
+
+mod check;
+mod error;
+mod flows;
+mod port;
+mod raw;
+
+use std::path::{Path, PathBuf};
+
+use nfv_mem::{HugepageMode, MemoryConfig};
+use nfv_ports::config::PortConfig;
+
+use crate::check::{Result, path};
+pub use crate::error::ConfigError;
+use crate::error::Doc;
+pub use crate::port::{MAX_PORT_ID, MAX_PORT_NAME, MAX_RXQS};
+use crate::raw::{RawConfig, RawHugepages, RawMemory, RawPmd, RawPort, S};
+
+/// A validated node config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeConfig {
+    /// The file it came from.
+    pub source: PathBuf,
+    /// `[node] name`; default: the file stem.
+    pub name: String,
+    /// `[node] control_socket`; `None` = the daemon's default.
+    pub control_socket: Option<PathBuf>,
+    pub memory: MemoryConfig,
+    pub pmd: PmdConfig,
+    /// In file order.
+    pub ports: Vec<PortConfig>,
+    /// In file order (`flows` first, then `[[flow]]` tables).
+    pub flows: Vec<nfv_flow::FlowSpec>,
+}
+
+/// Poll-mode driver threads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PmdConfig {
+    /// One PMD thread pinned to each of these CPUs (distinct, in file order).
+    pub cores: Vec<usize>,
+    /// Exact-match cache entries per PMD thread; 0 disables the EMC.
+    pub emc_entries: usize,
+}
+
+impl PmdConfig {
+    /// The default: one PMD on the last CPU, 8192 EMC entries.
+    pub fn default_for(cpu_count: usize) -> PmdConfig {
+        PmdConfig {
+            cores: vec![cpu_count.saturating_sub(1)],
+            emc_entries: DEFAULT_EMC_ENTRIES,
+        }
+    }
+}
+
+pub const DEFAULT_EMC_ENTRIES: usize = 8192;
+pub const MAX_EMC_ENTRIES: usize = 1 << 20;
+/// Most PMD threads.
+pub const MAX_PMD_CORES: usize = 64;
+/// Longest node name.
+pub const MAX_NODE_NAME: usize = 64;
+/// Longest Unix socket path (`sun_path` is 108 bytes with the NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// Reads and validates a config file, checking PMD cores against this
+/// machine's CPU count (`std::thread::available_parallelism`).
+pub fn load(path: &Path) -> std::result::Result<NodeConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        file: path.to_path_buf(),
+        source,
+    })?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    parse_str(&text, path, cpus)
+}
+
+/// Validates config text. `source` names the file in errors, supplies the
+/// default node name and the directory relative paths are resolved
+/// against; `cpu_count` bounds `pmd.cores`.
+pub fn parse_str(
+    text: &str,
+    source: &Path,
+    cpu_count: usize,
+) -> std::result::Result<NodeConfig, ConfigError> {
+    let doc = Doc {
+        file: source,
+        text,
+        prefix: 0,
+    };
+    let raw: RawConfig = toml::from_str(text).map_err(|e| doc.toml_error(&e, ""))?;
+    let base = source.parent().unwrap_or(Path::new(""));
+
+    let (name, control_socket) = node(&doc, raw.node.as_ref(), base)?;
+    let memory = memory(&doc, raw.memory.as_ref())?;
+    let pmd = pmd(&doc, raw.pmd.as_ref(), cpu_count)?;
+
+    let ports = raw
+        .port
+        .iter()
+        .enumerate()
+        .map(|(i, p)| port::port(&doc, &format!("port[{i}]"), p, &memory, base))
+        .collect::<Result<Vec<_>>>()?;
+    port::check_set(&doc, &raw.port, &ports)?;
+
+    let from_list = raw
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (format!("flows[{i}]"), r));
+    let from_tables = raw
+        .flow
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (format!("flow[{i}].rule"), &t.get_ref().rule));
+    let flows = from_list
+        .chain(from_tables)
+        .map(|(field, rule)| flows::flow(&doc, &field, rule, &ports))
+        .collect::<Result<Vec<_>>>()?;
+
+    Ok(NodeConfig {
+        source: source.to_path_buf(),
+        name,
+        control_socket,
+        memory,
+        pmd,
+        ports,
+        flows,
+    })
+}
+
+/// Validates one port given as an inline TOML table, for `add-port`:
+/// `{ name = "s2", id = 3, type = "sink" }`, or the same without the braces
+/// (`name="s2",id=3,type="sink"`). The keys are those of a `[[port]]` table.
+///
+/// Errors name the file `<inline port>`, line 1 (or the line within a
+/// multi-line table) and the bare key (`rate_pps`). Checks that need the
+/// other ports (unique name and id, ring peer naming this port back) are
+/// the caller's. A generator's `frame_size` is checked against `memory`.
+/// Relative paths are made absolute against the current directory.
+pub fn parse_port_table(
+    text: &str,
+    memory: &MemoryConfig,
+) -> std::result::Result<PortConfig, ConfigError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Wrapper {
+        port: S<RawPort>,
+    }
+    let trimmed = text.trim_start();
+    let braced = trimmed.starts_with('{');
+    let prefix = if braced { "port = " } else { "port = {" };
+    let wrapped = format!("{prefix}{text}{}", if braced { "\n" } else { "\n}\n" });
+    let file = Path::new("<inline port>");
+    let doc = Doc {
+        file,
+        text: &wrapped,
+        prefix: prefix.len(),
+    };
+    let strip = |mut e: ConfigError| {
+        if let ConfigError::Invalid { field, .. } = &mut e {
+            *field = field
+                .strip_prefix("port")
+                .map(|f| f.trim_start_matches('.').to_string())
+                .unwrap_or_default();
+        }
+        e
+    };
+    let w: Wrapper = toml::from_str(&wrapped).map_err(|e| strip(doc.toml_error(&e, "")))?;
+    let base = std::env::current_dir().unwrap_or_default();
+    port::port(&doc, "", &w.port, memory, &base)
+}
+
+fn node(
+    doc: &Doc<'_>,
+    raw: Option<&S<raw::RawNode>>,
+    base: &Path,
+) -> Result<(String, Option<PathBuf>)> {
+    let n = raw.map(|r| r.get_ref());
+    let name = match n.and_then(|n| n.name.as_ref()) {
+        Some(v) => check::name(doc, v, "node.name", MAX_NODE_NAME)?,
+        None => {
+            let stem = doc
+                .file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if stem.is_empty() {
+                "nfvswitch".to_string()
+            } else if check::is_valid_name(&stem, MAX_NODE_NAME) {
+                stem
+            } else {
+                return Err(doc.err(
+                    0..0,
+                    "node.name",
+                    format!(
+                        "not given, and the file stem {stem:?} is not a valid name \
+                         (1 to {MAX_NODE_NAME} of a-z A-Z 0-9 _ . -); set [node] name"
+                    ),
+                ));
+            }
+        }
+    };
+    let socket = match n.and_then(|n| n.control_socket.as_ref()) {
+        Some(v) => {
+            let p = check::file_path(doc, v, "node.control_socket", base)?;
+            let len = p.as_os_str().len();
+            if len > MAX_SOCKET_PATH {
+                return Err(doc.err(
+                    v.span(),
+                    "node.control_socket",
+                    format!("{} is {len} bytes long; a Unix socket path holds at most {MAX_SOCKET_PATH}", p.display()),
+                ));
+            }
+            Some(p)
+        }
+        None => None,
+    };
+    Ok((name, socket))
+}
+
+fn memory(doc: &Doc<'_>, raw: Option<&S<RawMemory>>) -> Result<MemoryConfig> {
+    let d = MemoryConfig::default();
+    let Some(m) = raw.map(|r| r.get_ref()) else {
+        return Ok(d);
+    };
+    Ok(MemoryConfig {
+        frame_size: check::opt_pow2(
+            doc,
+            &m.frame_size,
+            "memory.frame_size",
+            2048..=65536,
+            false,
+            d.frame_size,
+        )?,
+        frames: check::opt_int(doc, &m.frames, "memory.frames", 1024..=4_194_304, d.frames)?,
+        hugepages: match m.hugepages.as_ref().map(|h| *h.get_ref()) {
+            None => d.hugepages,
+            Some(RawHugepages::Auto) => HugepageMode::Auto,
+            Some(RawHugepages::Require) => HugepageMode::Require,
+            Some(RawHugepages::Never) => HugepageMode::Never,
+        },
+    })
+}
+
+fn pmd(doc: &Doc<'_>, raw: Option<&S<RawPmd>>, cpu_count: usize) -> Result<PmdConfig> {
+    let d = PmdConfig::default_for(cpu_count);
+    let Some(p) = raw.map(|r| r.get_ref()) else {
+        return Ok(d);
+    };
+    let cores = match &p.cores {
+        None => d.cores,
+        Some(list) => {
+            let items = list.get_ref();
+            if !(1..=MAX_PMD_CORES).contains(&items.len()) {
+                return Err(doc.err(
+                    list.span(),
+                    "pmd.cores",
+                    format!("lists {} CPUs; list 1 to {MAX_PMD_CORES}", items.len()),
+                ));
+            }
+            let mut cores = Vec::with_capacity(items.len());
+            for (i, c) in items.iter().enumerate() {
+                let field = path("pmd", &format!("cores[{i}]"));
+                let n = *c.get_ref();
+                if n < 0 || n as u64 >= cpu_count as u64 {
+                    return Err(doc.err(
+                        c.span(),
+                        field,
+                        format!(
+                            "CPU {n} does not exist: {cpu_count} CPUs are available (0..={})",
+                            cpu_count.saturating_sub(1)
+                        ),
+                    ));
+                }
+                let n = n as usize;
+                if let Some(j) = cores.iter().position(|&x| x == n) {
+                    return Err(doc.err(
+                        c.span(),
+                        field,
+                        format!("CPU {n} is already listed as pmd.cores[{j}]"),
+                    ));
+                }
+                cores.push(n);
+            }
+            cores
+        }
+    };
+    let emc_entries = check::opt_pow2(
+        doc,
+        &p.emc_entries,
+        "pmd.emc_entries",
+        1..=MAX_EMC_ENTRIES as i64,
+        true,
+        DEFAULT_EMC_ENTRIES,
+    )?;
+    Ok(PmdConfig { cores, emc_entries })
+}

@@ -1,1 +1,286 @@
-//! (being implemented)
+//! The datapath: PMD threads and the forwarding element they run.
+//!
+//! [`Datapath`] is the control plane's handle: it starts PMD threads,
+//! adds and removes ports (assigning rx queues round-robin to PMDs and
+//! giving every PMD its own tx queue on every port), and reads counters.
+//! Flow rules live in a [`SharedFlowTable`] that PMDs pick up lock-free.
+//!
+//! Thread safety: `Datapath` is `Sync`; its port registry is behind a
+//! mutex used only by the control plane. PMD threads see changes only
+//! through their command channels.
+
+pub mod actions;
+mod dispatch;
+pub mod mac_learning;
+mod pmd;
+pub mod stats;
+
+use crossbeam_channel::{bounded, unbounded, Sender};
+use mac_learning::MacTable;
+use nfv_flow::table::SharedFlowTable;
+use nfv_flow::PortNo;
+use nfv_mem::PacketPool;
+use nfv_ports::{Port, PortStats};
+use pmd::{PmdCommand, PmdThread};
+use stats::{PmdSnapshot, PmdStats};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatapathConfig {
+    /// One PMD thread per entry, pinned to that CPU (`None` = not pinned).
+    pub pmd_cores: Vec<Option<usize>>,
+    /// Exact-match cache entries per PMD; 0 disables the EMC.
+    pub emc_entries: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DatapathError {
+    #[error("port number {0} is already in use")]
+    DuplicatePortNo(PortNo),
+    #[error("port name {0:?} is already in use")]
+    DuplicatePortName(String),
+    #[error("no port {0:?}")]
+    NoSuchPort(String),
+    #[error("a PMD thread did not answer within 2 s")]
+    PmdTimeout,
+    #[error("cannot start PMD thread: {0}")]
+    Spawn(std::io::Error),
+}
+
+struct PmdHandle {
+    core: Option<usize>,
+    commands: Sender<PmdCommand>,
+    stats: Arc<PmdStats>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct PortEntry {
+    port: Arc<dyn Port>,
+    stats: Arc<PortStats>,
+    /// PMD index polling each rx queue.
+    rxq_pmd: Vec<usize>,
+}
+
+/// What `show ports` needs about one port.
+#[derive(Clone)]
+pub struct PortView {
+    pub no: PortNo,
+    pub port: Arc<dyn Port>,
+    pub stats: Arc<PortStats>,
+    pub rxq_pmd: Vec<usize>,
+}
+
+/// What `show pmd` needs about one PMD thread.
+#[derive(Clone, Debug)]
+pub struct PmdView {
+    pub index: usize,
+    pub core: Option<usize>,
+    pub stats: PmdSnapshot,
+    /// (port number, port name, queue) polled by this PMD.
+    pub rxqs: Vec<(PortNo, String, usize)>,
+}
+
+pub struct Datapath {
+    pmds: Vec<PmdHandle>,
+    ports: Mutex<BTreeMap<PortNo, PortEntry>>,
+    table: Arc<SharedFlowTable>,
+    mac: Arc<MacTable>,
+    pool: Arc<PacketPool>,
+    next_pmd: Mutex<usize>,
+}
+
+impl Datapath {
+    pub fn start(
+        cfg: &DatapathConfig,
+        pool: Arc<PacketPool>,
+        table: Arc<SharedFlowTable>,
+    ) -> Result<Datapath, DatapathError> {
+        let mac = Arc::new(MacTable::new(4096));
+        let mut pmds = Vec::new();
+        for (index, &core) in cfg.pmd_cores.iter().enumerate() {
+            let (tx, rx) = unbounded();
+            let stats = Arc::new(PmdStats::default());
+            let t = PmdThread {
+                index,
+                core,
+                commands: rx,
+                stats: stats.clone(),
+                table: table.clone(),
+                pool: pool.clone(),
+                mac: mac.clone(),
+                emc_entries: cfg.emc_entries,
+            };
+            let name = match core {
+                Some(c) => format!("pmd-c{c:02}/{index}"),
+                None => format!("pmd-{index}"),
+            };
+            let thread = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || t.run())
+                .map_err(DatapathError::Spawn)?;
+            pmds.push(PmdHandle { core, commands: tx, stats, thread: Some(thread) });
+        }
+        Ok(Datapath {
+            pmds,
+            ports: Mutex::new(BTreeMap::new()),
+            table,
+            mac,
+            pool,
+            next_pmd: Mutex::new(0),
+        })
+    }
+
+    pub fn table(&self) -> &Arc<SharedFlowTable> {
+        &self.table
+    }
+    pub fn pool(&self) -> &Arc<PacketPool> {
+        &self.pool
+    }
+    pub fn mac_table(&self) -> &MacTable {
+        &self.mac
+    }
+    pub fn n_pmds(&self) -> usize {
+        self.pmds.len()
+    }
+
+    fn ports(&self) -> std::sync::MutexGuard<'_, BTreeMap<PortNo, PortEntry>> {
+        self.ports.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds a port as number `no`: every PMD gets a tx queue on it, and
+    /// its rx queues are spread round-robin over the PMDs.
+    pub fn add_port(&self, no: PortNo, port: Arc<dyn Port>) -> Result<(), DatapathError> {
+        let mut ports = self.ports();
+        if ports.contains_key(&no) {
+            return Err(DatapathError::DuplicatePortNo(no));
+        }
+        if ports.values().any(|e| e.port.name() == port.name()) {
+            return Err(DatapathError::DuplicatePortName(port.name().to_string()));
+        }
+        let n_pmds = self.pmds.len().max(1);
+        let stats = Arc::new(PortStats::new(port.n_rxq(), n_pmds));
+        for (i, pmd) in self.pmds.iter().enumerate() {
+            let _ = pmd.commands.send(PmdCommand::AddTx {
+                port: no,
+                qid: i,
+                txq: port.open_txq(i),
+                stats: stats.clone(),
+            });
+        }
+        let mut rxq_pmd = Vec::new();
+        let mut next = self.next_pmd.lock().unwrap_or_else(|p| p.into_inner());
+        for q in 0..port.n_rxq() {
+            let i = *next % n_pmds;
+            *next += 1;
+            rxq_pmd.push(i);
+            if let Some(pmd) = self.pmds.get(i) {
+                let _ = pmd.commands.send(PmdCommand::AddRxq {
+                    port: no,
+                    qid: q,
+                    rxq: port.open_rxq(q),
+                    stats: stats.clone(),
+                });
+            }
+        }
+        ports.insert(no, PortEntry { port, stats, rxq_pmd });
+        Ok(())
+    }
+
+    /// Looks a port up by number or name.
+    pub fn resolve_port(&self, name_or_no: &str) -> Option<PortNo> {
+        let ports = self.ports();
+        if let Ok(no) = name_or_no.parse::<PortNo>() {
+            if ports.contains_key(&no) {
+                return Some(no);
+            }
+        }
+        ports.iter().find(|(_, e)| e.port.name() == name_or_no).map(|(no, _)| *no)
+    }
+
+    /// Removes a port; returns once no PMD uses it any more.
+    pub fn del_port(&self, name_or_no: &str) -> Result<PortNo, DatapathError> {
+        let no = self
+            .resolve_port(name_or_no)
+            .ok_or_else(|| DatapathError::NoSuchPort(name_or_no.to_string()))?;
+        let mut ports = self.ports();
+        let (ack_tx, ack_rx) = bounded(self.pmds.len().max(1));
+        for pmd in &self.pmds {
+            let _ = pmd.commands.send(PmdCommand::DelPort { port: no, ack: ack_tx.clone() });
+        }
+        let mut result = Ok(no);
+        for _ in &self.pmds {
+            if ack_rx.recv_timeout(Duration::from_secs(2)).is_err() {
+                result = Err(DatapathError::PmdTimeout);
+                break;
+            }
+        }
+        ports.remove(&no);
+        self.mac.flush_port(no);
+        result
+    }
+
+    pub fn port_views(&self) -> Vec<PortView> {
+        self.ports()
+            .iter()
+            .map(|(&no, e)| PortView {
+                no,
+                port: e.port.clone(),
+                stats: e.stats.clone(),
+                rxq_pmd: e.rxq_pmd.clone(),
+            })
+            .collect()
+    }
+
+    pub fn pmd_views(&self) -> Vec<PmdView> {
+        let ports = self.ports();
+        self.pmds
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PmdView {
+                index: i,
+                core: p.core,
+                stats: p.stats.snapshot(),
+                rxqs: ports
+                    .iter()
+                    .flat_map(|(&no, e)| {
+                        e.rxq_pmd
+                            .iter()
+                            .enumerate()
+                            .filter(move |(_, pmd)| **pmd == i)
+                            .map(move |(q, _)| (no, e.port.name().to_string(), q))
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Zeroes PMD counters (port counters are cumulative, like OVS).
+    pub fn clear_pmd_stats(&self) {
+        for p in &self.pmds {
+            let _ = p.commands.send(PmdCommand::ClearStats);
+        }
+    }
+
+    /// Stops all PMD threads and waits for them.
+    pub fn shutdown(&mut self) {
+        for p in &self.pmds {
+            let _ = p.commands.send(PmdCommand::Quit);
+        }
+        for p in &mut self.pmds {
+            if let Some(t) = p.thread.take() {
+                let _ = t.join();
+            }
+        }
+        // Release the ports (and any packets their queues still hold).
+        self.ports().clear();
+    }
+}
+
+impl Drop for Datapath {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

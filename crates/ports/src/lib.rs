@@ -1,2 +1,61 @@
-//! Ports (being implemented)
+//! Ports: where packets enter and leave the switch.
+//!
+//! A port hands out queue objects; each queue is owned by exactly one PMD
+//! thread, so bursts take `&mut self` and need no locks. Rx queues are
+//! assigned to PMDs by the datapath; every PMD gets its own tx queue on
+//! every port (queue index = PMD index), as OVS does with XPS when a port
+//! has enough tx queues.
+//!
+//! The datapath counts packets, bytes and drops by reason for every queue
+//! ([`stats`]); port types only count what is special to them ([`Port::info`]).
+//!
+//! One module per port type: [`generator`], [`sink`], [`pcap`], [`ring`].
+
 pub mod config;
+pub mod generator;
+pub mod open;
+pub mod pcap;
+pub mod ring;
+pub mod sink;
+pub mod stats;
+
+use nfv_mem::{Batch, PoolCache};
+
+pub use config::{PortConfig, PortKind, PortNo};
+pub use open::{open_port, OpenError, PortFactory};
+pub use stats::{DropReason, PortStats, QueueCounters, QueueSnapshot};
+
+/// A receive queue, owned by one PMD thread.
+pub trait RxQueue: Send {
+    /// Appends up to `batch.remaining_capacity()` received packets to
+    /// `batch`, allocating from `pool` if the port copies into switch
+    /// memory. Returns the number appended. Must not block.
+    fn rx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize;
+}
+
+/// A transmit queue, owned by one PMD thread.
+pub trait TxQueue: Send {
+    /// Sends a prefix of `batch` and removes the sent packets from it;
+    /// packets it could not send stay in `batch` for the caller to count
+    /// and free. Returns the number sent. Must not block.
+    fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize;
+    /// Largest frame (bytes, no FCS) this queue accepts.
+    fn max_frame(&self) -> usize {
+        usize::MAX
+    }
+}
+
+/// A port. Shared between the control plane and PMD threads.
+pub trait Port: Send + Sync {
+    fn name(&self) -> &str;
+    fn type_name(&self) -> &'static str;
+    fn n_rxq(&self) -> usize;
+    /// Opens rx queue `q` (`q < n_rxq()`); called once per queue.
+    fn open_rxq(&self, q: usize) -> Box<dyn RxQueue>;
+    /// Opens tx queue `q` for PMD thread `q`; called once per PMD.
+    fn open_txq(&self, q: usize) -> Box<dyn TxQueue>;
+    /// Port-type-specific facts and counters for `show ports`.
+    fn info(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,303 @@
+//! `[[port]]` tables → [`PortConfig`]: one port at a time, then the checks
+//! that need all of them (unique names and ids, ring peers).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use nfv_mem::MemoryConfig;
+use nfv_ports::config::{GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig};
+
+use crate::check::{self, Result, path};
+use crate::error::Doc;
+use crate::raw::{RawPort, RawPortType, S};
+
+/// Highest OpenFlow port number a port may have (0xff00 and up are
+/// reserved ports).
+pub const MAX_PORT_ID: u16 = 0xfeff;
+/// Longest port name.
+pub const MAX_PORT_NAME: usize = 32;
+/// Most rx queues per port.
+pub const MAX_RXQS: usize = 64;
+
+/// Validates one port on its own. `prefix` is its path (`port[2]`, or empty
+/// for an inline table); relative paths are resolved against `base`.
+pub(crate) fn port(
+    doc: &Doc<'_>,
+    prefix: &str,
+    raw: &S<RawPort>,
+    memory: &MemoryConfig,
+    base: &Path,
+) -> Result<PortConfig> {
+    let p = raw.get_ref();
+    let f = |key: &str| path(prefix, key);
+    let kind = *p.kind.get_ref();
+
+    let name = check::name(doc, &p.name, &f("name"), MAX_PORT_NAME)?;
+    let id = check::int_in(doc, &p.id, &f("id"), 1..=i64::from(MAX_PORT_ID))? as u16;
+    let rxqs = check::opt_int(doc, &p.rxqs, &f("rxqs"), 1..=MAX_RXQS as i64, 1usize)?;
+
+    for (key, span, types) in p.type_specific_keys() {
+        if let Some(span) = span
+            && !types.contains(&kind)
+        {
+            let valid: Vec<&str> = types.iter().map(|t| t.name()).collect();
+            return Err(doc.err(
+                span,
+                f(key),
+                format!(
+                    "not valid for a port of type {:?} (only for type {})",
+                    kind.name(),
+                    valid
+                        .iter()
+                        .map(|t| format!("{t:?}"))
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                ),
+            ));
+        }
+    }
+
+    let kind = match kind {
+        RawPortType::Sink => PortKind::Sink,
+        RawPortType::Generator => PortKind::Generator(generator(doc, prefix, p, memory)?),
+        RawPortType::Pcap => PortKind::Pcap(pcap(doc, prefix, raw, base)?),
+        RawPortType::Ring => PortKind::Ring(ring(doc, prefix, raw)?),
+    };
+    Ok(PortConfig {
+        name,
+        id,
+        rxqs,
+        kind,
+    })
+}
+
+fn generator(
+    doc: &Doc<'_>,
+    prefix: &str,
+    p: &RawPort,
+    memory: &MemoryConfig,
+) -> Result<GeneratorConfig> {
+    let f = |key: &str| path(prefix, key);
+    let d = GeneratorConfig::default();
+    let frame_size = check::opt_int(
+        doc,
+        &p.frame_size,
+        &f("frame_size"),
+        64..=9000,
+        d.frame_size,
+    )?;
+    let room = memory.frame_size.saturating_sub(nfv_mem::HEADROOM);
+    if frame_size > room {
+        // Only reachable when frame_size was given (the default 64 always fits).
+        let span = p.frame_size.as_ref().map_or(0..0, |v| v.span());
+        return Err(doc.err(
+            span,
+            f("frame_size"),
+            format!(
+                "{frame_size} does not fit a memory frame of {} bytes ({} bytes of headroom leave {room}); \
+                 raise memory.frame_size",
+                memory.frame_size,
+                nfv_mem::HEADROOM
+            ),
+        ));
+    }
+    let src_mac = match &p.src_mac {
+        Some(v) => {
+            let mac = check::mac(doc, v, &f("src_mac"))?;
+            if mac[0] & 1 != 0 {
+                return Err(doc.err(
+                    v.span(),
+                    f("src_mac"),
+                    format!(
+                        "{:?} is a multicast address; a source MAC must be unicast",
+                        v.get_ref()
+                    ),
+                ));
+            }
+            mac
+        }
+        None => d.src_mac,
+    };
+    Ok(GeneratorConfig {
+        frame_size,
+        flows: check::opt_int(doc, &p.flows, &f("flows"), 1..=1_000_000, d.flows)?,
+        rate_pps: p
+            .rate_pps
+            .as_ref()
+            .map(|v| check::int_in(doc, v, &f("rate_pps"), 1..=i64::MAX).map(|n| n as u64))
+            .transpose()?,
+        count: p
+            .count
+            .as_ref()
+            .map(|v| {
+                check::int_in(doc, v, &f("count"), 1..=i64::MAX)
+                    .map(|n| n as u64)
+                    .map_err(|e| with_hint(e, "leave `count` out to send forever"))
+            })
+            .transpose()?,
+        src_mac,
+        dst_mac: match &p.dst_mac {
+            Some(v) => check::mac(doc, v, &f("dst_mac"))?,
+            None => d.dst_mac,
+        },
+        src_ip: match &p.src_ip {
+            Some(v) => check::ipv4(doc, v, &f("src_ip"))?,
+            None => d.src_ip,
+        },
+        dst_ip: match &p.dst_ip {
+            Some(v) => check::ipv4(doc, v, &f("dst_ip"))?,
+            None => d.dst_ip,
+        },
+        src_port: check::opt_int(doc, &p.src_port, &f("src_port"), 0..=65535, d.src_port)?,
+        dst_port: check::opt_int(doc, &p.dst_port, &f("dst_port"), 0..=65535, d.dst_port)?,
+    })
+}
+
+fn with_hint(mut e: crate::ConfigError, hint: &str) -> crate::ConfigError {
+    if let crate::ConfigError::Invalid { message, .. } = &mut e {
+        message.push_str("; ");
+        message.push_str(hint);
+    }
+    e
+}
+
+fn pcap(doc: &Doc<'_>, prefix: &str, raw: &S<RawPort>, base: &Path) -> Result<PcapConfig> {
+    let p = raw.get_ref();
+    let f = |key: &str| path(prefix, key);
+    let replay = p
+        .replay
+        .as_ref()
+        .map(|v| check::file_path(doc, v, &f("replay"), base))
+        .transpose()?;
+    let capture = p
+        .capture
+        .as_ref()
+        .map(|v| check::file_path(doc, v, &f("capture"), base))
+        .transpose()?;
+    if replay.is_none() && capture.is_none() {
+        return Err(doc.err(
+            raw.span(),
+            f("replay"),
+            "a pcap port needs `replay`, `capture` or both",
+        ));
+    }
+    if replay.is_none() {
+        for (key, v) in [("loops", &p.loops), ("rate_pps", &p.rate_pps)] {
+            if let Some(v) = v {
+                return Err(doc.err(v.span(), f(key), "only meaningful with `replay`"));
+            }
+        }
+    }
+    Ok(PcapConfig {
+        replay,
+        capture,
+        loops: check::opt_int(doc, &p.loops, &f("loops"), 0..=i64::MAX, 1u64)?,
+        rate_pps: p
+            .rate_pps
+            .as_ref()
+            .map(|v| check::int_in(doc, v, &f("rate_pps"), 1..=i64::MAX).map(|n| n as u64))
+            .transpose()?,
+    })
+}
+
+fn ring(doc: &Doc<'_>, prefix: &str, raw: &S<RawPort>) -> Result<RingConfig> {
+    let p = raw.get_ref();
+    let f = |key: &str| path(prefix, key);
+    let Some(peer) = &p.peer else {
+        return Err(doc.err(
+            raw.span(),
+            f("peer"),
+            "a ring port needs `peer`, the name of the other end",
+        ));
+    };
+    let peer_name = check::name(doc, peer, &f("peer"), MAX_PORT_NAME)?;
+    if peer_name == *p.name.get_ref() {
+        return Err(doc.err(peer.span(), f("peer"), "a ring port cannot be its own peer"));
+    }
+    Ok(RingConfig {
+        peer: peer_name,
+        size: check::opt_pow2(doc, &p.size, &f("size"), 32..=65536, false, 1024)?,
+    })
+}
+
+/// Checks across all ports of a file: unique names and ids, and ring peers
+/// that exist, are rings and name each other back with the same size.
+pub(crate) fn check_set(doc: &Doc<'_>, raws: &[S<RawPort>], ports: &[PortConfig]) -> Result<()> {
+    let mut by_name: HashMap<&str, usize> = HashMap::new();
+    let mut by_id: HashMap<u16, usize> = HashMap::new();
+    for (i, (raw, port)) in raws.iter().zip(ports).enumerate() {
+        let r = raw.get_ref();
+        if let Some(j) = by_name.insert(&port.name, i) {
+            return Err(doc.err(
+                r.name.span(),
+                format!("port[{i}].name"),
+                format!(
+                    "{:?} is already the name of port[{j}] (line {})",
+                    port.name,
+                    doc.line_of(raws[j].get_ref().name.span().start)
+                ),
+            ));
+        }
+        if let Some(j) = by_id.insert(port.id, i) {
+            return Err(doc.err(
+                r.id.span(),
+                format!("port[{i}].id"),
+                format!(
+                    "{} is already the id of port[{j}] {:?} (line {})",
+                    port.id,
+                    ports[j].name,
+                    doc.line_of(raws[j].get_ref().id.span().start)
+                ),
+            ));
+        }
+    }
+    for (i, (raw, port)) in raws.iter().zip(ports).enumerate() {
+        let PortKind::Ring(ring) = &port.kind else {
+            continue;
+        };
+        let r = raw.get_ref();
+        let peer_span = r.peer.as_ref().map_or(raw.span(), |p| p.span());
+        let field = format!("port[{i}].peer");
+        let Some(&j) = by_name.get(ring.peer.as_str()) else {
+            return Err(doc.err(
+                peer_span,
+                field,
+                format!("no port is named {:?}", ring.peer),
+            ));
+        };
+        let other = &ports[j];
+        let PortKind::Ring(other_ring) = &other.kind else {
+            return Err(doc.err(
+                peer_span,
+                field,
+                format!(
+                    "port {:?} is of type {:?}, not \"ring\"",
+                    other.name,
+                    other.kind.type_name()
+                ),
+            ));
+        };
+        if other_ring.peer != port.name {
+            return Err(doc.err(
+                peer_span,
+                field,
+                format!(
+                    "ring port {:?} names {:?} as its peer, not {:?}; the two ends must name each other",
+                    other.name, other_ring.peer, port.name
+                ),
+            ));
+        }
+        if other_ring.size != ring.size && i > j {
+            let span = r.size.as_ref().map_or(raw.span(), |s| s.span());
+            return Err(doc.err(
+                span,
+                format!("port[{i}].size"),
+                format!(
+                    "{} differs from the size of its peer {:?} ({})",
+                    ring.size, other.name, other_ring.size
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

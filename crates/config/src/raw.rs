@@ -1,0 +1,150 @@
+//! The file as written: serde structs that reject unknown keys and keep the
+//! position of every value that is checked after deserialising.
+//!
+//! Integers are read as `i64` (TOML's integer type) so that range errors can
+//! say "-1 is out of range 1..=64" instead of serde's "invalid value".
+
+use serde::Deserialize;
+use toml::Spanned;
+
+pub(crate) type S<T> = Spanned<T>;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    #[serde(default)]
+    pub node: Option<S<RawNode>>,
+    #[serde(default)]
+    pub memory: Option<S<RawMemory>>,
+    #[serde(default)]
+    pub pmd: Option<S<RawPmd>>,
+    #[serde(default)]
+    pub port: Vec<S<RawPort>>,
+    #[serde(default)]
+    pub flows: Vec<S<String>>,
+    #[serde(default)]
+    pub flow: Vec<S<RawFlow>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawNode {
+    pub name: Option<S<String>>,
+    pub control_socket: Option<S<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMemory {
+    pub frame_size: Option<S<i64>>,
+    pub frames: Option<S<i64>>,
+    pub hugepages: Option<S<RawHugepages>>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawHugepages {
+    Auto,
+    Require,
+    Never,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPmd {
+    pub cores: Option<S<Vec<S<i64>>>>,
+    pub emc_entries: Option<S<i64>>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawPortType {
+    Generator,
+    Sink,
+    Pcap,
+    Ring,
+}
+
+impl RawPortType {
+    pub fn name(self) -> &'static str {
+        match self {
+            RawPortType::Generator => "generator",
+            RawPortType::Sink => "sink",
+            RawPortType::Pcap => "pcap",
+            RawPortType::Ring => "ring",
+        }
+    }
+}
+
+/// (key, position if present, port types that accept the key).
+pub(crate) type TypeSpecificKey = (
+    &'static str,
+    Option<std::ops::Range<usize>>,
+    &'static [RawPortType],
+);
+
+/// One `[[port]]`: the keys of every type side by side, so that a key of
+/// another type can be rejected with a message naming both.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPort {
+    pub name: S<String>,
+    pub id: S<i64>,
+    #[serde(rename = "type")]
+    pub kind: S<RawPortType>,
+    pub rxqs: Option<S<i64>>,
+    // generator
+    pub frame_size: Option<S<i64>>,
+    pub flows: Option<S<i64>>,
+    pub count: Option<S<i64>>,
+    pub src_mac: Option<S<String>>,
+    pub dst_mac: Option<S<String>>,
+    pub src_ip: Option<S<String>>,
+    pub dst_ip: Option<S<String>>,
+    pub src_port: Option<S<i64>>,
+    pub dst_port: Option<S<i64>>,
+    // generator and pcap
+    pub rate_pps: Option<S<i64>>,
+    // pcap
+    pub replay: Option<S<String>>,
+    pub capture: Option<S<String>>,
+    pub loops: Option<S<i64>>,
+    // ring
+    pub peer: Option<S<String>>,
+    pub size: Option<S<i64>>,
+}
+
+impl RawPort {
+    /// Every optional, type-specific key with its position if present and
+    /// the types that accept it.
+    pub fn type_specific_keys(&self) -> [TypeSpecificKey; 15] {
+        use RawPortType::*;
+        fn sp<T>(v: &Option<S<T>>) -> Option<std::ops::Range<usize>> {
+            v.as_ref().map(|s| s.span())
+        }
+        const GEN: &[RawPortType] = &[Generator];
+        [
+            ("frame_size", sp(&self.frame_size), GEN),
+            ("flows", sp(&self.flows), GEN),
+            ("count", sp(&self.count), GEN),
+            ("src_mac", sp(&self.src_mac), GEN),
+            ("dst_mac", sp(&self.dst_mac), GEN),
+            ("src_ip", sp(&self.src_ip), GEN),
+            ("dst_ip", sp(&self.dst_ip), GEN),
+            ("src_port", sp(&self.src_port), GEN),
+            ("dst_port", sp(&self.dst_port), GEN),
+            ("rate_pps", sp(&self.rate_pps), &[Generator, Pcap]),
+            ("replay", sp(&self.replay), &[Pcap]),
+            ("capture", sp(&self.capture), &[Pcap]),
+            ("loops", sp(&self.loops), &[Pcap]),
+            ("peer", sp(&self.peer), &[Ring]),
+            ("size", sp(&self.size), &[Ring]),
+        ]
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFlow {
+    pub rule: S<String>,
+}

@@ -1,0 +1,396 @@
+//! Accepted configs (no flow rules involved): values and defaults.
+
+mod common;
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use nfv_config::{NodeConfig, PmdConfig, parse_port_table, parse_str};
+use nfv_mem::{HugepageMode, MemoryConfig};
+use nfv_ports::config::{GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig};
+
+fn parse(text: &str) -> NodeConfig {
+    common::parse(text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn an_empty_file_gets_every_default() {
+    let c = parse("");
+    assert_eq!(
+        c,
+        NodeConfig {
+            source: PathBuf::from("conf/node.toml"),
+            name: "node".into(),
+            control_socket: None,
+            memory: MemoryConfig::default(),
+            pmd: PmdConfig {
+                cores: vec![1],
+                emc_entries: 8192
+            },
+            ports: vec![],
+            flows: vec![],
+        }
+    );
+    // The default PMD core is the last CPU.
+    let c = parse_str("", Path::new("n.toml"), 8).unwrap();
+    assert_eq!(c.pmd.cores, [7]);
+    let c = parse_str("", Path::new("n.toml"), 1).unwrap();
+    assert_eq!(c.pmd.cores, [0]);
+    // No file stem: a fixed name.
+    let c = parse_str("", Path::new(""), 1).unwrap();
+    assert_eq!(c.name, "nfvswitch");
+}
+
+#[test]
+fn every_section_and_key_is_read() {
+    let c = parse(
+        r#"
+[node]
+name = "edge-1"
+control_socket = "/run/nfv.sock"
+
+[memory]
+frame_size = 4096
+frames = 1024
+hugepages = "require"
+
+[pmd]
+cores = [1, 0]
+emc_entries = 0
+
+[[port]]
+name = "gen0"
+id = 1
+type = "generator"
+rxqs = 2
+frame_size = 3968
+flows = 1000
+rate_pps = 1000000
+count = 5000
+src_mac = "02:aa:bb:cc:dd:01"
+dst_mac = "ff:ff:ff:ff:ff:ff"
+src_ip = "192.168.1.1"
+dst_ip = "192.168.1.2"
+src_port = 0
+dst_port = 65535
+
+[[port]]
+name = "sink.0"
+id = 65279
+type = "sink"
+
+[[port]]
+name = "pcap_0"
+id = 3
+type = "pcap"
+replay = "in.pcap"
+capture = "/tmp/out.pcap"
+loops = 0
+rate_pps = 10
+
+[[port]]
+name = "ring-a"
+id = 4
+type = "ring"
+peer = "ring-b"
+size = 32
+
+[[port]]
+name = "ring-b"
+id = 5
+type = "ring"
+peer = "ring-a"
+size = 32
+"#,
+    );
+    assert_eq!(c.name, "edge-1");
+    assert_eq!(
+        c.control_socket.as_deref(),
+        Some(Path::new("/run/nfv.sock"))
+    );
+    assert_eq!(
+        c.memory,
+        MemoryConfig {
+            frame_size: 4096,
+            frames: 1024,
+            hugepages: HugepageMode::Require
+        }
+    );
+    assert_eq!(
+        c.pmd,
+        PmdConfig {
+            cores: vec![1, 0],
+            emc_entries: 0
+        }
+    );
+    assert_eq!(
+        c.ports,
+        [
+            PortConfig {
+                name: "gen0".into(),
+                id: 1,
+                rxqs: 2,
+                kind: PortKind::Generator(GeneratorConfig {
+                    frame_size: 3968,
+                    flows: 1000,
+                    rate_pps: Some(1_000_000),
+                    count: Some(5000),
+                    src_mac: [0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0x01],
+                    dst_mac: [0xff; 6],
+                    src_ip: Ipv4Addr::new(192, 168, 1, 1),
+                    dst_ip: Ipv4Addr::new(192, 168, 1, 2),
+                    src_port: 0,
+                    dst_port: 65535,
+                }),
+            },
+            PortConfig {
+                name: "sink.0".into(),
+                id: 65279,
+                rxqs: 1,
+                kind: PortKind::Sink
+            },
+            PortConfig {
+                name: "pcap_0".into(),
+                id: 3,
+                rxqs: 1,
+                kind: PortKind::Pcap(PcapConfig {
+                    // Relative to the config file's directory.
+                    replay: Some(PathBuf::from("conf/in.pcap")),
+                    capture: Some(PathBuf::from("/tmp/out.pcap")),
+                    loops: 0,
+                    rate_pps: Some(10),
+                }),
+            },
+            PortConfig {
+                name: "ring-a".into(),
+                id: 4,
+                rxqs: 1,
+                kind: PortKind::Ring(RingConfig {
+                    peer: "ring-b".into(),
+                    size: 32
+                }),
+            },
+            PortConfig {
+                name: "ring-b".into(),
+                id: 5,
+                rxqs: 1,
+                kind: PortKind::Ring(RingConfig {
+                    peer: "ring-a".into(),
+                    size: 32
+                }),
+            },
+        ]
+    );
+}
+
+#[test]
+fn port_defaults() {
+    let c = parse(
+        r#"
+[[port]]
+name = "g"
+id = 1
+type = "generator"
+
+[[port]]
+name = "cap"
+id = 2
+type = "pcap"
+capture = "out.pcap"
+
+[[port]]
+name = "ra"
+id = 3
+type = "ring"
+peer = "rb"
+
+[[port]]
+name = "rb"
+id = 4
+type = "ring"
+peer = "ra"
+"#,
+    );
+    assert_eq!(
+        c.ports[0].kind,
+        PortKind::Generator(GeneratorConfig::default())
+    );
+    assert_eq!(
+        c.ports[1].kind,
+        PortKind::Pcap(PcapConfig {
+            replay: None,
+            capture: Some("conf/out.pcap".into()),
+            loops: 1,
+            rate_pps: None
+        })
+    );
+    assert_eq!(
+        c.ports[2].kind,
+        PortKind::Ring(RingConfig {
+            peer: "rb".into(),
+            size: 1024
+        })
+    );
+    assert!(c.ports.iter().all(|p| p.rxqs == 1));
+}
+
+#[test]
+fn limits_are_inclusive() {
+    let c = parse(
+        "[memory]\nframe_size = 65536\nframes = 4194304\nhugepages = \"never\"\n\
+         [pmd]\nemc_entries = 1048576\ncores = [0, 1]\n\
+         [[port]]\nname = \"abcdefghijklmnopqrstuvwxyz012345\"\nid = 1\ntype = \"generator\"\n\
+         frame_size = 9000\nflows = 1000000\nrxqs = 64\n",
+    );
+    assert_eq!(c.memory.frame_size, 65536);
+    assert_eq!(c.memory.frames, 4_194_304);
+    assert_eq!(c.memory.hugepages, HugepageMode::Never);
+    assert_eq!(c.pmd.emc_entries, 1 << 20);
+    let PortKind::Generator(g) = &c.ports[0].kind else {
+        panic!()
+    };
+    assert_eq!(
+        (g.frame_size, g.flows, c.ports[0].rxqs),
+        (9000, 1_000_000, 64)
+    );
+    // The largest generator frame that fits a 2048-byte buffer.
+    let c = parse("[[port]]\nname = \"g\"\nid = 1\ntype = \"generator\"\nframe_size = 1920\n");
+    let PortKind::Generator(g) = &c.ports[0].kind else {
+        panic!()
+    };
+    assert_eq!(g.frame_size, 1920);
+}
+
+#[test]
+fn inline_tables_and_dotted_keys_are_plain_toml() {
+    let c = parse(
+        "node = { name = \"n1\" }\nmemory.frames = 2048\nport = [{ name = \"s\", id = 7, type = \"sink\" }]\n",
+    );
+    assert_eq!(c.name, "n1");
+    assert_eq!(c.memory.frames, 2048);
+    assert_eq!(c.ports[0].id, 7);
+}
+
+#[test]
+fn load_reads_a_file() {
+    let dir = std::env::temp_dir().join(format!("nfv-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("edge.toml");
+    std::fs::write(
+        &file,
+        "[[port]]\nname = \"s\"\nid = 1\ntype = \"sink\"\n[pmd]\ncores = [0]\n",
+    )
+    .unwrap();
+    let c = nfv_config::load(&file).unwrap();
+    assert_eq!(c.name, "edge");
+    assert_eq!(c.source, file);
+    std::fs::write(&file, "[pmd]\ncores = [100000]\n").unwrap();
+    let e = nfv_config::load(&file).unwrap_err();
+    assert!(
+        e.to_string().starts_with(&format!(
+            "{}:2: pmd.cores[0]: CPU 100000 does not exist",
+            file.display()
+        )),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn port_tables_for_add_port() {
+    let mem = MemoryConfig::default();
+    let sink = PortConfig {
+        name: "s2".into(),
+        id: 3,
+        rxqs: 1,
+        kind: PortKind::Sink,
+    };
+    for text in [
+        r#"name="s2",id=3,type="sink""#,
+        r#"{ name = "s2", id = 3, type = "sink" }"#,
+        "  {name=\"s2\", id=3, type=\"sink\"}  ",
+        "name = \"s2\",\n id = 3,\n type = \"sink\",",
+    ] {
+        assert_eq!(
+            parse_port_table(text, &mem).unwrap_or_else(|e| panic!("{text}: {e}")),
+            sink,
+            "{text}"
+        );
+    }
+    let g = parse_port_table(
+        r#"name="g",id=9,type="generator",frame_size=128,rate_pps=1000"#,
+        &mem,
+    )
+    .unwrap();
+    let PortKind::Generator(g) = g.kind else {
+        panic!()
+    };
+    assert_eq!((g.frame_size, g.rate_pps), (128, Some(1000)));
+    // Relative paths become absolute.
+    let p = parse_port_table(r#"name="p",id=9,type="pcap",capture="x.pcap""#, &mem).unwrap();
+    let PortKind::Pcap(p) = p.kind else { panic!() };
+    assert_eq!(
+        p.capture,
+        Some(std::env::current_dir().unwrap().join("x.pcap"))
+    );
+    // A ring end on its own is accepted; its peer is the caller's to check.
+    let r = parse_port_table(r#"name="ra",id=9,type="ring",peer="rb""#, &mem).unwrap();
+    assert_eq!(
+        r.kind,
+        PortKind::Ring(RingConfig {
+            peer: "rb".into(),
+            size: 1024
+        })
+    );
+}
+
+#[test]
+fn port_table_errors_name_the_bare_key() {
+    let mem = MemoryConfig::default();
+    let cases: &[(&str, usize, &str, &str)] = &[
+        (
+            r#"name="s2",id=3,type="sink",rate_pps=5"#,
+            1,
+            "rate_pps",
+            "not valid for a port of type \"sink\"",
+        ),
+        (
+            r#"name="s2",id=3,type="sink",speed=5"#,
+            1,
+            "speed",
+            "unknown field `speed`",
+        ),
+        (r#"name="s2",id=3"#, 1, "", "missing field `type`"),
+        (
+            r#"name="s2",id=0,type="sink""#,
+            1,
+            "id",
+            "0 is out of range 1..=65279",
+        ),
+        (
+            "name=\"g\",\nid=3,\ntype=\"generator\",\nframe_size=2000",
+            4,
+            "frame_size",
+            "does not fit a memory frame",
+        ),
+        (r#"name="s2",id=3,type="sink"} x = {"#, 1, "", ""),
+        (r#"name="s2" id=3"#, 1, "", ""),
+    ];
+    for &(text, line, field, msg) in cases {
+        let e = parse_port_table(text, &mem).expect_err(text);
+        let shown = e.to_string();
+        assert_eq!(
+            (e.line(), e.field()),
+            (Some(line), Some(field)),
+            "{text}: {shown}"
+        );
+        assert!(e.message().unwrap().contains(msg), "{text}: {shown}");
+        assert!(shown.starts_with("<inline port>:"), "{shown}");
+    }
+    // Generator frames are checked against the memory given.
+    let big = MemoryConfig {
+        frame_size: 4096,
+        ..MemoryConfig::default()
+    };
+    assert!(parse_port_table("name=\"g\",id=3,type=\"generator\",frame_size=2000", &big).is_ok());
+}

@@ -1,0 +1,151 @@
+//! Packet-editing actions: the header rewrites a rule can ask for. Each is
+//! a small function over one packet so it can be table-tested byte by
+//! byte; the output side of actions lives in `dispatch.rs`.
+
+use nfv_mem::Packet;
+use nfv_ports::DropReason;
+
+const ETHERTYPE_VLAN: u16 = 0x8100;
+const ETHERTYPE_QINQ: u16 = 0x88a8;
+const VID_MASK: u16 = 0x0fff;
+
+#[inline(always)]
+fn is_tagged(d: &[u8]) -> bool {
+    d.len() >= 18 && matches!(u16::from_be_bytes([d[12], d[13]]), ETHERTYPE_VLAN | ETHERTYPE_QINQ)
+}
+
+/// `mod_dl_src:MAC`
+#[inline]
+pub fn set_dl_src(pkt: &mut Packet, mac: &[u8; 6]) -> Result<(), DropReason> {
+    let d = pkt.data_mut();
+    if d.len() < 14 {
+        return Err(DropReason::Runt);
+    }
+    d[6..12].copy_from_slice(mac);
+    Ok(())
+}
+
+/// `mod_dl_dst:MAC`
+#[inline]
+pub fn set_dl_dst(pkt: &mut Packet, mac: &[u8; 6]) -> Result<(), DropReason> {
+    let d = pkt.data_mut();
+    if d.len() < 14 {
+        return Err(DropReason::Runt);
+    }
+    d[0..6].copy_from_slice(mac);
+    Ok(())
+}
+
+/// `push_vlan:TPID` — a new outer tag with TCI 0.
+pub fn push_vlan(pkt: &mut Packet, tpid: u16) -> Result<(), DropReason> {
+    if pkt.len() < 14 {
+        return Err(DropReason::Runt);
+    }
+    pkt.prepend(4).ok_or(DropReason::NoHeadroom)?;
+    let d = pkt.data_mut();
+    d.copy_within(4..16, 0);
+    d[12..14].copy_from_slice(&tpid.to_be_bytes());
+    d[14..16].copy_from_slice(&[0, 0]);
+    Ok(())
+}
+
+/// `strip_vlan` — removes the outer tag; untagged frames pass unchanged.
+pub fn strip_vlan(pkt: &mut Packet) -> Result<(), DropReason> {
+    if !is_tagged(pkt.data()) {
+        return Ok(());
+    }
+    pkt.data_mut().copy_within(0..12, 4);
+    pkt.trim_front(4);
+    Ok(())
+}
+
+/// `mod_vlan_vid:VID` — sets the outer tag's VID, pushing an 802.1Q tag
+/// (PCP 0) first if the frame has none (OVS semantics).
+pub fn set_vlan_vid(pkt: &mut Packet, vid: u16) -> Result<(), DropReason> {
+    if !is_tagged(pkt.data()) {
+        push_vlan(pkt, ETHERTYPE_VLAN)?;
+    }
+    let d = pkt.data_mut();
+    let tci = u16::from_be_bytes([d[14], d[15]]);
+    d[14..16].copy_from_slice(&((tci & !VID_MASK) | (vid & VID_MASK)).to_be_bytes());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nfv_mem::{HugepageMode, MemoryConfig, PacketPool};
+
+    const DST: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+    const SRC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+
+    fn frame(tag: Option<(u16, u16)>) -> Vec<u8> {
+        let mut f = [DST, SRC].concat();
+        if let Some((tpid, tci)) = tag {
+            f.extend_from_slice(&tpid.to_be_bytes());
+            f.extend_from_slice(&tci.to_be_bytes());
+        }
+        f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 20]);
+        f
+    }
+
+    type Edit = fn(&mut Packet) -> Result<(), DropReason>;
+
+    #[test]
+    fn edits_produce_the_expected_bytes() {
+        let pool = PacketPool::new(
+            "actions",
+            &MemoryConfig { frame_size: 2048, frames: 64, hugepages: HugepageMode::Never },
+        )
+        .unwrap();
+        let mut cache = pool.cache();
+        let new_mac = [0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff];
+        let mut with_src = frame(None);
+        with_src[6..12].copy_from_slice(&new_mac);
+        let mut with_dst = frame(None);
+        with_dst[0..6].copy_from_slice(&new_mac);
+        let cases: Vec<(&str, Vec<u8>, Edit, Result<Vec<u8>, DropReason>)> = vec![
+            ("mod_dl_src", frame(None), |p| set_dl_src(p, &[0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]), Ok(with_src)),
+            ("mod_dl_dst", frame(None), |p| set_dl_dst(p, &[0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]), Ok(with_dst)),
+            ("push_vlan 8100", frame(None), |p| push_vlan(p, 0x8100), Ok(frame(Some((0x8100, 0))))),
+            ("push_vlan 88a8 over 8100", frame(Some((0x8100, 7))), |p| push_vlan(p, 0x88a8), Ok({
+                let mut f = [DST, SRC].concat();
+                f.extend_from_slice(&[0x88, 0xa8, 0, 0, 0x81, 0x00, 0, 7, 0x08, 0x00, 0x45, 0, 0, 20]);
+                f
+            })),
+            ("strip_vlan", frame(Some((0x8100, 100))), strip_vlan, Ok(frame(None))),
+            ("strip_vlan untagged", frame(None), strip_vlan, Ok(frame(None))),
+            ("mod_vlan_vid pushes", frame(None), |p| set_vlan_vid(p, 42), Ok(frame(Some((0x8100, 42))))),
+            ("mod_vlan_vid keeps pcp", frame(Some((0x8100, 0xa000 | 5))), |p| set_vlan_vid(p, 4095), Ok(frame(Some((0x8100, 0xa000 | 4095))))),
+            ("runt mod_dl_src", vec![0; 10], |p| set_dl_src(p, &[0; 6]), Err(DropReason::Runt)),
+            ("runt push_vlan", vec![0; 13], |p| push_vlan(p, 0x8100), Err(DropReason::Runt)),
+        ];
+        for (name, input, edit, want) in cases {
+            let mut p = cache.alloc().unwrap();
+            p.set_len(input.len()).unwrap();
+            p.data_mut().copy_from_slice(&input);
+            let got = edit(&mut p).map(|_| p.data().to_vec());
+            assert_eq!(got, want, "{name}");
+            cache.free(p);
+        }
+    }
+
+    #[test]
+    fn push_without_headroom_is_a_counted_drop_not_a_panic() {
+        let pool = PacketPool::new(
+            "actions2",
+            &MemoryConfig { frame_size: 2048, frames: 64, hugepages: HugepageMode::Never },
+        )
+        .unwrap();
+        let mut cache = pool.cache();
+        let mut p = cache.alloc().unwrap();
+        p.set_len(64).unwrap();
+        assert!(p.trim_front(0));
+        // Use all the headroom with repeated pushes: 128 / 4 = 32 fit.
+        for _ in 0..32 {
+            push_vlan(&mut p, 0x8100).unwrap();
+        }
+        assert_eq!(push_vlan(&mut p, 0x8100), Err(DropReason::NoHeadroom));
+        cache.free(p);
+    }
+}
