@@ -1,1 +1,20 @@
-//! (being implemented)
+//! The control plane of a node: assembling a running switch from its
+//! validated config ([`node`]), the typed control protocol ([`protocol`]),
+//! the unix control socket ([`server`]) and rate sampling ([`rates`]).
+
+pub mod node;
+pub mod protocol;
+pub mod rates;
+pub mod server;
+
+pub use node::{Node, NodeError};
+pub use protocol::{Request, Response};
+pub use server::{request, ControlServer};
+
+/// Where the control socket lives when the config does not say.
+pub fn default_socket(node_name: &str) -> std::path::PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) => std::path::Path::new(&d).join(format!("nfvswitch-{node_name}.sock")),
+        None => std::path::PathBuf::from(format!("/tmp/nfvswitch-{node_name}.sock")),
+    }
+}

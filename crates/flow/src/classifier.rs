@@ -1,40 +1,302 @@
-//! Tuple-space-search classifier. (Stub: being implemented.)
+//! Tuple-space-search classifier: the rule set behind the exact-match
+//! cache.
+//!
+//! Rules are grouped into subtables by mask. A subtable is a hash map from
+//! masked key to the rules with exactly that match (at most one per
+//! priority, sorted by priority, highest first). A lookup masks the packet
+//! key with each subtable's mask and probes that subtable's map once, so
+//! its cost is one hash probe per distinct mask visited — independent of
+//! how many rules share a mask.
+//!
+//! Subtables are kept sorted by their best possible rule, `(max priority,
+//! lowest seq among rules of that priority)`, and a lookup stops as soon as
+//! the best rule found so far beats the next subtable's bound: with
+//! distinct priorities this is "found priority >= next max priority"; the
+//! seq part keeps the older-rule-wins tie rule exact when equal-priority
+//! rules live in different subtables, while still pruning.
+//!
+//! Thread safety: a `Classifier` is plain data, edited by one writer on a
+//! private copy (see [`crate::table`]) and read concurrently only through
+//! shared references. Cloning costs O(rules): `Arc` clones plus the maps.
 
 use crate::key::FlowKey;
 use crate::parse::FlowFilter;
 use crate::rule::Rule;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
+
+/// A key already masked with its subtable's mask. Hashes with
+/// [`FlowKey::hash`], fed through [`PassThrough`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct MaskedKey(FlowKey);
+
+impl Hash for MaskedKey {
+    #[inline(always)]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // The map takes bucket bits from the low end and tag bits from the
+        // high end: repeat the 32-bit hash in both halves.
+        let h = u64::from(self.0.hash());
+        state.write_u64(h << 32 | h);
+    }
+}
+
+/// Hasher that passes a pre-computed hash through.
+#[derive(Default, Clone, Copy)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline(always)]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+    /// Only reached if a type other than [`MaskedKey`] is hashed; FNV-1a
+    /// keeps that correct.
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+}
+
+type Buckets = HashMap<MaskedKey, Vec<Arc<Rule>>, BuildHasherDefault<PassThrough>>;
+
+/// True when rule `(p1, s1)` wins over `(p2, s2)`: higher priority, then
+/// older (lower seq).
+#[inline(always)]
+fn beats(p1: u16, s1: u64, p2: u16, s2: u64) -> bool {
+    p1 > p2 || (p1 == p2 && s1 < s2)
+}
+
+#[derive(Clone, Debug)]
+struct Subtable {
+    mask: FlowKey,
+    /// Highest priority of any rule here.
+    max_priority: u16,
+    /// Lowest seq among the rules with `max_priority`.
+    min_seq: u64,
+    n_rules: usize,
+    buckets: Buckets,
+}
+
+impl Subtable {
+    fn new(mask: FlowKey) -> Self {
+        Subtable {
+            mask,
+            max_priority: 0,
+            min_seq: u64::MAX,
+            n_rules: 0,
+            buckets: Buckets::default(),
+        }
+    }
+
+    /// Recomputes the bound from scratch (after removals).
+    fn refresh_bound(&mut self) {
+        let best = self
+            .buckets
+            .values()
+            .map(|rules| &rules[0])
+            .fold((0, u64::MAX), |b, r| {
+                if beats(r.spec.priority, r.seq, b.0, b.1) {
+                    (r.spec.priority, r.seq)
+                } else {
+                    b
+                }
+            });
+        (self.max_priority, self.min_seq) = best;
+    }
+
+    fn widen_bound(&mut self, priority: u16, seq: u64) {
+        if beats(priority, seq, self.max_priority, self.min_seq) {
+            self.max_priority = priority;
+            self.min_seq = seq;
+        }
+    }
+
+    fn is_bound(&self, r: &Rule) -> bool {
+        r.spec.priority == self.max_priority && r.seq == self.min_seq
+    }
+}
 
 #[derive(Clone, Default, Debug)]
 pub struct Classifier {
-    rules: Vec<Arc<Rule>>,
+    /// Sorted by bound, best first (see the module docs).
+    subtables: Vec<Subtable>,
+    len: usize,
 }
 
 impl Classifier {
     pub fn new() -> Self {
         Self::default()
     }
+
+    fn sort_subtables(&mut self) {
+        self.subtables.retain(|s| s.n_rules > 0);
+        // Stable and adaptive: cheap on an almost sorted list.
+        self.subtables.sort_by(|a, b| {
+            b.max_priority
+                .cmp(&a.max_priority)
+                .then(a.min_seq.cmp(&b.min_seq))
+        });
+    }
+
     /// Inserts `rule`; a rule with the same match and priority is replaced
     /// and returned (OpenFlow add-flow semantics).
-    pub fn insert(&mut self, _rule: Arc<Rule>) -> Option<Arc<Rule>> {
-        todo!()
+    pub fn insert(&mut self, rule: Arc<Rule>) -> Option<Arc<Rule>> {
+        let mask = rule.spec.matches.mask;
+        let key = MaskedKey(rule.spec.matches.key.masked(&mask));
+        let (priority, seq) = (rule.spec.priority, rule.seq);
+        let i = match self.subtables.iter().position(|s| s.mask == mask) {
+            Some(i) => i,
+            None => {
+                self.subtables.push(Subtable::new(mask));
+                self.subtables.len() - 1
+            }
+        };
+        let st = &mut self.subtables[i];
+        let bound = (st.max_priority, st.min_seq);
+        let bucket = st.buckets.entry(key).or_default();
+        // Sorted by priority, highest first.
+        let old = match bucket.binary_search_by(|r| priority.cmp(&r.spec.priority)) {
+            Ok(j) => Some(std::mem::replace(&mut bucket[j], rule)),
+            Err(j) => {
+                bucket.insert(j, rule);
+                None
+            }
+        };
+        match &old {
+            Some(o) if st.is_bound(o) => st.refresh_bound(),
+            Some(_) => st.widen_bound(priority, seq),
+            None => {
+                st.n_rules += 1;
+                self.len += 1;
+                st.widen_bound(priority, seq);
+            }
+        }
+        if bound != (st.max_priority, st.min_seq) {
+            self.sort_subtables();
+        }
+        old
     }
-    /// Removes rules selected by `filter`; returns how many.
-    pub fn remove_matching(&mut self, _filter: &FlowFilter) -> usize {
-        todo!()
+
+    /// Removes rules selected by `filter`; returns how many. Without a
+    /// priority (non-strict) every rule whose match is covered by the
+    /// filter's goes ([`crate::Match::is_covered_by`]); with one (strict)
+    /// only the rule with exactly that match and priority.
+    pub fn remove_matching(&mut self, filter: &FlowFilter) -> usize {
+        let fmask = filter.matches.mask;
+        let fkey = filter.matches.key.masked(&fmask);
+        let mut removed = 0;
+        match filter.priority {
+            Some(p) => {
+                if let Some(st) = self.subtables.iter_mut().find(|s| s.mask == fmask)
+                    && let Some(bucket) = st.buckets.get_mut(&MaskedKey(fkey))
+                    && let Some(j) = bucket.iter().position(|r| r.spec.priority == p)
+                {
+                    let old = bucket.remove(j);
+                    if bucket.is_empty() {
+                        st.buckets.remove(&MaskedKey(fkey));
+                    }
+                    st.n_rules -= 1;
+                    if st.is_bound(&old) {
+                        st.refresh_bound();
+                    }
+                    removed = 1;
+                }
+            }
+            None => {
+                for st in &mut self.subtables {
+                    // A subtable that ignores bits the filter matches on
+                    // holds nothing the filter covers.
+                    if st.mask.masked(&fmask) != fmask {
+                        continue;
+                    }
+                    let before = st.n_rules;
+                    st.buckets.retain(|k, rules| {
+                        let covered = k.0.masked(&fmask) == fkey;
+                        if covered {
+                            st.n_rules -= rules.len();
+                        }
+                        !covered
+                    });
+                    if st.n_rules != before {
+                        removed += before - st.n_rules;
+                        st.refresh_bound();
+                    }
+                }
+            }
+        }
+        if removed > 0 {
+            self.len -= removed;
+            self.sort_subtables();
+        }
+        removed
     }
+
     /// Highest-priority rule matching `key` (older rule wins a tie).
-    pub fn lookup(&self, _key: &FlowKey) -> Option<&Arc<Rule>> {
-        todo!()
+    #[inline]
+    pub fn lookup(&self, key: &FlowKey) -> Option<&Arc<Rule>> {
+        self.lookup_with_probes(key).0
     }
-    /// All rules, highest priority first (dump-flows order).
+
+    /// [`Classifier::lookup`], also returning how many subtables (hash
+    /// probes) it visited — for tracing and tests.
+    pub fn lookup_with_probes(&self, key: &FlowKey) -> (Option<&Arc<Rule>>, usize) {
+        let mut best: Option<&Arc<Rule>> = None;
+        let mut probes = 0;
+        for st in &self.subtables {
+            if let Some(b) = best
+                && beats(b.spec.priority, b.seq, st.max_priority, st.min_seq)
+            {
+                break;
+            }
+            probes += 1;
+            if let Some(rules) = st.buckets.get(&MaskedKey(key.masked(&st.mask))) {
+                let r = &rules[0];
+                if best.is_none_or(|b| beats(r.spec.priority, r.seq, b.spec.priority, b.seq)) {
+                    best = Some(r);
+                }
+            }
+        }
+        (best, probes)
+    }
+
+    /// All rules, highest priority first, older first among equals
+    /// (dump-flows order).
     pub fn rules(&self) -> Vec<Arc<Rule>> {
-        todo!()
+        let mut all: Vec<Arc<Rule>> = self
+            .subtables
+            .iter()
+            .flat_map(|s| s.buckets.values().flatten().cloned())
+            .collect();
+        all.sort_by(|a, b| {
+            b.spec
+                .priority
+                .cmp(&a.spec.priority)
+                .then(a.seq.cmp(&b.seq))
+        });
+        all
     }
+
     pub fn len(&self) -> usize {
-        self.rules.len()
+        self.len
     }
+
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.len == 0
+    }
+
+    /// Number of distinct masks (subtables): the worst-case probes per
+    /// lookup.
+    pub fn n_subtables(&self) -> usize {
+        self.subtables.len()
     }
 }
+
+#[cfg(test)]
+#[path = "classifier_tests.rs"]
+mod tests;

@@ -66,7 +66,10 @@ impl ExactMatchCache {
 
     #[inline(always)]
     fn positions(&self, hash: u32) -> (usize, usize) {
-        ((hash & self.mask) as usize, ((hash >> 16 ^ hash.rotate_left(7)) & self.mask) as usize)
+        (
+            (hash & self.mask) as usize,
+            ((hash >> 16 ^ hash.rotate_left(7)) & self.mask) as usize,
+        )
     }
 
     #[inline(always)]
@@ -85,7 +88,11 @@ impl ExactMatchCache {
     /// (an empty slot first, else the second way).
     pub fn insert(&mut self, key: &FlowKey, hash: u32, rule: Option<Arc<Rule>>) {
         let (a, b) = self.positions(hash);
-        let i = if !self.slots[a].valid || self.slots[a].key == *key { a } else { b };
+        let i = if !self.slots[a].valid || self.slots[a].key == *key {
+            a
+        } else {
+            b
+        };
         let s = &mut self.slots[i];
         s.key = *key;
         s.hash = hash;
@@ -101,7 +108,12 @@ mod tests {
 
     fn rule(p: u16) -> Arc<Rule> {
         Arc::new(Rule::new(
-            FlowSpec { priority: p, cookie: 0, matches: Match::ANY, actions: vec![] },
+            FlowSpec {
+                priority: p,
+                cookie: 0,
+                matches: Match::ANY,
+                actions: vec![],
+            },
             p as u64,
         ))
     }

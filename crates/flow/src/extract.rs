@@ -3,7 +3,7 @@
 //! length checks as the frame's shape allows; it never panics on short or
 //! malformed frames — missing layers simply leave their fields zero.
 
-use crate::key::{mac_to_u64, FlowKey, PortNo, VLAN_PRESENT};
+use crate::key::{FlowKey, PortNo, VLAN_PRESENT, mac_to_u64};
 
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 pub const ETHERTYPE_ARP: u16 = 0x0806;
@@ -120,13 +120,69 @@ mod tests {
         let mut bad_version = udp_frame(None);
         bad_version[14] = 0x65;
         let cases = [
-            Case { name: "udp", frame: udp_frame(None), dl_type: 0x0800, tci: 0, proto: 17, nw: (0x0a000001, 0x0a000002), tp: (12345, 53) },
-            Case { name: "vlan udp", frame: udp_frame(Some(0x2000 | 100)), dl_type: 0x0800, tci: VLAN_PRESENT | 0x2000 | 100, proto: 17, nw: (0x0a000001, 0x0a000002), tp: (12345, 53) },
-            Case { name: "later fragment", frame: frag, dl_type: 0x0800, tci: 0, proto: 17, nw: (0x0a000001, 0x0a000002), tp: (0, 0) },
-            Case { name: "truncated l4", frame: truncated_l4, dl_type: 0x0800, tci: 0, proto: 17, nw: (0x0a000001, 0x0a000002), tp: (0, 0) },
-            Case { name: "not ipv4 version", frame: bad_version, dl_type: 0x0800, tci: 0, proto: 0, nw: (0, 0), tp: (0, 0) },
-            Case { name: "runt", frame: vec![0; 13], dl_type: 0, tci: 0, proto: 0, nw: (0, 0), tp: (0, 0) },
-            Case { name: "eth only", frame: udp_frame(None)[..14].to_vec(), dl_type: 0x0800, tci: 0, proto: 0, nw: (0, 0), tp: (0, 0) },
+            Case {
+                name: "udp",
+                frame: udp_frame(None),
+                dl_type: 0x0800,
+                tci: 0,
+                proto: 17,
+                nw: (0x0a000001, 0x0a000002),
+                tp: (12345, 53),
+            },
+            Case {
+                name: "vlan udp",
+                frame: udp_frame(Some(0x2000 | 100)),
+                dl_type: 0x0800,
+                tci: VLAN_PRESENT | 0x2000 | 100,
+                proto: 17,
+                nw: (0x0a000001, 0x0a000002),
+                tp: (12345, 53),
+            },
+            Case {
+                name: "later fragment",
+                frame: frag,
+                dl_type: 0x0800,
+                tci: 0,
+                proto: 17,
+                nw: (0x0a000001, 0x0a000002),
+                tp: (0, 0),
+            },
+            Case {
+                name: "truncated l4",
+                frame: truncated_l4,
+                dl_type: 0x0800,
+                tci: 0,
+                proto: 17,
+                nw: (0x0a000001, 0x0a000002),
+                tp: (0, 0),
+            },
+            Case {
+                name: "not ipv4 version",
+                frame: bad_version,
+                dl_type: 0x0800,
+                tci: 0,
+                proto: 0,
+                nw: (0, 0),
+                tp: (0, 0),
+            },
+            Case {
+                name: "runt",
+                frame: vec![0; 13],
+                dl_type: 0,
+                tci: 0,
+                proto: 0,
+                nw: (0, 0),
+                tp: (0, 0),
+            },
+            Case {
+                name: "eth only",
+                frame: udp_frame(None)[..14].to_vec(),
+                dl_type: 0x0800,
+                tci: 0,
+                proto: 0,
+                nw: (0, 0),
+                tp: (0, 0),
+            },
         ];
         for c in cases {
             let k = extract(7, &c.frame);

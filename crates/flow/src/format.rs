@@ -1,2 +1,261 @@
-//! `ovs-ofctl dump-flows`-style text for matches and actions.
-//! (Stub: being implemented.)
+//! `ovs-ofctl`-style text for rules, matches, filters and actions.
+//!
+//! The output parses back with [`crate::parse_flow`] / [`crate::parse_filter`]
+//! to the same value. Order is stable: priority, cookie, protocol shorthand
+//! (`udp` for dl_type=0x0800,nw_proto=17) or dl_type, in_port, VLAN, MACs,
+//! IPv4, nw_proto, L4 ports, then `actions=`. Items are separated by commas.
+//!
+//! Masks that the parser cannot produce (a partial mask on in_port,
+//! dl_type or nw_proto) are still printed, as `field=0xV/0xM`, for
+//! debugging; such text does not parse back.
+
+use crate::action::Action;
+use crate::key::{VLAN_PRESENT, VLAN_VID_MASK};
+use crate::parse::{FlowFilter, PROTOCOLS, prefix_mask};
+use crate::rule::{FlowSpec, Match};
+use core::fmt;
+use core::net::Ipv4Addr;
+
+/// Displays a MAC address as `xx:xx:xx:xx:xx:xx`.
+pub struct Mac(pub [u8; 6]);
+
+impl fmt::Display for Mac {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Action::Output(p) => write!(f, "output:{p}"),
+            Action::SetDlSrc(m) => write!(f, "mod_dl_src:{}", Mac(m)),
+            Action::SetDlDst(m) => write!(f, "mod_dl_dst:{}", Mac(m)),
+            Action::SetVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
+            Action::PushVlan(t) => write!(f, "push_vlan:0x{t:04x}"),
+            Action::StripVlan => f.write_str("strip_vlan"),
+            Action::Normal => f.write_str("normal"),
+        }
+    }
+}
+
+/// Displays an action list: comma separated, or `drop` when empty.
+pub struct ActionList<'a>(pub &'a [Action]);
+
+impl fmt::Display for ActionList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("drop");
+        }
+        for (i, a) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{a}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes comma-separated items.
+struct Items<'a, 'b> {
+    f: &'a mut fmt::Formatter<'b>,
+    first: bool,
+}
+
+impl Items<'_, '_> {
+    fn item(&mut self, args: fmt::Arguments<'_>) -> fmt::Result {
+        if !self.first {
+            self.f.write_str(",")?;
+        }
+        self.first = false;
+        self.f.write_fmt(args)
+    }
+
+    /// An integer field: omitted when wildcarded, `name=V` when exact,
+    /// `name=0xV/0xM` otherwise.
+    fn uint(&mut self, name: &str, v: u64, m: u64, full: u64) -> fmt::Result {
+        match m {
+            0 => Ok(()),
+            m if m == full => self.item(format_args!("{name}={v}")),
+            m => self.item(format_args!("{name}=0x{v:x}/0x{m:x}")),
+        }
+    }
+
+    fn mac(&mut self, name: &str, v: [u8; 6], m: [u8; 6]) -> fmt::Result {
+        match m {
+            [0, 0, 0, 0, 0, 0] => Ok(()),
+            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff] => self.item(format_args!("{name}={}", Mac(v))),
+            m => self.item(format_args!("{name}={}/{}", Mac(v), Mac(m))),
+        }
+    }
+
+    fn ipv4(&mut self, name: &str, v: u32, m: u32) -> fmt::Result {
+        let a = Ipv4Addr::from(v);
+        match m {
+            0 => Ok(()),
+            u32::MAX => self.item(format_args!("{name}={a}")),
+            m if prefix_mask(m.leading_ones()) == m => {
+                self.item(format_args!("{name}={a}/{}", m.leading_ones()))
+            }
+            m => self.item(format_args!("{name}={a}/{}", Ipv4Addr::from(m))),
+        }
+    }
+
+    fn vlan(&mut self, v: u16, m: u16) -> fmt::Result {
+        const PCP: u16 = 0xe000;
+        if m == 0 {
+            return Ok(());
+        }
+        if m == VLAN_PRESENT && v == 0 {
+            return self.item(format_args!("dl_vlan=0xffff"));
+        }
+        // dl_vlan and/or dl_vlan_pcp: "tagged" plus full VID and/or PCP bits.
+        let rest = m & !VLAN_PRESENT;
+        let tagged = v & VLAN_PRESENT != 0 && m & VLAN_PRESENT != 0;
+        if tagged && (rest == VLAN_VID_MASK || rest == PCP || rest == VLAN_VID_MASK | PCP) {
+            if rest & VLAN_VID_MASK != 0 {
+                self.item(format_args!("dl_vlan={}", v & VLAN_VID_MASK))?;
+            }
+            if rest & PCP != 0 {
+                self.item(format_args!("dl_vlan_pcp={}", v >> 13))?;
+            }
+            return Ok(());
+        }
+        self.item(format_args!("vlan_tci=0x{v:04x}/0x{m:04x}"))
+    }
+}
+
+fn write_match(items: &mut Items<'_, '_>, m: &Match) -> fmt::Result {
+    let (k, mk) = (&m.key, &m.mask);
+    let mut proto_done = false;
+    match mk.dl_type() {
+        0 => {}
+        0xffff => {
+            let t = k.dl_type();
+            let proto = (mk.nw_proto() == 0xff).then(|| k.nw_proto());
+            let short = PROTOCOLS
+                .iter()
+                .find(|p| p.1 == t && p.2.is_some() && p.2 == proto)
+                .or_else(|| PROTOCOLS.iter().find(|p| p.1 == t && p.2.is_none()));
+            match short {
+                Some(&(name, _, p)) => {
+                    proto_done = p.is_some();
+                    items.item(format_args!("{name}"))?;
+                }
+                None => items.item(format_args!("dl_type=0x{t:04x}"))?,
+            }
+        }
+        mt => items.item(format_args!("dl_type=0x{:04x}/0x{mt:04x}", k.dl_type()))?,
+    }
+    items.uint("in_port", k.in_port().into(), mk.in_port().into(), 0xffff)?;
+    items.vlan(k.vlan_tci(), mk.vlan_tci())?;
+    items.mac("dl_src", k.dl_src(), mk.dl_src())?;
+    items.mac("dl_dst", k.dl_dst(), mk.dl_dst())?;
+    items.ipv4("nw_src", k.nw_src(), mk.nw_src())?;
+    items.ipv4("nw_dst", k.nw_dst(), mk.nw_dst())?;
+    if !proto_done {
+        items.uint("nw_proto", k.nw_proto().into(), mk.nw_proto().into(), 0xff)?;
+    }
+    items.uint("tp_src", k.tp_src().into(), mk.tp_src().into(), 0xffff)?;
+    items.uint("tp_dst", k.tp_dst().into(), mk.tp_dst().into(), 0xffff)
+}
+
+/// Match fields only; the empty string for [`Match::ANY`].
+impl fmt::Display for Match {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_match(&mut Items { f, first: true }, self)
+    }
+}
+
+/// `priority=N[,cookie=0xC],<match>,actions=<actions>`.
+impl fmt::Display for FlowSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut items = Items { f, first: true };
+        items.item(format_args!("priority={}", self.priority))?;
+        if self.cookie != 0 {
+            items.item(format_args!("cookie=0x{:x}", self.cookie))?;
+        }
+        write_match(&mut items, &self.matches)?;
+        items.item(format_args!("actions={}", ActionList(&self.actions)))
+    }
+}
+
+/// `[priority=N,]<match>`; the empty string selects every rule.
+impl fmt::Display for FlowFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut items = Items { f, first: true };
+        if let Some(p) = self.priority {
+            items.item(format_args!("priority={p}"))?;
+        }
+        write_match(&mut items, &self.matches)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::parse::{parse_filter, parse_flow};
+
+    #[test]
+    fn canonical_text() {
+        let cases = [
+            ("actions=drop", "priority=32768,actions=drop"),
+            (
+                "in_port=1 ,dl_type=0x0800, nw_proto=17,tp_dst=53 actions=output:2",
+                "priority=32768,udp,in_port=1,tp_dst=53,actions=output:2",
+            ),
+            (
+                "priority=5,cookie=0x1f,arp,nw_proto=2,nw_dst=10.0.0.0/255.0.255.0,actions=normal",
+                "priority=5,cookie=0x1f,arp,nw_dst=10.0.0.0/255.0.255.0,nw_proto=2,actions=normal",
+            ),
+            (
+                "dl_type=0x0800,nw_proto=99,nw_src=10.1.2.3/16,actions=3,4",
+                "priority=32768,ip,nw_src=10.1.0.0/16,nw_proto=99,actions=output:3,output:4",
+            ),
+            (
+                "dl_vlan=7,dl_vlan_pcp=3,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,actions=strip_vlan,NORMAL",
+                "priority=32768,dl_vlan=7,dl_vlan_pcp=3,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,\
+                 actions=strip_vlan,normal",
+            ),
+            (
+                "dl_type=0x88cc,dl_vlan=0xffff,actions=push_vlan:0x88a8,mod_vlan_vid:9,mod_dl_src:2:0:0:0:0:1",
+                "priority=32768,dl_type=0x88cc,dl_vlan=0xffff,\
+                 actions=push_vlan:0x88a8,mod_vlan_vid:9,mod_dl_src:02:00:00:00:00:01",
+            ),
+            (
+                "vlan_tci=0x1000/0x1000,actions=drop",
+                "priority=32768,vlan_tci=0x1000/0x1000,actions=drop",
+            ),
+            (
+                "tcp,tp_src=0x400/0xfc00,actions=drop",
+                "priority=32768,tcp,tp_src=0x400/0xfc00,actions=drop",
+            ),
+        ];
+        for (input, want) in cases {
+            let spec = parse_flow(input).unwrap_or_else(|e| panic!("{input}: {e}"));
+            assert_eq!(spec.to_string(), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn filters() {
+        for (input, want) in [
+            ("", ""),
+            ("priority=7", "priority=7"),
+            ("tcp tp_dst=80 in_port=3", "tcp,in_port=3,tp_dst=80"),
+            (
+                "priority=0,ip,nw_dst=10.0.0.0/8",
+                "priority=0,ip,nw_dst=10.0.0.0/8",
+            ),
+        ] {
+            let filter = parse_filter(input).unwrap();
+            assert_eq!(filter.to_string(), want, "{input}");
+            assert_eq!(parse_filter(&filter.to_string()).unwrap(), filter);
+        }
+    }
+}

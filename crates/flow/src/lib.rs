@@ -23,5 +23,5 @@ pub mod table;
 pub use action::Action;
 pub use classifier::Classifier;
 pub use key::{FlowKey, PortNo};
-pub use parse::{parse_filter, parse_flow, FlowParseError};
-pub use rule::{FlowSpec, Match, Rule, DEFAULT_PRIORITY};
+pub use parse::{FlowParseError, parse_filter, parse_flow};
+pub use rule::{DEFAULT_PRIORITY, FlowSpec, Match, Rule};

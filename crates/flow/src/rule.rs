@@ -17,7 +17,10 @@ pub struct Match {
 
 impl Match {
     /// Matches every packet.
-    pub const ANY: Match = Match { key: FlowKey::ZERO, mask: FlowKey::ZERO };
+    pub const ANY: Match = Match {
+        key: FlowKey::ZERO,
+        mask: FlowKey::ZERO,
+    };
 
     #[inline(always)]
     pub fn matches(&self, key: &FlowKey) -> bool {

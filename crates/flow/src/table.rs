@@ -61,7 +61,10 @@ impl SharedFlowTable {
         let mut classifier = old.classifier.clone();
         let r = f(&mut classifier, &mut seq);
         let version = old.version + 1;
-        self.current.store(Arc::new(FlowTable { version, classifier }));
+        self.current.store(Arc::new(FlowTable {
+            version,
+            classifier,
+        }));
         self.version.store(version, Ordering::Release);
         r
     }

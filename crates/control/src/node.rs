@@ -1,0 +1,292 @@
+//! A running node: packet pool, flow table, datapath and ports, built
+//! from a validated [`NodeConfig`]. Every control operation goes through
+//! here, validates completely first and only then changes the switch, so
+//! a bad request leaves the running state as it was.
+//!
+//! Thread safety: `Node` is `Sync`; operations serialise on the
+//! datapath's port registry and the flow table's writer lock.
+
+use crate::protocol::*;
+use crate::rates::RateSampler;
+use nfv_config::NodeConfig;
+use nfv_datapath::{Datapath, DatapathConfig};
+use nfv_flow::table::SharedFlowTable;
+use nfv_flow::{parse_filter, parse_flow, Action, FlowSpec, PortNo};
+use nfv_mem::{MemoryConfig, PacketPool};
+use nfv_ports::{DropReason, PortConfig, PortFactory, PortKind, QueueSnapshot};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Pool(#[from] nfv_mem::PoolError),
+    #[error(transparent)]
+    Datapath(#[from] nfv_datapath::DatapathError),
+    #[error(transparent)]
+    Open(#[from] nfv_ports::OpenError),
+}
+
+pub struct Node {
+    pub name: String,
+    memory: MemoryConfig,
+    datapath: Datapath,
+    factory: PortFactory,
+    /// Configs of the ports now present, by number (for ring peers and
+    /// for validating flows).
+    port_configs: Mutex<BTreeMap<PortNo, PortConfig>>,
+    rates: RateSampler,
+}
+
+impl Node {
+    pub fn start(cfg: &NodeConfig) -> Result<Arc<Node>, NodeError> {
+        let pool = PacketPool::new(&format!("nfvswitch-{}", cfg.name), &cfg.memory)?;
+        let table = Arc::new(SharedFlowTable::new());
+        let dp_cfg = DatapathConfig {
+            pmd_cores: cfg.pmd.cores.iter().map(|&c| Some(c)).collect(),
+            emc_entries: cfg.pmd.emc_entries,
+        };
+        let datapath = Datapath::start(&dp_cfg, pool, table.clone())?;
+        let node = Node {
+            name: cfg.name.clone(),
+            memory: cfg.memory.clone(),
+            datapath,
+            factory: PortFactory::new(),
+            port_configs: Mutex::new(BTreeMap::new()),
+            rates: RateSampler::default(),
+        };
+        // Rules first, so the first packets find them.
+        table.add_flows(cfg.flows.iter().cloned());
+        for p in &cfg.ports {
+            node.open_port(p)?;
+        }
+        let node = Arc::new(node);
+        RateSampler::start(&node);
+        Ok(node)
+    }
+
+    pub fn datapath(&self) -> &Datapath {
+        &self.datapath
+    }
+    pub(crate) fn rates(&self) -> &RateSampler {
+        &self.rates
+    }
+
+    fn configs(&self) -> std::sync::MutexGuard<'_, BTreeMap<PortNo, PortConfig>> {
+        self.port_configs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn open_port(&self, p: &PortConfig) -> Result<(), NodeError> {
+        let port = self.factory.open(p)?;
+        self.datapath.add_port(p.id, port)?;
+        self.configs().insert(p.id, p.clone());
+        tracing::info!("port {} ({}) added as {}", p.name, p.kind.type_name(), p.id);
+        Ok(())
+    }
+
+    /// Handles one control request.
+    pub fn handle(&self, req: &Request) -> Response {
+        let r = match req {
+            Request::ShowPorts => serde_json::to_value(self.show_ports()).map_err(|e| e.to_string()),
+            Request::ShowPmd => serde_json::to_value(self.show_pmd()).map_err(|e| e.to_string()),
+            Request::DumpFlows => serde_json::to_value(self.dump_flows()).map_err(|e| e.to_string()),
+            Request::AddFlows { flows } => self.add_flows(flows).map(|n| serde_json::json!({ "added": n })),
+            Request::DelFlows { filter } => self.del_flows(filter).map(|n| serde_json::json!({ "deleted": n })),
+            Request::AddPort { port } => self.add_port(port).map(|no| serde_json::json!({ "added": no })),
+            Request::DelPort { port } => self
+                .del_port(port)
+                .map(|no| serde_json::json!({ "deleted": no })),
+            Request::ClearStats => {
+                self.datapath.clear_pmd_stats();
+                Ok(serde_json::json!({}))
+            }
+        };
+        match r {
+            Ok(data) => Response::Ok { data },
+            Err(message) => Response::Error { message },
+        }
+    }
+
+    /// Parses and checks every rule against the ports present, then
+    /// installs them all in one table generation.
+    pub fn add_flows(&self, flows: &[String]) -> Result<usize, String> {
+        let ports: BTreeSet<PortNo> = self.configs().keys().copied().collect();
+        let mut specs = Vec::with_capacity(flows.len());
+        for (i, text) in flows.iter().enumerate() {
+            let which = if flows.len() > 1 { format!("flow {}: ", i + 1) } else { String::new() };
+            let spec = parse_flow(text).map_err(|e| format!("{which}{e}"))?;
+            check_ports(&spec, &ports).map_err(|e| format!("{which}{e}"))?;
+            specs.push(spec);
+        }
+        let n = specs.len();
+        self.datapath.table().add_flows(specs);
+        Ok(n)
+    }
+
+    pub fn del_flows(&self, filter: &str) -> Result<usize, String> {
+        let f = parse_filter(filter).map_err(|e| e.to_string())?;
+        Ok(self.datapath.table().del_flows(&f))
+    }
+
+    pub fn add_port(&self, text: &str) -> Result<PortNo, String> {
+        let p = nfv_config::parse_port_table(text, &self.memory).map_err(|e| e.to_string())?;
+        {
+            let configs = self.configs();
+            if configs.contains_key(&p.id) {
+                return Err(format!("id: port number {} is already in use", p.id));
+            }
+            if let Some(other) = configs.values().find(|c| c.name == p.name) {
+                return Err(format!("name: port name {:?} is already in use (id {})", p.name, other.id));
+            }
+            if let PortKind::Ring(r) = &p.kind {
+                if let Some(peer) = configs.values().find(|c| c.name == r.peer) {
+                    match &peer.kind {
+                        PortKind::Ring(pr) if pr.peer == p.name => {}
+                        _ => {
+                            return Err(format!(
+                                "peer: port {:?} exists but is not a ring whose peer is {:?}",
+                                r.peer, p.name
+                            ))
+                        }
+                    }
+                }
+            }
+        }
+        self.open_port(&p).map_err(|e| e.to_string())?;
+        Ok(p.id)
+    }
+
+    pub fn del_port(&self, name_or_no: &str) -> Result<PortNo, String> {
+        let no = self.datapath.del_port(name_or_no).map_err(|e| e.to_string())?;
+        self.configs().remove(&no);
+        Ok(no)
+    }
+
+    pub fn show_ports(&self) -> Vec<PortReport> {
+        let rates = self.rates.ports();
+        self.datapath
+            .port_views()
+            .into_iter()
+            .map(|v| {
+                let (rx_rate, tx_rate) = rates.get(&v.no).copied().unwrap_or_default();
+                let q = |qs: &[nfv_ports::QueueCounters], pmd: &dyn Fn(usize) -> Option<usize>| {
+                    qs.iter()
+                        .enumerate()
+                        .map(|(i, c)| {
+                            let s = c.snapshot();
+                            QueueReport {
+                                queue: i,
+                                pmd: pmd(i),
+                                packets: s.packets,
+                                bytes: s.bytes,
+                                drops: s.total_drops(),
+                            }
+                        })
+                        .collect()
+                };
+                PortReport {
+                    no: v.no,
+                    name: v.port.name().to_string(),
+                    type_name: v.port.type_name().to_string(),
+                    rx: direction(&v.stats.rx_total(), rx_rate),
+                    tx: direction(&v.stats.tx_total(), tx_rate),
+                    rx_queues: q(&v.stats.rx, &|i| v.rxq_pmd.get(i).copied()),
+                    tx_queues: q(&v.stats.tx, &Some),
+                    info: v.port.info().into_iter().map(|(k, val)| (k.to_string(), val)).collect(),
+                }
+            })
+            .collect()
+    }
+
+    pub fn show_pmd(&self) -> Vec<PmdReport> {
+        let interval = self.rates.pmds();
+        self.datapath
+            .pmd_views()
+            .into_iter()
+            .map(|v| {
+                // Rates and cycle figures over the last interval when there
+                // was traffic in it; cumulative otherwise.
+                let (mpps, recent) = interval.get(v.index).copied().unwrap_or_default();
+                let basis = if recent.rx_packets > 0 { recent } else { v.stats };
+                PmdReport {
+                    index: v.index,
+                    core: v.core,
+                    mpps,
+                    busy_percent: recent_or(&recent, &v.stats).busy_percent(),
+                    cycles_per_packet: basis.cycles_per_packet(),
+                    switch_cycles_per_packet: basis.switch_cycles_per_packet(),
+                    packets_per_batch: basis.packets_per_busy_iteration(),
+                    rx_packets: v.stats.rx_packets,
+                    emc_hits: v.stats.emc_hits,
+                    classifier_hits: v.stats.classifier_hits,
+                    table_misses: v.stats.table_misses,
+                    busy_cycles: v.stats.busy_cycles,
+                    idle_cycles: v.stats.idle_cycles,
+                    rx_queues: v.rxqs.iter().map(|(no, name, q)| format!("{name}({no})/q{q}")).collect(),
+                    tsc_hz: nfv_tsc::hz(),
+                }
+            })
+            .collect()
+    }
+
+    pub fn dump_flows(&self) -> Vec<FlowReport> {
+        let table = self.datapath.table().snapshot();
+        table
+            .classifier
+            .rules()
+            .iter()
+            .map(|r| FlowReport {
+                priority: r.spec.priority,
+                cookie: r.spec.cookie,
+                n_packets: r.stats.packets.load(std::sync::atomic::Ordering::Relaxed),
+                n_bytes: r.stats.bytes.load(std::sync::atomic::Ordering::Relaxed),
+                duration_secs: r.created.elapsed().as_secs_f64(),
+                rule: r.spec.to_string(),
+            })
+            .collect()
+    }
+
+    /// Stops the PMD threads (also done on drop).
+    pub fn shutdown(&self) {
+        self.rates.stop();
+    }
+}
+
+fn recent_or(
+    recent: &nfv_datapath::stats::PmdSnapshot,
+    total: &nfv_datapath::stats::PmdSnapshot,
+) -> nfv_datapath::stats::PmdSnapshot {
+    if recent.busy_cycles + recent.idle_cycles > 0 { *recent } else { *total }
+}
+
+fn direction(s: &QueueSnapshot, rate: (f64, f64)) -> DirectionReport {
+    DirectionReport {
+        packets: s.packets,
+        bytes: s.bytes,
+        drops: DropReason::ALL
+            .iter()
+            .zip(s.drops)
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| (r.as_str().to_string(), n))
+            .collect(),
+        mpps: rate.0,
+        gbps: rate.1,
+    }
+}
+
+/// Rejects rules naming ports that do not exist.
+fn check_ports(spec: &FlowSpec, ports: &BTreeSet<PortNo>) -> Result<(), String> {
+    if spec.matches.mask.in_port() != 0 && !ports.contains(&spec.matches.key.in_port()) {
+        return Err(format!("in_port={}: no such port", spec.matches.key.in_port()));
+    }
+    for a in &spec.actions {
+        if let Action::Output(p) = a {
+            if !ports.contains(p) {
+                return Err(format!("output:{p}: no such port"));
+            }
+        }
+    }
+    Ok(())
+}
