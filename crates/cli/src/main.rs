@@ -1,1 +1,58 @@
-fn main() {}
+//! `nfvswitch`: the switch daemon, its control client and the demo.
+
+mod ctl;
+mod demo;
+mod run;
+mod table;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "nfvswitch", version, about = "A userspace poll-mode virtual switch for NFV nodes")]
+struct Cli {
+    /// Log filter (error, warn, info, debug, trace or a tracing filter).
+    #[arg(long, global = true, default_value = "info", env = "NFVSWITCH_LOG")]
+    log: String,
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a node in the foreground until SIGINT/SIGTERM.
+    Run {
+        /// Node config (TOML).
+        config: PathBuf,
+        /// Stop by itself after this many seconds (and print final counters).
+        #[arg(long)]
+        exit_after: Option<f64>,
+    },
+    /// Validate a node config and print what it would run.
+    Check { config: PathBuf },
+    /// Talk to a running node over its control socket.
+    Ctl(ctl::CtlArgs),
+    /// Start a node with a generator and a sink and show live rates.
+    Demo(demo::DemoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let r = match cli.cmd {
+        Command::Run { config, exit_after } => run::run(&config, exit_after),
+        Command::Check { config } => run::check(&config),
+        Command::Ctl(args) => ctl::ctl(args),
+        Command::Demo(args) => demo::demo(args),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nfvswitch: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -248,9 +248,10 @@ impl Node {
             .collect()
     }
 
-    /// Stops the PMD threads (also done on drop).
+    /// Stops the PMD threads and releases the ports (also done on drop).
     pub fn shutdown(&self) {
         self.rates.stop();
+        self.datapath.shutdown();
     }
 }
 

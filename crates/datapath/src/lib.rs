@@ -54,7 +54,7 @@ struct PmdHandle {
     core: Option<usize>,
     commands: Sender<PmdCommand>,
     stats: Arc<PmdStats>,
-    thread: Option<JoinHandle<()>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 struct PortEntry {
@@ -121,7 +121,7 @@ impl Datapath {
                 .name(name)
                 .spawn(move || t.run())
                 .map_err(DatapathError::Spawn)?;
-            pmds.push(PmdHandle { core, commands: tx, stats, thread: Some(thread) });
+            pmds.push(PmdHandle { core, commands: tx, stats, thread: Mutex::new(Some(thread)) });
         }
         Ok(Datapath {
             pmds,
@@ -265,12 +265,14 @@ impl Datapath {
     }
 
     /// Stops all PMD threads and waits for them.
-    pub fn shutdown(&mut self) {
+    /// Idempotent.
+    pub fn shutdown(&self) {
         for p in &self.pmds {
             let _ = p.commands.send(PmdCommand::Quit);
         }
-        for p in &mut self.pmds {
-            if let Some(t) = p.thread.take() {
+        for p in &self.pmds {
+            let t = p.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(t) = t {
                 let _ = t.join();
             }
         }

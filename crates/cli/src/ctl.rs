@@ -1,0 +1,207 @@
+//! `nfvswitch ctl`: the control client. Human tables by default, `--json`
+//! for machines. Exit status is non-zero whenever the switch refused.
+
+use crate::table::{fmt_opt, Table};
+use clap::{Args, Subcommand};
+use nfv_control::protocol::{FlowReport, PmdReport, PortReport};
+use nfv_control::{request, Request, Response};
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct CtlArgs {
+    /// Control socket of the node (default: $NFVSWITCH_SOCKET, the
+    /// socket of --config, or the only nfvswitch socket found).
+    #[arg(long, short = 's', env = "NFVSWITCH_SOCKET")]
+    socket: Option<PathBuf>,
+    /// Find the socket from this node config.
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// Print the raw JSON response data.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: CtlCommand,
+}
+
+#[derive(Subcommand)]
+enum CtlCommand {
+    /// Show ports, counters and drops by reason.
+    Show {
+        #[command(subcommand)]
+        what: ShowWhat,
+    },
+    /// List rules with hit counters (ovs-ofctl dump-flows style).
+    DumpFlows,
+    /// Add rules in ovs-ofctl syntax (all or nothing).
+    AddFlow {
+        #[arg(required = true)]
+        flows: Vec<String>,
+    },
+    /// Add rules from a file, one per line (# comments allowed).
+    AddFlows { file: PathBuf },
+    /// Delete rules matching a filter (no filter = all rules).
+    DelFlows { filter: Option<String> },
+    /// Add a port given as inline TOML, e.g. 'name="s2",id=3,type="sink"'.
+    AddPort { port: String },
+    /// Delete a port by name or number.
+    DelPort { port: String },
+    /// Zero the PMD counters.
+    ClearStats,
+}
+
+#[derive(Subcommand)]
+enum ShowWhat {
+    Ports,
+    Pmd,
+}
+
+fn sockets_in(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+    rd.filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("nfvswitch-") && n.ends_with(".sock"))
+        })
+        .collect()
+}
+
+fn find_socket(args: &CtlArgs) -> Result<PathBuf, String> {
+    if let Some(s) = &args.socket {
+        return Ok(s.clone());
+    }
+    if let Some(c) = &args.config {
+        let cfg = nfv_config::load(c).map_err(|e| e.to_string())?;
+        return Ok(cfg.control_socket.unwrap_or_else(|| nfv_control::default_socket(&cfg.name)));
+    }
+    let mut found = Vec::new();
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR") {
+        found.extend(sockets_in(Path::new(&d)));
+    }
+    found.extend(sockets_in(Path::new("/tmp")));
+    found.retain(|p| std::os::unix::net::UnixStream::connect(p).is_ok());
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err("no running nfvswitch found; give --socket PATH or --config NODE.toml".into()),
+        _ => Err(format!(
+            "several nfvswitch nodes are running ({}); pick one with --socket",
+            found.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+fn call(socket: &Path, req: &Request) -> Result<serde_json::Value, String> {
+    match request(socket, req)? {
+        Response::Ok { data } => Ok(data),
+        Response::Error { message } => Err(message),
+    }
+}
+
+pub fn ctl(args: CtlArgs) -> Result<(), String> {
+    let socket = find_socket(&args)?;
+    let req = match &args.cmd {
+        CtlCommand::Show { what: ShowWhat::Ports } => Request::ShowPorts,
+        CtlCommand::Show { what: ShowWhat::Pmd } => Request::ShowPmd,
+        CtlCommand::DumpFlows => Request::DumpFlows,
+        CtlCommand::AddFlow { flows } => Request::AddFlows { flows: flows.clone() },
+        CtlCommand::AddFlows { file } => {
+            let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let flows = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from)
+                .collect();
+            Request::AddFlows { flows }
+        }
+        CtlCommand::DelFlows { filter } => Request::DelFlows { filter: filter.clone().unwrap_or_default() },
+        CtlCommand::AddPort { port } => Request::AddPort { port: port.clone() },
+        CtlCommand::DelPort { port } => Request::DelPort { port: port.clone() },
+        CtlCommand::ClearStats => Request::ClearStats,
+    };
+    let data = call(&socket, &req)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&data).unwrap_or_default());
+        return Ok(());
+    }
+    let parse_err = |e: serde_json::Error| format!("unexpected response: {e}");
+    match req {
+        Request::ShowPorts => {
+            let ports: Vec<PortReport> = serde_json::from_value(data).map_err(parse_err)?;
+            print!("{}", ports_table(&ports));
+        }
+        Request::ShowPmd => {
+            let pmds: Vec<PmdReport> = serde_json::from_value(data).map_err(parse_err)?;
+            print!("{}", pmd_text(&pmds));
+        }
+        Request::DumpFlows => {
+            let flows: Vec<FlowReport> = serde_json::from_value(data).map_err(parse_err)?;
+            for f in flows {
+                println!(
+                    " duration={:.3}s, n_packets={}, n_bytes={}, {}",
+                    f.duration_secs, f.n_packets, f.n_bytes, f.rule
+                );
+            }
+        }
+        Request::AddFlows { .. } => println!("added {} flow(s)", data["added"]),
+        Request::DelFlows { .. } => println!("deleted {} flow(s)", data["deleted"]),
+        Request::AddPort { .. } => println!("added port {}", data["added"]),
+        Request::DelPort { .. } => println!("deleted port {}", data["deleted"]),
+        Request::ClearStats => println!("PMD counters cleared"),
+    }
+    Ok(())
+}
+
+fn drops_text(d: &std::collections::BTreeMap<String, u64>) -> String {
+    if d.is_empty() {
+        return "0".into();
+    }
+    d.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+}
+
+pub fn ports_table(ports: &[PortReport]) -> Table {
+    let mut t = Table::new(&[
+        "port", "name", "type", "rx pkts", "rx Mpps", "rx Gbps", "tx pkts", "tx Mpps", "tx Gbps", "rx drops",
+        "tx drops",
+    ]);
+    for p in ports {
+        t.row(vec![
+            p.no.to_string(),
+            p.name.clone(),
+            p.type_name.clone(),
+            p.rx.packets.to_string(),
+            format!("{:.3}", p.rx.mpps),
+            format!("{:.3}", p.rx.gbps),
+            p.tx.packets.to_string(),
+            format!("{:.3}", p.tx.mpps),
+            format!("{:.3}", p.tx.gbps),
+            drops_text(&p.rx.drops),
+            drops_text(&p.tx.drops),
+        ]);
+    }
+    t
+}
+
+pub fn pmd_text(pmds: &[PmdReport]) -> String {
+    let mut t = Table::new(&[
+        "pmd", "core", "Mpps", "busy %", "cyc/pkt", "switch cyc/pkt", "pkts/batch", "rx pkts", "emc hits",
+        "cls hits", "misses", "rx queues",
+    ]);
+    for p in pmds {
+        t.row(vec![
+            p.index.to_string(),
+            p.core.map_or("-".into(), |c| c.to_string()),
+            format!("{:.3}", p.mpps),
+            format!("{:.1}", p.busy_percent),
+            fmt_opt(p.cycles_per_packet, 1),
+            fmt_opt(p.switch_cycles_per_packet, 1),
+            format!("{:.1}", p.packets_per_batch),
+            p.rx_packets.to_string(),
+            p.emc_hits.to_string(),
+            p.classifier_hits.to_string(),
+            p.table_misses.to_string(),
+            p.rx_queues.join(" "),
+        ]);
+    }
+    let hz = pmds.first().map_or(0, |p| p.tsc_hz);
+    format!("{t}(cycles are TSC cycles at {:.3} GHz; rates and cycles over the last second)\n", hz as f64 / 1e9)
+}

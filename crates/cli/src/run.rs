@@ -1,0 +1,79 @@
+//! `nfvswitch run` and `nfvswitch check`.
+
+use nfv_control::{ControlServer, Node};
+use nix::sys::signal::{SigSet, Signal};
+use std::path::Path;
+
+/// Blocks SIGINT/SIGTERM in this thread and every thread it spawns later,
+/// so the main thread can wait for them synchronously.
+pub fn block_shutdown_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    let _ = set.thread_block();
+    set
+}
+
+/// Sends ourselves SIGTERM after `secs` (for `--exit-after`).
+pub fn exit_after(secs: f64) {
+    let _ = std::thread::Builder::new().name("exit-after".into()).spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs_f64(secs.max(0.0)));
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), Signal::SIGTERM);
+    });
+}
+
+pub fn run(config: &Path, exit_after_secs: Option<f64>) -> Result<(), String> {
+    let cfg = nfv_config::load(config).map_err(|e| e.to_string())?;
+    let signals = block_shutdown_signals();
+    let node = Node::start(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
+    let socket = cfg.control_socket.clone().unwrap_or_else(|| nfv_control::default_socket(&cfg.name));
+    let server = ControlServer::start(&socket, node.clone()).map_err(|e| {
+        node.shutdown();
+        format!("control socket {}: {e}", socket.display())
+    })?;
+    tracing::info!(
+        "node {:?} running: {} PMD thread(s) on cores {:?}, {} port(s), {} flow(s); control socket {}",
+        cfg.name,
+        cfg.pmd.cores.len(),
+        cfg.pmd.cores,
+        cfg.ports.len(),
+        cfg.flows.len(),
+        server.path().display()
+    );
+    if let Some(s) = exit_after_secs {
+        exit_after(s);
+    }
+    let sig = signals.wait().map_err(|e| e.to_string())?;
+    tracing::info!("{sig:?}: shutting down");
+    // Final counters, as OVS prints on exit of a benchmark run.
+    let ports = node.show_ports();
+    let pmds = node.show_pmd();
+    drop(server);
+    node.shutdown();
+    print!("{}", crate::ctl::ports_table(&ports));
+    print!("{}", crate::ctl::pmd_text(&pmds));
+    Ok(())
+}
+
+pub fn check(config: &Path) -> Result<(), String> {
+    let cfg = nfv_config::load(config).map_err(|e| e.to_string())?;
+    println!(
+        "{}: ok — node {:?}, {} PMD(s) on cores {:?}, memory {} x {} B ({:?} hugepages), {} port(s), {} flow(s)",
+        config.display(),
+        cfg.name,
+        cfg.pmd.cores.len(),
+        cfg.pmd.cores,
+        cfg.memory.frames,
+        cfg.memory.frame_size,
+        cfg.memory.hugepages,
+        cfg.ports.len(),
+        cfg.flows.len()
+    );
+    for p in &cfg.ports {
+        println!("  port {:>5}  {:<16} {}", p.id, p.name, p.kind.type_name());
+    }
+    for f in &cfg.flows {
+        println!("  flow {f}");
+    }
+    Ok(())
+}
