@@ -1,10 +1,10 @@
 //! `nfvswitch ctl`: the control client. Human tables by default, `--json`
 //! for machines. Exit status is non-zero whenever the switch refused.
 
-use crate::table::{fmt_opt, Table};
+use crate::table::{Table, fmt_opt};
 use clap::{Args, Subcommand};
 use nfv_control::protocol::{FlowReport, PmdReport, PortReport};
-use nfv_control::{request, Request, Response};
+use nfv_control::{Request, Response, request};
 use std::path::{Path, PathBuf};
 
 #[derive(Args)]
@@ -56,11 +56,15 @@ enum ShowWhat {
 }
 
 fn sockets_in(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
     rd.filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| {
-            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("nfvswitch-") && n.ends_with(".sock"))
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("nfvswitch-") && n.ends_with(".sock"))
         })
         .collect()
 }
@@ -71,7 +75,9 @@ fn find_socket(args: &CtlArgs) -> Result<PathBuf, String> {
     }
     if let Some(c) = &args.config {
         let cfg = nfv_config::load(c).map_err(|e| e.to_string())?;
-        return Ok(cfg.control_socket.unwrap_or_else(|| nfv_control::default_socket(&cfg.name)));
+        return Ok(cfg
+            .control_socket
+            .unwrap_or_else(|| nfv_control::default_socket(&cfg.name)));
     }
     let mut found = Vec::new();
     if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR") {
@@ -84,7 +90,11 @@ fn find_socket(args: &CtlArgs) -> Result<PathBuf, String> {
         0 => Err("no running nfvswitch found; give --socket PATH or --config NODE.toml".into()),
         _ => Err(format!(
             "several nfvswitch nodes are running ({}); pick one with --socket",
-            found.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            found
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
     }
 }
@@ -99,12 +109,19 @@ fn call(socket: &Path, req: &Request) -> Result<serde_json::Value, String> {
 pub fn ctl(args: CtlArgs) -> Result<(), String> {
     let socket = find_socket(&args)?;
     let req = match &args.cmd {
-        CtlCommand::Show { what: ShowWhat::Ports } => Request::ShowPorts,
-        CtlCommand::Show { what: ShowWhat::Pmd } => Request::ShowPmd,
+        CtlCommand::Show {
+            what: ShowWhat::Ports,
+        } => Request::ShowPorts,
+        CtlCommand::Show {
+            what: ShowWhat::Pmd,
+        } => Request::ShowPmd,
         CtlCommand::DumpFlows => Request::DumpFlows,
-        CtlCommand::AddFlow { flows } => Request::AddFlows { flows: flows.clone() },
+        CtlCommand::AddFlow { flows } => Request::AddFlows {
+            flows: flows.clone(),
+        },
         CtlCommand::AddFlows { file } => {
-            let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let text =
+                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
             let flows = text
                 .lines()
                 .map(str::trim)
@@ -113,14 +130,19 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
                 .collect();
             Request::AddFlows { flows }
         }
-        CtlCommand::DelFlows { filter } => Request::DelFlows { filter: filter.clone().unwrap_or_default() },
+        CtlCommand::DelFlows { filter } => Request::DelFlows {
+            filter: filter.clone().unwrap_or_default(),
+        },
         CtlCommand::AddPort { port } => Request::AddPort { port: port.clone() },
         CtlCommand::DelPort { port } => Request::DelPort { port: port.clone() },
         CtlCommand::ClearStats => Request::ClearStats,
     };
     let data = call(&socket, &req)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&data).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&data).unwrap_or_default()
+        );
         return Ok(());
     }
     let parse_err = |e: serde_json::Error| format!("unexpected response: {e}");
@@ -155,13 +177,16 @@ fn drops_text(d: &std::collections::BTreeMap<String, u64>) -> String {
     if d.is_empty() {
         return "0".into();
     }
-    d.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+    d.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 pub fn ports_table(ports: &[PortReport]) -> Table {
     let mut t = Table::new(&[
-        "port", "name", "type", "rx pkts", "rx Mpps", "rx Gbps", "tx pkts", "tx Mpps", "tx Gbps", "rx drops",
-        "tx drops",
+        "port", "name", "type", "rx pkts", "rx Mpps", "rx Gbps", "tx pkts", "tx Mpps", "tx Gbps",
+        "rx drops", "tx drops",
     ]);
     for p in ports {
         t.row(vec![
@@ -183,8 +208,18 @@ pub fn ports_table(ports: &[PortReport]) -> Table {
 
 pub fn pmd_text(pmds: &[PmdReport]) -> String {
     let mut t = Table::new(&[
-        "pmd", "core", "Mpps", "busy %", "cyc/pkt", "switch cyc/pkt", "pkts/batch", "rx pkts", "emc hits",
-        "cls hits", "misses", "rx queues",
+        "pmd",
+        "core",
+        "Mpps",
+        "busy %",
+        "cyc/pkt",
+        "switch cyc/pkt",
+        "pkts/batch",
+        "rx pkts",
+        "emc hits",
+        "cls hits",
+        "misses",
+        "rx queues",
     ]);
     for p in pmds {
         t.row(vec![
@@ -203,5 +238,8 @@ pub fn pmd_text(pmds: &[PmdReport]) -> String {
         ]);
     }
     let hz = pmds.first().map_or(0, |p| p.tsc_hz);
-    format!("{t}(cycles are TSC cycles at {:.3} GHz; rates and cycles over the last second)\n", hz as f64 / 1e9)
+    format!(
+        "{t}(cycles are TSC cycles at {:.3} GHz; rates and cycles over the last second)\n",
+        hz as f64 / 1e9
+    )
 }

@@ -26,18 +26,36 @@ pub struct DemoArgs {
 
 fn node_config(size: usize, flows: u32) -> Result<NodeConfig, String> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let port = |name: &str, id, kind| PortConfig { name: name.into(), id, rxqs: 1, kind };
+    let port = |name: &str, id, kind| PortConfig {
+        name: name.into(),
+        id,
+        rxqs: 1,
+        kind,
+    };
     Ok(NodeConfig {
         source: "demo".into(),
         name: format!("demo-{}", std::process::id()),
         control_socket: None,
-        memory: MemoryConfig { frames: 16384, ..Default::default() },
+        memory: MemoryConfig {
+            frames: 16384,
+            ..Default::default()
+        },
         pmd: PmdConfig::default_for(cpus),
         ports: vec![
-            port("gen0", 1, PortKind::Generator(GeneratorConfig { frame_size: size, flows, ..Default::default() })),
+            port(
+                "gen0",
+                1,
+                PortKind::Generator(GeneratorConfig {
+                    frame_size: size,
+                    flows,
+                    ..Default::default()
+                }),
+            ),
             port("sink0", 2, PortKind::Sink),
         ],
-        flows: vec![parse_flow("priority=10,in_port=1,actions=output:2").map_err(|e| e.to_string())?],
+        flows: vec![
+            parse_flow("priority=10,in_port=1,actions=output:2").map_err(|e| e.to_string())?,
+        ],
     })
 }
 
@@ -72,14 +90,23 @@ pub fn demo(args: DemoArgs) -> Result<(), String> {
         let pmd = node.show_pmd();
         print!("{}", ports_table(&ports));
         print!("{}", pmd_text(&pmd));
-        let sink = ports.iter().find(|p| p.name == "sink0").map(|p| (p.tx.mpps, p.tx.gbps)).unwrap_or_default();
+        let sink = ports
+            .iter()
+            .find(|p| p.name == "sink0")
+            .map(|p| (p.tx.mpps, p.tx.gbps))
+            .unwrap_or_default();
         summary.push((size, sink, pmd.first().and_then(|p| p.cycles_per_packet)));
         node.shutdown();
     }
     println!("\n== summary (last second of each size) ==");
     let mut t = crate::table::Table::new(&["frame B", "Mpps", "Gbps", "cyc/pkt"]);
     for (size, (mpps, gbps), cyc) in summary {
-        t.row(vec![size.to_string(), format!("{mpps:.3}"), format!("{gbps:.3}"), crate::table::fmt_opt(cyc, 1)]);
+        t.row(vec![
+            size.to_string(),
+            format!("{mpps:.3}"),
+            format!("{gbps:.3}"),
+            crate::table::fmt_opt(cyc, 1),
+        ]);
     }
     print!("{t}");
     Ok(())

@@ -10,7 +10,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "nfvswitch", version, about = "A userspace poll-mode virtual switch for NFV nodes")]
+#[command(
+    name = "nfvswitch",
+    version,
+    about = "A userspace poll-mode virtual switch for NFV nodes"
+)]
 struct Cli {
     /// Log filter (error, warn, info, debug, trace or a tracing filter).
     #[arg(long, global = true, default_value = "info", env = "NFVSWITCH_LOG")]
@@ -41,7 +45,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     let r = match cli.cmd {
         Command::Run { config, exit_after } => run::run(&config, exit_after),
         Command::Check { config } => run::check(&config),

@@ -16,17 +16,22 @@ pub fn block_shutdown_signals() -> SigSet {
 
 /// Sends ourselves SIGTERM after `secs` (for `--exit-after`).
 pub fn exit_after(secs: f64) {
-    let _ = std::thread::Builder::new().name("exit-after".into()).spawn(move || {
-        std::thread::sleep(std::time::Duration::from_secs_f64(secs.max(0.0)));
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), Signal::SIGTERM);
-    });
+    let _ = std::thread::Builder::new()
+        .name("exit-after".into())
+        .spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs.max(0.0)));
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), Signal::SIGTERM);
+        });
 }
 
 pub fn run(config: &Path, exit_after_secs: Option<f64>) -> Result<(), String> {
     let cfg = nfv_config::load(config).map_err(|e| e.to_string())?;
     let signals = block_shutdown_signals();
     let node = Node::start(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
-    let socket = cfg.control_socket.clone().unwrap_or_else(|| nfv_control::default_socket(&cfg.name));
+    let socket = cfg
+        .control_socket
+        .clone()
+        .unwrap_or_else(|| nfv_control::default_socket(&cfg.name));
     let server = ControlServer::start(&socket, node.clone()).map_err(|e| {
         node.shutdown();
         format!("control socket {}: {e}", socket.display())

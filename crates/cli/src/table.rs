@@ -7,7 +7,10 @@ pub struct Table {
 
 impl Table {
     pub fn new(header: &[&str]) -> Table {
-        Table { header: header.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
+        Table {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
     }
     pub fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
@@ -30,8 +33,12 @@ impl std::fmt::Display for Table {
                     s.push_str("  ");
                 }
                 // Numbers right-aligned, text left-aligned.
-                let numeric = c.chars().next().is_some_and(|ch| ch.is_ascii_digit() || ch == '-')
-                    && c.chars().all(|ch| ch.is_ascii_digit() || ".-%".contains(ch));
+                let numeric = c
+                    .chars()
+                    .next()
+                    .is_some_and(|ch| ch.is_ascii_digit() || ch == '-')
+                    && c.chars()
+                        .all(|ch| ch.is_ascii_digit() || ".-%".contains(ch));
                 if numeric {
                     s.push_str(&format!("{c:>width$}", width = w[i]));
                 } else {

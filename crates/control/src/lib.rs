@@ -9,7 +9,7 @@ pub mod server;
 
 pub use node::{Node, NodeError};
 pub use protocol::{Request, Response};
-pub use server::{request, ControlServer};
+pub use server::{ControlServer, request};
 
 /// Where the control socket lives when the config does not say.
 pub fn default_socket(node_name: &str) -> std::path::PathBuf {

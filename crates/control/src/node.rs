@@ -11,7 +11,7 @@ use crate::rates::RateSampler;
 use nfv_config::NodeConfig;
 use nfv_datapath::{Datapath, DatapathConfig};
 use nfv_flow::table::SharedFlowTable;
-use nfv_flow::{parse_filter, parse_flow, Action, FlowSpec, PortNo};
+use nfv_flow::{Action, FlowSpec, PortNo, parse_filter, parse_flow};
 use nfv_mem::{MemoryConfig, PacketPool};
 use nfv_ports::{DropReason, PortConfig, PortFactory, PortKind, QueueSnapshot};
 use std::collections::{BTreeMap, BTreeSet};
@@ -89,12 +89,22 @@ impl Node {
     /// Handles one control request.
     pub fn handle(&self, req: &Request) -> Response {
         let r = match req {
-            Request::ShowPorts => serde_json::to_value(self.show_ports()).map_err(|e| e.to_string()),
+            Request::ShowPorts => {
+                serde_json::to_value(self.show_ports()).map_err(|e| e.to_string())
+            }
             Request::ShowPmd => serde_json::to_value(self.show_pmd()).map_err(|e| e.to_string()),
-            Request::DumpFlows => serde_json::to_value(self.dump_flows()).map_err(|e| e.to_string()),
-            Request::AddFlows { flows } => self.add_flows(flows).map(|n| serde_json::json!({ "added": n })),
-            Request::DelFlows { filter } => self.del_flows(filter).map(|n| serde_json::json!({ "deleted": n })),
-            Request::AddPort { port } => self.add_port(port).map(|no| serde_json::json!({ "added": no })),
+            Request::DumpFlows => {
+                serde_json::to_value(self.dump_flows()).map_err(|e| e.to_string())
+            }
+            Request::AddFlows { flows } => self
+                .add_flows(flows)
+                .map(|n| serde_json::json!({ "added": n })),
+            Request::DelFlows { filter } => self
+                .del_flows(filter)
+                .map(|n| serde_json::json!({ "deleted": n })),
+            Request::AddPort { port } => self
+                .add_port(port)
+                .map(|no| serde_json::json!({ "added": no })),
             Request::DelPort { port } => self
                 .del_port(port)
                 .map(|no| serde_json::json!({ "deleted": no })),
@@ -115,7 +125,11 @@ impl Node {
         let ports: BTreeSet<PortNo> = self.configs().keys().copied().collect();
         let mut specs = Vec::with_capacity(flows.len());
         for (i, text) in flows.iter().enumerate() {
-            let which = if flows.len() > 1 { format!("flow {}: ", i + 1) } else { String::new() };
+            let which = if flows.len() > 1 {
+                format!("flow {}: ", i + 1)
+            } else {
+                String::new()
+            };
             let spec = parse_flow(text).map_err(|e| format!("{which}{e}"))?;
             check_ports(&spec, &ports).map_err(|e| format!("{which}{e}"))?;
             specs.push(spec);
@@ -138,7 +152,10 @@ impl Node {
                 return Err(format!("id: port number {} is already in use", p.id));
             }
             if let Some(other) = configs.values().find(|c| c.name == p.name) {
-                return Err(format!("name: port name {:?} is already in use (id {})", p.name, other.id));
+                return Err(format!(
+                    "name: port name {:?} is already in use (id {})",
+                    p.name, other.id
+                ));
             }
             if let PortKind::Ring(r) = &p.kind {
                 if let Some(peer) = configs.values().find(|c| c.name == r.peer) {
@@ -148,7 +165,7 @@ impl Node {
                             return Err(format!(
                                 "peer: port {:?} exists but is not a ring whose peer is {:?}",
                                 r.peer, p.name
-                            ))
+                            ));
                         }
                     }
                 }
@@ -159,7 +176,10 @@ impl Node {
     }
 
     pub fn del_port(&self, name_or_no: &str) -> Result<PortNo, String> {
-        let no = self.datapath.del_port(name_or_no).map_err(|e| e.to_string())?;
+        let no = self
+            .datapath
+            .del_port(name_or_no)
+            .map_err(|e| e.to_string())?;
         self.configs().remove(&no);
         Ok(no)
     }
@@ -194,7 +214,12 @@ impl Node {
                     tx: direction(&v.stats.tx_total(), tx_rate),
                     rx_queues: q(&v.stats.rx, &|i| v.rxq_pmd.get(i).copied()),
                     tx_queues: q(&v.stats.tx, &Some),
-                    info: v.port.info().into_iter().map(|(k, val)| (k.to_string(), val)).collect(),
+                    info: v
+                        .port
+                        .info()
+                        .into_iter()
+                        .map(|(k, val)| (k.to_string(), val))
+                        .collect(),
                 }
             })
             .collect()
@@ -209,7 +234,11 @@ impl Node {
                 // Rates and cycle figures over the last interval when there
                 // was traffic in it; cumulative otherwise.
                 let (mpps, recent) = interval.get(v.index).copied().unwrap_or_default();
-                let basis = if recent.rx_packets > 0 { recent } else { v.stats };
+                let basis = if recent.rx_packets > 0 {
+                    recent
+                } else {
+                    v.stats
+                };
                 PmdReport {
                     index: v.index,
                     core: v.core,
@@ -224,7 +253,11 @@ impl Node {
                     table_misses: v.stats.table_misses,
                     busy_cycles: v.stats.busy_cycles,
                     idle_cycles: v.stats.idle_cycles,
-                    rx_queues: v.rxqs.iter().map(|(no, name, q)| format!("{name}({no})/q{q}")).collect(),
+                    rx_queues: v
+                        .rxqs
+                        .iter()
+                        .map(|(no, name, q)| format!("{name}({no})/q{q}"))
+                        .collect(),
                     tsc_hz: nfv_tsc::hz(),
                 }
             })
@@ -259,7 +292,11 @@ fn recent_or(
     recent: &nfv_datapath::stats::PmdSnapshot,
     total: &nfv_datapath::stats::PmdSnapshot,
 ) -> nfv_datapath::stats::PmdSnapshot {
-    if recent.busy_cycles + recent.idle_cycles > 0 { *recent } else { *total }
+    if recent.busy_cycles + recent.idle_cycles > 0 {
+        *recent
+    } else {
+        *total
+    }
 }
 
 fn direction(s: &QueueSnapshot, rate: (f64, f64)) -> DirectionReport {
@@ -280,7 +317,10 @@ fn direction(s: &QueueSnapshot, rate: (f64, f64)) -> DirectionReport {
 /// Rejects rules naming ports that do not exist.
 fn check_ports(spec: &FlowSpec, ports: &BTreeSet<PortNo>) -> Result<(), String> {
     if spec.matches.mask.in_port() != 0 && !ports.contains(&spec.matches.key.in_port()) {
-        return Err(format!("in_port={}: no such port", spec.matches.key.in_port()));
+        return Err(format!(
+            "in_port={}: no such port",
+            spec.matches.key.in_port()
+        ));
     }
     for a in &spec.actions {
         if let Action::Output(p) = a {

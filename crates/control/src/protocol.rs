@@ -12,12 +12,20 @@ pub enum Request {
     DumpFlows,
     /// One or more rules in ovs-ofctl syntax; all are validated before any
     /// is installed (all or nothing).
-    AddFlows { flows: Vec<String> },
+    AddFlows {
+        flows: Vec<String>,
+    },
     /// Empty filter = every rule. `strict` needs `priority=` in the filter.
-    DelFlows { filter: String },
+    DelFlows {
+        filter: String,
+    },
     /// One port as an inline TOML table (the keys of a `[[port]]` table).
-    AddPort { port: String },
-    DelPort { port: String },
+    AddPort {
+        port: String,
+    },
+    DelPort {
+        port: String,
+    },
     ClearStats,
 }
 

@@ -34,16 +34,20 @@ impl ControlServer {
             std::fs::remove_file(path)?;
         }
         let listener = UnixListener::bind(path)?;
-        std::thread::Builder::new().name("control".into()).spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let node = node.clone();
-                let _ = std::thread::Builder::new()
-                    .name("control-client".into())
-                    .spawn(move || serve(conn, &node));
-            }
-        })?;
-        Ok(ControlServer { path: path.to_path_buf() })
+        std::thread::Builder::new()
+            .name("control".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    let Ok(conn) = conn else { continue };
+                    let node = node.clone();
+                    let _ = std::thread::Builder::new()
+                        .name("control-client".into())
+                        .spawn(move || serve(conn, &node));
+                }
+            })?;
+        Ok(ControlServer {
+            path: path.to_path_buf(),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -58,7 +62,9 @@ impl Drop for ControlServer {
 }
 
 fn serve(conn: UnixStream, node: &Node) {
-    let Ok(write_half) = conn.try_clone() else { return };
+    let Ok(write_half) = conn.try_clone() else {
+        return;
+    };
     let mut out = std::io::BufWriter::new(write_half);
     let mut reader = BufReader::new(conn);
     let mut line = String::new();
@@ -69,16 +75,26 @@ fn serve(conn: UnixStream, node: &Node) {
             Ok(_) => {}
         }
         let resp = if line.len() > MAX_REQUEST {
-            Response::Error { message: format!("request longer than {MAX_REQUEST} bytes") }
+            Response::Error {
+                message: format!("request longer than {MAX_REQUEST} bytes"),
+            }
         } else {
             match serde_json::from_str::<Request>(&line) {
                 Ok(req) => node.handle(&req),
-                Err(e) => Response::Error { message: format!("bad request: {e}") },
+                Err(e) => Response::Error {
+                    message: format!("bad request: {e}"),
+                },
             }
         };
-        let Ok(mut text) = serde_json::to_string(&resp) else { return };
+        let Ok(mut text) = serde_json::to_string(&resp) else {
+            return;
+        };
         text.push('\n');
-        if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
+        if out
+            .write_all(text.as_bytes())
+            .and_then(|_| out.flush())
+            .is_err()
+        {
             return;
         }
         if line.len() > MAX_REQUEST {
@@ -90,13 +106,18 @@ fn serve(conn: UnixStream, node: &Node) {
 /// Client side: sends one request and waits for its response.
 pub fn request(path: &Path, req: &Request) -> Result<Response, String> {
     let conn = UnixStream::connect(path).map_err(|e| {
-        format!("cannot reach nfvswitch at {}: {e} (is `nfvswitch run` running?)", path.display())
+        format!(
+            "cannot reach nfvswitch at {}: {e} (is `nfvswitch run` running?)",
+            path.display()
+        )
     })?;
     let mut w = conn.try_clone().map_err(|e| e.to_string())?;
     let mut text = serde_json::to_string(req).map_err(|e| e.to_string())?;
     text.push('\n');
     w.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
     let mut line = String::new();
-    BufReader::new(conn).read_line(&mut line).map_err(|e| e.to_string())?;
+    BufReader::new(conn)
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
     serde_json::from_str(&line).map_err(|e| format!("bad response from switch: {e}"))
 }

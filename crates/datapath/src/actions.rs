@@ -11,7 +11,11 @@ const VID_MASK: u16 = 0x0fff;
 
 #[inline(always)]
 fn is_tagged(d: &[u8]) -> bool {
-    d.len() >= 18 && matches!(u16::from_be_bytes([d[12], d[13]]), ETHERTYPE_VLAN | ETHERTYPE_QINQ)
+    d.len() >= 18
+        && matches!(
+            u16::from_be_bytes([d[12], d[13]]),
+            ETHERTYPE_VLAN | ETHERTYPE_QINQ
+        )
 }
 
 /// `mod_dl_src:MAC`
@@ -95,7 +99,11 @@ mod tests {
     fn edits_produce_the_expected_bytes() {
         let pool = PacketPool::new(
             "actions",
-            &MemoryConfig { frame_size: 2048, frames: 64, hugepages: HugepageMode::Never },
+            &MemoryConfig {
+                frame_size: 2048,
+                frames: 64,
+                hugepages: HugepageMode::Never,
+            },
         )
         .unwrap();
         let mut cache = pool.cache();
@@ -105,20 +113,72 @@ mod tests {
         let mut with_dst = frame(None);
         with_dst[0..6].copy_from_slice(&new_mac);
         let cases: Vec<(&str, Vec<u8>, Edit, Result<Vec<u8>, DropReason>)> = vec![
-            ("mod_dl_src", frame(None), |p| set_dl_src(p, &[0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]), Ok(with_src)),
-            ("mod_dl_dst", frame(None), |p| set_dl_dst(p, &[0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]), Ok(with_dst)),
-            ("push_vlan 8100", frame(None), |p| push_vlan(p, 0x8100), Ok(frame(Some((0x8100, 0))))),
-            ("push_vlan 88a8 over 8100", frame(Some((0x8100, 7))), |p| push_vlan(p, 0x88a8), Ok({
-                let mut f = [DST, SRC].concat();
-                f.extend_from_slice(&[0x88, 0xa8, 0, 0, 0x81, 0x00, 0, 7, 0x08, 0x00, 0x45, 0, 0, 20]);
-                f
-            })),
-            ("strip_vlan", frame(Some((0x8100, 100))), strip_vlan, Ok(frame(None))),
-            ("strip_vlan untagged", frame(None), strip_vlan, Ok(frame(None))),
-            ("mod_vlan_vid pushes", frame(None), |p| set_vlan_vid(p, 42), Ok(frame(Some((0x8100, 42))))),
-            ("mod_vlan_vid keeps pcp", frame(Some((0x8100, 0xa000 | 5))), |p| set_vlan_vid(p, 4095), Ok(frame(Some((0x8100, 0xa000 | 4095))))),
-            ("runt mod_dl_src", vec![0; 10], |p| set_dl_src(p, &[0; 6]), Err(DropReason::Runt)),
-            ("runt push_vlan", vec![0; 13], |p| push_vlan(p, 0x8100), Err(DropReason::Runt)),
+            (
+                "mod_dl_src",
+                frame(None),
+                |p| set_dl_src(p, &[0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]),
+                Ok(with_src),
+            ),
+            (
+                "mod_dl_dst",
+                frame(None),
+                |p| set_dl_dst(p, &[0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]),
+                Ok(with_dst),
+            ),
+            (
+                "push_vlan 8100",
+                frame(None),
+                |p| push_vlan(p, 0x8100),
+                Ok(frame(Some((0x8100, 0)))),
+            ),
+            (
+                "push_vlan 88a8 over 8100",
+                frame(Some((0x8100, 7))),
+                |p| push_vlan(p, 0x88a8),
+                Ok({
+                    let mut f = [DST, SRC].concat();
+                    f.extend_from_slice(&[
+                        0x88, 0xa8, 0, 0, 0x81, 0x00, 0, 7, 0x08, 0x00, 0x45, 0, 0, 20,
+                    ]);
+                    f
+                }),
+            ),
+            (
+                "strip_vlan",
+                frame(Some((0x8100, 100))),
+                strip_vlan,
+                Ok(frame(None)),
+            ),
+            (
+                "strip_vlan untagged",
+                frame(None),
+                strip_vlan,
+                Ok(frame(None)),
+            ),
+            (
+                "mod_vlan_vid pushes",
+                frame(None),
+                |p| set_vlan_vid(p, 42),
+                Ok(frame(Some((0x8100, 42)))),
+            ),
+            (
+                "mod_vlan_vid keeps pcp",
+                frame(Some((0x8100, 0xa000 | 5))),
+                |p| set_vlan_vid(p, 4095),
+                Ok(frame(Some((0x8100, 0xa000 | 4095)))),
+            ),
+            (
+                "runt mod_dl_src",
+                vec![0; 10],
+                |p| set_dl_src(p, &[0; 6]),
+                Err(DropReason::Runt),
+            ),
+            (
+                "runt push_vlan",
+                vec![0; 13],
+                |p| push_vlan(p, 0x8100),
+                Err(DropReason::Runt),
+            ),
         ];
         for (name, input, edit, want) in cases {
             let mut p = cache.alloc().unwrap();
@@ -134,7 +194,11 @@ mod tests {
     fn push_without_headroom_is_a_counted_drop_not_a_panic() {
         let pool = PacketPool::new(
             "actions2",
-            &MemoryConfig { frame_size: 2048, frames: 64, hugepages: HugepageMode::Never },
+            &MemoryConfig {
+                frame_size: 2048,
+                frames: 64,
+                hugepages: HugepageMode::Never,
+            },
         )
         .unwrap();
         let mut cache = pool.cache();

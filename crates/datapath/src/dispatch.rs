@@ -11,10 +11,10 @@ use crate::actions;
 use crate::mac_learning::MacTable;
 use crate::stats::PmdCounters;
 use nfv_flow::emc::{EmcLookup, ExactMatchCache};
-use nfv_flow::extract::{extract, MIN_FRAME};
+use nfv_flow::extract::{MIN_FRAME, extract};
 use nfv_flow::table::FlowTable;
 use nfv_flow::{Action, FlowKey, PortNo, Rule};
-use nfv_mem::{Batch, Packet, PoolCache, BATCH};
+use nfv_mem::{BATCH, Batch, Packet, PoolCache};
 use nfv_ports::{DropReason, PortStats, QueueCounters, TxQueue};
 use std::sync::Arc;
 
@@ -98,7 +98,15 @@ impl Dispatch {
         self.del_tx(no, None);
         let max_frame = txq.max_frame();
         let idx = self.tx.len() as u16;
-        self.tx.push(TxSlot { no, txq, pending: Batch::new(), pending_bytes: 0, stats, qid, max_frame });
+        self.tx.push(TxSlot {
+            no,
+            txq,
+            pending: Batch::new(),
+            pending_bytes: 0,
+            stats,
+            qid,
+            max_frame,
+        });
         if self.slot_of.len() <= no as usize {
             self.slot_of.resize(no as usize + 1, NO_SLOT);
         }
@@ -108,7 +116,9 @@ impl Dispatch {
 
     /// Removes a port's tx queue, freeing what was pending for it.
     pub fn del_tx(&mut self, no: PortNo, pool: Option<&mut PoolCache>) {
-        let Some(&idx) = self.slot_of.get(no as usize) else { return };
+        let Some(&idx) = self.slot_of.get(no as usize) else {
+            return;
+        };
         if idx == NO_SLOT {
             return;
         }
@@ -131,7 +141,13 @@ impl Dispatch {
     /// Queues `pkt` for port `out`. Returns false if it was not queued
     /// (the packet has then been freed and the drop counted).
     #[inline(always)]
-    fn output(&mut self, out: PortNo, pkt: Packet, rx: &QueueCounters, pool: &mut PoolCache) -> bool {
+    fn output(
+        &mut self,
+        out: PortNo,
+        pkt: Packet,
+        rx: &QueueCounters,
+        pool: &mut PoolCache,
+    ) -> bool {
         let idx = self.slot_of.get(out as usize).copied().unwrap_or(NO_SLOT);
         if idx == NO_SLOT {
             rx.drop(DropReason::NoPort, 1);
@@ -247,7 +263,11 @@ impl Dispatch {
             let j = match hits.last() {
                 Some(h) if Arc::ptr_eq(&h.rule, rule) => hits.len() - 1,
                 _ => {
-                    hits.push(RuleHits { rule: rule.clone(), packets: 0, bytes: 0 });
+                    hits.push(RuleHits {
+                        rule: rule.clone(),
+                        packets: 0,
+                        bytes: 0,
+                    });
                     hits.len() - 1
                 }
             };
@@ -294,7 +314,9 @@ impl Dispatch {
         rx: &QueueCounters,
         pool: &mut PoolCache,
     ) {
-        let last_out = acts.iter().rposition(|a| matches!(a, Action::Output(_) | Action::Normal));
+        let last_out = acts
+            .iter()
+            .rposition(|a| matches!(a, Action::Output(_) | Action::Normal));
         let Some(last_out) = last_out else {
             rx.drop(DropReason::Action, 1);
             pool.free(pkt);
@@ -358,7 +380,13 @@ impl Dispatch {
 
     /// The `normal` action: learn the source, forward to the learned port
     /// of the destination, or flood to every other port.
-    fn normal(&mut self, pkt: Packet, in_port: PortNo, rx: &QueueCounters, pool: &mut PoolCache) -> bool {
+    fn normal(
+        &mut self,
+        pkt: Packet,
+        in_port: PortNo,
+        rx: &QueueCounters,
+        pool: &mut PoolCache,
+    ) -> bool {
         let d = pkt.data();
         let dst: [u8; 6] = [d[0], d[1], d[2], d[3], d[4], d[5]];
         let src: [u8; 6] = [d[6], d[7], d[8], d[9], d[10], d[11]];
@@ -370,8 +398,13 @@ impl Dispatch {
             }
             Some(out) => self.output(out, pkt, rx, pool),
             None => {
-                let targets: arrayvec::ArrayVec<PortNo, 64> =
-                    self.tx.iter().map(|s| s.no).filter(|&p| p != in_port).take(64).collect();
+                let targets: arrayvec::ArrayVec<PortNo, 64> = self
+                    .tx
+                    .iter()
+                    .map(|s| s.no)
+                    .filter(|&p| p != in_port)
+                    .take(64)
+                    .collect();
                 let Some((&last, rest)) = targets.split_last() else {
                     pool.free(pkt);
                     return false;

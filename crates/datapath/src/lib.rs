@@ -15,10 +15,10 @@ pub mod mac_learning;
 mod pmd;
 pub mod stats;
 
-use crossbeam_channel::{bounded, unbounded, Sender};
+use crossbeam_channel::{Sender, bounded, unbounded};
 use mac_learning::MacTable;
-use nfv_flow::table::SharedFlowTable;
 use nfv_flow::PortNo;
+use nfv_flow::table::SharedFlowTable;
 use nfv_mem::PacketPool;
 use nfv_ports::{Port, PortStats};
 use pmd::{PmdCommand, PmdThread};
@@ -121,7 +121,12 @@ impl Datapath {
                 .name(name)
                 .spawn(move || t.run())
                 .map_err(DatapathError::Spawn)?;
-            pmds.push(PmdHandle { core, commands: tx, stats, thread: Mutex::new(Some(thread)) });
+            pmds.push(PmdHandle {
+                core,
+                commands: tx,
+                stats,
+                thread: Mutex::new(Some(thread)),
+            });
         }
         Ok(Datapath {
             pmds,
@@ -185,7 +190,14 @@ impl Datapath {
                 });
             }
         }
-        ports.insert(no, PortEntry { port, stats, rxq_pmd });
+        ports.insert(
+            no,
+            PortEntry {
+                port,
+                stats,
+                rxq_pmd,
+            },
+        );
         Ok(())
     }
 
@@ -197,7 +209,10 @@ impl Datapath {
                 return Some(no);
             }
         }
-        ports.iter().find(|(_, e)| e.port.name() == name_or_no).map(|(no, _)| *no)
+        ports
+            .iter()
+            .find(|(_, e)| e.port.name() == name_or_no)
+            .map(|(no, _)| *no)
     }
 
     /// Removes a port; returns once no PMD uses it any more.
@@ -208,7 +223,10 @@ impl Datapath {
         let mut ports = self.ports();
         let (ack_tx, ack_rx) = bounded(self.pmds.len().max(1));
         for pmd in &self.pmds {
-            let _ = pmd.commands.send(PmdCommand::DelPort { port: no, ack: ack_tx.clone() });
+            let _ = pmd.commands.send(PmdCommand::DelPort {
+                port: no,
+                ack: ack_tx.clone(),
+            });
         }
         let mut result = Ok(no);
         for _ in &self.pmds {

@@ -8,8 +8,8 @@ use crate::dispatch::Dispatch;
 use crate::mac_learning::MacTable;
 use crate::stats::{PmdCounters, PmdStats};
 use crossbeam_channel::{Receiver, Sender};
-use nfv_flow::table::SharedFlowTable;
 use nfv_flow::PortNo;
+use nfv_flow::table::SharedFlowTable;
 use nfv_mem::{Batch, PacketPool};
 use nfv_ports::{PortStats, RxQueue, TxQueue};
 use std::sync::Arc;
@@ -20,11 +20,24 @@ const HOUSEKEEPING_EVERY: u64 = 16;
 
 pub enum PmdCommand {
     /// Start polling rx queue `qid` of `port`.
-    AddRxq { port: PortNo, qid: usize, rxq: Box<dyn RxQueue>, stats: Arc<PortStats> },
+    AddRxq {
+        port: PortNo,
+        qid: usize,
+        rxq: Box<dyn RxQueue>,
+        stats: Arc<PortStats>,
+    },
     /// Give this PMD its own tx queue (index `qid`) on `port`.
-    AddTx { port: PortNo, qid: usize, txq: Box<dyn TxQueue>, stats: Arc<PortStats> },
+    AddTx {
+        port: PortNo,
+        qid: usize,
+        txq: Box<dyn TxQueue>,
+        stats: Arc<PortStats>,
+    },
     /// Forget everything about `port`; acknowledge on `ack`.
-    DelPort { port: PortNo, ack: Sender<()> },
+    DelPort {
+        port: PortNo,
+        ack: Sender<()>,
+    },
     /// Zero this PMD's counters (like `pmd-stats-clear`).
     ClearStats,
     Quit,
@@ -75,10 +88,23 @@ impl PmdThread {
                 let mut quit = false;
                 while let Ok(cmd) = self.commands.try_recv() {
                     match cmd {
-                        PmdCommand::AddRxq { port, qid, rxq, stats } => {
-                            rxqs.push(PolledRxq { port, qid, rxq, stats })
-                        }
-                        PmdCommand::AddTx { port, qid, txq, stats } => dispatch.add_tx(port, txq, stats, qid),
+                        PmdCommand::AddRxq {
+                            port,
+                            qid,
+                            rxq,
+                            stats,
+                        } => rxqs.push(PolledRxq {
+                            port,
+                            qid,
+                            rxq,
+                            stats,
+                        }),
+                        PmdCommand::AddTx {
+                            port,
+                            qid,
+                            txq,
+                            stats,
+                        } => dispatch.add_tx(port, txq, stats, qid),
                         PmdCommand::DelPort { port, ack } => {
                             rxqs.retain(|q| q.port != port);
                             dispatch.del_tx(port, Some(&mut pool));

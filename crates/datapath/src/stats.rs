@@ -104,17 +104,26 @@ impl PmdSnapshot {
     }
     /// Busy cycles per packet spent outside port rx/tx bursts.
     pub fn switch_cycles_per_packet(&self) -> Option<f64> {
-        (self.rx_packets > 0)
-            .then(|| self.busy_cycles.saturating_sub(self.port_cycles) as f64 / self.rx_packets as f64)
+        (self.rx_packets > 0).then(|| {
+            self.busy_cycles.saturating_sub(self.port_cycles) as f64 / self.rx_packets as f64
+        })
     }
     /// Share of cycles in busy iterations, 0..=100.
     pub fn busy_percent(&self) -> f64 {
         let total = self.busy_cycles + self.idle_cycles;
-        if total == 0 { 0.0 } else { 100.0 * self.busy_cycles as f64 / total as f64 }
+        if total == 0 {
+            0.0
+        } else {
+            100.0 * self.busy_cycles as f64 / total as f64
+        }
     }
     /// Mean packets per busy iteration (batch fill).
     pub fn packets_per_busy_iteration(&self) -> f64 {
-        if self.busy_iterations == 0 { 0.0 } else { self.rx_packets as f64 / self.busy_iterations as f64 }
+        if self.busy_iterations == 0 {
+            0.0
+        } else {
+            self.rx_packets as f64 / self.busy_iterations as f64
+        }
     }
 }
 
@@ -124,7 +133,12 @@ mod tests {
 
     #[test]
     fn cycle_arithmetic() {
-        let a = PmdSnapshot { rx_packets: 100, busy_cycles: 1000, idle_cycles: 0, ..Default::default() };
+        let a = PmdSnapshot {
+            rx_packets: 100,
+            busy_cycles: 1000,
+            idle_cycles: 0,
+            ..Default::default()
+        };
         let b = PmdSnapshot {
             rx_packets: 1100,
             busy_cycles: 51_000,

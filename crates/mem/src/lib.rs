@@ -16,7 +16,7 @@ pub mod pool;
 pub mod region;
 pub mod stats;
 
-pub use packet::{Packet, HEADROOM};
+pub use packet::{HEADROOM, Packet};
 pub use pool::{PacketPool, PoolCache, PoolError};
 pub use region::{Backing, Region, RegionError};
 
@@ -49,6 +49,10 @@ pub struct MemoryConfig {
 
 impl Default for MemoryConfig {
     fn default() -> Self {
-        MemoryConfig { frame_size: 2048, frames: 32768, hugepages: HugepageMode::Auto }
+        MemoryConfig {
+            frame_size: 2048,
+            frames: 32768,
+            hugepages: HugepageMode::Auto,
+        }
     }
 }

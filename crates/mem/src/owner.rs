@@ -27,11 +27,17 @@ static OWNERS: RwLock<Vec<Option<Weak<dyn BufferOwner>>>> = RwLock::new(Vec::new
 /// that are gone are reused.
 pub fn register(owner: Weak<dyn BufferOwner>) -> OwnerId {
     let mut v = OWNERS.write().unwrap_or_else(|p| p.into_inner());
-    if let Some(i) = v.iter().position(|o| o.as_ref().is_none_or(|w| w.strong_count() == 0)) {
+    if let Some(i) = v
+        .iter()
+        .position(|o| o.as_ref().is_none_or(|w| w.strong_count() == 0))
+    {
         v[i] = Some(owner);
         return i as OwnerId;
     }
-    assert!(v.len() < OwnerId::MAX as usize, "too many packet buffer owners");
+    assert!(
+        v.len() < OwnerId::MAX as usize,
+        "too many packet buffer owners"
+    );
     v.push(Some(owner));
     (v.len() - 1) as OwnerId
 }
@@ -41,7 +47,9 @@ pub fn register(owner: Weak<dyn BufferOwner>) -> OwnerId {
 pub fn release(id: OwnerId, token: u32) -> bool {
     let owner = {
         let v = OWNERS.read().unwrap_or_else(|p| p.into_inner());
-        v.get(id as usize).and_then(|o| o.as_ref()).and_then(|w| w.upgrade())
+        v.get(id as usize)
+            .and_then(|o| o.as_ref())
+            .and_then(|w| w.upgrade())
     };
     match owner {
         Some(o) => {

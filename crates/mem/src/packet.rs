@@ -48,7 +48,15 @@ impl Packet {
         token: u32,
     ) -> Packet {
         debug_assert!(data_off as u32 + len as u32 <= cap);
-        Packet { buf, cap, data_off, len, owner, in_port: 0, token }
+        Packet {
+            buf,
+            cap,
+            data_off,
+            len,
+            owner,
+            in_port: 0,
+            token,
+        }
     }
 
     #[inline(always)]

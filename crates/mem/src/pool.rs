@@ -7,7 +7,7 @@
 //! (`ArrayQueue`); each `PoolCache` belongs to one thread.
 
 use crate::owner::{self, BufferOwner, OwnerId};
-use crate::packet::{Packet, HEADROOM};
+use crate::packet::{HEADROOM, Packet};
 use crate::region::{Backing, Region, RegionError};
 use crate::{Batch, MemoryConfig};
 use crossbeam_queue::ArrayQueue;
@@ -127,7 +127,9 @@ impl Drop for PacketPool {
             // SAFETY: no packet refers to the region any more.
             unsafe { ManuallyDrop::drop(&mut self.region) };
         } else {
-            tracing::warn!("packet pool dropped with {outstanding} frames in use; keeping its memory mapped");
+            tracing::warn!(
+                "packet pool dropped with {outstanding} frames in use; keeping its memory mapped"
+            );
         }
     }
 }

@@ -57,8 +57,14 @@ pub enum RegionError {
     #[error("cannot size the packet region to {len} bytes: {err}")]
     Truncate { len: usize, err: io::Error },
     #[error("cannot map {len} bytes of {backing}: {err}")]
-    Map { len: usize, backing: &'static str, err: io::Error },
-    #[error("hugepages required (memory.hugepages = \"require\") but unavailable: {0}; reserve some with `echo 512 > /proc/sys/vm/nr_hugepages`")]
+    Map {
+        len: usize,
+        backing: &'static str,
+        err: io::Error,
+    },
+    #[error(
+        "hugepages required (memory.hugepages = \"require\") but unavailable: {0}; reserve some with `echo 512 > /proc/sys/vm/nr_hugepages`"
+    )]
     HugepagesUnavailable(String),
 }
 
@@ -97,7 +103,10 @@ impl Region {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         // SAFETY: plain syscall on an fd we own.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-            return Err(RegionError::Truncate { len, err: io::Error::last_os_error() });
+            return Err(RegionError::Truncate {
+                len,
+                err: io::Error::last_os_error(),
+            });
         }
         // MAP_POPULATE prefaults every page now, so the fast path never
         // takes a page fault, and a hugetlb region without enough reserved
@@ -122,7 +131,12 @@ impl Region {
             });
         }
         let base = NonNull::new(p.cast::<u8>()).expect("mmap returned null");
-        Ok(Region { base, len, backing, fd })
+        Ok(Region {
+            base,
+            len,
+            backing,
+            fd,
+        })
     }
 
     pub fn base(&self) -> NonNull<u8> {
@@ -145,7 +159,9 @@ impl Region {
     pub fn contains(&self, ptr: *const u8, len: usize) -> bool {
         let start = self.base.as_ptr() as usize;
         let p = ptr as usize;
-        p >= start && p.checked_add(len).is_some_and(|end| end <= start + self.len)
+        p >= start
+            && p.checked_add(len)
+                .is_some_and(|end| end <= start + self.len)
     }
 }
 

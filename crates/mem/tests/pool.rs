@@ -1,9 +1,13 @@
-use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, BATCH, HEADROOM};
+use nfv_mem::{BATCH, Batch, HEADROOM, HugepageMode, MemoryConfig, PacketPool};
 
 fn pool(frames: usize) -> std::sync::Arc<PacketPool> {
     PacketPool::new(
         "test",
-        &MemoryConfig { frame_size: 2048, frames, hugepages: HugepageMode::Never },
+        &MemoryConfig {
+            frame_size: 2048,
+            frames,
+            hugepages: HugepageMode::Never,
+        },
     )
     .unwrap()
 }
@@ -114,7 +118,11 @@ fn bad_geometry_is_refused() {
     for (fs, n) in [(3000, 1024), (1024, 1024), (2048, 10), (131072, 1024)] {
         let r = PacketPool::new(
             "bad",
-            &MemoryConfig { frame_size: fs, frames: n, hugepages: HugepageMode::Never },
+            &MemoryConfig {
+                frame_size: fs,
+                frames: n,
+                hugepages: HugepageMode::Never,
+            },
         );
         assert!(r.is_err(), "{fs} x {n} accepted");
     }

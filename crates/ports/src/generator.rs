@@ -10,8 +10,8 @@
 use crate::config::GeneratorConfig;
 use crate::{Port, RxQueue, TxQueue};
 use nfv_mem::{Batch, PoolCache};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 const ETH_LEN: usize = 14;
 const IP_LEN: usize = 20;
@@ -26,7 +26,9 @@ pub fn template(cfg: &GeneratorConfig) -> Vec<u8> {
         .ipv4(cfg.src_ip.octets(), cfg.dst_ip.octets(), 64)
         .udp(cfg.src_port, cfg.dst_port);
     let mut frame = Vec::with_capacity(cfg.frame_size);
-    builder.write(&mut frame, &payload).expect("writing to a Vec cannot fail");
+    builder
+        .write(&mut frame, &payload)
+        .expect("writing to a Vec cannot fail");
     // IPv4 allows "no UDP checksum"; flows then only need the IP checksum fixed.
     frame[ETH_LEN + IP_LEN + 6] = 0;
     frame[ETH_LEN + IP_LEN + 7] = 0;
@@ -157,7 +159,10 @@ impl Port for GeneratorPort {
             next_flow: (q as u32 * 7919) % self.cfg.flows,
             sent: 0,
             budget: self.cfg.count.map_or(u64::MAX, share),
-            rate: self.cfg.rate_pps.map(|r| (share(r).max(1), nfv_tsc::now(), nfv_tsc::hz())),
+            rate: self
+                .cfg
+                .rate_pps
+                .map(|r| (share(r).max(1), nfv_tsc::now(), nfv_tsc::hz())),
             generated: self.generated.clone(),
         })
     }
@@ -168,7 +173,10 @@ impl Port for GeneratorPort {
         vec![
             ("frame_size", self.cfg.frame_size.to_string()),
             ("flows", self.cfg.flows.to_string()),
-            ("rate_pps", self.cfg.rate_pps.map_or("max".into(), |r| r.to_string())),
+            (
+                "rate_pps",
+                self.cfg.rate_pps.map_or("max".into(), |r| r.to_string()),
+            ),
             ("generated", self.generated.load(Relaxed).to_string()),
         ]
     }
@@ -191,7 +199,10 @@ mod tests {
     #[test]
     fn template_is_a_valid_udp_frame_of_the_requested_size() {
         for size in [64, 128, 1518, 9000] {
-            let cfg = GeneratorConfig { frame_size: size, ..Default::default() };
+            let cfg = GeneratorConfig {
+                frame_size: size,
+                ..Default::default()
+            };
             let f = template(&cfg);
             assert_eq!(f.len(), size);
             let p = etherparse::SlicedPacket::from_ethernet(&f).unwrap();
@@ -210,25 +221,29 @@ mod tests {
 
     #[test]
     fn stamped_flows_are_distinct_and_checksums_stay_valid() {
-        let cfg = GeneratorConfig { flows: 3000, ..Default::default() };
+        let cfg = GeneratorConfig {
+            flows: 3000,
+            ..Default::default()
+        };
         let mut seen = std::collections::HashSet::new();
         for f in [0u32, 1, 1023, 1024, 2999] {
             let mut frame = template(&cfg);
             stamp_flow(&mut frame, &cfg, f);
             let p = etherparse::SlicedPacket::from_ethernet(&frame).unwrap();
-            let Some(etherparse::NetSlice::Ipv4(ip)) = p.net else { panic!() };
+            let Some(etherparse::NetSlice::Ipv4(ip)) = p.net else {
+                panic!()
+            };
             let h = ip.header().to_header();
             assert_eq!(h.header_checksum, h.calc_header_checksum(), "flow {f}");
-            let Some(etherparse::TransportSlice::Udp(u)) = p.transport else { panic!() };
+            let Some(etherparse::TransportSlice::Udp(u)) = p.transport else {
+                panic!()
+            };
             assert!(seen.insert((h.source, u.source_port())), "flow {f} repeats");
         }
-        assert_eq!(
-            std::net::Ipv4Addr::from(u32::from(cfg.src_ip) + 2),
-            {
-                let mut frame = template(&cfg);
-                stamp_flow(&mut frame, &cfg, 2048);
-                std::net::Ipv4Addr::new(frame[26], frame[27], frame[28], frame[29])
-            }
-        );
+        assert_eq!(std::net::Ipv4Addr::from(u32::from(cfg.src_ip) + 2), {
+            let mut frame = template(&cfg);
+            stamp_flow(&mut frame, &cfg, 2048);
+            std::net::Ipv4Addr::new(frame[26], frame[27], frame[28], frame[29])
+        });
     }
 }

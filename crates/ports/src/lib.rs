@@ -22,7 +22,7 @@ pub mod stats;
 use nfv_mem::{Batch, PoolCache};
 
 pub use config::{PortConfig, PortKind, PortNo};
-pub use open::{open_port, OpenError, PortFactory};
+pub use open::{OpenError, PortFactory, open_port};
 pub use stats::{DropReason, PortStats, QueueCounters, QueueSnapshot};
 
 /// A receive queue, owned by one PMD thread.

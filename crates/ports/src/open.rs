@@ -1,11 +1,11 @@
 //! Turning a validated [`PortConfig`] into a running port.
 
+use crate::Port;
 use crate::config::{PortConfig, PortKind};
 use crate::generator::GeneratorPort;
 use crate::pcap::{PcapError, PcapPort};
 use crate::ring::{Inbox, RingPort};
 use crate::sink::SinkPort;
-use crate::Port;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -31,10 +31,14 @@ impl PortFactory {
         Ok(match &cfg.kind {
             PortKind::Generator(g) => Arc::new(GeneratorPort::new(&cfg.name, cfg.rxqs, g.clone())),
             PortKind::Sink => Arc::new(SinkPort::new(&cfg.name)),
-            PortKind::Pcap(p) => Arc::new(
-                PcapPort::new(&cfg.name, p.clone())
-                    .map_err(|err| OpenError::Pcap { port: cfg.name.clone(), err })?,
-            ),
+            PortKind::Pcap(p) => {
+                Arc::new(
+                    PcapPort::new(&cfg.name, p.clone()).map_err(|err| OpenError::Pcap {
+                        port: cfg.name.clone(),
+                        err,
+                    })?,
+                )
+            }
             PortKind::Ring(r) => {
                 let mut t = self.ring_inboxes.lock().unwrap_or_else(|p| p.into_inner());
                 let mine = t.entry(cfg.name.clone()).or_default().clone();

@@ -41,7 +41,9 @@ pub fn read_frames(path: &Path) -> Result<Vec<Vec<u8>>, PcapError> {
         frames.push(p.map_err(|e| err(&e))?.data.into_owned());
     }
     if frames.is_empty() {
-        return Err(PcapError::Empty { path: path.display().to_string() });
+        return Err(PcapError::Empty {
+            path: path.display().to_string(),
+        });
     }
     Ok(frames)
 }
@@ -67,7 +69,10 @@ impl Capture {
         h.extend_from_slice(&1u32.to_le_bytes()); // LINKTYPE_ETHERNET
         out.write_all(&h)?;
         out.flush()?;
-        Ok(Capture { out, last_flush: Instant::now() })
+        Ok(Capture {
+            out,
+            last_flush: Instant::now(),
+        })
     }
 
     fn write(&mut self, ts: Duration, frame: &[u8]) -> std::io::Result<()> {
@@ -136,7 +141,8 @@ impl RxQueue for ReplayRx {
         }
         let mut want = batch.remaining_capacity() as u64;
         if let Some((pps, start, hz)) = self.rate {
-            let due = (nfv_tsc::now().saturating_sub(start) as u128 * pps as u128 / hz as u128) as u64;
+            let due =
+                (nfv_tsc::now().saturating_sub(start) as u128 * pps as u128 / hz as u128) as u64;
             want = want.min(due.saturating_sub(self.sent));
         }
         let mut n = 0;
@@ -178,7 +184,9 @@ impl TxQueue for CaptureTx {
         let n = batch.len();
         if let Some(c) = &self.capture {
             let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
-            let ts = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+            let ts = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or(Duration::ZERO);
             for p in batch.iter() {
                 let _ = c.write(ts, p.data());
             }
@@ -210,15 +218,23 @@ impl Port for PcapPort {
             loops_left: self.cfg.loops,
             forever: self.cfg.loops == 0,
             sent: 0,
-            rate: self.cfg.rate_pps.map(|r| (r.max(1), nfv_tsc::now(), nfv_tsc::hz())),
+            rate: self
+                .cfg
+                .rate_pps
+                .map(|r| (r.max(1), nfv_tsc::now(), nfv_tsc::hz())),
             replayed: self.replayed.clone(),
         })
     }
     fn open_txq(&self, _q: usize) -> Box<dyn TxQueue> {
-        Box::new(CaptureTx { capture: self.capture.clone(), captured: self.captured.clone() })
+        Box::new(CaptureTx {
+            capture: self.capture.clone(),
+            captured: self.captured.clone(),
+        })
     }
     fn info(&self) -> Vec<(&'static str, String)> {
-        let path = |p: &Option<std::path::PathBuf>| p.as_ref().map_or("-".into(), |p| p.display().to_string());
+        let path = |p: &Option<std::path::PathBuf>| {
+            p.as_ref().map_or("-".into(), |p| p.display().to_string())
+        };
         vec![
             ("replay", path(&self.cfg.replay)),
             ("capture", path(&self.cfg.capture)),

@@ -26,7 +26,12 @@ impl RingPort {
     /// ring ends by name; `inbox` is initialised here if still empty.
     pub fn new(name: &str, rxqs: usize, size: usize, inbox: Inbox, peer_inbox: Inbox) -> RingPort {
         inbox.get_or_init(|| (0..rxqs).map(|_| ArrayQueue::new(size)).collect());
-        RingPort { name: name.to_string(), rxqs, inbox, peer_inbox }
+        RingPort {
+            name: name.to_string(),
+            rxqs,
+            inbox,
+            peer_inbox,
+        }
     }
 }
 
@@ -38,7 +43,9 @@ struct RingRx {
 impl RxQueue for RingRx {
     #[inline]
     fn rx_burst(&mut self, batch: &mut Batch, _pool: &mut PoolCache) -> usize {
-        let Some(rings) = self.inbox.get() else { return 0 };
+        let Some(rings) = self.inbox.get() else {
+            return 0;
+        };
         let ring = &rings[self.q % rings.len()];
         let mut n = 0;
         while !batch.is_full() {
@@ -62,7 +69,9 @@ struct RingTx {
 impl TxQueue for RingTx {
     #[inline]
     fn tx_burst(&mut self, batch: &mut Batch, _pool: &mut PoolCache) -> usize {
-        let Some(rings) = self.peer_inbox.get() else { return 0 };
+        let Some(rings) = self.peer_inbox.get() else {
+            return 0;
+        };
         let ring = &rings[self.q % rings.len()];
         let mut rest = Batch::new();
         let mut sent = 0;
@@ -92,13 +101,25 @@ impl Port for RingPort {
         self.rxqs
     }
     fn open_rxq(&self, q: usize) -> Box<dyn RxQueue> {
-        Box::new(RingRx { inbox: self.inbox.clone(), q })
+        Box::new(RingRx {
+            inbox: self.inbox.clone(),
+            q,
+        })
     }
     fn open_txq(&self, q: usize) -> Box<dyn TxQueue> {
-        Box::new(RingTx { peer_inbox: self.peer_inbox.clone(), q })
+        Box::new(RingTx {
+            peer_inbox: self.peer_inbox.clone(),
+            q,
+        })
     }
     fn info(&self) -> Vec<(&'static str, String)> {
-        let queued: usize = self.inbox.get().map_or(0, |r| r.iter().map(|q| q.len()).sum());
-        vec![("queued", queued.to_string()), ("peer_up", self.peer_inbox.get().is_some().to_string())]
+        let queued: usize = self
+            .inbox
+            .get()
+            .map_or(0, |r| r.iter().map(|q| q.len()).sum());
+        vec![
+            ("queued", queued.to_string()),
+            ("peer_up", self.peer_inbox.get().is_some().to_string()),
+        ]
     }
 }

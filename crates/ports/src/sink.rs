@@ -9,7 +9,9 @@ pub struct SinkPort {
 
 impl SinkPort {
     pub fn new(name: &str) -> SinkPort {
-        SinkPort { name: name.to_string() }
+        SinkPort {
+            name: name.to_string(),
+        }
     }
 }
 

@@ -93,7 +93,11 @@ impl QueueCounters {
         for (d, c) in drops.iter_mut().zip(&self.drops) {
             *d = c.load(Relaxed);
         }
-        QueueSnapshot { packets: self.packets.load(Relaxed), bytes: self.bytes.load(Relaxed), drops }
+        QueueSnapshot {
+            packets: self.packets.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            drops,
+        }
     }
 }
 

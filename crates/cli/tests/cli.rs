@@ -1,0 +1,310 @@
+//! End-to-end tests of the `nfvswitch` binary: a node runs as a child
+//! process and is driven through `nfvswitch ctl`, as an operator would.
+
+use nfv_testutil::wait_until;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nfvswitch");
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    dir: PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nfvswitch-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A gen(1, rate-limited) → sink(2) node with its socket in a temp dir.
+fn start(tag: &str) -> Daemon {
+    let dir = tempdir(tag);
+    let socket = dir.join("ctl.sock");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cfg = format!(
+        r#"
+flows = ["priority=10,in_port=1,actions=output:2"]
+[node]
+name = "t{tag}"
+control_socket = "{}"
+[memory]
+frames = 8192
+[pmd]
+cores = [{}]
+[[port]]
+name = "gen0"
+id = 1
+type = "generator"
+rate_pps = 200000
+[[port]]
+name = "sink0"
+id = 2
+type = "sink"
+"#,
+        socket.display(),
+        cpus - 1
+    );
+    let path = dir.join("node.toml");
+    std::fs::write(&path, cfg).unwrap();
+    let child = Command::new(BIN)
+        .args(["--log", "warn", "run"])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            std::os::unix::net::UnixStream::connect(&socket).is_ok()
+        }),
+        "control socket never appeared"
+    );
+    Daemon { child, socket, dir }
+}
+
+fn ctl(d: &Daemon, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("ctl")
+        .arg("--socket")
+        .arg(&d.socket)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ctl_json(d: &Daemon, args: &[&str]) -> Value {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    let out = ctl(d, &a);
+    assert!(
+        out.status.success(),
+        "ctl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn port<'a>(ports: &'a Value, name: &str) -> Option<&'a Value> {
+    ports.as_array()?.iter().find(|p| p["name"] == name)
+}
+
+fn tx_packets(d: &Daemon, name: &str) -> u64 {
+    port(&ctl_json(d, &["show", "ports"]), name).map_or(0, |p| p["tx"]["packets"].as_u64().unwrap())
+}
+
+#[test]
+fn run_forwards_and_show_pmd_reports_rate_and_cycles() {
+    let d = start("fwd");
+    assert!(wait_until(Duration::from_secs(10), || tx_packets(
+        &d, "sink0"
+    ) > 10_000));
+    // Rates are per-second samples: wait for one with traffic in it.
+    assert!(wait_until(Duration::from_secs(5), || {
+        let pmd = ctl_json(&d, &["show", "pmd"]);
+        pmd[0]["mpps"].as_f64().unwrap() > 0.0 && pmd[0]["cycles_per_packet"].as_f64().is_some()
+    }));
+    let human = ctl(&d, &["show", "pmd"]);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains("cyc/pkt") && text.contains("Mpps"), "{text}");
+    let ports = String::from_utf8_lossy(&ctl(&d, &["show", "ports"]).stdout).to_string();
+    assert!(ports.contains("gen0") && ports.contains("sink0"), "{ports}");
+    let flows = String::from_utf8_lossy(&ctl(&d, &["dump-flows"]).stdout).to_string();
+    assert!(
+        flows.contains("priority=10,in_port=1,actions=output:2"),
+        "{flows}"
+    );
+}
+
+#[test]
+fn bad_requests_fail_loudly_and_change_nothing() {
+    let d = start("bad");
+    let before = ctl_json(&d, &["dump-flows"]);
+    let cases: &[(&[&str], &str)] = &[
+        (&["add-flow", "in_port=1,actions=output:99"], "no such port"),
+        (&["add-flow", "nw_dsst=10.0.0.1,actions=drop"], "nw_dsst"),
+        (
+            &[
+                "add-flow",
+                "priority=5,in_port=1,actions=output:2",
+                "in_port=1,actions=bogus",
+            ],
+            "flow 2",
+        ),
+        (
+            &["add-port", "name=\"gen0\",id=9,type=\"sink\""],
+            "already in use",
+        ),
+        (
+            &["add-port", "name=\"x\",id=2,type=\"sink\""],
+            "already in use",
+        ),
+        (
+            &["add-port", "name=\"x\",id=9,type=\"sink\",rate_pps=5"],
+            "rate_pps",
+        ),
+        (&["add-port", "name=\"x\",id=9,type=\"warp\""], "type"),
+        (&["del-port", "nosuch"], "no port"),
+        (&["del-flows", "in_porrt=1"], "in_porrt"),
+    ];
+    for (args, want) in cases {
+        let out = ctl(&d, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(want), "{args:?}: expected {want:?} in {err:?}");
+    }
+    assert_eq!(
+        ctl_json(&d, &["dump-flows"]).as_array().unwrap().len(),
+        before.as_array().unwrap().len()
+    );
+    assert_eq!(
+        ctl_json(&d, &["show", "ports"]).as_array().unwrap().len(),
+        2
+    );
+    // And it still forwards.
+    let n = tx_packets(&d, "sink0");
+    assert!(wait_until(Duration::from_secs(5), || tx_packets(
+        &d, "sink0"
+    ) > n));
+}
+
+#[test]
+fn ports_and_flows_change_at_run_time() {
+    let d = start("live");
+    assert!(
+        ctl(&d, &["add-port", "name=\"sink1\",id=3,type=\"sink\""])
+            .status
+            .success()
+    );
+    assert!(
+        ctl(&d, &["add-flow", "priority=20,in_port=1,actions=output:3"])
+            .status
+            .success()
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || tx_packets(&d, "sink1") > 1000),
+        "new rule not used"
+    );
+    let sink0 = tx_packets(&d, "sink0");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        tx_packets(&d, "sink0") - sink0 < 1000,
+        "old rule still used"
+    );
+
+    // Deleting the output port: packets become counted no_port drops.
+    assert!(ctl(&d, &["del-port", "sink1"]).status.success());
+    assert!(port(&ctl_json(&d, &["show", "ports"]), "sink1").is_none());
+    assert!(wait_until(Duration::from_secs(5), || {
+        let ports = ctl_json(&d, &["show", "ports"]);
+        port(&ports, "gen0").unwrap()["rx"]["drops"]["no_port"]
+            .as_u64()
+            .unwrap_or(0)
+            > 100
+    }));
+
+    // Deleting all rules: table misses.
+    let out = ctl_json(&d, &["del-flows"]);
+    assert_eq!(out["deleted"], 2);
+    assert!(wait_until(Duration::from_secs(5), || {
+        let ports = ctl_json(&d, &["show", "ports"]);
+        port(&ports, "gen0").unwrap()["rx"]["drops"]["no_match"]
+            .as_u64()
+            .unwrap_or(0)
+            > 100
+    }));
+}
+
+#[test]
+fn sigterm_stops_cleanly_with_final_counters() {
+    let mut d = start("term");
+    assert!(wait_until(Duration::from_secs(5), || tx_packets(
+        &d, "sink0"
+    ) > 1000));
+    nix_kill(d.child.id(), "TERM");
+    let out = wait_output(&mut d.child);
+    assert!(out.status.success(), "exit status {:?}", out.status);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("sink0") && stdout.contains("cyc/pkt"),
+        "{stdout}"
+    );
+    assert!(!d.socket.exists(), "control socket left behind");
+}
+
+#[test]
+fn bad_config_names_file_line_and_field() {
+    let dir = tempdir("badcfg");
+    let path = dir.join("bad.toml");
+    std::fs::write(&path, "[memory]\nframe_size = 3000\n").unwrap();
+    let out = Command::new(BIN).args(["run"]).arg(&path).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("bad.toml:2") && err.contains("memory.frame_size"),
+        "{err}"
+    );
+    let out = Command::new(BIN)
+        .args(["check"])
+        .arg(Path::new("../../examples/gen-sink.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn nix_kill(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+fn wait_output(child: &mut Child) -> Output {
+    assert!(
+        wait_until(Duration::from_secs(10), || child
+            .try_wait()
+            .unwrap()
+            .is_some()),
+        "did not exit"
+    );
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    use std::io::Read;
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
+    Output {
+        status: child.wait().unwrap(),
+        stdout,
+        stderr,
+    }
+}

@@ -1,0 +1,888 @@
+//! Element fixtures (STYLE lesson 9, layer 2): packet in, expected packets
+//! and ports out, through a real [`Datapath`] with one unpinned PMD thread.
+//!
+//! The ports are made for tests: every [`TestPort`] has an inbox the test
+//! pushes frames into (its rx queue) and records every frame transmitted on
+//! it as `(port, bytes)` in a log shared with the test (its tx queue), then
+//! frees the packet. Each fixture is data: rules in `ovs-ofctl` syntax and
+//! steps of (in_port, frame) → exact output frames per port + the drop
+//! counters that must move. Every fixture ends by checking that the packet
+//! pool got every frame back.
+
+use crossbeam_queue::ArrayQueue;
+use etherparse::PacketBuilder;
+use nfv_datapath::{Datapath, DatapathConfig};
+use nfv_flow::table::SharedFlowTable;
+use nfv_flow::{PortNo, parse_flow};
+use nfv_mem::{Batch, HugepageMode, MemoryConfig, Packet, PacketPool, PoolCache};
+use nfv_ports::{DropReason, Port, QueueSnapshot, RxQueue, TxQueue};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Upper bound for one step to show its results. Steps normally finish
+/// in microseconds; the bound only matters on a badly overloaded machine.
+const DEADLINE: Duration = Duration::from_secs(5);
+
+type Log = Arc<Mutex<Vec<(PortNo, Vec<u8>)>>>;
+
+// ---------------------------------------------------------------------------
+// Test ports: inject on rx, capture on tx.
+
+struct TestPort {
+    name: String,
+    no: PortNo,
+    inbox: Arc<ArrayQueue<Packet>>,
+    log: Log,
+    max_frame: usize,
+}
+
+struct InjectRx {
+    inbox: Arc<ArrayQueue<Packet>>,
+}
+
+impl RxQueue for InjectRx {
+    fn rx_burst(&mut self, batch: &mut Batch, _pool: &mut PoolCache) -> usize {
+        let mut n = 0;
+        while !batch.is_full() {
+            match self.inbox.pop() {
+                Some(p) => {
+                    batch.push(p);
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        n
+    }
+}
+
+struct CaptureTx {
+    no: PortNo,
+    log: Log,
+    max_frame: usize,
+}
+
+impl TxQueue for CaptureTx {
+    fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        let n = batch.len();
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        for p in batch.drain(..) {
+            log.push((self.no, p.data().to_vec()));
+            pool.free(p);
+        }
+        n
+    }
+    fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+}
+
+impl Port for TestPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn type_name(&self) -> &'static str {
+        "test"
+    }
+    fn n_rxq(&self) -> usize {
+        1
+    }
+    fn open_rxq(&self, _q: usize) -> Box<dyn RxQueue> {
+        Box::new(InjectRx {
+            inbox: self.inbox.clone(),
+        })
+    }
+    fn open_txq(&self, _q: usize) -> Box<dyn TxQueue> {
+        Box::new(CaptureTx {
+            no: self.no,
+            log: self.log.clone(),
+            max_frame: self.max_frame,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Fixture rows.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Dir {
+    Rx,
+    Tx,
+}
+
+/// One frame in and everything it must cause.
+struct Step {
+    in_port: PortNo,
+    frame: Vec<u8>,
+    /// Exact frames per output port (order across ports is not checked,
+    /// order within one port is).
+    out: Vec<(PortNo, Vec<u8>)>,
+    /// Drop counters that must move by one each (all others stay put).
+    drops: Vec<(PortNo, Dir, DropReason)>,
+}
+
+fn step(in_port: PortNo, frame: Vec<u8>, out: Vec<(PortNo, Vec<u8>)>) -> Step {
+    Step {
+        in_port,
+        frame,
+        out,
+        drops: Vec::new(),
+    }
+}
+
+fn dropped(in_port: PortNo, frame: Vec<u8>, reason: DropReason) -> Step {
+    Step {
+        in_port,
+        frame,
+        out: Vec::new(),
+        drops: vec![(in_port, Dir::Rx, reason)],
+    }
+}
+
+#[derive(Default)]
+struct Fixture {
+    name: &'static str,
+    rules: &'static [&'static str],
+    /// Port numbers to create (default 1..=4).
+    ports: &'static [PortNo],
+    /// Ports whose tx queues accept only frames up to this size.
+    max_frame: &'static [(PortNo, usize)],
+    steps: Vec<Step>,
+}
+
+/// Bytes printed as hex in assertion messages.
+#[derive(Clone, PartialEq, Eq)]
+struct Hex(Vec<u8>);
+
+impl fmt::Debug for Hex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{} B:", self.0.len())?;
+        for (i, b) in self.0.iter().enumerate() {
+            if i % 2 == 0 {
+                write!(f, " ")?;
+            }
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, "]")
+    }
+}
+
+fn sorted_by_port(v: Vec<(PortNo, Vec<u8>)>) -> Vec<(PortNo, Hex)> {
+    let mut v: Vec<(PortNo, Hex)> = v.into_iter().map(|(p, b)| (p, Hex(b))).collect();
+    v.sort_by_key(|(p, _)| *p); // stable: per-port order is kept
+    v
+}
+
+// ---------------------------------------------------------------------------
+// The harness: a pool, a datapath with one PMD, test ports.
+
+struct Harness {
+    pool: Arc<PacketPool>,
+    cache: Option<PoolCache>,
+    dp: Datapath,
+    inboxes: BTreeMap<PortNo, Arc<ArrayQueue<Packet>>>,
+    log: Log,
+    injected: u64,
+}
+
+type Counters = BTreeMap<(PortNo, Dir), QueueSnapshot>;
+
+impl Harness {
+    fn new(f: &Fixture) -> Harness {
+        let pool = PacketPool::new(
+            &format!("fixture-{}", f.name),
+            &MemoryConfig {
+                frame_size: 2048,
+                frames: 1024,
+                hugepages: HugepageMode::Never,
+            },
+        )
+        .expect("packet pool");
+        let table = Arc::new(SharedFlowTable::new());
+        table.add_flows(
+            f.rules
+                .iter()
+                .map(|r| parse_flow(r).unwrap_or_else(|e| panic!("{}: {r}: {e}", f.name))),
+        );
+        let cfg = DatapathConfig {
+            pmd_cores: vec![None],
+            emc_entries: 1024,
+        };
+        let dp = Datapath::start(&cfg, pool.clone(), table).expect("datapath");
+        let log: Log = Arc::default();
+        let mut inboxes = BTreeMap::new();
+        let ports = if f.ports.is_empty() {
+            &[1, 2, 3, 4][..]
+        } else {
+            f.ports
+        };
+        for &no in ports {
+            let inbox = Arc::new(ArrayQueue::new(64));
+            let max_frame = f
+                .max_frame
+                .iter()
+                .find(|(p, _)| *p == no)
+                .map_or(usize::MAX, |(_, m)| *m);
+            let port = TestPort {
+                name: format!("p{no}"),
+                no,
+                inbox: inbox.clone(),
+                log: log.clone(),
+                max_frame,
+            };
+            dp.add_port(no, Arc::new(port)).expect("add_port");
+            inboxes.insert(no, inbox);
+        }
+        Harness {
+            cache: Some(pool.cache()),
+            pool,
+            dp,
+            inboxes,
+            log,
+            injected: 0,
+        }
+    }
+
+    fn inject(&mut self, in_port: PortNo, frame: &[u8]) {
+        let cache = self.cache.as_mut().expect("harness finished");
+        let mut p = cache.alloc().expect("test pool exhausted");
+        p.set_len(frame.len())
+            .expect("frame larger than a pool buffer");
+        p.data_mut().copy_from_slice(frame);
+        let inbox = self
+            .inboxes
+            .get(&in_port)
+            .unwrap_or_else(|| panic!("no test port {in_port}"));
+        inbox.push(p).expect("inbox full");
+        self.injected += 1;
+    }
+
+    /// Packets the PMD has received and fully handled (published after the
+    /// iteration's outputs were flushed).
+    fn processed(&self) -> u64 {
+        self.dp.pmd_views().iter().map(|p| p.stats.rx_packets).sum()
+    }
+
+    fn counters(&self) -> Counters {
+        let mut m = BTreeMap::new();
+        for v in self.dp.port_views() {
+            m.insert((v.no, Dir::Rx), v.stats.rx_total());
+            m.insert((v.no, Dir::Tx), v.stats.tx_total());
+        }
+        m
+    }
+
+    fn take_log(&self) -> Vec<(PortNo, Vec<u8>)> {
+        std::mem::take(&mut *self.log.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn log_len(&self) -> usize {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Shuts the datapath down and checks that every frame is back.
+    fn finish(mut self, name: &str) {
+        drop(self.cache.take());
+        self.dp.shutdown();
+        assert_eq!(
+            self.pool.shared_free(),
+            self.pool.frames(),
+            "{name}: frames not returned to the pool after shutdown"
+        );
+    }
+}
+
+/// Drop counters that changed between two snapshots: (port, dir, reason) → n.
+fn drop_deltas(before: &Counters, after: &Counters) -> BTreeMap<(PortNo, Dir, &'static str), u64> {
+    let mut d = BTreeMap::new();
+    for (k, a) in after {
+        let b = before.get(k).copied().unwrap_or_default();
+        for r in DropReason::ALL {
+            let n = a.drops[r as usize] - b.drops[r as usize];
+            if n != 0 {
+                d.insert((k.0, k.1, r.as_str()), n);
+            }
+        }
+    }
+    d
+}
+
+fn tx_deltas(before: &Counters, after: &Counters) -> BTreeMap<PortNo, u64> {
+    after
+        .iter()
+        .filter(|((_, dir), _)| *dir == Dir::Tx)
+        .map(|((p, _), a)| {
+            (
+                *p,
+                a.packets - before.get(&(*p, Dir::Tx)).map_or(0, |b| b.packets),
+            )
+        })
+        .filter(|(_, n)| *n != 0)
+        .collect()
+}
+
+fn run(f: Fixture) {
+    let mut h = Harness::new(&f);
+    for (i, s) in f.steps.iter().enumerate() {
+        let ctx = format!("{} step {i} (in_port {})", f.name, s.in_port);
+        let before = h.counters();
+        h.inject(s.in_port, &s.frame);
+        let mut want_drops = BTreeMap::new();
+        for &(p, dir, r) in &s.drops {
+            *want_drops.entry((p, dir, r.as_str())).or_insert(0) += 1;
+        }
+        let want_drop_total: u64 = want_drops.values().sum();
+        // Done when the PMD has published the packet as handled and the
+        // expected amount of evidence is visible (or the deadline passed:
+        // the assertions below then say what is missing).
+        let t0 = Instant::now();
+        loop {
+            let drops: u64 = drop_deltas(&before, &h.counters()).values().sum();
+            if h.processed() >= h.injected && h.log_len() >= s.out.len() && drops >= want_drop_total
+            {
+                break;
+            }
+            if t0.elapsed() > DEADLINE {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(
+            h.processed() >= h.injected,
+            "{ctx}: PMD did not handle the frame within {DEADLINE:?}"
+        );
+        let after = h.counters();
+        let got = sorted_by_port(h.take_log());
+        let want = sorted_by_port(s.out.clone());
+        assert_eq!(got, want, "{ctx}: output frames");
+        assert_eq!(
+            drop_deltas(&before, &after),
+            want_drops,
+            "{ctx}: drop counters"
+        );
+        let mut want_tx = BTreeMap::new();
+        for (p, _) in &s.out {
+            *want_tx.entry(*p).or_insert(0u64) += 1;
+        }
+        assert_eq!(
+            tx_deltas(&before, &after),
+            want_tx,
+            "{ctx}: tx packet counters"
+        );
+        let rx = after[&(s.in_port, Dir::Rx)].packets - before[&(s.in_port, Dir::Rx)].packets;
+        assert_eq!(rx, 1, "{ctx}: rx packet counter of the in_port");
+    }
+    h.finish(f.name);
+}
+
+// ---------------------------------------------------------------------------
+// Frames.
+
+const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
+const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
+const MAC_X: [u8; 6] = [0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0x01];
+const MAC_Y: [u8; 6] = [0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0x02];
+const BROADCAST: [u8; 6] = [0xff; 6];
+
+/// An Ethernet/IPv4/UDP frame (60 bytes), built with etherparse.
+#[derive(Clone, Copy)]
+struct Udp {
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    src_ip: [u8; 4],
+    dst_ip: [u8; 4],
+    sport: u16,
+    dport: u16,
+}
+
+impl Default for Udp {
+    fn default() -> Self {
+        Udp {
+            src_mac: MAC_A,
+            dst_mac: MAC_B,
+            src_ip: [10, 0, 0, 1],
+            dst_ip: [10, 0, 0, 2],
+            sport: 1234,
+            dport: 5678,
+        }
+    }
+}
+
+impl Udp {
+    fn build(&self) -> Vec<u8> {
+        let payload: Vec<u8> = (0u8..18).collect();
+        let mut v = Vec::new();
+        PacketBuilder::ethernet2(self.src_mac, self.dst_mac)
+            .ipv4(self.src_ip, self.dst_ip, 64)
+            .udp(self.sport, self.dport)
+            .write(&mut v, &payload)
+            .expect("write to Vec");
+        assert_eq!(v.len(), 60);
+        v
+    }
+}
+
+fn udp() -> Vec<u8> {
+    Udp::default().build()
+}
+
+fn udp_to(dst_ip: [u8; 4]) -> Vec<u8> {
+    Udp {
+        dst_ip,
+        ..Udp::default()
+    }
+    .build()
+}
+
+fn udp_mac(src_mac: [u8; 6], dst_mac: [u8; 6]) -> Vec<u8> {
+    Udp {
+        src_mac,
+        dst_mac,
+        ..Udp::default()
+    }
+    .build()
+}
+
+/// A literal ARP request: 10.0.0.1 (MAC_A) asks for 10.0.0.2.
+#[rustfmt::skip]
+const ARP_REQUEST: [u8; 42] = [
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // dst: broadcast
+    0x02, 0x00, 0x00, 0x00, 0x00, 0x0a, // src: MAC_A
+    0x08, 0x06,                         // ARP
+    0x00, 0x01, 0x08, 0x00, 0x06, 0x04, // Ethernet/IPv4, hlen 6, plen 4
+    0x00, 0x01,                         // request
+    0x02, 0x00, 0x00, 0x00, 0x00, 0x0a, // sha
+    10, 0, 0, 1,                        // spa
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // tha
+    10, 0, 0, 2,                        // tpa
+];
+
+/// `frame` with a 4-byte tag (`tpid`, `tci`) inserted after the MACs.
+fn tagged(frame: &[u8], tpid: u16, tci: u16) -> Vec<u8> {
+    let mut v = frame[..12].to_vec();
+    v.extend_from_slice(&tpid.to_be_bytes());
+    v.extend_from_slice(&tci.to_be_bytes());
+    v.extend_from_slice(&frame[12..]);
+    v
+}
+
+fn with_dst(frame: &[u8], mac: [u8; 6]) -> Vec<u8> {
+    let mut v = frame.to_vec();
+    v[0..6].copy_from_slice(&mac);
+    v
+}
+
+fn with_src(frame: &[u8], mac: [u8; 6]) -> Vec<u8> {
+    let mut v = frame.to_vec();
+    v[6..12].copy_from_slice(&mac);
+    v
+}
+
+// ---------------------------------------------------------------------------
+// The fixtures.
+
+#[test]
+fn single_output() {
+    run(Fixture {
+        name: "single_output",
+        rules: &[
+            "in_port=1,actions=output:2",
+            "in_port=2,arp,actions=output:3",
+        ],
+        steps: vec![
+            step(1, udp(), vec![(2, udp())]),
+            step(2, ARP_REQUEST.to_vec(), vec![(3, ARP_REQUEST.to_vec())]),
+            step(1, udp_to([10, 9, 9, 9]), vec![(2, udp_to([10, 9, 9, 9]))]),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn several_outputs_get_one_copy_each() {
+    run(Fixture {
+        name: "several_outputs",
+        // A bare port number is `output:N` too.
+        rules: &[
+            "in_port=1,actions=output:2,output:3",
+            "in_port=4,actions=1,2,3",
+        ],
+        steps: vec![
+            step(1, udp(), vec![(2, udp()), (3, udp())]),
+            step(4, udp(), vec![(1, udp()), (2, udp()), (3, udp())]),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn output_to_in_port_is_skipped() {
+    run(Fixture {
+        name: "output_to_in_port",
+        rules: &[
+            "in_port=1,actions=output:1,output:2",
+            // The in_port output is the last one: the copy to 1 still goes.
+            "in_port=2,actions=output:1,output:2",
+            // Nothing but the in_port: nothing carries the packet.
+            "in_port=3,actions=output:3",
+        ],
+        steps: vec![
+            step(1, udp(), vec![(2, udp())]),
+            step(2, udp(), vec![(1, udp())]),
+            dropped(3, udp(), DropReason::Action),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn higher_priority_wins() {
+    run(Fixture {
+        name: "priorities",
+        rules: &[
+            "priority=10,actions=output:2",
+            "priority=30,in_port=1,udp,tp_dst=53,actions=output:4",
+            "priority=20,in_port=1,actions=output:3",
+        ],
+        steps: vec![
+            step(1, udp(), vec![(3, udp())]),
+            step(
+                1,
+                Udp {
+                    dport: 53,
+                    ..Udp::default()
+                }
+                .build(),
+                vec![(
+                    4,
+                    Udp {
+                        dport: 53,
+                        ..Udp::default()
+                    }
+                    .build(),
+                )],
+            ),
+            // Only the catch-all matches on another port.
+            step(3, udp(), vec![(2, udp())]),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn wildcards_and_nw_dst_prefixes() {
+    run(Fixture {
+        name: "nw_dst_prefixes",
+        rules: &[
+            "priority=10,ip,nw_dst=10.0.0.0/8,actions=output:2",
+            "priority=20,ip,nw_dst=10.1.0.0/16,actions=output:3",
+            "priority=30,ip,nw_dst=10.1.2.3,actions=output:4",
+            "priority=5,dl_dst=02:00:00:00:00:0b,actions=output:4",
+        ],
+        steps: vec![
+            step(1, udp_to([10, 1, 2, 3]), vec![(4, udp_to([10, 1, 2, 3]))]),
+            step(
+                1,
+                udp_to([10, 1, 200, 7]),
+                vec![(3, udp_to([10, 1, 200, 7]))],
+            ),
+            step(
+                1,
+                udp_to([10, 200, 0, 1]),
+                vec![(2, udp_to([10, 200, 0, 1]))],
+            ),
+            // Outside every prefix: the dl_dst wildcard rule catches it.
+            step(
+                1,
+                udp_to([192, 168, 0, 1]),
+                vec![(4, udp_to([192, 168, 0, 1]))],
+            ),
+            // ...unless the destination MAC differs too.
+            dropped(
+                1,
+                Udp {
+                    dst_ip: [192, 168, 0, 1],
+                    dst_mac: MAC_X,
+                    ..Udp::default()
+                }
+                .build(),
+                DropReason::NoMatch,
+            ),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn dl_vlan_matches_tagged_and_untagged() {
+    run(Fixture {
+        name: "dl_vlan",
+        rules: &[
+            "dl_vlan=100,actions=output:2",
+            "dl_vlan=0xffff,actions=output:3",
+        ],
+        steps: vec![
+            step(
+                1,
+                tagged(&udp(), 0x8100, 100),
+                vec![(2, tagged(&udp(), 0x8100, 100))],
+            ),
+            // PCP bits do not matter to dl_vlan.
+            step(
+                1,
+                tagged(&udp(), 0x8100, 0xa000 | 100),
+                vec![(2, tagged(&udp(), 0x8100, 0xa000 | 100))],
+            ),
+            step(1, udp(), vec![(3, udp())]),
+            dropped(1, tagged(&udp(), 0x8100, 200), DropReason::NoMatch),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn no_match_is_counted_on_the_in_ports_rx() {
+    run(Fixture {
+        name: "no_match",
+        rules: &["in_port=2,actions=output:3"],
+        steps: vec![
+            dropped(1, udp(), DropReason::NoMatch),
+            dropped(4, ARP_REQUEST.to_vec(), DropReason::NoMatch),
+            step(2, udp(), vec![(3, udp())]),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn drop_action_is_counted_as_action_drop() {
+    run(Fixture {
+        name: "drop_action",
+        rules: &["in_port=1,actions=drop", "in_port=2,actions="],
+        steps: vec![
+            dropped(1, udp(), DropReason::Action),
+            dropped(2, udp(), DropReason::Action),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn mod_dl_src_and_mod_dl_dst() {
+    run(Fixture {
+        name: "mod_dl",
+        rules: &[
+            "in_port=1,actions=mod_dl_src:aa:bb:cc:dd:ee:01,output:2",
+            "in_port=2,actions=mod_dl_dst:aa:bb:cc:dd:ee:02,output:3",
+            "in_port=3,actions=mod_dl_src:aa:bb:cc:dd:ee:01,mod_dl_dst:aa:bb:cc:dd:ee:02,output:4",
+        ],
+        steps: vec![
+            step(1, udp(), vec![(2, with_src(&udp(), MAC_X))]),
+            step(2, udp(), vec![(3, with_dst(&udp(), MAC_Y))]),
+            step(
+                3,
+                udp(),
+                vec![(4, with_dst(&with_src(&udp(), MAC_X), MAC_Y))],
+            ),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn mod_vlan_vid_pushes_a_tag_on_untagged_frames() {
+    run(Fixture {
+        name: "mod_vlan_vid",
+        rules: &["in_port=1,actions=mod_vlan_vid:42,output:2"],
+        steps: vec![
+            step(1, udp(), vec![(2, tagged(&udp(), 0x8100, 42))]),
+            // A tagged frame keeps its PCP; only the VID changes.
+            step(
+                1,
+                tagged(&udp(), 0x8100, 0xa000 | 7),
+                vec![(2, tagged(&udp(), 0x8100, 0xa000 | 42))],
+            ),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn strip_vlan_removes_the_outer_tag() {
+    run(Fixture {
+        name: "strip_vlan",
+        rules: &["in_port=1,actions=strip_vlan,output:2"],
+        steps: vec![
+            step(1, tagged(&udp(), 0x8100, 100), vec![(2, udp())]),
+            step(1, udp(), vec![(2, udp())]),
+            step(
+                1,
+                tagged(&tagged(&udp(), 0x8100, 100), 0x88a8, 5),
+                vec![(2, tagged(&udp(), 0x8100, 100))],
+            ),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn push_vlan_88a8() {
+    run(Fixture {
+        name: "push_vlan",
+        rules: &["in_port=1,actions=push_vlan:0x88a8,output:2"],
+        steps: vec![
+            step(1, udp(), vec![(2, tagged(&udp(), 0x88a8, 0))]),
+            step(
+                1,
+                tagged(&udp(), 0x8100, 100),
+                vec![(2, tagged(&tagged(&udp(), 0x8100, 100), 0x88a8, 0))],
+            ),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn actions_apply_in_order_between_outputs() {
+    let t = tagged(&udp(), 0x8100, 100);
+    run(Fixture {
+        name: "in_order",
+        rules: &[
+            "in_port=1,actions=output:2,mod_dl_dst:aa:bb:cc:dd:ee:02,output:3",
+            "in_port=4,actions=output:2,strip_vlan,output:3,push_vlan:0x88a8,output:1",
+        ],
+        steps: vec![
+            step(1, udp(), vec![(2, udp()), (3, with_dst(&udp(), MAC_Y))]),
+            step(
+                4,
+                t.clone(),
+                vec![(2, t), (3, udp()), (1, tagged(&udp(), 0x88a8, 0))],
+            ),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn output_to_a_missing_port_is_a_no_port_drop() {
+    run(Fixture {
+        name: "no_port",
+        rules: &[
+            "in_port=1,actions=output:9",
+            "in_port=2,actions=output:9,output:3",
+        ],
+        steps: vec![
+            dropped(1, udp(), DropReason::NoPort),
+            // The copy to 9 is dropped, the packet still reaches 3.
+            Step {
+                in_port: 2,
+                frame: udp(),
+                out: vec![(3, udp())],
+                drops: vec![(2, Dir::Rx, DropReason::NoPort)],
+            },
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn runt_frames_are_runt_drops() {
+    run(Fixture {
+        name: "runt",
+        rules: &["actions=output:2"],
+        steps: vec![
+            dropped(1, vec![0x02; 10], DropReason::Runt),
+            dropped(1, udp()[..13].to_vec(), DropReason::Runt),
+            dropped(1, Vec::new(), DropReason::Runt),
+            // Exactly an Ethernet header is not a runt.
+            step(1, udp()[..14].to_vec(), vec![(2, udp()[..14].to_vec())]),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn frames_larger_than_the_output_accepts_are_too_big_drops() {
+    // Port 2 accepts up to 62 B: the 60 B frame fits, the tagged 64 B one does not.
+    run(Fixture {
+        name: "too_big",
+        rules: &["in_port=1,actions=output:2"],
+        max_frame: &[(2, 62)],
+        steps: vec![
+            step(1, udp(), vec![(2, udp())]),
+            Step {
+                in_port: 1,
+                frame: tagged(&udp(), 0x8100, 5),
+                out: vec![],
+                drops: vec![(2, Dir::Tx, DropReason::TooBig)],
+            },
+        ],
+        ..Fixture::default()
+    });
+}
+
+/// A packet whose last output fails (TooBig on the tx side, NoPort on the
+/// rx side) must be counted once, as the single-output fast path does.
+#[test]
+#[ignore = "bug: dispatch.rs run_actions/done (lines 316, 330, 349-355) count an extra \
+            Action drop when the last output fails, though output() already counted \
+            TooBig/NoPort: one packet, two drops"]
+fn a_failed_last_output_is_counted_once() {
+    run(Fixture {
+        name: "failed_last_output",
+        rules: &[
+            "in_port=1,actions=mod_vlan_vid:5,output:2",
+            "in_port=3,actions=mod_dl_src:aa:bb:cc:dd:ee:01,output:9",
+        ],
+        max_frame: &[(2, 62)],
+        steps: vec![
+            Step {
+                in_port: 1,
+                frame: udp(),
+                out: vec![],
+                drops: vec![(2, Dir::Tx, DropReason::TooBig)],
+            },
+            dropped(3, udp(), DropReason::NoPort),
+        ],
+        ..Fixture::default()
+    });
+}
+
+#[test]
+fn normal_floods_then_forwards_to_the_learned_port() {
+    let a_to_b = udp_mac(MAC_A, MAC_B);
+    let b_to_a = udp_mac(MAC_B, MAC_A);
+    let b_bcast = udp_mac(MAC_B, BROADCAST);
+    let a_to_a = udp_mac(MAC_A, MAC_A);
+    run(Fixture {
+        name: "normal",
+        rules: &["actions=normal"],
+        steps: vec![
+            // B unknown: flood to every port but the in_port.
+            step(
+                1,
+                a_to_b.clone(),
+                vec![
+                    (2, a_to_b.clone()),
+                    (3, a_to_b.clone()),
+                    (4, a_to_b.clone()),
+                ],
+            ),
+            // A was learned on 1: only there.
+            step(2, b_to_a.clone(), vec![(1, b_to_a)]),
+            // B was learned on 2: only there.
+            step(1, a_to_b.clone(), vec![(2, a_to_b)]),
+            // Broadcast always floods.
+            step(
+                2,
+                b_bcast.clone(),
+                vec![(1, b_bcast.clone()), (3, b_bcast.clone()), (4, b_bcast)],
+            ),
+            // Destination learned on the in_port itself: nothing to do.
+            dropped(1, a_to_a, DropReason::Action),
+        ],
+        ..Fixture::default()
+    });
+}

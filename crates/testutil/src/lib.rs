@@ -1,0 +1,58 @@
+//! Helpers for tests: reporting a test as SKIPPED (never a silent pass)
+//! and waiting for a condition with a deadline (never a fixed sleep).
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// Reports that `test` did not run and why. The message goes to stderr
+/// and, when `NFVSWITCH_SKIP_LOG` names a file, is appended there so the
+/// test script can list every skipped test at the end of a run.
+pub fn skip(test: &str, reason: &str) {
+    let msg = format!("SKIPPED {test}: {reason}");
+    eprintln!("{msg}");
+    if let Some(path) = std::env::var_os("NFVSWITCH_SKIP_LOG") {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{msg}");
+        }
+    }
+}
+
+/// Polls `cond` every 10 ms until it holds or `timeout` passes; returns
+/// whether it held.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// True when running as root.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Finds an executable on PATH.
+pub fn which(cmd: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join(cmd))
+        .find(|p| p.is_file())
+}
