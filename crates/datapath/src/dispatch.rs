@@ -138,8 +138,9 @@ impl Dispatch {
         }
     }
 
-    /// Queues `pkt` for port `out`. Returns false if it was not queued
-    /// (the packet has then been freed and the drop counted).
+    /// Queues `pkt` for port `out`. Afterwards the packet is accounted for
+    /// either way: queued, or freed with its drop counted (`no_port` on the
+    /// in port, `too_big` on the out port).
     #[inline(always)]
     fn output(
         &mut self,
@@ -147,18 +148,18 @@ impl Dispatch {
         pkt: Packet,
         rx: &QueueCounters,
         pool: &mut PoolCache,
-    ) -> bool {
+    ) {
         let idx = self.slot_of.get(out as usize).copied().unwrap_or(NO_SLOT);
         if idx == NO_SLOT {
             rx.drop(DropReason::NoPort, 1);
             pool.free(pkt);
-            return false;
+            return;
         }
         let slot = &mut self.tx[idx as usize];
         if pkt.len() > slot.max_frame {
             slot.counters().drop(DropReason::TooBig, 1);
             pool.free(pkt);
-            return false;
+            return;
         }
         if slot.pending.is_full() {
             Self::send(slot, pool);
@@ -168,7 +169,6 @@ impl Dispatch {
         }
         slot.pending_bytes += pkt.len() as u64;
         slot.pending.push(pkt);
-        true
     }
 
     #[inline]
@@ -322,7 +322,9 @@ impl Dispatch {
             pool.free(pkt);
             return;
         };
-        let mut sent = false;
+        // Whether some output took charge of (a copy of) the packet; if
+        // none did, the packet is an `action_drop`.
+        let mut accounted = false;
         for (i, a) in acts.iter().enumerate().take(last_out + 1) {
             let edit = match a {
                 Action::SetDlSrc(m) => actions::set_dl_src(&mut pkt, m),
@@ -334,12 +336,13 @@ impl Dispatch {
                     if *out == in_port {
                         Ok(()) // OpenFlow: never back out of the in_port.
                     } else if i == last_out {
-                        sent |= self.output(*out, pkt, rx, pool);
-                        return self.done(sent, rx);
+                        self.output(*out, pkt, rx, pool);
+                        return;
                     } else {
                         match pool.copy(&pkt) {
                             Some(c) => {
-                                sent |= self.output(*out, c, rx, pool);
+                                self.output(*out, c, rx, pool);
+                                accounted = true;
                                 Ok(())
                             }
                             None => Err(DropReason::NoBuffers),
@@ -348,12 +351,12 @@ impl Dispatch {
                 }
                 Action::Normal => {
                     if i == last_out {
-                        sent |= self.normal(pkt, in_port, rx, pool);
-                        return self.done(sent, rx);
+                        let took = self.normal(pkt, in_port, rx, pool);
+                        return self.done(accounted || took, rx);
                     }
                     match pool.copy(&pkt) {
                         Some(c) => {
-                            sent |= self.normal(c, in_port, rx, pool);
+                            accounted |= self.normal(c, in_port, rx, pool);
                             Ok(())
                         }
                         None => Err(DropReason::NoBuffers),
@@ -368,18 +371,20 @@ impl Dispatch {
         }
         // The last output was to the in_port: nothing carries the packet.
         pool.free(pkt);
-        self.done(sent, rx);
+        self.done(accounted, rx);
     }
 
     #[inline]
-    fn done(&self, sent: bool, rx: &QueueCounters) {
-        if !sent {
+    fn done(&self, accounted: bool, rx: &QueueCounters) {
+        if !accounted {
             rx.drop(DropReason::Action, 1);
         }
     }
 
     /// The `normal` action: learn the source, forward to the learned port
-    /// of the destination, or flood to every other port.
+    /// of the destination, or flood to every other port. Returns false if
+    /// nothing took the packet (destination behind the in port, or no other
+    /// port): the caller counts that as an `action_drop`.
     fn normal(
         &mut self,
         pkt: Packet,
@@ -396,7 +401,10 @@ impl Dispatch {
                 pool.free(pkt);
                 false
             }
-            Some(out) => self.output(out, pkt, rx, pool),
+            Some(out) => {
+                self.output(out, pkt, rx, pool);
+                true
+            }
             None => {
                 let targets: arrayvec::ArrayVec<PortNo, 64> = self
                     .tx
@@ -409,14 +417,14 @@ impl Dispatch {
                     pool.free(pkt);
                     return false;
                 };
-                let mut sent = false;
                 for &p in rest {
                     match pool.copy(&pkt) {
-                        Some(c) => sent |= self.output(p, c, rx, pool),
+                        Some(c) => self.output(p, c, rx, pool),
                         None => rx.drop(DropReason::NoBuffers, 1),
                     }
                 }
-                sent | self.output(last, pkt, rx, pool)
+                self.output(last, pkt, rx, pool);
+                true
             }
         }
     }

@@ -826,9 +826,6 @@ fn frames_larger_than_the_output_accepts_are_too_big_drops() {
 /// A packet whose last output fails (TooBig on the tx side, NoPort on the
 /// rx side) must be counted once, as the single-output fast path does.
 #[test]
-#[ignore = "bug: dispatch.rs run_actions/done (lines 316, 330, 349-355) count an extra \
-            Action drop when the last output fails, though output() already counted \
-            TooBig/NoPort: one packet, two drops"]
 fn a_failed_last_output_is_counted_once() {
     run(Fixture {
         name: "failed_last_output",

@@ -16,6 +16,7 @@ use nfv_flow::{PortNo, parse_flow};
 use nfv_mem::{HugepageMode, MemoryConfig, PacketPool};
 use nfv_ports::config::{GeneratorConfig, PortConfig, PortKind, RingConfig};
 use nfv_ports::{DropReason, Port, PortFactory, PortStats, QueueSnapshot};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -80,6 +81,10 @@ struct Graph {
 
 impl Graph {
     fn start(pool: &Arc<PacketPool>, pmds: usize, rules: &[&str]) -> Graph {
+        Self::start_with_emc(pool, pmds, 1024, rules)
+    }
+
+    fn start_with_emc(pool: &Arc<PacketPool>, pmds: usize, emc: usize, rules: &[&str]) -> Graph {
         let table = Arc::new(SharedFlowTable::new());
         table.add_flows(
             rules
@@ -88,7 +93,7 @@ impl Graph {
         );
         let cfg = DatapathConfig {
             pmd_cores: vec![None; pmds],
-            emc_entries: 1024,
+            emc_entries: emc,
         };
         let dp = Datapath::start(&cfg, pool.clone(), table).expect("datapath");
         Graph {
@@ -187,14 +192,14 @@ const SINK2: PortNo = 5;
 // Tests.
 
 /// generator → ring A ⇒ ring B → sink, one PMD: every packet arrives.
-#[test]
-fn generator_ring_pair_sink_delivers_every_packet() {
+fn one_pmd_ring_loop(name: &str, emc_entries: usize) {
     let _g = serial();
     const N: u64 = 10_000;
-    let pool = pool("graph-one-pmd", 8192);
-    let g = Graph::start(
+    let pool = pool(name, 8192);
+    let g = Graph::start_with_emc(
         &pool,
         1,
+        emc_entries,
         &["in_port=1,actions=output:2", "in_port=3,actions=output:4"],
     );
     let gen_cfg = GeneratorConfig {
@@ -229,6 +234,10 @@ fn generator_ring_pair_sink_delivers_every_packet() {
     assert_eq!(sink_tx.bytes, N * 64, "sink tx bytes");
     assert_eq!(g.all_drops(), 0, "drops");
     assert_eq!(info(&ports[1], "queued"), "0", "ring B inbox drained");
+    for rule in g.dp.table().snapshot().classifier.rules() {
+        assert_eq!(rule.stats.packets.load(Relaxed), N, "rule hits");
+        assert_eq!(rule.stats.bytes.load(Relaxed), N * 64, "rule bytes");
+    }
     let pmd = &g.dp.pmd_views()[0].stats;
     assert_eq!(pmd.rx_packets, 2 * N, "PMD rx = generator + ring B");
     assert_eq!(pmd.table_misses, 0);
@@ -237,6 +246,50 @@ fn generator_ring_pair_sink_delivers_every_packet() {
         2 * N,
         "every packet looked up once"
     );
+    if emc_entries == 0 {
+        assert_eq!(pmd.emc_hits, 0, "EMC disabled");
+    } else {
+        assert!(
+            pmd.emc_hits > pmd.classifier_hits,
+            "EMC serves repeated flows: {pmd:?}"
+        );
+    }
+}
+
+#[test]
+fn generator_ring_pair_sink_delivers_every_packet() {
+    one_pmd_ring_loop("graph-one-pmd", 1024);
+}
+
+#[test]
+fn generator_ring_pair_sink_without_emc() {
+    one_pmd_ring_loop("graph-no-emc", 0);
+}
+
+/// Several outputs to one port overflow its pending batch within one rx
+/// batch (32 packets x 3 copies): the mid-batch send must lose nothing.
+#[test]
+fn repeated_outputs_to_one_port_overflow_a_batch_without_loss() {
+    let _g = serial();
+    const N: u64 = 10_000;
+    let pool = pool("graph-repeat", 8192);
+    let g = Graph::start(&pool, 1, &["in_port=1,actions=output:4,output:4,output:4"]);
+    let gen_cfg = GeneratorConfig {
+        count: Some(N),
+        ..Default::default()
+    };
+    g.add(&[sink("sink", SINK), generator("gen", GEN, 1, gen_cfg)]);
+    wait_until(
+        || format!("sink tx == {}, now {:?}", 3 * N, g.tx(SINK)),
+        || g.tx(SINK).packets >= 3 * N,
+    );
+    g.settle(1000);
+    assert_eq!(g.rx(GEN).packets, N);
+    assert_eq!(g.tx(SINK).packets, 3 * N);
+    assert_eq!(g.tx(SINK).bytes, 3 * N * 64);
+    assert_eq!(g.all_drops(), 0);
+    g.dp.shutdown();
+    assert_eq!(pool.shared_free(), pool.frames(), "copies leaked");
 }
 
 /// Same graph on two PMDs with a two-queue generator: totals stay exact.
@@ -355,67 +408,71 @@ fn rule_change_at_run_time_moves_traffic_without_loss() {
     assert_eq!(g.tx(SINK2).packets, N - first);
 }
 
-/// Deleting a sink while traffic flows: its packets become NoPort drops,
-/// other ports keep forwarding, and the port can come back.
-#[test]
-fn del_port_while_traffic_flows() {
+/// Deleting sinks while traffic flows: their packets become NoPort drops,
+/// the remaining sink (whose tx slot moves when an earlier one is removed)
+/// keeps getting exactly its flow, and a port can come back under the
+/// same number.
+fn del_port_while_traffic_flows(pmds: usize) {
     let _g = serial();
-    const N: u64 = 200_000;
-    let pool = pool("graph-del-port", 8192);
-    // Two flows alternate: UDP source port 1024 → sink, 1025 → sink2.
+    const N: u64 = 150_000;
+    const SINK3: PortNo = 6;
+    let pool = pool(&format!("graph-del-port-{pmds}"), 8192);
+    // Three flows round-robin: UDP source port 1024 → sink, 1025 → sink2,
+    // 1026 → sink3. Each generator queue sends a multiple of 3 packets.
     let g = Graph::start(
         &pool,
-        1,
+        pmds,
         &[
             "in_port=1,udp,tp_src=1024,actions=output:4",
             "in_port=1,udp,tp_src=1025,actions=output:5",
+            "in_port=1,udp,tp_src=1026,actions=output:6",
         ],
     );
     let gen_cfg = GeneratorConfig {
         count: Some(N),
-        flows: 2,
-        rate_pps: Some(200_000),
+        flows: 3,
+        rate_pps: Some(150_000),
         ..Default::default()
     };
     g.add(&[
         sink("sink", SINK),
         sink("sink2", SINK2),
-        generator("gen", GEN, 1, gen_cfg),
+        sink("sink3", SINK3),
+        generator("gen", GEN, pmds, gen_cfg),
     ]);
+    let (old1, old2) = (g.stats(SINK), g.stats(SINK2));
 
-    let old_sink = g.stats(SINK);
     wait_until(
-        || format!("sink to receive, now {:?}", old_sink.tx_total()),
-        || old_sink.tx_total().packets >= 1000,
+        || format!("sink to receive, now {:?}", old1.tx_total()),
+        || old1.tx_total().packets >= 1000,
     );
+    // Removing the first port moves the last tx slot into its place.
     assert_eq!(g.dp.del_port("sink").expect("del_port"), SINK);
     assert_eq!(g.dp.resolve_port("sink"), None);
     assert!(g.dp.port_views().iter().all(|v| v.no != SINK));
-    let sink2_at_del = g.tx(SINK2).packets;
-    assert!(
-        g.rx(GEN).packets < N,
-        "the generator had finished before del_port"
-    );
-
-    // Packets for the deleted port are now NoPort drops; the rest flows on.
     wait_until(
         || format!("NoPort drops, now {:?}", g.rx(GEN)),
         || drops_of(&g.rx(GEN), DropReason::NoPort) > 0,
     );
+    assert_eq!(g.dp.del_port("5").expect("del_port by number"), SINK2);
+    let sink3_at_del = g.tx(SINK3).packets;
+    assert!(
+        g.rx(GEN).packets < N,
+        "the generator had finished before del_port"
+    );
     wait_until(
-        || "sink2 to keep receiving".into(),
-        || g.tx(SINK2).packets > sink2_at_del + 100,
+        || "sink3 to keep receiving".into(),
+        || g.tx(SINK3).packets > sink3_at_del + 100,
     );
 
-    // Re-adding a port under the same number resumes forwarding to it.
-    let new_sink = g.add(&[sink("sink-new", SINK)]);
-    assert_eq!(new_sink.len(), 1);
+    // Re-adding a port under a deleted number resumes forwarding to it.
+    g.add(&[sink("sink-new", SINK)]);
     let accounted = || {
-        let gen_rx = g.rx(GEN);
-        old_sink.tx_total().packets
+        old1.tx_total().packets
+            + old2.tx_total().packets
             + g.tx(SINK).packets
-            + g.tx(SINK2).packets
-            + drops_of(&gen_rx, DropReason::NoPort)
+            + g.tx(SINK3).packets
+            + drops_of(&g.rx(GEN), DropReason::NoPort)
     };
     wait_until(
         || format!("all {N} packets accounted for, now {}", accounted()),
@@ -426,14 +483,29 @@ fn del_port_while_traffic_flows() {
     let no_port = drops_of(&gen_rx, DropReason::NoPort);
     assert_eq!(gen_rx.packets, N, "generated");
     assert_eq!(gen_rx.total_drops(), no_port, "only NoPort drops");
-    assert_eq!(g.tx(SINK2).packets, N / 2, "the other flow lost nothing");
     assert_eq!(
-        old_sink.tx_total().packets + no_port + g.tx(SINK).packets,
-        N / 2,
-        "deleted port's flow: old sink + NoPort + new sink"
+        g.tx(SINK3).packets,
+        N / 3,
+        "the untouched flow lost nothing"
+    );
+    assert_eq!(
+        old1.tx_total().packets + old2.tx_total().packets + no_port + g.tx(SINK).packets,
+        2 * N / 3,
+        "deleted ports' flows: old sinks + NoPort + new sink"
     );
     assert!(g.tx(SINK).packets > 0, "re-added port receives again");
     assert_eq!(accounted(), N);
+    assert_eq!(g.all_drops(), no_port);
+}
+
+#[test]
+fn del_port_while_traffic_flows_one_pmd() {
+    del_port_while_traffic_flows(1);
+}
+
+#[test]
+fn del_port_while_traffic_flows_two_pmds() {
+    del_port_while_traffic_flows(2);
 }
 
 /// After shutdown the pool has every frame back, whatever path packets
