@@ -23,6 +23,9 @@ pub enum PortKind {
     Pcap(PcapConfig),
     /// One end of an in-process loopback pair; `peer` names the other end.
     Ring(RingConfig),
+    /// A vhost-user virtio-net port towards a VM or container VNF. Opened
+    /// by the `nfv-vhost` crate, not by [`crate::PortFactory`].
+    VhostUser(VhostUserConfig),
 }
 
 impl PortKind {
@@ -32,6 +35,7 @@ impl PortKind {
             PortKind::Sink => "sink",
             PortKind::Pcap(_) => "pcap",
             PortKind::Ring(_) => "ring",
+            PortKind::VhostUser(_) => "vhost-user",
         }
     }
 }
@@ -88,4 +92,53 @@ pub struct RingConfig {
     pub peer: String,
     /// Slots per direction (power of two, 32..=65536). Default 1024.
     pub size: usize,
+}
+
+/// Who creates the vhost-user socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum VhostUserMode {
+    /// The switch listens on `socket`; the VNF (QEMU, testpmd virtio-user)
+    /// connects — OVS `dpdkvhostuser`.
+    Server,
+    /// The VNF listens on `socket`; the switch connects, retrying every
+    /// second while it is absent and after it restarts — OVS
+    /// `dpdkvhostuserclient`. The default.
+    #[default]
+    Client,
+}
+
+impl VhostUserMode {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            VhostUserMode::Server => "server",
+            VhostUserMode::Client => "client",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct VhostUserConfig {
+    /// The unix socket (at most 107 bytes).
+    pub socket: PathBuf,
+    pub mode: VhostUserMode,
+    /// Most queue pairs the guest may enable, 1..=16. Default 1. The port
+    /// has this many rx queues (the guest's transmit virtqueues).
+    pub queues: usize,
+    /// Offer VIRTIO_NET_F_MRG_RXBUF (frames up to 9000 bytes spread over
+    /// several guest buffers). Default true.
+    pub mrg_rxbuf: bool,
+}
+
+impl VhostUserConfig {
+    /// Most queue pairs a port may have.
+    pub const MAX_QUEUES: usize = 16;
+
+    pub fn new(socket: impl Into<PathBuf>, mode: VhostUserMode) -> VhostUserConfig {
+        VhostUserConfig {
+            socket: socket.into(),
+            mode,
+            queues: 1,
+            mrg_rxbuf: true,
+        }
+    }
 }

@@ -13,6 +13,12 @@ use std::sync::{Arc, Mutex};
 pub enum OpenError {
     #[error("port {port}: {err}")]
     Pcap { port: String, err: PcapError },
+    #[error("port {port}: type {kind:?} is not opened here; {hint}")]
+    Unsupported {
+        port: String,
+        kind: &'static str,
+        hint: &'static str,
+    },
 }
 
 /// Opens ports and remembers what port pairs share (ring inboxes).
@@ -44,6 +50,13 @@ impl PortFactory {
                 let mine = t.entry(cfg.name.clone()).or_default().clone();
                 let peer = t.entry(r.peer.clone()).or_default().clone();
                 Arc::new(RingPort::new(&cfg.name, cfg.rxqs, r.size, mine, peer))
+            }
+            PortKind::VhostUser(_) => {
+                return Err(OpenError::Unsupported {
+                    port: cfg.name.clone(),
+                    kind: cfg.kind.type_name(),
+                    hint: "vhost-user ports are opened with nfv_vhost::VhostUserPort::open",
+                });
             }
         })
     }
