@@ -35,11 +35,106 @@ pub struct UsedElem {
 pub fn desc_table_bytes(size: u16) -> usize {
     16 * size as usize
 }
-/// flags, idx, ring[size], used_event
+/// `flags, idx, ring[size], used_event`
 pub fn avail_ring_bytes(size: u16) -> usize {
     6 + 2 * size as usize
 }
-/// flags, idx, ring[size], avail_event
+/// `flags, idx, ring[size], avail_event`
 pub fn used_ring_bytes(size: u16) -> usize {
     6 + 8 * size as usize
+}
+
+/// Alignment of each ring part in [`layout_rings`]: a cache line, so the
+/// driver-written parts (descriptors, avail) and the device-written part
+/// (used) never share a line. The spec needs 16/2/4.
+pub const RING_PART_ALIGN: usize = 64;
+
+/// Addresses of the three parts of a split ring, as written to the device
+/// (`VHOST_USER_SET_VRING_ADDR` or a transport's queue registers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingAddrs {
+    pub desc: u64,
+    pub avail: u64,
+    pub used: u64,
+}
+
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LayoutError {
+    #[error("queue size {0} must be a power of two in 1..=32768")]
+    QueueSize(u16),
+    #[error("ring area of {have} bytes is too small: a queue of {size} needs {need}")]
+    TooSmall { size: u16, have: usize, need: usize },
+}
+
+fn align_up(x: u64, a: u64) -> Option<u64> {
+    Some(x.checked_add(a - 1)? & !(a - 1))
+}
+
+/// Checks a queue size: a power of two in 1..=32768 (virtio §2.7).
+pub fn check_queue_size(size: u16) -> Result<(), LayoutError> {
+    if size == 0 || !size.is_power_of_two() {
+        return Err(LayoutError::QueueSize(size));
+    }
+    Ok(())
+}
+
+/// Bytes needed by [`layout_rings`] for a queue of `size` (including the
+/// event-index fields and worst-case alignment padding).
+pub fn ring_area_bytes(size: u16) -> usize {
+    desc_table_bytes(size) + avail_ring_bytes(size) + used_ring_bytes(size) + 3 * RING_PART_ALIGN
+}
+
+/// Lays out descriptor table, avail ring and used ring for a queue of
+/// `size` in the `len` bytes starting at address `area` (any address space:
+/// the results are `area` plus offsets). The caller zeroes the area.
+pub fn layout_rings(area: u64, len: usize, size: u16) -> Result<RingAddrs, LayoutError> {
+    check_queue_size(size)?;
+    let a = RING_PART_ALIGN as u64;
+    let too_small = LayoutError::TooSmall {
+        size,
+        have: len,
+        need: ring_area_bytes(size),
+    };
+    let desc = align_up(area, a).ok_or(too_small.clone())?;
+    let avail = align_up(desc + desc_table_bytes(size) as u64, a).ok_or(too_small.clone())?;
+    let used = align_up(avail + avail_ring_bytes(size) as u64, a).ok_or(too_small.clone())?;
+    let end = used + used_ring_bytes(size) as u64;
+    if end - area > len as u64 {
+        return Err(too_small);
+    }
+    Ok(RingAddrs { desc, avail, used })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_aligned_and_fits() {
+        for size in [1u16, 2, 256, 1024, 32768] {
+            for skew in [0u64, 1, 8, 63] {
+                let area = 0x10_0000 + skew;
+                let len = ring_area_bytes(size);
+                let r = layout_rings(area, len, size).unwrap();
+                assert_eq!(r.desc % 16, 0);
+                assert_eq!(r.avail % 64, 0);
+                assert_eq!(r.used % 64, 0);
+                assert!(r.desc >= area);
+                assert!(r.avail >= r.desc + desc_table_bytes(size) as u64);
+                assert!(r.used >= r.avail + avail_ring_bytes(size) as u64);
+                assert!(r.used + used_ring_bytes(size) as u64 <= area + len as u64);
+            }
+        }
+        assert_eq!(
+            layout_rings(0, 100, 256),
+            Err(LayoutError::TooSmall {
+                size: 256,
+                have: 100,
+                need: ring_area_bytes(256)
+            })
+        );
+        assert_eq!(layout_rings(0, 1 << 20, 3), Err(LayoutError::QueueSize(3)));
+        assert_eq!(layout_rings(0, 1 << 20, 0), Err(LayoutError::QueueSize(0)));
+        assert!(layout_rings(u64::MAX - 10, 1 << 20, 4).is_err());
+    }
 }

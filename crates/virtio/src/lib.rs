@@ -11,8 +11,21 @@
 //! checked once against [`memory::GuestMemory`], chains are length-limited
 //! (no loops), indexes are validated, and a queue that misbehaves is
 //! quarantined with a counter ([`device::QueueErrors`]) instead of panicking.
-//! (Skeleton: the API being implemented.)
+//!
+//! Only split rings are implemented (no packed rings, no IN_ORDER); data is
+//! copied between the ring buffers and pool packets (no zero-copy yet). The
+//! only syscall is the `write` to the driver's call eventfd, at most once
+//! per burst.
 
+pub mod device;
+pub mod driver;
 pub mod layout;
+pub mod memory;
 pub mod net;
-// Being written: pub mod memory; pub mod device; pub mod driver;
+mod ring;
+
+pub use device::{DeviceQueue, QueueErrors, QueueSetup, QueueStats};
+pub use driver::{DriverErrors, DriverQueue, DriverSetup, DriverStats};
+pub use layout::{RingAddrs, layout_rings, ring_area_bytes};
+pub use memory::{GuestMemory, MemoryError, RegionSpec};
+pub use ring::{SetupError, need_event};

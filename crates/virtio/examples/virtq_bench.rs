@@ -1,0 +1,243 @@
+//! Driver → device → driver loopback cost, in TSC cycles per packet.
+//!
+//! One thread plays both sides, as the built-in VNF and a PMD would on two
+//! cores but without cache-line transfers, so this is the pure ring and
+//! copy cost: the VNF transmits a burst of 32, the switch dequeues it
+//! (device TX), enqueues it into the VNF's RX queue (device RX), the VNF
+//! receives and reposts buffers, and retransmits what it received.
+//!
+//! Each stage of each burst is timed with RDTSC (~25 cycles per stamp,
+//! under 1 cycle/pkt); figures are medians over bursts, so a burst hit by
+//! preemption (these VMs share cores) is an outlier rather than part of the
+//! figure. Setups are interleaved round by round. A figure for the lead,
+//! not a test.
+//!
+//!     cargo run --release -p nfv-virtio --example virtq_bench
+//!
+//! `VIRTQ_BENCH_LEN=64` runs only that frame size (for profiling).
+//! `VIRTQ_BENCH_THREADS=1` also runs the loopback with the VNF and the
+//! switch on two threads (cache lines really move between cores; needs two
+//! otherwise idle cores to mean anything) and prints Mpps.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::{Loopback, LoopbackCfg};
+use nfv_mem::{BATCH, Batch};
+use nfv_virtio::layout::{
+    VIRTIO_F_VERSION_1 as V1, VIRTIO_NET_F_MRG_RXBUF as MRG, VIRTIO_RING_F_EVENT_IDX as EVIDX,
+};
+
+#[inline(always)]
+fn rdtsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC has no preconditions on x86_64.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    nfv_tsc::now()
+}
+
+const BURSTS: usize = 20_000;
+const ROUNDS: usize = 10;
+
+/// Per burst: cycles of [drv tx, dev dequeue, dev enqueue, drv rx+refill].
+type Sample = [u32; 4];
+
+fn round(l: &mut Loopback, pkts: &mut Batch, out: &mut Vec<Sample>) {
+    let mut sw = Batch::new();
+    for _ in 0..BURSTS {
+        let t0 = rdtsc();
+        l.tx_drv.transmit_burst(pkts, &mut l.drv);
+        let t1 = rdtsc();
+        l.tx_dev.dequeue_burst(&mut sw, &mut l.sw);
+        let t2 = rdtsc();
+        let moved = l.rx_dev.enqueue_burst(&mut sw, &mut l.sw);
+        let t3 = rdtsc();
+        l.rx_drv.receive_burst(pkts, &mut l.drv);
+        l.rx_drv.refill_rx(&mut l.drv);
+        let t4 = rdtsc();
+        assert_eq!(moved, BATCH, "every burst carries a full batch");
+        let c = |a: u64, b: u64| (b - a).min(u32::MAX as u64) as u32;
+        out.push([c(t0, t1), c(t1, t2), c(t2, t3), c(t3, t4)]);
+    }
+}
+
+fn eventfd() -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain syscall; the fd is checked and then owned.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    assert!(fd >= 0);
+    // SAFETY: a fresh fd nobody else owns.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
+}
+
+fn median(mut v: Vec<u32>) -> f64 {
+    v.sort_unstable();
+    v[v.len() / 2] as f64 / BATCH as f64
+}
+
+/// VNF and switch on two threads for `secs`: returns Mpps through the
+/// whole loop (VNF tx → switch → VNF rx).
+fn threaded(len: usize, features: u64, secs: f64) -> f64 {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let l = Loopback::new(LoopbackCfg {
+        size: 256,
+        features,
+        frame_size: 2048,
+        frames: 4096,
+        ..Default::default()
+    });
+    let Loopback {
+        mut rx_drv,
+        mut rx_dev,
+        mut tx_drv,
+        mut tx_dev,
+        mut drv,
+        mut sw,
+        ..
+    } = l;
+    let stop = AtomicBool::new(false);
+    let received = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // The VNF: 192 packets circulate; what comes back is resent.
+            rx_drv.refill_rx(&mut drv);
+            let mut out = Batch::new();
+            let mut inject = 192;
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                while inject > 0 && !out.is_full() {
+                    let mut p = drv.alloc().unwrap();
+                    p.set_len(len).unwrap();
+                    out.push(p);
+                    inject -= 1;
+                }
+                tx_drv.transmit_burst(&mut out, &mut drv);
+                if out.is_empty() {
+                    n += rx_drv.receive_burst(&mut out, &mut drv) as u64;
+                    rx_drv.refill_rx(&mut drv);
+                }
+            }
+            received.store(n, Ordering::Relaxed);
+        });
+        s.spawn(|| {
+            // The switch PMD: TX queue → RX queue; what the guest has no
+            // room for waits in the batch.
+            let mut b = Batch::new();
+            while !stop.load(Ordering::Relaxed) {
+                tx_dev.dequeue_burst(&mut b, &mut sw);
+                rx_dev.enqueue_burst(&mut b, &mut sw);
+            }
+            sw.free_batch(&mut b);
+        });
+        std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+        stop.store(true, Ordering::Relaxed);
+    });
+    received.load(Ordering::Relaxed) as f64 / secs / 1e6
+}
+
+fn main() {
+    if std::env::var_os("VIRTQ_BENCH_THREADS").is_some() {
+        println!("two threads (VNF, switch), 64 and 1518 B, V1+MRG+EVENT_IDX, Mpps of 5 x 1 s:");
+        for len in [64, 1518] {
+            let mut v: Vec<f64> = (0..5)
+                .map(|_| threaded(len, V1 | MRG | EVIDX, 1.0))
+                .collect();
+            v.sort_by(|a, b| a.total_cmp(b));
+            println!(
+                "  {len:>5} B: median {:.2} Mpps (min {:.2}, max {:.2})",
+                v[2], v[0], v[4]
+            );
+        }
+    }
+    let hz = nfv_tsc::hz() as f64;
+    println!(
+        "TSC {:.2} GHz; {ROUNDS} interleaved rounds x {BURSTS} bursts of {BATCH}; medians over bursts",
+        hz / 1e9
+    );
+    println!(
+        "{:<18} {:>5} | {:>8} {:>7} | {:>7} {:>7} {:>7} {:>7} | {:>8} {:>7}",
+        "features",
+        "bytes",
+        "cyc/pkt",
+        "ns/pkt",
+        "drv-tx",
+        "dev-deq",
+        "dev-enq",
+        "drv-rx",
+        "device",
+        "dev-ns"
+    );
+    // (name, features, with call eventfds: the driver polls (interrupts
+    // disabled) but the device must fence and check each burst)
+    let configs = [
+        ("V1", V1, false),
+        ("V1+MRG", V1 | MRG, false),
+        ("V1+MRG+EVENT_IDX", V1 | MRG | EVIDX, false),
+        ("V1+MRG+EVIDX+call", V1 | MRG | EVIDX, true),
+    ];
+    let only: Option<usize> = std::env::var("VIRTQ_BENCH_LEN")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let mut setups: Vec<(&str, usize, Loopback, Batch, Vec<Sample>)> = Vec::new();
+    for &(name, features, call) in &configs {
+        for len in [0usize, 64, 1518] {
+            if only.is_some_and(|o| o != len) {
+                continue;
+            }
+            let mut l = Loopback::new(LoopbackCfg {
+                size: 256,
+                features,
+                frame_size: 2048,
+                frames: 4096,
+                rx_call: call.then(eventfd),
+                tx_call: call.then(eventfd),
+                ..Default::default()
+            });
+            l.rx_drv.refill_rx(&mut l.drv);
+            let mut pkts = Batch::new();
+            for i in 0..BATCH {
+                let mut p = l.drv.alloc().unwrap();
+                p.set_len(len).unwrap();
+                common::fill(p.data_mut(), i as u32);
+                pkts.push(p);
+            }
+            setups.push((name, len, l, pkts, Vec::with_capacity(BURSTS * ROUNDS)));
+        }
+    }
+    for r in 0..ROUNDS {
+        for (_, _, l, pkts, samples) in setups.iter_mut() {
+            round(l, pkts, samples);
+            if r == 0 {
+                samples.clear(); // warm-up
+            }
+        }
+    }
+    for (name, len, l, _, samples) in &setups {
+        let stage = |s: usize| median(samples.iter().map(|x| x[s]).collect());
+        let total = median(samples.iter().map(|x| x.iter().sum()).collect());
+        let device = median(samples.iter().map(|x| x[1] + x[2]).collect());
+        println!(
+            "{:<18} {:>5} | {:>8.1} {:>7.1} | {:>7.1} {:>7.1} {:>7.1} {:>7.1} | {:>8.1} {:>7.1}",
+            name,
+            len,
+            total,
+            total / hz * 1e9,
+            stage(0),
+            stage(1),
+            stage(2),
+            stage(3),
+            device,
+            device / hz * 1e9,
+        );
+        let e = l.tx_dev.errors().total() + l.rx_dev.errors().total();
+        let d = l.rx_drv.errors().total() + l.tx_drv.errors().total();
+        assert_eq!(e + d, 0, "errors in a healthy loopback");
+    }
+    println!(
+        "(all but ns in cycles/pkt; device = dev-deq + dev-enq, one packet through each device \
+         direction, copies included; 0 B = header-only chains: ring, pool and header cost alone)"
+    );
+}

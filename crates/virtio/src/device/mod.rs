@@ -1,0 +1,407 @@
+//! The device side of a split virtqueue: the switch's vhost-user port.
+//!
+//! The driver (a VM or VNF) posts chains; we copy frames out of its TX
+//! queue ([`DeviceQueue::dequeue_burst`], in `tx.rs`) and into its RX queue
+//! ([`DeviceQueue::enqueue_burst`], in `rx.rs`). Per burst: one acquire load
+//! of `avail.idx`, used elements collected in a shadow ring, one release
+//! store of `used.idx`, at most one eventfd write. No allocation after
+//! [`DeviceQueue::new`].
+//!
+//! The driver is hostile: every violation is counted in [`QueueErrors`] and
+//! the offending chain is returned unused; an `avail.idx` more than `size`
+//! ahead is unrecoverable and quarantines the queue (bursts return 0 and
+//! touch no memory). Nothing here panics or loops without bound.
+
+mod chain;
+mod rx;
+mod tx;
+
+use crate::layout::{
+    UsedElem, VIRTIO_F_RING_PACKED, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
+    VIRTQ_AVAIL_F_NO_INTERRUPT, VIRTQ_USED_F_NO_NOTIFY,
+};
+use crate::memory::GuestMemory;
+use crate::ring::{Ring, SetupError, need_event};
+use chain::ChainError;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+
+/// What `VHOST_USER_SET_VRING_*` told us about one queue.
+#[derive(Debug)]
+pub struct QueueSetup {
+    pub mem: Arc<GuestMemory>,
+    /// Power of two, 1..=32768.
+    pub size: u16,
+    /// Ring addresses in the frontend's user address space
+    /// (`VHOST_USER_SET_VRING_ADDR`), translated with
+    /// [`GuestMemory::translate_uva`].
+    pub desc_uva: u64,
+    pub avail_uva: u64,
+    pub used_uva: u64,
+    /// `VHOST_USER_SET_VRING_BASE`.
+    pub last_avail_idx: u16,
+    /// Negotiated virtio features.
+    pub features: u64,
+    /// Eventfd to signal the driver (`VHOST_USER_SET_VRING_CALL`). `None`:
+    /// the driver polls; it is never interrupted (and the per-burst fence
+    /// and interrupt check are skipped).
+    pub call: Option<OwnedFd>,
+}
+
+/// Protocol violations by the driver, one counter per kind. Plain fields:
+/// the queue has a single owner (its PMD thread); copy them out to publish.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueErrors {
+    /// `avail.idx` more than `size` ahead of us: the queue is quarantined.
+    pub avail_idx_jump: u64,
+    /// A head (avail ring entry) or `next` index >= the queue (or indirect
+    /// table) size.
+    pub desc_id_out_of_range: u64,
+    /// A buffer (`addr`, `len`) not inside one guest memory region.
+    pub desc_out_of_memory: u64,
+    /// A chain longer than the queue or its indirect table: a loop.
+    pub chain_too_long: u64,
+    /// An indirect table whose length is 0, not a multiple of 16 or more
+    /// than 65536 entries.
+    pub indirect_bad_len: u64,
+    /// An indirect descriptor inside an indirect table.
+    pub indirect_nested: u64,
+    /// An indirect table outside guest memory (or not 8-byte aligned).
+    pub indirect_out_of_memory: u64,
+    /// Descriptor lengths summing past `u32::MAX` (virtio §2.7.5).
+    pub len_overflow: u64,
+    /// A device-writable buffer in a TX chain, or a read-only one in RX.
+    pub wrong_direction: u64,
+    /// A TX chain shorter than the virtio-net header.
+    pub short_chain: u64,
+}
+
+impl QueueErrors {
+    pub fn total(&self) -> u64 {
+        self.avail_idx_jump
+            + self.desc_id_out_of_range
+            + self.desc_out_of_memory
+            + self.chain_too_long
+            + self.indirect_bad_len
+            + self.indirect_nested
+            + self.indirect_out_of_memory
+            + self.len_overflow
+            + self.wrong_direction
+            + self.short_chain
+    }
+
+    #[cold]
+    fn record(&mut self, e: ChainError) {
+        let c = match e {
+            ChainError::DescId => &mut self.desc_id_out_of_range,
+            ChainError::BadAddr => &mut self.desc_out_of_memory,
+            ChainError::TooLong => &mut self.chain_too_long,
+            ChainError::IndirectLen => &mut self.indirect_bad_len,
+            ChainError::IndirectNested => &mut self.indirect_nested,
+            ChainError::IndirectAddr => &mut self.indirect_out_of_memory,
+            ChainError::LenOverflow => &mut self.len_overflow,
+            ChainError::WrongDirection => &mut self.wrong_direction,
+            ChainError::Short => &mut self.short_chain,
+        };
+        *c += 1;
+    }
+}
+
+/// Traffic counters of one queue (single writer, like [`QueueErrors`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Frames moved (dequeued from the driver, or delivered to it).
+    pub packets: u64,
+    pub bytes: u64,
+    /// TX: frame longer than a pool packet's room; dropped.
+    pub oversize: u64,
+    /// RX without MRG_RXBUF: the guest's next chain cannot hold header +
+    /// frame; the packet is dropped (the chain stays for the next one).
+    pub no_room: u64,
+    /// RX: packets dropped because their chain was bad (see errors).
+    pub bad_chain_drops: u64,
+    /// TX: the pool was empty; the burst stopped early.
+    pub alloc_failures: u64,
+    /// Interrupts sent (eventfd writes attempted). Without a call fd the
+    /// driver is taken to poll and none are sent.
+    pub interrupts: u64,
+    /// Failed writes to the call eventfd.
+    pub interrupt_errors: u64,
+}
+
+/// Used elements collected before being copied to the used ring.
+const SHADOW: usize = 64;
+
+/// One queue of a vhost-user device. Owned by one PMD thread (`Send`, not
+/// `Sync`): all methods take `&mut self`.
+pub struct DeviceQueue {
+    ring: Ring,
+    mem: Arc<GuestMemory>,
+    /// Region that matched the last translation.
+    hint: usize,
+    last_avail: u16,
+    /// `used.idx` as last stored.
+    published: u16,
+    shadow: [UsedElem; SHADOW],
+    shadow_len: usize,
+    /// Used index of `shadow[0]`.
+    shadow_base: u16,
+    hdr_len: usize,
+    mrg: bool,
+    event_idx: bool,
+    features: u64,
+    call: Option<OwnedFd>,
+    kick_wanted: bool,
+    /// `last_avail` when `avail_event` was last written.
+    avail_event_base: u16,
+    quarantined: bool,
+    errors: QueueErrors,
+    stats: QueueStats,
+}
+
+// SAFETY: the raw pointers point into `mem`, which the queue keeps alive
+// through its `Arc`; the queue is used by one thread at a time (`&mut self`
+// everywhere), so moving it to the PMD thread that owns it is sound.
+unsafe impl Send for DeviceQueue {}
+
+impl std::fmt::Debug for DeviceQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceQueue")
+            .field("size", &self.ring.size)
+            .field("last_avail", &self.last_avail)
+            .field("used", &self.published)
+            .field("quarantined", &self.quarantined)
+            .field("errors", &self.errors)
+            .finish()
+    }
+}
+
+impl DeviceQueue {
+    /// Validates the ring addresses against guest memory and takes the
+    /// queue over. `used.idx` is read from the ring (after a reconnect it is
+    /// where the driver expects the next used entry). Kicks are turned off
+    /// (poll mode); see [`DeviceQueue::set_kick_wanted`].
+    pub fn new(setup: QueueSetup) -> Result<DeviceQueue, SetupError> {
+        if setup.features & VIRTIO_F_RING_PACKED != 0 {
+            return Err(SetupError::PackedRing);
+        }
+        let event_idx = setup.features & VIRTIO_RING_F_EVENT_IDX != 0;
+        let ring = Ring::new(
+            &setup.mem,
+            setup.size,
+            [setup.desc_uva, setup.avail_uva, setup.used_uva],
+            event_idx,
+            true,
+        )?;
+        let used = ring.used_idx().load(Ordering::Acquire);
+        let mut q = DeviceQueue {
+            ring,
+            mem: setup.mem,
+            hint: 0,
+            last_avail: setup.last_avail_idx,
+            published: used,
+            shadow: [UsedElem::default(); SHADOW],
+            shadow_len: 0,
+            shadow_base: used,
+            hdr_len: crate::net::hdr_len(setup.features),
+            mrg: setup.features & VIRTIO_NET_F_MRG_RXBUF != 0,
+            event_idx,
+            features: setup.features,
+            call: setup.call,
+            kick_wanted: true,
+            avail_event_base: setup.last_avail_idx,
+            quarantined: false,
+            errors: QueueErrors::default(),
+            stats: QueueStats::default(),
+        };
+        q.set_kick_wanted(false);
+        Ok(q)
+    }
+
+    /// Where the next chain will be taken from (`VHOST_USER_GET_VRING_BASE`).
+    /// Every chain taken has been returned: no chain stays in flight
+    /// between bursts.
+    pub fn last_avail_idx(&self) -> u16 {
+        self.last_avail
+    }
+    pub fn size(&self) -> u16 {
+        self.ring.size
+    }
+    pub fn features(&self) -> u64 {
+        self.features
+    }
+    pub fn errors(&self) -> &QueueErrors {
+        &self.errors
+    }
+    pub fn stats(&self) -> &QueueStats {
+        &self.stats
+    }
+    pub fn is_quarantined(&self) -> bool {
+        self.quarantined
+    }
+
+    /// Asks the driver to kick us (`on`, for a PMD about to sleep on the
+    /// kick eventfd) or not to (poll mode, the default). With EVENT_IDX this
+    /// is `avail_event`, else `VIRTQ_USED_F_NO_NOTIFY`. After turning kicks
+    /// on, check [`DeviceQueue::has_avail`] once more before sleeping: a
+    /// chain posted just before the driver saw the change brings no kick.
+    pub fn set_kick_wanted(&mut self, on: bool) {
+        self.kick_wanted = on;
+        if self.quarantined {
+            return;
+        }
+        let flags = if on { 0 } else { VIRTQ_USED_F_NO_NOTIFY };
+        self.ring.used_flags().store(flags, Ordering::Relaxed);
+        if self.event_idx {
+            self.write_avail_event();
+        }
+        fence(Ordering::SeqCst);
+    }
+
+    /// Replaces the eventfd used to interrupt the driver
+    /// (`VHOST_USER_SET_VRING_CALL` may arrive at any time); `None`: the
+    /// driver polls.
+    pub fn set_call(&mut self, call: Option<OwnedFd>) {
+        self.call = call;
+    }
+
+    /// True when the driver has posted chains we have not taken.
+    pub fn has_avail(&self) -> bool {
+        if self.quarantined {
+            return false;
+        }
+        fence(Ordering::SeqCst);
+        self.ring.avail_idx().load(Ordering::Acquire) != self.last_avail
+    }
+
+    /// Chains available this burst, or `None` (and quarantine) when the
+    /// driver moved `avail.idx` impossibly far.
+    #[inline(always)]
+    fn pending(&mut self) -> Option<u16> {
+        let idx = self.ring.avail_idx().load(Ordering::Acquire);
+        let n = idx.wrapping_sub(self.last_avail);
+        if n > self.ring.size {
+            self.quarantine();
+            return None;
+        }
+        Some(n)
+    }
+
+    #[cold]
+    fn quarantine(&mut self) {
+        self.errors.avail_idx_jump += 1;
+        self.quarantined = true;
+    }
+
+    /// Next used index to be written.
+    #[inline(always)]
+    fn used_cursor(&self) -> u16 {
+        self.shadow_base.wrapping_add(self.shadow_len as u16)
+    }
+
+    #[inline(always)]
+    fn push_used(&mut self, id: u16, len: u32) {
+        if self.shadow_len == SHADOW {
+            self.flush_shadow();
+        }
+        self.shadow[self.shadow_len] = UsedElem { id: id as u32, len };
+        self.shadow_len += 1;
+    }
+
+    /// Copies the shadow entries into the used ring (not yet published).
+    #[inline(always)]
+    fn flush_shadow(&mut self) {
+        for (i, e) in self.shadow[..self.shadow_len].iter().enumerate() {
+            let slot = self.ring.used_elem(self.shadow_base.wrapping_add(i as u16));
+            // SAFETY: `used_elem` masks the index, so the slot is inside the
+            // used ring; the driver reads it only after `used.idx` is
+            // released past it.
+            unsafe { slot.write(*e) };
+        }
+        self.shadow_base = self.used_cursor();
+        self.shadow_len = 0;
+    }
+
+    /// Forgets used entries from `mark` on (not yet published).
+    #[cold]
+    fn rollback_used(&mut self, mark: u16) {
+        let d = mark.wrapping_sub(self.shadow_base) as usize;
+        if d <= self.shadow_len {
+            self.shadow_len = d;
+        } else {
+            // Already flushed to the ring but unpublished: overwrite later.
+            self.shadow_base = mark;
+            self.shadow_len = 0;
+        }
+    }
+
+    /// Publishes the burst's used entries (one release store), interrupts
+    /// the driver if it asked for it, and keeps kick suppression current.
+    #[inline(always)]
+    fn finish_burst(&mut self) {
+        self.flush_shadow();
+        let new = self.shadow_base;
+        let old = self.published;
+        if new != old {
+            self.ring.used_idx().store(new, Ordering::Release);
+            self.published = new;
+            // Without a call fd the driver polls (vhost-user's "no call
+            // fd"): nobody to interrupt, so no fence and no check.
+            if self.call.is_some() {
+                self.maybe_interrupt(old, new);
+            }
+        }
+        if self.event_idx {
+            let moved = self.last_avail.wrapping_sub(self.avail_event_base);
+            if (self.kick_wanted && moved != 0) || moved >= 0x4000 {
+                self.write_avail_event();
+            }
+        }
+    }
+
+    /// Kicks wanted: `avail_event = last_avail` (kick for the next chain).
+    /// Not wanted: `last_avail - 1`, which the driver cannot reach before
+    /// we have moved 0x4000 further (its window is at most `size` <= 0x8000
+    /// wide) — `finish_burst` refreshes it long before that.
+    fn write_avail_event(&mut self) {
+        let v = if self.kick_wanted {
+            self.last_avail
+        } else {
+            self.last_avail.wrapping_sub(1)
+        };
+        self.ring.avail_event().store(v, Ordering::Relaxed);
+        self.avail_event_base = self.last_avail;
+    }
+
+    /// virtio §2.7.7/§2.7.10: after publishing `[old, new)`, interrupt when
+    /// the driver's `used_event` is in that window (EVENT_IDX) or when it
+    /// has not set `VIRTQ_AVAIL_F_NO_INTERRUPT`.
+    #[inline(always)]
+    fn maybe_interrupt(&mut self, old: u16, new: u16) {
+        // The used.idx store must be visible before we read the driver's
+        // wish, or we could miss its enabling interrupts (store→load).
+        fence(Ordering::SeqCst);
+        let want = if self.event_idx {
+            need_event(self.ring.used_event().load(Ordering::Relaxed), new, old)
+        } else {
+            self.ring.avail_flags().load(Ordering::Relaxed) & VIRTQ_AVAIL_F_NO_INTERRUPT == 0
+        };
+        if want {
+            self.interrupt();
+        }
+    }
+
+    #[cold]
+    fn interrupt(&mut self) {
+        self.stats.interrupts += 1;
+        if let Some(fd) = &self.call {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live local to an fd we own.
+            let r = unsafe { libc::write(fd.as_raw_fd(), (&raw const one).cast(), 8) };
+            if r != 8 {
+                self.stats.interrupt_errors += 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! Switch → driver RX queue: copy packets into guest buffers with a
+//! virtio-net header (virtio-net §5.1.6.3/§5.1.6.4 from the device's side),
+//! merging several buffers per packet with MRG_RXBUF.
+//!
+//! A packet is written into buffers that are not yet published; if the
+//! guest runs out of buffers mid-packet we roll back (the chains stay
+//! available) and leave the packet and the rest of the batch to the caller.
+
+use super::DeviceQueue;
+use super::chain::{Chain, ChainError};
+use super::tx::PREFETCH_AHEAD;
+use crate::ring::prefetch;
+use nfv_mem::{Batch, Packet, PoolCache};
+
+/// Outcome of delivering one packet.
+enum Rx {
+    Delivered,
+    Dropped,
+    NoBuffers,
+}
+
+impl DeviceQueue {
+    /// Delivers packets from the front of `batch` into the driver's RX
+    /// queue, in order. Delivered packets (and packets dropped because the
+    /// guest's buffers were bad or, without MRG_RXBUF, too small) are
+    /// removed from `batch` and freed to `pool`; when the guest has no
+    /// buffers left the rest stays in `batch` (the caller counts them as
+    /// tx_full). Returns the number delivered.
+    #[inline]
+    pub fn enqueue_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        if self.quarantined || batch.is_empty() {
+            return 0;
+        }
+        let Some(avail) = self.pending() else {
+            return 0;
+        };
+        if avail == 0 {
+            return 0;
+        }
+        // The avail cursor lives in a register for the burst (a field
+        // re-read right after a narrower store stalls store forwarding).
+        let mut cur = self.last_avail;
+        let end = cur.wrapping_add(avail);
+        let mut done = 0;
+        let mut delivered = 0;
+        let mut bytes = 0u64;
+        // Warm the guest buffers of the next chains (one chain per packet
+        // is the common case) and the next packets' data.
+        for k in 0..PREFETCH_AHEAD.min(avail as usize) {
+            let h = self.ring.avail_entry(cur.wrapping_add(k as u16));
+            self.ring.prefetch_buffer(&self.mem, h, self.hint);
+        }
+        while done < batch.len() {
+            if (PREFETCH_AHEAD as u16) < end.wrapping_sub(cur) {
+                let h = self
+                    .ring
+                    .avail_entry(cur.wrapping_add(PREFETCH_AHEAD as u16));
+                self.ring.prefetch_buffer(&self.mem, h, self.hint);
+            }
+            if let Some(next) = batch.get(done + 1) {
+                prefetch(next.data_ptr());
+            }
+            match self.rx_packet(&batch[done], &mut cur, end) {
+                Rx::Delivered => {
+                    bytes += batch[done].len() as u64;
+                    delivered += 1;
+                }
+                Rx::Dropped => {}
+                Rx::NoBuffers => break,
+            }
+            done += 1;
+        }
+        self.last_avail = cur;
+        self.stats.packets += delivered as u64;
+        self.stats.bytes += bytes;
+        for p in batch.drain(..done) {
+            pool.free(p);
+        }
+        self.finish_burst();
+        delivered
+    }
+
+    /// Writes header + frame of `pkt` into the chains available from
+    /// `*cur` up to `end` (advancing `*cur` past those it uses): one chain
+    /// without MRG_RXBUF, as many as needed with it.
+    #[inline(always)]
+    fn rx_packet(&mut self, pkt: &Packet, cur: &mut u16, end: u16) -> Rx {
+        let hdr_len = self.hdr_len;
+        // virtio-net header: no offloads; num_buffers = 1 (virtio 1.x wants
+        // it set even without MRG_RXBUF); patched below for merged packets.
+        let mut hdr = [0u8; 12];
+        if hdr_len == 12 {
+            hdr[10] = 1;
+        }
+        let mut src = pkt.data_ptr();
+        let mut left = pkt.len();
+        let mut hdr_done = 0usize;
+        let mark_avail = *cur;
+        let mark_used = self.used_cursor();
+        let mut nbufs: u16 = 0;
+        let mut nb_at = [std::ptr::null_mut::<u8>(); 2];
+        loop {
+            if *cur == end {
+                *cur = mark_avail;
+                self.rollback_used(mark_used);
+                return Rx::NoBuffers;
+            }
+            let head = self.ring.avail_entry(*cur);
+            *cur = cur.wrapping_add(1);
+            if head >= self.ring.size {
+                self.errors.desc_id_out_of_range += 1;
+                return self.rx_fail(mark_avail, *cur, mark_used);
+            }
+            let mut chain = Chain::new(self.ring.desc, self.ring.size, head);
+            let mut written = 0usize;
+            while hdr_done < hdr_len || left != 0 {
+                let seg = match chain.next(&self.mem, &mut self.hint) {
+                    Ok(Some(s)) => s,
+                    Ok(None) => break,
+                    Err(e) => {
+                        self.errors.record(e);
+                        return self.rx_fail(mark_avail, *cur, mark_used);
+                    }
+                };
+                if !seg.write {
+                    self.errors.record(ChainError::WrongDirection);
+                    return self.rx_fail(mark_avail, *cur, mark_used);
+                }
+                let (mut p, mut room) = (seg.ptr, seg.len as usize);
+                if hdr_done == 0 && room >= hdr_len {
+                    // Fast path: the whole header in the first buffer, as
+                    // two integer stores (no bytes staged on the stack).
+                    // SAFETY: `hdr_len <= room` bytes of the buffer.
+                    unsafe {
+                        p.cast::<u64>().write_unaligned(0);
+                        if hdr_len == 12 {
+                            p.add(8).cast::<u32>().write_unaligned(1 << 16);
+                        } else {
+                            p.add(8).cast::<u16>().write_unaligned(0);
+                        }
+                    }
+                    nb_at = [p.wrapping_add(10), p.wrapping_add(11)];
+                    hdr_done = hdr_len;
+                    p = p.wrapping_add(hdr_len);
+                    room -= hdr_len;
+                    written += hdr_len;
+                } else if hdr_done < hdr_len {
+                    let n = (hdr_len - hdr_done).min(room);
+                    for (b, at) in nb_at.iter_mut().enumerate() {
+                        let pos = 10 + b;
+                        if (hdr_done..hdr_done + n).contains(&pos) {
+                            *at = p.wrapping_add(pos - hdr_done);
+                        }
+                    }
+                    // SAFETY: `n <= room`, inside the translated buffer;
+                    // the source is our local header.
+                    unsafe { std::ptr::copy_nonoverlapping(hdr.as_ptr().add(hdr_done), p, n) };
+                    hdr_done += n;
+                    p = p.wrapping_add(n);
+                    room -= n;
+                    written += n;
+                }
+                let n = left.min(room);
+                if n != 0 {
+                    // SAFETY: `n <= room` bytes remain in the guest buffer
+                    // and `n <= left` in the packet; `copy` tolerates
+                    // overlap, should the packet live in guest memory.
+                    unsafe { std::ptr::copy(src, p, n) };
+                    src = src.wrapping_add(n);
+                    left -= n;
+                    written += n;
+                }
+            }
+            nbufs += 1;
+            // written <= 12 + 65535: fits u32.
+            self.push_used(head, written as u32);
+            if hdr_done == hdr_len && left == 0 {
+                break;
+            }
+            if !self.mrg {
+                // The chain stays available for the next (smaller) packet.
+                *cur = mark_avail;
+                self.rollback_used(mark_used);
+                self.stats.no_room += 1;
+                return Rx::Dropped;
+            }
+        }
+        if self.mrg && nbufs > 1 {
+            let v = nbufs.to_le_bytes();
+            // SAFETY: with MRG_RXBUF the header is 12 bytes and was fully
+            // written above, so both pointers were set to bytes inside
+            // buffers of this packet.
+            unsafe {
+                nb_at[0].write(v[0]);
+                nb_at[1].write(v[1]);
+            }
+        }
+        Rx::Delivered
+    }
+
+    /// A chain of this packet was bad: drop the packet and return every
+    /// chain taken for it (`mark_avail..cur`) with length 0.
+    #[cold]
+    fn rx_fail(&mut self, mark_avail: u16, cur: u16, mark_used: u16) -> Rx {
+        self.rollback_used(mark_used);
+        let mut i = mark_avail;
+        while i != cur {
+            let h = self.ring.avail_entry(i);
+            if h < self.ring.size {
+                self.push_used(h, 0);
+            }
+            i = i.wrapping_add(1);
+        }
+        self.stats.bad_chain_drops += 1;
+        Rx::Dropped
+    }
+}

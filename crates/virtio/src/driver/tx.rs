@@ -1,0 +1,112 @@
+//! TX on the driver side: the virtio-net header goes into the packet's
+//! headroom and each packet is one device-readable descriptor; the packet
+//! stays in the slot table until the device returns it.
+
+use super::DriverQueue;
+use nfv_mem::{Batch, Packet, PoolCache};
+
+impl DriverQueue {
+    /// Posts packets from the front of `batch` (as many as there are free
+    /// descriptors, reclaiming completed ones first if needed) and removes
+    /// them from it; returns how many were posted. A packet not in the
+    /// shared memory, or without headroom for the header, is copied into a
+    /// fresh `pool` packet (dropped as `tx_dropped` if that fails).
+    pub fn transmit_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        if self.quarantined || batch.is_empty() {
+            return 0;
+        }
+        if self.free.len() < batch.len() {
+            self.reclaim_tx(pool);
+        }
+        let n = batch.len().min(self.free.len());
+        let mut posted = 0;
+        for pkt in batch.drain(..n) {
+            if self.post_tx(pkt, pool) {
+                posted += 1;
+            }
+        }
+        if posted > 0 {
+            self.publish_avail();
+        }
+        posted
+    }
+
+    #[inline(always)]
+    fn tx_gpa(&mut self, pkt: &Packet) -> Option<u64> {
+        let hdr = self.hdr_len;
+        if pkt.headroom() < hdr || pkt.len() + hdr > u16::MAX as usize {
+            return None;
+        }
+        self.mem.host_to_gpa_hinted(
+            pkt.data_ptr().wrapping_sub(hdr),
+            pkt.len() + hdr,
+            &mut self.hint,
+        )
+    }
+
+    #[inline(always)]
+    fn post_tx(&mut self, mut pkt: Packet, pool: &mut PoolCache) -> bool {
+        let gpa = match self.tx_gpa(&pkt) {
+            Some(g) => g,
+            None => match self.copy_for_tx(pkt, pool) {
+                Some((g, c)) => {
+                    pkt = c;
+                    g
+                }
+                None => {
+                    self.stats.tx_dropped += 1;
+                    return false;
+                }
+            },
+        };
+        let Some(id) = self.free.pop() else {
+            // Not reached: the caller posts at most `free.len()` packets.
+            pool.free(pkt);
+            return false;
+        };
+        let frame = pkt.len();
+        if let Some(h) = pkt.prepend(self.hdr_len) {
+            h.fill(0);
+        }
+        self.stats.tx_packets += 1;
+        self.stats.tx_bytes += frame as u64;
+        let len = pkt.len() as u32;
+        self.post(id, gpa, len, 0, pkt);
+        true
+    }
+
+    #[cold]
+    fn copy_for_tx(&mut self, pkt: Packet, pool: &mut PoolCache) -> Option<(u64, Packet)> {
+        let c = pool.copy(&pkt);
+        pool.free(pkt);
+        let c = c?;
+        match self.tx_gpa(&c) {
+            Some(g) => Some((g, c)),
+            None => {
+                pool.free(c);
+                None
+            }
+        }
+    }
+
+    /// Frees the packets the device has finished sending; returns how many.
+    pub fn reclaim_tx(&mut self, pool: &mut PoolCache) -> usize {
+        if self.quarantined {
+            return 0;
+        }
+        let Some(pending) = self.used_pending() else {
+            return 0;
+        };
+        let mut n = 0;
+        for _ in 0..pending {
+            let e = self.read_used(self.last_used);
+            self.last_used = self.last_used.wrapping_add(1);
+            if let Some(p) = self.check_used_id(e.id).and_then(|id| self.take_slot(id)) {
+                pool.free(p);
+                n += 1;
+            }
+        }
+        self.after_harvest();
+        n
+    }
+}

@@ -1,0 +1,497 @@
+//! Guest memory: the regions a virtio driver shares with the device.
+//!
+//! Each region has three addresses: the guest-physical address written in
+//! descriptors, the frontend's *user* (virtual) address used in
+//! `VHOST_USER_SET_VRING_ADDR`, and the host pointer where this process sees
+//! it. Up to [`MAX_REGIONS`] regions (the vhost-user limit is 8 by default,
+//! 32 with `CONFIGURE_MEM_SLOTS`-style extensions).
+//!
+//! Translation is the fast path of every descriptor: a linear scan over a
+//! handful of regions, with an optional caller-kept hint (the region that
+//! matched last) so a queue usually checks one region. A buffer must lie
+//! entirely inside **one** region; ranges are checked without overflow.
+//!
+//! Nothing here dereferences guest memory: the returned pointers are raw,
+//! and the ring code accesses them with volatile/atomic loads and raw copies
+//! (never references), because the guest may change them at any time.
+
+use arrayvec::ArrayVec;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// Most regions a [`GuestMemory`] holds.
+pub const MAX_REGIONS: usize = 32;
+
+/// One region as announced by a vhost-user frontend
+/// (`VHOST_USER_SET_MEM_TABLE`). The fd is mapped from offset 0 and the
+/// region starts `mmap_offset` bytes into the mapping.
+#[derive(Debug)]
+pub struct RegionSpec {
+    pub guest_phys_addr: u64,
+    pub size: u64,
+    pub user_addr: u64,
+    pub mmap_offset: u64,
+    pub fd: OwnedFd,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error("guest memory needs 1..={MAX_REGIONS} regions, got {0}")]
+    RegionCount(usize),
+    #[error("region {0} has size 0")]
+    ZeroSize(usize),
+    #[error("region {0}: address range overflows (gpa, uva, mmap_offset or size too large)")]
+    Overflow(usize),
+    #[error("regions {0} and {1} overlap ({2} addresses)")]
+    Overlap(usize, usize, &'static str),
+    #[error("region {index}: mmap of {len} bytes failed: {err}")]
+    Map {
+        index: usize,
+        len: usize,
+        err: io::Error,
+    },
+}
+
+/// A region as seen by [`GuestMemory::regions`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionInfo {
+    pub guest_phys_addr: u64,
+    pub user_addr: u64,
+    pub size: u64,
+    pub host: *mut u8,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct MemRegion {
+    gpa: u64,
+    uva: u64,
+    size: u64,
+    host: *mut u8,
+    /// Start and length of our own mapping (`map_len == 0`: not ours).
+    map_base: *mut u8,
+    map_len: usize,
+}
+
+/// The memory a driver shares with us, for translating ring and buffer
+/// addresses into host pointers.
+///
+/// Thread safety: `Send + Sync`. The table is immutable after construction
+/// and every method takes `&self` and only reads it (there is no interior
+/// cache: the last-hit hint lives in the caller, e.g. each queue). The
+/// pointers it hands out are raw; who may touch which bytes through them is
+/// decided by the virtqueue protocol (each queue has one owner), not here.
+#[derive(Debug)]
+pub struct GuestMemory {
+    regions: ArrayVec<MemRegion, MAX_REGIONS>,
+}
+
+// SAFETY: the raw pointers refer to mappings that live as long as this value
+// (ours are unmapped only in `Drop`; `from_raw` callers promise the same),
+// the table itself is never mutated after construction, and no references
+// into guest memory are created here. Moving the table to another thread is
+// therefore sound.
+unsafe impl Send for GuestMemory {}
+// SAFETY: as above; all methods take `&self` and only read immutable fields.
+unsafe impl Sync for GuestMemory {}
+
+/// Checks `[addr, addr+len)` against `[base, base+size)` without overflow.
+#[inline(always)]
+fn offset_in(base: u64, size: u64, addr: u64, len: usize) -> Option<u64> {
+    let off = addr.wrapping_sub(base);
+    if off < size && len as u64 <= size - off {
+        Some(off)
+    } else {
+        None
+    }
+}
+
+impl GuestMemory {
+    /// Maps the frontend's regions (`MAP_SHARED`, read/write). Rejects zero
+    /// sizes, overflowing ranges and overlapping guest-physical or user
+    /// address ranges before mapping anything. Mappings are removed on drop.
+    /// Pages are not prefaulted (guest memory can be large); the first
+    /// touch of each page takes a fault once.
+    pub fn map(specs: Vec<RegionSpec>) -> Result<GuestMemory, MemoryError> {
+        let ranges: Vec<(u64, u64, u64)> = specs
+            .iter()
+            .map(|s| (s.guest_phys_addr, s.user_addr, s.size))
+            .collect();
+        Self::validate(&ranges)?;
+        for (i, s) in specs.iter().enumerate() {
+            let end = s.mmap_offset.checked_add(s.size);
+            if end.is_none_or(|e| e > isize::MAX as u64) {
+                return Err(MemoryError::Overflow(i));
+            }
+        }
+        let mut mem = GuestMemory {
+            regions: ArrayVec::new(),
+        };
+        for (i, s) in specs.iter().enumerate() {
+            // hugetlbfs needs the length rounded to its page size, which
+            // fstat reports as the block size; memfd/tmpfs reports 4 KiB.
+            let page = block_size(&s.fd);
+            let want = (s.mmap_offset + s.size) as usize;
+            let len = want.div_ceil(page) * page;
+            // SAFETY: maps a file the caller handed us; the result is checked
+            // and only used through raw pointers.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    s.fd.as_raw_fd(),
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                // Drop unmaps what was mapped so far.
+                return Err(MemoryError::Map {
+                    index: i,
+                    len,
+                    err: io::Error::last_os_error(),
+                });
+            }
+            let base = p.cast::<u8>();
+            mem.regions.push(MemRegion {
+                gpa: s.guest_phys_addr,
+                uva: s.user_addr,
+                size: s.size,
+                // SAFETY: mmap_offset + size <= len, so this stays inside
+                // the mapping.
+                host: unsafe { base.add(s.mmap_offset as usize) },
+                map_base: base,
+                map_len: len,
+            });
+        }
+        // The fds may be closed now: mappings keep the memory alive.
+        drop(specs);
+        Ok(mem)
+    }
+
+    /// Describes memory this process already has mapped (the driver side,
+    /// tests). Each entry is `(guest_phys_addr, user_addr, host, len)`.
+    /// Nothing is unmapped on drop.
+    ///
+    /// # Safety
+    /// Each `host..host+len` must be valid for reads and writes for as long
+    /// as the returned value (and anything translated through it) is used,
+    /// and must not overflow the address space.
+    pub unsafe fn from_raw(
+        regions: &[(u64, u64, *mut u8, usize)],
+    ) -> Result<GuestMemory, MemoryError> {
+        let ranges: Vec<(u64, u64, u64)> = regions
+            .iter()
+            .map(|&(g, u, _, l)| (g, u, l as u64))
+            .collect();
+        Self::validate(&ranges)?;
+        for (i, &(_, _, host, len)) in regions.iter().enumerate() {
+            if host.is_null() || (host as usize).checked_add(len).is_none() {
+                return Err(MemoryError::Overflow(i));
+            }
+        }
+        Ok(GuestMemory {
+            regions: regions
+                .iter()
+                .map(|&(gpa, uva, host, len)| MemRegion {
+                    gpa,
+                    uva,
+                    size: len as u64,
+                    host,
+                    map_base: std::ptr::null_mut(),
+                    map_len: 0,
+                })
+                .collect(),
+        })
+    }
+
+    /// Checks count, sizes, overflow and overlap of `(gpa, uva, size)`.
+    fn validate(r: &[(u64, u64, u64)]) -> Result<(), MemoryError> {
+        if r.is_empty() || r.len() > MAX_REGIONS {
+            return Err(MemoryError::RegionCount(r.len()));
+        }
+        for (i, &(g, u, s)) in r.iter().enumerate() {
+            if s == 0 {
+                return Err(MemoryError::ZeroSize(i));
+            }
+            if g.checked_add(s).is_none() || u.checked_add(s).is_none() || s > isize::MAX as u64 {
+                return Err(MemoryError::Overflow(i));
+            }
+        }
+        let overlap = |a: u64, sa: u64, b: u64, sb: u64| a < b + sb && b < a + sa;
+        for i in 0..r.len() {
+            for j in i + 1..r.len() {
+                if overlap(r[i].0, r[i].2, r[j].0, r[j].2) {
+                    return Err(MemoryError::Overlap(i, j, "guest-physical"));
+                }
+                if overlap(r[i].1, r[i].2, r[j].1, r[j].2) {
+                    return Err(MemoryError::Overlap(i, j, "user"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Host pointer for the guest-physical range `[gpa, gpa+len)`, which
+    /// must lie inside one region.
+    #[inline]
+    pub fn translate(&self, gpa: u64, len: usize) -> Option<*mut u8> {
+        let mut hint = 0;
+        self.translate_hinted(gpa, len, &mut hint)
+    }
+
+    /// [`GuestMemory::translate`] trying region `*hint` first and updating
+    /// it on a miss: queues keep one hint each, so the common case checks a
+    /// single region.
+    #[inline(always)]
+    pub fn translate_hinted(&self, gpa: u64, len: usize, hint: &mut usize) -> Option<*mut u8> {
+        if let Some(r) = self.regions.get(*hint)
+            && let Some(off) = offset_in(r.gpa, r.size, gpa, len)
+        {
+            return Some(r.host.wrapping_add(off as usize));
+        }
+        self.translate_slow(gpa, len, hint)
+    }
+
+    #[inline(never)]
+    fn translate_slow(&self, gpa: u64, len: usize, hint: &mut usize) -> Option<*mut u8> {
+        for (i, r) in self.regions.iter().enumerate() {
+            if let Some(off) = offset_in(r.gpa, r.size, gpa, len) {
+                *hint = i;
+                return Some(r.host.wrapping_add(off as usize));
+            }
+        }
+        None
+    }
+
+    /// Prefetches the host cache line of `gpa` assuming it lies in region
+    /// `hint`. Nothing is checked and nothing can go wrong: a prefetch never
+    /// faults, whatever the address, so this may be fed unvalidated
+    /// descriptor addresses to warm buffers ahead of their (checked) use.
+    #[inline(always)]
+    pub fn prefetch_hinted(&self, gpa: u64, hint: usize) {
+        if let Some(r) = self.regions.get(hint) {
+            crate::ring::prefetch(r.host.wrapping_add(gpa.wrapping_sub(r.gpa) as usize));
+        }
+    }
+
+    /// Host pointer for the frontend's user-address range `[uva, uva+len)`
+    /// (vring addresses), inside one region.
+    pub fn translate_uva(&self, uva: u64, len: usize) -> Option<*mut u8> {
+        self.regions.iter().find_map(|r| {
+            offset_in(r.uva, r.size, uva, len).map(|off| r.host.wrapping_add(off as usize))
+        })
+    }
+
+    /// The guest-physical address of the host range `[ptr, ptr+len)`, inside
+    /// one region (the driver side uses this to fill descriptors).
+    #[inline(always)]
+    pub fn host_to_gpa_hinted(&self, ptr: *const u8, len: usize, hint: &mut usize) -> Option<u64> {
+        let p = ptr as u64;
+        if let Some(r) = self.regions.get(*hint)
+            && let Some(off) = offset_in(r.host as u64, r.size, p, len)
+        {
+            return Some(r.gpa + off);
+        }
+        for (i, r) in self.regions.iter().enumerate() {
+            if let Some(off) = offset_in(r.host as u64, r.size, p, len) {
+                *hint = i;
+                return Some(r.gpa + off);
+            }
+        }
+        None
+    }
+
+    /// [`GuestMemory::host_to_gpa_hinted`] without a hint.
+    pub fn host_to_gpa(&self, ptr: *const u8, len: usize) -> Option<u64> {
+        let mut hint = 0;
+        self.host_to_gpa_hinted(ptr, len, &mut hint)
+    }
+
+    /// The regions, in the order given.
+    pub fn regions(&self) -> impl Iterator<Item = RegionInfo> + '_ {
+        self.regions.iter().map(|r| RegionInfo {
+            guest_phys_addr: r.gpa,
+            user_addr: r.uva,
+            size: r.size,
+            host: r.host,
+        })
+    }
+
+    pub fn region_count(&self) -> usize {
+        self.regions.len()
+    }
+}
+
+fn block_size(fd: &OwnedFd) -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+    // SAFETY: an all-zero `stat` is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into `st`, which is a valid, owned struct.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == 0 {
+        let b = st.st_blksize as usize;
+        if b.is_power_of_two() && b > page && b <= 1 << 30 {
+            return b;
+        }
+    }
+    page
+}
+
+impl Drop for GuestMemory {
+    fn drop(&mut self) {
+        for r in &self.regions {
+            if r.map_len != 0 {
+                // SAFETY: unmapping exactly the mapping `map` created; every
+                // queue holding translated pointers keeps an `Arc` to us, so
+                // none is in use any more.
+                unsafe {
+                    libc::munmap(r.map_base.cast(), r.map_len);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::FromRawFd;
+
+    fn memfd(len: usize) -> OwnedFd {
+        // SAFETY: valid name and flags; the fd is checked and then owned.
+        let fd = unsafe { libc::memfd_create(c"gm-test".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(fd >= 0);
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: plain syscall on an fd we own.
+        let r = unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) };
+        assert_eq!(r, 0);
+        fd
+    }
+
+    fn dup(fd: &OwnedFd) -> OwnedFd {
+        fd.try_clone().unwrap()
+    }
+
+    #[test]
+    fn map_honours_mmap_offset_and_translates_all_three_address_kinds() {
+        let fd = memfd(3 * 4096);
+        let mem = GuestMemory::map(vec![
+            RegionSpec {
+                guest_phys_addr: 0,
+                size: 4096,
+                user_addr: 0x7f00_0000_0000,
+                mmap_offset: 0,
+                fd: dup(&fd),
+            },
+            RegionSpec {
+                guest_phys_addr: 0x1_0000_0000,
+                size: 8192,
+                user_addr: 0x7f00_0010_0000,
+                mmap_offset: 4096,
+                fd: dup(&fd),
+            },
+        ])
+        .unwrap();
+        let p0 = mem.translate(0x10, 4).unwrap();
+        let p1 = mem.translate(0x1_0000_0000, 4).unwrap();
+        // SAFETY: both pointers are inside live mappings of the memfd.
+        unsafe {
+            p1.write(0xab);
+            // Region 1 starts 4096 bytes into the file, region 0 at 0.
+            assert_eq!(p0.sub(0x10).read(), 0);
+        }
+        assert_eq!(mem.translate_uva(0x7f00_0010_0000, 8192), Some(p1));
+        assert_eq!(mem.host_to_gpa(p1, 8192), Some(0x1_0000_0000));
+        assert_eq!(mem.host_to_gpa(p0, 4096 - 0x10), Some(0x10));
+        assert_eq!(mem.region_count(), 2);
+        // A second mapping of the whole file shows the byte written via p1
+        // at file offset 4096: mmap_offset was honoured.
+        let again = GuestMemory::map(vec![RegionSpec {
+            guest_phys_addr: 0,
+            size: 3 * 4096,
+            user_addr: 0,
+            mmap_offset: 0,
+            fd,
+        }])
+        .unwrap();
+        let q = again.translate(4096, 1).unwrap();
+        // SAFETY: inside the second mapping.
+        assert_eq!(unsafe { q.read() }, 0xab);
+    }
+
+    #[test]
+    fn buffers_must_fit_in_one_region_without_overflow() {
+        let mut a = vec![0u8; 4096];
+        let mut b = vec![0u8; 4096];
+        // SAFETY: the vectors outlive `mem`.
+        let mem = unsafe {
+            GuestMemory::from_raw(&[
+                (0x1000, 0x1000, a.as_mut_ptr(), 4096),
+                (0x2000, 0x2000, b.as_mut_ptr(), 4096),
+            ])
+        }
+        .unwrap();
+        assert!(mem.translate(0x1000, 4096).is_some());
+        assert!(mem.translate(0x1fff, 1).is_some());
+        assert!(mem.translate(0x1fff, 2).is_none(), "spans two regions");
+        assert!(mem.translate(0x0fff, 1).is_none());
+        assert!(mem.translate(0x3000, 0).is_none(), "one past the end");
+        assert!(mem.translate(0x1800, usize::MAX).is_none());
+        assert!(mem.translate(u64::MAX, 2).is_none());
+        assert!(mem.translate(u64::MAX - 1, usize::MAX).is_none());
+        let mut hint = 7;
+        assert_eq!(
+            mem.translate_hinted(0x2004, 4, &mut hint),
+            Some(b.as_mut_ptr().wrapping_add(4))
+        );
+        assert_eq!(hint, 1);
+        assert_eq!(
+            mem.translate_hinted(0x1004, 4, &mut hint),
+            Some(a.as_mut_ptr().wrapping_add(4))
+        );
+        assert_eq!(hint, 0);
+        assert!(mem.host_to_gpa(a.as_ptr().wrapping_add(4095), 2).is_none());
+    }
+
+    #[test]
+    fn bad_tables_are_rejected() {
+        let p = std::ptr::dangling_mut::<u8>();
+        let raw = |r: &[(u64, u64, *mut u8, usize)]| {
+            // SAFETY: nothing is dereferenced: every table here is invalid.
+            unsafe { GuestMemory::from_raw(r) }.unwrap_err()
+        };
+        assert!(matches!(raw(&[]), MemoryError::RegionCount(0)));
+        assert!(matches!(raw(&[(0, 0, p, 0)]), MemoryError::ZeroSize(0)));
+        assert!(matches!(
+            raw(&[(u64::MAX, 0, p, 2)]),
+            MemoryError::Overflow(0)
+        ));
+        assert!(matches!(
+            raw(&[(0, 0, p, 4096), (4095, 8192, p, 1)]),
+            MemoryError::Overlap(0, 1, "guest-physical")
+        ));
+        assert!(matches!(
+            raw(&[(0, 0, p, 4096), (4096, 100, p, 1)]),
+            MemoryError::Overlap(0, 1, "user")
+        ));
+        let many: Vec<_> = (0..33u64).map(|i| (i * 4096, i * 4096, p, 4096)).collect();
+        assert!(matches!(raw(&many), MemoryError::RegionCount(33)));
+        let e = GuestMemory::map(vec![RegionSpec {
+            guest_phys_addr: 0,
+            size: 4096,
+            user_addr: 0,
+            mmap_offset: u64::MAX - 10,
+            fd: memfd(4096),
+        }])
+        .unwrap_err();
+        assert!(matches!(e, MemoryError::Overflow(0)));
+    }
+
+    #[test]
+    fn guest_memory_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<GuestMemory>();
+    }
+}
