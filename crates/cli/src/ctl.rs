@@ -3,7 +3,7 @@
 
 use crate::table::{Table, fmt_opt};
 use clap::{Args, Subcommand};
-use nfv_control::protocol::{FlowReport, PmdReport, PortReport};
+use nfv_control::protocol::{ChainReport, FlowReport, PmdReport, PortReport};
 use nfv_control::{Request, Response, request};
 use std::path::{Path, PathBuf};
 
@@ -53,6 +53,8 @@ enum CtlCommand {
 enum ShowWhat {
     Ports,
     Pmd,
+    /// Service chains: per-VNF and per-chain rates and drops.
+    Chains,
 }
 
 fn sockets_in(dir: &Path) -> Vec<PathBuf> {
@@ -115,6 +117,9 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
         CtlCommand::Show {
             what: ShowWhat::Pmd,
         } => Request::ShowPmd,
+        CtlCommand::Show {
+            what: ShowWhat::Chains,
+        } => Request::ShowChains,
         CtlCommand::DumpFlows => Request::DumpFlows,
         CtlCommand::AddFlow { flows } => Request::AddFlows {
             flows: flows.clone(),
@@ -154,6 +159,10 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
         Request::ShowPmd => {
             let pmds: Vec<PmdReport> = serde_json::from_value(data).map_err(parse_err)?;
             print!("{}", pmd_text(&pmds));
+        }
+        Request::ShowChains => {
+            let chains: Vec<ChainReport> = serde_json::from_value(data).map_err(parse_err)?;
+            print!("{}", chains_text(&chains));
         }
         Request::DumpFlows => {
             let flows: Vec<FlowReport> = serde_json::from_value(data).map_err(parse_err)?;
@@ -242,4 +251,52 @@ pub fn pmd_text(pmds: &[PmdReport]) -> String {
         "{t}(cycles are TSC cycles at {:.3} GHz; rates and cycles over the last second)\n",
         hz as f64 / 1e9
     )
+}
+
+pub fn chains_text(chains: &[ChainReport]) -> String {
+    if chains.is_empty() {
+        return "no chains configured\n".into();
+    }
+    let mut t = Table::new(&[
+        "chain",
+        "hop",
+        "VNF",
+        "rx Mpps",
+        "rx Gbps",
+        "tx Mpps",
+        "tx Gbps",
+        "drops",
+        "connected",
+    ]);
+    for c in chains {
+        for (i, v) in c.vnfs.iter().enumerate() {
+            t.row(vec![
+                c.name.clone(),
+                (i + 1).to_string(),
+                v.name.clone(),
+                format!("{:.3}", v.rx_mpps),
+                format!("{:.3}", v.rx_gbps),
+                format!("{:.3}", v.tx_mpps),
+                format!("{:.3}", v.tx_gbps),
+                v.drops.to_string(),
+                if v.connected {
+                    "yes".into()
+                } else {
+                    "NO".into()
+                },
+            ]);
+        }
+        t.row(vec![
+            c.name.clone(),
+            "total".into(),
+            c.hops.join(" > "),
+            format!("{:.3}", c.ingress_mpps),
+            String::new(),
+            format!("{:.3}", c.egress_mpps),
+            format!("{:.3}", c.egress_gbps),
+            format!("{:.2}%", c.loss_percent),
+            String::new(),
+        ]);
+    }
+    t.to_string()
 }

@@ -53,6 +53,7 @@ fn node_config(size: usize, flows: u32) -> Result<NodeConfig, String> {
             ),
             port("sink0", 2, PortKind::Sink),
         ],
+        chains: vec![],
         flows: vec![
             parse_flow("priority=10,in_port=1,actions=output:2").map_err(|e| e.to_string())?,
         ],

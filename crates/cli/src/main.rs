@@ -4,6 +4,7 @@ mod ctl;
 mod demo;
 mod run;
 mod table;
+mod vnf;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -39,6 +40,8 @@ enum Command {
     Ctl(ctl::CtlArgs),
     /// Start a node with a generator and a sink and show live rates.
     Demo(demo::DemoArgs),
+    /// Run the built-in VNF: a virtio-net driver on a vhost-user socket.
+    Vnf(vnf::VnfArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Command::Check { config } => run::check(&config),
         Command::Ctl(args) => ctl::ctl(args),
         Command::Demo(args) => demo::demo(args),
+        Command::Vnf(args) => vnf::vnf(args),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -29,8 +29,8 @@
 //! [[port]]                         # any number
 //! name = "gen0"                    # required, unique, [a-zA-Z0-9_.-]{1,32}
 //! id = 1                           # required, unique OpenFlow port number 1..=65279
-//! type = "generator"               # required: "generator" | "sink" | "pcap" | "ring"
-//! rxqs = 1                         # 1..=64, default 1
+//! type = "generator"               # required: "generator" | "sink" | "pcap" | "ring" | "vhost-user"
+//! rxqs = 1                         # 1..=64, default 1 (not for "vhost-user": see `queues`)
 //! # type = "generator" (all optional):
 //! #   frame_size = 64              # 64..=9000, and at most memory.frame_size - 128
 //! #   flows = 1                    # distinct 5-tuples, 1..=1000000
@@ -46,17 +46,24 @@
 //! # type = "ring":
 //! #   peer = "ring-b"              # required: another ring port that names this one back
 //! #   size = 1024                  # power of two 32..=65536, equal on both ends
+//! # type = "vhost-user":
+//! #   socket = "/tmp/vm1.sock"     # required; unique; at most 107 bytes
+//! #   mode = "client"              # "client" (the VNF serves the socket, like OVS
+//! #                                #   dpdkvhostuserclient; default) | "server" (we do)
+//! #   queues = 1                   # queue pairs 1..=16; also the number of rx queues
+//! #   mrg_rxbuf = true             # offer VIRTIO_NET_F_MRG_RXBUF
 //!
 //! [[flow]]                         # alternative to `flows`, usable anywhere in the file
 //! rule = "priority=0,actions=drop"
 //! ```
 //!
-//! Relative paths (`control_socket`, `replay`, `capture`) are taken
+//! Relative paths (`control_socket`, `replay`, `capture`, `socket`) are taken
 //! relative to the directory of the config file. Rules from `flows` come
 //! first, then those of the `[[flow]]` tables, each in file order. A rule's
 //! `in_port=` and `output:` must name the id of a configured port
 //! (reserved port numbers 0xff00 and up are not checked).
 
+mod chain;
 mod check;
 mod error;
 mod flows;
@@ -68,6 +75,7 @@ use std::path::{Path, PathBuf};
 use nfv_mem::{HugepageMode, MemoryConfig};
 use nfv_ports::config::PortConfig;
 
+pub use crate::chain::{ChainConfig, DEFAULT_CHAIN_PRIORITY};
 use crate::check::{Result, path};
 pub use crate::error::ConfigError;
 use crate::error::Doc;
@@ -89,6 +97,9 @@ pub struct NodeConfig {
     pub ports: Vec<PortConfig>,
     /// In file order (`flows` first, then `[[flow]]` tables).
     pub flows: Vec<nfv_flow::FlowSpec>,
+    /// Service chains (`[[chain]]` tables), in file order; their steering
+    /// rules are installed by the node, not listed in `flows`.
+    pub chains: Vec<ChainConfig>,
 }
 
 /// Poll-mode driver threads.
@@ -179,6 +190,7 @@ pub fn parse_str(
         control_socket,
         memory,
         pmd,
+        chains: chain::chains(&doc, &raw.chain, &ports)?,
         ports,
         flows,
     })

@@ -5,11 +5,13 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use nfv_mem::MemoryConfig;
-use nfv_ports::config::{GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig};
+use nfv_ports::config::{
+    GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig, VhostUserConfig, VhostUserMode,
+};
 
 use crate::check::{self, Result, path};
 use crate::error::Doc;
-use crate::raw::{RawPort, RawPortType, S};
+use crate::raw::{RawPort, RawPortType, RawVhostMode, S};
 
 /// Highest OpenFlow port number a port may have (0xff00 and up are
 /// reserved ports).
@@ -34,7 +36,17 @@ pub(crate) fn port(
 
     let name = check::name(doc, &p.name, &f("name"), MAX_PORT_NAME)?;
     let id = check::int_in(doc, &p.id, &f("id"), 1..=i64::from(MAX_PORT_ID))? as u16;
-    let rxqs = check::opt_int(doc, &p.rxqs, &f("rxqs"), 1..=MAX_RXQS as i64, 1usize)?;
+    let mut rxqs = check::opt_int(doc, &p.rxqs, &f("rxqs"), 1..=MAX_RXQS as i64, 1usize)?;
+    if kind == RawPortType::VhostUser
+        && let Some(v) = &p.rxqs
+    {
+        return Err(doc.err(
+            v.span(),
+            f("rxqs"),
+            "not valid for a port of type \"vhost-user\": its rx queues are the guest's \
+             queue pairs; set `queues`",
+        ));
+    }
 
     for (key, span, types) in p.type_specific_keys() {
         if let Some(span) = span
@@ -62,6 +74,11 @@ pub(crate) fn port(
         RawPortType::Generator => PortKind::Generator(generator(doc, prefix, p, memory)?),
         RawPortType::Pcap => PortKind::Pcap(pcap(doc, prefix, raw, base)?),
         RawPortType::Ring => PortKind::Ring(ring(doc, prefix, raw)?),
+        RawPortType::VhostUser => {
+            let v = vhost_user(doc, prefix, raw, base)?;
+            rxqs = v.queues;
+            PortKind::VhostUser(v)
+        }
     };
     Ok(PortConfig {
         name,
@@ -220,6 +237,53 @@ fn ring(doc: &Doc<'_>, prefix: &str, raw: &S<RawPort>) -> Result<RingConfig> {
     })
 }
 
+fn vhost_user(
+    doc: &Doc<'_>,
+    prefix: &str,
+    raw: &S<RawPort>,
+    base: &Path,
+) -> Result<VhostUserConfig> {
+    let p = raw.get_ref();
+    let f = |key: &str| path(prefix, key);
+    let Some(socket) = &p.socket else {
+        return Err(doc.err(
+            raw.span(),
+            f("socket"),
+            "a vhost-user port needs `socket`, the path of its unix socket",
+        ));
+    };
+    let path = check::file_path(doc, socket, &f("socket"), base)?;
+    let len = path.as_os_str().len();
+    if len > crate::MAX_SOCKET_PATH {
+        return Err(doc.err(
+            socket.span(),
+            f("socket"),
+            format!(
+                "{} is {len} bytes long; a Unix socket path holds at most {}",
+                path.display(),
+                crate::MAX_SOCKET_PATH
+            ),
+        ));
+    }
+    let mode = match p.mode.as_ref().map(|m| *m.get_ref()) {
+        None => VhostUserMode::default(),
+        Some(RawVhostMode::Server) => VhostUserMode::Server,
+        Some(RawVhostMode::Client) => VhostUserMode::Client,
+    };
+    Ok(VhostUserConfig {
+        socket: path,
+        mode,
+        queues: check::opt_int(
+            doc,
+            &p.queues,
+            &f("queues"),
+            1..=VhostUserConfig::MAX_QUEUES as i64,
+            1usize,
+        )?,
+        mrg_rxbuf: p.mrg_rxbuf.as_ref().is_none_or(|v| *v.get_ref()),
+    })
+}
+
 /// Checks across all ports of a file: unique names and ids, and ring peers
 /// that exist, are rings and name each other back with the same size.
 pub(crate) fn check_set(doc: &Doc<'_>, raws: &[S<RawPort>], ports: &[PortConfig]) -> Result<()> {
@@ -247,6 +311,28 @@ pub(crate) fn check_set(doc: &Doc<'_>, raws: &[S<RawPort>], ports: &[PortConfig]
                     port.id,
                     ports[j].name,
                     doc.line_of(raws[j].get_ref().id.span().start)
+                ),
+            ));
+        }
+    }
+    let mut by_socket: HashMap<&Path, usize> = HashMap::new();
+    for (i, (raw, port)) in raws.iter().zip(ports).enumerate() {
+        let PortKind::VhostUser(v) = &port.kind else {
+            continue;
+        };
+        if let Some(j) = by_socket.insert(&v.socket, i) {
+            let span = raw
+                .get_ref()
+                .socket
+                .as_ref()
+                .map_or(raw.span(), |s| s.span());
+            return Err(doc.err(
+                span,
+                format!("port[{i}].socket"),
+                format!(
+                    "{} is already the socket of port[{j}] {:?}",
+                    v.socket.display(),
+                    ports[j].name
                 ),
             ));
         }

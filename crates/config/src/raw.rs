@@ -24,6 +24,8 @@ pub(crate) struct RawConfig {
     pub flows: Vec<S<String>>,
     #[serde(default)]
     pub flow: Vec<S<RawFlow>>,
+    #[serde(default)]
+    pub chain: Vec<S<crate::chain::RawChain>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -63,6 +65,8 @@ pub(crate) enum RawPortType {
     Sink,
     Pcap,
     Ring,
+    #[serde(rename = "vhost-user")]
+    VhostUser,
 }
 
 impl RawPortType {
@@ -72,6 +76,7 @@ impl RawPortType {
             RawPortType::Sink => "sink",
             RawPortType::Pcap => "pcap",
             RawPortType::Ring => "ring",
+            RawPortType::VhostUser => "vhost-user",
         }
     }
 }
@@ -112,12 +117,24 @@ pub(crate) struct RawPort {
     // ring
     pub peer: Option<S<String>>,
     pub size: Option<S<i64>>,
+    // vhost-user
+    pub socket: Option<S<String>>,
+    pub mode: Option<S<RawVhostMode>>,
+    pub queues: Option<S<i64>>,
+    pub mrg_rxbuf: Option<S<bool>>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawVhostMode {
+    Server,
+    Client,
 }
 
 impl RawPort {
     /// Every optional, type-specific key with its position if present and
     /// the types that accept it.
-    pub fn type_specific_keys(&self) -> [TypeSpecificKey; 15] {
+    pub fn type_specific_keys(&self) -> [TypeSpecificKey; 19] {
         use RawPortType::*;
         fn sp<T>(v: &Option<S<T>>) -> Option<std::ops::Range<usize>> {
             v.as_ref().map(|s| s.span())
@@ -139,6 +156,10 @@ impl RawPort {
             ("loops", sp(&self.loops), &[Pcap]),
             ("peer", sp(&self.peer), &[Ring]),
             ("size", sp(&self.size), &[Ring]),
+            ("socket", sp(&self.socket), &[VhostUser]),
+            ("mode", sp(&self.mode), &[VhostUser]),
+            ("queues", sp(&self.queues), &[VhostUser]),
+            ("mrg_rxbuf", sp(&self.mrg_rxbuf), &[VhostUser]),
         ]
     }
 }

@@ -279,6 +279,48 @@ fn keys_of_another_port_type_are_rejected() {
             "port[1].count",
             "type \"ring\"",
         ),
+        case(
+            "socket on sink",
+            "socket = \"/tmp/x.sock\"",
+            "sink",
+            "port[1].socket",
+            "not valid for a port of type \"sink\" (only for type \"vhost-user\")",
+        ),
+        case(
+            "queues on ring",
+            "queues = 2",
+            "ring",
+            "port[1].queues",
+            "(only for type \"vhost-user\")",
+        ),
+        case(
+            "mode on generator",
+            "mode = \"server\"",
+            "generator",
+            "port[1].mode",
+            "type \"generator\"",
+        ),
+        case(
+            "mrg_rxbuf on pcap",
+            "mrg_rxbuf = false",
+            "pcap",
+            "port[1].mrg_rxbuf",
+            "type \"pcap\"",
+        ),
+        case(
+            "peer on vhost-user",
+            "peer = \"gen0\"",
+            "vhost-user",
+            "port[1].peer",
+            "not valid for a port of type \"vhost-user\" (only for type \"ring\")",
+        ),
+        case(
+            "rate_pps on vhost-user",
+            "rate_pps = 5",
+            "vhost-user",
+            "port[1].rate_pps",
+            "type \"vhost-user\"",
+        ),
     ]);
 }
 
@@ -681,4 +723,82 @@ fn unreadable_files_are_io_errors() {
     assert!(matches!(e, nfv_config::ConfigError::Io { .. }), "{e:?}");
     assert!(e.to_string().starts_with("/nonexistent/node.toml: "), "{e}");
     assert_eq!(e.line(), None);
+}
+
+#[test]
+fn vhost_user_ports() {
+    let vhost = |extra: &str| -> &'static str {
+        Box::leak(
+            format!("[[port]]\nname = \"v\"\nid = 1\ntype = \"vhost-user\"\n{extra}")
+                .into_boxed_str(),
+        )
+    };
+    let long: &'static str =
+        Box::leak(format!("socket = \"/tmp/{}.sock\"\n", "v".repeat(100)).into_boxed_str());
+    check_all(&[
+        Bad {
+            name: "no socket",
+            text: vhost("queues = 2\n"),
+            line: 1,
+            field: "port[0].socket",
+            msg: "a vhost-user port needs `socket`",
+        },
+        Bad {
+            name: "empty socket",
+            text: vhost("socket = \"\"\n"),
+            line: 5,
+            field: "port[0].socket",
+            msg: "the path is empty",
+        },
+        Bad {
+            name: "long socket",
+            text: vhost(long),
+            line: 5,
+            field: "port[0].socket",
+            msg: "a Unix socket path holds at most 107",
+        },
+        Bad {
+            name: "queues 0",
+            text: vhost("socket = \"/tmp/v.sock\"\nqueues = 0\n"),
+            line: 6,
+            field: "port[0].queues",
+            msg: "0 is out of range 1..=16",
+        },
+        Bad {
+            name: "queues 17",
+            text: vhost("socket = \"/tmp/v.sock\"\nqueues = 17\n"),
+            line: 6,
+            field: "port[0].queues",
+            msg: "17 is out of range 1..=16",
+        },
+        Bad {
+            name: "mode",
+            text: vhost("socket = \"/tmp/v.sock\"\nmode = \"both\"\n"),
+            line: 6,
+            field: "port[0].mode",
+            msg: "unknown variant `both`, expected `server` or `client`",
+        },
+        Bad {
+            name: "mrg_rxbuf type",
+            text: vhost("socket = \"/tmp/v.sock\"\nmrg_rxbuf = 1\n"),
+            line: 6,
+            field: "port[0].mrg_rxbuf",
+            msg: "invalid type: integer `1`, expected a boolean",
+        },
+        Bad {
+            name: "rxqs",
+            text: vhost("socket = \"/tmp/v.sock\"\nrxqs = 2\n"),
+            line: 6,
+            field: "port[0].rxqs",
+            msg: "set `queues`",
+        },
+        Bad {
+            name: "duplicate socket",
+            text: "[[port]]\nname = \"a\"\nid = 1\ntype = \"vhost-user\"\nsocket = \"/tmp/a.sock\"\n\
+                   [[port]]\nname = \"b\"\nid = 2\ntype = \"vhost-user\"\nsocket = \"/tmp/a.sock\"\nmode = \"server\"\n",
+            line: 10,
+            field: "port[1].socket",
+            msg: "/tmp/a.sock is already the socket of port[0] \"a\"",
+        },
+    ]);
 }

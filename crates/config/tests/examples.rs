@@ -140,3 +140,32 @@ fn udp64_pcap_holds_valid_udp_frames() {
     }
     assert_eq!(n, 4);
 }
+
+#[test]
+fn vhost_pvp_example() {
+    use nfv_ports::config::VhostUserMode;
+    let c = example("vhost-pvp.toml");
+    let socks: Vec<_> = c
+        .ports
+        .iter()
+        .map(|p| match &p.kind {
+            PortKind::VhostUser(v) => {
+                assert_eq!(
+                    (v.mode, v.queues, v.mrg_rxbuf),
+                    (VhostUserMode::Client, 1, true)
+                );
+                (p.id, v.socket.clone())
+            }
+            k => panic!("{k:?}"),
+        })
+        .collect();
+    assert_eq!(
+        socks,
+        [
+            (1, PathBuf::from("/tmp/nfvswitch-p1.sock")),
+            (2, PathBuf::from("/tmp/nfvswitch-p2.sock"))
+        ]
+    );
+    assert_eq!(c.flows[0].single_output(), Some(2));
+    assert_eq!(c.flows[1].single_output(), Some(1));
+}

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use nfv_config::{NodeConfig, PmdConfig, parse_port_table, parse_str};
 use nfv_mem::{HugepageMode, MemoryConfig};
-use nfv_ports::config::{GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig};
+use nfv_ports::config::{
+    GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig, VhostUserConfig, VhostUserMode,
+};
 
 fn parse(text: &str) -> NodeConfig {
     common::parse(text).unwrap_or_else(|e| panic!("{e}"))
@@ -29,6 +31,7 @@ fn an_empty_file_gets_every_default() {
             },
             ports: vec![],
             flows: vec![],
+            chains: vec![],
         }
     );
     // The default PMD core is the last CPU.
@@ -393,4 +396,65 @@ fn port_table_errors_name_the_bare_key() {
         ..MemoryConfig::default()
     };
     assert!(parse_port_table("name=\"g\",id=3,type=\"generator\",frame_size=2000", &big).is_ok());
+}
+
+#[test]
+fn vhost_user_ports() {
+    let c = parse(
+        r#"
+[[port]]
+name = "vm1"
+id = 1
+type = "vhost-user"
+socket = "/tmp/vm1.sock"
+
+[[port]]
+name = "vm2"
+id = 2
+type = "vhost-user"
+socket = "vm2.sock"
+mode = "server"
+queues = 16
+mrg_rxbuf = false
+"#,
+    );
+    assert_eq!(
+        c.ports[0],
+        PortConfig {
+            name: "vm1".into(),
+            id: 1,
+            rxqs: 1,
+            kind: PortKind::VhostUser(VhostUserConfig {
+                socket: "/tmp/vm1.sock".into(),
+                mode: VhostUserMode::Client,
+                queues: 1,
+                mrg_rxbuf: true,
+            }),
+        }
+    );
+    // Relative to the config file; rx queues follow `queues`.
+    assert_eq!(
+        c.ports[1],
+        PortConfig {
+            name: "vm2".into(),
+            id: 2,
+            rxqs: 16,
+            kind: PortKind::VhostUser(VhostUserConfig {
+                socket: "conf/vm2.sock".into(),
+                mode: VhostUserMode::Server,
+                queues: 16,
+                mrg_rxbuf: false,
+            }),
+        }
+    );
+    assert_eq!(c.ports[1].kind.type_name(), "vhost-user");
+    let mem = MemoryConfig::default();
+    let p = parse_port_table(
+        r#"name="v",id=9,type="vhost-user",socket="/tmp/v.sock",queues=2"#,
+        &mem,
+    )
+    .unwrap();
+    assert_eq!(p.rxqs, 2);
+    let e = parse_port_table(r#"name="v",id=9,type="vhost-user",mode="client""#, &mem).unwrap_err();
+    assert_eq!(e.field(), Some("socket"), "{e}");
 }

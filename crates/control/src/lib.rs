@@ -2,6 +2,7 @@
 //! validated config ([`node`]), the typed control protocol ([`protocol`]),
 //! the unix control socket ([`server`]) and rate sampling ([`rates`]).
 
+pub mod chains;
 pub mod node;
 pub mod protocol;
 pub mod rates;

@@ -27,6 +27,8 @@ pub enum NodeError {
     Datapath(#[from] nfv_datapath::DatapathError),
     #[error(transparent)]
     Open(#[from] nfv_ports::OpenError),
+    #[error(transparent)]
+    Vhost(#[from] nfv_vhost::VhostError),
 }
 
 pub struct Node {
@@ -38,6 +40,7 @@ pub struct Node {
     /// for validating flows).
     port_configs: Mutex<BTreeMap<PortNo, PortConfig>>,
     rates: RateSampler,
+    chains: Vec<nfv_config::ChainConfig>,
 }
 
 impl Node {
@@ -56,9 +59,11 @@ impl Node {
             factory: PortFactory::new(),
             port_configs: Mutex::new(BTreeMap::new()),
             rates: RateSampler::default(),
+            chains: cfg.chains.clone(),
         };
         // Rules first, so the first packets find them.
         table.add_flows(cfg.flows.iter().cloned());
+        table.add_flows(crate::chains::steering(&cfg.chains).map_err(NodeError::Invalid)?);
         for p in &cfg.ports {
             node.open_port(p)?;
         }
@@ -79,7 +84,10 @@ impl Node {
     }
 
     fn open_port(&self, p: &PortConfig) -> Result<(), NodeError> {
-        let port = self.factory.open(p)?;
+        let port: Arc<dyn nfv_ports::Port> = match &p.kind {
+            PortKind::VhostUser(_) => nfv_vhost::VhostUserPort::from_config(p)?,
+            _ => self.factory.open(p)?,
+        };
         self.datapath.add_port(p.id, port)?;
         self.configs().insert(p.id, p.clone());
         tracing::info!("port {} ({}) added as {}", p.name, p.kind.type_name(), p.id);
@@ -93,6 +101,9 @@ impl Node {
                 serde_json::to_value(self.show_ports()).map_err(|e| e.to_string())
             }
             Request::ShowPmd => serde_json::to_value(self.show_pmd()).map_err(|e| e.to_string()),
+            Request::ShowChains => {
+                serde_json::to_value(self.show_chains()).map_err(|e| e.to_string())
+            }
             Request::DumpFlows => {
                 serde_json::to_value(self.dump_flows()).map_err(|e| e.to_string())
             }
@@ -155,6 +166,17 @@ impl Node {
                 return Err(format!(
                     "name: port name {:?} is already in use (id {})",
                     p.name, other.id
+                ));
+            }
+            if let PortKind::VhostUser(v) = &p.kind
+                && let Some(other) = configs
+                    .values()
+                    .find(|c| matches!(&c.kind, PortKind::VhostUser(o) if o.socket == v.socket))
+            {
+                return Err(format!(
+                    "socket: {} is already the socket of port {:?}",
+                    v.socket.display(),
+                    other.name
                 ));
             }
             if let PortKind::Ring(r) = &p.kind {
@@ -223,6 +245,37 @@ impl Node {
                 }
             })
             .collect()
+    }
+
+    /// Per-chain and per-VNF rates over the last interval.
+    pub fn show_chains(&self) -> Vec<ChainReport> {
+        let rates = self.rates.ports();
+        let ports = self
+            .datapath
+            .port_views()
+            .into_iter()
+            .map(|v| {
+                let (rx_rate, tx_rate) = rates.get(&v.no).copied().unwrap_or_default();
+                let sample = crate::chains::PortSample {
+                    rx: v.stats.rx_total(),
+                    tx: v.stats.tx_total(),
+                    rx_rate,
+                    tx_rate,
+                    info: v
+                        .port
+                        .info()
+                        .into_iter()
+                        .map(|(k, val)| (k.to_string(), val))
+                        .collect(),
+                };
+                (v.no, sample)
+            })
+            .collect();
+        crate::chains::report(&self.chains, &ports)
+    }
+
+    pub fn chains(&self) -> &[nfv_config::ChainConfig] {
+        &self.chains
     }
 
     pub fn show_pmd(&self) -> Vec<PmdReport> {

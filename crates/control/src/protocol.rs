@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 pub enum Request {
     ShowPorts,
     ShowPmd,
+    ShowChains,
     DumpFlows,
     /// One or more rules in ovs-ofctl syntax; all are validated before any
     /// is installed (all or nothing).
@@ -102,4 +103,34 @@ pub struct FlowReport {
     pub duration_secs: f64,
     /// The rule in ovs-ofctl syntax (re-parsable by add-flow).
     pub rule: String,
+}
+
+/// One VNF of a chain, from the switch's side of its vhost-user port.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct VnfReport {
+    pub name: String,
+    pub port: u16,
+    /// What the VNF received (the switch sent to it).
+    pub rx_mpps: f64,
+    pub rx_gbps: f64,
+    /// What the VNF sent back into the switch.
+    pub tx_mpps: f64,
+    pub tx_gbps: f64,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub drops: u64,
+    pub connected: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ChainReport {
+    pub name: String,
+    /// Port names: ingress, VNFs..., egress.
+    pub hops: Vec<String>,
+    pub ingress_mpps: f64,
+    pub egress_mpps: f64,
+    pub egress_gbps: f64,
+    /// 100 × (1 − egress/ingress) over the last interval.
+    pub loss_percent: f64,
+    pub vnfs: Vec<VnfReport>,
 }

@@ -142,13 +142,7 @@ impl Dispatch {
     /// either way: queued, or freed with its drop counted (`no_port` on the
     /// in port, `too_big` on the out port).
     #[inline(always)]
-    fn output(
-        &mut self,
-        out: PortNo,
-        pkt: Packet,
-        rx: &QueueCounters,
-        pool: &mut PoolCache,
-    ) {
+    fn output(&mut self, out: PortNo, pkt: Packet, rx: &QueueCounters, pool: &mut PoolCache) {
         let idx = self.slot_of.get(out as usize).copied().unwrap_or(NO_SLOT);
         if idx == NO_SLOT {
             rx.drop(DropReason::NoPort, 1);

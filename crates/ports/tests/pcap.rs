@@ -3,8 +3,8 @@
 //! replayed file comes back out as the same frames.
 
 use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool};
-use nfv_ports::config::{GeneratorConfig, PcapConfig, PortConfig, PortKind};
 use nfv_ports::PortFactory;
+use nfv_ports::config::{GeneratorConfig, PcapConfig, PortConfig, PortKind};
 use std::process::Command;
 
 fn frames() -> Vec<Vec<u8>> {
@@ -12,7 +12,11 @@ fn frames() -> Vec<Vec<u8>> {
         .iter()
         .enumerate()
         .map(|(i, &n)| {
-            let cfg = GeneratorConfig { frame_size: n.max(64), flows: 4, ..Default::default() };
+            let cfg = GeneratorConfig {
+                frame_size: n.max(64),
+                flows: 4,
+                ..Default::default()
+            };
             let mut f = nfv_ports::generator::template(&cfg);
             nfv_ports::generator::stamp_flow(&mut f, &cfg, i as u32);
             f.truncate(n);
@@ -24,7 +28,11 @@ fn frames() -> Vec<Vec<u8>> {
 fn capture_then_replay(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Vec<u8>>) {
     let pool = PacketPool::new(
         "pcap-test",
-        &MemoryConfig { frame_size: 2048, frames: 256, hugepages: HugepageMode::Never },
+        &MemoryConfig {
+            frame_size: 2048,
+            frames: 256,
+            hugepages: HugepageMode::Never,
+        },
     )
     .unwrap();
     let mut cache = pool.cache();
@@ -35,7 +43,11 @@ fn capture_then_replay(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Vec<u8
             name: "cap".into(),
             id: 1,
             rxqs: 1,
-            kind: PortKind::Pcap(PcapConfig { capture: Some(path.clone()), loops: 1, ..Default::default() }),
+            kind: PortKind::Pcap(PcapConfig {
+                capture: Some(path.clone()),
+                loops: 1,
+                ..Default::default()
+            }),
         })
         .unwrap();
     let mut txq = cap.open_txq(0);
@@ -56,7 +68,11 @@ fn capture_then_replay(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Vec<u8
             name: "rep".into(),
             id: 2,
             rxqs: 1,
-            kind: PortKind::Pcap(PcapConfig { replay: Some(path.clone()), loops: 2, ..Default::default() }),
+            kind: PortKind::Pcap(PcapConfig {
+                replay: Some(path.clone()),
+                loops: 2,
+                ..Default::default()
+            }),
         })
         .unwrap();
     let mut rxq = rep.open_rxq(0);
@@ -81,7 +97,11 @@ fn capture_is_read_back_by_our_reader_and_replays_exactly() {
     let (path, replayed) = capture_then_replay(&dir);
     let expected = frames();
     assert_eq!(nfv_ports::pcap::read_frames(&path).unwrap(), expected);
-    assert_eq!(replayed, [expected.clone(), expected].concat(), "2 loops of the 4 frames");
+    assert_eq!(
+        replayed,
+        [expected.clone(), expected].concat(),
+        "2 loops of the 4 frames"
+    );
 
     // tshark, the tool operators use, must read the capture too.
     match nfv_testutil::which("tshark") {
@@ -93,12 +113,28 @@ fn capture_is_read_back_by_our_reader_and_replays_exactly() {
             let out = Command::new(tshark)
                 .args(["-r"])
                 .arg(&path)
-                .args(["-T", "fields", "-e", "frame.len", "-e", "ip.src", "-e", "udp.srcport"])
+                .args([
+                    "-T",
+                    "fields",
+                    "-e",
+                    "frame.len",
+                    "-e",
+                    "ip.src",
+                    "-e",
+                    "udp.srcport",
+                ])
                 .output()
                 .unwrap();
-            assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "tshark: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             let text = String::from_utf8_lossy(&out.stdout);
-            let lens: Vec<&str> = text.lines().map(|l| l.split('\t').next().unwrap_or("")).collect();
+            let lens: Vec<&str> = text
+                .lines()
+                .map(|l| l.split('\t').next().unwrap_or(""))
+                .collect();
             assert_eq!(lens, ["60", "64", "333", "1514"], "{text}");
             assert!(text.lines().all(|l| l.contains("10.0.0.1")), "{text}");
         }
@@ -122,5 +158,8 @@ fn missing_replay_file_is_a_clear_error() {
         .err()
         .expect("opened a missing file");
     let msg = err.to_string();
-    assert!(msg.contains("rep") && msg.contains("/nonexistent/x.pcap"), "{msg}");
+    assert!(
+        msg.contains("rep") && msg.contains("/nonexistent/x.pcap"),
+        "{msg}"
+    );
 }

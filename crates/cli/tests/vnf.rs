@@ -1,0 +1,211 @@
+//! `nfvswitch vnf` as a process, as an operator runs it: a node
+//! (`nfvswitch run`) with generator → vhost-user port → sink, and the VNF
+//! as a second process on the port's socket. Checks the stats line, the
+//! JSON file a demo reads, reconnecting after the node restarts, and a
+//! clean stop on SIGTERM with final counters. Every child is killed by
+//! PID when the test ends.
+
+use nfv_testutil::wait_until;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nfvswitch");
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Proc(Option<Child>);
+
+impl Proc {
+    fn spawn(args: &[&str]) -> Proc {
+        let c = Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn nfvswitch");
+        Proc(Some(c))
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        if let Some(c) = &self.0 {
+            // SAFETY: signals our own child, not yet reaped.
+            unsafe { libc::kill(c.id() as libc::pid_t, sig) };
+        }
+    }
+
+    /// Waits for exit (killing it after `WAIT`); returns (success, stdout,
+    /// stderr).
+    fn wait(mut self) -> (bool, String, String) {
+        let mut c = self.0.take().unwrap();
+        let done = wait_until(WAIT, || matches!(c.try_wait(), Ok(Some(_))));
+        if !done {
+            let _ = c.kill();
+        }
+        let out = c.wait_with_output().expect("output");
+        (
+            done && out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into(),
+            String::from_utf8_lossy(&out.stderr).into(),
+        )
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nfvswitch-vnf-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A node: generator (rate-limited) → vhost-user server port → sink.
+fn node(dir: &Path) -> Proc {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cfg = format!(
+        r#"
+flows = ["in_port=1,actions=output:2", "in_port=2,actions=output:3"]
+[node]
+name = "vnftest{pid}"
+control_socket = "{dir}/ctl.sock"
+[memory]
+frames = 8192
+hugepages = "never"
+[pmd]
+cores = [{core}]
+[[port]]
+name = "gen0"
+id = 1
+type = "generator"
+rate_pps = 50000
+[[port]]
+name = "vnf0"
+id = 2
+type = "vhost-user"
+socket = "{dir}/vnf0.sock"
+mode = "server"
+[[port]]
+name = "sink0"
+id = 3
+type = "sink"
+"#,
+        pid = std::process::id(),
+        dir = dir.display(),
+        core = cpus - 1
+    );
+    let path = dir.join("node.toml");
+    std::fs::write(&path, cfg).unwrap();
+    Proc::spawn(&["--log", "warn", "run", path.to_str().unwrap()])
+}
+
+fn json(path: &Path) -> Option<Value> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+#[test]
+fn vnf_rejects_bad_options_naming_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--app", "l2fwd"], "--next-hop: required by --app l2fwd"),
+        (
+            &["--app", "l2fwd", "--next-hop", "02:00:00:00:00"],
+            "--next-hop",
+        ),
+        (
+            &["--ring-size", "1000"],
+            "--ring-size: 1000 is not a power of two",
+        ),
+        (&["--queues", "0"], "--queues"),
+    ];
+    for (args, want) in cases {
+        let out = Command::new(BIN)
+            .args(["vnf", "--socket", "/tmp/nfvswitch-vnf-never.sock"])
+            .args(*args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn vnf_process_forwards_reconnects_and_stops_on_sigterm() {
+    let dir = tempdir("fwd");
+    let stats = dir.join("vnf.json");
+    let sock = dir.join("vnf0.sock");
+    // The VNF first: it waits for the switch's socket (client mode).
+    let vnf = Proc::spawn(&[
+        "--log",
+        "warn",
+        "vnf",
+        "--socket",
+        sock.to_str().unwrap(),
+        "--app",
+        "macswap",
+        "--ring-size",
+        "256",
+        "--stats-every",
+        "0.2",
+        "--json-stats",
+        stats.to_str().unwrap(),
+    ]);
+    let n1 = node(&dir);
+    let rx = |min: u64| {
+        let stats = &stats;
+        move || {
+            json(stats).is_some_and(|v| {
+                v["connected"] == true && v["total"]["rx_packets"].as_u64().unwrap_or(0) >= min
+            })
+        }
+    };
+    assert!(
+        wait_until(WAIT, rx(1000)),
+        "VNF forwarded nothing: {:?}",
+        json(&stats)
+    );
+    // The node restarts: the VNF reconnects and forwards again.
+    n1.signal(libc::SIGKILL);
+    let _ = n1.wait();
+    assert!(
+        wait_until(WAIT, || json(&stats)
+            .is_some_and(|v| v["connected"] == false)),
+        "VNF did not notice the node going away"
+    );
+    let before = json(&stats).unwrap()["total"]["rx_packets"]
+        .as_u64()
+        .unwrap();
+    let _ = std::fs::remove_file(&sock);
+    let n2 = node(&dir);
+    assert!(
+        wait_until(WAIT, rx(before + 1000)),
+        "VNF did not reconnect: {:?}",
+        json(&stats)
+    );
+    let v = json(&stats).unwrap();
+    assert_eq!(v["connections"], 2);
+    assert_eq!(v["app"], "macswap");
+    for k in ["rx_mpps", "tx_mpps", "rx_gbps", "tx_gbps"] {
+        assert!(v[k].is_number(), "{k} in {v}");
+    }
+    vnf.signal(libc::SIGTERM);
+    let (ok, out, err) = vnf.wait();
+    assert!(ok, "VNF did not exit cleanly on SIGTERM: {err}");
+    assert!(out.contains("vnf macswap: rx "), "no stats line: {out}");
+    assert!(out.contains("Mpps") && out.contains("Gbps"), "{out}");
+    assert!(
+        out.contains("final counters") && out.contains("2 session(s)"),
+        "{out}"
+    );
+    n2.signal(libc::SIGTERM);
+    let _ = n2.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,181 @@
+//! Service chains: `[[chain]]` tables naming an ingress port, an ordered
+//! list of VNF ports and an egress port. The switch installs the steering
+//! rules itself (one `in_port=hop,actions=output:next` per hop), so a
+//! chain is data, not a pile of hand-written flows.
+//!
+//! ```toml
+//! [[chain]]
+//! name = "ns1"            # unique
+//! ingress = "gen0"        # any port: a "physical" port (north-south) or a VNF (east-west)
+//! vnfs = ["vnf1", "vnf2"] # vhost-user ports, in traversal order (may be empty)
+//! egress = "sink0"        # any port
+//! priority = 1000         # of the steering rules; default 1000
+//! ```
+
+use nfv_ports::config::{PortConfig, PortKind};
+use serde::Deserialize;
+
+use crate::check::{self, Result};
+use crate::error::Doc;
+use crate::raw::S;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawChain {
+    pub name: S<String>,
+    pub ingress: S<String>,
+    #[serde(default)]
+    pub vnfs: Vec<S<String>>,
+    pub egress: S<String>,
+    pub priority: Option<S<i64>>,
+}
+
+/// A validated chain; ports are given by name and by id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainConfig {
+    pub name: String,
+    /// `[ingress, vnfs..., egress]` as (name, port id).
+    pub hops: Vec<(String, u16)>,
+    pub priority: u16,
+}
+
+impl ChainConfig {
+    pub fn ingress(&self) -> &(String, u16) {
+        &self.hops[0]
+    }
+    pub fn egress(&self) -> &(String, u16) {
+        &self.hops[self.hops.len() - 1]
+    }
+    /// The VNF hops (everything between ingress and egress).
+    pub fn vnfs(&self) -> &[(String, u16)] {
+        &self.hops[1..self.hops.len() - 1]
+    }
+    /// The steering rules, in ovs-ofctl syntax.
+    pub fn steering_rules(&self) -> Vec<String> {
+        self.hops
+            .windows(2)
+            .map(|w| {
+                format!(
+                    "priority={},in_port={},actions=output:{}",
+                    self.priority, w[0].1, w[1].1
+                )
+            })
+            .collect()
+    }
+}
+
+pub const DEFAULT_CHAIN_PRIORITY: i64 = 1000;
+
+/// Validates every chain against the ports and against each other: names
+/// unique, ports exist, VNFs are vhost-user ports, a port appears once per
+/// chain, and no port feeds two chains (steering is by in_port).
+pub(crate) fn chains(
+    doc: &Doc<'_>,
+    raw: &[S<RawChain>],
+    ports: &[PortConfig],
+) -> Result<Vec<ChainConfig>> {
+    let mut out: Vec<ChainConfig> = Vec::new();
+    // Port id → (chain name) of the chain whose steering reads from it.
+    let mut feeds: Vec<(u16, String)> = Vec::new();
+    for (i, c) in raw.iter().enumerate() {
+        let prefix = format!("chain[{i}]");
+        let c = c.get_ref();
+        let name = check::name(doc, &c.name, &check::path(&prefix, "name"), 32)?;
+        if out.iter().any(|o| o.name == name) {
+            return Err(doc.err(
+                c.name.span(),
+                check::path(&prefix, "name"),
+                format!("duplicate chain name {name:?}"),
+            ));
+        }
+        let find = |v: &S<String>, field: String| -> Result<(String, u16, bool)> {
+            match ports.iter().find(|p| p.name == *v.get_ref()) {
+                Some(p) => Ok((
+                    p.name.clone(),
+                    p.id,
+                    matches!(p.kind, PortKind::VhostUser(_)),
+                )),
+                None => Err(doc.err(
+                    v.span(),
+                    field,
+                    format!(
+                        "no port named {:?} (ports: {})",
+                        v.get_ref(),
+                        port_list(ports)
+                    ),
+                )),
+            }
+        };
+        let mut hops = vec![find(&c.ingress, check::path(&prefix, "ingress"))?];
+        for (j, v) in c.vnfs.iter().enumerate() {
+            let field = format!("{prefix}.vnfs[{j}]");
+            let hop = find(v, field.clone())?;
+            if !hop.2 {
+                return Err(doc.err(
+                    v.span(),
+                    field,
+                    format!("port {:?} is not a vhost-user port", hop.0),
+                ));
+            }
+            hops.push(hop);
+        }
+        hops.push(find(&c.egress, check::path(&prefix, "egress"))?);
+        let spans: Vec<(&S<String>, String)> =
+            std::iter::once((&c.ingress, check::path(&prefix, "ingress")))
+                .chain(
+                    c.vnfs
+                        .iter()
+                        .enumerate()
+                        .map(|(j, v)| (v, format!("{prefix}.vnfs[{j}]"))),
+                )
+                .chain(std::iter::once((&c.egress, check::path(&prefix, "egress"))))
+                .collect();
+        for k in 1..hops.len() {
+            if hops[..k].iter().any(|h| h.1 == hops[k].1) {
+                let (v, field) = &spans[k];
+                return Err(doc.err(
+                    v.span(),
+                    field.clone(),
+                    format!("port {:?} appears twice in the chain", hops[k].0),
+                ));
+            }
+        }
+        for (k, h) in hops.iter().enumerate().take(hops.len() - 1) {
+            if let Some((_, other)) = feeds.iter().find(|(id, _)| *id == h.1) {
+                let (v, field) = &spans[k];
+                return Err(doc.err(
+                    v.span(),
+                    field.clone(),
+                    format!(
+                        "port {:?} already feeds chain {other:?}; a port can feed only one chain",
+                        h.0
+                    ),
+                ));
+            }
+        }
+        feeds.extend(
+            hops.iter()
+                .take(hops.len() - 1)
+                .map(|h| (h.1, name.clone())),
+        );
+        let priority = match &c.priority {
+            Some(p) => check::int_in(doc, p, &check::path(&prefix, "priority"), 0..=65535)? as u16,
+            None => DEFAULT_CHAIN_PRIORITY as u16,
+        };
+        out.push(ChainConfig {
+            name,
+            hops: hops.into_iter().map(|h| (h.0, h.1)).collect(),
+            priority,
+        });
+    }
+    Ok(out)
+}
+
+fn port_list(ports: &[PortConfig]) -> String {
+    let names: Vec<&str> = ports.iter().take(8).map(|p| p.name.as_str()).collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}

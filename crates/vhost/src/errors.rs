@@ -1,0 +1,84 @@
+//! Publishing a virtqueue's error and drop counters (kept as plain fields
+//! inside its `DeviceQueue` by the owning thread) for `show ports`.
+//!
+//! The owner compares one sum per burst ([`trigger`]: ~15 loads and adds,
+//! under a cycle per packet) and copies the counters out only when it
+//! changed. Totals survive queue rebuilds: a new queue's counts are added
+//! to the totals its ring had when it was built.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use nfv_virtio::{DeviceQueue, QueueErrors, QueueStats};
+
+use crate::shared::{ERROR_KINDS, ErrorMirror};
+
+/// Counter names, in the order of `values`.
+pub const NAMES: [&str; 15] = [
+    "avail_idx_jump",
+    "desc_id_out_of_range",
+    "desc_out_of_memory",
+    "chain_too_long",
+    "indirect_bad_len",
+    "indirect_nested",
+    "indirect_out_of_memory",
+    "len_overflow",
+    "wrong_direction",
+    "short_chain",
+    "oversize_drops",
+    "no_room_drops",
+    "bad_chain_drops",
+    "alloc_failures",
+    "interrupt_errors",
+];
+
+/// Number of protocol-violation counters at the front of [`NAMES`].
+pub const VIOLATIONS: usize = 10;
+
+pub fn values(e: &QueueErrors, s: &QueueStats) -> [u64; ERROR_KINDS] {
+    [
+        e.avail_idx_jump,
+        e.desc_id_out_of_range,
+        e.desc_out_of_memory,
+        e.chain_too_long,
+        e.indirect_bad_len,
+        e.indirect_nested,
+        e.indirect_out_of_memory,
+        e.len_overflow,
+        e.wrong_direction,
+        e.short_chain,
+        s.oversize,
+        s.no_room,
+        s.bad_chain_drops,
+        s.alloc_failures,
+        s.interrupt_errors,
+    ]
+}
+
+/// A sum that changes whenever any published counter does.
+#[inline(always)]
+pub fn trigger(dq: &DeviceQueue) -> u64 {
+    let s = dq.stats();
+    dq.errors().total()
+        + s.oversize
+        + s.no_room
+        + s.bad_chain_drops
+        + s.alloc_failures
+        + s.interrupt_errors
+}
+
+/// Copies `dq`'s counters (on top of `base`, the ring's totals before this
+/// queue) into `m`. With `retire`, `base` becomes the new totals (the
+/// queue is being dropped).
+#[cold]
+pub fn mirror(m: &ErrorMirror, dq: &DeviceQueue, base: &mut [u64; ERROR_KINDS], retire: bool) {
+    let v = values(dq.errors(), dq.stats());
+    let mut total = [0; ERROR_KINDS];
+    for i in 0..ERROR_KINDS {
+        total[i] = base[i] + v[i];
+        m.counts[i].store(total[i], Relaxed);
+    }
+    m.quarantined.store(dq.is_quarantined() && !retire, Relaxed);
+    if retire {
+        *base = total;
+    }
+}

@@ -1,0 +1,129 @@
+//! Which virtio and vhost-user protocol features the port offers, and the
+//! checks applied to what a frontend acks. Pure functions, no I/O.
+
+use nfv_virtio::layout::{
+    VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ,
+    VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
+};
+use vhost::vhost_user::VhostUserProtocolFeatures;
+
+/// Virtio feature bits offered to every frontend. `RING_PACKED` is never
+/// offered: the rings are split rings only.
+pub fn offered(mrg_rxbuf: bool) -> u64 {
+    let mut f = VIRTIO_F_VERSION_1
+        | VIRTIO_RING_F_INDIRECT_DESC
+        | VIRTIO_RING_F_EVENT_IDX
+        | VIRTIO_NET_F_MQ
+        | VHOST_USER_F_PROTOCOL_FEATURES;
+    if mrg_rxbuf {
+        f |= VIRTIO_NET_F_MRG_RXBUF;
+    }
+    f
+}
+
+/// vhost-user protocol features offered. `REPLY_ACK` is answered by the
+/// `vhost` crate itself and added by it to what we return.
+pub fn protocol_offered() -> VhostUserProtocolFeatures {
+    VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK
+}
+
+/// Why a frontend's SET_FEATURES / SET_PROTOCOL_FEATURES was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NegotiationError {
+    #[error(
+        "the frontend acked VIRTIO_F_RING_PACKED (bit 34), which is not offered: \
+         only split virtqueues are supported (e.g. drop testpmd's packed_vq=1)"
+    )]
+    RingPacked,
+    #[error("the frontend acked virtio features {0:#x} that were not offered")]
+    Unoffered(u64),
+    #[error("the frontend acked vhost-user protocol features {0:#x} that were not offered")]
+    UnofferedProtocol(u64),
+}
+
+/// Checks the feature bits a frontend acks against what was offered.
+pub fn check_ack(acked: u64, offered: u64) -> Result<(), NegotiationError> {
+    let extra = acked & !offered;
+    if extra & VIRTIO_F_RING_PACKED != 0 {
+        return Err(NegotiationError::RingPacked);
+    }
+    if extra != 0 {
+        return Err(NegotiationError::Unoffered(extra));
+    }
+    Ok(())
+}
+
+/// Checks acked protocol feature bits.
+pub fn check_protocol_ack(acked: u64) -> Result<(), NegotiationError> {
+    let extra = acked & !protocol_offered().bits();
+    if extra != 0 {
+        return Err(NegotiationError::UnofferedProtocol(extra));
+    }
+    Ok(())
+}
+
+/// Names of the virtio-net feature bits we know, for `show ports`.
+pub fn describe(features: u64) -> String {
+    const NAMES: [(u64, &str); 7] = [
+        (VIRTIO_F_VERSION_1, "VERSION_1"),
+        (VIRTIO_NET_F_MRG_RXBUF, "MRG_RXBUF"),
+        (VIRTIO_RING_F_INDIRECT_DESC, "INDIRECT_DESC"),
+        (VIRTIO_RING_F_EVENT_IDX, "EVENT_IDX"),
+        (VIRTIO_NET_F_MQ, "MQ"),
+        (VHOST_USER_F_PROTOCOL_FEATURES, "PROTOCOL_FEATURES"),
+        (VIRTIO_F_RING_PACKED, "RING_PACKED"),
+    ];
+    let mut names: Vec<&str> = NAMES
+        .iter()
+        .filter(|(bit, _)| features & bit != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    let known = NAMES.iter().fold(0, |a, (b, _)| a | b);
+    let other = features & !known;
+    let other_s;
+    if other != 0 {
+        other_s = format!("{other:#x}");
+        names.push(&other_s);
+    }
+    format!("{features:#x} [{}]", names.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offered_bits() {
+        let f = offered(true);
+        assert_eq!(f & VIRTIO_F_RING_PACKED, 0);
+        assert_ne!(f & VIRTIO_NET_F_MRG_RXBUF, 0);
+        assert_eq!(offered(false) & VIRTIO_NET_F_MRG_RXBUF, 0);
+        assert_eq!(f, 0x1_7040_8000);
+    }
+
+    #[test]
+    fn acks_are_checked() {
+        let f = offered(false);
+        assert_eq!(check_ack(f, f), Ok(()));
+        assert_eq!(check_ack(VIRTIO_F_VERSION_1, f), Ok(()));
+        assert_eq!(check_ack(0, f), Ok(()));
+        assert_eq!(
+            check_ack(f | VIRTIO_F_RING_PACKED, f),
+            Err(NegotiationError::RingPacked)
+        );
+        assert_eq!(
+            check_ack(VIRTIO_NET_F_MRG_RXBUF, f),
+            Err(NegotiationError::Unoffered(VIRTIO_NET_F_MRG_RXBUF))
+        );
+        assert!(check_protocol_ack(protocol_offered().bits()).is_ok());
+        assert!(check_protocol_ack(VhostUserProtocolFeatures::CONFIG.bits()).is_err());
+    }
+
+    #[test]
+    fn describe_names_bits() {
+        assert_eq!(
+            describe(VIRTIO_F_VERSION_1 | VIRTIO_NET_F_MQ | 1),
+            "0x100400001 [VERSION_1 MQ 0x1]"
+        );
+    }
+}

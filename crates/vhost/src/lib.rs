@@ -1,0 +1,304 @@
+//! `vhost-user`: a virtio-net port towards a VM (QEMU) or a container VNF
+//! (DPDK virtio-user, the built-in VNF), like OVS `dpdkvhostuser[client]`.
+//!
+//! * [`VhostUserPort`] implements [`nfv_ports::Port`]. One protocol thread
+//!   per port speaks vhost-user (messages decoded by the `vhost` crate;
+//!   `backend.rs` holds the state, `conn.rs` the connection loops for server
+//!   and client mode with reconnect). The virtqueues themselves are served
+//!   on the PMD threads by `nfv_virtio::DeviceQueue` (`queue.rs`).
+//! * Queues: rx queue `i` is the guest's TX virtqueue `2i+1` (the port has
+//!   `queues` rx queues). Tx queues are per PMD: PMD `q` sends into the
+//!   guest RX virtqueue of the `q % n`-th running pair (`n` = running
+//!   guest RX virtqueues, respecting SET_VRING_ENABLE). With as many enabled
+//!   pairs as PMDs every PMD has its own virtqueue; otherwise PMDs share one
+//!   under a per-virtqueue spin lock (see `shared.rs` for why tx uses a lock
+//!   and rx does not).
+//! * Offered: VERSION_1, MRG_RXBUF (configurable), INDIRECT_DESC,
+//!   EVENT_IDX, MQ, PROTOCOL_FEATURES; protocol features MQ and REPLY_ACK.
+//!   Never RING_PACKED: a frontend acking it (or any unoffered bit) is
+//!   refused, counted in `negotiation_errors` and disconnected; the port
+//!   waits for the next connection.
+//! * Disconnect: rings stop, rx bursts return 0 and tx bursts send nothing;
+//!   guest memory is unmapped once no PMD can touch it any more.
+
+mod backend;
+mod conn;
+mod errors;
+pub mod features;
+mod memtable;
+mod queue;
+mod shared;
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::*;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use nfv_ports::config::{PortConfig, PortKind, VhostUserConfig, VhostUserMode};
+use nfv_ports::{Port, RxQueue, TxQueue};
+
+pub use conn::RETRY;
+pub use errors::NAMES as QUEUE_COUNTER_NAMES;
+pub use memtable::MemTableError;
+use shared::Shared;
+
+/// Largest frame sent to a guest that negotiated MRG_RXBUF.
+pub const MAX_FRAME_MRG: usize = 9000;
+/// Largest frame without MRG_RXBUF: what a guest's single receive buffer is
+/// sized for (Linux virtio-net small buffers and DPDK mbufs both hold an
+/// untagged 1500-byte-MTU frame, 1518 bytes).
+pub const MAX_FRAME_NO_MRG: usize = 1518;
+
+/// `TxQueue::max_frame` for a port with this config (fixed when the port
+/// opens, before any guest negotiates).
+pub fn max_frame(cfg: &VhostUserConfig) -> usize {
+    if cfg.mrg_rxbuf {
+        MAX_FRAME_MRG
+    } else {
+        MAX_FRAME_NO_MRG
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VhostError {
+    #[error("port {0}: not a vhost-user port")]
+    NotVhostUser(String),
+    #[error("vhost-user socket {}: {err}", path.display())]
+    Socket { path: PathBuf, err: String },
+    #[error("port {port}: queues = {queues} is out of range 1..=16")]
+    Queues { port: String, queues: usize },
+    #[error("port {port}: cannot start its protocol thread: {err}")]
+    Spawn { port: String, err: std::io::Error },
+}
+
+/// A vhost-user virtio-net port. Dropping it stops its protocol thread,
+/// closes the connection and (server mode) removes the socket.
+///
+/// Thread safety: `Sync`; `info`/`status` read atomics only.
+pub struct VhostUserPort {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Counters and state of one virtqueue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VringStatus {
+    /// Virtqueue index (even: guest RX = our tx; odd: guest TX = our rx).
+    pub index: usize,
+    pub quarantined: bool,
+    /// Times a device queue could not be built for it.
+    pub setup_failures: u64,
+    /// Since the port opened, in the order of [`QUEUE_COUNTER_NAMES`].
+    pub counters: Vec<u64>,
+}
+
+impl VringStatus {
+    /// Protocol violations by the guest (the first ten counters).
+    pub fn violations(&self) -> u64 {
+        self.counters[..errors::VIOLATIONS].iter().sum()
+    }
+    pub fn counter(&self, name: &str) -> u64 {
+        errors::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map_or(0, |i| self.counters[i])
+    }
+}
+
+/// A typed view of [`Port::info`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VhostStatus {
+    pub connected: bool,
+    /// Acked virtio features (0 before SET_FEATURES).
+    pub features: u64,
+    pub protocol_features: u64,
+    /// Queue pairs with both virtqueues running.
+    pub pairs_enabled: usize,
+    pub connects: u64,
+    pub disconnects: u64,
+    pub negotiation_errors: u64,
+    /// Refused requests and malformed messages.
+    pub protocol_errors: u64,
+    pub mem_table_errors: u64,
+    /// Virtqueues refused at start (addresses outside memory, ...).
+    pub ring_errors: u64,
+    pub ack_timeouts: u64,
+    pub last_error: String,
+    pub vrings: Vec<VringStatus>,
+}
+
+impl VhostStatus {
+    /// Connections after the first.
+    pub fn reconnects(&self) -> u64 {
+        self.connects.saturating_sub(1)
+    }
+    pub fn quarantined(&self) -> Vec<usize> {
+        self.vrings
+            .iter()
+            .filter(|v| v.quarantined)
+            .map(|v| v.index)
+            .collect()
+    }
+}
+
+impl VhostUserPort {
+    /// Opens a port from its validated config: binds the socket (server
+    /// mode) and starts the protocol thread, which connects (client mode)
+    /// or accepts in the background.
+    pub fn open(name: &str, cfg: &VhostUserConfig) -> Result<Arc<VhostUserPort>, VhostError> {
+        if !(1..=VhostUserConfig::MAX_QUEUES).contains(&cfg.queues) {
+            return Err(VhostError::Queues {
+                port: name.to_string(),
+                queues: cfg.queues,
+            });
+        }
+        let listener = match cfg.mode {
+            VhostUserMode::Server => Some(conn::bind(&cfg.socket)?),
+            VhostUserMode::Client => None,
+        };
+        let shared = Arc::new(Shared::new(name, cfg));
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("vhost-{name}"))
+            .spawn(move || conn::run(s, listener))
+            .map_err(|err| VhostError::Spawn {
+                port: name.to_string(),
+                err,
+            })?;
+        Ok(Arc::new(VhostUserPort {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+
+    /// Opens the port a [`PortConfig`] of kind `VhostUser` describes.
+    pub fn from_config(cfg: &PortConfig) -> Result<Arc<VhostUserPort>, VhostError> {
+        match &cfg.kind {
+            PortKind::VhostUser(v) => Self::open(&cfg.name, v),
+            _ => Err(VhostError::NotVhostUser(cfg.name.clone())),
+        }
+    }
+
+    pub fn config(&self) -> &VhostUserConfig {
+        &self.shared.cfg
+    }
+
+    pub fn status(&self) -> VhostStatus {
+        let s = &self.shared.status;
+        let mut vrings = Vec::new();
+        for p in 0..self.shared.cfg.queues {
+            for (index, m) in [
+                (2 * p, &self.shared.tx[p].errors),
+                (2 * p + 1, &self.shared.rx[p].errors),
+            ] {
+                vrings.push(VringStatus {
+                    index,
+                    quarantined: m.quarantined.load(Relaxed),
+                    setup_failures: m.setup_failures.load(Relaxed),
+                    counters: m.load().to_vec(),
+                });
+            }
+        }
+        VhostStatus {
+            connected: s.connected.load(Acquire),
+            features: s.features.load(Relaxed),
+            protocol_features: s.protocol_features.load(Relaxed),
+            pairs_enabled: s.pairs_enabled.load(Relaxed) as usize,
+            connects: s.connects.load(Relaxed),
+            disconnects: s.disconnects.load(Relaxed),
+            negotiation_errors: s.negotiation_errors.load(Relaxed),
+            protocol_errors: s.protocol_errors.load(Relaxed),
+            mem_table_errors: s.mem_table_errors.load(Relaxed),
+            ring_errors: s.ring_errors.load(Relaxed),
+            ack_timeouts: s.ack_timeouts.load(Relaxed),
+            last_error: s
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            vrings,
+        }
+    }
+}
+
+impl Port for VhostUserPort {
+    fn name(&self) -> &str {
+        &self.shared.name
+    }
+    fn type_name(&self) -> &'static str {
+        "vhost-user"
+    }
+    fn n_rxq(&self) -> usize {
+        self.shared.cfg.queues
+    }
+    fn open_rxq(&self, q: usize) -> Box<dyn RxQueue> {
+        if q >= self.shared.cfg.queues {
+            return nfv_ports::sink::no_rx();
+        }
+        Box::new(queue::VhostRxq::new(self.shared.clone(), q))
+    }
+    fn open_txq(&self, q: usize) -> Box<dyn TxQueue> {
+        Box::new(queue::VhostTxq::new(self.shared.clone(), q))
+    }
+    fn info(&self) -> Vec<(&'static str, String)> {
+        let st = self.status();
+        let cfg = &self.shared.cfg;
+        let mut v = vec![
+            ("mode", cfg.mode.as_str().to_string()),
+            ("socket", cfg.socket.display().to_string()),
+            ("connected", st.connected.to_string()),
+            ("features", features::describe(st.features)),
+            (
+                "queue_pairs",
+                format!("{} of {} enabled", st.pairs_enabled, cfg.queues),
+            ),
+            ("reconnects", st.reconnects().to_string()),
+            ("negotiation_errors", st.negotiation_errors.to_string()),
+            ("protocol_errors", st.protocol_errors.to_string()),
+            ("mem_table_errors", st.mem_table_errors.to_string()),
+            ("ring_errors", st.ring_errors.to_string()),
+            ("quarantined", format!("{:?}", st.quarantined())),
+        ];
+        for vr in &st.vrings {
+            let nonzero: Vec<String> = errors::NAMES
+                .iter()
+                .zip(&vr.counters)
+                .filter(|(_, c)| **c != 0)
+                .map(|(n, c)| format!("{n}={c}"))
+                .collect();
+            if !nonzero.is_empty() || vr.setup_failures != 0 {
+                let key: &'static str = VRING_KEYS.get(vr.index).copied().unwrap_or("vring");
+                let mut s = nonzero.join(" ");
+                if vr.setup_failures != 0 {
+                    s.push_str(&format!(" setup_failures={}", vr.setup_failures));
+                }
+                v.push((key, s.trim().to_string()));
+            }
+        }
+        if !st.last_error.is_empty() {
+            v.push(("last_error", st.last_error));
+        }
+        v
+    }
+}
+
+/// `info` keys must be `'static`: one per possible virtqueue.
+const VRING_KEYS: [&str; 2 * VhostUserConfig::MAX_QUEUES] = [
+    "vring0", "vring1", "vring2", "vring3", "vring4", "vring5", "vring6", "vring7", "vring8",
+    "vring9", "vring10", "vring11", "vring12", "vring13", "vring14", "vring15", "vring16",
+    "vring17", "vring18", "vring19", "vring20", "vring21", "vring22", "vring23", "vring24",
+    "vring25", "vring26", "vring27", "vring28", "vring29", "vring30", "vring31",
+];
+
+impl Drop for VhostUserPort {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Release);
+        if let Some(c) = self.shared.conn().as_ref() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+        let t = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = t {
+            let _ = t.join();
+        }
+    }
+}

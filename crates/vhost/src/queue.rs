@@ -1,0 +1,188 @@
+//! The PMD side: rx and tx queue objects of a vhost-user port.
+//!
+//! Per burst each checks the port generation with one atomic load; only on
+//! a change does it take the slow path (see [`crate::shared`]). A queue
+//! whose virtqueue is not running receives nothing and sends nothing (the
+//! datapath counts unsent packets as `tx_full` drops).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::*;
+
+use nfv_mem::{Batch, PoolCache};
+use nfv_ports::{RxQueue, TxQueue};
+use nfv_virtio::DeviceQueue;
+
+use crate::errors;
+use crate::shared::{ERROR_KINDS, Shared};
+
+/// Rx queue `pair`: the guest's TX virtqueue `2*pair+1`, owned here.
+pub(crate) struct VhostRxq {
+    shared: Arc<Shared>,
+    pair: usize,
+    generation: u64,
+    dq: Option<DeviceQueue>,
+    setup_id: u64,
+    base_epoch: u64,
+    position: u16,
+    error_base: [u64; ERROR_KINDS],
+    error_seen: u64,
+}
+
+impl VhostRxq {
+    pub fn new(shared: Arc<Shared>, pair: usize) -> VhostRxq {
+        let ring = &shared.rx[pair];
+        ring.attached.store(true, Release);
+        let error_base = ring.errors.load();
+        VhostRxq {
+            shared,
+            pair,
+            // Forces a resync on the first burst.
+            generation: u64::MAX,
+            dq: None,
+            setup_id: 0,
+            base_epoch: 0,
+            position: 0,
+            error_base,
+            error_seen: 0,
+        }
+    }
+
+    /// Moves to the current generation: keeps, rebuilds or drops the
+    /// device queue, then acknowledges.
+    #[cold]
+    fn resync(&mut self) {
+        let snap = self.shared.snapshot();
+        let setup = snap.rx.get(self.pair).cloned().flatten();
+        let ring = &self.shared.rx[self.pair];
+        let want = setup.as_ref().map_or(0, |s| s.id);
+        if want != self.setup_id || (setup.is_some() && self.dq.is_none()) {
+            if let Some(dq) = self.dq.take() {
+                self.position = dq.last_avail_idx();
+                errors::mirror(&ring.errors, &dq, &mut self.error_base, true);
+                ring.position.store(self.position as u32, Relaxed);
+                ring.pos_epoch.store(self.base_epoch, Release);
+                // Dropping `dq` drops its Arc<GuestMemory>.
+            }
+            self.setup_id = want;
+            if let Some(s) = setup {
+                if s.base_epoch != self.base_epoch {
+                    self.position = s.base;
+                    self.base_epoch = s.base_epoch;
+                }
+                match s.build(self.position) {
+                    Ok(dq) => {
+                        self.error_seen = errors::trigger(&dq);
+                        self.dq = Some(dq);
+                    }
+                    Err(e) => {
+                        ring.errors.setup_failures.fetch_add(1, Relaxed);
+                        tracing::warn!(
+                            "vhost-user port {}: vring {}: cannot start: {e}",
+                            self.shared.name,
+                            2 * self.pair + 1
+                        );
+                    }
+                }
+                ring.position.store(self.position as u32, Relaxed);
+                ring.pos_epoch.store(self.base_epoch, Release);
+            }
+        }
+        self.generation = snap.generation;
+        ring.acked_gen.store(snap.generation, Release);
+    }
+}
+
+impl RxQueue for VhostRxq {
+    #[inline]
+    fn rx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        if self.shared.generation.load(Acquire) != self.generation {
+            self.resync();
+        }
+        let Some(dq) = self.dq.as_mut() else {
+            return 0;
+        };
+        let n = dq.dequeue_burst(batch, pool);
+        let ring = &self.shared.rx[self.pair];
+        if n != 0 {
+            // Where we are, for GET_VRING_BASE should this PMD stop polling.
+            ring.position.store(dq.last_avail_idx() as u32, Relaxed);
+        }
+        let t = errors::trigger(dq);
+        if t != self.error_seen {
+            self.error_seen = t;
+            errors::mirror(&ring.errors, dq, &mut self.error_base, false);
+        }
+        n
+    }
+}
+
+impl Drop for VhostRxq {
+    fn drop(&mut self) {
+        let ring = &self.shared.rx[self.pair];
+        if let Some(dq) = self.dq.take() {
+            errors::mirror(&ring.errors, &dq, &mut self.error_base, true);
+            ring.position.store(dq.last_avail_idx() as u32, Relaxed);
+            ring.pos_epoch.store(self.base_epoch, Release);
+        }
+        ring.attached.store(false, Release);
+    }
+}
+
+/// Tx queue of PMD `q`: sends into the guest RX virtqueue of pair
+/// `tx_pairs[q % tx_pairs.len()]` under that ring's lock.
+pub(crate) struct VhostTxq {
+    shared: Arc<Shared>,
+    q: usize,
+    generation: u64,
+    pair: Option<usize>,
+}
+
+impl VhostTxq {
+    pub fn new(shared: Arc<Shared>, q: usize) -> VhostTxq {
+        VhostTxq {
+            shared,
+            q,
+            generation: u64::MAX,
+            pair: None,
+        }
+    }
+
+    #[cold]
+    fn retarget(&mut self) {
+        let snap = self.shared.snapshot();
+        self.pair = match snap.tx_pairs.len() {
+            0 => None,
+            n => Some(snap.tx_pairs[self.q % n]),
+        };
+        self.generation = snap.generation;
+    }
+}
+
+impl TxQueue for VhostTxq {
+    #[inline]
+    fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        if self.shared.generation.load(Acquire) != self.generation {
+            self.retarget();
+        }
+        let Some(p) = self.pair else {
+            return 0;
+        };
+        let ring = &self.shared.tx[p];
+        let mut st = ring.lock();
+        let st = &mut *st;
+        let Some(dq) = st.dq.as_mut() else {
+            return 0;
+        };
+        let n = dq.enqueue_burst(batch, pool);
+        let t = errors::trigger(dq);
+        if t != st.error_seen {
+            st.error_seen = t;
+            errors::mirror(&ring.errors, dq, &mut st.error_base, false);
+        }
+        n
+    }
+
+    fn max_frame(&self) -> usize {
+        crate::max_frame(&self.shared.cfg)
+    }
+}

@@ -1,0 +1,281 @@
+//! What a port's protocol thread shares with the PMD threads' queue
+//! objects, and how rings change hands.
+//!
+//! * The protocol thread owns the negotiated state. Each change is
+//!   *published*: a new immutable [`Snapshot`] (ring setups holding an
+//!   `Arc<GuestMemory>`) is stored and [`Shared::generation`] bumped. PMD queue
+//!   objects compare `generation` once per burst (one atomic load) and only on a
+//!   change take the snapshot's mutex (slow path).
+//! * **Guest TX virtqueues** (our rx queues; vring `2i+1`) are owned by
+//!   exactly one rx queue object, which builds its `DeviceQueue` from the
+//!   snapshot and drops it (with its `Arc<GuestMemory>`) when it moves to a
+//!   generation without it. Rx queues are polled continuously, so the
+//!   protocol thread can wait for the owner's acknowledgement
+//!   ([`RxRing::acked_gen`]) before answering `GET_VRING_BASE` with the
+//!   position the owner left in [`RxRing::position`].
+//! * **Guest RX virtqueues** (our tx queues; vring `2p`) live in a
+//!   [`TxRing`] slot behind a per-ring spin lock. Tx queues run only when
+//!   there is traffic, so they cannot be relied on to notice a generation
+//!   promptly; the protocol thread therefore builds and tears down these
+//!   `DeviceQueue`s itself under the lock, and PMDs that share a guest RX
+//!   virtqueue (more PMDs than enabled queue pairs) serialise on it. With
+//!   at least as many enabled pairs as PMDs, PMD `q` is alone on pair `q`
+//!   and the lock is an uncontended exchange per burst.
+//!
+//! Thread safety: `Shared` is `Sync`. Counters are atomics with a single
+//! writer (the protocol thread, or the ring's owner for ring errors).
+
+use std::cell::UnsafeCell;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use nfv_ports::config::VhostUserConfig;
+use nfv_virtio::{DeviceQueue, GuestMemory, QueueSetup};
+
+/// Everything needed to build a `DeviceQueue` for one running vring.
+#[derive(Debug)]
+pub(crate) struct RingSetup {
+    /// Changes whenever anything below changes (rebuild needed).
+    pub id: u64,
+    /// Changes whenever the position must restart from `base`
+    /// (SET_VRING_BASE, or a stop by GET_VRING_BASE); otherwise a rebuilt
+    /// queue continues where the previous one stopped.
+    pub base_epoch: u64,
+    pub base: u16,
+    pub size: u16,
+    pub desc: u64,
+    pub avail: u64,
+    pub used: u64,
+    pub features: u64,
+    pub mem: Arc<GuestMemory>,
+    pub call: Option<Arc<OwnedFd>>,
+}
+
+impl RingSetup {
+    /// A new device queue at avail position `last_avail_idx`.
+    pub fn build(&self, last_avail_idx: u16) -> Result<DeviceQueue, String> {
+        let call = match &self.call {
+            Some(fd) => Some(fd.try_clone().map_err(|e| format!("dup of call fd: {e}"))?),
+            None => None,
+        };
+        DeviceQueue::new(QueueSetup {
+            mem: self.mem.clone(),
+            size: self.size,
+            desc_uva: self.desc,
+            avail_uva: self.avail,
+            used_uva: self.used,
+            last_avail_idx,
+            features: self.features,
+            call,
+        })
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// One published state of the port.
+#[derive(Debug, Default)]
+pub(crate) struct Snapshot {
+    pub generation: u64,
+    /// By queue pair: the guest's TX virtqueue `2p+1`, if running.
+    pub rx: Vec<Option<Arc<RingSetup>>>,
+    /// Pairs whose guest RX virtqueue `2p` is running, ascending. PMD `q`
+    /// transmits on `tx_pairs[q % len]`.
+    pub tx_pairs: Vec<usize>,
+}
+
+/// Error and drop counters of one virtqueue since the port opened, copied
+/// out of its `DeviceQueue` by the ring's owner (see [`crate::errors`]).
+#[derive(Debug, Default)]
+pub(crate) struct ErrorMirror {
+    pub counts: [AtomicU64; ERROR_KINDS],
+    pub quarantined: AtomicBool,
+    /// DeviceQueue construction failures (bad ring addresses etc.).
+    pub setup_failures: AtomicU64,
+}
+
+pub(crate) const ERROR_KINDS: usize = crate::errors::NAMES.len();
+
+impl ErrorMirror {
+    pub fn load(&self) -> [u64; ERROR_KINDS] {
+        std::array::from_fn(|i| self.counts[i].load(Relaxed))
+    }
+}
+
+/// Shared part of a guest TX virtqueue (one of our rx queues).
+#[derive(Debug, Default)]
+pub(crate) struct RxRing {
+    /// An rx queue object exists (and is being polled by a PMD).
+    pub attached: AtomicBool,
+    /// Last generation the owner has moved to.
+    pub acked_gen: AtomicU64,
+    /// Avail position the owner left when it last dropped its queue, and
+    /// the base epoch that position belongs to.
+    pub position: AtomicU32,
+    pub pos_epoch: AtomicU64,
+    pub errors: ErrorMirror,
+}
+
+/// A guest RX virtqueue (our tx queues), behind a spin lock.
+pub(crate) struct TxRing {
+    lock: AtomicBool,
+    state: UnsafeCell<TxState>,
+    pub errors: ErrorMirror,
+}
+
+#[derive(Default)]
+pub(crate) struct TxState {
+    pub dq: Option<DeviceQueue>,
+    pub setup_id: u64,
+    pub base_epoch: u64,
+    pub position: u16,
+    /// Counter totals of the queues this ring had before `dq`.
+    pub error_base: [u64; ERROR_KINDS],
+    /// Sum of `dq`'s error counters at the last mirror, to notice changes.
+    pub error_seen: u64,
+}
+
+// SAFETY: `state` is only accessed through `TxGuard`, which holds `lock`
+// (acquire on lock, release on unlock), so at most one thread touches it
+// at a time; `DeviceQueue` itself is `Send`.
+unsafe impl Sync for TxRing {}
+// SAFETY: as above: ownership of the contents moves with the lock.
+unsafe impl Send for TxRing {}
+
+impl Default for TxRing {
+    fn default() -> Self {
+        TxRing {
+            lock: AtomicBool::new(false),
+            state: UnsafeCell::new(TxState::default()),
+            errors: ErrorMirror::default(),
+        }
+    }
+}
+
+impl TxRing {
+    /// Takes the lock, spinning while another PMD (or the protocol thread
+    /// for a few microseconds) holds it.
+    #[inline]
+    pub fn lock(&self) -> TxGuard<'_> {
+        while self
+            .lock
+            .compare_exchange_weak(false, true, Acquire, Relaxed)
+            .is_err()
+        {
+            while self.lock.load(Relaxed) {
+                std::hint::spin_loop();
+            }
+        }
+        TxGuard { ring: self }
+    }
+}
+
+pub(crate) struct TxGuard<'a> {
+    ring: &'a TxRing,
+}
+
+impl std::ops::Deref for TxGuard<'_> {
+    type Target = TxState;
+    fn deref(&self) -> &TxState {
+        // SAFETY: we hold the lock (see `unsafe impl Sync for TxRing`).
+        unsafe { &*self.ring.state.get() }
+    }
+}
+
+impl std::ops::DerefMut for TxGuard<'_> {
+    fn deref_mut(&mut self) -> &mut TxState {
+        // SAFETY: we hold the lock, so this is the only reference.
+        unsafe { &mut *self.ring.state.get() }
+    }
+}
+
+impl Drop for TxGuard<'_> {
+    fn drop(&mut self) {
+        self.ring.lock.store(false, Release);
+    }
+}
+
+/// Port-level counters and facts, written by the protocol thread.
+#[derive(Debug, Default)]
+pub(crate) struct Status {
+    pub connected: AtomicBool,
+    pub features: AtomicU64,
+    pub protocol_features: AtomicU64,
+    pub pairs_enabled: AtomicU64,
+    pub connects: AtomicU64,
+    pub disconnects: AtomicU64,
+    pub negotiation_errors: AtomicU64,
+    pub protocol_errors: AtomicU64,
+    pub mem_table_errors: AtomicU64,
+    pub ring_errors: AtomicU64,
+    pub ack_timeouts: AtomicU64,
+    pub last_error: Mutex<String>,
+}
+
+impl Status {
+    pub fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Relaxed);
+    }
+    pub fn set_error(&self, msg: String) {
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = msg;
+    }
+}
+
+pub(crate) struct Shared {
+    pub name: String,
+    pub cfg: VhostUserConfig,
+    /// Bumped (release) after each new snapshot is stored.
+    pub generation: AtomicU64,
+    snapshot: Mutex<Arc<Snapshot>>,
+    /// By queue pair.
+    pub rx: Box<[RxRing]>,
+    /// By queue pair.
+    pub tx: Box<[TxRing]>,
+    pub status: Status,
+    /// Asks the protocol thread to end.
+    pub stop: AtomicBool,
+    /// The current connection, for shutting it down from another thread.
+    pub conn: Mutex<Option<UnixStream>>,
+}
+
+impl Shared {
+    pub fn new(name: &str, cfg: &VhostUserConfig) -> Shared {
+        let pairs = cfg.queues;
+        Shared {
+            name: name.to_string(),
+            cfg: cfg.clone(),
+            generation: AtomicU64::new(0),
+            snapshot: Mutex::new(Arc::new(Snapshot {
+                generation: 0,
+                rx: vec![None; pairs],
+                tx_pairs: Vec::new(),
+            })),
+            rx: (0..pairs).map(|_| RxRing::default()).collect(),
+            tx: (0..pairs).map(|_| TxRing::default()).collect(),
+            status: Status::default(),
+            stop: AtomicBool::new(false),
+            conn: Mutex::new(None),
+        }
+    }
+
+    fn snap_lock(&self) -> MutexGuard<'_, Arc<Snapshot>> {
+        self.snapshot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current snapshot (slow path).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snap_lock().clone()
+    }
+
+    /// Stores `snap` (whose `generation` must be the next one) and bumps `generation`.
+    pub fn publish(&self, snap: Snapshot) {
+        let generation = snap.generation;
+        *self.snap_lock() = Arc::new(snap);
+        self.generation.store(generation, Release);
+    }
+
+    pub fn conn(&self) -> MutexGuard<'_, Option<UnixStream>> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

@@ -1,0 +1,271 @@
+//! The port against the `vhost` crate's frontend over real unix sockets,
+//! in server and client mode: negotiation, packed rings refused, traffic
+//! through the port's own queues byte-exact (64 and 1518 B, MRG_RXBUF on
+//! and off, 1 and 2 queue pairs), ring positions, shared virtqueues, and
+//! disconnect + reconnect.
+
+mod common;
+
+use common::*;
+use nfv_mem::Batch;
+use nfv_ports::Port;
+use nfv_ports::config::VhostUserMode::{Client, Server};
+use nfv_vhost::{VhostUserPort, features};
+use nfv_virtio::layout::{VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MRG_RXBUF};
+use vhost::VhostBackend;
+use vhost::vhost_user::{VhostUserFrontend, VhostUserProtocolFeatures};
+
+/// Number of our mappings of the memfd named `name`.
+fn mappings(name: &str) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let needle = format!("/memfd:{name} ");
+    maps.lines().filter(|l| l.contains(&needle)).count()
+}
+
+#[test]
+fn negotiation_offers_what_is_implemented() {
+    let path = sock("neg");
+    let port = VhostUserPort::open("neg", &cfg(&path, Server, 4, true)).unwrap();
+    let mut fe = connect(&path);
+    fe.set_owner().unwrap();
+    let offered = fe.get_features().unwrap();
+    assert_eq!(offered, features::offered(true));
+    assert_eq!(offered & VIRTIO_F_RING_PACKED, 0);
+    fe.set_features(offered).unwrap();
+    let pf = fe.get_protocol_features().unwrap();
+    assert_eq!(
+        pf,
+        VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK
+    );
+    fe.set_protocol_features(pf).unwrap();
+    // Queue pairs, as DPDK and QEMU read it.
+    assert_eq!(fe.get_queue_num().unwrap(), 4);
+    wait_status(&port, "features", |s| s.features == offered && s.connected);
+    let info = port.info();
+    let get = |k: &str| info.iter().find(|(n, _)| *n == k).unwrap().1.clone();
+    assert_eq!(get("mode"), "server");
+    assert_eq!(get("connected"), "true");
+    assert!(get("features").contains("MRG_RXBUF"), "{info:?}");
+    assert_eq!(get("queue_pairs"), "0 of 4 enabled");
+
+    let path2 = sock("neg2");
+    let p2 = VhostUserPort::open("neg2", &cfg(&path2, Server, 1, false)).unwrap();
+    let fe2 = connect(&path2);
+    assert_eq!(fe2.get_features().unwrap() & VIRTIO_NET_F_MRG_RXBUF, 0);
+    assert_eq!(nfv_ports::TxQueue::max_frame(&*p2.open_txq(0)), 1518);
+    assert_eq!(nfv_ports::TxQueue::max_frame(&*port.open_txq(0)), 9000);
+}
+
+#[test]
+fn ring_packed_is_refused_and_the_port_stays_up() {
+    for mode in [Server, Client] {
+        let path = sock(&format!("packed-{mode:?}"));
+        let listener = (mode == Client).then(|| listen(&path));
+        let mut sw = SwitchSide::open("packed", &cfg(&path, mode, 1, true), 1);
+        let fresh = || match &listener {
+            Some(l) => accept(l),
+            None => connect(&path),
+        };
+        let fe = fresh();
+        fe.set_owner().unwrap();
+        let offered = fe.get_features().unwrap();
+        // No REPLY_ACK yet: the refusal shows as the connection closing.
+        let _ = fe.set_features(offered | VIRTIO_F_RING_PACKED);
+        let port = sw.port.clone();
+        // (A client-mode port reconnects at once.)
+        wait_status(&port, "negotiation error", |s| {
+            s.negotiation_errors == 1 && s.disconnects == 1
+        });
+        assert!(fe.get_features().is_err(), "the connection must be closed");
+        assert!(port.status().last_error.contains("RING_PACKED"));
+        // The next frontend is served normally.
+        let mut g = Guest::setup(fresh(), &format!("packed-{mode:?}"), &GuestOpts::default());
+        assert_eq!(g.features & VIRTIO_F_RING_PACKED, 0);
+        round_trip(&mut g, &mut sw, 0, 0, 0, &[frame(64, 1), frame(1518, 2)]);
+        assert_eq!(port.status().negotiation_errors, 1);
+    }
+}
+
+/// Every combination of mode, MRG_RXBUF, frame size and queue pairs.
+#[test]
+fn traffic_round_trips_byte_exact() {
+    for mode in [Server, Client] {
+        for mrg in [true, false] {
+            for pairs in [1, 2] {
+                let tag = format!("rt-{mode:?}-{mrg}-{pairs}");
+                let path = sock(&tag);
+                let listener = (mode == Client).then(|| listen(&path));
+                let mut sw = SwitchSide::open(&tag, &cfg(&path, mode, pairs, mrg), pairs);
+                let fe = match &listener {
+                    Some(l) => accept(l),
+                    None => connect(&path),
+                };
+                let opts = GuestOpts {
+                    pairs,
+                    // Small buffers make 1518-byte frames span several.
+                    rx_buf_len: if mrg { 512 } else { 0 },
+                    ..GuestOpts::default()
+                };
+                let mut g = Guest::setup(fe, &tag, &opts);
+                assert_eq!(g.features & VIRTIO_NET_F_MRG_RXBUF != 0, mrg);
+                assert_ne!(g.features & VIRTIO_F_VERSION_1, 0);
+                wait_status(&sw.port, "pairs enabled", |s| s.pairs_enabled == pairs);
+                for p in 0..pairs {
+                    for len in [64, 1518] {
+                        let frames: Vec<_> = (0..100)
+                            .map(|i| frame(len, (p * 1000 + i) as u32))
+                            .collect();
+                        // PMD p is alone on pair p.
+                        round_trip(&mut g, &mut sw, p, p, p, &frames);
+                    }
+                }
+                let st = sw.port.status();
+                assert!(st.vrings.iter().all(|v| v.violations() == 0), "{st:#?}");
+                assert_eq!((st.protocol_errors, st.ring_errors), (0, 0), "{st:#?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn more_pmds_than_enabled_pairs_share_a_virtqueue() {
+    let path = sock("share");
+    let mut sw = SwitchSide::open("share", &cfg(&path, Server, 2, true), 3);
+    let opts = GuestOpts {
+        pairs: 2,
+        ..GuestOpts::default()
+    };
+    let mut g = Guest::setup(connect(&path), "share", &opts);
+    // Three PMDs over two pairs: PMD 2 shares pair 0 with PMD 0.
+    round_trip(&mut g, &mut sw, 0, 2, 0, &[frame(64, 7)]);
+    round_trip(&mut g, &mut sw, 1, 1, 1, &[frame(64, 8)]);
+    // The guest disables pair 1's RX virtqueue: PMD 1 moves to pair 0.
+    g.fe.set_vring_enable(2, false).unwrap();
+    wait_status(&sw.port, "one pair", |s| s.pairs_enabled == 1);
+    round_trip(&mut g, &mut sw, 1, 1, 0, &[frame(100, 9)]);
+    // Several PMD threads on one virtqueue at once: nothing lost or torn.
+    let port = sw.port.clone();
+    let frames: Vec<_> = (0..3000).map(|i| frame(64 + i % 200, i as u32)).collect();
+    std::thread::scope(|s| {
+        for q in 0..3 {
+            let port = port.clone();
+            let mine: Vec<_> = frames.iter().skip(q).step_by(3).cloned().collect();
+            s.spawn(move || {
+                let mut cache = pool(&format!("pmd{q}"), 1024).cache();
+                let mut txq = port.open_txq(q);
+                let mut sent = 0;
+                while sent < mine.len() {
+                    let end = (sent + 16).min(mine.len());
+                    let mut b = fill(&mut cache, &mine[sent..end]);
+                    sent += txq.tx_burst(&mut b, &mut cache);
+                    cache.free_batch(&mut b);
+                }
+            });
+        }
+        let mut got = Vec::new();
+        wait("all frames", || {
+            got.extend(g.recv(0));
+            got.len() >= frames.len()
+        });
+        let mut want = frames.clone();
+        want.sort();
+        got.sort();
+        assert!(got == want, "frames lost or changed");
+    });
+}
+
+#[test]
+fn get_vring_base_stops_the_ring_where_it_was() {
+    let path = sock("base");
+    let mut sw = SwitchSide::open("base", &cfg(&path, Server, 1, false), 1);
+    let mut g = Guest::setup(connect(&path), "base", &GuestOpts::default());
+    for k in 0..3 {
+        let frames: Vec<_> = (0..100).map(|i| frame(64, k * 100 + i)).collect();
+        round_trip(&mut g, &mut sw, 0, 0, 0, &frames);
+    }
+    // Guest TX (vring 1): 300 chains taken; guest RX (vring 0): 300
+    // buffers. A PMD keeps polling meanwhile and lets go of vring 1.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let pmd = s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                sw.poll();
+            }
+        });
+        assert_eq!(g.fe.get_vring_base(1).unwrap(), 300);
+        assert_eq!(g.fe.get_vring_base(0).unwrap(), 300);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        pmd.join().unwrap();
+    });
+    assert_eq!(sw.port.status().ack_timeouts, 0);
+    // Stopped: nothing moves any more.
+    g.send(0, &[frame(64, 1)]);
+    for _ in 0..100 {
+        assert_eq!(sw.poll(), 0);
+    }
+    assert_eq!(sw.send(0, &[frame(64, 2)]), 0);
+}
+
+#[test]
+fn reconnect_resumes_traffic_and_releases_memory() {
+    for mode in [Server, Client] {
+        let tag = format!("recon-{mode:?}");
+        let path = sock(&tag);
+        let listener = (mode == Client).then(|| listen(&path));
+        let fresh = || match &listener {
+            Some(l) => accept(l),
+            None => connect(&path),
+        };
+        let mut sw = SwitchSide::open(&tag, &cfg(&path, mode, 1, true), 1);
+        let port = sw.port.clone();
+        for round in 0..3u32 {
+            let gtag = format!("{tag}-{round}");
+            let mut g = Guest::setup(fresh(), &gtag, &GuestOpts::default());
+            let frames: Vec<_> = (0..50)
+                .map(|i| frame(64 + i, round * 100 + i as u32))
+                .collect();
+            round_trip(&mut g, &mut sw, 0, 0, 0, &frames);
+            // Our mapping and the guest's own.
+            assert_eq!(mappings(&format!("guest-{gtag}")), 2);
+            drop(g);
+            wait_status(&port, "disconnect", |s| s.disconnects == round as u64 + 1);
+            // Queues are down: nothing received, nothing sent.
+            assert_eq!(sw.poll(), 0);
+            let mut b = fill(&mut sw.cache, &[frame(64, 0)]);
+            assert_eq!(sw.txq[0].tx_burst(&mut b, &mut sw.cache), 0);
+            assert_eq!(b.len(), 1, "unsent packets stay for the datapath to count");
+            sw.cache.free_batch(&mut b);
+            // The PMD has moved on: the guest's memory is unmapped.
+            wait("guest memory released", || {
+                sw.poll();
+                mappings(&format!("guest-{gtag}")) == 0
+            });
+        }
+        let st = port.status();
+        assert!(st.reconnects() >= 2, "{st:#?}");
+        let info = port.info();
+        assert!(
+            info.iter().any(|(k, v)| *k == "reconnects" && v != "0"),
+            "{info:?}"
+        );
+        drop((sw, port));
+        if mode == Server {
+            assert!(!path.exists(), "server socket removed on close");
+        }
+    }
+}
+
+#[test]
+fn client_mode_waits_for_the_peer() {
+    let path = sock("late");
+    let mut sw = SwitchSide::open("late", &cfg(&path, Client, 1, true), 1);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!sw.port.status().connected);
+    assert_eq!(sw.poll(), 0);
+    // The VNF appears later; the port connects within a retry period.
+    let l = listen(&path);
+    let mut g = Guest::setup(accept(&l), "late", &GuestOpts::default());
+    round_trip(&mut g, &mut sw, 0, 0, 0, &[frame(64, 3)]);
+    let mut b = Batch::new();
+    assert_eq!(sw.rxq[0].rx_burst(&mut b, &mut sw.cache), 0);
+}
