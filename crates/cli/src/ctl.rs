@@ -223,7 +223,7 @@ pub fn pmd_text(pmds: &[PmdReport]) -> String {
         "busy %",
         "cyc/pkt",
         "switch cyc/pkt",
-        "pkts/batch",
+        "pkts/iter",
         "rx pkts",
         "emc hits",
         "cls hits",

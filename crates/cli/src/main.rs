@@ -18,8 +18,9 @@ use std::process::ExitCode;
 )]
 struct Cli {
     /// Log filter (error, warn, info, debug, trace or a tracing filter).
-    #[arg(long, global = true, default_value = "info", env = "NFVSWITCH_LOG")]
-    log: String,
+    /// (Default: info; warn for `demo`, whose table is the output.)
+    #[arg(long, global = true, env = "NFVSWITCH_LOG")]
+    log: Option<String>,
     #[command(subcommand)]
     cmd: Command,
 }
@@ -46,7 +47,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+    let default_log = if matches!(cli.cmd, Command::Demo(_)) { "warn" } else { "info" };
+    let log = cli.log.clone().unwrap_or_else(|| default_log.to_string());
+    let filter = tracing_subscriber::EnvFilter::try_new(&log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
