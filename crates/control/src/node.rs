@@ -179,16 +179,16 @@ impl Node {
                     other.name
                 ));
             }
-            if let PortKind::Ring(r) = &p.kind {
-                if let Some(peer) = configs.values().find(|c| c.name == r.peer) {
-                    match &peer.kind {
-                        PortKind::Ring(pr) if pr.peer == p.name => {}
-                        _ => {
-                            return Err(format!(
-                                "peer: port {:?} exists but is not a ring whose peer is {:?}",
-                                r.peer, p.name
-                            ));
-                        }
+            if let PortKind::Ring(r) = &p.kind
+                && let Some(peer) = configs.values().find(|c| c.name == r.peer)
+            {
+                match &peer.kind {
+                    PortKind::Ring(pr) if pr.peer == p.name => {}
+                    _ => {
+                        return Err(format!(
+                            "peer: port {:?} exists but is not a ring whose peer is {:?}",
+                            r.peer, p.name
+                        ));
                     }
                 }
             }
@@ -376,10 +376,10 @@ fn check_ports(spec: &FlowSpec, ports: &BTreeSet<PortNo>) -> Result<(), String> 
         ));
     }
     for a in &spec.actions {
-        if let Action::Output(p) = a {
-            if !ports.contains(p) {
-                return Err(format!("output:{p}: no such port"));
-            }
+        if let Action::Output(p) = a
+            && !ports.contains(p)
+        {
+            return Err(format!("output:{p}: no such port"));
         }
     }
     Ok(())

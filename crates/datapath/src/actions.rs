@@ -94,6 +94,8 @@ mod tests {
     }
 
     type Edit = fn(&mut Packet) -> Result<(), DropReason>;
+    /// (name, input frame, edit, expected output frame or drop reason)
+    type Case = (&'static str, Vec<u8>, Edit, Result<Vec<u8>, DropReason>);
 
     #[test]
     fn edits_produce_the_expected_bytes() {
@@ -112,7 +114,7 @@ mod tests {
         with_src[6..12].copy_from_slice(&new_mac);
         let mut with_dst = frame(None);
         with_dst[0..6].copy_from_slice(&new_mac);
-        let cases: Vec<(&str, Vec<u8>, Edit, Result<Vec<u8>, DropReason>)> = vec![
+        let cases: Vec<Case> = vec![
             (
                 "mod_dl_src",
                 frame(None),

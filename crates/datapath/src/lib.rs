@@ -204,10 +204,10 @@ impl Datapath {
     /// Looks a port up by number or name.
     pub fn resolve_port(&self, name_or_no: &str) -> Option<PortNo> {
         let ports = self.ports();
-        if let Ok(no) = name_or_no.parse::<PortNo>() {
-            if ports.contains_key(&no) {
-                return Some(no);
-            }
+        if let Ok(no) = name_or_no.parse::<PortNo>()
+            && ports.contains_key(&no)
+        {
+            return Some(no);
         }
         ports
             .iter()

@@ -10,14 +10,13 @@ use std::time::{Duration, Instant};
 pub fn skip(test: &str, reason: &str) {
     let msg = format!("SKIPPED {test}: {reason}");
     eprintln!("{msg}");
-    if let Some(path) = std::env::var_os("NFVSWITCH_SKIP_LOG") {
-        if let Ok(mut f) = std::fs::OpenOptions::new()
+    if let Some(path) = std::env::var_os("NFVSWITCH_SKIP_LOG")
+        && let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
-        {
-            let _ = writeln!(f, "{msg}");
-        }
+    {
+        let _ = writeln!(f, "{msg}");
     }
 }
 
