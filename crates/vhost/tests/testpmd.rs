@@ -11,13 +11,22 @@
 //! its sequence number, and the counts must agree with testpmd's. testpmd
 //! runs with `--no-huge` (no hugepages needed); without the binary the test
 //! prints SKIPPED. Every process started is killed by PID, also on panic.
+//!
+//! The `testpmd_killed_and_restarted_*` tests SIGKILL testpmd mid-traffic
+//! and start a new one on the same sockets, with both our ports in client
+//! mode (testpmd `server=1`) or both in server mode: the ports must report
+//! the disconnect, a bystander port pair on the same PMD must keep
+//! forwarding, and traffic (checked byte for byte, in order) must resume
+//! with the reconnect counters up. The tests run one at a time.
 
 mod common;
 
 use std::io::Read;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::{cfg, frame, pool, sock, wait_status};
@@ -25,29 +34,48 @@ use nfv_datapath::{Datapath, DatapathConfig};
 use nfv_flow::parse_flow;
 use nfv_flow::table::SharedFlowTable;
 use nfv_mem::{Batch, PoolCache};
-use nfv_ports::config::VhostUserMode::{Client, Server};
+use nfv_ports::config::VhostUserMode::{self, Client, Server};
 use nfv_ports::{DropReason, Port, RxQueue, TxQueue};
 use nfv_vhost::VhostUserPort;
 
 const TEST: &str = "testpmd::interop_with_testpmd";
 
-/// A running testpmd; killed (SIGINT, then SIGKILL) when dropped.
+/// A running testpmd; killed (SIGINT, then SIGKILL) when dropped, and
+/// its DPDK runtime directory removed. Its stdout and stderr are read by
+/// two threads as it runs (a long run printing statistics every second
+/// must never block on a full pipe).
 struct TestPmd {
     child: Option<Child>,
     prefix: String,
+    out: Option<JoinHandle<String>>,
+    err: Option<JoinHandle<String>>,
+}
+
+/// Reads `r` to its end on a thread.
+fn drain_pipe(r: Option<impl Read + Send + 'static>) -> Option<JoinHandle<String>> {
+    let mut r = r?;
+    Some(std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = r.read_to_end(&mut v);
+        String::from_utf8_lossy(&v).into_owned()
+    }))
 }
 
 impl TestPmd {
     fn start(args: &[String], prefix: &str) -> std::io::Result<TestPmd> {
-        let child = Command::new("dpdk-testpmd")
+        let mut child = Command::new("dpdk-testpmd")
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()?;
+        let out = drain_pipe(child.stdout.take());
+        let err = drain_pipe(child.stderr.take());
         Ok(TestPmd {
             child: Some(child),
             prefix: prefix.to_string(),
+            out,
+            err,
         })
     }
 
@@ -57,15 +85,34 @@ impl TestPmd {
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
+    fn pid(&self) -> Option<libc::pid_t> {
+        self.child.as_ref().map(|c| c.id() as libc::pid_t)
+    }
+
     /// Stops it (SIGINT makes it print its final statistics) and returns
     /// its stdout and stderr.
     fn stop(&mut self) -> (String, String) {
+        self.end(libc::SIGINT)
+    }
+
+    /// Kills it with SIGKILL (no goodbye on the vhost-user sockets: the
+    /// kernel closes them) and returns its stdout and stderr.
+    fn kill_hard(&mut self) -> (String, String) {
+        self.end(libc::SIGKILL)
+    }
+
+    /// Sends `sig`, waits up to 10 s, then SIGKILLs; reaps the process,
+    /// collects its output and removes its runtime directory.
+    fn end(&mut self, sig: libc::c_int) -> (String, String) {
         let Some(mut c) = self.child.take() else {
             return Default::default();
         };
         let pid = c.id() as libc::pid_t;
-        // SAFETY: signals our own child, which has not been reaped yet.
-        unsafe { libc::kill(pid, libc::SIGINT) };
+        if matches!(c.try_wait(), Ok(None)) {
+            // SAFETY: signals our own child, which has not been reaped yet
+            // (try_wait just saw it running), so `pid` is still ours.
+            unsafe { libc::kill(pid, sig) };
+        }
         let end = Instant::now() + Duration::from_secs(10);
         while matches!(c.try_wait(), Ok(None)) && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(20));
@@ -74,14 +121,10 @@ impl TestPmd {
             let _ = c.kill();
         }
         let _ = c.wait();
-        let (mut out, mut err) = (String::new(), String::new());
-        if let Some(mut s) = c.stdout.take() {
-            let _ = s.read_to_string(&mut out);
-        }
-        if let Some(mut s) = c.stderr.take() {
-            let _ = s.read_to_string(&mut err);
-        }
-        let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{}", self.prefix));
+        let join =
+            |h: Option<JoinHandle<String>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
+        let (out, err) = (join(self.out.take()), join(self.err.take()));
+        remove_runtime_dir(&self.prefix);
         (out, err)
     }
 }
@@ -90,6 +133,19 @@ impl Drop for TestPmd {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Removes the DPDK runtime directory of `--file-prefix=prefix`.
+fn remove_runtime_dir(prefix: &str) {
+    let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
+}
+
+/// The testpmd tests run one at a time: each starts a busy-polling
+/// testpmd and a PMD thread, which is all this small machine has.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The probe frame sent until testpmd forwards (its RX ring is filled
@@ -451,6 +507,7 @@ fn interop_with_testpmd() {
         nfv_testutil::skip(TEST, "dpdk-testpmd not installed (Debian package dpdk-dev)");
         return;
     }
+    let _serial = serial();
     let runs = [
         Run {
             extra: "",
@@ -497,4 +554,571 @@ fn eal_error(stderr: &str) -> Option<&str> {
         l.starts_with("EAL: ")
             && (l.contains("Cannot") || l.contains("Error") || l.contains("error"))
     })
+}
+
+// ---------------------------------------------------------------------
+// The VNF killed (SIGKILL) and restarted.
+//
+//  gen ──▶ p1 ══▶ testpmd port 0 ─ io ─▶ port 1 ══▶ p2 ──▶ check
+//  bygen ──────────────────────────────────────────────▶ bycheck
+//
+// Both vhost-user ports in the same mode: client (testpmd serves both
+// sockets with server=1) or server (testpmd connects to both). The
+// bystander pair runs on the same PMD and must keep counting while the VNF
+// is dead.
+
+const RESTART_CLIENT: &str = "testpmd::testpmd_killed_and_restarted_client_mode";
+const RESTART_SERVER: &str = "testpmd::testpmd_killed_and_restarted_server_mode";
+
+/// How long traffic may take to resume after the new testpmd starts.
+const RESUME: Duration = Duration::from_secs(20);
+/// Frames that must arrive (byte-correct) to call traffic flowing.
+const FLOWING: u64 = 300;
+
+/// Frame length of sequence number `seq`: 60..=1518 bytes, varying.
+fn seq_len(seq: u32) -> usize {
+    60 + (seq as usize).wrapping_mul(97) % 1459
+}
+
+/// While `on`, sends `frame(seq_len(seq), seq)` with `seq` counting up,
+/// 4 frames per ms.
+struct SeqGen {
+    name: &'static str,
+    on: Arc<AtomicBool>,
+    next: Arc<AtomicU32>,
+}
+
+struct SeqGenRx {
+    on: Arc<AtomicBool>,
+    next: Arc<AtomicU32>,
+    last: Instant,
+}
+
+impl RxQueue for SeqGenRx {
+    fn rx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        if !self.on.load(Acquire) || self.last.elapsed() < Duration::from_millis(1) {
+            return 0;
+        }
+        self.last = Instant::now();
+        let mut n = 0;
+        while n < 4 {
+            let Some(mut p) = pool.alloc() else { break };
+            let seq = self.next.load(Relaxed);
+            let f = frame(seq_len(seq), seq);
+            p.room_mut()[..f.len()].copy_from_slice(&f);
+            let _ = p.set_len(f.len());
+            batch.push(p);
+            self.next.store(seq + 1, Relaxed);
+            n += 1;
+        }
+        n
+    }
+}
+
+/// Frees what it is sent.
+struct Discard;
+
+impl TxQueue for Discard {
+    fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        let n = batch.len();
+        pool.free_batch(batch);
+        n
+    }
+}
+
+impl Port for SeqGen {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn type_name(&self) -> &'static str {
+        "test-seqgen"
+    }
+    fn n_rxq(&self) -> usize {
+        1
+    }
+    fn open_rxq(&self, _q: usize) -> Box<dyn RxQueue> {
+        Box::new(SeqGenRx {
+            on: self.on.clone(),
+            next: self.next.clone(),
+            last: Instant::now(),
+        })
+    }
+    fn open_txq(&self, _q: usize) -> Box<dyn TxQueue> {
+        Box::new(Discard)
+    }
+}
+
+/// What a [`SeqCheck`] port saw.
+#[derive(Default)]
+struct SeqStats {
+    /// Byte-correct frames in increasing sequence order.
+    good: AtomicU64,
+    /// Corrupt, duplicated or reordered frames.
+    bad: AtomicU64,
+    /// Highest good sequence number + 1 (0: none yet).
+    next: AtomicU64,
+    first_error: Mutex<Option<String>>,
+}
+
+impl SeqStats {
+    fn check(&self, d: &[u8]) {
+        let err = if d.len() < 18 {
+            Some(format!("a {}-byte frame", d.len()))
+        } else {
+            let seq = u32::from_be_bytes(d[14..18].try_into().unwrap());
+            let want = frame(seq_len(seq), seq);
+            let next = self.next.load(Relaxed);
+            if d != want.as_slice() {
+                let at = d.iter().zip(&want).position(|(a, b)| a != b);
+                Some(format!(
+                    "frame {seq}: {} B (sent {} B), first difference at byte {at:?}",
+                    d.len(),
+                    want.len()
+                ))
+            } else if (seq as u64) < next {
+                Some(format!(
+                    "frame {seq} after frame {}: duplicated or reordered",
+                    next - 1
+                ))
+            } else {
+                self.next.store(seq as u64 + 1, Relaxed);
+                None
+            }
+        };
+        match err {
+            None => {
+                self.good.fetch_add(1, Relaxed);
+            }
+            Some(e) => {
+                self.bad.fetch_add(1, Relaxed);
+                self.first_error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(e);
+            }
+        }
+    }
+
+    fn good(&self) -> u64 {
+        self.good.load(Relaxed)
+    }
+
+    /// Panics if anything bad arrived.
+    fn assert_clean(&self, what: &str) {
+        let bad = self.bad.load(Relaxed);
+        let first = self
+            .first_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        assert_eq!(
+            bad,
+            0,
+            "{what}: {bad} bad frames (of {} good); first: {first:?}",
+            self.good()
+        );
+    }
+}
+
+/// Checks every frame sent to it against [`seq_len`]/[`frame`].
+struct SeqCheck {
+    name: &'static str,
+    stats: Arc<SeqStats>,
+}
+
+struct SeqCheckTx(Arc<SeqStats>);
+
+impl TxQueue for SeqCheckTx {
+    fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        let n = batch.len();
+        for p in batch.iter() {
+            self.0.check(p.data());
+        }
+        pool.free_batch(batch);
+        n
+    }
+}
+
+impl Port for SeqCheck {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn type_name(&self) -> &'static str {
+        "test-seqcheck"
+    }
+    fn n_rxq(&self) -> usize {
+        1
+    }
+    fn open_rxq(&self, _q: usize) -> Box<dyn RxQueue> {
+        nfv_ports::sink::no_rx()
+    }
+    fn open_txq(&self, _q: usize) -> Box<dyn TxQueue> {
+        Box::new(SeqCheckTx(self.stats.clone()))
+    }
+}
+
+/// Removes files (the sockets testpmd created in server=1 mode) and DPDK
+/// runtime directories when dropped, also on panic.
+#[derive(Default)]
+struct Leftovers {
+    files: Vec<PathBuf>,
+    prefixes: Vec<String>,
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for f in &self.files {
+            let _ = std::fs::remove_file(f);
+        }
+        for p in &self.prefixes {
+            remove_runtime_dir(p);
+        }
+    }
+}
+
+/// `key` of a port's `info()`.
+fn info(port: &dyn Port, key: &str) -> Option<String> {
+    port.info()
+        .into_iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+}
+
+/// tx drops (ring full or not running) of datapath port `no`.
+fn tx_drops(dp: &Datapath, no: u16) -> u64 {
+    dp.port_views()
+        .iter()
+        .find(|v| v.no == no)
+        .map_or(0, |v| v.stats.tx_total().total_drops())
+}
+
+struct RestartRun {
+    /// Mode of our two ports (testpmd serves with server=1 when we are
+    /// clients).
+    mode: VhostUserMode,
+    queues: usize,
+    mrg: bool,
+    /// Kill/restart cycles.
+    cycles: usize,
+}
+
+fn restart_run(r: &RestartRun, tag: &str) -> Result<(), Failure> {
+    let q = r.queues;
+    let (s1, s2) = (sock(&format!("{tag}-p1")), sock(&format!("{tag}-p2")));
+    let mut leftovers = Leftovers::default();
+    leftovers.files = vec![s1.clone(), s2.clone()];
+    let table = Arc::new(SharedFlowTable::new());
+    table.add_flows(
+        [
+            "in_port=10,actions=output:1",
+            "in_port=2,actions=output:20",
+            "in_port=30,actions=output:40",
+        ]
+        .iter()
+        .map(|f| parse_flow(f).unwrap()),
+    );
+    let dp = Datapath::start(
+        &DatapathConfig {
+            pmd_cores: vec![None],
+            emc_entries: 1024,
+        },
+        pool(&format!("dp-{tag}"), 16384),
+        table,
+    )
+    .map_err(|e| Failure::Fail(e.to_string()))?;
+    let p1 = VhostUserPort::open("p1", &cfg(&s1, r.mode, q, r.mrg)).unwrap();
+    let p2 = VhostUserPort::open("p2", &cfg(&s2, r.mode, q, r.mrg)).unwrap();
+    let (gen_on, gen_next) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU32::new(0)),
+    );
+    let check = Arc::new(SeqStats::default());
+    let by_on = Arc::new(AtomicBool::new(true));
+    let by = Arc::new(SeqStats::default());
+    dp.add_port(1, p1.clone()).unwrap();
+    dp.add_port(2, p2.clone()).unwrap();
+    dp.add_port(
+        20,
+        Arc::new(SeqCheck {
+            name: "check",
+            stats: check.clone(),
+        }),
+    )
+    .unwrap();
+    dp.add_port(
+        10,
+        Arc::new(SeqGen {
+            name: "gen",
+            on: gen_on.clone(),
+            next: gen_next.clone(),
+        }),
+    )
+    .unwrap();
+    dp.add_port(
+        40,
+        Arc::new(SeqCheck {
+            name: "bycheck",
+            stats: by.clone(),
+        }),
+    )
+    .unwrap();
+    dp.add_port(
+        30,
+        Arc::new(SeqGen {
+            name: "bygen",
+            on: by_on.clone(),
+            next: Arc::default(),
+        }),
+    )
+    .unwrap();
+
+    let server = if r.mode == Client { ",server=1" } else { "" };
+    let mrg = if r.mrg { 1 } else { 0 };
+    let args = |prefix: &str| -> Vec<String> {
+        vec![
+            "--no-pci".into(),
+            "--no-huge".into(),
+            "-m".into(),
+            "512".into(),
+            format!("--file-prefix={prefix}"),
+            "-l".into(),
+            "0,1".into(),
+            format!(
+                "--vdev=net_virtio_user0,path={}{server},queues={q},mrg_rxbuf={mrg}",
+                s1.display()
+            ),
+            format!(
+                "--vdev=net_virtio_user1,path={}{server},queues={q},mrg_rxbuf={mrg}",
+                s2.display()
+            ),
+            "--".into(),
+            "--forward-mode=io".into(),
+            "--port-topology=paired".into(),
+            "--nb-cores=1".into(),
+            format!("--rxq={q}"),
+            format!("--txq={q}"),
+            "--stats-period=1".into(),
+            "--total-num-mbufs=16384".into(),
+            "--no-lsc-interrupt".into(),
+        ]
+    };
+    let status = || format!("p1 {:#?}\np2 {:#?}", p1.status(), p2.status());
+    // Brings up testpmd instance `i` and waits for both ports to run.
+    let mut start = |i: usize| -> Result<TestPmd, Failure> {
+        let prefix = format!("nfvvhost{}_{tag}_{i}", std::process::id());
+        leftovers.prefixes.push(prefix.clone());
+        let mut tp = TestPmd::start(&args(&prefix), &prefix)
+            .map_err(|e| Failure::Skip(format!("cannot run dpdk-testpmd: {e}")))?;
+        let ready = nfv_testutil::wait_until(Duration::from_secs(30), || {
+            !tp.alive() || (p1.status().pairs_enabled == q && p2.status().pairs_enabled == q)
+        });
+        if ready && tp.alive() {
+            return Ok(tp);
+        }
+        let never_connected = p1.status().connects == 0 && p2.status().connects == 0;
+        let (out, err) = tp.stop();
+        if i == 0
+            && never_connected
+            && let Some(line) = eal_error(&err)
+        {
+            return Err(Failure::Skip(format!("testpmd cannot start here: {line}")));
+        }
+        Err(Failure::Fail(format!(
+            "testpmd {i} did not bring both ports up:\n{}\n--- stdout\n{out}\n--- stderr\n{err}",
+            status()
+        )))
+    };
+
+    let mut tp = start(0)?;
+    gen_on.store(true, Release);
+    if !nfv_testutil::wait_until(Duration::from_secs(30), || check.good() >= FLOWING) {
+        let (out, err) = tp.stop();
+        return Err(format!(
+            "no traffic through testpmd: {} good frames\n{}\n--- stdout\n{out}\n--- stderr\n{err}",
+            check.good(),
+            status()
+        )
+        .into());
+    }
+    check.assert_clean("before the first kill");
+    eprintln!(
+        "{tag}: traffic flows through testpmd (pid {:?}): {} frames",
+        tp.pid(),
+        check.good()
+    );
+
+    for cycle in 1..=r.cycles {
+        let (b1, b2) = (p1.status(), p2.status());
+        assert!(b1.connected && b2.connected, "{}", status());
+        let pid = tp.pid().expect("testpmd running");
+        let drops0 = tx_drops(&dp, 1);
+        tp.kill_hard();
+        eprintln!("{tag}: cycle {cycle}: testpmd pid {pid} killed (SIGKILL)");
+
+        // Both ports notice and report it; rings stop.
+        let down = nfv_testutil::wait_until(Duration::from_secs(10), || {
+            let (a, b) = (p1.status(), p2.status());
+            !a.connected
+                && !b.connected
+                && a.disconnects > b1.disconnects
+                && b.disconnects > b2.disconnects
+                && a.pairs_enabled == 0
+                && b.pairs_enabled == 0
+        });
+        assert!(
+            down,
+            "cycle {cycle}: ports still up after SIGKILL\n{}",
+            status()
+        );
+        for p in [&p1, &p2] {
+            assert_eq!(info(&**p, "connected").as_deref(), Some("false"));
+            assert_eq!(info(&**p, "queue_pairs"), Some(format!("0 of {q} enabled")));
+        }
+
+        // The switch keeps running: the bystander pair on the same PMD
+        // keeps counting, the generator's frames towards the dead VNF are
+        // dropped, and nothing more arrives from it.
+        let by0 = by.good();
+        assert!(
+            nfv_testutil::wait_until(Duration::from_secs(10), || by.good() >= by0 + 50),
+            "cycle {cycle}: the bystander pair stopped forwarding ({} frames)",
+            by.good()
+        );
+        let good_dead = check.good();
+        let by1 = by.good();
+        assert!(
+            nfv_testutil::wait_until(Duration::from_secs(10), || by.good() >= by1 + 500),
+            "cycle {cycle}: the bystander pair stopped forwarding ({} frames)",
+            by.good()
+        );
+        assert_eq!(
+            check.good(),
+            good_dead,
+            "cycle {cycle}: frames arrived from a dead VNF"
+        );
+        assert!(
+            tx_drops(&dp, 1) > drops0,
+            "cycle {cycle}: frames towards the dead VNF were not counted as drops"
+        );
+        by.assert_clean("bystander");
+
+        // A new testpmd on the same sockets. In server=1 mode it binds
+        // them itself, so the dead one's socket files must go first (DPDK
+        // does not replace them).
+        if r.mode == Client {
+            let _ = std::fs::remove_file(&s1);
+            let _ = std::fs::remove_file(&s2);
+        }
+        let seq_restart = gen_next.load(Relaxed) as u64;
+        let good_restart = check.good();
+        let t0 = Instant::now();
+        tp = start(cycle)?;
+        let resumed = nfv_testutil::wait_until(RESUME, || {
+            check.next.load(Relaxed) > seq_restart && check.good() >= good_restart + FLOWING
+        });
+        if !resumed {
+            let (out, err) = tp.stop();
+            return Err(format!(
+                "cycle {cycle}: traffic did not resume within {RESUME:?}: {} new frames\n{}\n--- stdout\n{out}\n--- stderr\n{err}",
+                check.good() - good_restart,
+                status()
+            )
+            .into());
+        }
+        eprintln!(
+            "{tag}: cycle {cycle}: traffic resumed {:?} after the restart (pid {:?})",
+            t0.elapsed(),
+            tp.pid()
+        );
+        check.assert_clean(&format!("cycle {cycle}"));
+        for (p, b) in [(&p1, &b1), (&p2, &b2)] {
+            let s = p.status();
+            assert!(s.connected, "{s:#?}");
+            assert!(s.reconnects() > b.reconnects(), "cycle {cycle}: {s:#?}");
+            assert_eq!(info(&**p, "connected").as_deref(), Some("true"));
+            let rc: u64 = info(&**p, "reconnects").unwrap().parse().unwrap();
+            assert_eq!(rc, s.reconnects());
+            assert!(rc >= cycle as u64, "cycle {cycle}: reconnects = {rc}");
+        }
+    }
+
+    gen_on.store(false, Release);
+    by_on.store(false, Release);
+    let (out, _) = tp.stop();
+    check.assert_clean("at the end");
+    by.assert_clean("bystander at the end");
+    for p in [&p1, &p2] {
+        let s = p.status();
+        assert_eq!(
+            (
+                s.negotiation_errors,
+                s.protocol_errors,
+                s.mem_table_errors,
+                s.ring_errors
+            ),
+            (0, 0, 0, 0),
+            "{s:#?}"
+        );
+        assert!(s.vrings.iter().all(|v| v.violations() == 0), "{s:#?}");
+        assert!(s.quarantined().is_empty(), "{s:#?}");
+    }
+    // The last testpmd forwarded what it received (its port 0 RX is its
+    // port 1 TX; io forwarding, paired).
+    let (rx0, tx1) = (
+        testpmd_count(&out, 0, "RX-packets"),
+        testpmd_count(&out, 1, "TX-packets"),
+    );
+    assert!(rx0.is_some_and(|n| n > 0), "testpmd port 0 RX\n{out}");
+    assert_eq!(rx0, tx1, "testpmd port 0 RX vs port 1 TX\n{out}");
+    dp.shutdown();
+    drop(leftovers);
+    Ok(())
+}
+
+fn restart_test(test: &str, r: &RestartRun, tag: &str) {
+    if nfv_testutil::which("dpdk-testpmd").is_none() {
+        nfv_testutil::skip(test, "dpdk-testpmd not installed (Debian package dpdk-dev)");
+        return;
+    }
+    let _serial = serial();
+    match restart_run(r, tag) {
+        Ok(()) => {}
+        Err(Failure::Skip(reason)) => nfv_testutil::skip(test, &reason),
+        Err(Failure::Fail(e)) => panic!(
+            "{:?} mode, queues {}, mrg {}: {e}",
+            r.mode.as_str(),
+            r.queues,
+            r.mrg
+        ),
+    }
+}
+
+/// Our ports are vhost-user clients of testpmd's server=1 sockets.
+#[test]
+fn testpmd_killed_and_restarted_client_mode() {
+    restart_test(
+        RESTART_CLIENT,
+        &RestartRun {
+            mode: Client,
+            queues: 1,
+            mrg: true,
+            cycles: 2,
+        },
+        "rc",
+    );
+}
+
+/// Our ports serve the sockets; testpmd connects as the client.
+#[test]
+fn testpmd_killed_and_restarted_server_mode() {
+    restart_test(
+        RESTART_SERVER,
+        &RestartRun {
+            mode: Server,
+            queues: 2,
+            mrg: false,
+            cycles: 2,
+        },
+        "rs",
+    );
 }
