@@ -3,7 +3,7 @@
 
 use crate::table::{Table, fmt_opt};
 use clap::{Args, Subcommand};
-use nfv_control::protocol::{ChainReport, FlowReport, PmdReport, PortReport};
+use nfv_control::protocol::{ChainReport, FlowReport, PmdReport, PortReport, TrafficReport};
 use nfv_control::{Request, Response, request};
 use std::path::{Path, PathBuf};
 
@@ -45,7 +45,7 @@ enum CtlCommand {
     AddPort { port: String },
     /// Delete a port by name or number.
     DelPort { port: String },
-    /// Zero the PMD counters.
+    /// Zero the PMD counters and the receiver ports' traffic counters.
     ClearStats,
 }
 
@@ -55,6 +55,9 @@ enum ShowWhat {
     Pmd,
     /// Service chains: per-VNF and per-chain rates and drops.
     Chains,
+    /// Receiver ports: per stream received, lost, reordered, duplicates
+    /// and latency (µs), since the last clear-stats.
+    Traffic,
 }
 
 fn sockets_in(dir: &Path) -> Vec<PathBuf> {
@@ -120,6 +123,9 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
         CtlCommand::Show {
             what: ShowWhat::Chains,
         } => Request::ShowChains,
+        CtlCommand::Show {
+            what: ShowWhat::Traffic,
+        } => Request::ShowTraffic,
         CtlCommand::DumpFlows => Request::DumpFlows,
         CtlCommand::AddFlow { flows } => Request::AddFlows {
             flows: flows.clone(),
@@ -164,6 +170,10 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
             let chains: Vec<ChainReport> = serde_json::from_value(data).map_err(parse_err)?;
             print!("{}", chains_text(&chains));
         }
+        Request::ShowTraffic => {
+            let t: Vec<TrafficReport> = serde_json::from_value(data).map_err(parse_err)?;
+            print!("{}", traffic_text(&t));
+        }
         Request::DumpFlows => {
             let flows: Vec<FlowReport> = serde_json::from_value(data).map_err(parse_err)?;
             for f in flows {
@@ -177,7 +187,7 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
         Request::DelFlows { .. } => println!("deleted {} flow(s)", data["deleted"]),
         Request::AddPort { .. } => println!("added port {}", data["added"]),
         Request::DelPort { .. } => println!("deleted port {}", data["deleted"]),
-        Request::ClearStats => println!("PMD counters cleared"),
+        Request::ClearStats => println!("PMD and receiver counters cleared"),
     }
     Ok(())
 }
@@ -299,4 +309,67 @@ pub fn chains_text(chains: &[ChainReport]) -> String {
         ]);
     }
     t.to_string()
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e3)
+}
+
+pub fn traffic_text(reports: &[TrafficReport]) -> String {
+    if reports.is_empty() {
+        return "no receiver ports\n".into();
+    }
+    let mut t = Table::new(&[
+        "receiver",
+        "from",
+        "received",
+        "lost",
+        "reordered",
+        "dups",
+        "late",
+        "min us",
+        "mean us",
+        "p50 us",
+        "p99 us",
+        "p99.9 us",
+        "max us",
+    ]);
+    let mut notes = String::new();
+    for r in reports {
+        for s in &r.streams {
+            let mut row = vec![
+                r.name.clone(),
+                format!("port {} q{}", s.src_port, s.src_queue),
+                s.received.to_string(),
+                s.lost.to_string(),
+                s.reordered.to_string(),
+                s.duplicates.to_string(),
+                s.late.to_string(),
+            ];
+            match &s.latency {
+                Some(l) => row.extend([
+                    us(l.min_ns),
+                    format!("{:.3}", l.mean_ns / 1e3),
+                    us(l.p50_ns),
+                    us(l.p99_ns),
+                    us(l.p999_ns),
+                    us(l.max_ns),
+                ]),
+                None => row.extend(std::iter::repeat_n("-".to_string(), 6)),
+            }
+            t.row(row);
+        }
+        if r.streams.is_empty() {
+            notes.push_str(&format!("{}: no stamped traffic yet\n", r.name));
+        }
+        if r.unstamped > 0 || r.untracked > 0 {
+            notes.push_str(&format!(
+                "{}: {} frames without a stamp, {} of untracked streams\n",
+                r.name, r.unstamped, r.untracked
+            ));
+        }
+    }
+    format!(
+        "{t}{notes}(lost = sequence gaps; latency from the generator's TSC stamp to the receiver)\n"
+    )
 }

@@ -15,8 +15,8 @@
 use crate::ctl::{chains_text, pmd_text};
 use clap::Args;
 use nfv_config::{ChainConfig, NodeConfig, PmdConfig};
-use nfv_control::protocol::ChainReport;
 use nfv_control::Node;
+use nfv_control::protocol::ChainReport;
 use nfv_mem::MemoryConfig;
 use nfv_ports::config::{GeneratorConfig, PortConfig, PortKind, VhostUserConfig, VhostUserMode};
 use std::path::{Path, PathBuf};
@@ -78,7 +78,12 @@ impl Drop for Vnf {
 }
 
 fn port(name: String, id: u16, kind: PortKind) -> PortConfig {
-    PortConfig { name, id, rxqs: 1, kind }
+    PortConfig {
+        name,
+        id,
+        rxqs: 1,
+        kind,
+    }
 }
 
 fn node_config(run: &Run, dir: &Path, rate: u64, switch_core: usize) -> NodeConfig {
@@ -120,7 +125,11 @@ fn node_config(run: &Run, dir: &Path, rate: u64, switch_core: usize) -> NodeConf
         let mut hops = vec![hop(&g)];
         hops.extend(vnfs.iter().map(hop));
         hops.push(hop(&s));
-        chains.push(ChainConfig { name: "ew".into(), hops, priority: 1000 });
+        chains.push(ChainConfig {
+            name: "ew".into(),
+            hops,
+            priority: 1000,
+        });
         ports.push(g);
         ports.extend(vnfs);
         ports.push(s);
@@ -129,8 +138,14 @@ fn node_config(run: &Run, dir: &Path, rate: u64, switch_core: usize) -> NodeConf
         source: "demo".into(),
         name: format!("demo-{}", std::process::id()),
         control_socket: Some(dir.join("ctl.sock")),
-        memory: MemoryConfig { frames: 65536, ..Default::default() },
-        pmd: PmdConfig { cores: vec![switch_core], emc_entries: 8192 },
+        memory: MemoryConfig {
+            frames: 65536,
+            ..Default::default()
+        },
+        pmd: PmdConfig {
+            cores: vec![switch_core],
+            emc_entries: 8192,
+        },
         ports,
         flows: vec![],
         chains,
@@ -143,7 +158,16 @@ fn spawn_vnf(args: &DemoArgs, dir: &Path, i: usize, cores: &[usize]) -> Result<V
     let mut cmd = Command::new(exe);
     cmd.args(["--log", "warn", "vnf", "--socket"])
         .arg(dir.join(format!("vnf{i}.sock")))
-        .args(["--mode", "client", "--app", &args.app, "--poll", &args.poll, "--stats-every", "1"])
+        .args([
+            "--mode",
+            "client",
+            "--app",
+            &args.app,
+            "--poll",
+            &args.poll,
+            "--stats-every",
+            "1",
+        ])
         .arg("--json-stats")
         .arg(&stats)
         .stdout(Stdio::null())
@@ -154,15 +178,23 @@ fn spawn_vnf(args: &DemoArgs, dir: &Path, i: usize, cores: &[usize]) -> Result<V
     if !cores.is_empty() {
         cmd.args(["--cpu", &cores[(i - 1) % cores.len()].to_string()]);
     }
-    let child = cmd.spawn().map_err(|e| format!("cannot start VNF {i}: {e}"))?;
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start VNF {i}: {e}"))?;
     Ok(Vnf { child, stats })
 }
 
 /// The VNF's own drop counters (from its --json-stats file).
 fn vnf_drops(v: &Vnf) -> u64 {
-    let Ok(text) = std::fs::read(&v.stats) else { return 0 };
-    let Ok(j) = serde_json::from_slice::<serde_json::Value>(&text) else { return 0 };
-    j["total"]["drops"].as_object().map_or(0, |d| d.values().filter_map(|x| x.as_u64()).sum())
+    let Ok(text) = std::fs::read(&v.stats) else {
+        return 0;
+    };
+    let Ok(j) = serde_json::from_slice::<serde_json::Value>(&text) else {
+        return 0;
+    };
+    j["total"]["drops"]
+        .as_object()
+        .map_or(0, |d| d.values().filter_map(|x| x.as_u64()).sum())
 }
 
 fn gauge(mpps: f64, scale: f64) -> String {
@@ -170,16 +202,27 @@ fn gauge(mpps: f64, scale: f64) -> String {
     format!("{}{}", "#".repeat(n), ".".repeat(20 - n))
 }
 
-fn run_one(args: &DemoArgs, run: &Run, switch_core: usize, vnf_cores: &[usize]) -> Result<Vec<ChainReport>, String> {
+fn run_one(
+    args: &DemoArgs,
+    run: &Run,
+    switch_core: usize,
+    vnf_cores: &[usize],
+) -> Result<Vec<ChainReport>, String> {
     let dir = std::env::temp_dir().join(format!("nfvswitch-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let cfg = node_config(run, &dir, args.rate_pps, switch_core);
     let node = Node::start(&cfg).map_err(|e| e.to_string())?;
-    let vnfs: Vec<Vnf> = (1..=run.vnfs).map(|i| spawn_vnf(args, &dir, i, vnf_cores)).collect::<Result<_, _>>()?;
+    let vnfs: Vec<Vnf> = (1..=run.vnfs)
+        .map(|i| spawn_vnf(args, &dir, i, vnf_cores))
+        .collect::<Result<_, _>>()?;
     // Wait until every VNF has connected and negotiated.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !node.show_chains().iter().all(|c| c.vnfs.iter().all(|v| v.connected)) {
+    while !node
+        .show_chains()
+        .iter()
+        .all(|c| c.vnfs.iter().all(|v| v.connected))
+    {
         if Instant::now() > deadline {
             return Err("VNFs did not connect within 10 s".into());
         }
@@ -191,7 +234,10 @@ fn run_one(args: &DemoArgs, run: &Run, switch_core: usize, vnf_cores: &[usize]) 
     for t in 1..=args.seconds {
         std::thread::sleep(Duration::from_secs(1));
         last = node.show_chains();
-        let scale = last.iter().flat_map(|c| c.vnfs.iter().map(|v| v.rx_mpps)).fold(1.0, f64::max);
+        let scale = last
+            .iter()
+            .flat_map(|c| c.vnfs.iter().map(|v| v.rx_mpps))
+            .fold(1.0, f64::max);
         println!("  t={t}s");
         for c in &last {
             for v in &c.vnfs {
@@ -240,7 +286,11 @@ pub fn demo(args: DemoArgs) -> Result<(), String> {
          VNFs ({} mode, app {}) share core(s) {:?}. Cores used: {}.",
         args.poll,
         args.app,
-        if vnf_cores.is_empty() { vec![switch_core] } else { vnf_cores.clone() },
+        if vnf_cores.is_empty() {
+            vec![switch_core]
+        } else {
+            vnf_cores.clone()
+        },
         cpus
     );
     let mut summary = Vec::new();
@@ -248,21 +298,39 @@ pub fn demo(args: DemoArgs) -> Result<(), String> {
         let topology = if topo == "ns" { "ns" } else { "ew" };
         for &n in &args.vnfs {
             for &size in &args.sizes {
-                let run = Run { topology, vnfs: n, size };
+                let run = Run {
+                    topology,
+                    vnfs: n,
+                    size,
+                };
                 println!(
                     "\n== {} with {n} VNF(s), {size} B frames ==",
-                    if topology == "ns" { "north-south (PVP, VNFs in parallel)" } else { "east-west (chain of VNFs)" }
+                    if topology == "ns" {
+                        "north-south (PVP, VNFs in parallel)"
+                    } else {
+                        "east-west (chain of VNFs)"
+                    }
                 );
                 let chains = run_one(&args, &run, switch_core, &vnf_cores)?;
                 let egress: f64 = chains.iter().map(|c| c.egress_mpps).sum();
                 let gbps: f64 = chains.iter().map(|c| c.egress_gbps).sum();
-                let per_vnf: Vec<f64> = chains.iter().flat_map(|c| c.vnfs.iter().map(|v| v.rx_mpps)).collect();
+                let per_vnf: Vec<f64> = chains
+                    .iter()
+                    .flat_map(|c| c.vnfs.iter().map(|v| v.rx_mpps))
+                    .collect();
                 summary.push((topology, n, size, egress, gbps, per_vnf));
             }
         }
     }
     println!("\n== summary: delivered to the sinks (last second of each run) ==");
-    let mut t = crate::table::Table::new(&["topology", "VNFs", "frame B", "Mpps", "Gbps", "per-VNF rx Mpps"]);
+    let mut t = crate::table::Table::new(&[
+        "topology",
+        "VNFs",
+        "frame B",
+        "Mpps",
+        "Gbps",
+        "per-VNF rx Mpps",
+    ]);
     for (topo, n, size, mpps, gbps, per) in summary {
         t.row(vec![
             topo.to_string(),
@@ -270,7 +338,10 @@ pub fn demo(args: DemoArgs) -> Result<(), String> {
             size.to_string(),
             format!("{mpps:.3}"),
             format!("{gbps:.2}"),
-            per.iter().map(|m| format!("{m:.2}")).collect::<Vec<_>>().join(" "),
+            per.iter()
+                .map(|m| format!("{m:.2}"))
+                .collect::<Vec<_>>()
+                .join(" "),
         ]);
     }
     print!("{t}");

@@ -2,6 +2,7 @@
 
 mod ctl;
 mod demo;
+mod ndr;
 mod run;
 mod table;
 mod vnf;
@@ -18,7 +19,7 @@ use std::process::ExitCode;
 )]
 struct Cli {
     /// Log filter (error, warn, info, debug, trace or a tracing filter).
-    /// (Default: info; warn for `demo`, whose table is the output.)
+    /// (Default: info; warn for `demo` and `ndr`, whose tables are the output.)
     #[arg(long, global = true, env = "NFVSWITCH_LOG")]
     log: Option<String>,
     #[command(subcommand)]
@@ -43,11 +44,18 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Run the built-in VNF: a virtio-net driver on a vhost-user socket.
     Vnf(vnf::VnfArgs),
+    /// RFC 2544 throughput search (NDR and PDR) from a generator to a
+    /// receiver port of a node run in this process.
+    Ndr(ndr::NdrArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let default_log = if matches!(cli.cmd, Command::Demo(_)) { "warn" } else { "info" };
+    let default_log = if matches!(cli.cmd, Command::Demo(_) | Command::Ndr(_)) {
+        "warn"
+    } else {
+        "info"
+    };
     let log = cli.log.clone().unwrap_or_else(|| default_log.to_string());
     let filter = tracing_subscriber::EnvFilter::try_new(&log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -61,6 +69,7 @@ fn main() -> ExitCode {
         Command::Ctl(args) => ctl::ctl(args),
         Command::Demo(args) => demo::demo(args),
         Command::Vnf(args) => vnf::vnf(args),
+        Command::Ndr(args) => ndr::ndr(args),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

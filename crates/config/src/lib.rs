@@ -29,15 +29,22 @@
 //! [[port]]                         # any number
 //! name = "gen0"                    # required, unique, [a-zA-Z0-9_.-]{1,32}
 //! id = 1                           # required, unique OpenFlow port number 1..=65279
-//! type = "generator"               # required: "generator" | "sink" | "pcap" | "ring" | "vhost-user"
+//! type = "generator"               # required: "generator" | "sink" | "receiver" | "pcap" | "ring" | "vhost-user"
 //! rxqs = 1                         # 1..=64, default 1 (not for "vhost-user": see `queues`)
 //! # type = "generator" (all optional):
-//! #   frame_size = 64              # 64..=9000, and at most memory.frame_size - 128
+//! #   frame_size = 64              # 64..=9000, and at most memory.frame_size - 128; or "imix":
+//! #                                #   7:4:1 of 64, 594 and 1518 bytes, interleaved
 //! #   flows = 1                    # distinct 5-tuples, 1..=1000000
 //! #   rate_pps = 1000000           # >= 1; default: as fast as possible
+//! #   rate_percent = 50.0          # instead of rate_pps: (0, 100] % of line_rate_gbps, counting
+//! #                                #   24 B per frame of FCS, preamble and inter-frame gap
+//! #   line_rate_gbps = 10.0        # (0, 10000], default 10
+//! #   stamp = false                # write a test stamp (stream, sequence, TSC) into each frame
+//! #                                #   for a "receiver" port (loss, reordering, latency)
 //! #   count = 1000                 # >= 1; default: forever
 //! #   src_mac = "02:00:00:00:00:01"   dst_mac = "02:00:00:00:00:02"  (src must be unicast)
 //! #   src_ip = "10.0.0.1"   dst_ip = "10.0.0.2"   src_port = 1024   dst_port = 5001
+//! # type = "receiver": no keys of its own; a sink that accounts stamped frames per stream
 //! # type = "pcap" (at least one of replay / capture):
 //! #   replay = "data/in.pcap"      # frames to receive
 //! #   capture = "/tmp/out.pcap"    # where transmitted frames are written

@@ -11,7 +11,7 @@ use nfv_ports::config::{
 
 use crate::check::{self, Result, path};
 use crate::error::Doc;
-use crate::raw::{RawPort, RawPortType, RawVhostMode, S};
+use crate::raw::{RawFrameSize, RawPort, RawPortType, RawVhostMode, S};
 
 /// Highest OpenFlow port number a port may have (0xff00 and up are
 /// reserved ports).
@@ -71,6 +71,7 @@ pub(crate) fn port(
 
     let kind = match kind {
         RawPortType::Sink => PortKind::Sink,
+        RawPortType::Receiver => PortKind::Receiver,
         RawPortType::Generator => PortKind::Generator(generator(doc, prefix, p, memory)?),
         RawPortType::Pcap => PortKind::Pcap(pcap(doc, prefix, raw, base)?),
         RawPortType::Ring => PortKind::Ring(ring(doc, prefix, raw)?),
@@ -96,28 +97,89 @@ fn generator(
 ) -> Result<GeneratorConfig> {
     let f = |key: &str| path(prefix, key);
     let d = GeneratorConfig::default();
-    let frame_size = check::opt_int(
-        doc,
-        &p.frame_size,
-        &f("frame_size"),
-        64..=9000,
-        d.frame_size,
-    )?;
+    let (frame_size, imix) = match &p.frame_size {
+        None => (d.frame_size, false),
+        Some(v) => match v.get_ref() {
+            RawFrameSize::Bytes(n) if (64..=9000).contains(n) => (*n as usize, false),
+            RawFrameSize::Bytes(n) => {
+                return Err(doc.err(
+                    v.span(),
+                    f("frame_size"),
+                    format!("{n} is out of range 64..=9000 (or \"imix\")"),
+                ));
+            }
+            RawFrameSize::Named(n) if n == "imix" => (d.frame_size, true),
+            RawFrameSize::Named(n) => {
+                return Err(doc.err(
+                    v.span(),
+                    f("frame_size"),
+                    format!(
+                        "{n:?} is not a frame size: give bytes (64..=9000) or \"imix\" \
+                         (7:4:1 of 64, 594 and 1518 bytes)"
+                    ),
+                ));
+            }
+        },
+    };
+    let largest = if imix {
+        nfv_traffic::mix::SIMPLE_IMIX
+            .iter()
+            .map(|&(s, _)| s)
+            .max()
+            .unwrap_or(frame_size)
+    } else {
+        frame_size
+    };
     let room = memory.frame_size.saturating_sub(nfv_mem::HEADROOM);
-    if frame_size > room {
+    if largest > room {
         // Only reachable when frame_size was given (the default 64 always fits).
         let span = p.frame_size.as_ref().map_or(0..0, |v| v.span());
         return Err(doc.err(
             span,
             f("frame_size"),
             format!(
-                "{frame_size} does not fit a memory frame of {} bytes ({} bytes of headroom leave {room}); \
+                "{largest} does not fit a memory frame of {} bytes ({} bytes of headroom leave {room}); \
                  raise memory.frame_size",
                 memory.frame_size,
                 nfv_mem::HEADROOM
             ),
         ));
     }
+    let rate_percent = match &p.rate_percent {
+        None => None,
+        Some(v) => {
+            let x = *v.get_ref();
+            if !(x > 0.0 && x <= 100.0) {
+                return Err(doc.err(
+                    v.span(),
+                    f("rate_percent"),
+                    format!("{x} is out of range: must be above 0 and at most 100"),
+                ));
+            }
+            if p.rate_pps.is_some() {
+                return Err(doc.err(
+                    v.span(),
+                    f("rate_percent"),
+                    "give either rate_pps or rate_percent, not both",
+                ));
+            }
+            Some(x)
+        }
+    };
+    let line_rate_gbps = match &p.line_rate_gbps {
+        None => d.line_rate_gbps,
+        Some(v) => {
+            let x = *v.get_ref();
+            if !(x > 0.0 && x <= 10_000.0) {
+                return Err(doc.err(
+                    v.span(),
+                    f("line_rate_gbps"),
+                    format!("{x} is out of range: must be above 0 and at most 10000"),
+                ));
+            }
+            x
+        }
+    };
     let src_mac = match &p.src_mac {
         Some(v) => {
             let mac = check::mac(doc, v, &f("src_mac"))?;
@@ -137,6 +199,10 @@ fn generator(
     };
     Ok(GeneratorConfig {
         frame_size,
+        imix,
+        stamp: p.stamp.as_ref().is_some_and(|v| *v.get_ref()),
+        rate_percent,
+        line_rate_gbps,
         flows: check::opt_int(doc, &p.flows, &f("flows"), 1..=1_000_000, d.flows)?,
         rate_pps: p
             .rate_pps

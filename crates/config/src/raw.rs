@@ -63,6 +63,7 @@ pub(crate) struct RawPmd {
 pub(crate) enum RawPortType {
     Generator,
     Sink,
+    Receiver,
     Pcap,
     Ring,
     #[serde(rename = "vhost-user")]
@@ -74,6 +75,7 @@ impl RawPortType {
         match self {
             RawPortType::Generator => "generator",
             RawPortType::Sink => "sink",
+            RawPortType::Receiver => "receiver",
             RawPortType::Pcap => "pcap",
             RawPortType::Ring => "ring",
             RawPortType::VhostUser => "vhost-user",
@@ -99,7 +101,10 @@ pub(crate) struct RawPort {
     pub kind: S<RawPortType>,
     pub rxqs: Option<S<i64>>,
     // generator
-    pub frame_size: Option<S<i64>>,
+    pub frame_size: Option<S<RawFrameSize>>,
+    pub stamp: Option<S<bool>>,
+    pub rate_percent: Option<S<f64>>,
+    pub line_rate_gbps: Option<S<f64>>,
     pub flows: Option<S<i64>>,
     pub count: Option<S<i64>>,
     pub src_mac: Option<S<String>>,
@@ -124,6 +129,35 @@ pub(crate) struct RawPort {
     pub mrg_rxbuf: Option<S<bool>>,
 }
 
+/// A generator's `frame_size`: bytes, or a named mix (`"imix"`).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum RawFrameSize {
+    Bytes(i64),
+    Named(String),
+}
+
+impl<'de> Deserialize<'de> for RawFrameSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = RawFrameSize;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a frame size in bytes or \"imix\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<RawFrameSize, E> {
+                Ok(RawFrameSize::Bytes(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RawFrameSize, E> {
+                Ok(RawFrameSize::Bytes(i64::try_from(v).unwrap_or(i64::MAX)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawFrameSize, E> {
+                Ok(RawFrameSize::Named(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum RawVhostMode {
@@ -134,7 +168,7 @@ pub(crate) enum RawVhostMode {
 impl RawPort {
     /// Every optional, type-specific key with its position if present and
     /// the types that accept it.
-    pub fn type_specific_keys(&self) -> [TypeSpecificKey; 19] {
+    pub fn type_specific_keys(&self) -> [TypeSpecificKey; 22] {
         use RawPortType::*;
         fn sp<T>(v: &Option<S<T>>) -> Option<std::ops::Range<usize>> {
             v.as_ref().map(|s| s.span())
@@ -142,6 +176,9 @@ impl RawPort {
         const GEN: &[RawPortType] = &[Generator];
         [
             ("frame_size", sp(&self.frame_size), GEN),
+            ("stamp", sp(&self.stamp), GEN),
+            ("rate_percent", sp(&self.rate_percent), GEN),
+            ("line_rate_gbps", sp(&self.line_rate_gbps), GEN),
             ("flows", sp(&self.flows), GEN),
             ("count", sp(&self.count), GEN),
             ("src_mac", sp(&self.src_mac), GEN),

@@ -135,8 +135,12 @@ size = 32
                 rxqs: 2,
                 kind: PortKind::Generator(GeneratorConfig {
                     frame_size: 3968,
+                    imix: false,
                     flows: 1000,
                     rate_pps: Some(1_000_000),
+                    rate_percent: None,
+                    line_rate_gbps: 10.0,
+                    stamp: false,
                     count: Some(5000),
                     src_mac: [0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0x01],
                     dst_mac: [0xff; 6],

@@ -1,12 +1,14 @@
 //! The control plane of a node: assembling a running switch from its
 //! validated config ([`node`]), the typed control protocol ([`protocol`]),
-//! the unix control socket ([`server`]) and rate sampling ([`rates`]).
+//! the unix control socket ([`server`]), rate sampling ([`rates`]) and
+//! RFC 2544 trials against a running node ([`trial`]).
 
 pub mod chains;
 pub mod node;
 pub mod protocol;
 pub mod rates;
 pub mod server;
+pub mod trial;
 
 pub use node::{Node, NodeError};
 pub use protocol::{Request, Response};

@@ -64,7 +64,12 @@ impl Node {
         // Rules first, so the first packets find them.
         table.add_flows(cfg.flows.iter().cloned());
         table.add_flows(crate::chains::steering(&cfg.chains).map_err(NodeError::Invalid)?);
-        for p in &cfg.ports {
+        // Generators last, so their first packets find every other port.
+        let is_gen = |p: &&PortConfig| matches!(p.kind, PortKind::Generator(_));
+        for p in cfg.ports.iter().filter(|p| !is_gen(p)) {
+            node.open_port(p)?;
+        }
+        for p in cfg.ports.iter().filter(is_gen) {
             node.open_port(p)?;
         }
         let node = Arc::new(node);
@@ -104,6 +109,9 @@ impl Node {
             Request::ShowChains => {
                 serde_json::to_value(self.show_chains()).map_err(|e| e.to_string())
             }
+            Request::ShowTraffic => {
+                serde_json::to_value(self.show_traffic()).map_err(|e| e.to_string())
+            }
             Request::DumpFlows => {
                 serde_json::to_value(self.dump_flows()).map_err(|e| e.to_string())
             }
@@ -121,6 +129,11 @@ impl Node {
                 .map(|no| serde_json::json!({ "deleted": no })),
             Request::ClearStats => {
                 self.datapath.clear_pmd_stats();
+                for v in self.datapath.port_views() {
+                    if let Some(r) = v.port.receiver_stats() {
+                        r.clear();
+                    }
+                }
                 Ok(serde_json::json!({}))
             }
         };
@@ -272,6 +285,72 @@ impl Node {
             })
             .collect();
         crate::chains::report(&self.chains, &ports)
+    }
+
+    /// Every receiver port's streams since the last clear-stats.
+    pub fn show_traffic(&self) -> Vec<TrafficReport> {
+        self.datapath
+            .port_views()
+            .into_iter()
+            .filter_map(|v| {
+                let snap = v.port.receiver_stats()?.snapshot();
+                Some(TrafficReport {
+                    no: v.no,
+                    name: v.port.name().to_string(),
+                    unstamped: snap.unstamped,
+                    untracked: snap.untracked,
+                    streams: snap
+                        .streams
+                        .iter()
+                        .map(|s| StreamReport {
+                            stream: s.stream,
+                            src_port: nfv_traffic::stamp::stream_port(s.stream),
+                            src_queue: nfv_traffic::stamp::stream_queue(s.stream),
+                            received: s.received,
+                            lost: s.lost(),
+                            reordered: s.reordered,
+                            duplicates: s.duplicates,
+                            late: s.late,
+                            latency: s.latency(),
+                        })
+                        .collect(),
+                })
+            })
+            .collect()
+    }
+
+    /// The run control of generator port `name_or_no`.
+    pub fn generator_control(
+        &self,
+        name_or_no: &str,
+    ) -> Result<Arc<nfv_ports::GeneratorControl>, String> {
+        self.port_view(name_or_no)?
+            .port
+            .generator_control()
+            .ok_or_else(|| format!("port {name_or_no:?} is not a generator"))
+    }
+
+    /// The counters of receiver port `name_or_no`.
+    pub fn receiver_stats(
+        &self,
+        name_or_no: &str,
+    ) -> Result<Arc<nfv_ports::ReceiverStats>, String> {
+        self.port_view(name_or_no)?
+            .port
+            .receiver_stats()
+            .ok_or_else(|| format!("port {name_or_no:?} is not a receiver"))
+    }
+
+    fn port_view(&self, name_or_no: &str) -> Result<nfv_datapath::PortView, String> {
+        let no = self
+            .datapath
+            .resolve_port(name_or_no)
+            .ok_or_else(|| format!("no port {name_or_no:?}"))?;
+        self.datapath
+            .port_views()
+            .into_iter()
+            .find(|v| v.no == no)
+            .ok_or_else(|| format!("no port {name_or_no:?}"))
     }
 
     pub fn chains(&self) -> &[nfv_config::ChainConfig] {

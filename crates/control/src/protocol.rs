@@ -10,6 +10,8 @@ pub enum Request {
     ShowPorts,
     ShowPmd,
     ShowChains,
+    /// Per receiver port: streams with loss, reordering and latency.
+    ShowTraffic,
     DumpFlows,
     /// One or more rules in ovs-ofctl syntax; all are validated before any
     /// is installed (all or nothing).
@@ -27,6 +29,7 @@ pub enum Request {
     DelPort {
         port: String,
     },
+    /// Zeroes PMD counters and receiver port (traffic) counters.
     ClearStats,
 }
 
@@ -133,4 +136,35 @@ pub struct ChainReport {
     /// 100 × (1 − egress/ingress) over the last interval.
     pub loss_percent: f64,
     pub vnfs: Vec<VnfReport>,
+}
+
+/// One stream as a receiver port saw it, since the last clear-stats.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StreamReport {
+    /// The stamp's stream id: generator port number << 8 | its rx queue.
+    pub stream: u32,
+    pub src_port: u16,
+    pub src_queue: u8,
+    pub received: u64,
+    /// Sequence gaps not filled (losses after the newest arrival are not
+    /// visible here; `nfvswitch ndr` counts against what was sent).
+    pub lost: u64,
+    pub reordered: u64,
+    pub duplicates: u64,
+    /// Reordered by more than the duplicate-detection window.
+    pub late: u64,
+    /// In nanoseconds; `None` before the first packet.
+    pub latency: Option<nfv_traffic::LatencySummary>,
+}
+
+/// A receiver port's streams.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TrafficReport {
+    pub no: u16,
+    pub name: String,
+    /// Frames without a valid stamp.
+    pub unstamped: u64,
+    /// Stamped frames of streams beyond the per-queue stream limit.
+    pub untracked: u64,
+    pub streams: Vec<StreamReport>,
 }

@@ -20,6 +20,9 @@ pub struct PortConfig {
 pub enum PortKind {
     Generator(GeneratorConfig),
     Sink,
+    /// A sink that reads the generator's payload stamps and accounts loss,
+    /// reordering and latency per stream (`crate::receiver`).
+    Receiver,
     Pcap(PcapConfig),
     /// One end of an in-process loopback pair; `peer` names the other end.
     Ring(RingConfig),
@@ -33,6 +36,7 @@ impl PortKind {
         match self {
             PortKind::Generator(_) => "generator",
             PortKind::Sink => "sink",
+            PortKind::Receiver => "receiver",
             PortKind::Pcap(_) => "pcap",
             PortKind::Ring(_) => "ring",
             PortKind::VhostUser(_) => "vhost-user",
@@ -42,12 +46,26 @@ impl PortKind {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct GeneratorConfig {
-    /// Ethernet frame length without FCS, 64..=9000.
+    /// Ethernet frame length without FCS, 64..=9000 (ignored with `imix`).
     pub frame_size: usize,
+    /// Frame sizes follow the simple IMIX, 7:4:1 of 64/594/1518 bytes
+    /// (`nfv_traffic::mix::SIMPLE_IMIX`), instead of `frame_size`.
+    pub imix: bool,
     /// Distinct 5-tuples, 1..=1_000_000 (UDP source port and source IP vary).
     pub flows: u32,
-    /// Packets per second over all queues; `None` = as fast as possible.
+    /// Packets per second over all queues; `None` = as fast as possible
+    /// (unless `rate_percent` is set).
     pub rate_pps: Option<u64>,
+    /// Rate as a percentage of `line_rate_gbps` (exclusive with
+    /// `rate_pps`), counting 24 bytes of FCS, preamble and inter-frame gap
+    /// per frame (`nfv_traffic::mix`).
+    pub rate_percent: Option<f64>,
+    /// The line rate `rate_percent` refers to, in Gbit/s. Default 10.
+    pub line_rate_gbps: f64,
+    /// Write a test stamp (stream = port id << 8 | rx queue, sequence per
+    /// queue from 0, TSC) into every frame's UDP payload, for a
+    /// `receiver` port (`nfv_traffic::stamp`).
+    pub stamp: bool,
     /// Stop after this many packets; `None` = forever.
     pub count: Option<u64>,
     pub src_mac: [u8; 6],
@@ -62,8 +80,12 @@ impl Default for GeneratorConfig {
     fn default() -> Self {
         GeneratorConfig {
             frame_size: 64,
+            imix: false,
             flows: 1,
             rate_pps: None,
+            rate_percent: None,
+            line_rate_gbps: 10.0,
+            stamp: false,
             count: None,
             src_mac: [0x02, 0, 0, 0, 0, 0x01],
             dst_mac: [0x02, 0, 0, 0, 0, 0x02],
@@ -72,6 +94,42 @@ impl Default for GeneratorConfig {
             src_port: 1024,
             dst_port: 5001,
         }
+    }
+}
+
+impl GeneratorConfig {
+    /// The (size, weight) mix of frames this generator sends.
+    pub fn mix(&self) -> Vec<(usize, u32)> {
+        if self.imix {
+            nfv_traffic::mix::SIMPLE_IMIX.to_vec()
+        } else {
+            vec![(self.frame_size, 1)]
+        }
+    }
+    /// Mean frame size in bytes (without FCS).
+    pub fn mean_frame_size(&self) -> f64 {
+        nfv_traffic::mix::mean_size(&self.mix())
+    }
+    /// Largest frame it sends.
+    pub fn max_frame_size(&self) -> usize {
+        self.mix()
+            .iter()
+            .map(|&(s, _)| s)
+            .max()
+            .unwrap_or(self.frame_size)
+    }
+    /// The configured rate in packets per second (at least 1), from
+    /// `rate_pps` or `rate_percent`; `None` = as fast as possible.
+    pub fn effective_rate_pps(&self) -> Option<u64> {
+        let rate = match (self.rate_pps, self.rate_percent) {
+            (Some(p), _) => nfv_traffic::mix::Rate::Pps(p),
+            (None, Some(percent)) => nfv_traffic::mix::Rate::LinePercent {
+                percent,
+                line_gbps: self.line_rate_gbps,
+            },
+            (None, None) => return None,
+        };
+        Some((rate.pps(self.mean_frame_size()).round() as u64).max(1))
     }
 }
 

@@ -5,13 +5,26 @@
 //! `src_ip + f / 1024`, so `flows` distinct 5-tuples cycle round-robin.
 //! Rate limiting uses the TSC (no syscalls). Bursts are capped at the
 //! batch size, so a slow switch back-pressures the generator instead of
-//! making it drop.
+//! making it drop (it catches up later, a burst at a time).
+//!
+//! Options: IMIX frame sizes (a fixed interleaved 12-frame pattern, see
+//! `nfv_traffic::mix`), a rate in pps or percent of a line rate, and a
+//! test stamp per frame (`nfv_traffic::stamp`: stream = port id << 8 |
+//! rx queue, a sequence per queue, the burst's TSC) for a `receiver`
+//! port. Rate and packet budget can be changed while running through
+//! [`GeneratorControl`]. Per frame the fast path copies the template and
+//! writes a few fields; it never allocates.
 
 use crate::config::GeneratorConfig;
-use crate::{Port, RxQueue, TxQueue};
+use crate::{Clock, Port, QueueCounters, RxQueue, TxQueue};
 use nfv_mem::{Batch, PoolCache};
+use nfv_traffic::mix::Pacer;
+use nfv_traffic::stamp::{STAMP_LEN, STAMP_OFFSET, Stamp, stream_id};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 
 const ETH_LEN: usize = 14;
 const IP_LEN: usize = 20;
@@ -20,12 +33,18 @@ const FLOW_PORTS: u32 = 1024;
 
 /// Builds the template frame of `cfg.frame_size` bytes (flow 0).
 pub fn template(cfg: &GeneratorConfig) -> Vec<u8> {
-    let payload_len = cfg.frame_size.saturating_sub(ETH_LEN + IP_LEN + UDP_LEN);
+    template_of_size(cfg, cfg.frame_size)
+}
+
+/// Builds the template frame of `size` bytes (flow 0). Its payload counts
+/// up from 0 (a stamp, if any, is written over the start per frame).
+pub fn template_of_size(cfg: &GeneratorConfig, size: usize) -> Vec<u8> {
+    let payload_len = size.saturating_sub(ETH_LEN + IP_LEN + UDP_LEN);
     let payload: Vec<u8> = (0..payload_len).map(|i| i as u8).collect();
     let builder = etherparse::PacketBuilder::ethernet2(cfg.src_mac, cfg.dst_mac)
         .ipv4(cfg.src_ip.octets(), cfg.dst_ip.octets(), 64)
         .udp(cfg.src_port, cfg.dst_port);
-    let mut frame = Vec::with_capacity(cfg.frame_size);
+    let mut frame = Vec::with_capacity(size);
     builder
         .write(&mut frame, &payload)
         .expect("writing to a Vec cannot fail");
@@ -60,66 +79,237 @@ pub fn stamp_flow(frame: &mut [u8], cfg: &GeneratorConfig, f: u32) {
     frame[ETH_LEN + IP_LEN..ETH_LEN + IP_LEN + 2].copy_from_slice(&sport.to_be_bytes());
 }
 
+/// Lock-free run control of a generator, for the control plane
+/// (`nfvswitch ndr` sets a rate and a packet budget per trial). Each rx
+/// queue notices a change at its next burst (one relaxed load of `epoch`)
+/// and restarts its pacing and budget from then; sequence numbers go on.
+///
+/// Thread safety: `Sync`. Writers are control-plane threads (one at a
+/// time); PMDs only read the settings and each writes its own queue's
+/// `generated` counter.
+pub struct GeneratorControl {
+    port_id: u16,
+    stamp: bool,
+    mean_frame: f64,
+    epoch: AtomicU64,
+    /// Packets per second over all queues; 0 = as fast as possible.
+    rate_pps: AtomicU64,
+    /// Packets to send in total; `u64::MAX` = forever.
+    count: AtomicU64,
+    /// Packets a queue may fall behind its rate before the excess is
+    /// dropped; 0 = unlimited (it catches up later).
+    backlog_limit: AtomicU64,
+    /// Per rx queue, since the port opened (single writer each).
+    generated: Box<[QueueCounters]>,
+    /// Per rx queue: packets dropped for falling behind (`packets` only).
+    missed: Box<[QueueCounters]>,
+}
+
+impl GeneratorControl {
+    /// Sends `count` packets (`None`: forever) at `rate_pps` (`None`: as
+    /// fast as possible), starting now.
+    pub fn start(&self, rate_pps: Option<u64>, count: Option<u64>) {
+        self.rate_pps.store(rate_pps.unwrap_or(0), Relaxed);
+        self.count.store(count.unwrap_or(u64::MAX), Relaxed);
+        self.epoch.fetch_add(1, Release);
+    }
+    /// From the next [`GeneratorControl::start`] on, a rate-limited queue
+    /// that falls more than `packets` behind its rate drops the excess
+    /// (counted as missed, their sequence numbers skipped) — a NIC's rx
+    /// ring overflowing when the switch does not poll it fast enough.
+    /// 0 (the default): never drop, catch up a burst at a time.
+    pub fn set_backlog_limit(&self, packets: u64) {
+        self.backlog_limit.store(packets, Relaxed);
+    }
+    /// Packets dropped for falling behind the rate, since the port opened.
+    pub fn missed(&self) -> u64 {
+        self.missed.iter().map(|c| c.packets.load(Relaxed)).sum()
+    }
+    /// Stops sending (a budget of 0 from now).
+    pub fn stop(&self) {
+        self.start(None, Some(0));
+    }
+    /// Packets generated since the port opened, all queues.
+    pub fn generated(&self) -> u64 {
+        self.generated.iter().map(|c| c.packets.load(Relaxed)).sum()
+    }
+    /// Bytes generated since the port opened, all queues.
+    pub fn generated_bytes(&self) -> u64 {
+        self.generated.iter().map(|c| c.bytes.load(Relaxed)).sum()
+    }
+    /// The port's OpenFlow number: its stamps' streams are
+    /// `nfv_traffic::stamp::stream_id(port_id, queue)`.
+    pub fn port_id(&self) -> u16 {
+        self.port_id
+    }
+    /// Whether frames carry a test stamp.
+    pub fn stamps(&self) -> bool {
+        self.stamp
+    }
+    /// Mean frame size in bytes (without FCS).
+    pub fn mean_frame_size(&self) -> f64 {
+        self.mean_frame
+    }
+    /// Current rate setting (`None` = as fast as possible).
+    pub fn rate_pps(&self) -> Option<u64> {
+        Some(self.rate_pps.load(Relaxed)).filter(|&r| r > 0)
+    }
+}
+
+/// Queue `q`'s part of `total` spread over `n` queues.
+fn share(total: u64, q: usize, n: usize) -> u64 {
+    let n = n.max(1) as u64;
+    total / n + u64::from((q as u64) < total % n)
+}
+
 pub struct GeneratorPort {
     name: String,
     cfg: GeneratorConfig,
     rxqs: usize,
-    template: Arc<[u8]>,
-    generated: Arc<AtomicU64>,
+    templates: Arc<[Box<[u8]>]>,
+    /// Template index of each frame of one round of the size mix.
+    pattern: Arc<[u8]>,
+    control: Arc<GeneratorControl>,
+    clock: Clock,
 }
 
 impl GeneratorPort {
-    pub fn new(name: &str, rxqs: usize, cfg: GeneratorConfig) -> GeneratorPort {
+    /// A generator for port number `id` (the stream id of its stamps).
+    pub fn new(name: &str, id: u16, rxqs: usize, cfg: GeneratorConfig) -> GeneratorPort {
+        let mix = cfg.mix();
+        let templates: Vec<Box<[u8]>> = mix
+            .iter()
+            .map(|&(size, _)| template_of_size(&cfg, size).into())
+            .collect();
+        let pattern: Vec<u8> = nfv_traffic::mix::pattern(&mix)
+            .into_iter()
+            .map(|i| i as u8)
+            .collect();
+        let control = GeneratorControl {
+            port_id: id,
+            stamp: cfg.stamp,
+            mean_frame: cfg.mean_frame_size(),
+            epoch: AtomicU64::new(0),
+            rate_pps: AtomicU64::new(cfg.effective_rate_pps().unwrap_or(0)),
+            count: AtomicU64::new(cfg.count.unwrap_or(u64::MAX)),
+            backlog_limit: AtomicU64::new(0),
+            generated: (0..rxqs).map(|_| QueueCounters::default()).collect(),
+            missed: (0..rxqs).map(|_| QueueCounters::default()).collect(),
+        };
         GeneratorPort {
             name: name.to_string(),
-            template: template(&cfg).into(),
+            templates: templates.into(),
+            pattern: pattern.into(),
+            control: Arc::new(control),
             cfg,
             rxqs,
-            generated: Arc::new(AtomicU64::new(0)),
+            clock: Clock::tsc(),
         }
+    }
+
+    /// Uses `clock` for pacing and stamps instead of the TSC (tests).
+    pub fn with_clock(mut self, clock: Clock) -> GeneratorPort {
+        self.clock = clock;
+        self
+    }
+
+    pub fn control(&self) -> &Arc<GeneratorControl> {
+        &self.control
     }
 }
 
 struct GenRxq {
     cfg: GeneratorConfig,
-    template: Arc<[u8]>,
+    templates: Arc<[Box<[u8]>]>,
+    pattern: Arc<[u8]>,
+    next_size: usize,
     next_flow: u32,
+    /// Stream id when stamping.
+    stream: Option<u32>,
+    /// Next sequence number (never reset).
+    seq: u64,
+    /// Sent (or missed) since the current run began.
     sent: u64,
-    /// Packets this queue may send in total (`u64::MAX` = unlimited).
+    /// Backlog limit of this run (`u64::MAX` = none).
+    backlog_limit: u64,
+    /// Packets this queue may send in this run (`u64::MAX` = unlimited).
     budget: u64,
-    /// Rate limit per queue, if any: (pps, TSC at start, TSC hz).
-    rate: Option<(u64, u64, u64)>,
-    generated: Arc<AtomicU64>,
+    pacer: Option<Pacer>,
+    epoch: u64,
+    q: usize,
+    n_queues: usize,
+    control: Arc<GeneratorControl>,
+    clock: Clock,
 }
 
 impl GenRxq {
-    #[inline]
-    fn allowed(&mut self, cap: usize) -> usize {
-        let mut n = cap as u64;
-        if let Some((pps, start, hz)) = self.rate {
-            let elapsed = nfv_tsc::now().saturating_sub(start) as u128;
-            let due = (elapsed * pps as u128 / hz as u128) as u64;
-            n = n.min(due.saturating_sub(self.sent));
-        }
-        n.min(self.budget - self.sent) as usize
+    /// Starts a run with the control's current settings.
+    #[cold]
+    fn restart(&mut self, epoch: u64) {
+        self.epoch = epoch;
+        let c = &self.control;
+        let rate = c.rate_pps.load(Relaxed);
+        let count = c.count.load(Relaxed);
+        self.sent = 0;
+        self.backlog_limit = match c.backlog_limit.load(Relaxed) {
+            0 => u64::MAX,
+            n => share(n, self.q, self.n_queues).max(1),
+        };
+        self.budget = if count == u64::MAX {
+            u64::MAX
+        } else {
+            share(count, self.q, self.n_queues)
+        };
+        self.pacer = (rate > 0).then(|| Pacer {
+            pps: share(rate, self.q, self.n_queues).max(1),
+            hz: self.clock.hz,
+            start: (self.clock.now)(),
+        });
+    }
+
+    /// Drops `n` packets that fell beyond the backlog limit (their
+    /// sequence numbers are skipped, so a receiver sees the gap).
+    #[cold]
+    fn miss(&mut self, n: u64) {
+        self.sent += n;
+        self.seq += n;
+        self.control.missed[self.q].add(n, 0);
     }
 }
 
 impl RxQueue for GenRxq {
     fn rx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        let want = self.allowed(batch.remaining_capacity());
-        let len = self.template.len();
+        let epoch = self.control.epoch.load(Acquire);
+        if epoch != self.epoch {
+            self.restart(epoch);
+        }
+        let now = if self.pacer.is_some() || self.stream.is_some() {
+            (self.clock.now)()
+        } else {
+            0
+        };
+        let mut want = (batch.remaining_capacity() as u64).min(self.budget - self.sent);
+        if let Some(p) = &self.pacer {
+            let mut behind = p.due(now).min(self.budget).saturating_sub(self.sent);
+            if behind > self.backlog_limit {
+                self.miss(behind - self.backlog_limit);
+                behind = self.backlog_limit;
+            }
+            want = want.min(behind);
+        }
         let mut got = 0;
+        let mut bytes = 0;
         while got < want {
             let Some(mut pkt) = pool.alloc() else { break };
-            if pkt.set_len(len).is_err() {
+            let template = &self.templates[usize::from(self.pattern[self.next_size])];
+            if pkt.set_len(template.len()).is_err() {
                 // Frame larger than the pool's buffers (config validation
                 // prevents this); give the buffer back and stop.
                 pool.free(pkt);
                 break;
             }
             let d = pkt.data_mut();
-            d.copy_from_slice(&self.template);
+            d.copy_from_slice(template);
             if self.cfg.flows > 1 {
                 stamp_flow(d, &self.cfg, self.next_flow);
                 self.next_flow += 1;
@@ -127,15 +317,30 @@ impl RxQueue for GenRxq {
                     self.next_flow = 0;
                 }
             }
+            if let Some(stream) = self.stream
+                && let Some(b) = d[STAMP_OFFSET..].first_chunk_mut::<STAMP_LEN>()
+            {
+                Stamp {
+                    stream,
+                    seq: self.seq,
+                    tsc: now,
+                }
+                .emit(b);
+                self.seq += 1;
+            }
+            bytes += template.len() as u64;
+            self.next_size += 1;
+            if self.next_size == self.pattern.len() {
+                self.next_size = 0;
+            }
             batch.push(pkt);
             got += 1;
         }
-        self.sent += got as u64;
+        self.sent += got;
         if got > 0 {
-            let g = &self.generated;
-            g.store(g.load(Relaxed) + got as u64, Relaxed);
+            self.control.generated[self.q].add(got, bytes);
         }
-        got
+        got as usize
     }
 }
 
@@ -150,35 +355,57 @@ impl Port for GeneratorPort {
         self.rxqs
     }
     fn open_rxq(&self, q: usize) -> Box<dyn RxQueue> {
-        let n = self.rxqs as u64;
-        let share = |total: u64| total / n + u64::from((q as u64) < total % n);
-        Box::new(GenRxq {
+        let mut rxq = GenRxq {
             cfg: self.cfg.clone(),
-            template: self.template.clone(),
-            // Queues start on different flows so they do not send in lockstep.
+            templates: self.templates.clone(),
+            pattern: self.pattern.clone(),
+            // Queues start at different points so they do not send in lockstep.
+            next_size: (q * 5) % self.pattern.len(),
             next_flow: (q as u32 * 7919) % self.cfg.flows,
-            sent: 0,
-            budget: self.cfg.count.map_or(u64::MAX, share),
-            rate: self
+            stream: self
                 .cfg
-                .rate_pps
-                .map(|r| (share(r).max(1), nfv_tsc::now(), nfv_tsc::hz())),
-            generated: self.generated.clone(),
-        })
+                .stamp
+                .then(|| stream_id(self.control.port_id, q as u8)),
+            seq: 0,
+            sent: 0,
+            backlog_limit: u64::MAX,
+            budget: 0,
+            pacer: None,
+            epoch: 0,
+            q,
+            n_queues: self.rxqs,
+            control: self.control.clone(),
+            clock: self.clock,
+        };
+        rxq.restart(self.control.epoch.load(Acquire));
+        Box::new(rxq)
     }
     fn open_txq(&self, _q: usize) -> Box<dyn TxQueue> {
         Box::new(DiscardTx)
     }
     fn info(&self) -> Vec<(&'static str, String)> {
+        let c = &self.control;
         vec![
-            ("frame_size", self.cfg.frame_size.to_string()),
+            (
+                "frame_size",
+                if self.cfg.imix {
+                    "imix".into()
+                } else {
+                    self.cfg.frame_size.to_string()
+                },
+            ),
             ("flows", self.cfg.flows.to_string()),
             (
                 "rate_pps",
-                self.cfg.rate_pps.map_or("max".into(), |r| r.to_string()),
+                c.rate_pps().map_or("max".into(), |r| r.to_string()),
             ),
-            ("generated", self.generated.load(Relaxed).to_string()),
+            ("stamp", self.cfg.stamp.to_string()),
+            ("generated", c.generated().to_string()),
+            ("missed", c.missed().to_string()),
         ]
+    }
+    fn generator_control(&self) -> Option<Arc<GeneratorControl>> {
+        Some(self.control.clone())
     }
 }
 

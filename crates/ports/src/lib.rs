@@ -9,20 +9,25 @@
 //! The datapath counts packets, bytes and drops by reason for every queue
 //! ([`stats`]); port types only count what is special to them ([`Port::info`]).
 //!
-//! One module per port type: [`generator`], [`sink`], [`pcap`], [`ring`].
+//! One module per port type: [`generator`], [`sink`], [`receiver`],
+//! [`pcap`], [`ring`].
 
 pub mod config;
 pub mod generator;
 pub mod open;
 pub mod pcap;
+pub mod receiver;
 pub mod ring;
 pub mod sink;
 pub mod stats;
 
 use nfv_mem::{Batch, PoolCache};
+use std::sync::Arc;
 
 pub use config::{PortConfig, PortKind, PortNo};
+pub use generator::GeneratorControl;
 pub use open::{OpenError, PortFactory, open_port};
+pub use receiver::ReceiverStats;
 pub use stats::{DropReason, PortStats, QueueCounters, QueueSnapshot};
 
 /// A receive queue, owned by one PMD thread.
@@ -57,5 +62,32 @@ pub trait Port: Send + Sync {
     /// Port-type-specific facts and counters for `show ports`.
     fn info(&self) -> Vec<(&'static str, String)> {
         Vec::new()
+    }
+    /// A generator's run control (rate, packet budget), for the control
+    /// plane.
+    fn generator_control(&self) -> Option<Arc<GeneratorControl>> {
+        None
+    }
+    /// A receiver's per-stream loss, reordering and latency counters.
+    fn receiver_stats(&self) -> Option<Arc<ReceiverStats>> {
+        None
+    }
+}
+
+/// The clock of ports that pace or timestamp: the TSC in the switch, a
+/// fake clock in tests. Read once per burst.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    pub now: fn() -> u64,
+    /// Ticks per second.
+    pub hz: u64,
+}
+
+impl Clock {
+    pub fn tsc() -> Clock {
+        Clock {
+            now: nfv_tsc::now,
+            hz: nfv_tsc::hz(),
+        }
     }
 }

@@ -4,6 +4,7 @@ use crate::Port;
 use crate::config::{PortConfig, PortKind};
 use crate::generator::GeneratorPort;
 use crate::pcap::{PcapError, PcapPort};
+use crate::receiver::ReceiverPort;
 use crate::ring::{Inbox, RingPort};
 use crate::sink::SinkPort;
 use std::collections::HashMap;
@@ -35,8 +36,11 @@ impl PortFactory {
 
     pub fn open(&self, cfg: &PortConfig) -> Result<Arc<dyn Port>, OpenError> {
         Ok(match &cfg.kind {
-            PortKind::Generator(g) => Arc::new(GeneratorPort::new(&cfg.name, cfg.rxqs, g.clone())),
+            PortKind::Generator(g) => {
+                Arc::new(GeneratorPort::new(&cfg.name, cfg.id, cfg.rxqs, g.clone()))
+            }
             PortKind::Sink => Arc::new(SinkPort::new(&cfg.name)),
+            PortKind::Receiver => Arc::new(ReceiverPort::new(&cfg.name)),
             PortKind::Pcap(p) => {
                 Arc::new(
                     PcapPort::new(&cfg.name, p.clone()).map_err(|err| OpenError::Pcap {

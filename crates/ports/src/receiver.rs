@@ -1,0 +1,147 @@
+//! `receiver`: a sink that reads the test stamps a generator writes
+//! (`stamp = true`) and accounts per stream: received, lost, reordered,
+//! duplicates and latency (`nfv_traffic::stream`).
+//!
+//! Every PMD has its own tx queue on the port, and each tx queue its own
+//! [`TrafficReceiver`]: the fast path takes no lock and does not allocate
+//! (except once per new stream). Per packet it finds the stamp (a few
+//! header checks), updates its stream's sequence window and counters
+//! (plain single-writer stores) and one histogram bucket; the receive
+//! time is read once per burst. Readers merge the queues' counters on
+//! demand ([`ReceiverStats::snapshot`]). A stream is seen by one tx queue
+//! as long as one PMD forwards it (true for a generator queue); if a
+//! stream is spread over PMDs its counts add up but reordering between
+//! PMDs is not seen.
+
+use crate::{Clock, Port, RxQueue, TxQueue};
+use nfv_mem::{Batch, PoolCache};
+use nfv_traffic::{ReceiverShared, ReceiverSnapshot, TrafficReceiver};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The counters of a receiver port, for the control plane.
+///
+/// Thread safety: `Sync`. Its mutexes are taken only by the control
+/// plane (opening a queue, reading, clearing); PMDs never touch them.
+#[derive(Default)]
+pub struct ReceiverStats {
+    queues: Mutex<Vec<Arc<ReceiverShared>>>,
+    baseline: Mutex<ReceiverSnapshot>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ReceiverStats {
+    /// Everything since the port opened, all queues merged.
+    pub fn total(&self) -> ReceiverSnapshot {
+        let mut t = ReceiverSnapshot::default();
+        for q in lock(&self.queues).iter() {
+            t.merge(&q.snapshot());
+        }
+        t
+    }
+    /// Since the last [`ReceiverStats::clear`].
+    pub fn snapshot(&self) -> ReceiverSnapshot {
+        let base = lock(&self.baseline).clone();
+        self.total().since(&base)
+    }
+    /// Starts counting from zero (by remembering the current counts; the
+    /// PMDs' counters are never written by anyone else).
+    pub fn clear(&self) {
+        let now = self.total();
+        *lock(&self.baseline) = now;
+    }
+}
+
+pub struct ReceiverPort {
+    name: String,
+    stats: Arc<ReceiverStats>,
+    clock: Clock,
+}
+
+impl ReceiverPort {
+    pub fn new(name: &str) -> ReceiverPort {
+        ReceiverPort {
+            name: name.to_string(),
+            stats: Arc::default(),
+            clock: Clock::tsc(),
+        }
+    }
+    /// Uses `clock` for receive times instead of the TSC (tests); it must
+    /// tick at the rate of the generator's clock.
+    pub fn with_clock(mut self, clock: Clock) -> ReceiverPort {
+        self.clock = clock;
+        self
+    }
+    pub fn stats(&self) -> &Arc<ReceiverStats> {
+        &self.stats
+    }
+}
+
+struct ReceiverTx {
+    rx: TrafficReceiver,
+    clock: Clock,
+}
+
+impl TxQueue for ReceiverTx {
+    #[inline]
+    fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        let now = (self.clock.now)();
+        for p in batch.iter() {
+            self.rx.receive(p.data(), now);
+        }
+        let n = batch.len();
+        pool.free_batch(batch);
+        n
+    }
+}
+
+impl Port for ReceiverPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn type_name(&self) -> &'static str {
+        "receiver"
+    }
+    fn n_rxq(&self) -> usize {
+        1
+    }
+    fn open_rxq(&self, _q: usize) -> Box<dyn RxQueue> {
+        crate::sink::no_rx()
+    }
+    fn open_txq(&self, _q: usize) -> Box<dyn TxQueue> {
+        let rx = TrafficReceiver::new(self.clock.hz);
+        lock(&self.stats.queues).push(rx.shared().clone());
+        Box::new(ReceiverTx {
+            rx,
+            clock: self.clock,
+        })
+    }
+    fn info(&self) -> Vec<(&'static str, String)> {
+        let s = self.stats.snapshot();
+        let sum = |f: fn(&nfv_traffic::StreamSnapshot) -> u64| -> String {
+            s.streams.iter().map(f).sum::<u64>().to_string()
+        };
+        let mut info = vec![
+            ("streams", s.streams.len().to_string()),
+            ("received", sum(|x| x.received)),
+            ("lost", sum(|x| x.lost())),
+            ("reordered", sum(|x| x.reordered)),
+            ("duplicates", sum(|x| x.duplicates)),
+            ("unstamped", s.unstamped.to_string()),
+        ];
+        let mut all = nfv_traffic::StreamSnapshot::empty(0);
+        for x in &s.streams {
+            all.merge(x);
+        }
+        if let Some(l) = all.latency() {
+            info.push(("latency_p50_us", format!("{:.3}", l.p50_ns as f64 / 1e3)));
+            info.push(("latency_p99_us", format!("{:.3}", l.p99_ns as f64 / 1e3)));
+        }
+        info
+    }
+    fn receiver_stats(&self) -> Option<Arc<ReceiverStats>> {
+        Some(self.stats.clone())
+    }
+}
