@@ -1,10 +1,12 @@
-//! `nfvswitch`: the switch daemon, its control client and the demo.
+//! `nfvswitch`: the switch daemon, its control client, the demo and sweeps.
 
 mod ctl;
 mod demo;
 mod ndr;
 mod run;
+mod sweep;
 mod table;
+mod topology;
 mod vnf;
 
 use clap::{Parser, Subcommand};
@@ -19,7 +21,7 @@ use std::process::ExitCode;
 )]
 struct Cli {
     /// Log filter (error, warn, info, debug, trace or a tracing filter).
-    /// (Default: info; warn for `demo` and `ndr`, whose tables are the output.)
+    /// (Default: info; warn for `demo`, `sweep` and `ndr`, whose tables are the output.)
     #[arg(long, global = true, env = "NFVSWITCH_LOG")]
     log: Option<String>,
     #[command(subcommand)]
@@ -42,6 +44,9 @@ enum Command {
     Ctl(ctl::CtlArgs),
     /// Start a node with a generator and a sink and show live rates.
     Demo(demo::DemoArgs),
+    /// Topology sweeps (N VNFs north-south and east-west, frame sizes):
+    /// JSON, markdown tables and PNG charts.
+    Sweep(sweep::SweepArgs),
     /// Run the built-in VNF: a virtio-net driver on a vhost-user socket.
     Vnf(vnf::VnfArgs),
     /// RFC 2544 throughput search (NDR and PDR) from a generator to a
@@ -51,7 +56,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let default_log = if matches!(cli.cmd, Command::Demo(_) | Command::Ndr(_)) {
+    let default_log = if matches!(
+        cli.cmd,
+        Command::Demo(_) | Command::Ndr(_) | Command::Sweep(_)
+    ) {
         "warn"
     } else {
         "info"
@@ -68,6 +76,7 @@ fn main() -> ExitCode {
         Command::Check { config } => run::check(&config),
         Command::Ctl(args) => ctl::ctl(args),
         Command::Demo(args) => demo::demo(args),
+        Command::Sweep(args) => sweep::sweep(args),
         Command::Vnf(args) => vnf::vnf(args),
         Command::Ndr(args) => ndr::ndr(args),
     };

@@ -1,0 +1,576 @@
+//! The test bed that `nfvswitch demo` and `nfvswitch sweep` share: a node
+//! in this process (generator and sink ports stand in for the physical
+//! ports) and N VNF processes (`nfvswitch vnf`, connected over
+//! vhost-user), with the service chains installed.
+//!
+//! - `ns` (north-south, PVP): N chains in parallel, gen_i → vnf_i → sink_i.
+//! - `ew` (east-west): one chain gen → vnf1 → … → vnfN → sink.
+//!
+//! On a 2-core machine busy pollers that share a core starve each other,
+//! so the switch's PMD owns the last core and the VNFs share the others in
+//! adaptive poll/sleep mode ([`Cores`]).
+//!
+//! [`Testbed::measure`] reads the counters once a second for a window and
+//! reports means over it: delivered Mpps/Gbps at the sinks, per-VNF rx
+//! and drops, and the switch PMD's busy % and cycles per packet.
+
+use nfv_config::{ChainConfig, NodeConfig, PmdConfig};
+use nfv_control::Node;
+use nfv_datapath::stats::PmdSnapshot;
+use nfv_mem::MemoryConfig;
+use nfv_ports::config::{GeneratorConfig, PortConfig, PortKind, VhostUserConfig, VhostUserMode};
+use nfv_ports::{DropReason, QueueSnapshot};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How the VNFs are connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Topology {
+    /// North-south (PVP): N chains in parallel, gen_i → vnf_i → sink_i.
+    Ns,
+    /// East-west: one chain gen → vnf1 → … → vnfN → sink.
+    Ew,
+}
+
+impl Topology {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Topology::Ns => "ns",
+            Topology::Ew => "ew",
+        }
+    }
+    pub fn describe(self) -> &'static str {
+        match self {
+            Topology::Ns => "north-south (PVP, VNFs in parallel)",
+            Topology::Ew => "east-west (chain of VNFs)",
+        }
+    }
+}
+
+impl std::fmt::Display for Topology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Topology {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Topology, String> {
+        match s.trim() {
+            "ns" => Ok(Topology::Ns),
+            "ew" => Ok(Topology::Ew),
+            other => Err(format!("{other:?} is not ns or ew")),
+        }
+    }
+}
+
+/// Checks `--vnfs` (1..=8) and `--sizes` (64..=1518).
+pub fn validate(vnfs: &[usize], sizes: &[usize]) -> Result<(), String> {
+    if vnfs.is_empty() || sizes.is_empty() {
+        return Err("--vnfs and --sizes need at least one value".into());
+    }
+    if let Some(n) = vnfs.iter().find(|&&n| !(1..=8).contains(&n)) {
+        return Err(format!("--vnfs: {n} is not in 1..=8"));
+    }
+    if let Some(s) = sizes.iter().find(|&&s| !(64..=1518).contains(&s)) {
+        return Err(format!("--sizes: {s} is not in 64..=1518"));
+    }
+    Ok(())
+}
+
+/// What every run of a demo or sweep shares.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// VNF application: io, macswap or l2fwd.
+    pub app: String,
+    /// VNF poll mode: adaptive or busy.
+    pub poll: String,
+    /// Offered load per generator in packets/s (0 = as fast as possible).
+    pub rate_pps: u64,
+    /// Traffic before the measurement starts (connection, ring fill).
+    pub warmup: Duration,
+}
+
+impl Setup {
+    /// Refuses an app or poll mode the VNF would refuse (with the VNF's
+    /// own validation), before any process is started.
+    pub fn check(&self) -> Result<(), String> {
+        let o = nfv_vnf::VnfOptions {
+            socket: "check.sock".into(),
+            app: self.app.clone(),
+            poll: self.poll.clone(),
+            next_hop: (self.app == "l2fwd").then(|| L2FWD_NEXT_HOP.to_string()),
+            ..Default::default()
+        };
+        nfv_vnf::VnfConfig::try_from(o)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Where `--app l2fwd` VNFs send (the test bed does not learn MACs).
+const L2FWD_NEXT_HOP: &str = "02:00:00:00:00:02";
+
+/// One point of a demo or sweep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub topology: Topology,
+    pub vnfs: usize,
+    pub size: usize,
+}
+
+/// Which cores the switch and the VNFs use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cores {
+    pub cpus: usize,
+    /// The switch's one PMD thread busy-polls this core.
+    pub switch: usize,
+    /// The VNFs are pinned round-robin to these (empty = not pinned).
+    pub vnfs: Vec<usize>,
+}
+
+impl Cores {
+    pub fn detect() -> Cores {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Cores {
+            cpus,
+            switch: cpus - 1,
+            vnfs: (0..cpus.saturating_sub(1)).collect(),
+        }
+    }
+    /// The cores the VNFs run on (on one CPU: the switch's).
+    pub fn vnf_cores(&self) -> Vec<usize> {
+        if self.vnfs.is_empty() {
+            vec![self.switch]
+        } else {
+            self.vnfs.clone()
+        }
+    }
+    /// One sentence for the top of the output.
+    pub fn describe(&self, setup: &Setup) -> String {
+        format!(
+            "{} CPU(s). Switch PMD busy-polls core {} (generators and sinks are its ports); \
+             VNFs ({} mode, app {}) share core(s) {:?}. Cores used: {}.",
+            self.cpus,
+            self.switch,
+            setup.poll,
+            setup.app,
+            self.vnf_cores(),
+            self.cpus
+        )
+    }
+}
+
+struct Vnf {
+    child: Child,
+    stats: PathBuf,
+}
+
+impl Drop for Vnf {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Vnf {
+    /// The VNF's own drop counters (from its --json-stats file, written
+    /// once a second).
+    fn drops(&self) -> u64 {
+        let Ok(text) = std::fs::read(&self.stats) else {
+            return 0;
+        };
+        let Ok(j) = serde_json::from_slice::<serde_json::Value>(&text) else {
+            return 0;
+        };
+        j["total"]["drops"]
+            .as_object()
+            .map_or(0, |d| d.values().filter_map(|x| x.as_u64()).sum())
+    }
+}
+
+fn port(name: String, id: u16, kind: PortKind) -> PortConfig {
+    PortConfig {
+        name,
+        id,
+        rxqs: 1,
+        kind,
+    }
+}
+
+pub fn node_config(run: &Run, dir: &Path, rate: u64, switch_core: usize) -> NodeConfig {
+    let generator = |i: usize| {
+        let g = GeneratorConfig {
+            frame_size: run.size,
+            rate_pps: (rate > 0).then_some(rate),
+            src_ip: std::net::Ipv4Addr::new(10, 0, i as u8, 1),
+            ..Default::default()
+        };
+        port(format!("gen{i}"), 100 + i as u16, PortKind::Generator(g))
+    };
+    let sink = |i: usize| port(format!("sink{i}"), 200 + i as u16, PortKind::Sink);
+    let vnf = |i: usize| {
+        let v = VhostUserConfig {
+            socket: dir.join(format!("vnf{i}.sock")),
+            mode: VhostUserMode::Server,
+            queues: 1,
+            mrg_rxbuf: true,
+        };
+        port(format!("vnf{i}"), 10 + i as u16, PortKind::VhostUser(v))
+    };
+    let mut ports = Vec::new();
+    let mut chains = Vec::new();
+    let hop = |p: &PortConfig| (p.name.clone(), p.id);
+    match run.topology {
+        Topology::Ns => {
+            for i in 1..=run.vnfs {
+                let (g, v, s) = (generator(i), vnf(i), sink(i));
+                chains.push(ChainConfig {
+                    name: format!("ns{i}"),
+                    hops: vec![hop(&g), hop(&v), hop(&s)],
+                    priority: 1000,
+                });
+                ports.extend([g, v, s]);
+            }
+        }
+        Topology::Ew => {
+            let (g, s) = (generator(1), sink(1));
+            let vnfs: Vec<PortConfig> = (1..=run.vnfs).map(vnf).collect();
+            let mut hops = vec![hop(&g)];
+            hops.extend(vnfs.iter().map(hop));
+            hops.push(hop(&s));
+            chains.push(ChainConfig {
+                name: "ew".into(),
+                hops,
+                priority: 1000,
+            });
+            ports.push(g);
+            ports.extend(vnfs);
+            ports.push(s);
+        }
+    }
+    NodeConfig {
+        source: "demo".into(),
+        name: format!("demo-{}", std::process::id()),
+        control_socket: Some(dir.join("ctl.sock")),
+        memory: MemoryConfig {
+            frames: 65536,
+            ..Default::default()
+        },
+        pmd: PmdConfig {
+            cores: vec![switch_core],
+            emc_entries: 8192,
+        },
+        ports,
+        flows: vec![],
+        chains,
+    }
+}
+
+fn spawn_vnf(setup: &Setup, dir: &Path, i: usize, cores: &[usize]) -> Result<Vnf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let stats = dir.join(format!("vnf{i}.json"));
+    let mut cmd = Command::new(exe);
+    cmd.args(["--log", "warn", "vnf", "--socket"])
+        .arg(dir.join(format!("vnf{i}.sock")))
+        .args([
+            "--mode",
+            "client",
+            "--app",
+            &setup.app,
+            "--poll",
+            &setup.poll,
+            "--stats-every",
+            "1",
+        ])
+        .arg("--json-stats")
+        .arg(&stats)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if setup.app == "l2fwd" {
+        cmd.args(["--next-hop", L2FWD_NEXT_HOP]);
+    }
+    if !cores.is_empty() {
+        cmd.args(["--cpu", &cores[(i - 1) % cores.len()].to_string()]);
+    }
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start VNF {i}: {e}"))?;
+    Ok(Vnf { child, stats })
+}
+
+/// Counters of one instant (cumulative).
+struct Counters {
+    at: Instant,
+    /// Per port number: (rx, tx) as the switch counts them.
+    ports: BTreeMap<u16, (QueueSnapshot, QueueSnapshot)>,
+    pmds: Vec<PmdSnapshot>,
+    /// Per VNF (index i-1): its own drop count.
+    vnf_drops: Vec<u64>,
+}
+
+/// One VNF over a measurement window, from the switch's side of its port
+/// (what the switch sent it is the VNF's rx).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VnfMeasurement {
+    pub name: String,
+    pub chain: String,
+    pub rx_mpps: f64,
+    pub rx_gbps: f64,
+    pub tx_mpps: f64,
+    /// Packets the VNF did not take (ring full) plus packets it sent that
+    /// the switch dropped, over the window.
+    pub switch_drops: u64,
+    /// The VNF's own drop counters over the window (read from its stats
+    /// file, which it writes once a second).
+    pub vnf_drops: u64,
+}
+
+/// The switch's PMD thread(s) over a measurement window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PmdMeasurement {
+    /// Packets the PMD received (from generators and VNFs), Mpps.
+    pub rx_mpps: f64,
+    pub busy_percent: f64,
+    /// Busy TSC cycles per received packet.
+    pub cycles_per_packet: Option<f64>,
+}
+
+/// What a run measured over its window: means of the per-second samples.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// Length of the window, seconds.
+    pub seconds: f64,
+    /// Delivered to the sinks, all chains together (frame bytes without
+    /// FCS for Gbps).
+    pub mpps: f64,
+    pub gbps: f64,
+    /// Taken by the switch from the generators.
+    pub offered_mpps: f64,
+    /// 100 × (1 − delivered / offered) over the window.
+    pub loss_percent: f64,
+    /// Delivered Mpps and Gbps of each one-second sample.
+    pub samples_mpps: Vec<f64>,
+    pub samples_gbps: Vec<f64>,
+    pub vnfs: Vec<VnfMeasurement>,
+    pub pmd: PmdMeasurement,
+    /// The switch's drops over the window, all ports and both directions,
+    /// by reason (non-zero reasons only).
+    #[serde(default)]
+    pub drops: BTreeMap<String, u64>,
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// A running test bed; dropping it stops the VNFs and the node.
+pub struct Testbed {
+    node: Arc<Node>,
+    vnfs: Vec<Vnf>,
+    dir: PathBuf,
+}
+
+impl Testbed {
+    /// Starts the node and the VNFs of `run`, waits until every VNF has
+    /// connected, then lets traffic run for `setup.warmup`.
+    pub fn start(setup: &Setup, run: &Run, cores: &Cores) -> Result<Testbed, String> {
+        let dir = std::env::temp_dir().join(format!("nfvswitch-demo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let cfg = node_config(run, &dir, setup.rate_pps, cores.switch);
+        let node = Node::start(&cfg).map_err(|e| e.to_string())?;
+        let mut bed = Testbed {
+            node,
+            vnfs: Vec::new(),
+            dir,
+        };
+        for i in 1..=run.vnfs {
+            let v = spawn_vnf(setup, &bed.dir, i, &cores.vnfs)?;
+            bed.vnfs.push(v);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !bed
+            .node
+            .show_chains()
+            .iter()
+            .all(|c| c.vnfs.iter().all(|v| v.connected))
+        {
+            if Instant::now() > deadline {
+                return Err("VNFs did not connect within 10 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(setup.warmup);
+        Ok(bed)
+    }
+
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// The own drop count of VNF port `name` ("vnf3").
+    pub fn vnf_drops(&self, name: &str) -> u64 {
+        let i: usize = name.trim_start_matches("vnf").parse().unwrap_or(1);
+        self.vnfs.get(i.wrapping_sub(1)).map_or(0, Vnf::drops)
+    }
+
+    fn counters(&self) -> Counters {
+        let dp = self.node.datapath();
+        Counters {
+            at: Instant::now(),
+            ports: dp
+                .port_views()
+                .iter()
+                .map(|v| (v.no, (v.stats.rx_total(), v.stats.tx_total())))
+                .collect(),
+            pmds: dp.pmd_views().iter().map(|v| v.stats).collect(),
+            vnf_drops: self.vnfs.iter().map(Vnf::drops).collect(),
+        }
+    }
+
+    /// Samples the counters every second for `seconds` seconds (calling
+    /// `tick(t, self)` after each sample) and returns the means.
+    pub fn measure(&self, seconds: u64, mut tick: impl FnMut(u64, &Testbed)) -> Measurement {
+        let chains = self.node.chains();
+        let ingress: Vec<u16> = chains.iter().map(|c| c.ingress().1).collect();
+        let egress: Vec<u16> = chains.iter().map(|c| c.egress().1).collect();
+        let sum = |c: &Counters, ids: &[u16], tx: bool| -> (u64, u64) {
+            ids.iter()
+                .filter_map(|id| c.ports.get(id))
+                .map(|(rx, t)| if tx { t } else { rx })
+                .fold((0, 0), |(p, b), s| (p + s.packets, b + s.bytes))
+        };
+        let first = self.counters();
+        let mut prev = first.at;
+        let mut prev_out = sum(&first, &egress, true);
+        let (mut samples_mpps, mut samples_gbps) = (Vec::new(), Vec::new());
+        let mut last = None;
+        for t in 1..=seconds.max(1) {
+            let due = first.at + Duration::from_secs(t);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            let now = self.counters();
+            let secs = now.at.duration_since(prev).as_secs_f64().max(1e-3);
+            let out = sum(&now, &egress, true);
+            samples_mpps.push(out.0.wrapping_sub(prev_out.0) as f64 / secs / 1e6);
+            samples_gbps.push(out.1.wrapping_sub(prev_out.1) as f64 * 8.0 / secs / 1e9);
+            (prev, prev_out) = (now.at, out);
+            last = Some(now);
+            tick(t, self);
+        }
+        let last = last.unwrap_or_else(|| self.counters());
+        let secs = last.at.duration_since(first.at).as_secs_f64().max(1e-3);
+        let offered = sum(&last, &ingress, false)
+            .0
+            .wrapping_sub(sum(&first, &ingress, false).0) as f64;
+        let delivered = sum(&last, &egress, true)
+            .0
+            .wrapping_sub(sum(&first, &egress, true).0) as f64;
+        let delta = |id: u16| {
+            let z = (QueueSnapshot::default(), QueueSnapshot::default());
+            let a = first.ports.get(&id).unwrap_or(&z);
+            let b = last.ports.get(&id).unwrap_or(&z);
+            (diff(&b.0, &a.0), diff(&b.1, &a.1))
+        };
+        let vnfs = chains
+            .iter()
+            .flat_map(|c| c.vnfs().iter().map(move |v| (c, v)))
+            .map(|(c, (name, id))| {
+                let (rx, tx) = delta(*id);
+                let i: usize = name.trim_start_matches("vnf").parse().unwrap_or(1);
+                let own = |k: &Counters| k.vnf_drops.get(i.wrapping_sub(1)).copied().unwrap_or(0);
+                VnfMeasurement {
+                    name: name.clone(),
+                    chain: c.name.clone(),
+                    rx_mpps: tx.packets as f64 / secs / 1e6,
+                    rx_gbps: tx.bytes as f64 * 8.0 / secs / 1e9,
+                    tx_mpps: rx.packets as f64 / secs / 1e6,
+                    switch_drops: tx.total_drops() + rx.total_drops(),
+                    vnf_drops: own(&last).saturating_sub(own(&first)),
+                }
+            })
+            .collect();
+        let mut drops = BTreeMap::new();
+        for &id in last.ports.keys() {
+            let (rx, tx) = delta(id);
+            for (i, r) in DropReason::ALL.iter().enumerate() {
+                let n = rx.drops[i] + tx.drops[i];
+                if n > 0 {
+                    *drops.entry(r.as_str().to_string()).or_insert(0) += n;
+                }
+            }
+        }
+        let (mut rx, mut busy, mut idle) = (0u64, 0u64, 0u64);
+        for (i, p) in last.pmds.iter().enumerate() {
+            let d = first.pmds.get(i).map_or(*p, |f| p.since(f));
+            rx += d.rx_packets;
+            busy += d.busy_cycles;
+            idle += d.idle_cycles;
+        }
+        Measurement {
+            seconds: secs,
+            mpps: mean(&samples_mpps),
+            gbps: mean(&samples_gbps),
+            offered_mpps: offered / secs / 1e6,
+            loss_percent: if offered > 0.0 {
+                (100.0 * (1.0 - delivered / offered)).max(0.0)
+            } else {
+                0.0
+            },
+            samples_mpps,
+            samples_gbps,
+            vnfs,
+            pmd: PmdMeasurement {
+                rx_mpps: rx as f64 / secs / 1e6,
+                busy_percent: if busy + idle > 0 {
+                    100.0 * busy as f64 / (busy + idle) as f64
+                } else {
+                    0.0
+                },
+                cycles_per_packet: (rx > 0).then(|| busy as f64 / rx as f64),
+            },
+            drops,
+        }
+    }
+}
+
+fn diff(now: &QueueSnapshot, then: &QueueSnapshot) -> QueueSnapshot {
+    let mut d = QueueSnapshot {
+        packets: now.packets.wrapping_sub(then.packets),
+        bytes: now.bytes.wrapping_sub(then.bytes),
+        ..Default::default()
+    };
+    for (i, x) in d.drops.iter_mut().enumerate() {
+        *x = now.drops[i].wrapping_sub(then.drops[i]);
+    }
+    d
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        // VNFs first (SIGTERM, then wait), then the switch.
+        self.vnfs.clear();
+        self.node.shutdown();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

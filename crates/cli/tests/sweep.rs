@@ -1,0 +1,89 @@
+//! `nfvswitch sweep` end to end, short: one VNF, 64 B frames, one second
+//! per run, both topologies, into a temporary directory. Checks the files
+//! exist, the JSON parses and every run delivered traffic.
+
+use serde_json::Value;
+use std::process::Command;
+use std::time::Instant;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nfvswitch");
+
+#[test]
+fn sweep_writes_json_markdown_and_charts() {
+    let dir = std::env::temp_dir().join(format!("nfvswitch-sweep-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let t0 = Instant::now();
+    let out = Command::new(BIN)
+        .args([
+            "sweep",
+            "--vnfs",
+            "1",
+            "--sizes",
+            "64",
+            "--seconds",
+            "1",
+            "--warmup",
+            "0.5",
+            "--topology",
+            "ns,ew",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("run nfvswitch sweep");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    eprintln!("sweep took {:.1} s", t0.elapsed().as_secs_f64());
+    // One progress line per run.
+    assert!(stdout.contains("[1/2] ns N=1   64 B:"), "{stdout}");
+    assert!(stdout.contains("[2/2] ew N=1   64 B:"), "{stdout}");
+
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap();
+    assert!(json["machine"]["cpus"].as_u64().unwrap() >= 1);
+    assert!(json["machine"]["tsc_ghz"].as_f64().unwrap() > 0.0);
+    assert!(json["finished"].is_string());
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for (run, topo) in runs.iter().zip(["ns", "ew"]) {
+        assert_eq!(run["topology"], topo);
+        assert_eq!(
+            (run["vnfs"].as_u64(), run["size"].as_u64()),
+            (Some(1), Some(64))
+        );
+        let m = &run["result"];
+        assert!(m["mpps"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(m["gbps"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(!m["samples_mpps"].as_array().unwrap().is_empty());
+        assert!(m["vnfs"][0]["rx_mpps"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(m["pmd"]["busy_percent"].as_f64().unwrap() > 0.0, "{run}");
+    }
+
+    let md = std::fs::read_to_string(dir.join("sweep.md")).unwrap();
+    assert!(md.contains("| N | 64 B |"), "{md}");
+    for png in ["mpps_vs_n.png", "gbps_vs_n.png"] {
+        let bytes = std::fs::read(dir.join(png)).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{png}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sweep_rejects_bad_arguments() {
+    for args in [
+        &["sweep", "--vnfs", "9"][..],
+        &["sweep", "--sizes", "32"],
+        &["sweep", "--topology", "mesh"],
+        &["sweep", "--app", "nat"],
+        &["sweep", "--poll", "lazy"],
+    ] {
+        let t0 = Instant::now();
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(
+            t0.elapsed().as_secs() < 5,
+            "{args:?} was not refused at once"
+        );
+    }
+}
