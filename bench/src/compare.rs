@@ -1,0 +1,525 @@
+//! `nfv-bench compare`: the same endpoint and topology through nfvswitch,
+//! OVS-DPDK and a testpmd "wire", repetitions interleaved (a/b/c/a/b/c…),
+//! medians with min..max, each switch's own cycles/packet, and the ratios
+//! against the targets printed last.
+
+use crate::host::{self, Hugepages};
+use crate::proc;
+use crate::report::{self, Check, Record, RecordResult, Summary};
+use crate::scenario::{self, Scenario};
+use crate::testpmd::Mem;
+use crate::trial::{self, Outcome, Spec};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MemArg {
+    /// Hugepages when they are set up anyway (OVS needs them), else 4 KiB pages.
+    Auto,
+    /// Reserve hugepages for the endpoint and the wire too.
+    Huge,
+    /// testpmd with --no-huge.
+    NoHuge,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SwitchHuge {
+    Auto,
+    Never,
+    Require,
+}
+
+impl SwitchHuge {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SwitchHuge::Auto => "auto",
+            SwitchHuge::Never => "never",
+            SwitchHuge::Require => "require",
+        }
+    }
+}
+
+/// Options shared by `compare` and `hop`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Common {
+    /// Frame sizes in bytes (60..=1518), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "64,1518")]
+    pub sizes: Vec<usize>,
+    /// Repetitions of every case, interleaved.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Measured 1-s samples per trial.
+    #[arg(long, default_value_t = 8)]
+    pub seconds: usize,
+    /// Non-zero 1-s samples dropped before the window.
+    #[arg(long, default_value_t = 3)]
+    pub warm: usize,
+    /// CPU of the switch's PMD (and of the wire's forwarding lcore).
+    #[arg(long, default_value_t = 1)]
+    pub switch_cpu: usize,
+    /// CPU of the endpoint's forwarding lcore.
+    #[arg(long, default_value_t = 0)]
+    pub endpoint_cpu: usize,
+    /// Memory of the testpmd processes.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub mem: MemArg,
+    /// The nfvswitch binary (default: target/release/nfvswitch, built if missing).
+    #[arg(long)]
+    pub nfvswitch: Option<PathBuf>,
+    /// Where the JSON and markdown results go (default: bench/results/).
+    #[arg(long)]
+    pub results: Option<PathBuf>,
+    /// Before each trial wait (at most --quiet-wait seconds) until
+    /// processes that are not ours use less than this % of one CPU.
+    #[arg(long, default_value_t = 25.0)]
+    pub quiet_below: f64,
+    /// Longest wait for a quiet machine before a trial, seconds.
+    #[arg(long, default_value_t = 10)]
+    pub quiet_wait: u64,
+    /// nfvswitch's own packet memory (`[memory] hugepages` of the
+    /// generated node config).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub switch_hugepages: SwitchHuge,
+    /// Profile the switch's PMD thread over every window with this perf
+    /// event (e.g. cpu-clock, or cycles where the PMU is available).
+    #[arg(long)]
+    pub perf: Option<String>,
+    /// Count these perf events (comma-separated, e.g.
+    /// cycles,instructions,L1-dcache-load-misses) on the switch's PMD
+    /// thread over every window; printed per packet.
+    #[arg(long)]
+    pub perf_stat: Option<String>,
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Chain lengths: VNFs in series (0 = PVP), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0,2")]
+    pub chains: Vec<usize>,
+    /// Scenarios, in the order they are interleaved.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "nfvswitch,ovs,wire"
+    )]
+    pub scenarios: Vec<Scenario>,
+}
+
+/// What every scenario needs, decided once: the reason it is skipped if
+/// it cannot run. Holds the hugepage guard (restored when dropped).
+pub struct Prepared {
+    /// A copy of the binary under test (others may rebuild the original
+    /// while we measure).
+    pub nfvswitch: PathBuf,
+    /// Where it came from: path, modification time, `git describe`.
+    pub nfvswitch_source: String,
+    pub skip: Vec<(Scenario, String)>,
+    pub mem: Mem,
+    pub run_dir: PathBuf,
+    _huge: Option<Hugepages>,
+}
+
+impl Prepared {
+    pub fn skipped(&self, s: Scenario) -> Option<&str> {
+        self.skip
+            .iter()
+            .find(|(x, _)| *x == s)
+            .map(|(_, r)| r.as_str())
+    }
+}
+
+/// 2 MiB pages reserved when hugepages are wanted: OVS 512 MB + endpoint
+/// 256 MB + wire 256 MB + nfvswitch packet memory, with room to spare.
+const HUGEPAGES: u64 = 1024;
+
+pub fn prepare(c: &Common, scenarios: &[Scenario]) -> Result<Prepared, String> {
+    for &s in &c.sizes {
+        crate::frame::udp_frame(s)?;
+    }
+    if c.warm == 0 || c.seconds == 0 {
+        return Err("--warm and --seconds must be at least 1".into());
+    }
+    if (c.perf.is_some() || c.perf_stat.is_some()) && host::which("perf").is_none() {
+        return Err("--perf needs perf (Debian: linux-perf)".into());
+    }
+    if c.switch_cpu == c.endpoint_cpu {
+        return Err("--switch-cpu and --endpoint-cpu must differ (two busy pollers)".into());
+    }
+    let run_dir = host::run_dir()?;
+    let mut skip = Vec::new();
+    // The endpoint is testpmd: without it nothing runs.
+    if let Err(e) = scenario::ensure_testpmd() {
+        return Err(format!("the endpoint needs dpdk-testpmd: {e}"));
+    }
+    let mut nfvswitch = PathBuf::new();
+    let mut nfvswitch_source = String::new();
+    if scenarios.contains(&Scenario::Nfvswitch) {
+        match scenario::nfvswitch_binary(c.nfvswitch.clone())
+            .and_then(|b| scenario::snapshot(&b, &run_dir))
+        {
+            Ok((b, src)) => (nfvswitch, nfvswitch_source) = (b, src),
+            Err(e) => skip.push((Scenario::Nfvswitch, e)),
+        }
+    }
+    let ovs = scenarios.contains(&Scenario::Ovs);
+    if ovs && let Err(e) = crate::ovs::prepare() {
+        skip.push((Scenario::Ovs, e));
+    }
+    let want_huge = c.mem == MemArg::Huge
+        || c.switch_hugepages == SwitchHuge::Require
+        || (ovs && !skip.iter().any(|(s, _)| *s == Scenario::Ovs));
+    let mut huge = None;
+    if want_huge {
+        match Hugepages::reserve(HUGEPAGES, &run_dir) {
+            Ok(g) => huge = Some(g),
+            Err(e) => {
+                if ovs && !skip.iter().any(|(s, _)| *s == Scenario::Ovs) {
+                    skip.push((Scenario::Ovs, format!("OVS-DPDK needs hugepages: {e}")));
+                }
+                if c.mem == MemArg::Huge || c.switch_hugepages == SwitchHuge::Require {
+                    return Err(format!("hugepages asked for: {e}"));
+                }
+            }
+        }
+    }
+    let mem = match c.mem {
+        MemArg::NoHuge => Mem::NoHuge,
+        MemArg::Huge => Mem::Huge,
+        MemArg::Auto if huge.is_some() => Mem::Huge,
+        MemArg::Auto => Mem::NoHuge,
+    };
+    if let Some(free) = huge.as_ref().map(|_| host::free_hugepages()) {
+        let need = 2 * 128 + crate::ovs::SOCKET_MEM_MB / 2 + 64;
+        if free < need {
+            eprintln!(
+                "nfv-bench: warning: {free} free hugepages, about {need} needed (others in use?)"
+            );
+        }
+    }
+    Ok(Prepared {
+        nfvswitch,
+        nfvswitch_source,
+        skip,
+        mem,
+        run_dir,
+        _huge: huge,
+    })
+}
+
+pub fn spec(c: &Common, size: usize, chain: usize, mem: Mem) -> Spec {
+    Spec {
+        size,
+        chain,
+        warm: c.warm,
+        secs: c.seconds,
+        switch_cpu: c.switch_cpu,
+        endpoint_cpu: c.endpoint_cpu,
+        mem,
+        switch_hugepages: c.switch_hugepages.as_str(),
+        quiet: (c.quiet_below, c.quiet_wait),
+        perf: c.perf.clone(),
+        perf_stat: c.perf_stat.clone(),
+    }
+}
+
+/// Runs one trial and prints its line; the record says how it went.
+pub fn one(p: &Prepared, sc: Scenario, spec: &Spec, rep: usize) -> Record {
+    let mut rec = Record {
+        scenario: sc.name().to_string(),
+        size: spec.size,
+        chain: spec.chain,
+        rep,
+        result: RecordResult::Skipped(String::new()),
+    };
+    let label = format!(
+        "  rep {rep}  {:>4} B  chain {}  {:<15}",
+        spec.size,
+        spec.chain,
+        sc.name()
+    );
+    if let Some(why) = p.skipped(sc) {
+        rec.result = RecordResult::Skipped(why.to_string());
+        if rep == 1 {
+            println!("{label} SKIPPED: {why}");
+        }
+        return rec;
+    }
+    let tag = format!("{}-{}B-c{}-r{rep}", sc.short(), spec.size, spec.chain);
+    let dir = p.run_dir.join(&tag);
+    let prefix = format!(
+        "nfvb{}_{}{}c{}r{rep}",
+        std::process::id(),
+        sc.short(),
+        spec.size,
+        spec.chain
+    );
+    let t = Instant::now();
+    let r = std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))
+        .and_then(|_| trial::run(&dir, &prefix, spec, &|lay| sc.start(&p.nfvswitch, lay)));
+    match r {
+        Ok(o) => {
+            println!(
+                "{label} {}  [{:.0} s]",
+                outcome_line(&o),
+                t.elapsed().as_secs_f64()
+            );
+            if !o.perf_stat.is_empty() {
+                let s: Vec<String> = o
+                    .perf_stat
+                    .iter()
+                    .map(|(e, n)| format!("{e} {n:.1}"))
+                    .collect();
+                println!("      perf stat of the PMD, per packet: {}", s.join(", "));
+            }
+            if let Some(prof) = &o.profile {
+                print_profile(prof, 25);
+            }
+            rec.result = RecordResult::Ok(o);
+        }
+        Err(e) => {
+            let short: Vec<&str> = e.lines().take(20).collect();
+            println!(
+                "{label} FAILED: {}  [logs: {}]",
+                short.join("\n      "),
+                dir.display()
+            );
+            rec.result = RecordResult::Failed(e);
+        }
+    }
+    rec
+}
+
+pub fn outcome_line(o: &Outcome) -> String {
+    let pmd = match &o.pmd {
+        Some(p) => format!(
+            "switch {:>5.0} cyc/pkt, busy {:>3.0} %, PMD rx {:>6.3} Mpps, {:>4} pkts/busy iter",
+            p.cycles_per_packet,
+            p.busy_percent,
+            p.pmd_mpps,
+            p.rx_per_busy_iteration
+                .map_or("-".into(), |b| format!("{b:.1}"))
+        ),
+        None => format!("{:<71}", "switch -"),
+    };
+    format!(
+        "{:>7.3} Mpps {:>6.2} Gbps (1-s {:.2}..{:.2})  {pmd}  other CPU {:>3.0} %, steal {:.0} %, c2c {} ns",
+        o.mpps,
+        o.gbps,
+        o.min_1s,
+        o.max_1s,
+        o.other_cpu_percent,
+        o.steal_percent,
+        o.c2c_ns.map_or("-".into(), |c| format!("{c:.0}"))
+    )
+}
+
+pub fn print_profile(path: &Path, lines: usize) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    println!("      perf profile of the PMD thread ({}):", path.display());
+    for l in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .take(lines)
+    {
+        println!("      {l}");
+    }
+}
+
+/// Target ratios: (e2e vs OVS, e2e vs wire, cycles vs OVS at this size).
+fn cycle_target(size: usize) -> Option<f64> {
+    match size {
+        64 => Some(1.0 / 3.0),
+        1518 => Some(0.5),
+        _ => None,
+    }
+}
+
+pub fn compare(a: CompareArgs) -> Result<(), String> {
+    let c = &a.common;
+    if a.scenarios.is_empty() || c.sizes.is_empty() || a.chains.is_empty() || c.reps == 0 {
+        return Err("nothing to run".into());
+    }
+    let p = prepare(c, &a.scenarios)?;
+    let cases: Vec<(usize, usize)> = c
+        .sizes
+        .iter()
+        .flat_map(|&s| a.chains.iter().map(move |&ch| (s, ch)))
+        .collect();
+    let runnable = a
+        .scenarios
+        .iter()
+        .filter(|s| p.skipped(**s).is_none())
+        .count();
+    println!(
+        "nfv-bench compare: sizes {:?} B x chains {:?} x {:?}, {} interleaved reps, {} warm-up + {} measured 1-s samples per trial",
+        c.sizes,
+        a.chains,
+        a.scenarios.iter().map(|s| s.name()).collect::<Vec<_>>(),
+        c.reps,
+        c.warm,
+        c.seconds
+    );
+    println!(
+        "  endpoint: one testpmd, forwarding lcore on CPU {} (pcap generator, VNFs as io streams, null sink); switch PMD on CPU {}; testpmd memory {:?}; TSC {:.3} GHz",
+        c.endpoint_cpu,
+        c.switch_cpu,
+        p.mem,
+        nfv_tsc::hz() as f64 / 1e9
+    );
+    if !p.nfvswitch_source.is_empty() {
+        println!("  nfvswitch: {}", p.nfvswitch_source);
+    }
+    println!(
+        "  {} trials, about {:.0} min; private files in {}",
+        cases.len() * runnable * c.reps,
+        (cases.len() * runnable * c.reps * (c.warm + c.seconds + 9)) as f64 / 60.0,
+        p.run_dir.display()
+    );
+    let t0 = Instant::now();
+    let mut records = Vec::new();
+    let mut interrupted = false;
+    'all: for rep in 1..=c.reps {
+        for &(size, chain) in &cases {
+            for &sc in &a.scenarios {
+                let spec = spec(c, size, chain, p.mem);
+                let r = one(&p, sc, &spec, rep);
+                let stop = proc::interrupted();
+                records.push(r);
+                if stop {
+                    interrupted = true;
+                    break 'all;
+                }
+            }
+        }
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    // Summary table.
+    let mut rows = Vec::new();
+    let mut sums: Vec<Summary> = Vec::new();
+    for &(size, chain) in &cases {
+        for &sc in &a.scenarios {
+            let s = report::summarize(&records, sc.name(), size, chain);
+            rows.push(report::table_row(&s).to_vec());
+            sums.push(s);
+        }
+    }
+    let get = |sc: Scenario, size: usize, chain: usize| {
+        sums.iter()
+            .find(|s| s.scenario == sc.name() && s.size == size && s.chain == chain)
+    };
+    // Ratios against the targets.
+    let mut checks = Vec::new();
+    for &(size, chain) in &cases {
+        let mpps = |sc| get(sc, size, chain).and_then(|s| s.mpps).map(|m| m.0);
+        let cyc = |sc| {
+            get(sc, size, chain)
+                .and_then(|s| s.cycles_per_packet)
+                .map(|m| m.0)
+        };
+        let nfv = Scenario::Nfvswitch;
+        checks.push(Check::new(
+            size,
+            chain,
+            "e2e Mpps nfvswitch / OVS",
+            mpps(nfv),
+            mpps(Scenario::Ovs),
+            ">=",
+            1.5,
+        ));
+        checks.push(Check::new(
+            size,
+            chain,
+            "e2e Mpps nfvswitch / wire",
+            mpps(nfv),
+            mpps(Scenario::Wire),
+            ">=",
+            0.95,
+        ));
+        if let Some(t) = cycle_target(size) {
+            checks.push(Check::new(
+                size,
+                chain,
+                "cyc/pkt nfvswitch / OVS",
+                cyc(nfv),
+                cyc(Scenario::Ovs),
+                "<=",
+                t,
+            ));
+        } else {
+            let mut ch = Check::new(
+                size,
+                chain,
+                "cyc/pkt nfvswitch / OVS",
+                cyc(nfv),
+                cyc(Scenario::Ovs),
+                "<=",
+                f64::NAN,
+            );
+            ch.met = None;
+            ch.missing = Some("targets are set for 64 B and 1518 B only".into());
+            checks.push(ch);
+        }
+    }
+    let table = report::text_table(&report::TABLE_HEAD, &rows);
+    let check_rows: Vec<Vec<String>> = checks.iter().map(Check::row).collect();
+    let check_table = report::text_table(&report::CHECK_HEAD, &check_rows);
+    println!(
+        "\nmedians over {} reps ({:.1} min; Mpps at the sink; switch cyc/pkt = the switch's busy TSC cycles per packet its PMD received, i.e. per hop)",
+        c.reps,
+        elapsed / 60.0
+    );
+    print!("{table}");
+    let (met, not_met) = (
+        checks.iter().filter(|x| x.met == Some(true)).count(),
+        checks.iter().filter(|x| x.met == Some(false)).count(),
+    );
+    let ts = host::timestamp();
+    let stem = format!("compare-{ts}");
+    let json = serde_json::json!({
+        "kind": "compare",
+        "timestamp_utc": ts,
+        "elapsed_secs": elapsed,
+        "interrupted": interrupted,
+        "tsc_hz": nfv_tsc::hz(),
+        "args": {
+            "sizes": c.sizes, "chains": a.chains, "reps": c.reps, "seconds": c.seconds, "warm": c.warm,
+            "switch_cpu": c.switch_cpu, "endpoint_cpu": c.endpoint_cpu, "mem": p.mem,
+            "switch_hugepages": c.switch_hugepages,
+            "scenarios": a.scenarios.iter().map(|s| s.name()).collect::<Vec<_>>(),
+        },
+        "nfvswitch": p.nfvswitch_source,
+        "skipped": p.skip.iter().map(|(s, r)| (s.name(), r)).collect::<Vec<_>>(),
+        "trials": records,
+        "summary": sums,
+        "checks": checks,
+    });
+    let md = format!(
+        "# nfv-bench compare {ts}\n\n{} reps interleaved, {} + {} 1-s samples per trial, testpmd memory {:?}, TSC {:.3} GHz.\n\n{}\n## Ratios against the targets\n\n{}\n{met} met, {not_met} not met.\n",
+        c.reps,
+        c.warm,
+        c.seconds,
+        p.mem,
+        nfv_tsc::hz() as f64 / 1e9,
+        report::md_table(&report::TABLE_HEAD, &rows),
+        report::md_table(&report::CHECK_HEAD, &check_rows)
+    );
+    match report::write_results(&report::results_dir(c.results.clone()), &stem, &json, &md) {
+        Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
+        Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
+    }
+    println!("\nratios (medians) against the targets:");
+    print!("{check_table}");
+    println!(
+        "{met} met, {not_met} NOT met, {} n/a",
+        checks.len() - met - not_met
+    );
+    if interrupted {
+        return Err("interrupted (partial results above)".into());
+    }
+    Ok(())
+}

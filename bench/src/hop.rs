@@ -1,0 +1,135 @@
+//! `nfv-bench hop`: what one vhost-user -> vhost-user hop through
+//! nfvswitch costs, in the endpoint layout of `compare` (one testpmd on
+//! the other CPU generates, forwards the VNF streams and sinks). Prints
+//! Mpps and Gbps at the sink and the switch's own TSC cycles per packet
+//! (= per hop: every hop is one packet received by the PMD) and busy %.
+
+use crate::compare::{self, Common};
+use crate::host;
+use crate::proc;
+use crate::report::{self, Record, RecordResult};
+use crate::scenario::Scenario;
+use std::time::Instant;
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct HopArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// VNFs in series (0 = PVP: generator -> switch -> sink).
+    #[arg(long, default_value_t = 0)]
+    pub chain: usize,
+}
+
+pub fn hop(a: HopArgs) -> Result<(), String> {
+    let c = &a.common;
+    let p = compare::prepare(c, &[Scenario::Nfvswitch])?;
+    if let Some(why) = p.skipped(Scenario::Nfvswitch) {
+        println!("nfv-bench hop: SKIPPED: {why}");
+        return Ok(());
+    }
+    let hz = nfv_tsc::hz() as f64;
+    println!(
+        "nfv-bench hop: nfvswitch, sizes {:?} B, chain {} ({} hops per packet), {} interleaved reps x ({} warm-up + {} measured 1-s samples); PMD on CPU {}, endpoint on CPU {}, testpmd memory {:?}, TSC {:.3} GHz",
+        c.sizes,
+        a.chain,
+        a.chain + 1,
+        c.reps,
+        c.warm,
+        c.seconds,
+        c.switch_cpu,
+        c.endpoint_cpu,
+        p.mem,
+        hz / 1e9
+    );
+    println!("  nfvswitch: {}", p.nfvswitch_source);
+    let t0 = Instant::now();
+    let mut records = Vec::new();
+    'all: for rep in 1..=c.reps {
+        for &size in &c.sizes {
+            let spec = compare::spec(c, size, a.chain, p.mem);
+            records.push(compare::one(&p, Scenario::Nfvswitch, &spec, rep));
+            if proc::interrupted() {
+                break 'all;
+            }
+        }
+    }
+    let head = [
+        "size",
+        "Mpps median (min..max)",
+        "Gbps",
+        "switch cyc/pkt per hop (min..max)",
+        "ns/hop",
+        "busy %",
+        "other CPU %",
+        "c2c ns",
+        "runs",
+    ];
+    let mut rows = Vec::new();
+    let mut sums = Vec::new();
+    for &size in &c.sizes {
+        let s = report::summarize(&records, Scenario::Nfvswitch.name(), size, a.chain);
+        rows.push(vec![
+            format!("{size} B"),
+            report::fmt_range(s.mpps, 3),
+            s.gbps.map_or("-".into(), |g| format!("{g:.2}")),
+            report::fmt_range(s.cycles_per_packet, 0),
+            s.cycles_per_packet
+                .map_or("-".into(), |c| format!("{:.0}", c.0 / hz * 1e9)),
+            s.busy_percent.map_or("-".into(), |b| format!("{b:.0}")),
+            s.other_cpu_percent
+                .map_or("-".into(), |b| format!("{b:.0}")),
+            s.c2c_ns.map_or("-".into(), |b| format!("{b:.0}")),
+            format!("{} ok, {} failed", s.ok, s.failed),
+        ]);
+        sums.push(s);
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    println!(
+        "\nnfvswitch vhost->vhost hop, chain {}: medians over {} reps ({:.1} min)",
+        a.chain,
+        c.reps,
+        elapsed / 60.0
+    );
+    print!("{}", report::text_table(&head, &rows));
+    let ts = host::timestamp();
+    let json = serde_json::json!({
+        "kind": "hop",
+        "timestamp_utc": ts,
+        "elapsed_secs": elapsed,
+        "tsc_hz": nfv_tsc::hz(),
+        "nfvswitch": p.nfvswitch_source,
+        "args": {"sizes": c.sizes, "chain": a.chain, "reps": c.reps, "seconds": c.seconds, "warm": c.warm,
+                 "switch_cpu": c.switch_cpu, "endpoint_cpu": c.endpoint_cpu, "mem": p.mem,
+                 "switch_hugepages": c.switch_hugepages},
+        "trials": records,
+        "summary": sums,
+    });
+    let md = format!(
+        "# nfv-bench hop {ts}\n\nnfvswitch, chain {}, {} reps, testpmd memory {:?}, TSC {:.3} GHz.\n\n{}",
+        a.chain,
+        c.reps,
+        p.mem,
+        hz / 1e9,
+        report::md_table(&head, &rows)
+    );
+    match report::write_results(
+        &report::results_dir(c.results.clone()),
+        &format!("hop-{ts}"),
+        &json,
+        &md,
+    ) {
+        Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
+        Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
+    }
+    if proc::interrupted() {
+        return Err("interrupted (partial results above)".into());
+    }
+    let failed = records
+        .iter()
+        .filter(|r: &&Record| matches!(r.result, RecordResult::Failed(_)))
+        .count();
+    if failed == records.len() {
+        return Err("every trial failed".into());
+    }
+    Ok(())
+}

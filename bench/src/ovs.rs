@@ -1,0 +1,348 @@
+//! OVS-DPDK 3.1 (Debian `openvswitch-switch-dpdk`) as the device under
+//! test: a private ovsdb-server and `ovs-vswitchd-dpdk`, both our children
+//! (no `--detach`: we own their PIDs), all state under the trial directory
+//! (`OVS_RUNDIR/LOGDIR/DBDIR`), a netdev bridge with `dpdkvhostuserclient`
+//! ports p1..pn, rules p(2j-1) -> p(2j), one PMD on the switch CPU.
+//!
+//! Facts from ../../shared/peers/NOTES.md: run the DPDK binary directly
+//! with a fixed `--unixctl` path (pitfalls 2, 3); `--no-pci` (5); OVS adds
+//! `--in-memory` itself (6); `ovs-appctl exit` returns before the daemon
+//! is gone, so wait for the PID (18). PMD figures are OVS's own:
+//! `pmd-stats-clear` at the window start, `pmd-perf-show` at its end.
+
+use crate::dut::{Dut, Layout, PmdFigures, find_pmd_thread};
+use crate::proc::{self, Proc, run, run_ok};
+use crate::testpmd;
+use nix::sys::signal::Signal;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub const VSWITCHD: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
+const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+/// MB of hugepage memory OVS's DPDK takes (`dpdk-socket-mem`).
+pub const SOCKET_MEM_MB: u64 = 512;
+
+/// Installs OVS-DPDK if needed. `Err` = why the OVS scenario is skipped.
+pub fn prepare() -> Result<(), String> {
+    crate::host::ensure_packages(&[
+        (VSWITCHD, "openvswitch-switch-dpdk"),
+        ("ovs-vsctl", "openvswitch-switch-dpdk"),
+        ("ovsdb-server", "openvswitch-switch-dpdk"),
+        ("ovsdb-tool", "openvswitch-switch-dpdk"),
+        ("ovs-appctl", "openvswitch-switch-dpdk"),
+        ("ovs-ofctl", "openvswitch-switch-dpdk"),
+    ])?;
+    if !Path::new(SCHEMA).is_file() {
+        return Err(format!("{SCHEMA} missing (openvswitch-common broken?)"));
+    }
+    Ok(())
+}
+
+pub struct Ovs {
+    run_dir: PathBuf,
+    log_dir: PathBuf,
+    db_dir: PathBuf,
+    dir: PathBuf,
+    // Field order = drop order: vswitchd before ovsdb-server.
+    vswitchd: Option<Proc>,
+    ovsdb: Option<Proc>,
+}
+
+const T: Duration = Duration::from_secs(30);
+
+impl Ovs {
+    fn cmd(&self, prog: &str) -> Command {
+        let mut c = Command::new(prog);
+        c.env("OVS_RUNDIR", &self.run_dir)
+            .env("OVS_LOGDIR", &self.log_dir)
+            .env("OVS_DBDIR", &self.db_dir);
+        c
+    }
+
+    fn vsctl(&self, args: &[&str]) -> Result<String, String> {
+        let mut c = self.cmd("ovs-vsctl");
+        c.arg(format!("--db=unix:{}/db.sock", self.run_dir.display()))
+            .arg("--timeout=30")
+            .args(args);
+        Ok(run_ok(c, T)?.stdout)
+    }
+
+    fn ofctl(&self, args: &[&str]) -> Result<String, String> {
+        let mut c = self.cmd("ovs-ofctl");
+        c.args(args);
+        Ok(run_ok(c, T)?.stdout)
+    }
+
+    fn ctl_path(&self) -> PathBuf {
+        self.run_dir.join("ovs-vswitchd.ctl")
+    }
+
+    fn appctl(&self, args: &[&str]) -> Result<String, String> {
+        let mut c = self.cmd("ovs-appctl");
+        c.arg("-t")
+            .arg(self.ctl_path())
+            .arg("--timeout=10")
+            .args(args);
+        Ok(run_ok(c, Duration::from_secs(15))?.stdout)
+    }
+
+    pub fn start(lay: &Layout) -> Result<Ovs, String> {
+        let d = lay.dir.join("ovs");
+        let mut o = Ovs {
+            run_dir: d.join("run"),
+            log_dir: d.join("log"),
+            db_dir: d.join("db"),
+            dir: lay.dir.clone(),
+            vswitchd: None,
+            ovsdb: None,
+        };
+        for p in [&o.run_dir, &o.log_dir, &o.db_dir] {
+            std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+        let db = o.db_dir.join("conf.db");
+        let mut c = o.cmd("ovsdb-tool");
+        c.arg("create").arg(&db).arg(SCHEMA);
+        run_ok(c, T)?;
+
+        let mut c = o.cmd("ovsdb-server");
+        c.arg(&db)
+            .arg(format!("--remote=punix:{}/db.sock", o.run_dir.display()))
+            .arg(format!(
+                "--unixctl={}/ovsdb-server.ctl",
+                o.run_dir.display()
+            ))
+            .arg(format!(
+                "--log-file={}/ovsdb-server.log",
+                o.log_dir.display()
+            ));
+        o.ovsdb = Some(Proc::spawn(
+            "ovsdb-server",
+            c,
+            &lay.dir.join("ovsdb-server.out"),
+            Signal::SIGTERM,
+        )?);
+        let sock = o.run_dir.join("db.sock");
+        let end = Instant::now() + Duration::from_secs(20);
+        while !sock.exists() {
+            o.ovsdb.as_mut().expect("set").ensure_alive()?;
+            if Instant::now() > end {
+                return Err("ovsdb-server: no db.sock after 20 s".into());
+            }
+            proc::sleep(Duration::from_millis(20))?;
+        }
+        o.vsctl(&["--no-wait", "init"])?;
+        let extra = format!(
+            "other_config:dpdk-extra=--no-pci --file-prefix={}_ovs",
+            lay.prefix
+        );
+        o.vsctl(&[
+            "--no-wait",
+            "set",
+            "Open_vSwitch",
+            ".",
+            "other_config:dpdk-init=true",
+            &format!("other_config:dpdk-socket-mem={SOCKET_MEM_MB}"),
+            &format!(
+                "other_config:dpdk-lcore-mask={:#x}",
+                1u64 << lay.endpoint_cpu
+            ),
+            &format!("other_config:pmd-cpu-mask={:#x}", 1u64 << lay.switch_cpu),
+            "other_config:dpdk-hugepage-dir=/dev/hugepages",
+            &extra,
+        ])?;
+
+        let mut c = o.cmd(VSWITCHD);
+        c.arg(format!("unix:{}", sock.display()))
+            .arg(format!("--unixctl={}", o.ctl_path().display()))
+            .arg(format!(
+                "--log-file={}/ovs-vswitchd.log",
+                o.log_dir.display()
+            ));
+        o.vswitchd = Some(Proc::spawn(
+            "ovs-vswitchd-dpdk",
+            c,
+            &lay.dir.join("ovs-vswitchd.out"),
+            Signal::SIGTERM,
+        )?);
+        o.vsctl(&["wait-until", "Open_vSwitch", ".", "dpdk_initialized=true"])
+            .map_err(|e| format!("DPDK did not initialise in OVS: {e}\n{}", o.log_tail()))?;
+        o.vsctl(&[
+            "add-br",
+            "br0",
+            "--",
+            "set",
+            "bridge",
+            "br0",
+            "datapath_type=netdev",
+        ])?;
+        for i in 1..=lay.nports {
+            let name = format!("p{i}");
+            o.vsctl(&[
+                "add-port",
+                "br0",
+                &name,
+                "--",
+                "set",
+                "Interface",
+                &name,
+                "type=dpdkvhostuserclient",
+                &format!(
+                    "options:vhost-server-path={}",
+                    testpmd::sock(&lay.sock_dir, i)
+                ),
+                &format!("ofport_request={i}"),
+            ])?;
+        }
+        o.ofctl(&["del-flows", "br0"])?;
+        o.ofctl(&["add-flow", "br0", "priority=0,actions=drop"])?;
+        for j in 1..=lay.nports / 2 {
+            o.ofctl(&[
+                "add-flow",
+                "br0",
+                &format!("priority=10,in_port={},actions=output:{}", 2 * j - 1, 2 * j),
+            ])?;
+        }
+        let show = o.vsctl(&["show"])?;
+        let _ = std::fs::write(lay.dir.join("ovs-show.txt"), show);
+        o.ensure_alive()?;
+        Ok(o)
+    }
+
+    fn log_tail(&self) -> String {
+        proc::tail(&self.log_dir.join("ovs-vswitchd.log"), 15)
+    }
+}
+
+/// Figures of `dpif-netdev/pmd-perf-show`.
+#[derive(Debug, PartialEq)]
+pub struct PerfShow {
+    pub busy_percent: f64,
+    pub cycles_per_packet: f64,
+    pub kpps: f64,
+    pub rx_per_busy_iteration: Option<f64>,
+}
+
+/// Parses `dpif-netdev/pmd-perf-show`:
+///
+/// ```text
+///   - busy iterations:      86923  ( 84.9 % of used cycles)
+///   Rx packets:          2399328  (1199 Kpps, 848 cycles/pkt)
+/// ```
+pub fn parse_pmd_perf(text: &str) -> Option<PerfShow> {
+    fn parens(line: &str) -> Vec<f64> {
+        let Some(a) = line.find('(') else {
+            return Vec::new();
+        };
+        let b = line[a..].find(')').map_or(line.len(), |b| a + b);
+        line[a + 1..b]
+            .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .filter_map(|w| w.parse().ok())
+            .collect()
+    }
+    fn count(line: &str) -> Option<f64> {
+        line.split(':')
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    }
+    let busy_line = text.lines().find(|l| l.contains("busy iterations:"))?;
+    let rx_line = text.lines().find(|l| l.contains("Rx packets:"))?;
+    let (busy, rx) = (parens(busy_line), parens(rx_line));
+    let per_iter = match (count(rx_line), count(busy_line)) {
+        (Some(p), Some(i)) if i > 0.0 => Some(p / i),
+        _ => None,
+    };
+    Some(PerfShow {
+        busy_percent: *busy.first()?,
+        cycles_per_packet: *rx.get(1)?,
+        kpps: *rx.first()?,
+        rx_per_busy_iteration: per_iter,
+    })
+}
+
+impl Dut for Ovs {
+    fn ensure_alive(&mut self) -> Result<(), String> {
+        for p in [&mut self.ovsdb, &mut self.vswitchd].into_iter().flatten() {
+            p.ensure_alive()?;
+        }
+        Ok(())
+    }
+    fn window_start(&mut self) -> Result<(), String> {
+        self.appctl(&["dpif-netdev/pmd-stats-clear"]).map(|_| ())
+    }
+    fn window_end(&mut self) -> Result<Option<PmdFigures>, String> {
+        let perf = self.appctl(&["dpif-netdev/pmd-perf-show"])?;
+        let _ = std::fs::write(self.dir.join("ovs-pmd-perf.txt"), &perf);
+        if let Ok(s) = self.appctl(&["dpif-netdev/pmd-stats-show"]) {
+            let _ = std::fs::write(self.dir.join("ovs-pmd-stats.txt"), s);
+        }
+        if let Ok(s) = self.ofctl(&["dump-flows", "br0"]) {
+            let _ = std::fs::write(self.dir.join("ovs-flows.txt"), s);
+        }
+        let p = parse_pmd_perf(&perf).ok_or_else(|| {
+            format!("cannot parse pmd-perf-show (no traffic through OVS?):\n{perf}")
+        })?;
+        Ok(Some(PmdFigures {
+            cycles_per_packet: p.cycles_per_packet,
+            busy_percent: p.busy_percent,
+            pmd_mpps: p.kpps / 1e3,
+            rx_per_busy_iteration: p.rx_per_busy_iteration,
+        }))
+    }
+    fn pids(&self) -> Vec<u32> {
+        [&self.ovsdb, &self.vswitchd]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.pid())
+            .collect()
+    }
+    fn pmd_tid(&self) -> Option<u32> {
+        find_pmd_thread(self.vswitchd.as_ref()?.pid()?)
+    }
+    fn stop(&mut self) {
+        if let Some(mut v) = self.vswitchd.take() {
+            if v.alive() {
+                // Returns before the daemon is gone: wait for the PID.
+                let mut c = self.cmd("ovs-appctl");
+                c.arg("-t")
+                    .arg(self.ctl_path())
+                    .args(["--timeout=10", "exit"]);
+                let _ = run(c, Duration::from_secs(15));
+                v.wait_exit(Duration::from_secs(10));
+            }
+            v.stop();
+        }
+        if let Some(mut d) = self.ovsdb.take() {
+            d.stop();
+        }
+    }
+}
+
+impl Drop for Ovs {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pmd_perf_show() {
+        let t = "Time: 19:31:02.123\nMeasurement duration: 10.005 s\n\npmd thread numa_id 0 core_id 1:\n\n  Iterations:            2097375  (4.77 us/it)\n  - Used TSC cycles: 20000000000  (100.0 % of total cycles)\n  - idle iterations:     2010452  ( 15.1 % of used cycles)\n  - busy iterations:       86923  ( 84.9 % of used cycles)\n  Rx packets:          2399328  (1199 Kpps, 848 cycles/pkt)\n  Datapath passes:     2399328  (1.00 passes/pkt)\n";
+        let p = parse_pmd_perf(t).unwrap();
+        assert_eq!(
+            (p.busy_percent, p.cycles_per_packet, p.kpps),
+            (84.9, 848.0, 1199.0)
+        );
+        assert!((p.rx_per_busy_iteration.unwrap() - 2399328.0 / 86923.0).abs() < 1e-9);
+        assert_eq!(
+            parse_pmd_perf("pmd thread numa_id 0 core_id 1:\n  Iterations: 0\n"),
+            None
+        );
+    }
+}
