@@ -275,6 +275,14 @@ impl GuestMemory {
         }
     }
 
+    /// As [`Self::prefetch_hinted`], for a line about to be written.
+    #[inline(always)]
+    pub fn prefetch_hinted_write(&self, gpa: u64, hint: usize) {
+        if let Some(r) = self.regions.get(hint) {
+            crate::ring::prefetch_write(r.host.wrapping_add(gpa.wrapping_sub(r.gpa) as usize));
+        }
+    }
+
     /// Host pointer for the frontend's user-address range `[uva, uva+len)`
     /// (vring addresses), inside one region.
     pub fn translate_uva(&self, uva: u64, len: usize) -> Option<*mut u8> {

@@ -51,14 +51,15 @@ impl DeviceQueue {
         }
         let mut got = 0;
         let mut bytes = 0u64;
-        for &h in heads[..n].iter().take(PREFETCH_AHEAD) {
+        // Issue every buffer prefetch of the burst before the first copy:
+        // these lines were written by the driver's core, and when a
+        // cross-core miss costs hundreds of ns (vCPUs far apart) only
+        // overlapping all of them keeps the burst from serialising on them.
+        for &h in &heads[..n] {
             self.ring.prefetch_buffer(&self.mem, h, self.hint);
         }
         for i in 0..n {
             let head = heads[i];
-            if let Some(&ahead) = heads[..n].get(i + PREFETCH_AHEAD) {
-                self.ring.prefetch_buffer(&self.mem, ahead, self.hint);
-            }
             let Some(mut pkt) = pool.alloc() else {
                 self.stats.alloc_failures += 1;
                 break;
