@@ -20,263 +20,27 @@
 //! with the reconnect counters up. The tests run one at a time.
 
 mod common;
+mod testpmd_harness;
 
-use std::io::Read;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering::*};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::{cfg, frame, pool, sock, wait_status};
 use nfv_datapath::{Datapath, DatapathConfig};
 use nfv_flow::parse_flow;
 use nfv_flow::table::SharedFlowTable;
-use nfv_mem::{Batch, PoolCache};
 use nfv_ports::config::VhostUserMode::{self, Client, Server};
-use nfv_ports::{DropReason, Port, RxQueue, TxQueue};
+use nfv_ports::{DropReason, Port};
 use nfv_vhost::VhostUserPort;
+use testpmd_harness::ports::{
+    IDLE, PROBING, RUNNING, SeqStats, check_port, frames_port, probe, seq_check, seq_gen,
+};
+use testpmd_harness::{
+    Failure, Leftovers, TestPmd, eal_error, serial, testpmd_args, testpmd_count,
+};
 
 const TEST: &str = "testpmd::interop_with_testpmd";
-
-/// A running testpmd; killed (SIGINT, then SIGKILL) when dropped, and
-/// its DPDK runtime directory removed. Its stdout and stderr are read by
-/// two threads as it runs (a long run printing statistics every second
-/// must never block on a full pipe).
-struct TestPmd {
-    child: Option<Child>,
-    prefix: String,
-    out: Option<JoinHandle<String>>,
-    err: Option<JoinHandle<String>>,
-}
-
-/// Reads `r` to its end on a thread.
-fn drain_pipe(r: Option<impl Read + Send + 'static>) -> Option<JoinHandle<String>> {
-    let mut r = r?;
-    Some(std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = r.read_to_end(&mut v);
-        String::from_utf8_lossy(&v).into_owned()
-    }))
-}
-
-impl TestPmd {
-    fn start(args: &[String], prefix: &str) -> std::io::Result<TestPmd> {
-        let mut child = Command::new("dpdk-testpmd")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        let out = drain_pipe(child.stdout.take());
-        let err = drain_pipe(child.stderr.take());
-        Ok(TestPmd {
-            child: Some(child),
-            prefix: prefix.to_string(),
-            out,
-            err,
-        })
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
-    }
-
-    fn pid(&self) -> Option<libc::pid_t> {
-        self.child.as_ref().map(|c| c.id() as libc::pid_t)
-    }
-
-    /// Stops it (SIGINT makes it print its final statistics) and returns
-    /// its stdout and stderr.
-    fn stop(&mut self) -> (String, String) {
-        self.end(libc::SIGINT)
-    }
-
-    /// Kills it with SIGKILL (no goodbye on the vhost-user sockets: the
-    /// kernel closes them) and returns its stdout and stderr.
-    fn kill_hard(&mut self) -> (String, String) {
-        self.end(libc::SIGKILL)
-    }
-
-    /// Sends `sig`, waits up to 10 s, then SIGKILLs; reaps the process,
-    /// collects its output and removes its runtime directory.
-    fn end(&mut self, sig: libc::c_int) -> (String, String) {
-        let Some(mut c) = self.child.take() else {
-            return Default::default();
-        };
-        let pid = c.id() as libc::pid_t;
-        if matches!(c.try_wait(), Ok(None)) {
-            // SAFETY: signals our own child, which has not been reaped yet
-            // (try_wait just saw it running), so `pid` is still ours.
-            unsafe { libc::kill(pid, sig) };
-        }
-        let end = Instant::now() + Duration::from_secs(10);
-        while matches!(c.try_wait(), Ok(None)) && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if matches!(c.try_wait(), Ok(None)) {
-            let _ = c.kill();
-        }
-        let _ = c.wait();
-        let join =
-            |h: Option<JoinHandle<String>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
-        let (out, err) = (join(self.out.take()), join(self.err.take()));
-        remove_runtime_dir(&self.prefix);
-        (out, err)
-    }
-}
-
-impl Drop for TestPmd {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Removes the DPDK runtime directory of `--file-prefix=prefix`.
-fn remove_runtime_dir(prefix: &str) {
-    let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
-}
-
-/// The testpmd tests run one at a time: each starts a busy-polling
-/// testpmd and a PMD thread, which is all this small machine has.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The probe frame sent until testpmd forwards (its RX ring is filled
-/// only when its port starts, a little after the vrings are set up).
-fn probe() -> Vec<u8> {
-    frame(64, u32::MAX)
-}
-
-const IDLE: u8 = 0;
-const PROBING: u8 = 1;
-const RUNNING: u8 = 2;
-
-/// Sends probes every 10 ms while PROBING, then a fixed list of frames,
-/// paced, while RUNNING.
-struct FramesPort {
-    frames: Arc<Vec<Vec<u8>>>,
-    next: Arc<AtomicUsize>,
-    state: Arc<AtomicU8>,
-    probes: Arc<AtomicUsize>,
-}
-
-struct FramesRx {
-    frames: Arc<Vec<Vec<u8>>>,
-    next: Arc<AtomicUsize>,
-    state: Arc<AtomicU8>,
-    probes: Arc<AtomicUsize>,
-    last: Instant,
-}
-
-impl RxQueue for FramesRx {
-    fn rx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        let state = self.state.load(Acquire);
-        if state == PROBING && self.last.elapsed() >= Duration::from_millis(10) {
-            self.last = Instant::now();
-            let f = probe();
-            let Some(mut p) = pool.alloc() else { return 0 };
-            p.room_mut()[..f.len()].copy_from_slice(&f);
-            let _ = p.set_len(f.len());
-            batch.push(p);
-            self.probes.fetch_add(1, Relaxed);
-            return 1;
-        }
-        // 16 frames per ms (16 kpps): a 256-entry ring then absorbs 16 ms
-        // of testpmd being descheduled on this small machine.
-        if state != RUNNING || self.last.elapsed() < Duration::from_millis(1) {
-            return 0;
-        }
-        self.last = Instant::now();
-        let mut n = 0;
-        while n < 16 {
-            let i = self.next.load(Relaxed);
-            let Some(f) = self.frames.get(i) else { break };
-            let Some(mut p) = pool.alloc() else { break };
-            p.room_mut()[..f.len()].copy_from_slice(f);
-            let _ = p.set_len(f.len());
-            batch.push(p);
-            self.next.store(i + 1, Relaxed);
-            n += 1;
-        }
-        n
-    }
-}
-
-impl Port for FramesPort {
-    fn name(&self) -> &str {
-        "frames"
-    }
-    fn type_name(&self) -> &'static str {
-        "test-frames"
-    }
-    fn n_rxq(&self) -> usize {
-        1
-    }
-    fn open_rxq(&self, _q: usize) -> Box<dyn RxQueue> {
-        Box::new(FramesRx {
-            frames: self.frames.clone(),
-            next: self.next.clone(),
-            state: self.state.clone(),
-            probes: self.probes.clone(),
-            last: Instant::now(),
-        })
-    }
-    fn open_txq(&self, _q: usize) -> Box<dyn TxQueue> {
-        Box::new(CheckTx(Arc::default()))
-    }
-}
-
-/// Records every frame sent to it.
-struct CheckPort(Arc<Mutex<Vec<Vec<u8>>>>);
-struct CheckTx(Arc<Mutex<Vec<Vec<u8>>>>);
-
-impl TxQueue for CheckTx {
-    fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        let n = batch.len();
-        let mut got = self.0.lock().unwrap();
-        got.extend(batch.iter().map(|p| p.data().to_vec()));
-        pool.free_batch(batch);
-        n
-    }
-}
-
-impl Port for CheckPort {
-    fn name(&self) -> &str {
-        "check"
-    }
-    fn type_name(&self) -> &'static str {
-        "test-check"
-    }
-    fn n_rxq(&self) -> usize {
-        1
-    }
-    fn open_rxq(&self, _q: usize) -> Box<dyn RxQueue> {
-        nfv_ports::sink::no_rx()
-    }
-    fn open_txq(&self, _q: usize) -> Box<dyn TxQueue> {
-        Box::new(CheckTx(self.0.clone()))
-    }
-}
-
-/// `RX-packets`/`TX-packets` of `port` in testpmd's final statistics.
-fn testpmd_count(out: &str, port: usize, what: &str) -> Option<u64> {
-    let head = format!("Forward statistics for port {port} ");
-    let at = out.rfind(&head)?;
-    let rest = &out[at..];
-    let k = rest.find(&format!("{what}:"))?;
-    rest[k + what.len() + 1..]
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
 
 struct Run {
     /// More virtio-user devargs.
@@ -285,18 +49,6 @@ struct Run {
     mrg: bool,
     len: usize,
     count: usize,
-}
-
-enum Failure {
-    /// testpmd cannot run on this machine (never reached our ports).
-    Skip(String),
-    Fail(String),
-}
-
-impl From<String> for Failure {
-    fn from(s: String) -> Failure {
-        Failure::Fail(s)
-    }
 }
 
 fn run(r: &Run, n: usize) -> Result<(), Failure> {
@@ -326,28 +78,17 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
         Arc::new((0..r.count).map(|i| frame(r.len, i as u32)).collect());
     let state = Arc::new(AtomicU8::new(IDLE));
     let got = Arc::new(Mutex::new(Vec::new()));
-    let gen_port = Arc::new(FramesPort {
-        frames: frames.clone(),
-        next: Arc::default(),
-        state: state.clone(),
-        probes: Arc::default(),
-    });
+    let gen_port = frames_port(frames.clone(), state.clone());
     dp.add_port(1, p1.clone()).unwrap();
     dp.add_port(2, p2.clone()).unwrap();
-    dp.add_port(20, Arc::new(CheckPort(got.clone()))).unwrap();
+    dp.add_port(20, check_port(got.clone())).unwrap();
     dp.add_port(10, gen_port).unwrap();
 
     let prefix = format!("nfvvhost{}_{n}", std::process::id());
     let mrg = if r.mrg { 1 } else { 0 };
     let q = r.queues;
-    let args: Vec<String> = [
-        "--no-pci".to_string(),
-        "--no-huge".into(),
-        "-m".into(),
-        "512".into(),
-        format!("--file-prefix={prefix}"),
-        "-l".into(),
-        "0,1".into(),
+    let args = testpmd_args(
+        &prefix,
         format!(
             "--vdev=net_virtio_user0,path={},server=1,queues={q},mrg_rxbuf={mrg}{}",
             s1.display(),
@@ -358,17 +99,8 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
             s2.display(),
             r.extra
         ),
-        "--".into(),
-        "--forward-mode=io".into(),
-        "--port-topology=paired".into(),
-        "--nb-cores=1".into(),
-        format!("--rxq={q}"),
-        format!("--txq={q}"),
-        "--stats-period=1".into(),
-        "--total-num-mbufs=16384".into(),
-        "--no-lsc-interrupt".into(),
-    ]
-    .to_vec();
+        q,
+    );
     let mut tp = TestPmd::start(&args, &prefix)
         .map_err(|e| Failure::Skip(format!("cannot run dpdk-testpmd: {e}")))?;
     let ready = nfv_testutil::wait_until(Duration::from_secs(30), || {
@@ -548,14 +280,6 @@ fn interop_with_testpmd() {
     }
 }
 
-/// The first EAL error line testpmd printed.
-fn eal_error(stderr: &str) -> Option<&str> {
-    stderr.lines().find(|l| {
-        l.starts_with("EAL: ")
-            && (l.contains("Cannot") || l.contains("Error") || l.contains("error"))
-    })
-}
-
 // ---------------------------------------------------------------------
 // The VNF killed (SIGKILL) and restarted.
 //
@@ -574,207 +298,6 @@ const RESTART_SERVER: &str = "testpmd::testpmd_killed_and_restarted_server_mode"
 const RESUME: Duration = Duration::from_secs(20);
 /// Frames that must arrive (byte-correct) to call traffic flowing.
 const FLOWING: u64 = 300;
-
-/// Frame length of sequence number `seq`: 60..=1518 bytes, varying.
-fn seq_len(seq: u32) -> usize {
-    60 + (seq as usize).wrapping_mul(97) % 1459
-}
-
-/// While `on`, sends `frame(seq_len(seq), seq)` with `seq` counting up,
-/// 4 frames per ms.
-struct SeqGen {
-    name: &'static str,
-    on: Arc<AtomicBool>,
-    next: Arc<AtomicU32>,
-}
-
-struct SeqGenRx {
-    on: Arc<AtomicBool>,
-    next: Arc<AtomicU32>,
-    last: Instant,
-}
-
-impl RxQueue for SeqGenRx {
-    fn rx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        if !self.on.load(Acquire) || self.last.elapsed() < Duration::from_millis(1) {
-            return 0;
-        }
-        self.last = Instant::now();
-        let mut n = 0;
-        while n < 4 {
-            let Some(mut p) = pool.alloc() else { break };
-            let seq = self.next.load(Relaxed);
-            let f = frame(seq_len(seq), seq);
-            p.room_mut()[..f.len()].copy_from_slice(&f);
-            let _ = p.set_len(f.len());
-            batch.push(p);
-            self.next.store(seq + 1, Relaxed);
-            n += 1;
-        }
-        n
-    }
-}
-
-/// Frees what it is sent.
-struct Discard;
-
-impl TxQueue for Discard {
-    fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        let n = batch.len();
-        pool.free_batch(batch);
-        n
-    }
-}
-
-impl Port for SeqGen {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn type_name(&self) -> &'static str {
-        "test-seqgen"
-    }
-    fn n_rxq(&self) -> usize {
-        1
-    }
-    fn open_rxq(&self, _q: usize) -> Box<dyn RxQueue> {
-        Box::new(SeqGenRx {
-            on: self.on.clone(),
-            next: self.next.clone(),
-            last: Instant::now(),
-        })
-    }
-    fn open_txq(&self, _q: usize) -> Box<dyn TxQueue> {
-        Box::new(Discard)
-    }
-}
-
-/// What a [`SeqCheck`] port saw.
-#[derive(Default)]
-struct SeqStats {
-    /// Byte-correct frames in increasing sequence order.
-    good: AtomicU64,
-    /// Corrupt, duplicated or reordered frames.
-    bad: AtomicU64,
-    /// Highest good sequence number + 1 (0: none yet).
-    next: AtomicU64,
-    first_error: Mutex<Option<String>>,
-}
-
-impl SeqStats {
-    fn check(&self, d: &[u8]) {
-        let err = if d.len() < 18 {
-            Some(format!("a {}-byte frame", d.len()))
-        } else {
-            let seq = u32::from_be_bytes(d[14..18].try_into().unwrap());
-            let want = frame(seq_len(seq), seq);
-            let next = self.next.load(Relaxed);
-            if d != want.as_slice() {
-                let at = d.iter().zip(&want).position(|(a, b)| a != b);
-                Some(format!(
-                    "frame {seq}: {} B (sent {} B), first difference at byte {at:?}",
-                    d.len(),
-                    want.len()
-                ))
-            } else if (seq as u64) < next {
-                Some(format!(
-                    "frame {seq} after frame {}: duplicated or reordered",
-                    next - 1
-                ))
-            } else {
-                self.next.store(seq as u64 + 1, Relaxed);
-                None
-            }
-        };
-        match err {
-            None => {
-                self.good.fetch_add(1, Relaxed);
-            }
-            Some(e) => {
-                self.bad.fetch_add(1, Relaxed);
-                self.first_error
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert(e);
-            }
-        }
-    }
-
-    fn good(&self) -> u64 {
-        self.good.load(Relaxed)
-    }
-
-    /// Panics if anything bad arrived.
-    fn assert_clean(&self, what: &str) {
-        let bad = self.bad.load(Relaxed);
-        let first = self
-            .first_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        assert_eq!(
-            bad,
-            0,
-            "{what}: {bad} bad frames (of {} good); first: {first:?}",
-            self.good()
-        );
-    }
-}
-
-/// Checks every frame sent to it against [`seq_len`]/[`frame`].
-struct SeqCheck {
-    name: &'static str,
-    stats: Arc<SeqStats>,
-}
-
-struct SeqCheckTx(Arc<SeqStats>);
-
-impl TxQueue for SeqCheckTx {
-    fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        let n = batch.len();
-        for p in batch.iter() {
-            self.0.check(p.data());
-        }
-        pool.free_batch(batch);
-        n
-    }
-}
-
-impl Port for SeqCheck {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn type_name(&self) -> &'static str {
-        "test-seqcheck"
-    }
-    fn n_rxq(&self) -> usize {
-        1
-    }
-    fn open_rxq(&self, _q: usize) -> Box<dyn RxQueue> {
-        nfv_ports::sink::no_rx()
-    }
-    fn open_txq(&self, _q: usize) -> Box<dyn TxQueue> {
-        Box::new(SeqCheckTx(self.stats.clone()))
-    }
-}
-
-/// Removes files (the sockets testpmd created in server=1 mode) and DPDK
-/// runtime directories when dropped, also on panic.
-#[derive(Default)]
-struct Leftovers {
-    files: Vec<PathBuf>,
-    prefixes: Vec<String>,
-}
-
-impl Drop for Leftovers {
-    fn drop(&mut self) {
-        for f in &self.files {
-            let _ = std::fs::remove_file(f);
-        }
-        for p in &self.prefixes {
-            remove_runtime_dir(p);
-        }
-    }
-}
 
 /// `key` of a port's `info()`.
 fn info(port: &dyn Port, key: &str) -> Option<String> {
@@ -837,52 +360,18 @@ fn restart_run(r: &RestartRun, tag: &str) -> Result<(), Failure> {
     let by = Arc::new(SeqStats::default());
     dp.add_port(1, p1.clone()).unwrap();
     dp.add_port(2, p2.clone()).unwrap();
-    dp.add_port(
-        20,
-        Arc::new(SeqCheck {
-            name: "check",
-            stats: check.clone(),
-        }),
-    )
-    .unwrap();
-    dp.add_port(
-        10,
-        Arc::new(SeqGen {
-            name: "gen",
-            on: gen_on.clone(),
-            next: gen_next.clone(),
-        }),
-    )
-    .unwrap();
-    dp.add_port(
-        40,
-        Arc::new(SeqCheck {
-            name: "bycheck",
-            stats: by.clone(),
-        }),
-    )
-    .unwrap();
-    dp.add_port(
-        30,
-        Arc::new(SeqGen {
-            name: "bygen",
-            on: by_on.clone(),
-            next: Arc::default(),
-        }),
-    )
-    .unwrap();
+    dp.add_port(20, seq_check("check", check.clone())).unwrap();
+    dp.add_port(10, seq_gen("gen", gen_on.clone(), gen_next.clone()))
+        .unwrap();
+    dp.add_port(40, seq_check("bycheck", by.clone())).unwrap();
+    dp.add_port(30, seq_gen("bygen", by_on.clone(), Arc::default()))
+        .unwrap();
 
     let server = if r.mode == Client { ",server=1" } else { "" };
     let mrg = if r.mrg { 1 } else { 0 };
-    let args = |prefix: &str| -> Vec<String> {
-        vec![
-            "--no-pci".into(),
-            "--no-huge".into(),
-            "-m".into(),
-            "512".into(),
-            format!("--file-prefix={prefix}"),
-            "-l".into(),
-            "0,1".into(),
+    let args = |prefix: &str| {
+        testpmd_args(
+            prefix,
             format!(
                 "--vdev=net_virtio_user0,path={}{server},queues={q},mrg_rxbuf={mrg}",
                 s1.display()
@@ -891,16 +380,8 @@ fn restart_run(r: &RestartRun, tag: &str) -> Result<(), Failure> {
                 "--vdev=net_virtio_user1,path={}{server},queues={q},mrg_rxbuf={mrg}",
                 s2.display()
             ),
-            "--".into(),
-            "--forward-mode=io".into(),
-            "--port-topology=paired".into(),
-            "--nb-cores=1".into(),
-            format!("--rxq={q}"),
-            format!("--txq={q}"),
-            "--stats-period=1".into(),
-            "--total-num-mbufs=16384".into(),
-            "--no-lsc-interrupt".into(),
-        ]
+            q,
+        )
     };
     let status = || format!("p1 {:#?}\np2 {:#?}", p1.status(), p2.status());
     // Brings up testpmd instance `i` and waits for both ports to run.

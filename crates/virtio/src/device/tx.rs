@@ -58,8 +58,7 @@ impl DeviceQueue {
         for &h in &heads[..n] {
             self.ring.prefetch_buffer(&self.mem, h, self.hint);
         }
-        for i in 0..n {
-            let head = heads[i];
+        for &head in &heads[..n] {
             let Some(mut pkt) = pool.alloc() else {
                 self.stats.alloc_failures += 1;
                 break;
