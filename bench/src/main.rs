@@ -6,6 +6,9 @@
 //! * `compare` — the same endpoint and topology through nfvswitch, OVS-DPDK
 //!   and a testpmd "wire", interleaved, with ratios against the targets
 //!   (see [`compare`]; `bench/compare` builds and runs it).
+//! * `kernel-port` — rx and tx Mpps of kernel-interface ports (AF_XDP,
+//!   AF_PACKET) over a veth pair into a namespace (see [`kernel_port`];
+//!   the namespace traffic is in [`kernel_traffic`]).
 //!
 //! Layout of `hop`/`compare` (2 CPUs, two busy pollers):
 //!
@@ -25,6 +28,8 @@ mod dut;
 mod frame;
 mod hop;
 mod host;
+mod kernel_port;
+mod kernel_traffic;
 mod ovs;
 mod proc;
 mod report;
@@ -59,6 +64,11 @@ enum Cmd {
         /// CPU for the PMD thread (default: the last CPU).
         #[arg(long)]
         core: Option<usize>,
+        /// Instead: the cost of PMU counting — 1 rule with the PMD's PMU
+        /// counters on and off, interleaved A/B/A/B, medians and the
+        /// difference in %.
+        #[arg(long)]
+        pmu_ab: bool,
     },
     /// One vhost→vhost hop through nfvswitch, testpmd endpoint: Mpps, Gbps,
     /// switch cycles/packet and busy %.
@@ -66,6 +76,8 @@ enum Cmd {
     /// nfvswitch vs OVS-DPDK vs a testpmd wire, same endpoint and topology;
     /// medians, cycles/packet and ratios against the targets.
     Compare(compare::CompareArgs),
+    /// AF_XDP / AF_PACKET port rx and tx Mpps over veth (needs root).
+    KernelPort(kernel_port::KernelPortArgs),
 }
 
 fn main() -> ExitCode {
@@ -78,9 +90,17 @@ fn main() -> ExitCode {
             seconds,
             size,
             core,
-        } => switch::switch(rounds, seconds, size, core),
+            pmu_ab,
+        } => {
+            if pmu_ab {
+                switch::pmu_ab(rounds, seconds, size, core)
+            } else {
+                switch::switch(rounds, seconds, size, core)
+            }
+        }
         Cmd::Hop(a) => hop::hop(a),
         Cmd::Compare(a) => compare::compare(a),
+        Cmd::KernelPort(a) => kernel_port::kernel_port(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

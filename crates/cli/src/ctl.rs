@@ -3,7 +3,9 @@
 
 use crate::table::{Table, fmt_opt};
 use clap::{Args, Subcommand};
-use nfv_control::protocol::{ChainReport, FlowReport, PmdReport, PortReport, TrafficReport};
+use nfv_control::protocol::{
+    ChainReport, FlowReport, NodeReport, PmdReport, PortReport, TrafficReport,
+};
 use nfv_control::{Request, Response, request};
 use std::path::{Path, PathBuf};
 
@@ -58,6 +60,8 @@ enum ShowWhat {
     /// Receiver ports: per stream received, lost, reordered, duplicates
     /// and latency (µs), since the last clear-stats.
     Traffic,
+    /// The node: version, uptime, PMDs, memory and the REST API address.
+    Node,
 }
 
 fn sockets_in(dir: &Path) -> Vec<PathBuf> {
@@ -75,10 +79,16 @@ fn sockets_in(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn find_socket(args: &CtlArgs) -> Result<PathBuf, String> {
-    if let Some(s) = &args.socket {
-        return Ok(s.clone());
+    locate_socket(args.socket.as_deref(), args.config.as_deref())
+}
+
+/// The node's control socket: `socket` if given, else the one `config`
+/// names, else the only nfvswitch socket that answers (also for `top`).
+pub fn locate_socket(socket: Option<&Path>, config: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(s) = socket {
+        return Ok(s.to_path_buf());
     }
-    if let Some(c) = &args.config {
+    if let Some(c) = config {
         let cfg = nfv_config::load(c).map_err(|e| e.to_string())?;
         return Ok(cfg
             .control_socket
@@ -126,6 +136,9 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
         CtlCommand::Show {
             what: ShowWhat::Traffic,
         } => Request::ShowTraffic,
+        CtlCommand::Show {
+            what: ShowWhat::Node,
+        } => Request::ShowNode,
         CtlCommand::DumpFlows => Request::DumpFlows,
         CtlCommand::AddFlow { flows } => Request::AddFlows {
             flows: flows.clone(),
@@ -161,6 +174,14 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
         Request::ShowPorts => {
             let ports: Vec<PortReport> = serde_json::from_value(data).map_err(parse_err)?;
             print!("{}", ports_table(&ports));
+            for p in ports.iter().filter(|p| p.error.is_some()) {
+                println!(
+                    "port {} {:?} is not running: {}",
+                    p.no,
+                    p.name,
+                    p.error.as_deref().unwrap_or_default()
+                );
+            }
         }
         Request::ShowPmd => {
             let pmds: Vec<PmdReport> = serde_json::from_value(data).map_err(parse_err)?;
@@ -188,11 +209,15 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
         Request::AddPort { .. } => println!("added port {}", data["added"]),
         Request::DelPort { .. } => println!("deleted port {}", data["deleted"]),
         Request::ClearStats => println!("PMD and receiver counters cleared"),
+        Request::ShowNode => {
+            let n: NodeReport = serde_json::from_value(data).map_err(parse_err)?;
+            print!("{}", node_text(&n));
+        }
     }
     Ok(())
 }
 
-fn drops_text(d: &std::collections::BTreeMap<String, u64>) -> String {
+pub fn drops_text(d: &std::collections::BTreeMap<String, u64>) -> String {
     if d.is_empty() {
         return "0".into();
     }
@@ -258,8 +283,9 @@ pub fn pmd_text(pmds: &[PmdReport]) -> String {
     }
     let hz = pmds.first().map_or(0, |p| p.tsc_hz);
     format!(
-        "{t}(cycles are TSC cycles at {:.3} GHz; rates and cycles over the last second)\n",
-        hz as f64 / 1e9
+        "{t}(cycles are TSC cycles at {:.3} GHz; rates and cycles over the last second)\n{}",
+        hz as f64 / 1e9,
+        crate::pmu_text::pmu_lines(pmds)
     )
 }
 
@@ -371,5 +397,33 @@ pub fn traffic_text(reports: &[TrafficReport]) -> String {
     }
     format!(
         "{t}{notes}(lost = sequence gaps; latency from the generator's TSC stamp to the receiver)\n"
+    )
+}
+
+pub fn node_text(n: &NodeReport) -> String {
+    let cores: Vec<String> = n
+        .pmd_cores
+        .iter()
+        .map(|c| c.map_or("-".into(), |c| c.to_string()))
+        .collect();
+    format!(
+        "node {} (nfvswitch {}), up {:.0} s\n  \
+         PMDs: {} on cores [{}]\n  \
+         ports: {}, flows: {}, chains: {}\n  \
+         memory: {} x {} B, hugepages {}, backing {}\n  \
+         REST API: {}\n",
+        n.name,
+        n.version,
+        n.uptime_secs,
+        n.pmds,
+        cores.join(", "),
+        n.ports,
+        n.flows,
+        n.chains,
+        n.memory.frames,
+        n.memory.frame_size,
+        n.memory.hugepages,
+        n.memory.backing,
+        n.api.map_or("off".into(), |a| format!("http://{a}/"))
     )
 }

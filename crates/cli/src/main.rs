@@ -3,9 +3,11 @@
 mod ctl;
 mod demo;
 mod ndr;
+mod pmu_text;
 mod run;
 mod sweep;
 mod table;
+mod top;
 mod topology;
 mod vnf;
 
@@ -37,6 +39,11 @@ enum Command {
         /// Stop by itself after this many seconds (and print final counters).
         #[arg(long)]
         exit_after: Option<f64>,
+        /// REST API, /metrics and dashboard address: IP:PORT (port 0: any
+        /// free port), localhost:PORT or "off" (default: the config's
+        /// `[node] api`, else 127.0.0.1:9180).
+        #[arg(long, value_name = "ADDR|off")]
+        api: Option<String>,
     },
     /// Validate a node config and print what it would run.
     Check { config: PathBuf },
@@ -52,6 +59,9 @@ enum Command {
     /// RFC 2544 throughput search (NDR and PDR) from a generator to a
     /// receiver port of a node run in this process.
     Ndr(ndr::NdrArgs),
+    /// Live view of a running node: PMDs (busy, Mpps, cycles/packet, IPC),
+    /// ports (rates, drops by reason), chains and VNFs.
+    Top(top::TopArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,13 +82,18 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let r = match cli.cmd {
-        Command::Run { config, exit_after } => run::run(&config, exit_after),
+        Command::Run {
+            config,
+            exit_after,
+            api,
+        } => run::run(&config, exit_after, api.as_deref()),
         Command::Check { config } => run::check(&config),
         Command::Ctl(args) => ctl::ctl(args),
         Command::Demo(args) => demo::demo(args),
         Command::Sweep(args) => sweep::sweep(args),
         Command::Vnf(args) => vnf::vnf(args),
         Command::Ndr(args) => ndr::ndr(args),
+        Command::Top(args) => top::top(args),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -24,8 +24,12 @@ pub fn exit_after(secs: f64) {
         });
 }
 
-pub fn run(config: &Path, exit_after_secs: Option<f64>) -> Result<(), String> {
+pub fn run(config: &Path, exit_after_secs: Option<f64>, api: Option<&str>) -> Result<(), String> {
     let cfg = nfv_config::load(config).map_err(|e| e.to_string())?;
+    let api_addr = match api {
+        Some(a) => nfv_config::parse_api_addr(a).map_err(|e| format!("--api: {e}"))?,
+        None => cfg.api,
+    };
     let signals = block_shutdown_signals();
     let node = Node::start(&cfg).map_err(|e| format!("{}: {e}", config.display()))?;
     let socket = cfg
@@ -45,6 +49,7 @@ pub fn run(config: &Path, exit_after_secs: Option<f64>) -> Result<(), String> {
         cfg.flows.len(),
         server.path().display()
     );
+    let api = api_addr.and_then(|a| start_api(a, &node));
     if let Some(s) = exit_after_secs {
         exit_after(s);
     }
@@ -53,11 +58,35 @@ pub fn run(config: &Path, exit_after_secs: Option<f64>) -> Result<(), String> {
     // Final counters, as OVS prints on exit of a benchmark run.
     let ports = node.show_ports();
     let pmds = node.show_pmd();
+    if let Some(api) = api {
+        api.stop();
+    }
     drop(server);
     node.shutdown();
     print!("{}", crate::ctl::ports_table(&ports));
     print!("{}", crate::ctl::pmd_text(&pmds));
     Ok(())
+}
+
+/// Starts the REST API; a failure to bind is a warning, never fatal (the
+/// switch runs on without the API).
+fn start_api(
+    addr: std::net::SocketAddr,
+    node: &std::sync::Arc<Node>,
+) -> Option<nfv_api::ApiServer> {
+    match nfv_api::ApiServer::start(addr, node.clone()) {
+        Ok(s) => {
+            tracing::info!("REST API and dashboard on http://{}/", s.addr());
+            Some(s)
+        }
+        Err(e) => {
+            tracing::warn!(
+                "REST API not started: cannot listen on {addr}: {e}; the switch runs without it \
+                 (choose another address with [node] api or --api, port 0 for any free port, or \"off\")"
+            );
+            None
+        }
+    }
 }
 
 pub fn check(config: &Path) -> Result<(), String> {

@@ -269,6 +269,8 @@ pub fn node_config(run: &Run, dir: &Path, rate: u64, switch_core: usize) -> Node
         source: "demo".into(),
         name: format!("demo-{}", std::process::id()),
         control_socket: Some(dir.join("ctl.sock")),
+        // The demo and sweeps do not serve the REST API.
+        api: None,
         memory: MemoryConfig {
             frames: 65536,
             ..Default::default()

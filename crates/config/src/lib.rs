@@ -16,6 +16,8 @@
 //! [node]                           # optional
 //! name = "gen-sink"                # [a-zA-Z0-9_.-]{1,64}; default: the file stem
 //! control_socket = "/tmp/nfvswitch-gen-sink.sock"  # optional; default: chosen by the daemon
+//! api = "127.0.0.1:9180"           # REST API, /metrics and dashboard: IP:PORT (port 0: any free
+//!                                  #   port), "localhost:PORT", or "off"; default "127.0.0.1:9180"
 //!
 //! [memory]                         # optional
 //! frame_size = 2048                # bytes per buffer incl. 128 B headroom: power of two 2048..=65536
@@ -77,6 +79,7 @@ mod flows;
 mod port;
 mod raw;
 
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 
 use nfv_mem::{HugepageMode, MemoryConfig};
@@ -98,6 +101,9 @@ pub struct NodeConfig {
     pub name: String,
     /// `[node] control_socket`; `None` = the daemon's default.
     pub control_socket: Option<PathBuf>,
+    /// `[node] api`: where the REST API listens; `None` = off. Default
+    /// [`DEFAULT_API`].
+    pub api: Option<SocketAddr>,
     pub memory: MemoryConfig,
     pub pmd: PmdConfig,
     /// In file order.
@@ -136,6 +142,33 @@ pub const MAX_PMD_CORES: usize = 64;
 pub const MAX_NODE_NAME: usize = 64;
 /// Longest Unix socket path (`sun_path` is 108 bytes with the NUL).
 pub const MAX_SOCKET_PATH: usize = 107;
+/// Where the REST API listens unless `[node] api` says otherwise.
+pub const DEFAULT_API: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9180));
+
+/// Parses an API address as `[node] api` and `nfvswitch run --api` take
+/// it: `IP:PORT` (`[::1]:PORT` for IPv6), `localhost:PORT`, or `off`
+/// (`None`). Port 0 asks for any free port.
+pub fn parse_api_addr(text: &str) -> std::result::Result<Option<SocketAddr>, String> {
+    let t = text.trim();
+    if t == "off" {
+        return Ok(None);
+    }
+    if let Ok(a) = t.parse::<SocketAddr>() {
+        return Ok(Some(a));
+    }
+    if let Some(port) = t.strip_prefix("localhost:")
+        && let Ok(port) = port.parse::<u16>()
+    {
+        return Ok(Some(SocketAddr::V4(SocketAddrV4::new(
+            Ipv4Addr::LOCALHOST,
+            port,
+        ))));
+    }
+    Err(format!(
+        "{text:?} is not an address: give IP:PORT (\"127.0.0.1:9180\", \"[::1]:9180\", \
+         \"0.0.0.0:9180\"), \"localhost:PORT\" or \"off\""
+    ))
+}
 
 /// Reads and validates a config file, checking PMD cores against this
 /// machine's CPU count (`std::thread::available_parallelism`).
@@ -165,6 +198,10 @@ pub fn parse_str(
     let base = source.parent().unwrap_or(Path::new(""));
 
     let (name, control_socket) = node(&doc, raw.node.as_ref(), base)?;
+    let api = match raw.node.as_ref().and_then(|n| n.get_ref().api.as_ref()) {
+        Some(v) => parse_api_addr(v.get_ref()).map_err(|m| doc.err(v.span(), "node.api", m))?,
+        None => Some(DEFAULT_API),
+    };
     let memory = memory(&doc, raw.memory.as_ref())?;
     let pmd = pmd(&doc, raw.pmd.as_ref(), cpu_count)?;
 
@@ -195,6 +232,7 @@ pub fn parse_str(
         source: source.to_path_buf(),
         name,
         control_socket,
+        api,
         memory,
         pmd,
         chains: chain::chains(&doc, &raw.chain, &ports)?,

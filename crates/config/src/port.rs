@@ -6,12 +6,13 @@ use std::path::Path;
 
 use nfv_mem::MemoryConfig;
 use nfv_ports::config::{
-    GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig, VhostUserConfig, VhostUserMode,
+    AfPacketConfig, AfXdpConfig, GeneratorConfig, MAX_IFACE_NAME, PcapConfig, PortConfig,
+    PortKind, RingConfig, TapConfig, VhostUserConfig, VhostUserMode, XdpBindMode,
 };
 
 use crate::check::{self, Result, path};
 use crate::error::Doc;
-use crate::raw::{RawFrameSize, RawPort, RawPortType, RawVhostMode, S};
+use crate::raw::{RawFrameSize, RawPort, RawPortType, RawVhostMode, RawXdpMode, S};
 
 /// Highest OpenFlow port number a port may have (0xff00 and up are
 /// reserved ports).
@@ -80,6 +81,43 @@ pub(crate) fn port(
             rxqs = v.queues;
             PortKind::VhostUser(v)
         }
+        RawPortType::Afxdp => {
+            let d = AfXdpConfig::new("");
+            PortKind::AfXdp(AfXdpConfig {
+                iface: iface(doc, prefix, raw)?,
+                mode: match p.xdp_mode.as_ref().map(|m| *m.get_ref()) {
+                    None => d.mode,
+                    Some(RawXdpMode::Auto) => XdpBindMode::Auto,
+                    Some(RawXdpMode::Copy) => XdpBindMode::Copy,
+                    Some(RawXdpMode::ZeroCopy) => XdpBindMode::ZeroCopy,
+                },
+                ring_size: check::opt_pow2(
+                    doc,
+                    &p.ring_size,
+                    &f("ring_size"),
+                    64..=16384,
+                    false,
+                    d.ring_size,
+                )?,
+            })
+        }
+        RawPortType::Afpacket => {
+            let d = AfPacketConfig::new("");
+            PortKind::AfPacket(AfPacketConfig {
+                iface: iface(doc, prefix, raw)?,
+                ring_size: check::opt_pow2(
+                    doc,
+                    &p.ring_size,
+                    &f("ring_size"),
+                    64..=65536,
+                    false,
+                    d.ring_size,
+                )?,
+            })
+        }
+        RawPortType::Tap => PortKind::Tap(TapConfig {
+            iface: iface(doc, prefix, raw)?,
+        }),
     };
     Ok(PortConfig {
         name,
@@ -303,6 +341,41 @@ fn ring(doc: &Doc<'_>, prefix: &str, raw: &S<RawPort>) -> Result<RingConfig> {
     })
 }
 
+/// The `iface` of a kernel-facing port: a name the kernel would accept
+/// (whether it exists is checked when the port opens).
+fn iface(doc: &Doc<'_>, prefix: &str, raw: &S<RawPort>) -> Result<String> {
+    let p = raw.get_ref();
+    let field = path(prefix, "iface");
+    let Some(v) = &p.iface else {
+        return Err(doc.err(
+            raw.span(),
+            field,
+            format!(
+                "a port of type {:?} needs `iface`, the name of a kernel network interface",
+                p.kind.get_ref().name()
+            ),
+        ));
+    };
+    let s = v.get_ref();
+    let ok = (1..=MAX_IFACE_NAME).contains(&s.len())
+        && s != "."
+        && s != ".."
+        && !s
+            .bytes()
+            .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0);
+    if !ok {
+        return Err(doc.err(
+            v.span(),
+            field,
+            format!(
+                "{s:?} is not an interface name: 1 to {MAX_IFACE_NAME} bytes without '/', ':' \
+                 or whitespace"
+            ),
+        ));
+    }
+    Ok(s.clone())
+}
+
 fn vhost_user(
     doc: &Doc<'_>,
     prefix: &str,
@@ -398,6 +471,31 @@ pub(crate) fn check_set(doc: &Doc<'_>, raws: &[S<RawPort>], ports: &[PortConfig]
                 format!(
                     "{} is already the socket of port[{j}] {:?}",
                     v.socket.display(),
+                    ports[j].name
+                ),
+            ));
+        }
+    }
+    let mut by_iface: HashMap<&str, usize> = HashMap::new();
+    for (i, (raw, port)) in raws.iter().zip(ports).enumerate() {
+        let iface = match &port.kind {
+            PortKind::AfXdp(c) => &c.iface,
+            PortKind::AfPacket(c) => &c.iface,
+            PortKind::Tap(c) => &c.iface,
+            _ => continue,
+        };
+        if let Some(j) = by_iface.insert(iface, i) {
+            let span = raw
+                .get_ref()
+                .iface
+                .as_ref()
+                .map_or(raw.span(), |s| s.span());
+            return Err(doc.err(
+                span,
+                format!("port[{i}].iface"),
+                format!(
+                    "interface {iface:?} is already used by port[{j}] {:?}; one port per \
+                     kernel interface",
                     ports[j].name
                 ),
             ));

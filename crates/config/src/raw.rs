@@ -33,6 +33,7 @@ pub(crate) struct RawConfig {
 pub(crate) struct RawNode {
     pub name: Option<S<String>>,
     pub control_socket: Option<S<String>>,
+    pub api: Option<S<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -68,6 +69,9 @@ pub(crate) enum RawPortType {
     Ring,
     #[serde(rename = "vhost-user")]
     VhostUser,
+    Afxdp,
+    Afpacket,
+    Tap,
 }
 
 impl RawPortType {
@@ -79,6 +83,9 @@ impl RawPortType {
             RawPortType::Pcap => "pcap",
             RawPortType::Ring => "ring",
             RawPortType::VhostUser => "vhost-user",
+            RawPortType::Afxdp => "afxdp",
+            RawPortType::Afpacket => "afpacket",
+            RawPortType::Tap => "tap",
         }
     }
 }
@@ -127,6 +134,10 @@ pub(crate) struct RawPort {
     pub mode: Option<S<RawVhostMode>>,
     pub queues: Option<S<i64>>,
     pub mrg_rxbuf: Option<S<bool>>,
+    // kernel-facing ports
+    pub iface: Option<S<String>>,
+    pub ring_size: Option<S<i64>>,
+    pub xdp_mode: Option<S<RawXdpMode>>,
 }
 
 /// A generator's `frame_size`: bytes, or a named mix (`"imix"`).
@@ -165,10 +176,18 @@ pub(crate) enum RawVhostMode {
     Client,
 }
 
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum RawXdpMode {
+    Auto,
+    Copy,
+    ZeroCopy,
+}
+
 impl RawPort {
     /// Every optional, type-specific key with its position if present and
     /// the types that accept it.
-    pub fn type_specific_keys(&self) -> [TypeSpecificKey; 22] {
+    pub fn type_specific_keys(&self) -> [TypeSpecificKey; 25] {
         use RawPortType::*;
         fn sp<T>(v: &Option<S<T>>) -> Option<std::ops::Range<usize>> {
             v.as_ref().map(|s| s.span())
@@ -197,6 +216,9 @@ impl RawPort {
             ("mode", sp(&self.mode), &[VhostUser]),
             ("queues", sp(&self.queues), &[VhostUser]),
             ("mrg_rxbuf", sp(&self.mrg_rxbuf), &[VhostUser]),
+            ("iface", sp(&self.iface), &[Afxdp, Afpacket, Tap]),
+            ("ring_size", sp(&self.ring_size), &[Afxdp, Afpacket]),
+            ("xdp_mode", sp(&self.xdp_mode), &[Afxdp]),
         ]
     }
 }

@@ -126,10 +126,10 @@ fn wrong_types_are_rejected() {
         },
         Bad {
             name: "port type",
-            text: "[[port]]\nname = \"t\"\nid = 1\ntype = \"tap\"\n",
+            text: "[[port]]\nname = \"t\"\nid = 1\ntype = \"tun\"\n",
             line: 4,
             field: "port[0].type",
-            msg: "unknown variant `tap`",
+            msg: "unknown variant `tun`",
         },
         Bad {
             name: "node is a table",
@@ -627,6 +627,47 @@ fn pmd_cores_are_checked_against_the_cpu_count() {
 }
 
 #[test]
+fn node_api_must_be_an_address_or_off() {
+    check_all(&[
+        Bad {
+            name: "api host name",
+            text: "[node]\nname = \"n\"\napi = \"example.org:9180\"\n",
+            line: 3,
+            field: "node.api",
+            msg: "\"example.org:9180\" is not an address: give IP:PORT",
+        },
+        Bad {
+            name: "api no port",
+            text: "[node]\napi = \"127.0.0.1\"\n",
+            line: 2,
+            field: "node.api",
+            msg: "is not an address",
+        },
+        Bad {
+            name: "api port range",
+            text: "[node]\napi = \"127.0.0.1:65536\"\n",
+            line: 2,
+            field: "node.api",
+            msg: "or \"off\"",
+        },
+        Bad {
+            name: "api empty",
+            text: "[node]\n\napi = \"\"\n",
+            line: 3,
+            field: "node.api",
+            msg: "\"\" is not an address",
+        },
+        Bad {
+            name: "api boolean",
+            text: "[node]\napi = false\n",
+            line: 2,
+            field: "node.api",
+            msg: "invalid type",
+        },
+    ]);
+}
+
+#[test]
 fn names_paths_and_pcap_ports() {
     let long_socket: &'static str = Box::leak(
         format!(
@@ -799,6 +840,95 @@ fn vhost_user_ports() {
             line: 10,
             field: "port[1].socket",
             msg: "/tmp/a.sock is already the socket of port[0] \"a\"",
+        },
+    ]);
+}
+
+#[test]
+fn kernel_ports() {
+    let port = |kind: &str, extra: &str| -> &'static str {
+        Box::leak(
+            format!("[[port]]\nname = \"k\"\nid = 1\ntype = \"{kind}\"\n{extra}").into_boxed_str(),
+        )
+    };
+    check_all(&[
+        Bad {
+            name: "afxdp without iface",
+            text: port("afxdp", "ring_size = 1024\n"),
+            line: 1,
+            field: "port[0].iface",
+            msg: "a port of type \"afxdp\" needs `iface`",
+        },
+        Bad {
+            name: "tap without iface",
+            text: port("tap", ""),
+            line: 1,
+            field: "port[0].iface",
+            msg: "a port of type \"tap\" needs `iface`",
+        },
+        Bad {
+            name: "iface too long",
+            text: port("afpacket", "iface = \"0123456789abcdef\"\n"),
+            line: 5,
+            field: "port[0].iface",
+            msg: "is not an interface name: 1 to 15 bytes",
+        },
+        Bad {
+            name: "iface with slash",
+            text: port("afxdp", "iface = \"eth/0\"\n"),
+            line: 5,
+            field: "port[0].iface",
+            msg: "is not an interface name",
+        },
+        Bad {
+            name: "ring_size not pow2",
+            text: port("afxdp", "iface = \"eth0\"\nring_size = 1000\n"),
+            line: 6,
+            field: "port[0].ring_size",
+            msg: "1000 is not a power of two in 64..=16384",
+        },
+        Bad {
+            name: "afpacket ring_size too big",
+            text: port("afpacket", "iface = \"eth0\"\nring_size = 131072\n"),
+            line: 6,
+            field: "port[0].ring_size",
+            msg: "131072 is not a power of two in 64..=65536",
+        },
+        Bad {
+            name: "xdp_mode",
+            text: port("afxdp", "iface = \"eth0\"\nxdp_mode = \"native\"\n"),
+            line: 6,
+            field: "port[0].xdp_mode",
+            msg: "unknown variant `native`, expected one of `auto`, `copy`, `zero-copy`",
+        },
+        Bad {
+            name: "xdp_mode on afpacket",
+            text: port("afpacket", "iface = \"eth0\"\nxdp_mode = \"copy\"\n"),
+            line: 6,
+            field: "port[0].xdp_mode",
+            msg: "not valid for a port of type \"afpacket\" (only for type \"afxdp\")",
+        },
+        Bad {
+            name: "ring_size on tap",
+            text: port("tap", "iface = \"tap0\"\nring_size = 64\n"),
+            line: 6,
+            field: "port[0].ring_size",
+            msg: "(only for type \"afxdp\" or \"afpacket\")",
+        },
+        Bad {
+            name: "iface on sink",
+            text: port("sink", "iface = \"eth0\"\n"),
+            line: 5,
+            field: "port[0].iface",
+            msg: "not valid for a port of type \"sink\"",
+        },
+        Bad {
+            name: "same iface twice",
+            text: "[[port]]\nname = \"a\"\nid = 1\ntype = \"afxdp\"\niface = \"eth0\"\n\
+                   [[port]]\nname = \"b\"\nid = 2\ntype = \"afpacket\"\niface = \"eth0\"\n",
+            line: 10,
+            field: "port[1].iface",
+            msg: "interface \"eth0\" is already used by port[0] \"a\"",
         },
     ]);
 }

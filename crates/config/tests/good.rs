@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use nfv_config::{NodeConfig, PmdConfig, parse_port_table, parse_str};
 use nfv_mem::{HugepageMode, MemoryConfig};
 use nfv_ports::config::{
-    GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig, VhostUserConfig, VhostUserMode,
+    AfPacketConfig, AfXdpConfig, GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig,
+    TapConfig, VhostUserConfig, VhostUserMode, XdpBindMode,
 };
 
 fn parse(text: &str) -> NodeConfig {
@@ -24,6 +25,7 @@ fn an_empty_file_gets_every_default() {
             source: PathBuf::from("conf/node.toml"),
             name: "node".into(),
             control_socket: None,
+            api: Some(nfv_config::DEFAULT_API),
             memory: MemoryConfig::default(),
             pmd: PmdConfig {
                 cores: vec![1],
@@ -42,6 +44,24 @@ fn an_empty_file_gets_every_default() {
     // No file stem: a fixed name.
     let c = parse_str("", Path::new(""), 1).unwrap();
     assert_eq!(c.name, "nfvswitch");
+}
+
+#[test]
+fn node_api_takes_addresses_localhost_port_zero_and_off() {
+    let api = |v: &str| parse(&format!("[node]\napi = {v:?}\n")).api;
+    let addr = |s: &str| Some(s.parse::<std::net::SocketAddr>().unwrap());
+    assert_eq!(parse("").api, addr("127.0.0.1:9180"));
+    assert_eq!(api("0.0.0.0:8080"), addr("0.0.0.0:8080"));
+    assert_eq!(api("[::1]:9180"), addr("[::1]:9180"));
+    assert_eq!(api("127.0.0.1:0"), addr("127.0.0.1:0"));
+    assert_eq!(api("localhost:9100"), addr("127.0.0.1:9100"));
+    assert_eq!(api("off"), None);
+    // The same syntax as `nfvswitch run --api`.
+    assert_eq!(nfv_config::parse_api_addr("off"), Ok(None));
+    assert_eq!(
+        nfv_config::parse_api_addr("10.1.2.3:80"),
+        Ok(addr("10.1.2.3:80"))
+    );
 }
 
 #[test]
@@ -461,4 +481,76 @@ mrg_rxbuf = false
     assert_eq!(p.rxqs, 2);
     let e = parse_port_table(r#"name="v",id=9,type="vhost-user",mode="client""#, &mem).unwrap_err();
     assert_eq!(e.field(), Some("socket"), "{e}");
+}
+
+#[test]
+fn kernel_ports() {
+    let c = parse(
+        r#"
+[[port]]
+name = "nic0"
+id = 1
+type = "afxdp"
+iface = "eth0"
+rxqs = 2
+
+[[port]]
+name = "nic1"
+id = 2
+type = "afxdp"
+iface = "eth1"
+xdp_mode = "zero-copy"
+ring_size = 4096
+
+[[port]]
+name = "raw"
+id = 3
+type = "afpacket"
+iface = "veth-a.10"
+ring_size = 1024
+
+[[port]]
+name = "host"
+id = 4
+type = "tap"
+iface = "nfvtap0"
+"#,
+    );
+    let kinds: Vec<(usize, &PortKind)> = c.ports.iter().map(|p| (p.rxqs, &p.kind)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (
+                2,
+                &PortKind::AfXdp(AfXdpConfig {
+                    iface: "eth0".into(),
+                    mode: XdpBindMode::Auto,
+                    ring_size: 2048,
+                })
+            ),
+            (
+                1,
+                &PortKind::AfXdp(AfXdpConfig {
+                    iface: "eth1".into(),
+                    mode: XdpBindMode::ZeroCopy,
+                    ring_size: 4096,
+                })
+            ),
+            (
+                1,
+                &PortKind::AfPacket(AfPacketConfig {
+                    iface: "veth-a.10".into(),
+                    ring_size: 1024,
+                })
+            ),
+            (
+                1,
+                &PortKind::Tap(TapConfig {
+                    iface: "nfvtap0".into(),
+                })
+            ),
+        ]
+    );
+    let names: Vec<&str> = c.ports.iter().map(|p| p.kind.type_name()).collect();
+    assert_eq!(names, ["afxdp", "afxdp", "afpacket", "tap"]);
 }

@@ -5,6 +5,7 @@
 
 pub mod chains;
 pub mod node;
+pub mod pmu;
 pub mod protocol;
 pub mod rates;
 pub mod server;

@@ -29,6 +29,10 @@ pub enum NodeError {
     Open(#[from] nfv_ports::OpenError),
     #[error(transparent)]
     Vhost(#[from] nfv_vhost::VhostError),
+    /// A kernel-facing port (AF_XDP, AF_PACKET, TAP) failed to open; the
+    /// message names the port and the interface.
+    #[error("{0}")]
+    KernelPort(String),
 }
 
 pub struct Node {
@@ -39,8 +43,32 @@ pub struct Node {
     /// Configs of the ports now present, by number (for ring peers and
     /// for validating flows).
     port_configs: Mutex<BTreeMap<PortNo, PortConfig>>,
+    /// Kernel-facing ports of the config that failed to open at start
+    /// (interface missing, no permission, XDP busy, MTU): listed by
+    /// `show ports` with their error, so the rest of the node runs.
+    /// `add-port` with the same number retries; `del-port` forgets.
+    failed_ports: Mutex<BTreeMap<PortNo, (PortConfig, String)>>,
     rates: RateSampler,
     chains: Vec<nfv_config::ChainConfig>,
+    meta: NodeMeta,
+}
+
+/// Facts about the node kept for `show node`.
+struct NodeMeta {
+    started: std::time::SystemTime,
+    started_at: std::time::Instant,
+    /// Where the REST API listens, set by whoever started it.
+    api: Mutex<Option<std::net::SocketAddr>>,
+}
+
+impl NodeMeta {
+    fn new() -> NodeMeta {
+        NodeMeta {
+            started: std::time::SystemTime::now(),
+            started_at: std::time::Instant::now(),
+            api: Mutex::new(None),
+        }
+    }
 }
 
 impl Node {
@@ -50,6 +78,7 @@ impl Node {
         let dp_cfg = DatapathConfig {
             pmd_cores: cfg.pmd.cores.iter().map(|&c| Some(c)).collect(),
             emc_entries: cfg.pmd.emc_entries,
+            pmu: true,
         };
         let datapath = Datapath::start(&dp_cfg, pool, table.clone())?;
         let node = Node {
@@ -58,8 +87,10 @@ impl Node {
             datapath,
             factory: PortFactory::new(),
             port_configs: Mutex::new(BTreeMap::new()),
+            failed_ports: Mutex::new(BTreeMap::new()),
             rates: RateSampler::default(),
             chains: cfg.chains.clone(),
+            meta: NodeMeta::new(),
         };
         // Rules first, so the first packets find them.
         table.add_flows(cfg.flows.iter().cloned());
@@ -67,7 +98,13 @@ impl Node {
         // Generators last, so their first packets find every other port.
         let is_gen = |p: &&PortConfig| matches!(p.kind, PortKind::Generator(_));
         for p in cfg.ports.iter().filter(|p| !is_gen(p)) {
-            node.open_port(p)?;
+            match node.open_port(p) {
+                Err(NodeError::KernelPort(e)) => {
+                    tracing::error!("{e}; the node runs without this port");
+                    node.failed().insert(p.id, (p.clone(), e));
+                }
+                r => r?,
+            }
         }
         for p in cfg.ports.iter().filter(is_gen) {
             node.open_port(p)?;
@@ -88,12 +125,21 @@ impl Node {
         self.port_configs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn failed(&self) -> std::sync::MutexGuard<'_, BTreeMap<PortNo, (PortConfig, String)>> {
+        self.failed_ports.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn open_port(&self, p: &PortConfig) -> Result<(), NodeError> {
+        let kernel = |e: &dyn std::fmt::Display| NodeError::KernelPort(e.to_string());
         let port: Arc<dyn nfv_ports::Port> = match &p.kind {
             PortKind::VhostUser(_) => nfv_vhost::VhostUserPort::from_config(p)?,
+            PortKind::AfXdp(_) => nfv_afxdp::open(p).map_err(|e| kernel(&e))?,
+            PortKind::AfPacket(_) => nfv_afpacket::open(p).map_err(|e| kernel(&e))?,
+            PortKind::Tap(_) => nfv_tap::open(p).map_err(|e| kernel(&e))?,
             _ => self.factory.open(p)?,
         };
         self.datapath.add_port(p.id, port)?;
+        self.failed().remove(&p.id);
         self.configs().insert(p.id, p.clone());
         tracing::info!("port {} ({}) added as {}", p.name, p.kind.type_name(), p.id);
         Ok(())
@@ -127,6 +173,7 @@ impl Node {
             Request::DelPort { port } => self
                 .del_port(port)
                 .map(|no| serde_json::json!({ "deleted": no })),
+            Request::ShowNode => serde_json::to_value(self.show_node()).map_err(|e| e.to_string()),
             Request::ClearStats => {
                 self.datapath.clear_pmd_stats();
                 for v in self.datapath.port_views() {
@@ -211,6 +258,17 @@ impl Node {
     }
 
     pub fn del_port(&self, name_or_no: &str) -> Result<PortNo, String> {
+        {
+            let mut failed = self.failed();
+            let hit = failed
+                .iter()
+                .find(|(no, (c, _))| c.name == name_or_no || no.to_string() == name_or_no)
+                .map(|(no, _)| *no);
+            if let Some(no) = hit {
+                failed.remove(&no);
+                return Ok(no);
+            }
+        }
         let no = self
             .datapath
             .del_port(name_or_no)
@@ -255,8 +313,20 @@ impl Node {
                         .into_iter()
                         .map(|(k, val)| (k.to_string(), val))
                         .collect(),
+                    error: None,
                 }
             })
+            .chain(self.failed().values().map(|(c, e)| PortReport {
+                no: c.id,
+                name: c.name.clone(),
+                type_name: c.kind.type_name().to_string(),
+                rx: DirectionReport::default(),
+                tx: DirectionReport::default(),
+                rx_queues: Vec::new(),
+                tx_queues: Vec::new(),
+                info: BTreeMap::new(),
+                error: Some(e.clone()),
+            }))
             .collect()
     }
 
@@ -357,8 +427,51 @@ impl Node {
         &self.chains
     }
 
+    /// The newest `last` rate samples (one per second, at most
+    /// [`crate::rates::HISTORY`]), oldest first.
+    pub fn rate_history(&self, last: usize) -> Vec<crate::rates::RateSample> {
+        self.rates.history(last)
+    }
+
+    /// Records where the REST API listens (`None`: not serving), for
+    /// `show node`.
+    pub fn set_api_addr(&self, addr: Option<std::net::SocketAddr>) {
+        *self.meta.api.lock().unwrap_or_else(|p| p.into_inner()) = addr;
+    }
+
+    pub fn api_addr(&self) -> Option<std::net::SocketAddr> {
+        *self.meta.api.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn show_node(&self) -> NodeReport {
+        let pool = self.datapath.pool();
+        NodeReport {
+            name: self.name.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            started: self
+                .meta
+                .started
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+            uptime_secs: self.meta.started_at.elapsed().as_secs_f64(),
+            pmds: self.datapath.n_pmds(),
+            pmd_cores: self.datapath.pmd_views().iter().map(|v| v.core).collect(),
+            ports: self.configs().len(),
+            flows: self.datapath.table().snapshot().classifier.rules().len(),
+            chains: self.chains.len(),
+            memory: MemoryReport {
+                frames: pool.frames(),
+                frame_size: pool.frame_size(),
+                hugepages: format!("{:?}", self.memory.hugepages).to_lowercase(),
+                backing: pool.backing().as_str().to_string(),
+            },
+            api: self.api_addr(),
+        }
+    }
+
     pub fn show_pmd(&self) -> Vec<PmdReport> {
         let interval = self.rates.pmds();
+        let pmu = self.rates.pmu();
         self.datapath
             .pmd_views()
             .into_iter()
@@ -391,6 +504,7 @@ impl Node {
                         .map(|(no, name, q)| format!("{name}({no})/q{q}"))
                         .collect(),
                     tsc_hz: nfv_tsc::hz(),
+                    pmu: crate::pmu::report(&v.pmu, pmu.get(v.index)),
                 }
             })
             .collect()

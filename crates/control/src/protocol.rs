@@ -31,6 +31,9 @@ pub enum Request {
     },
     /// Zeroes PMD counters and receiver port (traffic) counters.
     ClearStats,
+    /// Facts about the node: name, version, uptime, PMDs, memory, and
+    /// where its REST API listens.
+    ShowNode,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -38,6 +41,38 @@ pub enum Request {
 pub enum Response {
     Ok { data: serde_json::Value },
     Error { message: String },
+}
+
+/// The node as a whole (`show node`, `GET /api/v1/node`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct NodeReport {
+    pub name: String,
+    /// nfvswitch version.
+    pub version: String,
+    /// Seconds since the Unix epoch when the node started.
+    pub started: f64,
+    pub uptime_secs: f64,
+    pub pmds: usize,
+    /// The CPU of each PMD thread (`None`: not pinned).
+    pub pmd_cores: Vec<Option<usize>>,
+    pub ports: usize,
+    pub flows: usize,
+    pub chains: usize,
+    pub memory: MemoryReport,
+    /// The address the REST API is bound to (the real one when the
+    /// config asked for port 0); `None` when it is off or failed to bind.
+    pub api: Option<std::net::SocketAddr>,
+}
+
+/// The packet pool.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MemoryReport {
+    pub frames: usize,
+    pub frame_size: usize,
+    /// What the config asked for: "auto", "require" or "never".
+    pub hugepages: String,
+    /// What the pool got.
+    pub backing: String,
 }
 
 /// Counters of one direction of a port.
@@ -72,6 +107,10 @@ pub struct PortReport {
     pub rx_queues: Vec<QueueReport>,
     pub tx_queues: Vec<QueueReport>,
     pub info: BTreeMap<String, String>,
+    /// Why the port is not forwarding: it failed to open at start (a
+    /// kernel interface missing, no permission, …). `None` when it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -95,6 +134,59 @@ pub struct PmdReport {
     pub idle_cycles: u64,
     pub rx_queues: Vec<String>,
     pub tsc_hz: u64,
+    /// PMU counters of the PMD thread.
+    #[serde(default)]
+    pub pmu: PmuReport,
+}
+
+/// A PMD thread's PMU counters (`show pmd`). Totals count since the PMD
+/// opened its counters (or clear-stats); deltas and derived figures cover
+/// the last sampling interval (before the first one: since the start).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PmuReport {
+    /// False when counting is switched off (datapath `pmu = false`).
+    pub enabled: bool,
+    /// Length of the interval the deltas and derived figures cover.
+    pub interval_secs: f64,
+    /// Packets the PMD received in that interval.
+    pub interval_packets: u64,
+    pub counters: Vec<PmuCounterReport>,
+    pub derived: PmuDerivedReport,
+}
+
+/// One counter: values, or `None` and the reason in `unsupported`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PmuCounterReport {
+    /// `perf list` name: instructions, cycles, cache-references,
+    /// cache-misses, llc-load-misses, dtlb-load-misses, context-switches,
+    /// task-clock, page-faults.
+    pub name: String,
+    /// "events", or "ns" for task-clock.
+    pub unit: String,
+    pub total: Option<u64>,
+    pub delta: Option<u64>,
+    pub unsupported: Option<String>,
+    /// Counts user space only (the kernel refused kernel-mode counting).
+    pub user_only: bool,
+}
+
+/// Figures derived over the interval.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PmuDerivedReport {
+    /// Instructions per cycle.
+    pub ipc: MetricReport,
+    /// 100 × cache-misses / cache-references.
+    pub cache_miss_pct: MetricReport,
+    pub llc_misses_per_pkt: MetricReport,
+    pub dtlb_misses_per_pkt: MetricReport,
+    pub context_switches_per_s: MetricReport,
+}
+
+/// A number, or `None` and why not.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct MetricReport {
+    pub value: Option<f64>,
+    pub reason: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

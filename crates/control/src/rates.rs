@@ -1,17 +1,23 @@
 //! Rates: a background thread samples every counter once per interval and
 //! keeps the deltas, so `show` commands report current Mpps/Gbps and
-//! per-interval cycles/packet rather than lifetime averages.
+//! per-interval cycles/packet rather than lifetime averages. The last
+//! [`HISTORY`] intervals are kept as [`RateSample`]s (per port, PMD, chain
+//! and VNF) for time series (the REST API's `/api/v1/timeseries`).
 
 use crate::node::Node;
 use nfv_datapath::stats::PmdSnapshot;
 use nfv_flow::PortNo;
 use nfv_ports::QueueSnapshot;
-use std::collections::BTreeMap;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 pub const INTERVAL: Duration = Duration::from_secs(1);
+
+/// Samples kept: five minutes of one-second intervals.
+pub const HISTORY: usize = 300;
 
 /// (Mpps, Gbps) of one direction.
 pub type Rate = (f64, f64);
@@ -22,9 +28,74 @@ struct Latest {
     pmds: Vec<(f64, PmdSnapshot)>,
 }
 
+/// Rates of one port over one interval.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PortRates {
+    pub no: PortNo,
+    pub name: String,
+    pub rx_mpps: f64,
+    pub rx_gbps: f64,
+    pub tx_mpps: f64,
+    pub tx_gbps: f64,
+    /// Packets dropped per second, all reasons.
+    pub rx_drops_per_sec: f64,
+    pub tx_drops_per_sec: f64,
+}
+
+/// One PMD thread over one interval.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PmdRates {
+    pub index: usize,
+    pub mpps: f64,
+    pub busy_percent: f64,
+    /// Busy TSC cycles per received packet; `None` without packets.
+    pub cycles_per_packet: Option<f64>,
+}
+
+/// One VNF of a chain over one interval (rx = what the VNF received).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct VnfRates {
+    pub name: String,
+    pub port: PortNo,
+    pub rx_mpps: f64,
+    pub rx_gbps: f64,
+    pub tx_mpps: f64,
+    pub tx_gbps: f64,
+    /// Drops on the VNF's port, both directions.
+    pub drops_per_sec: f64,
+}
+
+/// One chain over one interval.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ChainRates {
+    pub name: String,
+    pub ingress_mpps: f64,
+    pub egress_mpps: f64,
+    pub egress_gbps: f64,
+    pub loss_percent: f64,
+    pub vnfs: Vec<VnfRates>,
+}
+
+/// Everything sampled at the end of one interval.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RateSample {
+    /// End of the interval, seconds since the Unix epoch.
+    pub time: f64,
+    /// Length of the interval in seconds.
+    pub secs: f64,
+    pub ports: Vec<PortRates>,
+    pub pmds: Vec<PmdRates>,
+    pub chains: Vec<ChainRates>,
+}
+
+/// Thread safety: written by the sampler thread once per interval, read
+/// by control requests; each part sits behind its own short-held mutex.
 #[derive(Default)]
 pub struct RateSampler {
     latest: Mutex<Latest>,
+    history: Mutex<VecDeque<RateSample>>,
+    /// Per PMD: PMU counter deltas over the last interval.
+    pmu: Mutex<Vec<nfv_pmu::PmuDelta>>,
     stop: AtomicBool,
 }
 
@@ -32,6 +103,53 @@ fn rate(now: &QueueSnapshot, then: &QueueSnapshot, secs: f64) -> Rate {
     let p = now.packets.wrapping_sub(then.packets) as f64;
     let b = now.bytes.wrapping_sub(then.bytes) as f64;
     (p / secs / 1e6, b * 8.0 / secs / 1e9)
+}
+
+fn drop_rate(now: &QueueSnapshot, then: &QueueSnapshot, secs: f64) -> f64 {
+    now.total_drops().saturating_sub(then.total_drops()) as f64 / secs
+}
+
+fn pmd_rates(pmds: &[(f64, PmdSnapshot)]) -> Vec<PmdRates> {
+    pmds.iter()
+        .enumerate()
+        .map(|(index, (mpps, d))| PmdRates {
+            index,
+            mpps: *mpps,
+            busy_percent: d.busy_percent(),
+            cycles_per_packet: d.cycles_per_packet(),
+        })
+        .collect()
+}
+
+/// Chain reports (made from the rates just stored) cut down to rates, with
+/// each VNF port's drop rate added.
+fn chain_rates(chains: &[crate::protocol::ChainReport], ports: &[PortRates]) -> Vec<ChainRates> {
+    chains
+        .iter()
+        .map(|c| ChainRates {
+            name: c.name.clone(),
+            ingress_mpps: c.ingress_mpps,
+            egress_mpps: c.egress_mpps,
+            egress_gbps: c.egress_gbps,
+            loss_percent: c.loss_percent,
+            vnfs: c
+                .vnfs
+                .iter()
+                .map(|v| VnfRates {
+                    name: v.name.clone(),
+                    port: v.port,
+                    rx_mpps: v.rx_mpps,
+                    rx_gbps: v.rx_gbps,
+                    tx_mpps: v.tx_mpps,
+                    tx_gbps: v.tx_gbps,
+                    drops_per_sec: ports
+                        .iter()
+                        .find(|p| p.no == v.port)
+                        .map_or(0.0, |p| p.rx_drops_per_sec + p.tx_drops_per_sec),
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 impl RateSampler {
@@ -44,6 +162,7 @@ impl RateSampler {
                 let mut prev_ports: BTreeMap<PortNo, (QueueSnapshot, QueueSnapshot)> =
                     BTreeMap::new();
                 let mut prev_pmds: Vec<PmdSnapshot> = Vec::new();
+                let mut prev_pmus: Vec<nfv_pmu::PmuSnapshot> = Vec::new();
                 loop {
                     std::thread::sleep(INTERVAL);
                     let Some(node) = weak.upgrade() else { return };
@@ -55,19 +174,29 @@ impl RateSampler {
                     let dp = node.datapath();
                     let mut ports = BTreeMap::new();
                     let mut cur_ports = BTreeMap::new();
+                    let mut port_rates = Vec::new();
                     for v in dp.port_views() {
                         let cur = (v.stats.rx_total(), v.stats.tx_total());
                         if let Some(prev) = prev_ports.get(&v.no) {
-                            ports.insert(
-                                v.no,
-                                (rate(&cur.0, &prev.0, secs), rate(&cur.1, &prev.1, secs)),
-                            );
+                            let (rx, tx) =
+                                (rate(&cur.0, &prev.0, secs), rate(&cur.1, &prev.1, secs));
+                            ports.insert(v.no, (rx, tx));
+                            port_rates.push(PortRates {
+                                no: v.no,
+                                name: v.port.name().to_string(),
+                                rx_mpps: rx.0,
+                                rx_gbps: rx.1,
+                                tx_mpps: tx.0,
+                                tx_gbps: tx.1,
+                                rx_drops_per_sec: drop_rate(&cur.0, &prev.0, secs),
+                                tx_drops_per_sec: drop_rate(&cur.1, &prev.1, secs),
+                            });
                         }
                         cur_ports.insert(v.no, cur);
                     }
                     let cur_pmds: Vec<PmdSnapshot> =
                         dp.pmd_views().iter().map(|v| v.stats).collect();
-                    let pmds = cur_pmds
+                    let pmds: Vec<(f64, PmdSnapshot)> = cur_pmds
                         .iter()
                         .enumerate()
                         .map(|(i, s)| {
@@ -79,11 +208,30 @@ impl RateSampler {
                             (d.rx_packets as f64 / secs / 1e6, d)
                         })
                         .collect();
+                    let pmd_rates = pmd_rates(&pmds);
+                    // PMU deltas between the PMDs' own stamped readings.
+                    let cur_pmus: Vec<_> = dp.pmd_views().iter().map(|v| v.pmu).collect();
+                    *node.rates().pmu.lock().unwrap_or_else(|p| p.into_inner()) = cur_pmus
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| s.since(prev_pmus.get(i).unwrap_or(&Default::default())))
+                        .collect();
+                    prev_pmus = cur_pmus;
                     *node
                         .rates()
                         .latest
                         .lock()
                         .unwrap_or_else(|p| p.into_inner()) = Latest { ports, pmds };
+                    let sample = RateSample {
+                        time: std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0.0, |d| d.as_secs_f64()),
+                        secs,
+                        chains: chain_rates(&node.show_chains(), &port_rates),
+                        ports: port_rates,
+                        pmds: pmd_rates,
+                    };
+                    node.rates().push(sample);
                     prev_t = now_t;
                     prev_ports = cur_ports;
                     prev_pmds = cur_pmds;
@@ -95,6 +243,23 @@ impl RateSampler {
         self.stop.store(true, Ordering::Relaxed);
     }
 
+    fn push(&self, sample: RateSample) {
+        let mut h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+        while h.len() >= HISTORY {
+            h.pop_front();
+        }
+        h.push_back(sample);
+    }
+
+    /// The newest `last` samples (at most [`HISTORY`]), oldest first.
+    pub fn history(&self, last: usize) -> Vec<RateSample> {
+        let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+        h.iter()
+            .skip(h.len().saturating_sub(last))
+            .cloned()
+            .collect()
+    }
+
     /// Per port: (rx, tx) rates over the last interval.
     pub fn ports(&self) -> BTreeMap<PortNo, (Rate, Rate)> {
         self.latest
@@ -104,6 +269,11 @@ impl RateSampler {
             .clone()
     }
 
+    /// Per PMD: PMU counter deltas over the last interval.
+    pub fn pmu(&self) -> Vec<nfv_pmu::PmuDelta> {
+        self.pmu.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Per PMD: (Mpps, counter deltas) over the last interval.
     pub fn pmds(&self) -> Vec<(f64, PmdSnapshot)> {
         self.latest
@@ -111,5 +281,77 @@ impl RateSampler {
             .unwrap_or_else(|p| p.into_inner())
             .pmds
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(time: f64) -> RateSample {
+        RateSample {
+            time,
+            secs: 1.0,
+            ports: vec![],
+            pmds: vec![],
+            chains: vec![],
+        }
+    }
+
+    #[test]
+    fn history_keeps_the_newest_samples_oldest_first() {
+        let r = RateSampler::default();
+        assert!(r.history(10).is_empty());
+        for t in 0..HISTORY + 50 {
+            r.push(sample(t as f64));
+        }
+        let all = r.history(usize::MAX);
+        assert_eq!(all.len(), HISTORY);
+        assert_eq!(all[0].time, 50.0);
+        assert_eq!(all[HISTORY - 1].time, (HISTORY + 49) as f64);
+        let last3: Vec<f64> = r.history(3).iter().map(|s| s.time).collect();
+        let n = (HISTORY + 49) as f64;
+        assert_eq!(last3, [n - 2.0, n - 1.0, n]);
+    }
+
+    #[test]
+    fn chain_rates_add_each_vnf_ports_drop_rate() {
+        let port = |no, rx_d, tx_d| PortRates {
+            no,
+            name: format!("p{no}"),
+            rx_mpps: 0.0,
+            rx_gbps: 0.0,
+            tx_mpps: 0.0,
+            tx_gbps: 0.0,
+            rx_drops_per_sec: rx_d,
+            tx_drops_per_sec: tx_d,
+        };
+        let vnf = |port| crate::protocol::VnfReport {
+            name: format!("v{port}"),
+            port,
+            rx_mpps: 1.0,
+            rx_gbps: 2.0,
+            tx_mpps: 3.0,
+            tx_gbps: 4.0,
+            rx_packets: 0,
+            tx_packets: 0,
+            drops: 0,
+            connected: true,
+        };
+        let chain = crate::protocol::ChainReport {
+            name: "c".into(),
+            hops: vec![],
+            ingress_mpps: 2.0,
+            egress_mpps: 1.0,
+            egress_gbps: 0.5,
+            loss_percent: 50.0,
+            vnfs: vec![vnf(3), vnf(9)],
+        };
+        let r = chain_rates(&[chain], &[port(3, 10.0, 5.0), port(4, 1.0, 1.0)]);
+        assert_eq!(r[0].loss_percent, 50.0);
+        assert_eq!(r[0].vnfs[0].drops_per_sec, 15.0);
+        assert_eq!((r[0].vnfs[0].rx_mpps, r[0].vnfs[0].tx_gbps), (1.0, 4.0));
+        // A VNF port gone since: no drops rather than a failure.
+        assert_eq!(r[0].vnfs[1].drops_per_sec, 0.0);
     }
 }

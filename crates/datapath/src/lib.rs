@@ -34,6 +34,10 @@ pub struct DatapathConfig {
     pub pmd_cores: Vec<Option<usize>>,
     /// Exact-match cache entries per PMD; 0 disables the EMC.
     pub emc_entries: usize,
+    /// Each PMD opens PMU counters for itself (instructions, cycles, cache
+    /// and TLB misses, context switches...) and reads them every ~100 ms;
+    /// `false` opens none. Can be changed at run time: [`Datapath::set_pmu`].
+    pub pmu: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +83,8 @@ pub struct PmdView {
     pub index: usize,
     pub core: Option<usize>,
     pub stats: PmdSnapshot,
+    /// The latest PMU counter totals (read every ~100 ms by the PMD).
+    pub pmu: nfv_pmu::PmuSnapshot,
     /// (port number, port name, queue) polled by this PMD.
     pub rxqs: Vec<(PortNo, String, usize)>,
 }
@@ -112,6 +118,7 @@ impl Datapath {
                 pool: pool.clone(),
                 mac: mac.clone(),
                 emc_entries: cfg.emc_entries,
+                pmu: cfg.pmu,
             };
             let name = match core {
                 Some(c) => format!("pmd-c{c:02}/{index}"),
@@ -261,6 +268,7 @@ impl Datapath {
                 index: i,
                 core: p.core,
                 stats: p.stats.snapshot(),
+                pmu: p.stats.pmu.load(),
                 rxqs: ports
                     .iter()
                     .flat_map(|(&no, e)| {
@@ -273,6 +281,14 @@ impl Datapath {
                     .collect(),
             })
             .collect()
+    }
+
+    /// Switches PMU counting on or off in every PMD (off closes the
+    /// counters; on opens fresh ones, totals from zero).
+    pub fn set_pmu(&self, on: bool) {
+        for p in &self.pmds {
+            let _ = p.commands.send(PmdCommand::SetPmu(on));
+        }
     }
 
     /// Zeroes PMD counters (port counters are cumulative, like OVS).

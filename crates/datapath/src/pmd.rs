@@ -11,12 +11,17 @@ use crossbeam_channel::{Receiver, Sender};
 use nfv_flow::PortNo;
 use nfv_flow::table::SharedFlowTable;
 use nfv_mem::{Batch, PacketPool};
+use nfv_pmu::{CounterSource, PerfSource, PmuSampler};
 use nfv_ports::{PortStats, RxQueue, TxQueue};
 use std::sync::Arc;
 use std::time::Instant;
 
 /// Iterations between looks at the command channel and the table version.
 const HOUSEKEEPING_EVERY: u64 = 16;
+
+/// PMU counter reads per second (each is one `read(2)` per counter, done
+/// from housekeeping once this much TSC time has passed).
+const PMU_READS_PER_SEC: u64 = 10;
 
 pub enum PmdCommand {
     /// Start polling rx queue `qid` of `port`.
@@ -40,6 +45,8 @@ pub enum PmdCommand {
     },
     /// Zero this PMD's counters (like `pmd-stats-clear`).
     ClearStats,
+    /// Open (true) or close (false) this PMD's PMU counters.
+    SetPmu(bool),
     Quit,
 }
 
@@ -59,6 +66,19 @@ pub(crate) struct PmdThread {
     pub pool: Arc<PacketPool>,
     pub mac: Arc<MacTable>,
     pub emc_entries: usize,
+    pub pmu: bool,
+}
+
+/// Opens PMU counters for the calling (PMD) thread when `on`.
+fn pmu_source(on: bool, index: usize) -> Option<Box<dyn CounterSource>> {
+    if !on {
+        return None;
+    }
+    let src = PerfSource::open();
+    for (e, why) in src.failures() {
+        tracing::info!("pmd {index}: PMU counter {} unsupported: {}", e.name(), why.reason(e));
+    }
+    Some(Box::new(src))
 }
 
 fn pin_to_core(core: usize) -> Result<(), nix::Error> {
@@ -82,6 +102,10 @@ impl PmdThread {
         let mut batch = Batch::new();
         let mut c = PmdCounters::default();
         let started = Instant::now();
+        let ns = || started.elapsed().as_nanos() as u64;
+        let mut pmu = PmuSampler::new(pmu_source(self.pmu, self.index), ns());
+        let pmu_period = nfv_tsc::hz() / PMU_READS_PER_SEC;
+        let mut pmu_due = 0u64;
 
         loop {
             if c.iterations % HOUSEKEEPING_EVERY == 0 {
@@ -113,6 +137,14 @@ impl PmdThread {
                         PmdCommand::ClearStats => {
                             c = PmdCounters::default();
                             self.stats.publish(&c);
+                            pmu.clear(ns());
+                            pmu_due = 0;
+                        }
+                        PmdCommand::SetPmu(on) => {
+                            if on != pmu.enabled() {
+                                pmu.set_source(pmu_source(on, self.index), ns());
+                                pmu_due = 0;
+                            }
                         }
                         PmdCommand::Quit => quit = true,
                     }
@@ -126,6 +158,11 @@ impl PmdThread {
                     dispatch.set_table(self.table.snapshot());
                 }
                 dispatch.now_secs = started.elapsed().as_secs() as u32;
+                let now = nfv_tsc::now();
+                if now >= pmu_due {
+                    pmu_due = now + pmu_period;
+                    self.stats.pmu.publish(&pmu.sample(ns(), c.rx_packets));
+                }
             }
 
             let t_start = nfv_tsc::now();
@@ -162,6 +199,7 @@ impl PmdThread {
             }
         }
         self.stats.publish(&c);
+        self.stats.pmu.publish(&pmu.sample(ns(), c.rx_packets));
         // Free anything still queued for output before the thread ends.
         dispatch.flush(&mut pool);
         tracing::debug!("pmd {} stopped", self.index);

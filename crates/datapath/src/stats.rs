@@ -11,6 +11,7 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Written by one PMD thread (plain stores), read by the control plane.
+/// The PMU part is a sequence lock so readers get whole readings.
 #[derive(Debug, Default)]
 #[repr(align(64))]
 pub struct PmdStats {
@@ -24,6 +25,8 @@ pub struct PmdStats {
     pub emc_hits: AtomicU64,
     pub classifier_hits: AtomicU64,
     pub table_misses: AtomicU64,
+    /// PMU counter totals, published every ~100 ms (own cache lines).
+    pub pmu: nfv_pmu::SharedPmu,
 }
 
 /// What a PMD accumulates locally between publications.

@@ -209,6 +209,7 @@ impl Harness {
         let cfg = DatapathConfig {
             pmd_cores: vec![None],
             emc_entries: 1024,
+            pmu: false,
         };
         let dp = Datapath::start(&cfg, pool.clone(), table).expect("datapath");
         let log: Log = Arc::default();

@@ -94,6 +94,7 @@ impl Graph {
         let cfg = DatapathConfig {
             pmd_cores: vec![None; pmds],
             emc_entries: emc,
+            pmu: false,
         };
         let dp = Datapath::start(&cfg, pool.clone(), table).expect("datapath");
         Graph {

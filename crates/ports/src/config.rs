@@ -29,6 +29,15 @@ pub enum PortKind {
     /// A vhost-user virtio-net port towards a VM or container VNF. Opened
     /// by the `nfv-vhost` crate, not by [`crate::PortFactory`].
     VhostUser(VhostUserConfig),
+    /// An AF_XDP socket per rx queue on a kernel interface (NIC queues
+    /// 0..rxqs). Opened by the `nfv-afxdp` crate.
+    AfXdp(AfXdpConfig),
+    /// An AF_PACKET socket (TPACKET_V3 rx ring) on a kernel interface.
+    /// Opened by the `nfv-afpacket` crate.
+    AfPacket(AfPacketConfig),
+    /// A TAP interface the switch creates (or attaches to) to reach the
+    /// host stack. Opened by the `nfv-tap` crate.
+    Tap(TapConfig),
 }
 
 impl PortKind {
@@ -40,6 +49,9 @@ impl PortKind {
             PortKind::Pcap(_) => "pcap",
             PortKind::Ring(_) => "ring",
             PortKind::VhostUser(_) => "vhost-user",
+            PortKind::AfXdp(_) => "afxdp",
+            PortKind::AfPacket(_) => "afpacket",
+            PortKind::Tap(_) => "tap",
         }
     }
 }
@@ -199,4 +211,74 @@ impl VhostUserConfig {
             mrg_rxbuf: true,
         }
     }
+}
+
+/// Longest Linux interface name (IFNAMSIZ - 1).
+pub const MAX_IFACE_NAME: usize = 15;
+
+/// How an AF_XDP socket binds to its queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum XdpBindMode {
+    /// Zero-copy when the driver allows it, otherwise copy (logged).
+    #[default]
+    Auto,
+    /// Always copy mode (`XDP_COPY`); works on every driver, veth included.
+    Copy,
+    /// Zero-copy only (`XDP_ZEROCOPY`); opening fails if the driver cannot.
+    ZeroCopy,
+}
+
+impl XdpBindMode {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            XdpBindMode::Auto => "auto",
+            XdpBindMode::Copy => "copy",
+            XdpBindMode::ZeroCopy => "zero-copy",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AfXdpConfig {
+    /// Kernel interface name (at most 15 bytes).
+    pub iface: String,
+    pub mode: XdpBindMode,
+    /// Descriptors per ring (rx, tx, fill, completion): power of two,
+    /// 64..=16384. Default 2048. Each queue's UMEM holds twice this many
+    /// frames so the fill ring can cover every rx slot.
+    pub ring_size: usize,
+}
+
+impl AfXdpConfig {
+    pub fn new(iface: impl Into<String>) -> AfXdpConfig {
+        AfXdpConfig {
+            iface: iface.into(),
+            mode: XdpBindMode::Auto,
+            ring_size: 2048,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AfPacketConfig {
+    /// Kernel interface name (at most 15 bytes).
+    pub iface: String,
+    /// Frames the rx ring holds (power of two, 64..=65536). Default 4096.
+    pub ring_size: usize,
+}
+
+impl AfPacketConfig {
+    pub fn new(iface: impl Into<String>) -> AfPacketConfig {
+        AfPacketConfig {
+            iface: iface.into(),
+            ring_size: 4096,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TapConfig {
+    /// Name of the TAP interface (at most 15 bytes); created if missing,
+    /// removed on close if the switch created it.
+    pub iface: String,
 }

@@ -62,6 +62,14 @@ impl PortFactory {
                     hint: "vhost-user ports are opened with nfv_vhost::VhostUserPort::open",
                 });
             }
+            PortKind::AfXdp(_) | PortKind::AfPacket(_) | PortKind::Tap(_) => {
+                return Err(OpenError::Unsupported {
+                    port: cfg.name.clone(),
+                    kind: cfg.kind.type_name(),
+                    hint: "kernel-facing ports are opened by the nfv-afxdp, nfv-afpacket and \
+                           nfv-tap crates",
+                });
+            }
         })
     }
 }

@@ -1,6 +1,8 @@
 //! Helpers for tests: reporting a test as SKIPPED (never a silent pass)
 //! and waiting for a condition with a deadline (never a fixed sleep).
 
+pub mod netns;
+
 use std::io::Write;
 use std::time::{Duration, Instant};
 

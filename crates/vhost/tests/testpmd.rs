@@ -65,6 +65,7 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
         &DatapathConfig {
             pmd_cores: vec![None],
             emc_entries: 1024,
+            pmu: false,
         },
         dp_pool,
         table,
@@ -344,6 +345,7 @@ fn restart_run(r: &RestartRun, tag: &str) -> Result<(), Failure> {
         &DatapathConfig {
             pmd_cores: vec![None],
             emc_entries: 1024,
+            pmu: false,
         },
         pool(&format!("dp-{tag}"), 16384),
         table,

@@ -1,0 +1,364 @@
+//! `nfv-bench kernel-port` — rx and tx Mpps of ports on a kernel interface
+//! (AF_XDP, AF_PACKET) over a veth pair, the other end in a namespace
+//! ([`crate::kernel_traffic`]). The port's queue is driven directly by one
+//! pinned polling thread, as a PMD would, without the switch around it:
+//!
+//! * rx: a sender in the namespace blasts frames (AF_PACKET, qdisc
+//!   bypass, `sendmmsg`) at the port's interface; the poller counts what
+//!   `rx_burst` returns.
+//! * tx: the poller fills bursts of 32 packets and calls `tx_burst`; the
+//!   figure is what the namespace end received (its `rx_packets`).
+//!
+//! Types are interleaved round by round (A rx, A tx, B rx, B tx, A rx, …)
+//! on a fresh veth pair each trial; medians with min..max at the end.
+//! Counters of the port that moved during a trial (the kernel's drops) are
+//! printed with it.
+
+use crate::kernel_traffic::{NsCounters, Sender, Wire, pin};
+use crate::{host, proc};
+use nfv_mem::{Batch, MemoryConfig, PacketPool};
+use nfv_ports::config::{AfPacketConfig, AfXdpConfig, XdpBindMode};
+use nfv_ports::{Port, PortConfig, PortKind};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PortType {
+    Afxdp,
+    Afpacket,
+}
+
+impl PortType {
+    fn as_str(&self) -> &'static str {
+        match self {
+            PortType::Afxdp => "afxdp",
+            PortType::Afpacket => "afpacket",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum XdpMode {
+    Auto,
+    Copy,
+    ZeroCopy,
+}
+
+#[derive(clap::Args)]
+pub struct KernelPortArgs {
+    /// Port types, comma-separated; interleaved round by round.
+    #[arg(
+        long = "type",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "afxdp"
+    )]
+    types: Vec<PortType>,
+    /// Interleaved rounds.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Measured seconds per trial (after 0.5 s warm-up).
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Frame size in bytes (without FCS).
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Only measure one direction.
+    #[arg(long, value_parser = ["rx", "tx"])]
+    only: Option<String>,
+    /// AF_XDP bind mode (veth is copy-only: auto falls back to copy).
+    #[arg(long, value_enum, default_value = "auto")]
+    xdp_mode: XdpMode,
+    /// AF_XDP descriptors per ring / AF_PACKET ring frames.
+    #[arg(long)]
+    ring_size: Option<usize>,
+    /// CPU of the port's polling thread (default: the last CPU).
+    #[arg(long)]
+    poll_core: Option<usize>,
+    /// CPU of the namespace sender (default: the first CPU).
+    #[arg(long)]
+    sender_core: Option<usize>,
+}
+
+fn open(ty: PortType, iface: &str, a: &KernelPortArgs) -> Result<Arc<dyn Port>, String> {
+    let kind = match ty {
+        PortType::Afxdp => {
+            let mut c = AfXdpConfig::new(iface);
+            c.mode = match a.xdp_mode {
+                XdpMode::Auto => XdpBindMode::Auto,
+                XdpMode::Copy => XdpBindMode::Copy,
+                XdpMode::ZeroCopy => XdpBindMode::ZeroCopy,
+            };
+            if let Some(r) = a.ring_size {
+                c.ring_size = r;
+            }
+            PortKind::AfXdp(c)
+        }
+        PortType::Afpacket => {
+            let mut c = AfPacketConfig::new(iface);
+            if let Some(r) = a.ring_size {
+                c.ring_size = r;
+            }
+            PortKind::AfPacket(c)
+        }
+    };
+    let cfg = PortConfig {
+        name: format!("bench-{}", ty.as_str()),
+        id: 1,
+        rxqs: 1,
+        kind,
+    };
+    match ty {
+        PortType::Afxdp => nfv_afxdp::open(&cfg).map_err(|e| e.to_string()),
+        PortType::Afpacket => nfv_afpacket::open(&cfg).map_err(|e| e.to_string()),
+    }
+}
+
+fn pool() -> Result<Arc<PacketPool>, String> {
+    let cfg = MemoryConfig {
+        frame_size: 2048,
+        frames: 16384,
+        ..MemoryConfig::default()
+    };
+    PacketPool::new("bench-kernel-port", &cfg).map_err(|e| e.to_string())
+}
+
+/// Numeric `info()` fields that changed between two snapshots.
+fn moved(before: &[(&'static str, String)], after: &[(&'static str, String)]) -> String {
+    let b: BTreeMap<_, _> = before.iter().cloned().collect();
+    let mut out = Vec::new();
+    for (k, v) in after {
+        if let (Some(Ok(x)), Ok(y)) = (b.get(k).map(|s| s.parse::<u64>()), v.parse::<u64>())
+            && y != x
+        {
+            out.push(format!("{k} +{}", y.wrapping_sub(x)));
+        }
+    }
+    if out.is_empty() {
+        String::new()
+    } else {
+        format!("; port counters: {}", out.join(", "))
+    }
+}
+
+/// A polling thread: runs `burst` until stopped, publishing its packet
+/// count.
+struct Poller {
+    stop: Arc<AtomicBool>,
+    count: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Poller {
+    fn start(cpu: usize, mut burst: impl FnMut() -> usize + Send + 'static) -> Poller {
+        let stop = Arc::new(AtomicBool::new(false));
+        let count = Arc::new(AtomicU64::new(0));
+        let (s, c) = (stop.clone(), count.clone());
+        let thread = std::thread::spawn(move || {
+            if let Err(e) = pin(cpu) {
+                eprintln!("nfv-bench: {e}; polling unpinned");
+            }
+            let mut n = 0u64;
+            while !s.load(Relaxed) {
+                n += burst() as u64;
+                c.store(n, Relaxed);
+            }
+        });
+        Poller {
+            stop,
+            count,
+            thread: Some(thread),
+        }
+    }
+    fn count(&self) -> u64 {
+        self.count.load(Relaxed)
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Window {
+    t: Instant,
+    a: u64,
+    b: u64,
+}
+
+/// Samples two counters over the measured window (after the warm-up).
+fn measure(
+    secs: f64,
+    mut a: impl FnMut() -> Result<u64, String>,
+    mut b: impl FnMut() -> Result<u64, String>,
+) -> Result<(f64, f64), String> {
+    proc::sleep(Duration::from_millis(500))?;
+    let w0 = Window {
+        t: Instant::now(),
+        a: a()?,
+        b: b()?,
+    };
+    proc::sleep(Duration::from_secs_f64(secs))?;
+    let w1 = Window {
+        a: a()?,
+        b: b()?,
+        t: Instant::now(),
+    };
+    let dt = w1.t.duration_since(w0.t).as_secs_f64();
+    Ok((
+        (w1.a - w0.a) as f64 / dt / 1e6,
+        (w1.b - w0.b) as f64 / dt / 1e6,
+    ))
+}
+
+fn frame(size: usize) -> Vec<u8> {
+    // Not addressed to the peer (02:00:00:00:00:02): the namespace's stack
+    // drops it at once, so receiving costs the peer as little as possible.
+    let g = nfv_ports::config::GeneratorConfig::default();
+    nfv_ports::generator::template_of_size(&g, size)
+}
+
+/// rx Mpps (delivered by `rx_burst`) and the sender's Mpps.
+fn rx_trial(
+    ty: PortType,
+    a: &KernelPortArgs,
+    cores: (usize, usize),
+) -> Result<(f64, String), String> {
+    let wire = Wire::new()?;
+    let port = open(ty, wire.host(), a)?;
+    let pool = pool()?;
+    let mut rxq = port.open_rxq(0);
+    let mut cache = pool.cache();
+    let poller = Poller::start(cores.0, move || {
+        let mut b = Batch::new();
+        let n = rxq.rx_burst(&mut b, &mut cache);
+        cache.free_batch(&mut b);
+        n
+    });
+    let sender = Sender::start(
+        wire.ns.name(),
+        &wire.veth.inner,
+        frame(a.size),
+        Some(cores.1),
+    )?;
+    let before = port.info();
+    let (rx, offered) = measure(a.seconds, || Ok(poller.count()), || Ok(sender.sent()))?;
+    let after = port.info();
+    sender.stop()?;
+    drop(poller);
+    Ok((
+        rx,
+        format!("sender offered {offered:.3} Mpps{}", moved(&before, &after)),
+    ))
+}
+
+/// tx Mpps (received by the namespace end) and what `tx_burst` accepted.
+fn tx_trial(
+    ty: PortType,
+    a: &KernelPortArgs,
+    cores: (usize, usize),
+) -> Result<(f64, String), String> {
+    let wire = Wire::new()?;
+    let port = open(ty, wire.host(), a)?;
+    let pool = pool()?;
+    let mut txq = port.open_txq(0);
+    let mut cache = pool.cache();
+    let f = frame(a.size);
+    let mut peer = NsCounters::open(wire.ns.name(), &wire.veth.inner)?;
+    let poller = Poller::start(cores.0, move || {
+        let mut b = Batch::new();
+        cache.alloc_into(&mut b, nfv_mem::BATCH);
+        for p in b.iter_mut() {
+            let _ = p.set_len(f.len());
+            p.data_mut().copy_from_slice(&f);
+        }
+        let n = txq.tx_burst(&mut b, &mut cache);
+        cache.free_batch(&mut b);
+        n
+    });
+    let before = port.info();
+    let drops0 = peer.rx_dropped()?;
+    let (delivered, accepted) = measure(a.seconds, || peer.rx_packets(), || Ok(poller.count()))?;
+    let after = port.info();
+    let drops = peer.rx_dropped()? - drops0;
+    drop(poller);
+    Ok((
+        delivered,
+        format!(
+            "tx_burst accepted {accepted:.3} Mpps, peer rx drops {drops}{}",
+            moved(&before, &after)
+        ),
+    ))
+}
+
+fn stats(mut v: Vec<f64>) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let m = if v.len() % 2 == 1 {
+        v[v.len() / 2]
+    } else {
+        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    };
+    format!("{m:.3} Mpps ({:.3}..{:.3})", v[0], v[v.len() - 1])
+}
+
+pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = (a.poll_core.unwrap_or(cpus - 1), a.sender_core.unwrap_or(0));
+    println!(
+        "kernel-port: {} B frames over veth, {} s per trial, {} round(s); poller on cpu {}, \
+         namespace sender on cpu {}",
+        a.size, a.seconds, a.rounds, cores.0, cores.1
+    );
+    let dirs: Vec<&str> = match a.only.as_deref() {
+        Some(d) => vec![d],
+        None => vec!["rx", "tx"],
+    };
+    let mut results: BTreeMap<(usize, &str), Vec<f64>> = BTreeMap::new();
+    for round in 1..=a.rounds {
+        for (i, &ty) in a.types.iter().enumerate() {
+            for &dir in &dirs {
+                proc::check()?;
+                // A compile job on a 2-vCPU box halves a poller: wait.
+                host::wait_quiet(25.0, Duration::from_secs(60))?;
+                let load = host::CpuLoad::start(&[std::process::id()]);
+                let r = if dir == "rx" {
+                    rx_trial(ty, &a, cores)
+                } else {
+                    tx_trial(ty, &a, cores)
+                };
+                match r {
+                    Ok((mpps, detail)) => {
+                        let (other, steal) = load.end(&[std::process::id()]);
+                        println!(
+                            "round {round}: {:<8} {dir} {mpps:7.3} Mpps  ({detail}; other \
+                             processes {other:.0} % CPU, steal {steal:.0} %)",
+                            ty.as_str()
+                        );
+                        results.entry((i, dir)).or_default().push(mpps);
+                    }
+                    Err(e) => {
+                        proc::check()?;
+                        println!("round {round}: {:<8} {dir} failed: {e}", ty.as_str());
+                    }
+                }
+            }
+        }
+    }
+    println!("\nmedians ({} B, veth):", a.size);
+    for (i, ty) in a.types.iter().enumerate() {
+        for &dir in &dirs {
+            let v = results.remove(&(i, dir)).unwrap_or_default();
+            println!("  {:<8} {dir}: {}", ty.as_str(), stats(v));
+        }
+    }
+    Ok(())
+}

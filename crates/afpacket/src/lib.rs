@@ -1,0 +1,391 @@
+//! `afpacket`: a port on any kernel network interface through AF_PACKET
+//! sockets — the portable fallback when AF_XDP is not possible (OVS's
+//! `type=system` netdev, DPDK's `net_af_packet`).
+//!
+//! * Rx (`rx.rs`): one socket per rx queue with a TPACKET_V3 ring mapped
+//!   into the switch; frames are copied out of ready blocks into pool
+//!   packets, no syscalls. Sockets are bound to the interface for
+//!   `ETH_P_ALL`, ignore the interface's outgoing frames
+//!   (`PACKET_IGNORE_OUTGOING`, so the switch never receives its own
+//!   transmissions) and hold promiscuous membership (frames to other MACs
+//!   arrive; dropped automatically when the socket closes). With
+//!   `rxqs > 1` the sockets form a `PACKET_FANOUT_HASH` group: each flow
+//!   goes to one queue.
+//! * Tx (`tx.rs`): one socket per tx queue (per PMD) with
+//!   `PACKET_QDISC_BYPASS`, one `sendmmsg` per burst.
+//! * Counters ([`Port::info`]): the kernel's ring drops and queue freezes
+//!   (`PACKET_STATISTICS`), frames the rx walk dropped (truncated,
+//!   oversize, bad blocks), tx frames left busy or refused, syscalls.
+//!
+//! Frames larger than the interface allows (MTU + 18, one VLAN tag) are
+//! dropped by the datapath through [`TxQueue::max_frame`]. Opening fails
+//! with a message naming the port and the interface when the interface is
+//! missing, the process lacks CAP_NET_RAW, or the MTU needs larger frames
+//! than the switch's packet buffers hold. Opening brings the interface up
+//! if it is down.
+
+mod block;
+mod rx;
+mod sys;
+mod tx;
+
+pub use block::{BlockWalk, Frame, WalkError, WalkErrorKind};
+pub use rx::{Geometry, RETIRE_BLOCK_MS};
+
+use nfv_mem::{HEADROOM, MemoryConfig};
+use nfv_netdev::IfaceError;
+use nfv_ports::config::AfPacketConfig;
+use nfv_ports::{Port, PortConfig, PortKind, RxQueue, TxQueue};
+use rx::{AfPacketRx, RingSlot, RxCounters, RxRing};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use tx::{AfPacketTx, TxCounters};
+
+/// Usable bytes of a switch packet buffer with the default memory config
+/// (frame size minus headroom): the frame limit [`open`] assumes.
+pub const DEFAULT_MAX_FRAME: usize = 2048 - HEADROOM;
+
+/// Most rx queues (fanout group members) a port may have.
+pub const MAX_RXQS: usize = 64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("port {port}: not an afpacket port (type {kind})")]
+    WrongType { port: String, kind: &'static str },
+    #[error("port {port}: {msg}")]
+    Config { port: String, msg: String },
+    #[error("port {port}: {err}")]
+    Iface { port: String, err: IfaceError },
+    #[error(
+        "port {port}: interface {iface:?} has MTU {mtu}, so frames of up to {need} bytes, \
+         but the switch's packet buffers hold {have} bytes; lower the MTU \
+         (`ip link set {iface} mtu {max_mtu}`) or raise memory.frame_size"
+    )]
+    Mtu {
+        port: String,
+        iface: String,
+        mtu: usize,
+        need: usize,
+        have: usize,
+        max_mtu: usize,
+    },
+}
+
+/// Opens an AF_PACKET port, assuming the default packet buffer size
+/// ([`DEFAULT_MAX_FRAME`]).
+pub fn open(cfg: &PortConfig) -> Result<Arc<dyn Port>, OpenError> {
+    open_with(cfg, DEFAULT_MAX_FRAME)
+}
+
+/// Opens an AF_PACKET port for a switch whose packet buffers hold frames
+/// of up to `max_frame` bytes (`memory.frame_size - nfv_mem::HEADROOM`).
+pub fn open_with(cfg: &PortConfig, max_frame: usize) -> Result<Arc<dyn Port>, OpenError> {
+    let PortKind::AfPacket(ap) = &cfg.kind else {
+        return Err(OpenError::WrongType {
+            port: cfg.name.clone(),
+            kind: cfg.kind.type_name(),
+        });
+    };
+    Ok(Arc::new(AfPacketPort::open(cfg, ap, max_frame)?))
+}
+
+/// The usable frame size of packet buffers of `mem`.
+pub fn max_frame_of(mem: &MemoryConfig) -> usize {
+    mem.frame_size - HEADROOM
+}
+
+/// Kernel ring statistics summed over the port's rx sockets (the kernel
+/// resets its counters at every read).
+#[derive(Debug, Default, Clone, Copy)]
+struct KernelTotals {
+    packets: u64,
+    drops: u64,
+    freezes: u64,
+}
+
+/// An AF_PACKET port.
+///
+/// Thread safety: `Sync`. Rings move into rx queues (one PMD each) and
+/// back on drop; the mutexes are taken only when queues open or close and
+/// by `info` (control plane), never by a burst.
+pub struct AfPacketPort {
+    name: String,
+    iface: String,
+    ifindex: u32,
+    /// Largest frame the interface sends: MTU + 18.
+    tx_max_frame: usize,
+    geometry: Geometry,
+    rings: Vec<RingSlot>,
+    rx_fds: Vec<Arc<OwnedFd>>,
+    rx_counters: Vec<Arc<RxCounters>>,
+    tx_counters: Mutex<Vec<Arc<TxCounters>>>,
+    tx_open_errors: std::sync::atomic::AtomicU64,
+    kernel: Mutex<KernelTotals>,
+    fanout_id: Option<u16>,
+}
+
+impl AfPacketPort {
+    fn open(cfg: &PortConfig, ap: &AfPacketConfig, max_frame: usize) -> Result<Self, OpenError> {
+        let port = &cfg.name;
+        let iface = ap.iface.as_str();
+        let bad = |msg: String| OpenError::Config {
+            port: port.clone(),
+            msg,
+        };
+        let os_err = |err: IfaceError| OpenError::Iface {
+            port: port.clone(),
+            err,
+        };
+        if !ap.ring_size.is_power_of_two() || !(64..=65536).contains(&ap.ring_size) {
+            return Err(bad(format!(
+                "ring_size {} must be a power of two in 64..=65536",
+                ap.ring_size
+            )));
+        }
+        if !(1..=MAX_RXQS).contains(&cfg.rxqs) {
+            return Err(bad(format!("rxqs {} must be in 1..={MAX_RXQS}", cfg.rxqs)));
+        }
+        let ifindex = nfv_netdev::index(iface).map_err(os_err)?;
+        let mtu = nfv_netdev::mtu(iface).map_err(os_err)?;
+        let need = mtu + 18;
+        if need > max_frame {
+            return Err(OpenError::Mtu {
+                port: port.clone(),
+                iface: iface.to_string(),
+                mtu,
+                need,
+                have: max_frame,
+                max_mtu: max_frame.saturating_sub(18),
+            });
+        }
+        nfv_netdev::set_up(iface).map_err(os_err)?;
+        let geometry = Geometry::new(ap.ring_size, need, sys::page_size());
+
+        let mut rings = Vec::new();
+        let mut rx_fds = Vec::new();
+        let mut fanout_id = None;
+        for q in 0..cfg.rxqs {
+            let fd = Arc::new(sys::packet_socket(iface).map_err(os_err)?);
+            let v = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+            let packet = libc::SOL_PACKET;
+            sys::setsockopt(
+                &fd,
+                packet,
+                libc::PACKET_VERSION,
+                &v,
+                iface,
+                "selecting TPACKET_V3",
+            )
+            .map_err(os_err)?;
+            sys::setsockopt(
+                &fd,
+                packet,
+                libc::PACKET_RX_RING,
+                &geometry.req(),
+                iface,
+                "creating the rx ring",
+            )
+            .map_err(os_err)?;
+            let map = sys::Mmap::ring(&fd, geometry.bytes(), iface).map_err(os_err)?;
+            let one: libc::c_int = 1;
+            sys::setsockopt(
+                &fd,
+                packet,
+                libc::PACKET_IGNORE_OUTGOING,
+                &one,
+                iface,
+                "ignoring outgoing frames",
+            )
+            .map_err(os_err)?;
+            sys::bind(&fd, ifindex, libc::ETH_P_ALL as u16, iface).map_err(os_err)?;
+            let mreq = libc::packet_mreq {
+                mr_ifindex: ifindex as libc::c_int,
+                mr_type: libc::PACKET_MR_PROMISC as u16,
+                mr_alen: 0,
+                mr_address: [0; 8],
+            };
+            sys::setsockopt(
+                &fd,
+                packet,
+                libc::PACKET_ADD_MEMBERSHIP,
+                &mreq,
+                iface,
+                "entering promiscuous mode",
+            )
+            .map_err(os_err)?;
+            if cfg.rxqs > 1 {
+                let flags = libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING;
+                // The first socket asks the kernel for a group id no one
+                // else uses; the others join that group.
+                let arg: u32 = match fanout_id {
+                    None => (flags | libc::PACKET_FANOUT_FLAG_UNIQUEID) << 16,
+                    Some(id) => (flags << 16) | u32::from(id),
+                };
+                sys::setsockopt(
+                    &fd,
+                    packet,
+                    libc::PACKET_FANOUT,
+                    &arg,
+                    iface,
+                    "joining a fanout group",
+                )
+                .map_err(os_err)?;
+                if q == 0 {
+                    let got: u32 =
+                        sys::getsockopt(&fd, libc::PACKET_FANOUT, 0u32).map_err(|e| {
+                            os_err(IfaceError::from_os(iface, "reading the fanout group", e))
+                        })?;
+                    fanout_id = Some(got as u16);
+                }
+            }
+            rings.push(Arc::new(Mutex::new(Some(RxRing::new(
+                map,
+                geometry,
+                fd.clone(),
+            )))));
+            rx_fds.push(fd);
+        }
+        tracing::info!(
+            "port {port}: AF_PACKET on {iface} (ifindex {ifindex}, MTU {mtu}): {} rx queue(s), \
+             ring {} x {} KiB blocks each",
+            cfg.rxqs,
+            geometry.block_nr,
+            geometry.block_size >> 10
+        );
+        Ok(AfPacketPort {
+            name: port.clone(),
+            iface: iface.to_string(),
+            ifindex,
+            tx_max_frame: need,
+            geometry,
+            rx_counters: (0..cfg.rxqs).map(|_| Arc::default()).collect(),
+            rings,
+            rx_fds,
+            tx_counters: Mutex::new(Vec::new()),
+            tx_open_errors: Default::default(),
+            kernel: Mutex::new(KernelTotals::default()),
+            fanout_id,
+        })
+    }
+
+    fn tx_socket(&self) -> Result<OwnedFd, IfaceError> {
+        let fd = sys::packet_socket(&self.iface)?;
+        let one: libc::c_int = 1;
+        sys::setsockopt(
+            &fd,
+            libc::SOL_PACKET,
+            libc::PACKET_QDISC_BYPASS,
+            &one,
+            &self.iface,
+            "bypassing the qdisc",
+        )?;
+        sys::bind(&fd, self.ifindex, 0, &self.iface)?;
+        Ok(fd)
+    }
+
+    /// Reads the kernel's ring statistics into the running totals.
+    fn kernel_totals(&self) -> KernelTotals {
+        let mut t = self.kernel.lock().unwrap_or_else(|p| p.into_inner());
+        for fd in &self.rx_fds {
+            if let Ok(s) = sys::take_stats(fd) {
+                t.packets += u64::from(s.tp_packets);
+                t.drops += u64::from(s.tp_drops);
+                t.freezes += u64::from(s.tp_freeze_q_cnt);
+            }
+        }
+        *t
+    }
+}
+
+impl Port for AfPacketPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn type_name(&self) -> &'static str {
+        "afpacket"
+    }
+    fn n_rxq(&self) -> usize {
+        self.rings.len()
+    }
+    fn open_rxq(&self, q: usize) -> Box<dyn RxQueue> {
+        let i = q % self.rings.len();
+        let rxq = AfPacketRx::new(self.rings[i].clone(), self.rx_counters[i].clone());
+        if !rxq.has_ring() {
+            tracing::error!(
+                "port {}: rx queue {q} is already open; this second copy receives nothing",
+                self.name
+            );
+        }
+        Box::new(rxq)
+    }
+    fn open_txq(&self, _q: usize) -> Box<dyn TxQueue> {
+        let counters = Arc::new(TxCounters::default());
+        self.tx_counters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(counters.clone());
+        let fd = match self.tx_socket() {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                tracing::error!("port {}: tx queue: {e}; it will send nothing", self.name);
+                self.tx_open_errors.fetch_add(1, Relaxed);
+                None
+            }
+        };
+        Box::new(AfPacketTx::new(fd, self.tx_max_frame, counters))
+    }
+    fn info(&self) -> Vec<(&'static str, String)> {
+        let k = self.kernel_totals();
+        let rx = |f: fn(&RxCounters) -> u64| -> String {
+            self.rx_counters
+                .iter()
+                .map(|c| f(c))
+                .sum::<u64>()
+                .to_string()
+        };
+        let txc = self.tx_counters.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = |f: fn(&TxCounters) -> u64| -> String {
+            txc.iter().map(|c| f(c)).sum::<u64>().to_string()
+        };
+        let g = &self.geometry;
+        vec![
+            ("iface", self.iface.clone()),
+            ("ifindex", self.ifindex.to_string()),
+            (
+                "rx_ring",
+                format!(
+                    "TPACKET_V3, {} blocks x {} KiB, {} ms block timeout",
+                    g.block_nr,
+                    g.block_size >> 10,
+                    RETIRE_BLOCK_MS
+                ),
+            ),
+            (
+                "rx_fanout",
+                match self.fanout_id {
+                    Some(id) => format!("hash, group {id}"),
+                    None => "none (one rx queue)".into(),
+                },
+            ),
+            ("tx", "sendmmsg per burst, qdisc bypass".into()),
+            ("max_frame", self.tx_max_frame.to_string()),
+            ("kernel_rx_packets", k.packets.to_string()),
+            ("kernel_drops", k.drops.to_string()),
+            ("kernel_ring_freezes", k.freezes.to_string()),
+            ("rx_truncated", rx(|c| c.truncated.load(Relaxed))),
+            ("rx_oversize", rx(|c| c.oversize.load(Relaxed))),
+            ("rx_bad_blocks", rx(|c| c.bad_blocks.load(Relaxed))),
+            ("rx_bad_frames", rx(|c| c.bad_frames.load(Relaxed))),
+            ("rx_blocks", rx(|c| c.blocks.load(Relaxed))),
+            ("tx_syscalls", tx(|c| c.calls.load(Relaxed))),
+            ("tx_busy", tx(|c| c.busy.load(Relaxed))),
+            ("tx_refused", tx(|c| c.bad_frames.load(Relaxed))),
+            ("tx_errors", tx(|c| c.errors.load(Relaxed))),
+            (
+                "tx_open_errors",
+                self.tx_open_errors.load(Relaxed).to_string(),
+            ),
+        ]
+    }
+}

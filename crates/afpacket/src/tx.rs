@@ -1,0 +1,154 @@
+//! Transmit side: one AF_PACKET socket per tx queue (per PMD), bound to
+//! the interface with protocol 0 (it receives nothing) and
+//! `PACKET_QDISC_BYPASS` (frames go straight to the driver, no qdisc),
+//! sending a whole burst with one `sendmmsg`.
+//!
+//! Why `sendmmsg` rather than a `PACKET_TX_RING`: both copy each frame
+//! once (switch buffer → ring slot, or switch buffer → skb) and both cost
+//! one syscall per burst (a TX ring still needs a `send()` to kick the
+//! kernel). `sendmmsg` needs no slot bookkeeping or completion polling,
+//! reports per-frame errors at the frame that failed, and leaves nothing
+//! mapped per PMD. See `examples/afpacket_rate.rs` for the measurement.
+//!
+//! Errors: EAGAIN/ENOBUFS (socket buffer or device queue full) end the
+//! burst and leave the rest in the batch for the caller to count as
+//! drops. EMSGSIZE/EINVAL concern one frame (e.g. an untagged frame of
+//! MTU + 15..18 bytes, which `max_frame` lets through for VLAN-tagged
+//! frames): that frame stays in the batch and the burst goes on with the
+//! next, one more syscall. Anything else (ENETDOWN, ENXIO: the link is
+//! down or gone) ends the burst.
+
+use nfv_mem::{BATCH, Batch, PoolCache};
+use nfv_ports::TxQueue;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Counters of one tx queue. Single writer (the PMD owning the queue).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct TxCounters {
+    /// `sendmmsg` calls (frames sent / calls = the mean burst).
+    pub calls: AtomicU64,
+    /// Frames left unsent because the kernel said EAGAIN or ENOBUFS.
+    pub busy: AtomicU64,
+    /// Frames the kernel refused one by one (EMSGSIZE, EINVAL).
+    pub bad_frames: AtomicU64,
+    /// Frames left unsent after any other error (link down or gone).
+    pub errors: AtomicU64,
+}
+
+#[inline(always)]
+fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+pub struct AfPacketTx {
+    fd: Option<OwnedFd>,
+    max_frame: usize,
+    counters: Arc<TxCounters>,
+    iov: [libc::iovec; BATCH],
+    msgs: [libc::mmsghdr; BATCH],
+}
+
+// SAFETY: the raw pointers in `iov` and `msgs` are scratch space, rewritten
+// from the batch at the start of every burst and never dereferenced
+// outside one; the queue itself is used by one thread at a time.
+unsafe impl Send for AfPacketTx {}
+
+impl AfPacketTx {
+    /// A queue sending on `fd`; `None` for a queue whose socket could not
+    /// be opened (it sends nothing, every frame counted in `errors`).
+    pub fn new(fd: Option<OwnedFd>, max_frame: usize, counters: Arc<TxCounters>) -> AfPacketTx {
+        AfPacketTx {
+            fd,
+            max_frame,
+            counters,
+            // SAFETY: iovec and mmsghdr are plain old data; all-zero
+            // (null pointers, zero lengths) is a valid value.
+            iov: unsafe { std::mem::zeroed() },
+            // SAFETY: as above.
+            msgs: unsafe { std::mem::zeroed() },
+        }
+    }
+}
+
+impl TxQueue for AfPacketTx {
+    fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        let n = batch.len();
+        let Some(fd) = &self.fd else {
+            bump(&self.counters.errors, n as u64);
+            return 0;
+        };
+        if n == 0 {
+            return 0;
+        }
+        for (i, p) in batch.iter().enumerate() {
+            self.iov[i] = libc::iovec {
+                iov_base: p.data_ptr() as *mut libc::c_void,
+                iov_len: p.len(),
+            };
+            let h = &mut self.msgs[i].msg_hdr;
+            h.msg_iov = &mut self.iov[i];
+            h.msg_iovlen = 1;
+        }
+        // Frames [0, done) were sent, except those in `refused`.
+        let mut done = 0;
+        let mut refused: u64 = 0;
+        while done < n {
+            // SAFETY: msgs[done..n] are initialised above and point at
+            // iovecs describing live packet data of the batch, which is
+            // not touched until the call returns. The kernel only reads.
+            let r = unsafe {
+                libc::sendmmsg(
+                    fd.as_raw_fd(),
+                    self.msgs[done..n].as_mut_ptr(),
+                    (n - done) as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            bump(&self.counters.calls, 1);
+            if r > 0 {
+                done += r as usize;
+                continue;
+            }
+            let err = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            match err {
+                libc::EINTR => continue,
+                libc::EMSGSIZE | libc::EINVAL => {
+                    refused |= 1 << done;
+                    bump(&self.counters.bad_frames, 1);
+                    done += 1;
+                }
+                libc::EAGAIN | libc::ENOBUFS => {
+                    bump(&self.counters.busy, (n - done) as u64);
+                    break;
+                }
+                _ => {
+                    bump(&self.counters.errors, (n - done) as u64);
+                    break;
+                }
+            }
+        }
+        let sent = done - refused.count_ones() as usize;
+        if sent == n {
+            pool.free_batch(batch);
+            return n;
+        }
+        let mut rest = Batch::new();
+        for (i, p) in batch.drain(..).enumerate() {
+            if i < done && refused & (1 << i) == 0 {
+                pool.free(p);
+            } else {
+                rest.push(p);
+            }
+        }
+        *batch = rest;
+        sent
+    }
+
+    fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+}

@@ -1,0 +1,311 @@
+//! Device set-up: checks on the interface, the XDP program and its link,
+//! one socket per rx queue, and what `show ports` prints.
+
+use crate::OpenError;
+use crate::bpf::{self, AttachMode, Link, XskMap};
+use crate::rx::AfXdpRxq;
+use crate::tx::AfXdpTxq;
+use crate::umem::{CHUNK_SIZE, RX_FRAME_MAX, TX_OFFSET};
+use crate::xsk::{Bind, Xsk, XskError};
+use nfv_ports::config::{AfXdpConfig, XdpBindMode};
+use nfv_ports::{Port, RxQueue, TxQueue};
+use std::io;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Ethernet header plus one VLAN tag: a frame is at most MTU + this.
+const L2_OVERHEAD: usize = 14 + 4;
+
+/// An AF_XDP port: one socket (and UMEM) per rx queue on `iface`, and the
+/// redirect program attached while the port lives.
+///
+/// Thread safety: `Sync`; the control plane reads `info()` while PMDs use
+/// the queues. Fields are immutable after `open`; sockets are shared with
+/// the queues (see `xsk.rs`).
+pub struct AfXdpPort {
+    // Field order is drop order: detach the program first, then release
+    // the map (and with it the map's references to the sockets).
+    link: Link,
+    _map: XskMap,
+    name: String,
+    iface: String,
+    socks: Vec<Arc<Xsk>>,
+    max_frame: usize,
+}
+
+impl AfXdpPort {
+    pub fn open(name: &str, rxqs: usize, cfg: &AfXdpConfig) -> Result<AfXdpPort, OpenError> {
+        let port = || name.to_string();
+        let iface = cfg.iface.as_str();
+        if !cfg.ring_size.is_power_of_two() || !(64..=16384).contains(&cfg.ring_size) {
+            return Err(OpenError::Config {
+                port: port(),
+                msg: format!(
+                    "ring_size {} must be a power of two in 64..=16384",
+                    cfg.ring_size
+                ),
+            });
+        }
+        if !(1..=64).contains(&rxqs) {
+            return Err(OpenError::Config {
+                port: port(),
+                msg: format!("rxqs {rxqs} must be in 1..=64"),
+            });
+        }
+        let iface_err = |err| OpenError::Iface { port: port(), err };
+        let ifindex = nfv_netdev::index(iface).map_err(iface_err)?;
+        let mtu = nfv_netdev::mtu(iface).map_err(iface_err)?;
+        if mtu + L2_OVERHEAD > RX_FRAME_MAX {
+            return Err(OpenError::MtuTooBig {
+                port: port(),
+                iface: iface.to_string(),
+                mtu,
+                chunk: CHUNK_SIZE,
+                frame_max: RX_FRAME_MAX,
+                fits: RX_FRAME_MAX - L2_OVERHEAD,
+            });
+        }
+        // Where sysfs is not readable (unusual mounts), bind reports it.
+        if let Ok((rx, tx)) = nfv_netdev::queues(iface)
+            && (rx < rxqs || tx < rxqs)
+        {
+            return Err(OpenError::TooFewQueues {
+                port: port(),
+                iface: iface.to_string(),
+                rx,
+                tx,
+                want: rxqs,
+            });
+        }
+        nfv_netdev::set_up(iface).map_err(iface_err)?;
+
+        let os = |what: &'static str, err: io::Error| OpenError::from_os(name, iface, what, err);
+        let map = XskMap::new(rxqs as u32).map_err(|e| os("creating the XSKMAP", e))?;
+        let prog = bpf::load_program(&map).map_err(|e| {
+            if e.log.is_empty() {
+                os("loading the XDP program", e.err)
+            } else {
+                OpenError::Verifier {
+                    port: port(),
+                    err: e.err,
+                    log: e.log,
+                }
+            }
+        })?;
+        let link = attach(name, iface, ifindex, &prog)?;
+        drop(prog); // the link holds the program
+
+        let mut socks = Vec::with_capacity(rxqs);
+        let mut mode = cfg.mode;
+        for q in 0..rxqs as u32 {
+            let xsk = match mode {
+                XdpBindMode::Copy => Xsk::open(ifindex, q, cfg.ring_size as u32, Bind::Copy),
+                XdpBindMode::ZeroCopy => {
+                    Xsk::open(ifindex, q, cfg.ring_size as u32, Bind::ZeroCopy)
+                }
+                XdpBindMode::Auto => {
+                    match Xsk::open(ifindex, q, cfg.ring_size as u32, Bind::ZeroCopy) {
+                        Err(e)
+                            if e.what == BIND_STEP && e.err.raw_os_error() != Some(libc::EBUSY) =>
+                        {
+                            tracing::info!(
+                                "port {name}: interface {iface} queue {q}: zero-copy AF_XDP is not \
+                                 available ({}); using copy mode",
+                                e.err
+                            );
+                            mode = XdpBindMode::Copy;
+                            Xsk::open(ifindex, q, cfg.ring_size as u32, Bind::Copy)
+                        }
+                        r => r,
+                    }
+                }
+            }
+            .map_err(|e| bind_error(name, iface, q, mode, e))?;
+            if mode == XdpBindMode::ZeroCopy && xsk.bind != Bind::ZeroCopy {
+                return Err(OpenError::ZeroCopyUnsupported {
+                    port: port(),
+                    iface: iface.to_string(),
+                    queue: q,
+                    err: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+                });
+            }
+            map.set(q, xsk.as_fd())
+                .map_err(|e| os("adding the socket to the XSKMAP", e))?;
+            socks.push(Arc::new(xsk));
+        }
+        let max_frame = (CHUNK_SIZE - TX_OFFSET).min(mtu + L2_OVERHEAD);
+        tracing::info!(
+            "port {name}: AF_XDP on {iface}: {rxqs} queue(s), {} XDP, {} mode, {} descriptors \
+             per ring, frames up to {max_frame} B",
+            link.mode.as_str(),
+            socks[0].bind.as_str(),
+            cfg.ring_size
+        );
+        Ok(AfXdpPort {
+            link,
+            _map: map,
+            name: name.to_string(),
+            iface: iface.to_string(),
+            socks,
+            max_frame,
+        })
+    }
+
+    /// How the program is attached.
+    pub fn attach_mode(&self) -> AttachMode {
+        self.link.mode
+    }
+
+    /// How the sockets are bound.
+    pub fn bind_mode(&self) -> Bind {
+        self.socks[0].bind
+    }
+}
+
+/// The `XskError::what` of the bind step.
+const BIND_STEP: &str = "binding the socket to the queue";
+
+/// Native mode first, generic if the driver cannot; an interface that
+/// already has a program is an error either way.
+fn attach(
+    name: &str,
+    iface: &str,
+    ifindex: u32,
+    prog: &std::os::fd::OwnedFd,
+) -> Result<Link, OpenError> {
+    let taken =
+        |err: &io::Error| matches!(err.raw_os_error(), Some(libc::EBUSY) | Some(libc::EEXIST));
+    let native = match bpf::attach(prog.as_fd(), ifindex, AttachMode::Native) {
+        Ok(l) => return Ok(l),
+        Err(e) => e,
+    };
+    let fail = |err: io::Error| {
+        if taken(&err) {
+            OpenError::AlreadyAttached {
+                port: name.to_string(),
+                iface: iface.to_string(),
+            }
+        } else {
+            OpenError::from_os(name, iface, "attaching the XDP program", err)
+        }
+    };
+    if taken(&native) || native.raw_os_error() == Some(libc::EPERM) {
+        return Err(fail(native));
+    }
+    tracing::info!(
+        "port {name}: native XDP is not available on {iface} ({native}); using generic (SKB) mode"
+    );
+    bpf::attach(prog.as_fd(), ifindex, AttachMode::Generic).map_err(fail)
+}
+
+fn bind_error(name: &str, iface: &str, queue: u32, mode: XdpBindMode, e: XskError) -> OpenError {
+    let errno = e.err.raw_os_error();
+    if e.what == BIND_STEP {
+        if errno == Some(libc::EBUSY) {
+            return OpenError::QueueBusy {
+                port: name.to_string(),
+                iface: iface.to_string(),
+                queue,
+            };
+        }
+        if mode == XdpBindMode::ZeroCopy {
+            return OpenError::ZeroCopyUnsupported {
+                port: name.to_string(),
+                iface: iface.to_string(),
+                queue,
+                err: e.err,
+            };
+        }
+    }
+    if e.what == "registering the UMEM" && matches!(errno, Some(libc::ENOMEM) | Some(libc::ENOBUFS))
+    {
+        return OpenError::Memlock {
+            port: name.to_string(),
+            iface: iface.to_string(),
+            err: e.err,
+        };
+    }
+    OpenError::from_os(name, iface, e.what, e.err)
+}
+
+impl Port for AfXdpPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn type_name(&self) -> &'static str {
+        "afxdp"
+    }
+    fn n_rxq(&self) -> usize {
+        self.socks.len()
+    }
+    /// Opens rx queue `q`. A queue already open stays the only consumer;
+    /// the second one receives nothing (logged).
+    fn open_rxq(&self, q: usize) -> Box<dyn RxQueue> {
+        Box::new(AfXdpRxq::new(self.socks[q % self.socks.len()].clone()))
+    }
+    /// Opens tx queue `q` on socket `q % n_rxq()` (shared when there are
+    /// more PMDs than sockets; see `tx.rs`).
+    fn open_txq(&self, q: usize) -> Box<dyn TxQueue> {
+        let xsk = self.socks[q % self.socks.len()].clone();
+        if xsk.tx_users.load(Relaxed) > 0 {
+            tracing::debug!(
+                "port {}: tx queue {q} shares socket {} with another tx queue (spin lock)",
+                self.name,
+                xsk.queue
+            );
+        }
+        Box::new(AfXdpTxq::new(xsk, self.max_frame))
+    }
+    fn info(&self) -> Vec<(&'static str, String)> {
+        let mut k = [0u64; 6];
+        for s in &self.socks {
+            if let Ok(st) = s.statistics() {
+                for (d, v) in k.iter_mut().zip([
+                    st.rx_dropped,
+                    st.rx_invalid_descs,
+                    st.rx_ring_full,
+                    st.rx_fill_ring_empty_descs,
+                    st.tx_invalid_descs,
+                    st.tx_ring_empty_descs,
+                ]) {
+                    *d += v;
+                }
+            }
+        }
+        let sum = |f: &dyn Fn(&Xsk) -> u64| -> String {
+            self.socks.iter().map(|s| f(s)).sum::<u64>().to_string()
+        };
+        vec![
+            ("iface", self.iface.clone()),
+            ("xdp_mode", self.link.mode.as_str().to_string()),
+            ("bind_mode", self.bind_mode().as_str().to_string()),
+            ("queues", self.socks.len().to_string()),
+            ("ring_size", self.socks[0].ring_size.to_string()),
+            ("frame_size", CHUNK_SIZE.to_string()),
+            ("max_frame", self.max_frame.to_string()),
+            ("tx_queues", sum(&|s| s.tx_users.load(Relaxed) as u64)),
+            ("rx_dropped", k[0].to_string()),
+            ("rx_invalid_descs", k[1].to_string()),
+            ("rx_ring_full", k[2].to_string()),
+            ("rx_fill_ring_empty_descs", k[3].to_string()),
+            ("tx_invalid_descs", k[4].to_string()),
+            ("tx_ring_empty_descs", k[5].to_string()),
+            ("rx_wakeups", sum(&|s| s.rx_counters.wakeups.load(Relaxed))),
+            (
+                "rx_bad_descs",
+                sum(&|s| s.rx_counters.bad_descs.load(Relaxed)),
+            ),
+            ("tx_kicks", sum(&|s| s.tx_counters.kicks.load(Relaxed))),
+            (
+                "tx_kicks_busy",
+                sum(&|s| s.tx_counters.kicks_busy.load(Relaxed)),
+            ),
+            (
+                "tx_kick_errors",
+                sum(&|s| s.tx_counters.kick_errors.load(Relaxed)),
+            ),
+            ("tx_too_big", sum(&|s| s.tx_counters.too_big.load(Relaxed))),
+        ]
+    }
+}

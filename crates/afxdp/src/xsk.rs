@@ -1,0 +1,379 @@
+//! One AF_XDP socket: its UMEM, its four rings, the bind to one NIC queue,
+//! and the few syscalls the fast path may need (a tx kick, an rx wakeup —
+//! only when the ring's need-wakeup flag asks for one).
+//!
+//! Set-up order (as libxdp does it): socket → register UMEM → size the
+//! fill, completion, rx and tx rings → read their mmap offsets → map them
+//! → put every rx frame on the fill ring → bind.
+//!
+//! Thread safety: `Xsk` is shared (`Arc`) by the port, its rx queue and
+//! the tx queues that use it. The rx side (`RxRings`) is taken by the one
+//! open rx queue and returned when it closes; the tx side sits behind a
+//! spin lock (`tx.rs` says why). Counters are single-writer: rx counters
+//! by the rx queue's owner, tx counters under the tx lock.
+
+use crate::lock::SpinLock;
+use crate::ring::{Consumer, Producer, RingLayout};
+use crate::umem::{CHUNK_SIZE, Mapping, Umem};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+/// How a socket shares frames with the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bind {
+    /// `XDP_COPY`: the kernel copies frames into and out of the UMEM.
+    Copy,
+    /// `XDP_ZEROCOPY`: the driver DMAs straight into the UMEM.
+    ZeroCopy,
+}
+
+impl Bind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Bind::Copy => "copy",
+            Bind::ZeroCopy => "zero-copy",
+        }
+    }
+}
+
+/// A set-up step that failed, and the OS error.
+#[derive(Debug)]
+pub struct XskError {
+    pub what: &'static str,
+    pub err: io::Error,
+}
+
+fn step<T>(what: &'static str, r: io::Result<T>) -> Result<T, XskError> {
+    r.map_err(|err| XskError { what, err })
+}
+
+/// The rx side: owned by the open rx queue.
+pub struct RxRings {
+    pub rx: Consumer<libc::xdp_desc>,
+    pub fill: Producer<u64>,
+}
+
+/// The tx side: shared by the tx queues on this socket, under a lock.
+pub struct TxState {
+    pub tx: Producer<libc::xdp_desc>,
+    pub comp: Consumer<u64>,
+    /// Tx frames not on the tx or completion ring (UMEM addresses). Its
+    /// capacity is the number of tx frames, so pushes never allocate.
+    pub free: Vec<u64>,
+}
+
+/// Counters kept by the rx queue (single writer).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct RxCounters {
+    /// recvfrom() calls made because the fill ring asked for a wakeup.
+    pub wakeups: AtomicU64,
+    /// Rx descriptors outside the UMEM or longer than a packet buffer
+    /// (delivered as empty packets, which the datapath counts as runts).
+    pub bad_descs: AtomicU64,
+}
+
+/// Counters kept under the tx lock.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct TxCounters {
+    /// sendto() calls made because the tx ring asked for a wakeup.
+    pub kicks: AtomicU64,
+    /// Kicks the kernel answered with EAGAIN/EBUSY/ENOBUFS (it keeps the
+    /// descriptors and sends them with a later kick).
+    pub kicks_busy: AtomicU64,
+    /// Kicks that failed otherwise (interface down or gone).
+    pub kick_errors: AtomicU64,
+    /// Frames larger than a UMEM frame (or the interface) allows, dropped.
+    pub too_big: AtomicU64,
+}
+
+/// Adds `n` to a single-writer counter without a locked instruction.
+#[inline(always)]
+pub fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+pub struct Xsk {
+    // Drop order matters: the ring mappings and the socket go before the
+    // UMEM they point into.
+    _rx_map: Mapping,
+    _tx_map: Mapping,
+    _fill_map: Mapping,
+    _comp_map: Mapping,
+    fd: OwnedFd,
+    pub umem: Umem,
+    pub queue: u32,
+    pub bind: Bind,
+    /// Frames (and descriptors) per ring.
+    pub ring_size: u32,
+    rx: Mutex<Option<RxRings>>,
+    pub tx: SpinLock<TxState>,
+    pub rx_counters: RxCounters,
+    pub tx_counters: TxCounters,
+    /// Tx queues opened on this socket.
+    pub tx_users: AtomicUsize,
+}
+
+fn setsockopt<T>(fd: BorrowedFd<'_>, opt: libc::c_int, v: &T) -> io::Result<()> {
+    // SAFETY: `v` is a live value of the size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            opt,
+            (v as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// getsockopt(SOL_XDP) into a zeroed `T`; errors if the kernel returned
+/// fewer bytes than `T` has.
+fn getsockopt<T: Copy>(fd: BorrowedFd<'_>, opt: libc::c_int) -> io::Result<T> {
+    // SAFETY: `T` is one of the plain-data uapi structs used below; all-zero
+    // is a valid value of each.
+    let mut v: T = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `v` is writable for `len` bytes; the kernel writes at most that.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            opt,
+            (&mut v as *mut T).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if (len as usize) < std::mem::size_of::<T>() {
+        return Err(io::Error::other(format!(
+            "kernel returned {len} bytes for socket option {opt}, expected {}",
+            std::mem::size_of::<T>()
+        )));
+    }
+    Ok(v)
+}
+
+/// Maps one ring and lays out its cursor memory.
+fn map_ring<T: Copy>(
+    fd: BorrowedFd<'_>,
+    off: &libc::xdp_ring_offset,
+    size: u32,
+    pgoff: u64,
+) -> io::Result<(Mapping, RingLayout<T>)> {
+    let len = off.desc as usize + size as usize * std::mem::size_of::<T>();
+    let map = Mapping::socket_ring(fd, len, pgoff)?;
+    // SAFETY: the kernel laid the ring out at these offsets inside the
+    // `len` bytes just mapped; the mapping lives in the same `Xsk` as every
+    // cursor made from this layout.
+    let layout = unsafe { RingLayout::new(map.as_ptr(), off, size) };
+    Ok((map, layout))
+}
+
+impl Xsk {
+    /// A socket on `ifindex` queue `queue` with `ring_size` descriptors per
+    /// ring and `2 * ring_size` UMEM frames, bound in `bind` mode with
+    /// need-wakeup.
+    pub fn open(ifindex: u32, queue: u32, ring_size: u32, bind: Bind) -> Result<Xsk, XskError> {
+        // SAFETY: plain socket(2); the result is checked before use.
+        let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(XskError {
+                what: "creating the AF_XDP socket",
+                err: io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: a fresh descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let sock = fd.as_fd();
+
+        let umem = step("allocating the UMEM", Umem::new(2 * ring_size))?;
+        let reg = libc::xdp_umem_reg {
+            addr: umem.as_ptr() as u64,
+            len: umem.len() as u64,
+            chunk_size: CHUNK_SIZE as u32,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        step(
+            "registering the UMEM",
+            setsockopt(sock, libc::XDP_UMEM_REG, &reg),
+        )?;
+        for opt in [
+            libc::XDP_UMEM_FILL_RING,
+            libc::XDP_UMEM_COMPLETION_RING,
+            libc::XDP_RX_RING,
+            libc::XDP_TX_RING,
+        ] {
+            step("sizing the rings", setsockopt(sock, opt, &ring_size))?;
+        }
+        let off: libc::xdp_mmap_offsets = step(
+            "reading the ring offsets",
+            getsockopt(sock, libc::XDP_MMAP_OFFSETS),
+        )?;
+        let what = "mapping the rings";
+        let (rx_map, rx) = step(
+            what,
+            map_ring::<libc::xdp_desc>(sock, &off.rx, ring_size, libc::XDP_PGOFF_RX_RING as u64),
+        )?;
+        let (tx_map, tx) = step(
+            what,
+            map_ring::<libc::xdp_desc>(sock, &off.tx, ring_size, libc::XDP_PGOFF_TX_RING as u64),
+        )?;
+        let (fill_map, fill) = step(
+            what,
+            map_ring::<u64>(sock, &off.fr, ring_size, libc::XDP_UMEM_PGOFF_FILL_RING),
+        )?;
+        let (comp_map, comp) = step(
+            what,
+            map_ring::<u64>(
+                sock,
+                &off.cr,
+                ring_size,
+                libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+            ),
+        )?;
+
+        // SAFETY: the rings are fresh; these are the only user-space
+        // cursors on each side of each ring.
+        let (rx, mut fill, tx, comp) = unsafe {
+            (
+                Consumer::new(rx),
+                Producer::new(fill),
+                Producer::new(tx),
+                Consumer::new(comp),
+            )
+        };
+        // Every rx frame goes on the fill ring before the bind, so the
+        // kernel has buffers for the first frame.
+        let n = fill.free(ring_size).min(ring_size);
+        for i in 0..n {
+            fill.write(i, Umem::frame_addr(i));
+        }
+        fill.submit(n);
+        let free = (ring_size..2 * ring_size).map(Umem::frame_addr).collect();
+
+        let mode = match bind {
+            Bind::Copy => libc::XDP_COPY,
+            Bind::ZeroCopy => libc::XDP_ZEROCOPY,
+        };
+        let addr = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: mode | libc::XDP_USE_NEED_WAKEUP,
+            sxdp_ifindex: ifindex,
+            sxdp_queue_id: queue,
+            sxdp_shared_umem_fd: 0,
+        };
+        // SAFETY: `addr` is a valid sockaddr_xdp of the size passed.
+        let r = unsafe {
+            libc::bind(
+                sock.as_raw_fd(),
+                (&addr as *const libc::sockaddr_xdp).cast(),
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(XskError {
+                what: "binding the socket to the queue",
+                err: io::Error::last_os_error(),
+            });
+        }
+        let opts: libc::xdp_options = step(
+            "reading the socket options",
+            getsockopt(sock, libc::XDP_OPTIONS),
+        )?;
+        let bind = if opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0 {
+            Bind::ZeroCopy
+        } else {
+            Bind::Copy
+        };
+
+        Ok(Xsk {
+            _rx_map: rx_map,
+            _tx_map: tx_map,
+            _fill_map: fill_map,
+            _comp_map: comp_map,
+            fd,
+            umem,
+            queue,
+            bind,
+            ring_size,
+            rx: Mutex::new(Some(RxRings { rx, fill })),
+            tx: SpinLock::new(TxState { tx, comp, free }),
+            rx_counters: RxCounters::default(),
+            tx_counters: TxCounters::default(),
+            tx_users: AtomicUsize::new(0),
+        })
+    }
+
+    /// Takes the rx side (for the rx queue being opened); `None` if an rx
+    /// queue already has it.
+    pub fn take_rx(&self) -> Option<RxRings> {
+        self.rx.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Gives the rx side back (the rx queue closed).
+    pub fn return_rx(&self, rings: RxRings) {
+        *self.rx.lock().unwrap_or_else(|p| p.into_inner()) = Some(rings);
+    }
+
+    /// The kernel's counters for this socket.
+    pub fn statistics(&self) -> io::Result<libc::xdp_statistics> {
+        getsockopt(self.fd.as_fd(), libc::XDP_STATISTICS)
+    }
+
+    /// Asks the kernel to send what is on the tx ring (copy mode: sends
+    /// up to 32 frames in this call; zero-copy: wakes the driver).
+    #[inline]
+    pub fn kick_tx(&self) -> io::Result<()> {
+        // SAFETY: a zero-length sendto on our own socket; no buffers.
+        let r = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Wakes the driver to refill from the fill ring (zero-copy drivers
+    /// that ran out of buffers).
+    #[inline]
+    pub fn wake_rx(&self) {
+        // SAFETY: a zero-length, non-blocking recvfrom on our own socket;
+        // nothing is written to user memory.
+        unsafe {
+            libc::recvfrom(
+                self.fd.as_raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+    }
+}
+
+impl AsFd for Xsk {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}

@@ -1,0 +1,136 @@
+//! The node's HTTP face: a JSON REST API over [`nfv_control::Node`]
+//! (everything `nfvswitch ctl` does, plus rate time series), Prometheus
+//! metrics at `/metrics`, and the dashboard's embedded files at `/`.
+//!
+//! | method | path | what |
+//! |---|---|---|
+//! | GET | `/api/v1` | this list |
+//! | GET | `/api/v1/node` | name, version, uptime, PMDs, memory, API address |
+//! | GET | `/api/v1/ports` | ports: counters, drops by reason, rates, queues |
+//! | POST | `/api/v1/ports` | add a port: body = inline TOML table (`name="s2",id=3,type="sink"`), or JSON `{"port": "..."}` |
+//! | DELETE | `/api/v1/ports/{name or number}` | delete a port |
+//! | GET | `/api/v1/pmd` | PMD threads: Mpps, busy %, cycles/packet, cache hits |
+//! | GET | `/api/v1/chains` | service chains: per-VNF and per-chain rates |
+//! | GET | `/api/v1/traffic` | receiver ports: loss, reordering, latency per stream |
+//! | GET | `/api/v1/flows` | rules with hit counters |
+//! | POST | `/api/v1/flows` | add rules (all or nothing): body = one rule per line (`#` comments), or JSON `["...", ...]` / `{"flows": [...]}` |
+//! | DELETE | `/api/v1/flows?filter=F` | delete rules matching `F`; `filter=` (empty) deletes every rule, no `filter` is refused |
+//! | POST | `/api/v1/stats/clear` | zero PMD and receiver counters |
+//! | GET | `/api/v1/timeseries?seconds=N` | the last N (default and at most 300) one-second rate samples |
+//! | GET | `/metrics` | Prometheus text exposition (0.0.4; OpenMetrics when the `Accept` header asks for it) |
+//! | GET | `/`, `/app.js`, `/style.css` | the dashboard |
+//!
+//! Every refusal is a 4xx status with `{"error": "..."}` and leaves the
+//! node unchanged (the node validates a whole request before applying it).
+//!
+//! Threads: the server runs on a current-thread tokio runtime on its own
+//! thread (`api`), with at most two more threads for control operations
+//! (which may touch files and sockets). None of them is a PMD thread and
+//! none is pinned: they inherit the affinity of the thread that calls
+//! [`ApiServer::start`] (the daemon's main thread, which is not pinned).
+
+mod assets;
+mod metrics;
+mod routes;
+
+use nfv_control::Node;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long a stop waits for open requests before closing them.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// A running API server. Stopped by [`ApiServer::stop`] or on drop.
+pub struct ApiServer {
+    addr: SocketAddr,
+    node: Arc<Node>,
+    stop: tokio::sync::watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ApiServer {
+    /// Binds `addr` (port 0: any free port) and serves `node` from a
+    /// thread of its own. Binding happens before this returns, so an
+    /// address in use is an error here, and the bound address is
+    /// recorded in the node (`show node`, `GET /api/v1/node`).
+    pub fn start(addr: SocketAddr, node: Arc<Node>) -> std::io::Result<ApiServer> {
+        let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let bound = listener.local_addr()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .max_blocking_threads(2)
+            .thread_name("api")
+            .build()?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let app = routes::router(node.clone());
+        let thread = std::thread::Builder::new()
+            .name("api".into())
+            .spawn(move || rt.block_on(serve(listener, app, stopped)))?;
+        node.set_api_addr(Some(bound));
+        Ok(ApiServer {
+            addr: bound,
+            node,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address actually bound.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting, lets open requests finish (at most 2 s) and joins
+    /// the server thread.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+            self.node.set_api_addr(None);
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("REST API: {e}");
+            return;
+        }
+    };
+    let mut graceful = stopped.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = graceful.wait_for(|s| *s).await;
+    });
+    tokio::select! {
+        r = server => {
+            if let Err(e) = r {
+                tracing::warn!("REST API stopped: {e}");
+            }
+        }
+        // Connections that stay open past the grace period are dropped.
+        _ = async {
+            let _ = stopped.wait_for(|s| *s).await;
+            tokio::time::sleep(STOP_GRACE).await;
+        } => {}
+    }
+}

@@ -1,0 +1,292 @@
+//! The routes. Each handler turns HTTP into a typed node operation and
+//! back; node operations run on tokio's blocking threads (they take the
+//! control plane's locks and may open files and sockets).
+
+use axum::Router;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use nfv_control::rates::HISTORY;
+use nfv_control::{Node, Request};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Largest request body (a big add-flows batch fits), as on the control
+/// socket.
+const MAX_BODY: usize = 16 << 20;
+
+struct AppState {
+    node: Arc<Node>,
+    metrics: prometheus_client::registry::Registry,
+}
+
+type St = State<Arc<AppState>>;
+
+/// A refusal: status and message, sent as `{"error": message}`.
+pub struct ApiError(StatusCode, String);
+
+impl ApiError {
+    fn bad(msg: impl Into<String>) -> ApiError {
+        ApiError(StatusCode::BAD_REQUEST, msg.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, axum::Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+type ApiResult = Result<axum::Json<Value>, ApiError>;
+
+pub fn router(node: Arc<Node>) -> Router {
+    let state = Arc::new(AppState {
+        metrics: crate::metrics::registry(node.clone()),
+        node,
+    });
+    Router::new()
+        .route("/api/v1", get(index))
+        .route("/api/v1/node", get(show_node))
+        .route("/api/v1/ports", get(show_ports).post(add_port))
+        .route("/api/v1/ports/{port}", delete(del_port))
+        .route("/api/v1/pmd", get(show_pmd))
+        .route("/api/v1/chains", get(show_chains))
+        .route("/api/v1/traffic", get(show_traffic))
+        .route(
+            "/api/v1/flows",
+            get(dump_flows).post(add_flows).delete(del_flows),
+        )
+        .route("/api/v1/stats/clear", post(clear_stats))
+        .route("/api/v1/timeseries", get(timeseries))
+        .route("/metrics", get(metrics))
+        .fallback(fallback)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+/// Runs `f` on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    st: &Arc<AppState>,
+    f: impl FnOnce(&Node) -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let node = st.node.clone();
+    tokio::task::spawn_blocking(move || f(&node))
+        .await
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// A control request through [`Node::handle`], as `nfvswitch ctl` sends it.
+async fn handle(st: &Arc<AppState>, req: Request) -> ApiResult {
+    match blocking(st, move |n| n.handle(&req)).await? {
+        nfv_control::Response::Ok { data } => Ok(axum::Json(data)),
+        nfv_control::Response::Error { message } => Err(ApiError::bad(message)),
+    }
+}
+
+async fn index() -> axum::Json<Value> {
+    axum::Json(json!({
+        "endpoints": [
+            "GET /api/v1/node",
+            "GET /api/v1/ports",
+            "POST /api/v1/ports",
+            "DELETE /api/v1/ports/{name or number}",
+            "GET /api/v1/pmd",
+            "GET /api/v1/chains",
+            "GET /api/v1/traffic",
+            "GET /api/v1/flows",
+            "POST /api/v1/flows",
+            "DELETE /api/v1/flows?filter=F",
+            "POST /api/v1/stats/clear",
+            "GET /api/v1/timeseries?seconds=N",
+            "GET /metrics",
+        ]
+    }))
+}
+
+async fn show_node(State(st): St) -> ApiResult {
+    handle(&st, Request::ShowNode).await
+}
+async fn show_ports(State(st): St) -> ApiResult {
+    handle(&st, Request::ShowPorts).await
+}
+async fn show_pmd(State(st): St) -> ApiResult {
+    handle(&st, Request::ShowPmd).await
+}
+async fn show_chains(State(st): St) -> ApiResult {
+    handle(&st, Request::ShowChains).await
+}
+async fn show_traffic(State(st): St) -> ApiResult {
+    handle(&st, Request::ShowTraffic).await
+}
+async fn dump_flows(State(st): St) -> ApiResult {
+    handle(&st, Request::DumpFlows).await
+}
+async fn clear_stats(State(st): St) -> ApiResult {
+    handle(&st, Request::ClearStats).await
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"))
+}
+
+fn body_text(body: axum::body::Bytes) -> Result<String, ApiError> {
+    String::from_utf8(body.to_vec()).map_err(|_| ApiError::bad("the body is not UTF-8"))
+}
+
+/// Rules from a JSON body (`["...", ...]` or `{"flows": [...]}`) or from
+/// text, one per line, blank lines and `#` comments skipped.
+fn parse_flows(headers: &HeaderMap, body: axum::body::Bytes) -> Result<Vec<String>, ApiError> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Body {
+        List(Vec<String>),
+        Object { flows: Vec<String> },
+    }
+    let flows = if is_json(headers) {
+        match serde_json::from_slice::<Body>(&body) {
+            Ok(Body::List(f) | Body::Object { flows: f }) => f,
+            Err(_) => {
+                return Err(ApiError::bad(
+                    "a JSON body must be a list of rules or {\"flows\": [rules]}",
+                ));
+            }
+        }
+    } else {
+        body_text(body)?
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(String::from)
+            .collect()
+    };
+    if flows.is_empty() {
+        return Err(ApiError::bad("no flows given"));
+    }
+    Ok(flows)
+}
+
+async fn add_flows(State(st): St, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult {
+    let flows = parse_flows(&headers, body)?;
+    handle(&st, Request::AddFlows { flows }).await
+}
+
+#[derive(Deserialize)]
+struct FilterQuery {
+    filter: Option<String>,
+}
+
+async fn del_flows(State(st): St, q: Result<Query<FilterQuery>, QueryRejection>) -> ApiResult {
+    let Query(q) = q.map_err(|e| ApiError::bad(e.body_text()))?;
+    let Some(filter) = q.filter else {
+        return Err(ApiError::bad(
+            "give ?filter=RULES (an empty filter, ?filter=, deletes every rule)",
+        ));
+    };
+    handle(&st, Request::DelFlows { filter }).await
+}
+
+async fn add_port(State(st): St, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        port: String,
+    }
+    let port = if is_json(&headers) {
+        serde_json::from_slice::<Body>(&body)
+            .map_err(|_| {
+                ApiError::bad("a JSON body must be {\"port\": \"name=..., id=..., type=...\"}")
+            })?
+            .port
+    } else {
+        body_text(body)?
+    };
+    if port.trim().is_empty() {
+        return Err(ApiError::bad(
+            "no port given: send its keys as an inline TOML table, e.g. name=\"s2\",id=3,type=\"sink\"",
+        ));
+    }
+    handle(&st, Request::AddPort { port }).await
+}
+
+async fn del_port(State(st): St, Path(port): Path<String>) -> ApiResult {
+    let p = port.clone();
+    if blocking(&st, move |n| n.datapath().resolve_port(&p))
+        .await?
+        .is_none()
+    {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("no port {port:?}")));
+    }
+    handle(&st, Request::DelPort { port }).await
+}
+
+#[derive(Deserialize)]
+struct SecondsQuery {
+    seconds: Option<u64>,
+}
+
+async fn timeseries(State(st): St, q: Result<Query<SecondsQuery>, QueryRejection>) -> ApiResult {
+    let Query(q) = q.map_err(|e| ApiError::bad(e.body_text()))?;
+    let seconds = q.seconds.unwrap_or(HISTORY as u64);
+    if seconds == 0 {
+        return Err(ApiError::bad(format!(
+            "seconds: give 1 to {HISTORY} (more is cut to {HISTORY})"
+        )));
+    }
+    let n = seconds.min(HISTORY as u64) as usize;
+    let samples = blocking(&st, move |node| node.rate_history(n)).await?;
+    Ok(axum::Json(json!({
+        "interval_secs": nfv_control::rates::INTERVAL.as_secs_f64(),
+        "capacity": HISTORY,
+        "samples": samples,
+    })))
+}
+
+/// Prometheus text 0.0.4 by default (what `promtool` and most tools
+/// read); OpenMetrics 1.0 when the scraper's `Accept` asks for it, as
+/// Prometheus does.
+async fn metrics(State(st): St, headers: HeaderMap) -> Result<Response, ApiError> {
+    let open_metrics = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/openmetrics-text"));
+    let s = st.clone();
+    let text = blocking(&st, move |_| crate::metrics::encode(&s.metrics))
+        .await?
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let (ty, body) = if open_metrics {
+        (crate::metrics::OPENMETRICS_TYPE, text)
+    } else {
+        (
+            crate::metrics::TEXT_TYPE,
+            crate::metrics::to_text_004(&text),
+        )
+    };
+    Ok(([(header::CONTENT_TYPE, ty)], body).into_response())
+}
+
+async fn fallback(method: Method, uri: Uri) -> Response {
+    if (method == Method::GET || method == Method::HEAD)
+        && let Some((ty, body)) = crate::assets::lookup(uri.path())
+    {
+        return ([(header::CONTENT_TYPE, ty)], body).into_response();
+    }
+    ApiError(
+        StatusCode::NOT_FOUND,
+        format!("no such endpoint: {method} {}", uri.path()),
+    )
+    .into_response()
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}

@@ -1,0 +1,608 @@
+//! The dashboard in a real browser: Debian's headless `chromium`, driven
+//! over the DevTools protocol on a pipe (`--remote-debugging-pipe`: JSON
+//! messages ending in NUL on fds 3 and 4, no WebSocket needed).
+//!
+//! The test bed: an east-west chain gen0 → vnf1 → sink0, vnf1 being the
+//! built-in VNF run in a thread of the test (a vhost-user client, exactly
+//! as `nfvswitch vnf` runs it), plus gen1 → sink1 by a flow rule, with a
+//! rule dropping one flow of ten (drops by reason: `action_drop`). The API
+//! listens on 127.0.0.1:0.
+//!
+//! Checked on the rendered page (the DOM, not the page's own state):
+//! topology, a gauge for vnf1 with non-zero Mpps and Gbps, the PMD table,
+//! the PMU panel (figures, "unsupported" with reasons, or "not reported"),
+//! drops by reason, the rate charts; the numbers are live (a later read has
+//! a higher refresh count, a newer chart sample and changed rates); with the
+//! API stopped the page says "disconnected — retrying" and recovers when it
+//! is back; no uncaught script exception at any point. A screenshot is
+//! saved under target/tmp and its path printed.
+//!
+//! Without chromium the test is SKIPPED (never a silent pass). Chromium,
+//! the VNF, the node and the temp dir are cleaned up by guards, also when
+//! an assertion fails.
+
+use nfv_api::ApiServer;
+use nfv_control::Node;
+use nfv_vnf::{VnfConfig, VnfOptions, VnfStats};
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Longest wait for any one condition; the whole test takes ~15 s.
+const WAIT: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------------------
+// Guards.
+
+/// A fresh directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("nfv-dashboard-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("temp dir");
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The built-in VNF in a thread; stopped and joined on drop.
+struct Vnf {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Vnf {
+    fn start(socket: &Path) -> Vnf {
+        let cfg = VnfConfig::try_from(VnfOptions {
+            socket: socket.to_path_buf(),
+            mode: "client".into(),
+            app: "macswap".into(),
+            poll: "adaptive".into(),
+            stats_every: 0.0,
+            ..Default::default()
+        })
+        .expect("valid VNF config");
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let stats = Arc::new(VnfStats::new(cfg.queues as usize));
+            if let Err(e) = nfv_vnf::run(&cfg, &s, &stats) {
+                eprintln!("VNF stopped: {e}");
+            }
+        });
+        Vnf {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Vnf {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Shuts the node down on drop.
+struct NodeGuard(Arc<Node>);
+
+impl Drop for NodeGuard {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The test bed.
+
+struct Bed {
+    // Dropped in this order: API, VNF, node, directory.
+    api: Option<ApiServer>,
+    _vnf: Vnf,
+    node: NodeGuard,
+    _dir: TempDir,
+}
+
+fn bed() -> Bed {
+    let dir = TempDir::new("bed");
+    let sock = dir.0.join("vnf1.sock");
+    let text = format!(
+        r#"flows = [
+  "priority=20,in_port=3,udp,tp_src=1033,actions=drop",
+  "priority=10,in_port=3,actions=output:4",
+]
+[node]
+name = "dashboard-test"
+control_socket = "{ctl}"
+[memory]
+frames = 8192
+hugepages = "never"
+[[port]]
+name = "gen0"
+id = 1
+type = "generator"
+frame_size = 64
+rate_pps = 400000
+[[port]]
+name = "vnf1"
+id = 11
+type = "vhost-user"
+socket = "{sock}"
+mode = "server"
+[[port]]
+name = "sink0"
+id = 2
+type = "sink"
+[[port]]
+name = "gen1"
+id = 3
+type = "generator"
+frame_size = 512
+rate_pps = 100000
+flows = 10
+[[port]]
+name = "sink1"
+id = 4
+type = "sink"
+[[chain]]
+name = "ew"
+ingress = "gen0"
+vnfs = ["vnf1"]
+egress = "sink0"
+"#,
+        ctl = dir.0.join("ctl.sock").display(),
+        sock = sock.display(),
+    );
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cfg = nfv_config::parse_str(&text, Path::new("dashboard.toml"), cpus)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let node = NodeGuard(Node::start(&cfg).expect("node starts"));
+    let vnf = Vnf::start(&sock);
+    let api = ApiServer::start("127.0.0.1:0".parse().unwrap(), node.0.clone()).expect("API");
+    Bed {
+        api: Some(api),
+        _vnf: vnf,
+        node,
+        _dir: dir,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Chromium over the DevTools protocol.
+
+/// A headless chromium with one page attached. Killed (its process group,
+/// by id) on drop.
+struct Browser {
+    child: Child,
+    to: ChildStdin,
+    from: mpsc::Receiver<Value>,
+    next_id: u64,
+    session: String,
+    /// Events seen while waiting for replies.
+    events: Vec<Value>,
+    log: PathBuf,
+}
+
+impl Browser {
+    fn launch(exe: &Path, profile: &Path, log: &Path) -> std::io::Result<Browser> {
+        let mut cmd = Command::new("sh");
+        // Chromium reads commands on fd 3 and writes replies on fd 4.
+        cmd.arg("-c")
+            .arg(r#"exec "$0" "$@" 3<&0 4>&1 </dev/null >/dev/null"#)
+            .arg(exe)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-quic",
+                "--disable-dev-shm-usage",
+                "--hide-scrollbars",
+                "--mute-audio",
+                "--window-size=1400,1000",
+                "--remote-debugging-pipe",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg("about:blank")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(log)?)
+            .process_group(0);
+        let mut child = cmd.spawn()?;
+        let to = child.stdin.take().expect("stdin");
+        let mut out = child.stdout.take().expect("stdout");
+        let (tx, from) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 65536];
+            while let Ok(n) = out.read(&mut chunk) {
+                if n == 0 {
+                    return;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                while let Some(end) = buf.iter().position(|&b| b == 0) {
+                    let msg: Vec<u8> = buf.drain(..=end).collect();
+                    if let Ok(v) = serde_json::from_slice::<Value>(&msg[..end])
+                        && tx.send(v).is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Browser {
+            child,
+            to,
+            from,
+            next_id: 0,
+            session: String::new(),
+            events: Vec::new(),
+            log: log.to_path_buf(),
+        })
+    }
+
+    /// Sends one command (to the page when `page`, else to the browser)
+    /// and waits for its reply.
+    fn call(&mut self, page: bool, method: &str, params: Value) -> Result<Value, String> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut msg = json!({ "id": id, "method": method, "params": params });
+        if page {
+            msg["sessionId"] = json!(self.session);
+        }
+        let mut bytes = serde_json::to_vec(&msg).unwrap();
+        bytes.push(0);
+        self.to
+            .write_all(&bytes)
+            .map_err(|e| format!("{method}: writing to chromium: {e}"))?;
+        let end = Instant::now() + WAIT;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let v = self.from.recv_timeout(left).map_err(|_| {
+                format!(
+                    "{method}: no reply from chromium within {WAIT:?}; its log:\n{}",
+                    self.log_tail()
+                )
+            })?;
+            if v["id"].as_u64() == Some(id) {
+                return match v.get("error") {
+                    Some(e) => Err(format!("{method}: {e}")),
+                    None => Ok(v["result"].clone()),
+                };
+            }
+            self.events.push(v);
+        }
+    }
+
+    /// Opens `url` in a new page, attaches to it and sets a 1400×1000
+    /// viewport.
+    fn open(&mut self, url: &str) -> Result<(), String> {
+        let t = self.call(false, "Target.createTarget", json!({ "url": url }))?;
+        let target = t["targetId"].as_str().ok_or("no targetId")?.to_string();
+        let a = self.call(
+            false,
+            "Target.attachToTarget",
+            json!({ "targetId": target, "flatten": true }),
+        )?;
+        self.session = a["sessionId"].as_str().ok_or("no sessionId")?.to_string();
+        self.call(true, "Runtime.enable", json!({}))?;
+        self.call(
+            true,
+            "Emulation.setDeviceMetricsOverride",
+            json!({ "width": 1400, "height": 1000, "deviceScaleFactor": 1, "mobile": false }),
+        )?;
+        Ok(())
+    }
+
+    /// Evaluates `expr` in the page and returns its value (as JSON).
+    fn eval(&mut self, expr: &str) -> Result<Value, String> {
+        let r = self.call(
+            true,
+            "Runtime.evaluate",
+            json!({ "expression": expr, "returnByValue": true, "awaitPromise": true }),
+        )?;
+        if let Some(e) = r.get("exceptionDetails") {
+            return Err(format!("evaluating {expr:?}: {e}"));
+        }
+        Ok(r["result"]["value"].clone())
+    }
+
+    /// Uncaught exceptions the page reported so far.
+    fn exceptions(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter(|e| e["method"] == "Runtime.exceptionThrown")
+            .map(|e| e["params"]["exceptionDetails"].to_string())
+            .collect()
+    }
+
+    /// The whole page (1400 px wide, as tall as the content).
+    fn screenshot(&mut self) -> Result<Vec<u8>, String> {
+        let m = self.call(true, "Page.getLayoutMetrics", json!({}))?;
+        let h = m["cssContentSize"]["height"].as_f64().unwrap_or(1000.0).clamp(600.0, 4000.0);
+        let r = self.call(
+            true,
+            "Page.captureScreenshot",
+            json!({
+                "format": "png",
+                "captureBeyondViewport": true,
+                "clip": { "x": 0, "y": 0, "width": 1400, "height": h, "scale": 1 },
+            }),
+        )?;
+        base64_decode(r["data"].as_str().ok_or("no screenshot data")?)
+    }
+
+    fn log_tail(&self) -> String {
+        let s = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // Politely first: chromium then ends and reaps its own children.
+        let close = format!(r#"{{"id":{},"method":"Browser.close"}}"#, self.next_id + 1);
+        let _ = self.to.write_all(close.as_bytes()).and_then(|()| self.to.write_all(b"\0"));
+        let end = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < end && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Whatever is left of its process group (zygote, renderers), by id.
+        let pgid = self.child.id();
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pgid}")])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn base64_decode(s: &str) -> Result<Vec<u8>, String> {
+    let val = |c: u8| -> Result<u32, String> {
+        Ok(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return Err(format!("bad base64 byte {c}")),
+        } as u32)
+    };
+    let bytes: Vec<u8> = s.bytes().filter(|&c| c != b'=' && c != b'\n').collect();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let mut acc = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            acc |= val(c)? << (18 - 6 * i);
+        }
+        let n = chunk.len() * 6 / 8;
+        out.extend_from_slice(&acc.to_be_bytes()[1..1 + n]);
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// Reading the page.
+
+/// What the page shows, read from the DOM.
+const READ: &str = r#"(() => {
+  const q = (s) => Array.from(document.querySelectorAll(s));
+  const f = (x) => (x === undefined || x === "" ? null : Number(x));
+  const banner = document.getElementById("banner");
+  return {
+    updated: f(document.body.dataset.updated) ?? 0,
+    state: document.body.dataset.state ?? null,
+    banner: banner ? !banner.hidden && banner.textContent : null,
+    gauges: q('[data-test="vnf-gauge"]').map((g) => ({
+      name: g.dataset.name, mpps: f(g.dataset.mpps), gbps: f(g.dataset.gbps),
+      text: g.textContent })),
+    chain_gauges: q('[data-test="chain-gauge"]').map((g) => ({
+      name: g.dataset.name, mpps: f(g.dataset.mpps), gbps: f(g.dataset.gbps) })),
+    pmds: q('#pmd-table tbody tr[data-pmd]').map((r) => ({
+      mpps: f(r.dataset.mpps), busy: f(r.dataset.busy), cpp: f(r.dataset.cpp),
+      text: r.textContent })),
+    pmu: (document.getElementById("pmu-panel") || {}).textContent ?? null,
+    topo: q('[data-test="topo-node"]').map((n) => n.dataset.name),
+    ports: q('#port-table tbody tr').map((r) => r.textContent),
+    drops: q('#drops-table tbody tr').map((r) => r.textContent),
+    charts: q('canvas[data-test="rate-chart"]').map((c) => ({
+      id: c.id, samples: f(c.dataset.samples), last: f(c.dataset.lastTime),
+      series: f(c.dataset.series) })),
+    errors: q('.panel-error').map((e) => e.textContent),
+  };
+})()"#;
+
+fn read(b: &mut Browser) -> Value {
+    b.eval(READ).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Reads the page every 200 ms until `cond` holds; panics with the last
+/// read after [`WAIT`].
+fn wait_for(b: &mut Browser, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
+    let end = Instant::now() + WAIT;
+    loop {
+        let v = read(b);
+        if cond(&v) {
+            return v;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out after {WAIT:?} waiting for {what}; the page shows:\n{v:#}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(f64::NAN)
+}
+
+fn texts(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| a.iter().map(|s| s.as_str().unwrap_or("").to_string()).collect())
+        .unwrap_or_default()
+}
+
+fn live(v: &Value) -> bool {
+    let g = &v["gauges"][0];
+    let p = &v["pmds"][0];
+    let c = &v["charts"][0];
+    f(&v["updated"]) >= 2.0
+        && f(&g["mpps"]) > 0.0
+        && f(&g["gbps"]) > 0.0
+        && f(&p["busy"]) > 0.0
+        && f(&p["mpps"]) > 0.0
+        && f(&c["samples"]) >= 2.0
+}
+
+/// Checks a PNG's signature and size; returns (width, height).
+fn png_size(png: &[u8]) -> (u32, u32) {
+    assert!(png.len() > 24 && png[..8] == *b"\x89PNG\r\n\x1a\n", "not a PNG");
+    let w = u32::from_be_bytes(png[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(png[20..24].try_into().unwrap());
+    (w, h)
+}
+
+/// Saves a screenshot of the whole page under target/tmp, checks it is a
+/// real, non-trivial PNG and prints its path.
+fn save_screenshot(b: &mut Browser, name: &str) {
+    let png = b.screenshot().unwrap_or_else(|e| panic!("{e}"));
+    let (w, h) = png_size(&png);
+    assert!(w >= 1000 && h >= 700 && png.len() > 20_000, "{w}x{h}, {} bytes", png.len());
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::write(&shot, &png).expect("write screenshot");
+    println!("screenshot: {} ({w}x{h}, {} bytes)", shot.display(), png.len());
+}
+
+// ---------------------------------------------------------------------------
+
+#[test]
+fn dashboard_shows_live_numbers_in_a_real_browser() {
+    const NAME: &str = "dashboard_shows_live_numbers_in_a_real_browser";
+    let Some(exe) = nfv_testutil::which("chromium") else {
+        nfv_testutil::skip(NAME, "chromium is not installed (apt-get install chromium)");
+        return;
+    };
+    let mut bed = bed();
+    let addr = bed.api.as_ref().unwrap().addr();
+    let profile = TempDir::new("chromium");
+    let mut b = match Browser::launch(&exe, &profile.0.join("profile"), &profile.0.join("log")) {
+        Ok(b) => b,
+        Err(e) => {
+            nfv_testutil::skip(NAME, &format!("cannot start chromium: {e}"));
+            return;
+        }
+    };
+    b.open(&format!("http://{addr}/")).unwrap_or_else(|e| panic!("{e}"));
+
+    // Numbers arrive: a gauge for vnf1, PMD figures, chart samples.
+    let first = wait_for(&mut b, "live gauge, PMD and chart figures", live);
+    assert_eq!(first["gauges"].as_array().unwrap().len(), 1, "{first:#}");
+    assert_eq!(first["gauges"][0]["name"], "vnf1");
+    let cg = &first["chain_gauges"];
+    assert!(cg[0]["name"] == "ew" && f(&cg[0]["mpps"]) > 0.0, "chain gauge: {cg}");
+    assert_eq!(first["state"], "live");
+    assert_eq!(first["banner"], false, "banner shown while connected");
+    assert_eq!(first["errors"], json!([]), "panels failed to render");
+
+    // Topology: every port; chain hops in order.
+    let topo = texts(&first["topo"]);
+    for p in ["gen0", "vnf1", "sink0", "gen1", "sink1"] {
+        assert!(topo.iter().any(|t| t == p), "topology lacks {p}: {topo:?}");
+    }
+    let ports = texts(&first["ports"]).join("\n");
+    for t in ["generator", "vhost-user", "sink"] {
+        assert!(ports.contains(t), "port table lacks type {t}:\n{ports}");
+    }
+    // The drop rule: gen1's rx drops by reason.
+    let drops = texts(&first["drops"]).join("\n");
+    assert!(
+        drops.contains("gen1") && drops.contains("action_drop"),
+        "drops table:\n{drops}"
+    );
+    // PMU: figures, "unsupported" with a reason, or "not reported".
+    let pmu = first["pmu"].as_str().unwrap_or("");
+    assert!(
+        pmu.contains("IPC") || pmu.contains("not reported"),
+        "PMU panel: {pmu:?}"
+    );
+    let charts = first["charts"].as_array().unwrap();
+    assert_eq!(charts.len(), 2, "a port and a chain chart: {charts:?}");
+    assert!(charts.iter().all(|c| f(&c["series"]) >= 1.0), "{charts:?}");
+
+    // Live: two refreshes later the counter grew, the newest chart sample
+    // is newer, and the rendered rates moved.
+    let a = wait_for(&mut b, "a second live read", live);
+    let b2 = wait_for(&mut b, "two more refreshes and a newer sample", |v| {
+        f(&v["updated"]) >= f(&a["updated"]) + 2.0
+            && f(&v["charts"][0]["last"]) > f(&a["charts"][0]["last"])
+    });
+    assert!(live(&b2), "{b2:#}");
+    let moved = |k: &str, part: &str| a[k][0][part] != b2[k][0][part];
+    assert!(
+        moved("gauges", "mpps") || moved("pmds", "busy") || moved("pmds", "cpp"),
+        "rates did not change between reads:\n{a:#}\n{b2:#}"
+    );
+    println!(
+        "dashboard live: refreshes {} -> {}, vnf1 {} -> {} Mpps, pmd0 busy {} -> {} %",
+        a["updated"],
+        b2["updated"],
+        a["gauges"][0]["mpps"],
+        b2["gauges"][0]["mpps"],
+        a["pmds"][0]["busy"],
+        b2["pmds"][0]["busy"]
+    );
+
+    // Screenshot of the live page.
+    save_screenshot(&mut b, "dashboard.png");
+
+    // The API goes away: a visible banner, polling goes on; back: it recovers.
+    bed.api.take().unwrap().stop();
+    let down = wait_for(&mut b, "the disconnected banner", |v| {
+        v["state"] == "disconnected" && v["banner"].as_str().is_some_and(|s| s.contains("retrying"))
+    });
+    save_screenshot(&mut b, "dashboard-disconnected.png");
+    bed.api = Some(ApiServer::start(addr, bed.node.0.clone()).expect("API back on its address"));
+    wait_for(&mut b, "recovery after the API is back", |v| {
+        v["state"] == "live" && v["banner"] == false && f(&v["updated"]) > f(&down["updated"])
+    });
+
+    assert_eq!(read(&mut b)["errors"], json!([]), "panels failed to render");
+    let ex = b.exceptions();
+    assert!(ex.is_empty(), "uncaught exceptions in the page: {ex:#?}");
+}
+
+/// Not a test: serves the test bed's dashboard for manual viewing
+/// (`NFV_DASHBOARD_SECS`, default 120 s) and prints its address.
+#[test]
+#[ignore]
+fn serve_dashboard_for_a_while() {
+    let bed = bed();
+    println!("dashboard at http://{}/", bed.api.as_ref().unwrap().addr());
+    let secs = std::env::var("NFV_DASHBOARD_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120);
+    std::thread::sleep(Duration::from_secs(secs));
+}

@@ -1,0 +1,478 @@
+//! Real kernel traffic through the switch. Two network namespaces, each a
+//! host with an address, joined to the switch by a veth pair whose outer
+//! end is a kernel-facing port (AF_XDP, AF_PACKET) or by a TAP interface
+//! the switch made. The hosts ping each other and move a TCP stream whose
+//! bytes are checked at both ends; a pcap port mirrors the traffic and
+//! tshark reads the capture; one path runs through a VNF process behind
+//! vhost-user ports.
+//!
+//! Needs root and `ip netns` (otherwise SKIPPED with the reason). Every
+//! namespace, veth, process and temp dir is removed on drop, also when an
+//! assertion fails.
+
+use nfv_testutil::netns::{Netns, Veth, run};
+use nfv_testutil::{skip, wait_until, which};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nfvswitch");
+const WAIT: Duration = Duration::from_secs(20);
+const LEFT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+const RIGHT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+
+/// A child process killed (by PID) and reaped on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    fn spawn(args: &[&str]) -> Proc {
+        Proc(
+            Command::new(BIN)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn nfvswitch"),
+        )
+    }
+
+    /// Everything it wrote to stderr (kills it first).
+    fn stderr(mut self) -> String {
+        let _ = self.0.kill();
+        let mut s = String::new();
+        if let Some(mut e) = self.0.stderr.take() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    }
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("nfvswitch-kern-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Why these tests cannot run here.
+fn unavailable() -> Option<String> {
+    nfv_testutil::netns::unavailable()
+}
+
+/// A running node with its control socket.
+struct Node {
+    proc: Option<Proc>,
+    socket: PathBuf,
+}
+
+impl Node {
+    /// Starts `nfvswitch run` on a config made of `body` (ports, flows,
+    /// chains) and waits for the control socket.
+    fn start(dir: &Path, tag: &str, body: &str) -> Node {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let socket = dir.join("ctl.sock");
+        let cfg = format!(
+            "[node]\nname = \"k{tag}\"\ncontrol_socket = \"{}\"\napi = \"off\"\n\
+             [memory]\nframes = 8192\nhugepages = \"never\"\n[pmd]\ncores = [{}]\n{body}",
+            socket.display(),
+            cpus - 1
+        );
+        let path = dir.join("node.toml");
+        std::fs::write(&path, cfg).unwrap();
+        let proc = Proc::spawn(&["--log", "info", "run", path.to_str().unwrap()]);
+        let node = Node {
+            proc: Some(proc),
+            socket,
+        };
+        if !wait_until(WAIT, || {
+            std::os::unix::net::UnixStream::connect(&node.socket).is_ok()
+        }) {
+            let err = node.into_stderr();
+            panic!("control socket never appeared; node said:\n{err}");
+        }
+        node
+    }
+
+    fn into_stderr(mut self) -> String {
+        self.proc.take().map(Proc::stderr).unwrap_or_default()
+    }
+
+    fn ports(&self) -> Value {
+        let out = Command::new(BIN)
+            .args(["ctl", "--json", "--socket"])
+            .arg(&self.socket)
+            .args(["show", "ports"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "show ports: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn port(&self, name: &str) -> Value {
+        self.ports()
+            .as_array()
+            .and_then(|a| a.iter().find(|p| p["name"] == name).cloned())
+            .unwrap_or_else(|| panic!("no port {name}"))
+    }
+}
+
+/// The `[[port]]` table of a kernel-facing port on `iface`.
+fn kernel_port(name: &str, id: u16, kind: &str, iface: &str) -> String {
+    let extra = if kind == "afxdp" {
+        "xdp_mode = \"copy\"\n"
+    } else {
+        ""
+    };
+    format!("[[port]]\nname = \"{name}\"\nid = {id}\ntype = \"{kind}\"\niface = \"{iface}\"\n{extra}")
+}
+
+/// A namespace with one veth into it, tx checksum offload off inside (a
+/// veth hands partially checksummed TCP to the peer; a switch in between
+/// forwards raw frames, so the sender must fill the checksum in — as with
+/// OVS's AF_XDP and AF_PACKET ports).
+fn host(ip: Ipv4Addr) -> Result<(Netns, Veth), String> {
+    let ns = Netns::new("nvk")?;
+    let veth = Veth::into_ns(&ns, &format!("{ip}/24"))?;
+    ns.run(&["ethtool", "-K", &veth.inner, "tx", "off"])?;
+    Ok((ns, veth))
+}
+
+/// Pings `to` from `ns` until one reply arrives or `WAIT` passes, then
+/// sends `count` pings with a payload pattern; returns the replies got.
+fn ping(ns: &Netns, to: Ipv4Addr, count: u32) -> Result<u32, String> {
+    let to = to.to_string();
+    let first = wait_until(WAIT, || {
+        ns.run(&["ping", "-c", "1", "-W", "1", &to]).is_ok()
+    });
+    if !first {
+        return Err(format!("no reply from {to} within {WAIT:?}"));
+    }
+    let out = ns
+        .command("ping")
+        .args(["-c", &count.to_string(), "-i", "0.05", "-W", "2"])
+        .args(["-p", "6e667673776974636821", "-s", "1000", &to])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "N packets transmitted, M received"
+    let received = text
+        .split(',')
+        .find_map(|part| part.trim().strip_suffix(" received"))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or(format!("cannot read ping output: {text}"))?;
+    Ok(received)
+}
+
+/// Deterministic bytes for stream `seed` (checked by the other end).
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A TCP stream from `client_ns` to `server_ip` in `server_ns`: `up`
+/// bytes one way, `down` bytes back, every byte compared at the receiver.
+fn tcp_exchange(
+    client_ns: &Netns,
+    server_ns: &Netns,
+    server_ip: Ipv4Addr,
+    up: usize,
+    down: usize,
+) -> Result<(), String> {
+    let (tx, rx) = std::sync::mpsc::channel::<u16>();
+    let server = server_ns.spawn_in(move || -> Result<(), String> {
+        let l = TcpListener::bind((server_ip, 0)).map_err(|e| format!("bind: {e}"))?;
+        tx.send(l.local_addr().unwrap().port()).unwrap();
+        let (mut s, _) = l.accept().map_err(|e| format!("accept: {e}"))?;
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let mut got = Vec::with_capacity(up);
+        s.read_to_end(&mut got).map_err(|e| format!("server read: {e}"))?;
+        if got != pattern(1, up) {
+            return Err(format!(
+                "server got {} bytes, want {up}; first difference at {:?}",
+                got.len(),
+                got.iter().zip(pattern(1, up)).position(|(a, b)| *a != b)
+            ));
+        }
+        s.write_all(&pattern(2, down))
+            .map_err(|e| format!("server write: {e}"))
+    });
+    let port = rx.recv_timeout(WAIT).map_err(|e| format!("server port: {e}"))?;
+    let client = client_ns.spawn_in(move || -> Result<(), String> {
+        let addr = SocketAddr::from((server_ip, port));
+        let mut s =
+            TcpStream::connect_timeout(&addr, WAIT).map_err(|e| format!("connect: {e}"))?;
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        s.write_all(&pattern(1, up))
+            .map_err(|e| format!("client write: {e}"))?;
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut got = Vec::with_capacity(down);
+        s.read_to_end(&mut got).map_err(|e| format!("client read: {e}"))?;
+        if got != pattern(2, down) {
+            return Err(format!("client got {} bytes back, want {down}", got.len()));
+        }
+        Ok(())
+    });
+    let c = client.join().map_err(|_| "client panicked".to_string())??;
+    let s = server.join().map_err(|_| "server panicked".to_string())??;
+    c.and(s)
+}
+
+/// Ping and TCP between two namespaces whose veths are switch ports of
+/// `left` and `right` type, with `in_port` rules both ways and a pcap
+/// mirror of left→right that tshark must read.
+fn two_hosts(test: &str, left: &str, right: &str) {
+    if let Some(why) = unavailable() {
+        return skip(test, &why);
+    }
+    for tool in ["ping", "ethtool"] {
+        if which(tool).is_none() {
+            return skip(test, &format!("`{tool}` is not installed"));
+        }
+    }
+    let dir = TempDir::new(test);
+    let (ns1, v1) = host(LEFT_IP).unwrap();
+    let (ns2, v2) = host(RIGHT_IP).unwrap();
+    let capture = dir.0.join("mirror.pcap");
+    let body = format!(
+        "flows = [\"in_port=1,actions=output:2,output:9\", \"in_port=2,actions=output:1\"]\n\
+         {}{}[[port]]\nname = \"mirror\"\nid = 9\ntype = \"pcap\"\ncapture = \"{}\"\n",
+        kernel_port("left", 1, left, &v1.host),
+        kernel_port("right", 2, right, &v2.host),
+        capture.display()
+    );
+    let node = Node::start(&dir.0, test, &body);
+    for p in ["left", "right"] {
+        let r = node.port(p);
+        assert!(r.get("error").is_none(), "port {p} failed: {}", r["error"]);
+    }
+
+    let replies = ping(&ns1, RIGHT_IP, 20).unwrap();
+    assert!(replies >= 18, "{replies} of 20 pings answered");
+    tcp_exchange(&ns1, &ns2, RIGHT_IP, 1 << 20, 256 << 10).unwrap();
+    tcp_exchange(&ns2, &ns1, LEFT_IP, 64 << 10, 64 << 10).unwrap();
+
+    let l = node.port("left");
+    let r = node.port("right");
+    let rx = l["rx"]["packets"].as_u64().unwrap();
+    let tx = r["tx"]["packets"].as_u64().unwrap();
+    assert!(rx > 100 && tx > 100, "left rx {rx}, right tx {tx}");
+
+    // The mirror: every echo request left→right is in the capture, with
+    // the ping payload pattern, readable by tshark.
+    drop(node);
+    if which("tshark").is_none() {
+        return skip(&format!("{test} (pcap part)"), "tshark is not installed");
+    }
+    let out = run(
+        "tshark",
+        &[
+            "-r",
+            capture.to_str().unwrap(),
+            "-Y",
+            &format!("icmp.type == 8 && ip.dst == {RIGHT_IP}"),
+            "-T",
+            "fields",
+            "-e",
+            "data.data",
+        ],
+    )
+    .unwrap();
+    let payloads: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    assert!(payloads.len() >= 20, "{} echo requests captured", payloads.len());
+    // 1000 bytes of payload: an 8-byte timestamp, then the -p pattern.
+    let with_pattern = payloads
+        .iter()
+        .filter(|p| p.len() == 2000 && p.contains("6e667673776974636821"))
+        .count();
+    assert!(with_pattern >= 20, "{with_pattern} payloads carry the pattern");
+    drop((v1, v2, ns1, ns2));
+}
+
+#[test]
+fn afpacket_ports_carry_ping_and_tcp_between_namespaces() {
+    two_hosts("afpacket_ports_carry_ping_and_tcp", "afpacket", "afpacket");
+}
+
+#[test]
+fn afxdp_ports_carry_ping_and_tcp_between_namespaces() {
+    two_hosts("afxdp_ports_carry_ping_and_tcp", "afxdp", "afxdp");
+}
+
+#[test]
+fn afxdp_to_afpacket_carries_ping_and_tcp() {
+    two_hosts("afxdp_to_afpacket", "afxdp", "afpacket");
+}
+
+/// A TAP port the switch creates, moved into a namespace: the host behind
+/// it pings and talks TCP with a host behind an AF_PACKET port.
+#[test]
+fn tap_port_reaches_a_host_stack() {
+    let test = "tap_port_reaches_a_host_stack";
+    if let Some(why) = unavailable() {
+        return skip(test, &why);
+    }
+    for tool in ["ping", "ethtool"] {
+        if which(tool).is_none() {
+            return skip(test, &format!("`{tool}` is not installed"));
+        }
+    }
+    let dir = TempDir::new("tap");
+    let (ns1, v1) = host(LEFT_IP).unwrap();
+    let ns2 = Netns::new("nvk").unwrap();
+    let tap = nfv_testutil::netns::unique_name("nvtap");
+    let body = format!(
+        "flows = [\"in_port=1,actions=output:2\", \"in_port=2,actions=output:1\"]\n{}{}",
+        kernel_port("left", 1, "afpacket", &v1.host),
+        kernel_port("host", 2, "tap", &tap),
+    );
+    let node = Node::start(&dir.0, "tap", &body);
+    assert!(node.port("host").get("error").is_none(), "{}", node.port("host"));
+    run("ip", &["link", "set", &tap, "netns", ns2.name()]).unwrap();
+    ns2.run(&["ip", "addr", "add", &format!("{RIGHT_IP}/24"), "dev", &tap])
+        .unwrap();
+    ns2.run(&["ip", "link", "set", &tap, "up"]).unwrap();
+    ns2.run(&["ethtool", "-K", &tap, "tx", "off"]).unwrap();
+
+    let replies = ping(&ns1, RIGHT_IP, 10).unwrap();
+    assert!(replies >= 9, "{replies} of 10 pings answered");
+    tcp_exchange(&ns1, &ns2, RIGHT_IP, 256 << 10, 64 << 10).unwrap();
+    let t = node.port("host");
+    assert!(t["tx"]["packets"].as_u64().unwrap() > 20, "{t}");
+    assert!(t["rx"]["packets"].as_u64().unwrap() > 20, "{t}");
+    drop(node);
+    // The tap lives in ns2 now; it goes when the switch's fd closes.
+    drop((v1, ns1, ns2));
+}
+
+/// AF_XDP → vhost-user → VNF → vhost-user → AF_XDP: each direction is a
+/// north-south chain through its own VNF process (`io` app: what it gets
+/// it sends back), so ping and TCP cross two VNFs per round trip.
+#[test]
+fn afxdp_vhost_vnf_path_carries_kernel_traffic() {
+    let test = "afxdp_vhost_vnf_path_carries_kernel_traffic";
+    if let Some(why) = unavailable() {
+        return skip(test, &why);
+    }
+    for tool in ["ping", "ethtool"] {
+        if which(tool).is_none() {
+            return skip(test, &format!("`{tool}` is not installed"));
+        }
+    }
+    let dir = TempDir::new("vnf");
+    let (ns1, v1) = host(LEFT_IP).unwrap();
+    let (ns2, v2) = host(RIGHT_IP).unwrap();
+    let sock = |n: &str| dir.0.join(format!("{n}.sock"));
+    let vhost = |name: &str, id: u16| {
+        format!(
+            "[[port]]\nname = \"{name}\"\nid = {id}\ntype = \"vhost-user\"\nsocket = \"{}\"\nmode = \"server\"\n",
+            sock(name).display()
+        )
+    };
+    let body = format!(
+        "{}{}{}{}\
+         [[chain]]\nname = \"east\"\ningress = \"left\"\nvnfs = [\"vnf_e\"]\negress = \"right\"\n\
+         [[chain]]\nname = \"west\"\ningress = \"right\"\nvnfs = [\"vnf_w\"]\negress = \"left\"\n",
+        kernel_port("left", 1, "afxdp", &v1.host),
+        kernel_port("right", 2, "afxdp", &v2.host),
+        vhost("vnf_e", 11),
+        vhost("vnf_w", 12),
+    );
+    let node = Node::start(&dir.0, "vnf", &body);
+    let _vnfs: Vec<Proc> = ["vnf_e", "vnf_w"]
+        .iter()
+        .map(|n| {
+            Proc::spawn(&[
+                "--log",
+                "warn",
+                "vnf",
+                "--socket",
+                sock(n).to_str().unwrap(),
+                "--app",
+                "io",
+            ])
+        })
+        .collect();
+
+    let replies = ping(&ns1, RIGHT_IP, 20).unwrap();
+    assert!(replies >= 18, "{replies} of 20 pings answered");
+    tcp_exchange(&ns1, &ns2, RIGHT_IP, 1 << 20, 256 << 10).unwrap();
+    for vnf in ["vnf_e", "vnf_w"] {
+        let p = node.port(vnf);
+        let (rx, tx) = (
+            p["rx"]["packets"].as_u64().unwrap(),
+            p["tx"]["packets"].as_u64().unwrap(),
+        );
+        assert!(rx > 100 && tx > 100, "{vnf}: rx {rx} tx {tx}");
+    }
+    drop(node);
+    drop((v1, v2, ns1, ns2));
+}
+
+/// A kernel port whose interface does not exist: the node starts anyway,
+/// `show ports` says what is wrong with that port, and the other ports
+/// forward. Needs no root: the lookup fails before any privilege check.
+#[test]
+fn missing_interface_is_reported_and_the_rest_of_the_node_runs() {
+    let dir = TempDir::new("missing");
+    for kind in ["afxdp", "afpacket"] {
+        let body = format!(
+            "flows = [\"in_port=1,actions=output:2\"]\n\
+             [[port]]\nname = \"gen0\"\nid = 1\ntype = \"generator\"\nrate_pps = 100000\n\
+             [[port]]\nname = \"sink0\"\nid = 2\ntype = \"sink\"\n{}",
+            kernel_port("nic0", 3, kind, "nfvnosuch0")
+        );
+        let node = Node::start(&dir.0, "missing", &body);
+        let nic = node.port("nic0");
+        let err = nic["error"].as_str().unwrap_or_default().to_string();
+        assert!(
+            err.contains("nic0") && err.contains("nfvnosuch0") && err.contains("does not exist"),
+            "{kind}: {nic}"
+        );
+        assert!(
+            wait_until(WAIT, || node.port("sink0")["tx"]["packets"].as_u64() > Some(1000)),
+            "{kind}: the sink got nothing"
+        );
+        let text = Command::new(BIN)
+            .args(["ctl", "--socket"])
+            .arg(&node.socket)
+            .args(["show", "ports"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(text.contains("is not running"), "{text}");
+        let log = node.into_stderr();
+        assert!(log.contains("nfvnosuch0"), "{kind}: log does not name it:\n{log}");
+    }
+}

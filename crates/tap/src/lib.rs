@@ -1,0 +1,414 @@
+//! `tap`: a port on a kernel TAP interface — the switch's door to the
+//! host's own network stack (OVS's `type=tap`, DPDK's `net_tap`).
+//!
+//! * Opening: `/dev/net/tun` with `TUNSETIFF(IFF_TAP | IFF_NO_PI)`,
+//!   non-blocking, one descriptor per rx queue (`IFF_MULTI_QUEUE` when
+//!   `rxqs > 1`; the kernel spreads flows over the queues). A missing
+//!   interface is created and disappears when the port closes (the switch
+//!   never makes it persistent); an existing TAP — e.g. a persistent one
+//!   from `ip tuntap add` — is attached to and left in place. The
+//!   interface is brought up. Its name must not belong to another kind of
+//!   interface.
+//! * Rx and tx (`queue.rs`): **one `read()`/`write()` syscall per frame**.
+//!   A TAP descriptor has no batched I/O, so unlike every other port this
+//!   one pays a syscall per packet (about a microsecond) and its rate is
+//!   bounded accordingly; use it for the host stack's traffic (management,
+//!   ARP, control protocols), not for the data plane's bulk. Tx queue `q`
+//!   writes to descriptor `q % queues`; concurrent `write()`s on one
+//!   descriptor are safe (each moves one whole frame).
+//! * Counters ([`Port::info`]): frames cut to fit, read errors, frames
+//!   left by EAGAIN, short writes, refused frames, write errors, and the
+//!   kernel's drops towards the switch (the TAP's `tx_dropped`).
+
+mod dev;
+mod queue;
+
+use dev::DevError;
+use nfv_mem::HEADROOM;
+use nfv_netdev::IfaceError;
+use nfv_ports::{Port, PortConfig, PortKind, RxQueue, TxQueue};
+use queue::{Counters, TapRx, TapTx};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+
+/// Usable bytes of a switch packet buffer with the default memory config
+/// (frame size minus headroom): the frame limit [`open`] assumes.
+pub const DEFAULT_MAX_FRAME: usize = 2048 - HEADROOM;
+
+/// Most queues a port may have (the tun driver allows 256).
+pub const MAX_QUEUES: usize = 64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("port {port}: not a tap port (type {kind})")]
+    WrongType { port: String, kind: &'static str },
+    #[error("port {port}: {msg}")]
+    Config { port: String, msg: String },
+    #[error("port {port}: {err}")]
+    Iface { port: String, err: IfaceError },
+    #[error(
+        "port {port}: cannot open TAP {iface:?}: /dev/net/tun does not exist (load the tun \
+         module with `modprobe tun`; in a container, pass the device in, e.g. \
+         `--device /dev/net/tun`)"
+    )]
+    NoTunDevice { port: String, iface: String },
+    #[error(
+        "port {port}: cannot open TAP {iface:?}: /dev/net/tun has no driver (load the tun \
+         module with `modprobe tun`)"
+    )]
+    NoTunDriver { port: String, iface: String },
+    #[error("port {port}: {what} TAP {iface:?}: permission denied (needs root or CAP_NET_ADMIN)")]
+    Permission {
+        port: String,
+        iface: String,
+        what: &'static str,
+    },
+    #[error(
+        "port {port}: interface {iface:?} already exists and is {kind}, not a TAP; choose \
+         another name or remove it"
+    )]
+    NotTap {
+        port: String,
+        iface: String,
+        kind: String,
+    },
+    #[error(
+        "port {port}: TAP {iface:?} is already in use by another process (a single-queue TAP \
+         can be attached once)"
+    )]
+    Busy { port: String, iface: String },
+    #[error(
+        "port {port}: TAP {iface:?} exists {existing}, but the port has rxqs = {rxqs}; \
+         recreate it (`ip tuntap add dev {iface} mode tap{mq}`) or change rxqs"
+    )]
+    QueueMismatch {
+        port: String,
+        iface: String,
+        existing: &'static str,
+        rxqs: usize,
+        mq: &'static str,
+    },
+    #[error("port {port}: {what} TAP {iface:?}: {err}")]
+    Io {
+        port: String,
+        iface: String,
+        what: &'static str,
+        err: std::io::Error,
+    },
+    #[error(
+        "port {port}: interface {iface:?} has MTU {mtu}, so frames of up to {need} bytes, \
+         but the switch's packet buffers hold {have} bytes; lower the MTU \
+         (`ip link set {iface} mtu {max_mtu}`) or raise memory.frame_size"
+    )]
+    Mtu {
+        port: String,
+        iface: String,
+        mtu: usize,
+        need: usize,
+        have: usize,
+        max_mtu: usize,
+    },
+}
+
+/// Opens a TAP port, assuming the default packet buffer size
+/// ([`DEFAULT_MAX_FRAME`]).
+pub fn open(cfg: &PortConfig) -> Result<Arc<dyn Port>, OpenError> {
+    open_with(cfg, DEFAULT_MAX_FRAME)
+}
+
+/// Opens a TAP port for a switch whose packet buffers hold frames of up
+/// to `max_frame` bytes (`memory.frame_size - nfv_mem::HEADROOM`).
+pub fn open_with(cfg: &PortConfig, max_frame: usize) -> Result<Arc<dyn Port>, OpenError> {
+    Ok(Arc::new(TapPort::open(cfg, max_frame)?))
+}
+
+/// A TAP port. Closing it (dropping the port and its queues) closes the
+/// descriptors, which removes the interface if the switch created it.
+///
+/// Thread safety: `Sync`; queues share the descriptors (`Arc`), the
+/// mutex is taken only when a tx queue opens and by `info`.
+pub struct TapPort {
+    name: String,
+    iface: String,
+    created: bool,
+    mac: [u8; 6],
+    max_frame: usize,
+    fds: Vec<Arc<OwnedFd>>,
+    rx_counters: Vec<Arc<Counters>>,
+    tx_counters: Mutex<Vec<Arc<Counters>>>,
+}
+
+impl TapPort {
+    /// Opens (creating if needed) the TAP of `cfg`.
+    pub fn open(cfg: &PortConfig, max_frame: usize) -> Result<TapPort, OpenError> {
+        let PortKind::Tap(tc) = &cfg.kind else {
+            return Err(OpenError::WrongType {
+                port: cfg.name.clone(),
+                kind: cfg.kind.type_name(),
+            });
+        };
+        let port = cfg.name.clone();
+        let iface = tc.iface.clone();
+        let rxqs = cfg.rxqs;
+        let os_err = |err: IfaceError| OpenError::Iface {
+            port: port.clone(),
+            err,
+        };
+        nfv_netdev::check_name(&iface).map_err(os_err)?;
+        if !(1..=MAX_QUEUES).contains(&rxqs) {
+            return Err(OpenError::Config {
+                port,
+                msg: format!("rxqs {rxqs} must be in 1..={MAX_QUEUES}"),
+            });
+        }
+        let existed = match nfv_netdev::index(&iface) {
+            Ok(_) => true,
+            Err(IfaceError::Missing(_)) => false,
+            Err(e) => return Err(os_err(e)),
+        };
+        if existed {
+            let d = nfv_netdev::driver_info(&iface).map_err(os_err)?;
+            let kind = match (d.driver.as_str(), d.bus_info.as_str()) {
+                ("tun", "tap") => None,
+                ("tun", _) => Some("a TUN (layer 3) device".to_string()),
+                ("", _) => Some("an interface without ethtool driver info".to_string()),
+                (drv, _) => Some(format!("a {drv} interface")),
+            };
+            if let Some(kind) = kind {
+                return Err(OpenError::NotTap { port, iface, kind });
+            }
+        }
+        let dev_err = |e: DevError| match e {
+            DevError::NoDevice => OpenError::NoTunDevice {
+                port: port.clone(),
+                iface: iface.clone(),
+            },
+            DevError::NoDriver => OpenError::NoTunDriver {
+                port: port.clone(),
+                iface: iface.clone(),
+            },
+            DevError::Permission(what) => OpenError::Permission {
+                port: port.clone(),
+                iface: iface.clone(),
+                what,
+            },
+            DevError::Busy => OpenError::Busy {
+                port: port.clone(),
+                iface: iface.clone(),
+            },
+            DevError::Mismatch => {
+                let mq = multi_queue_of(&iface);
+                match mq {
+                    Some(mq) if mq != (rxqs > 1) => OpenError::QueueMismatch {
+                        port: port.clone(),
+                        iface: iface.clone(),
+                        existing: if mq {
+                            "with multi_queue"
+                        } else {
+                            "without multi_queue"
+                        },
+                        rxqs,
+                        mq: if rxqs > 1 { " multi_queue" } else { "" },
+                    },
+                    _ => OpenError::NotTap {
+                        port: port.clone(),
+                        iface: iface.clone(),
+                        kind: "an interface the tun driver would not attach to".into(),
+                    },
+                }
+            }
+            DevError::Other(what, err) => OpenError::Io {
+                port: port.clone(),
+                iface: iface.clone(),
+                what,
+                err,
+            },
+        };
+        let mut fds = Vec::with_capacity(rxqs);
+        for _ in 0..rxqs {
+            let fd = dev::open_tun().map_err(dev_err)?;
+            let what = if existed { "attaching to" } else { "creating" };
+            dev::attach(&fd, &iface, rxqs > 1, what).map_err(dev_err)?;
+            fds.push(Arc::new(fd));
+        }
+        // From here on, an error closes the descriptors, which removes the
+        // interface again if we created it.
+        let flags = dev::flags(&fds[0]).map_err(dev_err)?;
+        let created = !existed && flags & libc::IFF_PERSIST == 0;
+        let mtu = nfv_netdev::mtu(&iface).map_err(os_err)?;
+        let need = mtu + 18;
+        if need > max_frame {
+            return Err(OpenError::Mtu {
+                port,
+                iface,
+                mtu,
+                need,
+                have: max_frame,
+                max_mtu: max_frame.saturating_sub(18),
+            });
+        }
+        nfv_netdev::set_up(&iface).map_err(os_err)?;
+        let mac = nfv_netdev::mac(&iface).map_err(os_err)?;
+        tracing::info!(
+            "port {port}: TAP {iface} ({}, {rxqs} queue(s), MTU {mtu})",
+            if created { "created" } else { "existing" }
+        );
+        Ok(TapPort {
+            name: port,
+            iface,
+            created,
+            mac,
+            max_frame: need,
+            rx_counters: (0..rxqs).map(|_| Arc::default()).collect(),
+            fds,
+            tx_counters: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Whether the switch created the interface (and so removes it).
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+}
+
+/// Whether an existing TUN/TAP interface was made multi-queue, from
+/// sysfs (`None` if unknown).
+fn multi_queue_of(iface: &str) -> Option<bool> {
+    let s = std::fs::read_to_string(format!("/sys/class/net/{iface}/tun_flags")).ok()?;
+    let flags = i64::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()?;
+    Some(flags & i64::from(libc::IFF_MULTI_QUEUE) != 0)
+}
+
+impl Port for TapPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn type_name(&self) -> &'static str {
+        "tap"
+    }
+    fn n_rxq(&self) -> usize {
+        self.fds.len()
+    }
+    fn open_rxq(&self, q: usize) -> Box<dyn RxQueue> {
+        let i = q % self.fds.len();
+        Box::new(TapRx {
+            fd: self.fds[i].clone(),
+            counters: self.rx_counters[i].clone(),
+        })
+    }
+    fn open_txq(&self, q: usize) -> Box<dyn TxQueue> {
+        let counters = Arc::new(Counters::default());
+        self.tx_counters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(counters.clone());
+        Box::new(TapTx {
+            fd: self.fds[q % self.fds.len()].clone(),
+            max_frame: self.max_frame,
+            counters,
+        })
+    }
+    fn info(&self) -> Vec<(&'static str, String)> {
+        let rx = |f: fn(&Counters) -> &std::sync::atomic::AtomicU64| -> String {
+            self.rx_counters
+                .iter()
+                .map(|c| f(c).load(Relaxed))
+                .sum::<u64>()
+                .to_string()
+        };
+        let txc = self.tx_counters.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = |f: fn(&Counters) -> &std::sync::atomic::AtomicU64| -> String {
+            txc.iter()
+                .map(|c| f(c).load(Relaxed))
+                .sum::<u64>()
+                .to_string()
+        };
+        let m = self.mac;
+        vec![
+            ("iface", self.iface.clone()),
+            (
+                "created",
+                if self.created {
+                    "yes (removed when the port closes)".into()
+                } else {
+                    "no (existing TAP, left in place)".into()
+                },
+            ),
+            ("queues", self.fds.len().to_string()),
+            (
+                "mac",
+                format!(
+                    "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                    m[0], m[1], m[2], m[3], m[4], m[5]
+                ),
+            ),
+            ("max_frame", self.max_frame.to_string()),
+            (
+                "syscalls",
+                "one read()/write() per frame (a TAP has no batched I/O)".into(),
+            ),
+            (
+                "kernel_drops",
+                dev::kernel_tx_dropped(&self.iface)
+                    .map_or_else(|| "n/a (not in this namespace)".into(), |d| d.to_string()),
+            ),
+            ("rx_truncated", rx(|c| &c.rx_truncated)),
+            ("rx_errors", rx(|c| &c.rx_errors)),
+            ("tx_eagain", tx(|c| &c.tx_eagain)),
+            ("tx_short_writes", tx(|c| &c.tx_short)),
+            ("tx_refused", tx(|c| &c.tx_refused)),
+            ("tx_errors", tx(|c| &c.tx_errors)),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_port_the_interface_and_the_remedy() {
+        let (port, iface) = ("host0".to_string(), "tap0".to_string());
+        let cases: Vec<(OpenError, &str)> = vec![
+            (
+                OpenError::NoTunDevice {
+                    port: port.clone(),
+                    iface: iface.clone(),
+                },
+                "port host0: cannot open TAP \"tap0\": /dev/net/tun does not exist (load the tun \
+                 module with `modprobe tun`; in a container, pass the device in, e.g. \
+                 `--device /dev/net/tun`)",
+            ),
+            (
+                OpenError::NoTunDriver {
+                    port: port.clone(),
+                    iface: iface.clone(),
+                },
+                "port host0: cannot open TAP \"tap0\": /dev/net/tun has no driver (load the tun \
+                 module with `modprobe tun`)",
+            ),
+            (
+                OpenError::Permission {
+                    port: port.clone(),
+                    iface: iface.clone(),
+                    what: "opening /dev/net/tun for",
+                },
+                "port host0: opening /dev/net/tun for TAP \"tap0\": permission denied (needs \
+                 root or CAP_NET_ADMIN)",
+            ),
+            (
+                OpenError::Busy { port, iface },
+                "port host0: TAP \"tap0\" is already in use by another process (a single-queue \
+                 TAP can be attached once)",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
+    }
+}

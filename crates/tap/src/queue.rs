@@ -1,0 +1,143 @@
+//! TAP rx and tx queues: one `read()` or `write()` per frame.
+//!
+//! A TAP descriptor moves exactly one frame per call: `read()` returns
+//! one frame, and `readv()`/`writev()` only scatter one frame over several
+//! buffers — the tun driver has no batched interface (its `recvmmsg`-like
+//! path exists only for in-kernel users such as vhost-net). So this is the
+//! one port type with a syscall per packet, plus one `read()` that finds
+//! nothing (EAGAIN) per burst that empties the queue.
+
+use nfv_mem::{Batch, PoolCache};
+use nfv_ports::{RxQueue, TxQueue};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Counters of one queue. Single writer (the PMD owning the queue).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct Counters {
+    /// Frames larger than a packet buffer (cut by the kernel, dropped).
+    pub rx_truncated: AtomicU64,
+    /// `read()` errors other than EAGAIN (ends the burst).
+    pub rx_errors: AtomicU64,
+    /// Frames left unsent because `write()` said EAGAIN/ENOBUFS.
+    pub tx_eagain: AtomicU64,
+    /// `write()`s that took fewer bytes than the frame (counted as sent:
+    /// the kernel consumed it).
+    pub tx_short: AtomicU64,
+    /// Frames the kernel refused one by one (EINVAL, EMSGSIZE: runts,
+    /// oversize).
+    pub tx_refused: AtomicU64,
+    /// Frames left unsent after other errors (EIO: the interface is down).
+    pub tx_errors: AtomicU64,
+}
+
+#[inline(always)]
+fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+pub struct TapRx {
+    pub fd: Arc<OwnedFd>,
+    pub counters: Arc<Counters>,
+}
+
+impl RxQueue for TapRx {
+    fn rx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        let mut n = 0;
+        while !batch.is_full() {
+            let Some(mut pkt) = pool.alloc() else { break };
+            let room = pkt.room_mut();
+            // SAFETY: `room` is a live, writable buffer of the length
+            // passed; the kernel writes at most that many bytes.
+            let r =
+                unsafe { libc::read(self.fd.as_raw_fd(), room.as_mut_ptr().cast(), room.len()) };
+            if r <= 0 {
+                pool.free(pkt);
+                if r < 0 {
+                    match io::Error::last_os_error().raw_os_error() {
+                        Some(libc::EAGAIN) => {}
+                        Some(libc::EINTR) => continue,
+                        _ => bump(&self.counters.rx_errors, 1),
+                    }
+                }
+                break;
+            }
+            // The tun driver returns the frame's full length even when it
+            // had to cut it to fit the buffer.
+            if pkt.set_len(r as usize).is_err() {
+                bump(&self.counters.rx_truncated, 1);
+                pool.free(pkt);
+                continue;
+            }
+            batch.push(pkt);
+            n += 1;
+        }
+        n
+    }
+}
+
+pub struct TapTx {
+    pub fd: Arc<OwnedFd>,
+    pub max_frame: usize,
+    pub counters: Arc<Counters>,
+}
+
+impl TxQueue for TapTx {
+    fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        let n = batch.len();
+        // Frames [0, done) were sent, except those in `refused`.
+        let mut done = 0;
+        let mut refused: u64 = 0;
+        while done < n {
+            let p = &batch[done];
+            // SAFETY: the packet's data is live and `len` bytes long; the
+            // kernel only reads it.
+            let r = unsafe { libc::write(self.fd.as_raw_fd(), p.data_ptr().cast(), p.len()) };
+            if r >= 0 {
+                if (r as usize) < p.len() {
+                    bump(&self.counters.tx_short, 1);
+                }
+                done += 1;
+                continue;
+            }
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EINVAL) | Some(libc::EMSGSIZE) => {
+                    refused |= 1 << done;
+                    bump(&self.counters.tx_refused, 1);
+                    done += 1;
+                }
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
+                    bump(&self.counters.tx_eagain, (n - done) as u64);
+                    break;
+                }
+                _ => {
+                    bump(&self.counters.tx_errors, (n - done) as u64);
+                    break;
+                }
+            }
+        }
+        let sent = done - refused.count_ones() as usize;
+        if sent == n {
+            pool.free_batch(batch);
+            return n;
+        }
+        let mut rest = Batch::new();
+        for (i, p) in batch.drain(..).enumerate() {
+            if i < done && refused & (1 << i) == 0 {
+                pool.free(p);
+            } else {
+                rest.push(p);
+            }
+        }
+        *batch = rest;
+        sent
+    }
+
+    fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+}
