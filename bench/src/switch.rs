@@ -188,7 +188,11 @@ pub fn pmu_ab(rounds: usize, seconds: f64, size: usize, core: Option<usize>) -> 
     for ((name, _), ts) in modes.iter().zip(&results) {
         // A trial without packets means the PMD was not scheduled in its
         // window (a busy machine): it says nothing about the PMU.
-        let ts: Vec<Trial> = ts.iter().copied().filter(|t| t.cycles.is_finite()).collect();
+        let ts: Vec<Trial> = ts
+            .iter()
+            .copied()
+            .filter(|t| t.cycles.is_finite())
+            .collect();
         if ts.is_empty() {
             return Err(format!("{name}: no trial forwarded any packet"));
         }

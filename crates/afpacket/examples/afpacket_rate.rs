@@ -231,8 +231,16 @@ fn rx_rate(ns: &Netns, veth: &Veth, size: usize, window: Duration) -> f64 {
     let t0 = Instant::now();
     let mut mark: Option<(Instant, u64, u64, u64, u64)> = None;
     let mut drops0 = 0;
+    // Longest gap between two rounds of polls in the window: a PMD that
+    // was descheduled (a busy machine) shows here.
+    let mut stall = Duration::ZERO;
+    let mut prev = t0;
     loop {
         let now = Instant::now();
+        if mark.is_some() {
+            stall = stall.max(now - prev);
+        }
+        prev = now;
         if mark.is_none() && now - t0 >= WARMUP {
             mark = Some((now, got, sent.load(Relaxed), polls, empty));
             drops0 = info(&*port, "kernel_drops").parse::<u64>().unwrap_or(0);
@@ -262,10 +270,11 @@ fn rx_rate(ns: &Netns, veth: &Veth, size: usize, window: Duration) -> f64 {
     let drops = info(&*port, "kernel_drops").parse::<u64>().unwrap_or(0) - drops0;
     println!(
         "  rx: {rx:.3} Mpps received by the port (sender offered {offered:.3} Mpps; \
-         {:.2}% of {} polls empty; kernel ring drops in the window {drops}, ring freezes \
-         since open {})",
+         {:.2}% of {} polls empty, longest stall {:.1} ms; kernel ring drops in the window \
+         {drops}, ring freezes since open {})",
         100.0 * (empty - empty0) as f64 / (polls - polls0).max(1) as f64,
         polls - polls0,
+        stall.as_secs_f64() * 1e3,
         info(&*port, "kernel_ring_freezes"),
     );
     rx

@@ -10,7 +10,9 @@
 //!   transmissions) and hold promiscuous membership (frames to other MACs
 //!   arrive; dropped automatically when the socket closes). With
 //!   `rxqs > 1` the sockets form a `PACKET_FANOUT_HASH` group: each flow
-//!   goes to one queue.
+//!   goes to one queue. The kernel hands frames over a block at a time,
+//!   a partly filled block after [`RETIRE_BLOCK_MS`]: at low rates a frame
+//!   waits about a millisecond.
 //! * Tx (`tx.rs`): one socket per tx queue (per PMD) with
 //!   `PACKET_QDISC_BYPASS`, one `sendmmsg` per burst.
 //! * Counters ([`Port::info`]): the kernel's ring drops and queue freezes

@@ -11,9 +11,11 @@
 //! used strictly in ring order, by both sides.
 //!
 //! Cost per packet: one pool allocation and one copy of the frame out of
-//! the ring; per burst: one acquire load of the block status. Latency at
-//! low rates is bounded by the retire timer (a block is handed over at
-//! most 1 ms after its first frame).
+//! the ring (about 7 ns per 64-byte frame when frames are waiting, see
+//! `examples/afpacket_rate.rs`); per burst: one acquire load of the block
+//! status. At low rates a frame waits for the retire timer: a lone frame
+//! took 0.95 ms (median) from `send()` in the peer to `rx_burst` on
+//! Linux 6.18.
 
 use crate::block::{BlockWalk, OFF_BLOCK_STATUS};
 use crate::sys::Mmap;

@@ -7,8 +7,11 @@
 //! once (switch buffer → ring slot, or switch buffer → skb) and both cost
 //! one syscall per burst (a TX ring still needs a `send()` to kick the
 //! kernel). `sendmmsg` needs no slot bookkeeping or completion polling,
-//! reports per-frame errors at the frame that failed, and leaves nothing
-//! mapped per PMD. See `examples/afpacket_rate.rs` for the measurement.
+//! reports per-frame errors at the frame that failed, leaves nothing
+//! mapped per PMD — and measured faster: on veth, 64-byte frames, one
+//! PMD, 3.2-3.3 Mpps with `sendmmsg` against 2.6-2.7 Mpps with a
+//! TPACKET_V2 TX ring (qdisc bypass, one `send()` kick per burst); at
+//! 1514 bytes 2.9 against 2.3-2.5 (`examples/afpacket_rate.rs`).
 //!
 //! Errors: EAGAIN/ENOBUFS (socket buffer or device queue full) end the
 //! burst and leave the rest in the batch for the caller to count as

@@ -67,16 +67,23 @@ impl AfXdpPort {
             });
         }
         // Where sysfs is not readable (unusual mounts), bind reports it.
-        if let Ok((rx, tx)) = nfv_netdev::queues(iface)
-            && (rx < rxqs || tx < rxqs)
-        {
-            return Err(OpenError::TooFewQueues {
-                port: port(),
-                iface: iface.to_string(),
-                rx,
-                tx,
-                want: rxqs,
-            });
+        if let Ok((rx, tx)) = nfv_netdev::queues(iface) {
+            if rx < rxqs || tx < rxqs {
+                return Err(OpenError::TooFewQueues {
+                    port: port(),
+                    iface: iface.to_string(),
+                    rx,
+                    tx,
+                    want: rxqs,
+                });
+            }
+            if rx > rxqs {
+                tracing::warn!(
+                    "port {name}: interface {iface} has {rx} rx queues but the port polls {rxqs}: \
+                     frames the NIC steers to queues {rxqs}..{rx} go to the kernel stack, not the \
+                     switch (set rxqs = {rx}, or `ethtool -L {iface} combined {rxqs}`)"
+                );
+            }
         }
         nfv_netdev::set_up(iface).map_err(iface_err)?;
 

@@ -194,36 +194,36 @@ fn tx_queues_sharing_one_socket_lose_nothing() {
     let sock = RawSocket::in_ns(env.ns.name(), &env.veth.inner);
     let mac = host_mac(&host);
     let inner = env.veth.inner_mac;
-    // Two PMD threads, one socket: both go through the spin lock.
-    let senders: Vec<_> = (0..2u32)
-        .map(|t| {
-            let mut txq = port.open_txq(t as usize);
+    // Two PMD threads, one socket: both go through the spin lock. 800
+    // frames through 256 tx frames, and fewer than the namespace end's
+    // backlog (1,000) holds if its softirq falls behind.
+    let txqs: Vec<_> = (0..2).map(|t| port.open_txq(t)).collect();
+    assert_eq!(info(&port, "tx_queues"), "2");
+    let senders: Vec<_> = txqs
+        .into_iter()
+        .zip(0u32..)
+        .map(|(mut txq, t)| {
             std::thread::spawn(move || {
                 let mut pool = pool();
-                let frames: Vec<Vec<u8>> = (0..1000)
+                let frames: Vec<Vec<u8>> = (0..400)
                     .map(|i| frame(inner, mac, t << 16 | i, 64))
                     .collect();
                 transmit(&mut *txq, &mut pool, &frames);
             })
         })
         .collect();
-    assert_eq!(info(&port, "tx_queues"), "2");
     for s in senders {
         s.join().unwrap();
     }
-    let mut seqs: Vec<u32> = receive_in_ns(&sock, 2000)
+    let mut seqs: Vec<u32> = receive_in_ns(&sock, 800)
         .iter()
         .filter_map(|f| test_seq(f))
         .collect();
     seqs.sort_unstable();
     let want: Vec<u32> = (0..2u32)
-        .flat_map(|t| (0..1000).map(move |i| t << 16 | i))
+        .flat_map(|t| (0..400).map(move |i| t << 16 | i))
         .collect();
-    assert!(
-        seqs == want,
-        "got {} distinct-or-not frames of 2000",
-        seqs.len()
-    );
+    assert!(seqs == want, "got {} frames of 800", seqs.len());
     drop(port);
     assert_detached(&env);
 }
@@ -272,7 +272,9 @@ fn missing_interface_is_named() {
 
 #[test]
 fn second_port_on_the_interface_is_refused_and_the_first_keeps_working() {
-    let Some(env) = common::env("afxdp::second_port_on_the_interface_is_refused") else {
+    let Some(env) =
+        common::env("afxdp::second_port_on_the_interface_is_refused_and_the_first_keeps_working")
+    else {
         return;
     };
     let host = &env.veth.host;
@@ -305,7 +307,7 @@ fn second_port_on_the_interface_is_refused_and_the_first_keeps_working() {
 
 #[test]
 fn mtu_too_big_for_the_frames_names_the_mtu_that_fits() {
-    let Some(env) = common::env("afxdp::mtu_too_big_for_the_frames") else {
+    let Some(env) = common::env("afxdp::mtu_too_big_for_the_frames_names_the_mtu_that_fits") else {
         return;
     };
     let host = &env.veth.host;
@@ -446,7 +448,10 @@ impl Drop for Bridge {
 #[test]
 fn driver_without_native_xdp_gets_generic_mode_and_tx_frames_recycle() {
     if let Some(why) = nfv_testutil::netns::unavailable() {
-        nfv_testutil::skip("afxdp::driver_without_native_xdp_gets_generic_mode", &why);
+        nfv_testutil::skip(
+            "afxdp::driver_without_native_xdp_gets_generic_mode_and_tx_frames_recycle",
+            &why,
+        );
         return;
     }
     let name = nfv_testutil::netns::unique_name("nvb");

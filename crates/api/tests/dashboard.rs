@@ -14,7 +14,9 @@
 //! drops by reason, the rate charts; the numbers are live (a later read has
 //! a higher refresh count, a newer chart sample and changed rates); with the
 //! API stopped the page says "disconnected — retrying" and recovers when it
-//! is back; no uncaught script exception at any point. A screenshot is
+//! is back; reports with missing or mistyped fields (an older node without
+//! PMU counters) render without throwing; no uncaught script exception at
+//! any point. A screenshot is
 //! saved under target/tmp and its path printed.
 //!
 //! Without chromium the test is SKIPPED (never a silent pass). Chromium,
@@ -338,7 +340,10 @@ impl Browser {
     /// The whole page (1400 px wide, as tall as the content).
     fn screenshot(&mut self) -> Result<Vec<u8>, String> {
         let m = self.call(true, "Page.getLayoutMetrics", json!({}))?;
-        let h = m["cssContentSize"]["height"].as_f64().unwrap_or(1000.0).clamp(600.0, 4000.0);
+        let h = m["cssContentSize"]["height"]
+            .as_f64()
+            .unwrap_or(1000.0)
+            .clamp(600.0, 4000.0);
         let r = self.call(
             true,
             "Page.captureScreenshot",
@@ -362,7 +367,10 @@ impl Drop for Browser {
     fn drop(&mut self) {
         // Politely first: chromium then ends and reaps its own children.
         let close = format!(r#"{{"id":{},"method":"Browser.close"}}"#, self.next_id + 1);
-        let _ = self.to.write_all(close.as_bytes()).and_then(|()| self.to.write_all(b"\0"));
+        let _ = self
+            .to
+            .write_all(close.as_bytes())
+            .and_then(|()| self.to.write_all(b"\0"));
         let end = Instant::now() + Duration::from_secs(3);
         while Instant::now() < end && matches!(self.child.try_wait(), Ok(None)) {
             std::thread::sleep(Duration::from_millis(20));
@@ -407,6 +415,7 @@ fn base64_decode(s: &str) -> Result<Vec<u8>, String> {
 
 /// What the page shows, read from the DOM.
 const READ: &str = r#"(() => {
+  if (!document.body) return { updated: 0, state: "loading" };
   const q = (s) => Array.from(document.querySelectorAll(s));
   const f = (x) => (x === undefined || x === "" ? null : Number(x));
   const banner = document.getElementById("banner");
@@ -431,6 +440,25 @@ const READ: &str = r#"(() => {
       series: f(c.dataset.series) })),
     errors: q('.panel-error').map((e) => e.textContent),
   };
+})()"#;
+
+/// Renders odd reports through the page's own renderers; returns the PMU
+/// panel's text for an old node (no `pmu`) and then for a PMD whose IPC
+/// cannot be counted.
+const ODD: &str = r#"(() => {
+  const d = {
+    node: { name: 7, pmd_cores: "x", memory: null },
+    ports: [{}, { name: "p", no: "9", rx: null, tx: { drops: { tx_full: "many", runt: 3 } } }],
+    pmds: [{}, { index: 1, busy_percent: "high", rx_queues: null }],
+    chains: [{}, { name: "c", hops: ["a"], vnfs: [{}, null].map(obj) }],
+  };
+  renderHeader(d); renderGauges(d); renderTopology(d); renderPorts(d); renderDrops(d);
+  renderPmds(d);
+  const old = document.getElementById("pmu-panel").textContent;
+  renderPmds({ pmds: [{ index: 0, pmu: { enabled: true, derived: { ipc: { value: null,
+    reason: "instructions unsupported: hardware event not supported by this CPU/VM (No such file or directory (os error 2))" },
+    cache_miss_pct: 5 } } }] });
+  return old + " | " + document.getElementById("pmu-panel").textContent;
 })()"#;
 
 fn read(b: &mut Browser) -> Value {
@@ -460,7 +488,11 @@ fn f(v: &Value) -> f64 {
 
 fn texts(v: &Value) -> Vec<String> {
     v.as_array()
-        .map(|a| a.iter().map(|s| s.as_str().unwrap_or("").to_string()).collect())
+        .map(|a| {
+            a.iter()
+                .map(|s| s.as_str().unwrap_or("").to_string())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -478,7 +510,10 @@ fn live(v: &Value) -> bool {
 
 /// Checks a PNG's signature and size; returns (width, height).
 fn png_size(png: &[u8]) -> (u32, u32) {
-    assert!(png.len() > 24 && png[..8] == *b"\x89PNG\r\n\x1a\n", "not a PNG");
+    assert!(
+        png.len() > 24 && png[..8] == *b"\x89PNG\r\n\x1a\n",
+        "not a PNG"
+    );
     let w = u32::from_be_bytes(png[16..20].try_into().unwrap());
     let h = u32::from_be_bytes(png[20..24].try_into().unwrap());
     (w, h)
@@ -489,10 +524,18 @@ fn png_size(png: &[u8]) -> (u32, u32) {
 fn save_screenshot(b: &mut Browser, name: &str) {
     let png = b.screenshot().unwrap_or_else(|e| panic!("{e}"));
     let (w, h) = png_size(&png);
-    assert!(w >= 1000 && h >= 700 && png.len() > 20_000, "{w}x{h}, {} bytes", png.len());
+    assert!(
+        w >= 1000 && h >= 700 && png.len() > 20_000,
+        "{w}x{h}, {} bytes",
+        png.len()
+    );
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::write(&shot, &png).expect("write screenshot");
-    println!("screenshot: {} ({w}x{h}, {} bytes)", shot.display(), png.len());
+    println!(
+        "screenshot: {} ({w}x{h}, {} bytes)",
+        shot.display(),
+        png.len()
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -514,14 +557,18 @@ fn dashboard_shows_live_numbers_in_a_real_browser() {
             return;
         }
     };
-    b.open(&format!("http://{addr}/")).unwrap_or_else(|e| panic!("{e}"));
+    b.open(&format!("http://{addr}/"))
+        .unwrap_or_else(|e| panic!("{e}"));
 
     // Numbers arrive: a gauge for vnf1, PMD figures, chart samples.
     let first = wait_for(&mut b, "live gauge, PMD and chart figures", live);
     assert_eq!(first["gauges"].as_array().unwrap().len(), 1, "{first:#}");
     assert_eq!(first["gauges"][0]["name"], "vnf1");
     let cg = &first["chain_gauges"];
-    assert!(cg[0]["name"] == "ew" && f(&cg[0]["mpps"]) > 0.0, "chain gauge: {cg}");
+    assert!(
+        cg[0]["name"] == "ew" && f(&cg[0]["mpps"]) > 0.0,
+        "chain gauge: {cg}"
+    );
     assert_eq!(first["state"], "live");
     assert_eq!(first["banner"], false, "banner shown while connected");
     assert_eq!(first["errors"], json!([]), "panels failed to render");
@@ -588,7 +635,24 @@ fn dashboard_shows_live_numbers_in_a_real_browser() {
         v["state"] == "live" && v["banner"] == false && f(&v["updated"]) > f(&down["updated"])
     });
 
-    assert_eq!(read(&mut b)["errors"], json!([]), "panels failed to render");
+    // Reports with fields missing or of the wrong type render without
+    // throwing: an old node without `pmu` shows "PMU: not reported", a
+    // metric without a value shows "unsupported" and its reason. The next
+    // poll puts the real figures back.
+    let odd = b
+        .eval(ODD)
+        .unwrap_or_else(|e| panic!("rendering odd reports threw: {e}"));
+    let t = odd.as_str().unwrap_or("");
+    assert!(t.contains("PMU: not reported"), "{odd}");
+    assert!(
+        t.contains("unsupported") && t.contains("not supported by this CPU/VM"),
+        "{odd}"
+    );
+    let before = read(&mut b);
+    let back = wait_for(&mut b, "the real figures after odd reports", |v| {
+        f(&v["updated"]) > f(&before["updated"]) && live(v)
+    });
+    assert_eq!(back["errors"], json!([]), "panels failed to render");
     let ex = b.exceptions();
     assert!(ex.is_empty(), "uncaught exceptions in the page: {ex:#?}");
 }

@@ -133,12 +133,7 @@ fn clock() -> String {
     let s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    format!(
-        "{:02}:{:02}:{:02} UTC",
-        s / 3600 % 24,
-        s / 60 % 60,
-        s % 60
-    )
+    format!("{:02}:{:02}:{:02} UTC", s / 3600 % 24, s / 60 % 60, s % 60)
 }
 
 /// Leaves the alternate screen however `top` ends.

@@ -122,8 +122,14 @@ fn top_once_and_show_pmd_report_rates_and_pmu() {
         frame = String::from_utf8_lossy(&out.stdout).into_owned();
         rates_nonzero(&frame)
     });
-    assert!(ok, "no frame with non-zero PMD and port rates; last:\n{frame}");
-    assert!(!frame.contains('\x1b'), "--once prints no escapes:\n{frame}");
+    assert!(
+        ok,
+        "no frame with non-zero PMD and port rates; last:\n{frame}"
+    );
+    assert!(
+        !frame.contains('\x1b'),
+        "--once prints no escapes:\n{frame}"
+    );
     // IPC: a number where the PMU counts, else "unsupported" with the
     // reason below the table.
     let pmd = row(&frame, "pmd", 0, "0").unwrap();
@@ -131,9 +137,9 @@ fn top_once_and_show_pmd_report_rates_and_pmu() {
     assert!(
         ipc.parse::<f64>().is_ok_and(|x| x > 0.0)
             || (ipc == "unsupported"
-                && frame
-                    .lines()
-                    .any(|l| l.trim_start().starts_with("unsupported") && l.contains("instructions"))),
+                && frame.lines().any(
+                    |l| l.trim_start().starts_with("unsupported") && l.contains("instructions")
+                )),
         "IPC cell {ipc:?}:\n{frame}"
     );
     assert!(frame.contains("no chains configured"), "{frame}");

@@ -134,8 +134,14 @@ impl Node {
         let port: Arc<dyn nfv_ports::Port> = match &p.kind {
             PortKind::VhostUser(_) => nfv_vhost::VhostUserPort::from_config(p)?,
             PortKind::AfXdp(_) => nfv_afxdp::open(p).map_err(|e| kernel(&e))?,
-            PortKind::AfPacket(_) => nfv_afpacket::open(p).map_err(|e| kernel(&e))?,
-            PortKind::Tap(_) => nfv_tap::open(p).map_err(|e| kernel(&e))?,
+            PortKind::AfPacket(_) => {
+                nfv_afpacket::open_with(p, nfv_afpacket::max_frame_of(&self.memory))
+                    .map_err(|e| kernel(&e))?
+            }
+            PortKind::Tap(_) => {
+                nfv_tap::open_with(p, self.memory.frame_size - nfv_mem::HEADROOM)
+                    .map_err(|e| kernel(&e))?
+            }
             _ => self.factory.open(p)?,
         };
         self.datapath.add_port(p.id, port)?;

@@ -28,8 +28,7 @@ pub fn report(now: &PmuSnapshot, interval: Option<&PmuDelta>) -> PmuReport {
     };
     let enabled = !now
         .readings
-        .iter()
-        .any(|r| *r == Reading::Unsupported(Unsupported::Disabled));
+        .contains(&Reading::Unsupported(Unsupported::Disabled));
     let d = basis.derived();
     PmuReport {
         enabled,

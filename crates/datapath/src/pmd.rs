@@ -76,7 +76,11 @@ fn pmu_source(on: bool, index: usize) -> Option<Box<dyn CounterSource>> {
     }
     let src = PerfSource::open();
     for (e, why) in src.failures() {
-        tracing::info!("pmd {index}: PMU counter {} unsupported: {}", e.name(), why.reason(e));
+        tracing::info!(
+            "pmd {index}: PMU counter {} unsupported: {}",
+            e.name(),
+            why.reason(e)
+        );
     }
     Some(Box::new(src))
 }

@@ -177,10 +177,7 @@ mod tests {
     #[test]
     fn zero_denominators_are_unavailable_not_nan() {
         let m = delta(0.0, 0, &[(Event::Instructions, 10)]).derived();
-        assert_eq!(
-            m.ipc.reason(),
-            Some("no cycles counted in the interval")
-        );
+        assert_eq!(m.ipc.reason(), Some("no cycles counted in the interval"));
         assert_eq!(
             m.llc_misses_per_pkt.reason(),
             Some("no packets in the interval")
@@ -188,8 +185,7 @@ mod tests {
         assert_eq!(m.context_switches_per_s.reason(), Some("empty interval"));
         // Unsupported wins over zero.
         let mut d = delta(1.0, 0, &[]);
-        d.readings[Event::DtlbLoadMisses.index()] =
-            Reading::Unsupported(Unsupported::Disabled);
+        d.readings[Event::DtlbLoadMisses.index()] = Reading::Unsupported(Unsupported::Disabled);
         let r = d.derived().dtlb_misses_per_pkt;
         assert!(r.reason().unwrap().contains("switched off"), "{r:?}");
     }

@@ -342,10 +342,7 @@ impl PmuSampler {
     pub fn sample(&mut self, now_ns: u64, packets: u64) -> PmuSnapshot {
         let (mut readings, user_only) = match &mut self.source {
             Some(s) => (s.read(), s.user_only()),
-            None => (
-                [Reading::Unsupported(Unsupported::Disabled); N_EVENTS],
-                0,
-            ),
+            None => ([Reading::Unsupported(Unsupported::Disabled); N_EVENTS], 0),
         };
         for (r, b) in readings.iter_mut().zip(&self.base) {
             if let (Reading::Value(v), Reading::Value(b)) = (*r, *b) {

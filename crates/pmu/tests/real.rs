@@ -11,7 +11,9 @@ fn busy(d: Duration) -> u64 {
     let mut v = vec![0u64; 1 << 16];
     while Instant::now() < end {
         for i in 0..v.len() {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let j = (x >> 40) as usize % v.len();
             v[j] = v[j].wrapping_add(x ^ i as u64);
         }
@@ -51,7 +53,10 @@ fn real_counters_read_or_say_why_not() {
                         "software counter {} unsupported: {why}",
                         e.name()
                     );
-                    assert!(matches!(u, Unsupported::Open(_) | Unsupported::NotScheduled));
+                    assert!(matches!(
+                        u,
+                        Unsupported::Open(_) | Unsupported::NotScheduled
+                    ));
                 }
             }
         }
@@ -68,7 +73,10 @@ fn real_counters_read_or_say_why_not() {
             _ => eprintln!("IPC unavailable: {}", m.ipc.reason().unwrap_or("")),
         }
         assert!(m.context_switches_per_s.value().is_some());
-        assert_eq!(m.llc_misses_per_pkt.value().is_some(), d.get(Event::LlcReadMisses).value().is_some());
+        assert_eq!(
+            m.llc_misses_per_pkt.value().is_some(),
+            d.get(Event::LlcReadMisses).value().is_some()
+        );
     })
     .join() else {
         panic!("counter thread panicked");
