@@ -278,6 +278,7 @@ pub fn node_config(run: &Run, dir: &Path, rate: u64, switch_core: usize) -> Node
         pmd: PmdConfig {
             cores: vec![switch_core],
             emc_entries: 8192,
+            pmu: true,
         },
         ports,
         flows: vec![],

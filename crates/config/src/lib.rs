@@ -27,6 +27,7 @@
 //! [pmd]                            # optional
 //! cores = [1]                      # 1..=64 distinct CPU ids < CPU count; default: [last CPU]
 //! emc_entries = 8192               # 0 (EMC off) or a power of two up to 1048576
+//! pmu = true                       # read PMU/software counters per PMD (~10 reads/s); default true
 //!
 //! [[port]]                         # any number
 //! name = "gen0"                    # required, unique, [a-zA-Z0-9_.-]{1,32}
@@ -122,6 +123,9 @@ pub struct PmdConfig {
     pub cores: Vec<usize>,
     /// Exact-match cache entries per PMD thread; 0 disables the EMC.
     pub emc_entries: usize,
+    /// Read PMU and software counters on each PMD thread (`perf_event_open`,
+    /// about ten reads a second, none per packet).
+    pub pmu: bool,
 }
 
 impl PmdConfig {
@@ -130,6 +134,7 @@ impl PmdConfig {
         PmdConfig {
             cores: vec![cpu_count.saturating_sub(1)],
             emc_entries: DEFAULT_EMC_ENTRIES,
+            pmu: true,
         }
     }
 }
@@ -406,5 +411,9 @@ fn pmd(doc: &Doc<'_>, raw: Option<&S<RawPmd>>, cpu_count: usize) -> Result<PmdCo
         true,
         DEFAULT_EMC_ENTRIES,
     )?;
-    Ok(PmdConfig { cores, emc_entries })
+    Ok(PmdConfig {
+        cores,
+        emc_entries,
+        pmu: p.pmu.as_ref().is_none_or(|v| *v.get_ref()),
+    })
 }

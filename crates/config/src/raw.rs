@@ -57,6 +57,7 @@ pub(crate) enum RawHugepages {
 pub(crate) struct RawPmd {
     pub cores: Option<S<Vec<S<i64>>>>,
     pub emc_entries: Option<S<i64>>,
+    pub pmu: Option<S<bool>>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]

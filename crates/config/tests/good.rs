@@ -29,7 +29,8 @@ fn an_empty_file_gets_every_default() {
             memory: MemoryConfig::default(),
             pmd: PmdConfig {
                 cores: vec![1],
-                emc_entries: 8192
+                emc_entries: 8192,
+                pmu: true
             },
             ports: vec![],
             flows: vec![],
@@ -80,6 +81,7 @@ hugepages = "require"
 [pmd]
 cores = [1, 0]
 emc_entries = 0
+pmu = false
 
 [[port]]
 name = "gen0"
@@ -143,7 +145,8 @@ size = 32
         c.pmd,
         PmdConfig {
             cores: vec![1, 0],
-            emc_entries: 0
+            emc_entries: 0,
+            pmu: false
         }
     );
     assert_eq!(

@@ -78,7 +78,7 @@ impl Node {
         let dp_cfg = DatapathConfig {
             pmd_cores: cfg.pmd.cores.iter().map(|&c| Some(c)).collect(),
             emc_entries: cfg.pmd.emc_entries,
-            pmu: true,
+            pmu: cfg.pmd.pmu,
         };
         let datapath = Datapath::start(&dp_cfg, pool, table.clone())?;
         let node = Node {
