@@ -9,10 +9,18 @@
 //! * tx: the poller fills bursts of 32 packets and calls `tx_burst`; the
 //!   figure is what the namespace end received (its `rx_packets`).
 //!
+//! Besides Mpps, each trial reports the port's own cost: TSC cycles per
+//! packet spent inside `rx_burst` calls that returned packets, or inside
+//! `tx_burst` calls per accepted packet — comparable between port types
+//! even when the namespace side, not the port, limits the rate (on veth
+//! the sender usually does for rx).
+//!
 //! Types are interleaved round by round (A rx, A tx, B rx, B tx, A rx, …)
-//! on a fresh veth pair each trial; medians with min..max at the end.
-//! Counters of the port that moved during a trial (the kernel's drops) are
-//! printed with it.
+//! on a fresh veth pair each trial, each trial after waiting for the
+//! machine to be quiet (at most 60 s; the load of other processes during
+//! the trial is printed); medians with min..max at the end. Counters of
+//! the port that moved during a trial (the kernel's drops) are printed
+//! with it.
 
 use crate::kernel_traffic::{NsCounters, Sender, Wire, pin};
 use crate::{host, proc};
@@ -144,36 +152,46 @@ fn moved(before: &[(&'static str, String)], after: &[(&'static str, String)]) ->
 }
 
 /// A polling thread: runs `burst` until stopped, publishing its packet
-/// count.
+/// count and the TSC cycles it reported as busy (spent in bursts that
+/// moved packets, as the PMD counts them).
 struct Poller {
     stop: Arc<AtomicBool>,
     count: Arc<AtomicU64>,
+    busy: Arc<AtomicU64>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Poller {
-    fn start(cpu: usize, mut burst: impl FnMut() -> usize + Send + 'static) -> Poller {
+    fn start(cpu: usize, mut burst: impl FnMut() -> (usize, u64) + Send + 'static) -> Poller {
         let stop = Arc::new(AtomicBool::new(false));
         let count = Arc::new(AtomicU64::new(0));
-        let (s, c) = (stop.clone(), count.clone());
+        let busy = Arc::new(AtomicU64::new(0));
+        let (s, c, b) = (stop.clone(), count.clone(), busy.clone());
         let thread = std::thread::spawn(move || {
             if let Err(e) = pin(cpu) {
                 eprintln!("nfv-bench: {e}; polling unpinned");
             }
-            let mut n = 0u64;
+            let (mut n, mut cycles) = (0u64, 0u64);
             while !s.load(Relaxed) {
-                n += burst() as u64;
+                let (k, cyc) = burst();
+                n += k as u64;
+                cycles += cyc;
                 c.store(n, Relaxed);
+                b.store(cycles, Relaxed);
             }
         });
         Poller {
             stop,
             count,
+            busy,
             thread: Some(thread),
         }
     }
     fn count(&self) -> u64 {
         self.count.load(Relaxed)
+    }
+    fn busy(&self) -> u64 {
+        self.busy.load(Relaxed)
     }
 }
 
@@ -186,35 +204,28 @@ impl Drop for Poller {
     }
 }
 
-struct Window {
-    t: Instant,
-    a: u64,
-    b: u64,
+/// Samples `N` counters over the measured window (after a 0.5 s
+/// warm-up); returns their increase per second.
+fn measure<const N: usize>(
+    secs: f64,
+    mut sample: impl FnMut() -> Result<[u64; N], String>,
+) -> Result<[f64; N], String> {
+    proc::sleep(Duration::from_millis(500))?;
+    let (t0, a) = (Instant::now(), sample()?);
+    proc::sleep(Duration::from_secs_f64(secs))?;
+    let b = sample()?;
+    let dt = t0.elapsed().as_secs_f64();
+    Ok(std::array::from_fn(|i| b[i].wrapping_sub(a[i]) as f64 / dt))
 }
 
-/// Samples two counters over the measured window (after the warm-up).
-fn measure(
-    secs: f64,
-    mut a: impl FnMut() -> Result<u64, String>,
-    mut b: impl FnMut() -> Result<u64, String>,
-) -> Result<(f64, f64), String> {
-    proc::sleep(Duration::from_millis(500))?;
-    let w0 = Window {
-        t: Instant::now(),
-        a: a()?,
-        b: b()?,
-    };
-    proc::sleep(Duration::from_secs_f64(secs))?;
-    let w1 = Window {
-        a: a()?,
-        b: b()?,
-        t: Instant::now(),
-    };
-    let dt = w1.t.duration_since(w0.t).as_secs_f64();
-    Ok((
-        (w1.a - w0.a) as f64 / dt / 1e6,
-        (w1.b - w0.b) as f64 / dt / 1e6,
-    ))
+/// One trial's result.
+struct Trial {
+    /// rx: delivered by `rx_burst`; tx: received by the namespace end.
+    mpps: f64,
+    /// TSC cycles per packet inside the port's bursts (rx: bursts that
+    /// returned packets; tx: every `tx_burst`, per accepted packet).
+    cycles: f64,
+    detail: String,
 }
 
 fn frame(size: usize) -> Vec<u8> {
@@ -224,12 +235,9 @@ fn frame(size: usize) -> Vec<u8> {
     nfv_ports::generator::template_of_size(&g, size)
 }
 
-/// rx Mpps (delivered by `rx_burst`) and the sender's Mpps.
-fn rx_trial(
-    ty: PortType,
-    a: &KernelPortArgs,
-    cores: (usize, usize),
-) -> Result<(f64, String), String> {
+/// rx Mpps (delivered by `rx_burst`), the sender's Mpps and the port's
+/// busy cycles per packet (in `rx_burst` calls that returned packets).
+fn rx_trial(ty: PortType, a: &KernelPortArgs, cores: (usize, usize)) -> Result<Trial, String> {
     let wire = Wire::new()?;
     let port = open(ty, wire.host(), a)?;
     let pool = pool()?;
@@ -237,9 +245,11 @@ fn rx_trial(
     let mut cache = pool.cache();
     let poller = Poller::start(cores.0, move || {
         let mut b = Batch::new();
+        let t0 = nfv_tsc::now();
         let n = rxq.rx_burst(&mut b, &mut cache);
+        let busy = if n > 0 { nfv_tsc::now() - t0 } else { 0 };
         cache.free_batch(&mut b);
-        n
+        (n, busy)
     });
     let sender = Sender::start(
         wire.ns.name(),
@@ -248,22 +258,26 @@ fn rx_trial(
         Some(cores.1),
     )?;
     let before = port.info();
-    let (rx, offered) = measure(a.seconds, || Ok(poller.count()), || Ok(sender.sent()))?;
+    let [rx, busy, offered] = measure(a.seconds, || {
+        Ok([poller.count(), poller.busy(), sender.sent()])
+    })?;
     let after = port.info();
     sender.stop()?;
     drop(poller);
-    Ok((
-        rx,
-        format!("sender offered {offered:.3} Mpps{}", moved(&before, &after)),
-    ))
+    Ok(Trial {
+        mpps: rx / 1e6,
+        cycles: busy / rx,
+        detail: format!(
+            "sender offered {:.3} Mpps{}",
+            offered / 1e6,
+            moved(&before, &after)
+        ),
+    })
 }
 
-/// tx Mpps (received by the namespace end) and what `tx_burst` accepted.
-fn tx_trial(
-    ty: PortType,
-    a: &KernelPortArgs,
-    cores: (usize, usize),
-) -> Result<(f64, String), String> {
+/// tx Mpps (received by the namespace end), what `tx_burst` accepted, and
+/// the port's cycles per accepted packet (in `tx_burst` calls).
+fn tx_trial(ty: PortType, a: &KernelPortArgs, cores: (usize, usize)) -> Result<Trial, String> {
     let wire = Wire::new()?;
     let port = open(ty, wire.host(), a)?;
     let pool = pool()?;
@@ -278,26 +292,33 @@ fn tx_trial(
             let _ = p.set_len(f.len());
             p.data_mut().copy_from_slice(&f);
         }
+        let t0 = nfv_tsc::now();
         let n = txq.tx_burst(&mut b, &mut cache);
+        let busy = nfv_tsc::now() - t0;
         cache.free_batch(&mut b);
-        n
+        (n, busy)
     });
     let before = port.info();
     let drops0 = peer.rx_dropped()?;
-    let (delivered, accepted) = measure(a.seconds, || peer.rx_packets(), || Ok(poller.count()))?;
+    let [delivered, accepted, busy] = measure(a.seconds, || {
+        Ok([peer.rx_packets()?, poller.count(), poller.busy()])
+    })?;
     let after = port.info();
     let drops = peer.rx_dropped()? - drops0;
     drop(poller);
-    Ok((
-        delivered,
-        format!(
-            "tx_burst accepted {accepted:.3} Mpps, peer rx drops {drops}{}",
+    Ok(Trial {
+        mpps: delivered / 1e6,
+        cycles: busy / accepted,
+        detail: format!(
+            "tx_burst accepted {:.3} Mpps, peer rx drops {drops}{}",
+            accepted / 1e6,
             moved(&before, &after)
         ),
-    ))
+    })
 }
 
-fn stats(mut v: Vec<f64>) -> String {
+/// Median (min..max).
+fn stats(mut v: Vec<f64>, unit: &str, prec: usize) -> String {
     if v.is_empty() {
         return "-".into();
     }
@@ -307,7 +328,11 @@ fn stats(mut v: Vec<f64>) -> String {
     } else {
         (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
     };
-    format!("{m:.3} Mpps ({:.3}..{:.3})", v[0], v[v.len() - 1])
+    format!(
+        "{m:.prec$} {unit} ({:.prec$}..{:.prec$})",
+        v[0],
+        v[v.len() - 1]
+    )
 }
 
 pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
@@ -322,7 +347,7 @@ pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
         Some(d) => vec![d],
         None => vec!["rx", "tx"],
     };
-    let mut results: BTreeMap<(usize, &str), Vec<f64>> = BTreeMap::new();
+    let mut results: BTreeMap<(usize, &str), Vec<Trial>> = BTreeMap::new();
     for round in 1..=a.rounds {
         for (i, &ty) in a.types.iter().enumerate() {
             for &dir in &dirs {
@@ -336,14 +361,17 @@ pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
                     tx_trial(ty, &a, cores)
                 };
                 match r {
-                    Ok((mpps, detail)) => {
+                    Ok(t) => {
                         let (other, steal) = load.end(&[std::process::id()]);
                         println!(
-                            "round {round}: {:<8} {dir} {mpps:7.3} Mpps  ({detail}; other \
+                            "round {round}: {:<8} {dir} {:7.3} Mpps {:6.0} cyc/pkt  ({}; other \
                              processes {other:.0} % CPU, steal {steal:.0} %)",
-                            ty.as_str()
+                            ty.as_str(),
+                            t.mpps,
+                            t.cycles,
+                            t.detail
                         );
-                        results.entry((i, dir)).or_default().push(mpps);
+                        results.entry((i, dir)).or_default().push(t);
                     }
                     Err(e) => {
                         proc::check()?;
@@ -353,11 +381,20 @@ pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
             }
         }
     }
-    println!("\nmedians ({} B, veth):", a.size);
+    println!(
+        "\nmedians (min..max), {} B frames, veth, TSC {:.2} GHz:",
+        a.size,
+        nfv_tsc::hz() as f64 / 1e9
+    );
     for (i, ty) in a.types.iter().enumerate() {
         for &dir in &dirs {
             let v = results.remove(&(i, dir)).unwrap_or_default();
-            println!("  {:<8} {dir}: {}", ty.as_str(), stats(v));
+            println!(
+                "  {:<8} {dir}: {}   {}",
+                ty.as_str(),
+                stats(v.iter().map(|t| t.mpps).collect(), "Mpps", 3),
+                stats(v.iter().map(|t| t.cycles).collect(), "cyc/pkt", 0)
+            );
         }
     }
     Ok(())
