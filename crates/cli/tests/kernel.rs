@@ -164,7 +164,9 @@ fn kernel_port(name: &str, id: u16, kind: &str, iface: &str) -> String {
     } else {
         ""
     };
-    format!("[[port]]\nname = \"{name}\"\nid = {id}\ntype = \"{kind}\"\niface = \"{iface}\"\n{extra}")
+    format!(
+        "[[port]]\nname = \"{name}\"\nid = {id}\ntype = \"{kind}\"\niface = \"{iface}\"\n{extra}"
+    )
 }
 
 /// A namespace with one veth into it, tx checksum offload off inside (a
@@ -233,7 +235,8 @@ fn tcp_exchange(
         let (mut s, _) = l.accept().map_err(|e| format!("accept: {e}"))?;
         s.set_read_timeout(Some(WAIT)).unwrap();
         let mut got = Vec::with_capacity(up);
-        s.read_to_end(&mut got).map_err(|e| format!("server read: {e}"))?;
+        s.read_to_end(&mut got)
+            .map_err(|e| format!("server read: {e}"))?;
         if got != pattern(1, up) {
             return Err(format!(
                 "server got {} bytes, want {up}; first difference at {:?}",
@@ -244,17 +247,19 @@ fn tcp_exchange(
         s.write_all(&pattern(2, down))
             .map_err(|e| format!("server write: {e}"))
     });
-    let port = rx.recv_timeout(WAIT).map_err(|e| format!("server port: {e}"))?;
+    let port = rx
+        .recv_timeout(WAIT)
+        .map_err(|e| format!("server port: {e}"))?;
     let client = client_ns.spawn_in(move || -> Result<(), String> {
         let addr = SocketAddr::from((server_ip, port));
-        let mut s =
-            TcpStream::connect_timeout(&addr, WAIT).map_err(|e| format!("connect: {e}"))?;
+        let mut s = TcpStream::connect_timeout(&addr, WAIT).map_err(|e| format!("connect: {e}"))?;
         s.set_read_timeout(Some(WAIT)).unwrap();
         s.write_all(&pattern(1, up))
             .map_err(|e| format!("client write: {e}"))?;
         s.shutdown(std::net::Shutdown::Write).unwrap();
         let mut got = Vec::with_capacity(down);
-        s.read_to_end(&mut got).map_err(|e| format!("client read: {e}"))?;
+        s.read_to_end(&mut got)
+            .map_err(|e| format!("client read: {e}"))?;
         if got != pattern(2, down) {
             return Err(format!("client got {} bytes back, want {down}", got.len()));
         }
@@ -329,14 +334,21 @@ fn two_hosts(test: &str, left: &str, right: &str) {
     )
     .unwrap();
     let payloads: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
-    assert!(payloads.len() >= 20, "{} echo requests captured", payloads.len());
+    assert!(
+        payloads.len() >= 20,
+        "{} echo requests captured",
+        payloads.len()
+    );
     // 1000 bytes of payload: a timestamp (which tshark shows apart),
     // then the -p pattern repeated.
     let with_pattern = payloads
         .iter()
         .filter(|p| p.len() >= 1900 && p.contains("6e667673776974636821"))
         .count();
-    assert!(with_pattern >= 20, "{with_pattern} payloads carry the pattern");
+    assert!(
+        with_pattern >= 20,
+        "{with_pattern} payloads carry the pattern"
+    );
     drop((v1, v2, ns1, ns2));
 }
 
@@ -379,7 +391,11 @@ fn tap_port_reaches_a_host_stack() {
         kernel_port("host", 2, "tap", &tap),
     );
     let node = Node::start(&dir.0, "tap", &body);
-    assert!(node.port("host").get("error").is_none(), "{}", node.port("host"));
+    assert!(
+        node.port("host").get("error").is_none(),
+        "{}",
+        node.port("host")
+    );
     run("ip", &["link", "set", &tap, "netns", ns2.name()]).unwrap();
     ns2.run(&["ip", "addr", "add", &format!("{RIGHT_IP}/24"), "dev", &tap])
         .unwrap();
@@ -482,7 +498,8 @@ fn missing_interface_is_reported_and_the_rest_of_the_node_runs() {
             "{kind}: {nic}"
         );
         assert!(
-            wait_until(WAIT, || node.port("sink0")["tx"]["packets"].as_u64() > Some(1000)),
+            wait_until(WAIT, || node.port("sink0")["tx"]["packets"].as_u64()
+                > Some(1000)),
             "{kind}: the sink got nothing"
         );
         let text = Command::new(BIN)
@@ -494,6 +511,9 @@ fn missing_interface_is_reported_and_the_rest_of_the_node_runs() {
         let text = String::from_utf8_lossy(&text.stdout);
         assert!(text.contains("is not running"), "{text}");
         let log = node.into_stderr();
-        assert!(log.contains("nfvnosuch0"), "{kind}: log does not name it:\n{log}");
+        assert!(
+            log.contains("nfvnosuch0"),
+            "{kind}: log does not name it:\n{log}"
+        );
     }
 }

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use nfv_mem::MemoryConfig;
 use nfv_ports::config::{
-    AfPacketConfig, AfXdpConfig, GeneratorConfig, MAX_IFACE_NAME, PcapConfig, PortConfig,
-    PortKind, RingConfig, TapConfig, VhostUserConfig, VhostUserMode, XdpBindMode,
+    AfPacketConfig, AfXdpConfig, GeneratorConfig, MAX_IFACE_NAME, PcapConfig, PortConfig, PortKind,
+    RingConfig, TapConfig, VhostUserConfig, VhostUserMode, XdpBindMode,
 };
 
 use crate::check::{self, Result, path};

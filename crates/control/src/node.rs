@@ -138,10 +138,8 @@ impl Node {
                 nfv_afpacket::open_with(p, nfv_afpacket::max_frame_of(&self.memory))
                     .map_err(|e| kernel(&e))?
             }
-            PortKind::Tap(_) => {
-                nfv_tap::open_with(p, self.memory.frame_size - nfv_mem::HEADROOM)
-                    .map_err(|e| kernel(&e))?
-            }
+            PortKind::Tap(_) => nfv_tap::open_with(p, self.memory.frame_size - nfv_mem::HEADROOM)
+                .map_err(|e| kernel(&e))?,
             _ => self.factory.open(p)?,
         };
         self.datapath.add_port(p.id, port)?;

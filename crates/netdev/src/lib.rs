@@ -15,7 +15,9 @@ pub enum IfaceError {
     BadName(String),
     #[error("interface {0:?} does not exist (see `ip link show`)")]
     Missing(String),
-    #[error("{what} on interface {iface:?}: permission denied (needs root or CAP_NET_ADMIN/CAP_NET_RAW)")]
+    #[error(
+        "{what} on interface {iface:?}: permission denied (needs root or CAP_NET_ADMIN/CAP_NET_RAW)"
+    )]
     Permission { iface: String, what: &'static str },
     #[error("{what} on interface {iface:?}: {err}")]
     Io {
@@ -98,7 +100,12 @@ fn ioctl_socket(name: &str, what: &'static str) -> Result<OwnedFd, IfaceError> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn ioctl(name: &str, what: &'static str, op: libc::Ioctl, req: &mut libc::ifreq) -> Result<(), IfaceError> {
+fn ioctl(
+    name: &str,
+    what: &'static str,
+    op: libc::Ioctl,
+    req: &mut libc::ifreq,
+) -> Result<(), IfaceError> {
     let sock = ioctl_socket(name, what)?;
     // SAFETY: `req` is a valid ifreq that outlives the call; `op` is an
     // interface ioctl that reads and writes only that struct.
@@ -145,7 +152,12 @@ pub fn set_up(name: &str) -> Result<(), IfaceError> {
 /// The interface's MAC address.
 pub fn mac(name: &str) -> Result<[u8; 6], IfaceError> {
     let mut req = ifreq(name)?;
-    ioctl(name, "reading the MAC address", libc::SIOCGIFHWADDR, &mut req)?;
+    ioctl(
+        name,
+        "reading the MAC address",
+        libc::SIOCGIFHWADDR,
+        &mut req,
+    )?;
     // SAFETY: SIOCGIFHWADDR filled the `ifru_hwaddr` member of the union.
     let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
     let mut m = [0u8; 6];
@@ -255,7 +267,10 @@ mod tests {
     fn loopback_has_a_queue_each_way() {
         let (rx, tx) = queues("lo").unwrap();
         assert!(rx >= 1 && tx >= 1, "lo: {rx} rx, {tx} tx queues");
-        assert!(matches!(queues("nfv-no-such0"), Err(IfaceError::Missing(_))));
+        assert!(matches!(
+            queues("nfv-no-such0"),
+            Err(IfaceError::Missing(_))
+        ));
     }
 
     #[test]

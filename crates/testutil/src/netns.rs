@@ -88,12 +88,8 @@ impl Netns {
             let file = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
             // SAFETY: `file` is an open namespace file for the call's
             // duration; setns only changes this thread's network namespace.
-            let r = unsafe {
-                libc::setns(
-                    std::os::fd::AsRawFd::as_raw_fd(&file),
-                    libc::CLONE_NEWNET,
-                )
-            };
+            let r =
+                unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
             if r != 0 {
                 return Err(format!("setns {path}: {}", std::io::Error::last_os_error()));
             }
@@ -131,7 +127,16 @@ impl Veth {
         run(
             "ip",
             &[
-                "link", "add", &host, "type", "veth", "peer", "name", &inner, "netns", ns.name(),
+                "link",
+                "add",
+                &host,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &inner,
+                "netns",
+                ns.name(),
             ],
         )?;
         // From here on the guard removes the pair if a step fails.
@@ -190,7 +195,11 @@ mod tests {
         let veth = Veth::into_ns(&ns, "10.99.0.2/24").unwrap();
         let host = veth.host.clone();
         assert!(run("ip", &["link", "show", &host]).is_ok());
-        assert!(ns.run(&["ip", "addr", "show", &veth.inner]).unwrap().contains("10.99.0.2"));
+        assert!(
+            ns.run(&["ip", "addr", "show", &veth.inner])
+                .unwrap()
+                .contains("10.99.0.2")
+        );
         drop(veth);
         assert!(run("ip", &["link", "show", &host]).is_err());
         drop(ns);
