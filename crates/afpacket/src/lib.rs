@@ -59,19 +59,6 @@ pub enum OpenError {
     Config { port: String, msg: String },
     #[error("port {port}: {err}")]
     Iface { port: String, err: IfaceError },
-    #[error(
-        "port {port}: interface {iface:?} has MTU {mtu}, so frames of up to {need} bytes, \
-         but the switch's packet buffers hold {have} bytes; lower the MTU \
-         (`ip link set {iface} mtu {max_mtu}`) or raise memory.frame_size"
-    )]
-    Mtu {
-        port: String,
-        iface: String,
-        mtu: usize,
-        need: usize,
-        have: usize,
-        max_mtu: usize,
-    },
 }
 
 /// Opens an AF_PACKET port, assuming the default packet buffer size
@@ -149,18 +136,8 @@ impl AfPacketPort {
             return Err(bad(format!("rxqs {} must be in 1..={MAX_RXQS}", cfg.rxqs)));
         }
         let ifindex = nfv_netdev::index(iface).map_err(os_err)?;
-        let mtu = nfv_netdev::mtu(iface).map_err(os_err)?;
+        let mtu = nfv_netdev::mtu_fitting(iface, max_frame).map_err(os_err)?;
         let need = mtu + 18;
-        if need > max_frame {
-            return Err(OpenError::Mtu {
-                port: port.clone(),
-                iface: iface.to_string(),
-                mtu,
-                need,
-                have: max_frame,
-                max_mtu: max_frame.saturating_sub(18),
-            });
-        }
         nfv_netdev::set_up(iface).map_err(os_err)?;
         let geometry = Geometry::new(ap.ring_size, need, sys::page_size());
 

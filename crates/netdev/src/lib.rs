@@ -19,6 +19,18 @@ pub enum IfaceError {
         "{what} on interface {iface:?}: permission denied (needs root or CAP_NET_ADMIN/CAP_NET_RAW)"
     )]
     Permission { iface: String, what: &'static str },
+    #[error(
+        "interface {iface:?} has MTU {mtu}, so frames of up to {need} bytes, but the \
+         switch's packet buffers hold {have} bytes; lower the MTU \
+         (`ip link set {iface} mtu {max_mtu}`) or raise memory.frame_size"
+    )]
+    MtuTooBig {
+        iface: String,
+        mtu: usize,
+        need: usize,
+        have: usize,
+        max_mtu: usize,
+    },
     #[error("{what} on interface {iface:?}: {err}")]
     Io {
         iface: String,
@@ -122,6 +134,23 @@ pub fn mtu(name: &str) -> Result<usize, IfaceError> {
     ioctl(name, "reading the MTU", libc::SIOCGIFMTU, &mut req)?;
     // SAFETY: SIOCGIFMTU filled the `ifru_mtu` member of the union.
     Ok(unsafe { req.ifr_ifru.ifru_mtu } as usize)
+}
+
+/// The interface's MTU, if its largest frame ([`max_frame`]) fits in
+/// `buffer` bytes; otherwise an error saying which MTU would.
+pub fn mtu_fitting(name: &str, buffer: usize) -> Result<usize, IfaceError> {
+    let mtu = mtu(name)?;
+    let need = mtu + 14 + 4;
+    if need > buffer {
+        return Err(IfaceError::MtuTooBig {
+            iface: name.to_string(),
+            mtu,
+            need,
+            have: buffer,
+            max_mtu: buffer.saturating_sub(14 + 4),
+        });
+    }
+    Ok(mtu)
 }
 
 /// Largest Ethernet frame (without FCS) the interface sends or receives,

@@ -96,19 +96,6 @@ pub enum OpenError {
         what: &'static str,
         err: std::io::Error,
     },
-    #[error(
-        "port {port}: interface {iface:?} has MTU {mtu}, so frames of up to {need} bytes, \
-         but the switch's packet buffers hold {have} bytes; lower the MTU \
-         (`ip link set {iface} mtu {max_mtu}`) or raise memory.frame_size"
-    )]
-    Mtu {
-        port: String,
-        iface: String,
-        mtu: usize,
-        need: usize,
-        have: usize,
-        max_mtu: usize,
-    },
 }
 
 /// Opens a TAP port, assuming the default packet buffer size
@@ -236,18 +223,8 @@ impl TapPort {
         // interface again if we created it.
         let flags = dev::flags(&fds[0]).map_err(dev_err)?;
         let created = !existed && flags & libc::IFF_PERSIST == 0;
-        let mtu = nfv_netdev::mtu(&iface).map_err(os_err)?;
+        let mtu = nfv_netdev::mtu_fitting(&iface, max_frame).map_err(os_err)?;
         let need = mtu + 18;
-        if need > max_frame {
-            return Err(OpenError::Mtu {
-                port,
-                iface,
-                mtu,
-                need,
-                have: max_frame,
-                max_mtu: max_frame.saturating_sub(18),
-            });
-        }
         nfv_netdev::set_up(&iface).map_err(os_err)?;
         let mac = nfv_netdev::mac(&iface).map_err(os_err)?;
         tracing::info!(
