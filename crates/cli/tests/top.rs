@@ -3,73 +3,11 @@
 //! without a node it fails with a clear message.
 
 use nfv_testutil::wait_until;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nfvswitch");
-
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    dir: PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A gen(1, 200 kpps) → sink(2) node with its socket in a temp dir.
-fn start(tag: &str) -> Daemon {
-    let dir = std::env::temp_dir().join(format!("nfvswitch-test-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("ctl.sock");
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let cfg = format!(
-        r#"
-flows = ["priority=10,in_port=1,actions=output:2"]
-[node]
-name = "t{tag}"
-control_socket = "{}"
-[memory]
-frames = 8192
-[pmd]
-cores = [{}]
-[[port]]
-name = "gen0"
-id = 1
-type = "generator"
-rate_pps = 200000
-[[port]]
-name = "sink0"
-id = 2
-type = "sink"
-"#,
-        socket.display(),
-        cpus - 1
-    );
-    let path = dir.join("node.toml");
-    std::fs::write(&path, cfg).unwrap();
-    let child = Command::new(BIN)
-        .args(["--log", "warn", "run"])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || {
-            std::os::unix::net::UnixStream::connect(&socket).is_ok()
-        }),
-        "control socket never appeared"
-    );
-    Daemon { child, socket, dir }
-}
+mod common;
+use common::{BIN, start};
 
 /// The cells of the row whose `col`-th cell is `key`, below the header
 /// line starting with `header`.
