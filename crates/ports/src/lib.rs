@@ -50,6 +50,30 @@ pub trait TxQueue: Send {
     }
 }
 
+/// Ends a [`TxQueue::tx_burst`] of a port that hands frames to the kernel
+/// one by one: the first `done` packets of `batch` were tried, those whose
+/// bit is set in `refused` were refused one at a time (too big, say) and
+/// the rest went out. Frees what went out and leaves in `batch`, in order,
+/// the refused ones and those not tried, for the caller to count and free.
+/// Returns the number sent.
+pub fn settle_tx(batch: &mut Batch, pool: &mut PoolCache, done: usize, refused: u64) -> usize {
+    let sent = done - refused.count_ones() as usize;
+    if sent == batch.len() {
+        pool.free_batch(batch);
+        return sent;
+    }
+    let mut rest = Batch::new();
+    for (i, p) in batch.drain(..).enumerate() {
+        if i < done && refused & (1 << i) == 0 {
+            pool.free(p);
+        } else {
+            rest.push(p);
+        }
+    }
+    *batch = rest;
+    sent
+}
+
 /// A port. Shared between the control plane and PMD threads.
 pub trait Port: Send + Sync {
     fn name(&self) -> &str;

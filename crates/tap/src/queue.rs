@@ -120,21 +120,7 @@ impl TxQueue for TapTx {
                 }
             }
         }
-        let sent = done - refused.count_ones() as usize;
-        if sent == n {
-            pool.free_batch(batch);
-            return n;
-        }
-        let mut rest = Batch::new();
-        for (i, p) in batch.drain(..).enumerate() {
-            if i < done && refused & (1 << i) == 0 {
-                pool.free(p);
-            } else {
-                rest.push(p);
-            }
-        }
-        *batch = rest;
-        sent
+        nfv_ports::settle_tx(batch, pool, done, refused)
     }
 
     fn max_frame(&self) -> usize {
