@@ -275,7 +275,18 @@ pub fn load_program(map: &XskMap) -> Result<OwnedFd, LoadError> {
             prog_ifindex: 0,
             expected_attach_type: BPF_XDP,
         };
-        sys_bpf(BPF_PROG_LOAD, &mut attr)
+        // The kernel may answer EAGAIN for a load that would succeed when
+        // tried again (seen here under load; libbpf retries it too).
+        let mut tries = 5;
+        loop {
+            match sys_bpf(BPF_PROG_LOAD, &mut attr) {
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && tries > 1 => {
+                    tries -= 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                r => return r,
+            }
+        }
     };
     match load(None) {
         Ok(fd) => Ok(fd),
