@@ -263,6 +263,11 @@ fn port_families(node: &Node, out: &mut Vec<Family>) {
         "port_ring_queued_packets",
         "Packets waiting in a port's ring (ports that expose it).",
     );
+    let mut guest_rx = Family::gauge(
+        "port_guest_rx_buffers",
+        "Receive buffers the guest had posted at the switch's last transmit burst to it \
+         (vhost-user ports); 0 = the guest is not draining.",
+    );
     let mut connected = Family::gauge(
         "port_connected",
         "1 when the port's peer is connected (ports that have one).",
@@ -292,12 +297,19 @@ fn port_families(node: &Node, out: &mut Vec<Family>) {
         if let Some(n) = info.get("queued").and_then(|s| s.parse::<u64>().ok()) {
             queued.set(l.clone(), n as f64);
         }
+        if let Some(n) = info
+            .get("guest_rx_free")
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            guest_rx.set(l.clone(), n as f64);
+        }
         if let Some(c) = info.get("connected").and_then(|s| s.parse::<bool>().ok()) {
             connected.set(l.clone(), if c { 1.0 } else { 0.0 });
         }
     }
     out.extend([
-        rx_p, tx_p, rx_b, tx_b, rx_d, tx_d, q_rx_p, q_tx_p, q_rx_b, q_tx_b, queued, connected,
+        rx_p, tx_p, rx_b, tx_b, rx_d, tx_d, q_rx_p, q_tx_p, q_rx_b, q_tx_b, queued, guest_rx,
+        connected,
     ]);
 }
 

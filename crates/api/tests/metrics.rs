@@ -55,6 +55,7 @@ fn metrics_have_the_expected_families_and_count_packets() {
         ("nfvswitch_port_queue_rx_bytes_total", "counter"),
         ("nfvswitch_port_queue_tx_bytes_total", "counter"),
         ("nfvswitch_port_ring_queued_packets", "gauge"),
+        ("nfvswitch_port_guest_rx_buffers", "gauge"),
         ("nfvswitch_port_connected", "gauge"),
         ("nfvswitch_pmd_busy_cycles_total", "counter"),
         ("nfvswitch_pmd_idle_cycles_total", "counter"),
@@ -142,13 +143,26 @@ fn metrics_have_the_expected_families_and_count_packets() {
         m.value("nfvswitch_port_connected", &[("port", "vnf1")]),
         Some(0.0)
     );
-    // Ring fill: only ring ports expose it.
+    // Ring fill: only ring and vhost-user ports expose it (the unconnected
+    // guest has queued nothing and posted no rx buffers).
     assert!(
         m.value("nfvswitch_port_ring_queued_packets", &[("port", "ra")])
             .is_some()
     );
     assert!(
         m.value("nfvswitch_port_ring_queued_packets", &[("port", "gen")])
+            .is_none()
+    );
+    assert_eq!(
+        m.value("nfvswitch_port_ring_queued_packets", &[("port", "vnf1")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        m.value("nfvswitch_port_guest_rx_buffers", &[("port", "vnf1")]),
+        Some(0.0)
+    );
+    assert!(
+        m.value("nfvswitch_port_guest_rx_buffers", &[("port", "ra")])
             .is_none()
     );
     assert_eq!(

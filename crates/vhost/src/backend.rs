@@ -257,6 +257,8 @@ impl Backend {
             return;
         }
         let old = st.dq.take();
+        // The new queue (if any) reports at its first tx burst.
+        ring.rx_free.0.store(0, Relaxed);
         if let Some(dq) = &old {
             st.position = dq.last_avail_idx();
             crate::errors::mirror(&ring.errors, dq, &mut st.error_base, true);

@@ -18,6 +18,11 @@
 //!   Never RING_PACKED: a frontend acking it (or any unoffered bit) is
 //!   refused, counted in `negotiation_errors` and disconnected; the port
 //!   waits for the next connection.
+//! * Ring fill, for telling a slow switch from a slow guest: each rx burst
+//!   stores the guest TX backlog it found, each tx burst the guest RX
+//!   buffers it found free (one relaxed store per burst, see
+//!   [`VhostStatus::queued`] and [`VhostStatus::guest_rx_free`]); `info`
+//!   reports the sums as `queued` and `guest_rx_free`.
 //! * Disconnect: rings stop, rx bursts return 0 and tx bursts send nothing;
 //!   guest memory is unmapped once no PMD can touch it any more.
 
@@ -124,6 +129,14 @@ pub struct VhostStatus {
     pub ring_errors: u64,
     pub ack_timeouts: u64,
     pub last_error: String,
+    /// Sum over the guest's TX virtqueues of the chains it had queued that
+    /// the switch had not taken, as each ring's last rx burst found them
+    /// (`avail.idx - last_avail_idx`). High: the switch is slow.
+    pub queued: u64,
+    /// Sum over the guest's RX virtqueues of the receive buffers it had
+    /// posted that the switch had not used, as each ring's last tx burst
+    /// found them. 0 while traffic flows: the guest is not draining.
+    pub guest_rx_free: u64,
     pub vrings: Vec<VringStatus>,
 }
 
@@ -216,6 +229,18 @@ impl VhostUserPort {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
+            queued: self
+                .shared
+                .rx
+                .iter()
+                .map(|r| r.queued.0.load(Relaxed) as u64)
+                .sum(),
+            guest_rx_free: self
+                .shared
+                .tx
+                .iter()
+                .map(|r| r.rx_free.0.load(Relaxed) as u64)
+                .sum(),
             vrings,
         }
     }
@@ -258,6 +283,8 @@ impl Port for VhostUserPort {
             ("mem_table_errors", st.mem_table_errors.to_string()),
             ("ring_errors", st.ring_errors.to_string()),
             ("quarantined", format!("{:?}", st.quarantined())),
+            ("queued", st.queued.to_string()),
+            ("guest_rx_free", st.guest_rx_free.to_string()),
         ];
         for vr in &st.vrings {
             let nonzero: Vec<String> = errors::NAMES

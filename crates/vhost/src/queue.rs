@@ -87,6 +87,9 @@ impl VhostRxq {
                 ring.pos_epoch.store(self.base_epoch, Release);
             }
         }
+        if self.dq.is_none() {
+            ring.queued.0.store(0, Relaxed);
+        }
         self.generation = snap.generation;
         ring.acked_gen.store(snap.generation, Release);
     }
@@ -103,6 +106,9 @@ impl RxQueue for VhostRxq {
         };
         let n = dq.dequeue_burst(batch, pool);
         let ring = &self.shared.rx[self.pair];
+        // The guest's backlog as this burst found it: one relaxed store to
+        // a line only this PMD writes.
+        ring.queued.0.store(dq.last_pending() as u32, Relaxed);
         if n != 0 {
             // Where we are, for GET_VRING_BASE should this PMD stop polling.
             ring.position.store(dq.last_avail_idx() as u32, Relaxed);
@@ -124,6 +130,7 @@ impl Drop for VhostRxq {
             ring.position.store(dq.last_avail_idx() as u32, Relaxed);
             ring.pos_epoch.store(self.base_epoch, Release);
         }
+        ring.queued.0.store(0, Relaxed);
         ring.attached.store(false, Release);
     }
 }
@@ -174,6 +181,8 @@ impl TxQueue for VhostTxq {
             return 0;
         };
         let n = dq.enqueue_burst(batch, pool);
+        // The guest's free rx buffers as this burst found them.
+        ring.rx_free.0.store(dq.last_pending() as u32, Relaxed);
         let t = errors::trigger(dq);
         if t != st.error_seen {
             st.error_seen = t;

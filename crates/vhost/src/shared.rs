@@ -103,6 +103,14 @@ impl ErrorMirror {
     }
 }
 
+/// A ring-fill gauge written by the ring's owner once per burst (one
+/// relaxed store) and read by `info`. On its own cache line: the rings of
+/// neighbouring pairs belong to other PMDs, and a per-burst store must not
+/// bounce their lines.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub(crate) struct Gauge(pub AtomicU32);
+
 /// Shared part of a guest TX virtqueue (one of our rx queues).
 #[derive(Debug, Default)]
 pub(crate) struct RxRing {
@@ -114,6 +122,9 @@ pub(crate) struct RxRing {
     /// the base epoch that position belongs to.
     pub position: AtomicU32,
     pub pos_epoch: AtomicU64,
+    /// Chains the guest had queued that we had not taken, at the start of
+    /// the owner's last rx burst (0 while the ring is not running).
+    pub queued: Gauge,
     pub errors: ErrorMirror,
 }
 
@@ -121,6 +132,10 @@ pub(crate) struct RxRing {
 pub(crate) struct TxRing {
     lock: AtomicBool,
     state: UnsafeCell<TxState>,
+    /// Receive buffers the guest had posted and we had not used, at the
+    /// start of the last tx burst into this ring (written under the lock;
+    /// 0 until then and while the ring is not running).
+    pub rx_free: Gauge,
     pub errors: ErrorMirror,
 }
 
@@ -148,6 +163,7 @@ impl Default for TxRing {
         TxRing {
             lock: AtomicBool::new(false),
             state: UnsafeCell::new(TxState::default()),
+            rx_free: Gauge::default(),
             errors: ErrorMirror::default(),
         }
     }

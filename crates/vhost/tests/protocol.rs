@@ -1,13 +1,13 @@
 //! The port against the `vhost` crate's frontend over real unix sockets,
 //! in server and client mode: negotiation, packed rings refused, traffic
 //! through the port's own queues byte-exact (64 and 1518 B, MRG_RXBUF on
-//! and off, 1 and 2 queue pairs), ring positions, shared virtqueues, and
-//! disconnect + reconnect.
+//! and off, 1 and 2 queue pairs), ring positions, shared virtqueues,
+//! disconnect + reconnect, and ring fill in `info`.
 
 mod common;
 
 use common::*;
-use nfv_mem::Batch;
+use nfv_mem::{BATCH, Batch};
 use nfv_ports::Port;
 use nfv_ports::config::VhostUserMode::{Client, Server};
 use nfv_vhost::{VhostUserPort, features};
@@ -204,6 +204,60 @@ fn get_vring_base_stops_the_ring_where_it_was() {
         assert_eq!(sw.poll(), 0);
     }
     assert_eq!(sw.send(0, &[frame(64, 2)]), 0);
+}
+
+/// Ring fill in `info`: "queued" is the backlog the last rx burst found on
+/// the guest's TX virtqueue, "guest_rx_free" the receive buffers the last
+/// tx burst found posted on its RX virtqueue. The guest here posts its rx
+/// buffers once and never drains, and queues tx frames before the switch
+/// polls.
+#[test]
+fn info_reports_ring_fill_of_both_virtqueues() {
+    let path = sock("fill");
+    let mut sw = SwitchSide::open("fill", &cfg(&path, Server, 1, false), 1);
+    let mut g = Guest::setup(connect(&path), "fill", &GuestOpts::default());
+    wait_status(&sw.port, "pair enabled", |s| s.pairs_enabled == 1);
+    let port = sw.port.clone();
+    let info = |k: &str| -> u64 {
+        let info = port.info();
+        let v = &info.iter().find(|(n, _)| *n == k).expect(k).1;
+        v.parse().unwrap_or_else(|_| panic!("{k} = {v:?}"))
+    };
+    assert_eq!((info("queued"), info("guest_rx_free")), (0, 0));
+
+    // Switch -> guest: every burst finds what the guest posted minus what
+    // earlier bursts used.
+    let posted = g.rx[0].outstanding() as u64;
+    let burst: Vec<_> = (0..BATCH as u32).map(|i| frame(64, i)).collect();
+    let mut used = 0;
+    for _ in 0..3 {
+        let sent = sw.send(0, &burst) as u64;
+        assert_eq!(sent, BATCH as u64, "room for a whole burst");
+        assert_eq!(info("guest_rx_free"), posted - used);
+        used += sent;
+    }
+    assert_eq!(
+        g.rx[0].outstanding() as u64,
+        posted,
+        "the guest did not drain"
+    );
+
+    // Guest -> switch: more than a burst queued before the first poll; each
+    // burst finds what the guest queued minus what earlier bursts took.
+    let frames: Vec<_> = (0..(BATCH + 9) as u32).map(|i| frame(64, i)).collect();
+    let queued = g.send(0, &frames) as u64;
+    assert_eq!(queued, u64::from(g.tx[0].avail_idx()));
+    let mut taken = 0;
+    while taken < queued {
+        let mut b = Batch::new();
+        let n = sw.rxq[0].rx_burst(&mut b, &mut sw.cache) as u64;
+        sw.cache.free_batch(&mut b);
+        assert_eq!(info("queued"), queued - taken);
+        assert!(n > 0, "a burst took nothing");
+        taken += n;
+    }
+    sw.poll();
+    assert_eq!(info("queued"), 0, "everything taken");
 }
 
 #[test]

@@ -156,6 +156,8 @@ pub struct DeviceQueue {
     /// `last_avail` when `avail_event` was last written.
     avail_event_base: u16,
     quarantined: bool,
+    /// `avail.idx - last_avail` as read at the start of the last burst.
+    last_pending: u16,
     errors: QueueErrors,
     stats: QueueStats,
 }
@@ -212,6 +214,7 @@ impl DeviceQueue {
             kick_wanted: true,
             avail_event_base: setup.last_avail_idx,
             quarantined: false,
+            last_pending: 0,
             errors: QueueErrors::default(),
             stats: QueueStats::default(),
         };
@@ -239,6 +242,16 @@ impl DeviceQueue {
     }
     pub fn is_quarantined(&self) -> bool {
         self.quarantined
+    }
+    /// Chains the driver had posted and we had not yet taken when the last
+    /// burst that looked at the ring started (`avail.idx - last_avail_idx`
+    /// as read then): on a TX queue the driver's backlog, on an RX queue
+    /// the receive buffers it had free. 0 before the first such burst and
+    /// once quarantined. A burst with nothing to do (empty batch to
+    /// deliver, no room to dequeue into) does not read the ring and leaves
+    /// it unchanged.
+    pub fn last_pending(&self) -> u16 {
+        self.last_pending
     }
 
     /// Asks the driver to kick us (`on`, for a PMD about to sleep on the
@@ -285,6 +298,7 @@ impl DeviceQueue {
             self.quarantine();
             return None;
         }
+        self.last_pending = n;
         Some(n)
     }
 
@@ -292,6 +306,7 @@ impl DeviceQueue {
     fn quarantine(&mut self) {
         self.errors.avail_idx_jump += 1;
         self.quarantined = true;
+        self.last_pending = 0;
     }
 
     /// Next used index to be written.
