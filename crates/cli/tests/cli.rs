@@ -43,11 +43,11 @@ fn tx_packets(d: &Daemon, name: &str) -> u64 {
 #[test]
 fn run_forwards_and_show_pmd_reports_rate_and_cycles() {
     let d = start("fwd");
-    assert!(wait_until(Duration::from_secs(10), || tx_packets(
+    assert!(wait_until(Duration::from_secs(20), || tx_packets(
         &d, "sink0"
     ) > 10_000));
     // Rates are per-second samples: wait for one with traffic in it.
-    assert!(wait_until(Duration::from_secs(5), || {
+    assert!(wait_until(Duration::from_secs(20), || {
         let pmd = ctl_json(&d, &["show", "pmd"]);
         pmd[0]["mpps"].as_f64().unwrap() > 0.0 && pmd[0]["cycles_per_packet"].as_f64().is_some()
     }));
@@ -110,7 +110,7 @@ fn bad_requests_fail_loudly_and_change_nothing() {
     );
     // And it still forwards.
     let n = tx_packets(&d, "sink0");
-    assert!(wait_until(Duration::from_secs(5), || tx_packets(
+    assert!(wait_until(Duration::from_secs(20), || tx_packets(
         &d, "sink0"
     ) > n));
 }
@@ -129,7 +129,7 @@ fn ports_and_flows_change_at_run_time() {
             .success()
     );
     assert!(
-        wait_until(Duration::from_secs(5), || tx_packets(&d, "sink1") > 1000),
+        wait_until(Duration::from_secs(20), || tx_packets(&d, "sink1") > 1000),
         "new rule not used"
     );
     let sink0 = tx_packets(&d, "sink0");
@@ -142,7 +142,7 @@ fn ports_and_flows_change_at_run_time() {
     // Deleting the output port: packets become counted no_port drops.
     assert!(ctl(&d, &["del-port", "sink1"]).status.success());
     assert!(port(&ctl_json(&d, &["show", "ports"]), "sink1").is_none());
-    assert!(wait_until(Duration::from_secs(5), || {
+    assert!(wait_until(Duration::from_secs(20), || {
         let ports = ctl_json(&d, &["show", "ports"]);
         port(&ports, "gen0").unwrap()["rx"]["drops"]["no_port"]
             .as_u64()
@@ -153,7 +153,7 @@ fn ports_and_flows_change_at_run_time() {
     // Deleting all rules: table misses.
     let out = ctl_json(&d, &["del-flows"]);
     assert_eq!(out["deleted"], 2);
-    assert!(wait_until(Duration::from_secs(5), || {
+    assert!(wait_until(Duration::from_secs(20), || {
         let ports = ctl_json(&d, &["show", "ports"]);
         port(&ports, "gen0").unwrap()["rx"]["drops"]["no_match"]
             .as_u64()
@@ -165,7 +165,7 @@ fn ports_and_flows_change_at_run_time() {
 #[test]
 fn sigterm_stops_cleanly_with_final_counters() {
     let mut d = start("term");
-    assert!(wait_until(Duration::from_secs(5), || tx_packets(
+    assert!(wait_until(Duration::from_secs(20), || tx_packets(
         &d, "sink0"
     ) > 1000));
     nix_kill(d.child.id(), "TERM");
@@ -215,7 +215,7 @@ fn nix_kill(pid: u32, sig: &str) {
 
 fn wait_output(child: &mut Child) -> Output {
     assert!(
-        wait_until(Duration::from_secs(10), || child
+        wait_until(Duration::from_secs(20), || child
             .try_wait()
             .unwrap()
             .is_some()),

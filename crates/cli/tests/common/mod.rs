@@ -68,7 +68,7 @@ type = "sink"
         .spawn()
         .unwrap();
     assert!(
-        wait_until(Duration::from_secs(10), || {
+        wait_until(Duration::from_secs(20), || {
             std::os::unix::net::UnixStream::connect(&socket).is_ok()
         }),
         "control socket never appeared"
