@@ -360,7 +360,7 @@ fn no_capabilities_is_a_permission_error() {
     let host = env.veth.host.clone();
     // Capabilities are per thread: drop them all in a thread of our own.
     let r = std::thread::spawn(move || {
-        drop_all_capabilities();
+        nfv_testutil::netns::drop_all_capabilities();
         nfv_afxdp::open(&cfg("xperm", &host, XdpBindMode::Auto, 2048)).err()
     })
     .join()
@@ -378,34 +378,6 @@ fn no_capabilities_is_a_permission_error() {
         "{msg}"
     );
     assert_detached(&env);
-}
-
-fn drop_all_capabilities() {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let mut h = Header {
-        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
-        pid: 0,
-    };
-    let d = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: capset(2) with a valid v3 header and two data words; it
-    // changes only the calling thread's capabilities.
-    let r = unsafe { libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) };
-    assert_eq!(r, 0, "capset: {}", std::io::Error::last_os_error());
 }
 
 #[test]

@@ -7,7 +7,6 @@ use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
 use nfv_ports::config::TapConfig;
 use nfv_ports::{Port, PortConfig, PortKind, RxQueue, TxQueue};
 use nfv_testutil::netns::{Netns, run, unique_name};
-use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -217,7 +216,7 @@ fn without_cap_net_admin_the_error_says_permission() {
     let name = unique_name("nvtx");
     let c = cfg("host0", &name, 1);
     let msg = std::thread::spawn(move || {
-        drop_all_caps();
+        nfv_testutil::netns::drop_all_capabilities();
         nfv_tap::open(&c).err().map(|e| e.to_string())
     })
     .join()
@@ -441,33 +440,4 @@ fn echo_reply(f: &[u8]) -> Option<Vec<u8>> {
     let c = checksum(&r[icmp_at..]);
     r[icmp_at + 2..icmp_at + 4].copy_from_slice(&c.to_be_bytes());
     Some(r)
-}
-
-/// Drops every capability of the calling thread.
-fn drop_all_caps() {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let h = Header {
-        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
-        pid: 0,
-    };
-    let d = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: capset with a valid v3 header and two data words; affects
-    // only the calling thread.
-    let r = unsafe { libc::syscall(libc::SYS_capset, &h as *const Header, d.as_ptr()) };
-    assert_eq!(r, 0, "capset: {}", io::Error::last_os_error());
 }

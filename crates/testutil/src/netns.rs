@@ -83,18 +83,13 @@ impl Netns {
         &self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> std::thread::JoinHandle<Result<T, String>> {
-        let path = format!("/run/netns/{}", self.name);
-        std::thread::spawn(move || {
-            let file = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
-            // SAFETY: `file` is an open namespace file for the call's
-            // duration; setns only changes this thread's network namespace.
-            let r =
-                unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
-            if r != 0 {
-                return Err(format!("setns {path}: {}", std::io::Error::last_os_error()));
-            }
-            Ok(f())
-        })
+        spawn_in_named(&self.name, f)
+    }
+
+    /// Runs `f` on a thread inside the namespace and returns its result;
+    /// panics (failing the test) if the thread cannot enter or panics.
+    pub fn run_in<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        run_in_named(&self.name, f)
     }
 
     /// Runs `args[0] args[1..]` inside the namespace.
@@ -158,6 +153,64 @@ impl Drop for Veth {
     fn drop(&mut self) {
         let _ = run("ip", &["link", "del", &self.host]);
     }
+}
+
+/// [`Netns::spawn_in`] for a namespace known by name (`ip netns add NAME`).
+pub fn spawn_in_named<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<Result<T, String>> {
+    let path = format!("/run/netns/{name}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+        // SAFETY: `file` is an open namespace file for the call's
+        // duration; setns only changes this thread's network namespace.
+        let r = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
+        if r != 0 {
+            return Err(format!("setns {path}: {}", std::io::Error::last_os_error()));
+        }
+        Ok(f())
+    })
+}
+
+/// Runs `f` on a thread inside namespace `name` and returns its result;
+/// panics (failing the test) if the thread cannot enter or panics.
+pub fn run_in_named<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    spawn_in_named(name, f)
+        .join()
+        .expect("thread in namespace panicked")
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Drops every capability of the calling thread: it stays uid 0 but can
+/// no longer open raw sockets, load BPF or configure interfaces — for
+/// tests of the "no permission" errors. Run it on a thread of its own.
+pub fn drop_all_capabilities() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let h = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let d = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset with a valid v3 header and two data words; affects
+    // only the calling thread.
+    let r = unsafe { libc::syscall(libc::SYS_capset, &h as *const Header, d.as_ptr()) };
+    assert_eq!(r, 0, "capset: {}", std::io::Error::last_os_error());
 }
 
 fn parse_mac(s: &str) -> Option<[u8; 6]> {

@@ -63,21 +63,6 @@ pub fn seq_of(f: &[u8]) -> u32 {
     u32::from_be_bytes([f[14], f[15], f[16], f[17]])
 }
 
-/// Runs `f` on a thread that has entered network namespace `ns`.
-pub fn in_ns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/run/netns/{}", ns.name());
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        // SAFETY: setns on a namespace fd we hold open; affects only this
-        // thread.
-        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(r, 0, "setns {path}: {}", io::Error::last_os_error());
-        f()
-    })
-    .join()
-    .expect("namespace thread panicked")
-}
-
 /// A raw AF_PACKET socket on one interface, for the other side of a test.
 pub struct RawSock {
     fd: OwnedFd,
@@ -241,32 +226,9 @@ pub fn info_u64(port: &dyn Port, key: &str) -> u64 {
     info(port, key).parse().unwrap()
 }
 
-/// Drops every capability of the calling thread (it stays uid 0 but can
-/// no longer open raw sockets or configure interfaces).
-pub fn drop_all_caps() {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let h = Header {
-        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
-        pid: 0,
-    };
-    let d = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: capset with a valid v3 header and two data words; affects
-    // only the calling thread.
-    let r = unsafe { libc::syscall(libc::SYS_capset, &h as *const Header, d.as_ptr()) };
-    assert_eq!(r, 0, "capset: {}", io::Error::last_os_error());
+pub use nfv_testutil::netns::drop_all_capabilities as drop_all_caps;
+
+/// Runs `f` on a thread that has entered network namespace `ns`.
+pub fn in_ns<T: Send + 'static>(ns: &Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
+    ns.run_in(f)
 }

@@ -72,16 +72,7 @@ pub fn test_seq(f: &[u8]) -> Option<u32> {
 /// Runs `f` on a thread that entered namespace `ns` (network namespaces
 /// are per thread; sockets made there stay in that namespace).
 pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        // SAFETY: setns on a namespace fd we hold; affects only this thread.
-        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(r, 0, "setns {path}: {}", io::Error::last_os_error());
-        f()
-    })
-    .join()
-    .expect("thread in namespace")
+    nfv_testutil::netns::run_in_named(ns, f)
 }
 
 /// A raw AF_PACKET socket bound to `iface`, all protocols.
