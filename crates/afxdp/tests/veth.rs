@@ -391,9 +391,14 @@ fn interface_deleted_under_an_open_port_is_survived() {
     let mut txq = port.open_txq(0);
     let mut pool = pool();
     nfv_testutil::netns::run("ip", &["link", "del", &host]).unwrap();
+    // Frames the namespace sent before the delete (IPv6 neighbour
+    // discovery, say) may still sit in the rx ring; nothing more can come.
+    let mut leftovers = 0;
     for _ in 0..100 {
         let mut b = Batch::new();
-        assert_eq!(rxq.rx_burst(&mut b, &mut pool), 0);
+        leftovers += rxq.rx_burst(&mut b, &mut pool);
+        pool.free_batch(&mut b);
+        assert!(leftovers <= 64, "{leftovers} frames from a deleted interface");
         pool.alloc_into(&mut b, 32);
         for p in b.iter_mut() {
             p.set_len(64).unwrap();
