@@ -398,7 +398,10 @@ fn interface_deleted_under_an_open_port_is_survived() {
         let mut b = Batch::new();
         leftovers += rxq.rx_burst(&mut b, &mut pool);
         pool.free_batch(&mut b);
-        assert!(leftovers <= 64, "{leftovers} frames from a deleted interface");
+        assert!(
+            leftovers <= 64,
+            "{leftovers} frames from a deleted interface"
+        );
         pool.alloc_into(&mut b, 32);
         for p in b.iter_mut() {
             p.set_len(64).unwrap();

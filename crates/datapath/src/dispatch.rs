@@ -88,6 +88,11 @@ impl Dispatch {
         }
     }
 
+    /// The generation of the flow table in use.
+    pub fn table_version(&self) -> u64 {
+        self.table.version
+    }
+
     /// Switches to a new flow table generation (flushing the EMC).
     pub fn set_table(&mut self, table: Arc<FlowTable>) {
         self.emc.sync_version(table.version);

@@ -101,7 +101,6 @@ impl PmdThread {
         }
         let mut pool = self.pool.cache();
         let mut dispatch = Dispatch::new(self.emc_entries, self.table.snapshot(), self.mac.clone());
-        let mut table_version = self.table.version();
         let mut rxqs: Vec<PolledRxq> = Vec::new();
         let mut batch = Batch::new();
         let mut c = PmdCounters::default();
@@ -156,10 +155,8 @@ impl PmdThread {
                 if quit {
                     break;
                 }
-                let v = self.table.version();
-                if v != table_version {
-                    table_version = v;
-                    dispatch.set_table(self.table.snapshot());
+                if let Some(t) = self.table.snapshot_if_newer(dispatch.table_version()) {
+                    dispatch.set_table(t);
                 }
                 dispatch.now_secs = started.elapsed().as_secs() as u32;
                 let now = nfv_tsc::now();

@@ -55,6 +55,21 @@ impl SharedFlowTable {
         self.current.load_full()
     }
 
+    /// The current snapshot if it is not the generation `held` (one
+    /// acquire load when nothing changed). Readers compare against the
+    /// version *of the snapshot they hold*, never against a separately
+    /// read [`Self::version`]: reading the version after taking a snapshot
+    /// can pair an older table with a newer number, and a PMD that started
+    /// while the node was loading its flows kept an empty table for good
+    /// (every packet a `no_match` drop).
+    #[inline(always)]
+    pub fn snapshot_if_newer(&self, held: u64) -> Option<Arc<FlowTable>> {
+        if self.version() == held {
+            return None;
+        }
+        Some(self.snapshot())
+    }
+
     fn edit<R>(&self, f: impl FnOnce(&mut Classifier, &mut u64) -> R) -> R {
         let mut seq = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let old = self.current.load_full();
@@ -84,5 +99,40 @@ impl SharedFlowTable {
     /// returns how many were removed.
     pub fn del_flows(&self, filter: &FlowFilter) -> usize {
         self.edit(|c, _| c.remove_matching(filter))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse_flow;
+
+    /// A reader that took its snapshot before a publish must see the
+    /// publish, whatever it read in between: the version it compares
+    /// against is its snapshot's own.
+    #[test]
+    fn a_stale_snapshot_always_sees_the_next_generation() {
+        let shared = SharedFlowTable::new();
+        // (flows published after the reader's snapshot, expected rules seen)
+        let cases: [(&[&str], usize); 3] = [
+            (&[], 0),
+            (&["in_port=1,actions=output:2"], 1),
+            (&["in_port=3,actions=output:4", "in_port=5,actions=drop"], 2),
+        ];
+        for (flows, rules) in cases {
+            let held = shared.snapshot();
+            let before = held.classifier.len();
+            if flows.is_empty() {
+                assert!(shared.snapshot_if_newer(held.version).is_none());
+                continue;
+            }
+            shared.add_flows(flows.iter().map(|f| parse_flow(f).unwrap()));
+            let new = shared
+                .snapshot_if_newer(held.version)
+                .expect("a publish after the snapshot is seen");
+            assert_eq!(new.version, held.version + 1);
+            assert_eq!(new.classifier.len(), before + rules);
+            assert!(shared.snapshot_if_newer(new.version).is_none());
+        }
     }
 }
