@@ -2,15 +2,21 @@
 //! checks applied to what a frontend acks. Pure functions, no I/O.
 
 use nfv_virtio::layout::{
-    VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ,
-    VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
+    VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_IN_ORDER, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1,
+    VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
 };
 use vhost::vhost_user::VhostUserProtocolFeatures;
 
 /// Virtio feature bits offered to every frontend. `RING_PACKED` is never
-/// offered: the rings are split rings only.
+/// offered: the rings are split rings only. `IN_ORDER` is: our device
+/// queues use chains strictly in avail order (bad ones included, returned
+/// with length 0), and DPDK's virtio PMD runs cheaper in-order paths with
+/// it. Its testpmd endpoint in `nfv-bench hop` is the bottleneck of a 64 B
+/// hop when the two vCPUs are far apart: offering IN_ORDER took that hop
+/// from ~8.5 to ~10.3 Mpps (4 interleaved pairs).
 pub fn offered(mrg_rxbuf: bool) -> u64 {
     let mut f = VIRTIO_F_VERSION_1
+        | VIRTIO_F_IN_ORDER
         | VIRTIO_RING_F_INDIRECT_DESC
         | VIRTIO_RING_F_EVENT_IDX
         | VIRTIO_NET_F_MQ
@@ -64,8 +70,9 @@ pub fn check_protocol_ack(acked: u64) -> Result<(), NegotiationError> {
 
 /// Names of the virtio-net feature bits we know, for `show ports`.
 pub fn describe(features: u64) -> String {
-    const NAMES: [(u64, &str); 7] = [
+    const NAMES: [(u64, &str); 8] = [
         (VIRTIO_F_VERSION_1, "VERSION_1"),
+        (VIRTIO_F_IN_ORDER, "IN_ORDER"),
         (VIRTIO_NET_F_MRG_RXBUF, "MRG_RXBUF"),
         (VIRTIO_RING_F_INDIRECT_DESC, "INDIRECT_DESC"),
         (VIRTIO_RING_F_EVENT_IDX, "EVENT_IDX"),
@@ -98,7 +105,8 @@ mod tests {
         assert_eq!(f & VIRTIO_F_RING_PACKED, 0);
         assert_ne!(f & VIRTIO_NET_F_MRG_RXBUF, 0);
         assert_eq!(offered(false) & VIRTIO_NET_F_MRG_RXBUF, 0);
-        assert_eq!(f, 0x1_7040_8000);
+        assert_ne!(f & VIRTIO_F_IN_ORDER, 0);
+        assert_eq!(f, 0x9_7040_8000);
     }
 
     #[test]

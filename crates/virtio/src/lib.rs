@@ -12,8 +12,10 @@
 //! (no loops), indexes are validated, and a queue that misbehaves is
 //! quarantined with a counter ([`device::QueueErrors`]) instead of panicking.
 //!
-//! Only split rings are implemented (no packed rings, no IN_ORDER); data is
-//! copied between the ring buffers and pool packets (no zero-copy yet). The
+//! Only split rings are implemented (no packed rings); the device side
+//! always uses chains in the order they were made available, so it can
+//! offer VIRTIO_F_IN_ORDER. Data is copied between the ring buffers and
+//! pool packets (no zero-copy yet). The
 //! only syscall is the `write` to the driver's call eventfd, at most once
 //! per burst.
 
