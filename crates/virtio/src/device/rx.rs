@@ -59,6 +59,7 @@ impl DeviceQueue {
         for &h in &heads[..warm] {
             self.ring.prefetch_buffer_write(&self.mem, h, self.hint);
         }
+        self.warm_used(warm);
         let first = cur;
         while done < batch.len() {
             // Beyond the warmed chains (merged packets), keep prefetching

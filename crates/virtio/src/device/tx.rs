@@ -49,6 +49,7 @@ impl DeviceQueue {
                 .avail_entry(self.last_avail.wrapping_add(i as u16));
             prefetch(self.ring.desc_ptr(*h));
         }
+        self.warm_used(n);
         let mut got = 0;
         let mut bytes = 0u64;
         // Issue every buffer prefetch of the burst before the first copy:
