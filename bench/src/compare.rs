@@ -4,6 +4,7 @@
 //! against the targets printed last.
 
 use crate::host::{self, Hugepages};
+use crate::paired;
 use crate::proc;
 use crate::report::{self, Check, Record, RecordResult, Summary};
 use crate::scenario::{self, Scenario};
@@ -330,6 +331,8 @@ pub fn print_profile(path: &Path, lines: usize) {
     }
 }
 
+const PAIRED_TITLE: &str = "ratios of paired trials (same rep and case, both started with the vCPUs placed alike: near = cache-line round trip under 150 ns, far = over; see bench/README.md)";
+
 /// Target ratios: (e2e vs OVS, e2e vs wire, cycles vs OVS at this size).
 fn cycle_target(size: usize) -> Option<f64> {
     match size {
@@ -465,6 +468,38 @@ pub fn compare(a: CompareArgs) -> Result<(), String> {
             checks.push(ch);
         }
     }
+    // The same ratios from trials paired within a rep and a placement.
+    let (nfv, ovs, wire) = (
+        Scenario::Nfvswitch.name(),
+        Scenario::Ovs.name(),
+        Scenario::Wire.name(),
+    );
+    let mut pairs = Vec::new();
+    for &case in &cases {
+        pairs.extend(paired::paired(
+            &records,
+            case,
+            "e2e Mpps nfvswitch / OVS",
+            (nfv, ovs),
+            |o| Some(o.mpps),
+        ));
+        pairs.extend(paired::paired(
+            &records,
+            case,
+            "cyc/pkt nfvswitch / OVS",
+            (nfv, ovs),
+            |o| o.pmd.as_ref().map(|p| p.cycles_per_packet),
+        ));
+        pairs.extend(paired::paired(
+            &records,
+            case,
+            "e2e Mpps nfvswitch / wire",
+            (nfv, wire),
+            |o| Some(o.mpps),
+        ));
+    }
+    let pair_rows: Vec<Vec<String>> = pairs.iter().map(paired::Paired::row).collect();
+    let pair_table = report::text_table(&paired::HEAD, &pair_rows);
     let table = report::text_table(&report::TABLE_HEAD, &rows);
     let check_rows: Vec<Vec<String>> = checks.iter().map(Check::row).collect();
     let check_table = report::text_table(&report::CHECK_HEAD, &check_rows);
@@ -497,16 +532,18 @@ pub fn compare(a: CompareArgs) -> Result<(), String> {
         "trials": records,
         "summary": sums,
         "checks": checks,
+        "paired": pairs,
     });
     let md = format!(
-        "# nfv-bench compare {ts}\n\n{} reps interleaved, {} + {} 1-s samples per trial, testpmd memory {:?}, TSC {:.3} GHz.\n\n{}\n## Ratios against the targets\n\n{}\n{met} met, {not_met} not met.\n",
+        "# nfv-bench compare {ts}\n\n{} reps interleaved, {} + {} 1-s samples per trial, testpmd memory {:?}, TSC {:.3} GHz.\n\n{}\n## Ratios against the targets\n\n{}\n{met} met, {not_met} not met.\n\n## {PAIRED_TITLE}\n\n{}",
         c.reps,
         c.warm,
         c.seconds,
         p.mem,
         nfv_tsc::hz() as f64 / 1e9,
         report::md_table(&report::TABLE_HEAD, &rows),
-        report::md_table(&report::CHECK_HEAD, &check_rows)
+        report::md_table(&report::CHECK_HEAD, &check_rows),
+        report::md_table(&paired::HEAD, &pair_rows)
     );
     match report::write_results(&report::results_dir(c.results.clone()), &stem, &json, &md) {
         Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
@@ -518,6 +555,12 @@ pub fn compare(a: CompareArgs) -> Result<(), String> {
         "{met} met, {not_met} NOT met, {} n/a",
         checks.len() - met - not_met
     );
+    println!("\n{PAIRED_TITLE}:");
+    if pairs.is_empty() {
+        println!("(no pair of trials saw the same placement)");
+    } else {
+        print!("{pair_table}");
+    }
     if interrupted {
         return Err("interrupted (partial results above)".into());
     }

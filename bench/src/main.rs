@@ -31,6 +31,7 @@ mod host;
 mod kernel_port;
 mod kernel_traffic;
 mod ovs;
+mod paired;
 mod proc;
 mod report;
 mod scenario;

@@ -44,7 +44,7 @@ impl Spec {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Outcome {
     pub mpps: f64,
     pub gbps: f64,
