@@ -59,7 +59,7 @@ fn frames_from_the_namespace_arrive_on_rx_burst() {
     assert_eq!(promiscuity(), 1, "not promiscuous");
     let mut rxq = port.open_rxq(0);
     let (_pool, mut cache) = pool();
-    let peer = RawSock::in_ns(&ns, &veth.inner, TEST_ETHERTYPE);
+    let peer = RawSocket::in_ns(&ns, &veth.inner, TEST_ETHERTYPE);
     // The peer sees carrier once both ends are up.
     assert!(nfv_testutil::wait_until(WAIT, || {
         ns.run(&["cat", &format!("/sys/class/net/{}/carrier", veth.inner)])
@@ -101,7 +101,7 @@ fn tx_burst_frames_arrive_in_the_namespace_and_not_back_on_rx() {
     let mut txq = port.open_txq(0);
     assert_eq!(txq.max_frame(), 1500 + 18);
     let (_pool, mut cache) = pool();
-    let peer = RawSock::in_ns(&ns, &veth.inner, TEST_ETHERTYPE);
+    let peer = RawSocket::in_ns(&ns, &veth.inner, TEST_ETHERTYPE);
     let sent: Vec<Vec<u8>> = (0..100u32)
         .map(|i| frame(veth.inner_mac, i, 60 + (i as usize * 37) % 1400))
         .collect();
@@ -143,7 +143,7 @@ fn a_frame_the_kernel_refuses_stays_in_the_batch_and_the_rest_go() {
     let port = open(&port_config("ap0", &veth.host, 1, 4096));
     let mut txq = port.open_txq(0);
     let (_pool, mut cache) = pool();
-    let peer = RawSock::in_ns(&ns, &veth.inner, TEST_ETHERTYPE);
+    let peer = RawSocket::in_ns(&ns, &veth.inner, TEST_ETHERTYPE);
     // 1516 bytes untagged: within max_frame (room for a VLAN tag) but
     // over MTU + 14, so the kernel says EMSGSIZE for it alone.
     let frames = vec![
@@ -171,7 +171,7 @@ fn frames_in_the_ring_survive_reopening_the_rx_queue() {
     };
     let port = open(&port_config("ap0", &veth.host, 1, 4096));
     let (_pool, mut cache) = pool();
-    let peer = RawSock::in_ns(&ns, &veth.inner, TEST_ETHERTYPE);
+    let peer = RawSocket::in_ns(&ns, &veth.inner, TEST_ETHERTYPE);
     let sent: Vec<Vec<u8>> = (0..100u32).map(|i| frame(OTHER_MAC, i, 64)).collect();
     for f in &sent {
         peer.send(f);
@@ -218,7 +218,7 @@ fn flows_are_spread_over_rx_queues_by_fanout() {
     assert!(info(&*port, "rx_fanout").starts_with("hash, group "));
     let mut qs = [port.open_rxq(0), port.open_rxq(1)];
     let (_pool, mut cache) = pool();
-    let peer = RawSock::in_ns(&ns, &veth.inner, 0x0800);
+    let peer = RawSocket::in_ns(&ns, &veth.inner, 0x0800);
     // IPv4/UDP frames of 64 flows (source ports), dst port 4242.
     let is_ours = |f: &[u8]| f.len() >= 38 && f[12..14] == [8, 0] && f[36..38] == [0x10, 0x92];
     let mut sent = 0;
@@ -283,7 +283,7 @@ fn ring_overflow_is_counted_as_kernel_drops() {
     // The smallest ring: 8 blocks of 16 KiB, about 800 small frames.
     let port = open(&port_config("ap0", &veth.host, 1, 64));
     let (_pool, mut cache) = pool();
-    let peer = RawSock::in_ns(&ns, &veth.inner, TEST_ETHERTYPE);
+    let peer = RawSocket::in_ns(&ns, &veth.inner, TEST_ETHERTYPE);
     let n = 3000;
     for i in 0..n {
         peer.send(&frame(OTHER_MAC, i, 64));

@@ -11,6 +11,7 @@ use nfv_afxdp::OpenError;
 use nfv_mem::{Batch, PoolCache};
 use nfv_ports::config::{AfXdpConfig, XdpBindMode};
 use nfv_ports::{PortConfig, PortKind, RxQueue, TxQueue};
+use nfv_testutil::rawsock::ETH_P_ALL;
 use std::time::{Duration, Instant};
 
 fn cfg(name: &str, iface: &str, mode: XdpBindMode, ring_size: usize) -> PortConfig {
@@ -67,16 +68,7 @@ fn transmit(txq: &mut dyn TxQueue, pool: &mut PoolCache, frames: &[Vec<u8>]) {
 /// Frames the namespace side receives until `want` test frames arrived or
 /// 5 s passed.
 fn receive_in_ns(sock: &RawSocket, want: usize) -> Vec<Vec<u8>> {
-    let mut got = Vec::new();
-    let end = Instant::now() + Duration::from_secs(5);
-    while got.len() < want && Instant::now() < end {
-        if let Some(f) = sock.recv()
-            && test_seq(&f).is_some()
-        {
-            got.push(f);
-        }
-    }
-    got
+    sock.recv_n(want, Duration::from_secs(5), |f| test_seq(f).is_some())
 }
 
 fn assert_detached(env: &Env) {
@@ -103,7 +95,7 @@ fn rx_receives_frames_sent_in_the_namespace() {
     assert_eq!(info(&port, "bind_mode"), "copy");
     let mut rxq = port.open_rxq(0);
     let mut pool = pool();
-    let sock = RawSocket::in_ns(env.ns.name(), &env.veth.inner);
+    let sock = RawSocket::in_ns(&env.ns, &env.veth.inner, ETH_P_ALL);
     let frames: Vec<Vec<u8>> = (0..100u32)
         .map(|i| {
             frame(
@@ -149,7 +141,7 @@ fn tx_frames_arrive_in_the_namespace() {
     let port = nfv_afxdp::open(&cfg("xtx", host, XdpBindMode::Auto, 2048)).unwrap();
     // veth has no zero-copy: auto falls back to copy.
     assert_eq!(info(&port, "bind_mode"), "copy");
-    let sock = RawSocket::in_ns(env.ns.name(), &env.veth.inner);
+    let sock = RawSocket::in_ns(&env.ns, &env.veth.inner, ETH_P_ALL);
     let mut txq = port.open_txq(0);
     assert_eq!(
         txq.max_frame(),
@@ -191,7 +183,7 @@ fn tx_queues_sharing_one_socket_lose_nothing() {
     };
     let host = env.veth.host.clone();
     let port = nfv_afxdp::open(&cfg("xsh", &host, XdpBindMode::Copy, 256)).unwrap();
-    let sock = RawSocket::in_ns(env.ns.name(), &env.veth.inner);
+    let sock = RawSocket::in_ns(&env.ns, &env.veth.inner, ETH_P_ALL);
     let mac = host_mac(&host);
     let inner = env.veth.inner_mac;
     // Two PMD threads, one socket: both go through the spin lock. 800
@@ -238,7 +230,7 @@ fn rx_frames_are_recycled_through_a_small_ring() {
     let port = nfv_afxdp::open(&cfg("xrc", host, XdpBindMode::Copy, 64)).unwrap();
     let mut rxq = port.open_rxq(0);
     let mut pool = pool();
-    let sock = RawSocket::in_ns(env.ns.name(), &env.veth.inner);
+    let sock = RawSocket::in_ns(&env.ns, &env.veth.inner, ETH_P_ALL);
     let (dst, src) = (host_mac(host), env.veth.inner_mac);
     for round in 0..20u32 {
         let frames: Vec<Vec<u8>> = (0..32)
@@ -292,7 +284,7 @@ fn second_port_on_the_interface_is_refused_and_the_first_keeps_working() {
     assert!(xdp_on(host).is_some());
     let mut rxq = first.open_rxq(0);
     let mut pool = pool();
-    let sock = RawSocket::in_ns(env.ns.name(), &env.veth.inner);
+    let sock = RawSocket::in_ns(&env.ns, &env.veth.inner, ETH_P_ALL);
     let frames: Vec<Vec<u8>> = (0..10)
         .map(|i| frame(host_mac(host), env.veth.inner_mac, i, 64))
         .collect();

@@ -1,7 +1,9 @@
-//! Helpers for tests: reporting a test as SKIPPED (never a silent pass)
-//! and waiting for a condition with a deadline (never a fixed sleep).
+//! Helpers for tests: reporting a test as SKIPPED (never a silent pass),
+//! waiting for a condition with a deadline (never a fixed sleep), network
+//! namespaces and a raw socket as the far side of the wire.
 
 pub mod netns;
+pub mod rawsock;
 
 use std::io::Write;
 use std::time::{Duration, Instant};
