@@ -1,20 +1,14 @@
 //! `nfvswitch ctl show traffic` against a running node and `nfvswitch
 //! ndr` on a config, as an operator runs them.
 
+mod common;
+
+use common::{BIN, tempdir};
 use nfv_testutil::wait_until;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-const BIN: &str = env!("CARGO_BIN_EXE_nfvswitch");
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nfvswitch-traffic-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// gen0 (`gen_keys`) → one rule → rx0, socket in `dir`.
 fn config(dir: &Path, tag: &str, gen_keys: &str) -> PathBuf {

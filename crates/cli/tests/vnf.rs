@@ -5,13 +5,15 @@
 //! clean stop on SIGTERM with final counters. Every child is killed by
 //! PID when the test ends.
 
+mod common;
+
+use common::{BIN, tempdir};
 use nfv_testutil::wait_until;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nfvswitch");
 const WAIT: Duration = Duration::from_secs(20);
 
 struct Proc(Option<Child>);
@@ -59,13 +61,6 @@ impl Drop for Proc {
             let _ = c.wait();
         }
     }
-}
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nfvswitch-vnf-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// A node: generator (rate-limited) → vhost-user server port → sink.
