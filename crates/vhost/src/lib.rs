@@ -2,10 +2,14 @@
 //! (DPDK virtio-user, the built-in VNF), like OVS `dpdkvhostuser[client]`.
 //!
 //! * [`VhostUserPort`] implements [`nfv_ports::Port`]. One protocol thread
-//!   per port speaks vhost-user (messages decoded by the `vhost` crate;
-//!   `backend.rs` holds the state, `conn.rs` the connection loops for server
-//!   and client mode with reconnect). The virtqueues themselves are served
-//!   on the PMD threads by `nfv_virtio::DeviceQueue` (`queue.rs`).
+//!   per port speaks vhost-user: `message.rs` decodes messages (pure, no
+//!   I/O), `channel.rs` reads them with their fds, `dispatch.rs` maps each
+//!   to the protocol state in `backend.rs` and answers, `conn.rs` runs the
+//!   server and client connection loops with reconnect and backoff. The
+//!   message layer is ours, not the `vhost` crate's, so that every order of
+//!   requests real frontends send is accepted (see `dispatch.rs`). The
+//!   virtqueues themselves are served on the PMD threads by
+//!   `nfv_virtio::DeviceQueue` (`queue.rs`).
 //! * Queues: rx queue `i` is the guest's TX virtqueue `2i+1` (the port has
 //!   `queues` rx queues). Tx queues are per PMD: PMD `q` sends into the
 //!   guest RX virtqueue of the `q % n`-th running pair (`n` = running
@@ -27,10 +31,13 @@
 //!   guest memory is unmapped once no PMD can touch it any more.
 
 mod backend;
+mod channel;
 mod conn;
+mod dispatch;
 mod errors;
 pub mod features;
 mod memtable;
+pub mod message;
 mod queue;
 mod shared;
 
@@ -42,7 +49,7 @@ use std::thread::JoinHandle;
 use nfv_ports::config::{PortConfig, PortKind, VhostUserConfig, VhostUserMode};
 use nfv_ports::{Port, RxQueue, TxQueue};
 
-pub use conn::RETRY;
+pub use conn::{MAX_BACKOFF, RETRY, STABLE};
 pub use errors::NAMES as QUEUE_COUNTER_NAMES;
 pub use memtable::MemTableError;
 use shared::Shared;
