@@ -43,6 +43,10 @@ pub struct RegionSpec {
     pub user_addr: u64,
     pub mmap_offset: u64,
     pub fd: OwnedFd,
+    /// The frontend sealed the file against shrinking (memfd
+    /// `F_SEAL_SHRINK`): it cannot fault. Unsealed files rely on the
+    /// SIGBUS guard.
+    pub shrink_sealed: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +102,8 @@ pub struct GuestMemory {
     regions: ArrayVec<MemRegion, MAX_REGIONS>,
     /// SIGBUS guards of our own mappings (dropped before unmapping).
     guards: ArrayVec<Guarded, MAX_REGIONS>,
+    /// Regions whose file was not sealed against shrinking.
+    unsealed: usize,
 }
 
 // SAFETY: the raw pointers refer to mappings that live as long as this value
@@ -141,6 +147,7 @@ impl GuestMemory {
         let mut mem = GuestMemory {
             regions: ArrayVec::new(),
             guards: ArrayVec::new(),
+            unsealed: specs.iter().filter(|s| !s.shrink_sealed).count(),
         };
         for (i, s) in specs.iter().enumerate() {
             // hugetlbfs needs the length rounded to its page size, which
@@ -225,6 +232,7 @@ impl GuestMemory {
                 })
                 .collect(),
             guards: ArrayVec::new(),
+            unsealed: 0,
         })
     }
 
@@ -365,6 +373,12 @@ impl GuestMemory {
     pub fn faulted(&self) -> bool {
         self.guards.iter().any(|g| g.faulted())
     }
+
+    /// Regions mapped from files the frontend did not seal against
+    /// shrinking (these depend on the SIGBUS guard).
+    pub fn unsealed_regions(&self) -> usize {
+        self.unsealed
+    }
 }
 
 fn block_size(fd: &OwnedFd) -> usize {
@@ -431,6 +445,7 @@ mod tests {
                 user_addr: 0x7f00_0000_0000,
                 mmap_offset: 0,
                 fd: dup(&fd),
+                shrink_sealed: false,
             },
             RegionSpec {
                 guest_phys_addr: 0x1_0000_0000,
@@ -438,6 +453,7 @@ mod tests {
                 user_addr: 0x7f00_0010_0000,
                 mmap_offset: 4096,
                 fd: dup(&fd),
+                shrink_sealed: false,
             },
         ])
         .unwrap();
@@ -461,6 +477,7 @@ mod tests {
             user_addr: 0,
             mmap_offset: 0,
             fd,
+            shrink_sealed: false,
         }])
         .unwrap();
         let q = again.translate(4096, 1).unwrap();
@@ -531,6 +548,7 @@ mod tests {
             user_addr: 0,
             mmap_offset: u64::MAX - 10,
             fd: memfd(4096),
+            shrink_sealed: false,
         }])
         .unwrap_err();
         assert!(matches!(e, MemoryError::Overflow(0)));
@@ -545,6 +563,7 @@ mod tests {
             user_addr: 0,
             mmap_offset: 0,
             fd: dup(&fd),
+            shrink_sealed: false,
         }])
         .unwrap();
         let p = mem.translate(3 * 4096, 8).unwrap();
