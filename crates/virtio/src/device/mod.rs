@@ -308,12 +308,12 @@ impl DeviceQueue {
 
     /// Stops the queue for good because its guest memory faulted
     /// ([`GuestMemory::faulted`]): bursts return 0 and touch no memory.
-    /// Counted in [`QueueStats::memory_faults`] (once per queue).
+    /// Counted in [`QueueStats::memory_faults`] (once per queue, even if
+    /// the burst that hit the fault already quarantined the queue for
+    /// what it read: zeros).
     #[cold]
     pub fn quarantine_memory_fault(&mut self) {
-        if !self.quarantined {
-            self.stats.memory_faults += 1;
-        }
+        self.stats.memory_faults = 1;
         self.quarantined = true;
         self.last_pending = 0;
     }
