@@ -127,8 +127,7 @@ impl Backend {
     fn refuse(&self, msg: String) -> Refused {
         let s = &self.shared.status;
         Status::bump(&s.protocol_errors);
-        tracing::warn!("vhost-user port {}: {msg}", self.name());
-        s.set_error(msg.clone());
+        self.shared.warn_limited("refused", msg.clone());
         Refused { msg, fatal: false }
     }
 
@@ -273,8 +272,7 @@ impl Backend {
         Status::bump(&m.setup_failures);
         Status::bump(&self.shared.status.ring_errors);
         let msg = format!("vring {vring}: cannot start: {e}");
-        tracing::warn!("vhost-user port {}: {msg}", self.name());
-        self.shared.status.set_error(msg);
+        self.shared.warn_limited("ring_setup", msg);
     }
 
     /// GET_VRING_BASE: stops vring `i` and returns where it stopped.

@@ -225,8 +225,7 @@ fn serve_one(shared: &Shared, backend: &Mutex<Backend>, ch: &mut Channel) -> Opt
             // The stream is out of step: nothing after this can be trusted.
             Status::bump(&st.protocol_errors);
             let msg = format!("protocol error: {e}; closing the connection");
-            tracing::warn!("vhost-user port {}: {msg}", shared.name);
-            st.set_error(msg.clone());
+            shared.warn_limited("protocol", msg.clone());
             return Some(msg);
         }
     };
@@ -243,9 +242,7 @@ fn serve_one(shared: &Shared, backend: &Mutex<Backend>, ch: &mut Channel) -> Opt
         Ok(req) => dispatch::handle(&mut lock(backend), &h, req),
         Err(e) => {
             Status::bump(&st.protocol_errors);
-            let msg = format!("{}: {e}", h.name());
-            tracing::warn!("vhost-user port {}: refused {msg}", shared.name);
-            st.set_error(msg);
+            shared.warn_limited("refused", format!("refused {}: {e}", h.name()));
             dispatch::undecodable(&h, &e)
         }
     };
