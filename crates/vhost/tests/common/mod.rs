@@ -157,6 +157,83 @@ pub struct Guest {
     pub eventfds: Vec<EventFd>,
 }
 
+/// A guest's memory and driver queues without a protocol frontend (the
+/// conformance table speaks the protocol byte by byte). Fields drop in
+/// order: queues before the pool.
+pub struct GuestMem {
+    pub rx: Vec<DriverQueue>,
+    pub tx: Vec<DriverQueue>,
+    pub cache: PoolCache,
+    pub pool: Arc<PacketPool>,
+    pub rings: Region,
+    pub mem: Arc<GuestMemory>,
+    pub ring_addrs: Vec<RingAddrs>,
+}
+
+impl GuestMem {
+    pub fn new(tag: &str, opts: &GuestOpts, features: u64) -> GuestMem {
+        let pool = pool(&format!("guest-{tag}"), 1024);
+        let cache = pool.cache();
+        let area = ring_area_bytes(opts.size);
+        let n = 2 * opts.pairs;
+        let rings = Region::new("guest-rings", area * n, HugepageMode::Never).expect("rings");
+        let (pb, pl) = (pool.region().base().as_ptr(), pool.region().len());
+        let (rb, rl) = (rings.base().as_ptr(), rings.len());
+        // SAFETY: both regions are mapped for as long as the GuestMem lives
+        // (it owns them and drops the queues first).
+        let mem = Arc::new(
+            unsafe {
+                GuestMemory::from_raw(&[
+                    (pb as u64, pb as u64, pb, pl),
+                    (rb as u64, rb as u64, rb, rl),
+                ])
+            }
+            .expect("guest memory"),
+        );
+        let mut ring_addrs = Vec::new();
+        let (mut rx, mut tx) = (Vec::new(), Vec::new());
+        for i in 0..n {
+            let a = layout_rings(rb as u64 + (i * area) as u64, area, opts.size).unwrap();
+            ring_addrs.push(a);
+            let q = DriverQueue::new(DriverSetup {
+                mem: mem.clone(),
+                size: opts.size,
+                rings: a,
+                features,
+                rx_buf_len: if i % 2 == 0 { opts.rx_buf_len } else { 0 },
+            })
+            .expect("driver queue");
+            if i.is_multiple_of(2) {
+                rx.push(q);
+            } else {
+                tx.push(q);
+            }
+        }
+        GuestMem {
+            rx,
+            tx,
+            cache,
+            pool,
+            rings,
+            mem,
+            ring_addrs,
+        }
+    }
+
+    /// (guest-physical = frontend address, size, fd) of its two regions.
+    pub fn regions(&self) -> [(u64, u64, i32); 2] {
+        let r = self.pool.region();
+        [
+            (r.base().as_ptr() as u64, r.len() as u64, r.fd().as_raw_fd()),
+            (
+                self.rings.base().as_ptr() as u64,
+                self.rings.len() as u64,
+                self.rings.fd().as_raw_fd(),
+            ),
+        ]
+    }
+}
+
 /// Connects to a server-mode port.
 pub fn connect(path: &Path) -> Frontend {
     Frontend::connect(path, 32).expect("connect")
@@ -228,52 +305,16 @@ impl Guest {
 
     /// Memory and driver queues, nothing sent yet.
     pub fn memory(fe: Frontend, tag: &str, opts: &GuestOpts, features: u64) -> Guest {
-        let pool = pool(&format!("guest-{tag}"), 1024);
-        let cache = pool.cache();
-        let area = ring_area_bytes(opts.size);
-        let n = 2 * opts.pairs;
-        let rings = Region::new("guest-rings", area * n, HugepageMode::Never).expect("rings");
-        let (pb, pl) = (pool.region().base().as_ptr(), pool.region().len());
-        let (rb, rl) = (rings.base().as_ptr(), rings.len());
-        // SAFETY: both regions are mapped for as long as the guest lives
-        // (the Guest owns them and drops the queues first).
-        let mem = Arc::new(
-            unsafe {
-                GuestMemory::from_raw(&[
-                    (pb as u64, pb as u64, pb, pl),
-                    (rb as u64, rb as u64, rb, rl),
-                ])
-            }
-            .expect("guest memory"),
-        );
-        let mut ring_addrs = Vec::new();
-        let (mut rx, mut tx) = (Vec::new(), Vec::new());
-        for i in 0..n {
-            let a = layout_rings(rb as u64 + (i * area) as u64, area, opts.size).unwrap();
-            ring_addrs.push(a);
-            let q = DriverQueue::new(DriverSetup {
-                mem: mem.clone(),
-                size: opts.size,
-                rings: a,
-                features,
-                rx_buf_len: if i % 2 == 0 { opts.rx_buf_len } else { 0 },
-            })
-            .expect("driver queue");
-            if i.is_multiple_of(2) {
-                rx.push(q);
-            } else {
-                tx.push(q);
-            }
-        }
+        let m = GuestMem::new(tag, opts, features);
         Guest {
             fe,
-            pool,
-            cache,
-            rings,
-            mem,
-            ring_addrs,
-            rx,
-            tx,
+            pool: m.pool,
+            cache: m.cache,
+            rings: m.rings,
+            mem: m.mem,
+            ring_addrs: m.ring_addrs,
+            rx: m.rx,
+            tx: m.tx,
             features,
             eventfds: Vec::new(),
         }
