@@ -62,6 +62,7 @@
 //! #                                #   dpdkvhostuserclient; default) | "server" (we do)
 //! #   queues = 1                   # queue pairs 1..=16; also the number of rx queues
 //! #   mrg_rxbuf = true             # offer VIRTIO_NET_F_MRG_RXBUF
+//! #   tx_retries = 8               # 0..=32 retries into a full guest RX ring (OVS tx-retries)
 //!
 //! [[flow]]                         # alternative to `flows`, usable anywhere in the file
 //! rule = "priority=0,actions=drop"

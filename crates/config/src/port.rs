@@ -420,6 +420,13 @@ fn vhost_user(
             1usize,
         )?,
         mrg_rxbuf: p.mrg_rxbuf.as_ref().is_none_or(|v| *v.get_ref()),
+        tx_retries: check::opt_int(
+            doc,
+            &p.tx_retries,
+            &f("tx_retries"),
+            0..=VhostUserConfig::MAX_TX_RETRIES as i64,
+            VhostUserConfig::DEFAULT_TX_RETRIES,
+        )?,
     })
 }
 

@@ -813,6 +813,13 @@ fn vhost_user_ports() {
             msg: "17 is out of range 1..=16",
         },
         Bad {
+            name: "tx_retries 33",
+            text: vhost("socket = \"/tmp/v.sock\"\ntx_retries = 33\n"),
+            line: 6,
+            field: "port[0].tx_retries",
+            msg: "33 is out of range 0..=32",
+        },
+        Bad {
             name: "mode",
             text: vhost("socket = \"/tmp/v.sock\"\nmode = \"both\"\n"),
             line: 6,

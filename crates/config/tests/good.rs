@@ -456,6 +456,7 @@ mrg_rxbuf = false
                 mode: VhostUserMode::Client,
                 queues: 1,
                 mrg_rxbuf: true,
+                tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
             }),
         }
     );
@@ -471,6 +472,7 @@ mrg_rxbuf = false
                 mode: VhostUserMode::Server,
                 queues: 16,
                 mrg_rxbuf: false,
+                tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
             }),
         }
     );

@@ -197,11 +197,22 @@ pub struct VhostUserConfig {
     /// Offer VIRTIO_NET_F_MRG_RXBUF (frames up to 9000 bytes spread over
     /// several guest buffers). Default true.
     pub mrg_rxbuf: bool,
+    /// How many more times a tx burst tries a guest RX virtqueue that ran
+    /// out of buffers, as long as each try still delivers something (like
+    /// OVS `tx-retries`), before the rest is dropped as `tx_full`. Absorbs
+    /// a guest that is refilling at that moment without letting a stalled
+    /// guest hold the PMD. Default [`Self::DEFAULT_TX_RETRIES`].
+    pub tx_retries: u32,
 }
 
 impl VhostUserConfig {
     /// Most queue pairs a port may have.
     pub const MAX_QUEUES: usize = 16;
+    /// OVS's default for `tx-retries`.
+    pub const DEFAULT_TX_RETRIES: u32 = 8;
+    /// Upper bound of `tx_retries`: each try costs a cross-core read of
+    /// the guest's avail index.
+    pub const MAX_TX_RETRIES: u32 = 32;
 
     pub fn new(socket: impl Into<PathBuf>, mode: VhostUserMode) -> VhostUserConfig {
         VhostUserConfig {
@@ -209,6 +220,7 @@ impl VhostUserConfig {
             mode,
             queues: 1,
             mrg_rxbuf: true,
+            tx_retries: Self::DEFAULT_TX_RETRIES,
         }
     }
 }

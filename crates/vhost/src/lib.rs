@@ -181,6 +181,9 @@ pub struct VhostStatus {
     /// posted that the switch had not used, as each ring's last tx burst
     /// found them. 0 while traffic flows: the guest is not draining.
     pub guest_rx_free: u64,
+    /// Extra tries into guest RX virtqueues that had run out of buffers
+    /// (`tx_retries`), summed over the port's virtqueues.
+    pub tx_retries: u64,
     pub vrings: Vec<VringStatus>,
 }
 
@@ -298,6 +301,7 @@ impl VhostUserPort {
                 .iter()
                 .map(|r| r.rx_free.0.load(Relaxed) as u64)
                 .sum(),
+            tx_retries: self.shared.tx.iter().map(|r| r.retries.load(Relaxed)).sum(),
             vrings,
         }
     }
@@ -345,6 +349,7 @@ impl Port for VhostUserPort {
             ("memory_faults", st.counter("memory_fault").to_string()),
             ("queued", st.queued.to_string()),
             ("guest_rx_free", st.guest_rx_free.to_string()),
+            ("tx_retries", st.tx_retries.to_string()),
         ];
         for vr in &st.vrings {
             let nonzero: Vec<String> = errors::NAMES

@@ -194,11 +194,14 @@ pub(crate) struct VhostTxq {
     q: usize,
     generation: u64,
     pair: Option<usize>,
+    /// `VhostUserConfig::tx_retries`.
+    retries: u32,
 }
 
 impl VhostTxq {
     pub fn new(shared: Arc<Shared>, q: usize) -> VhostTxq {
         VhostTxq {
+            retries: shared.cfg.tx_retries,
             shared,
             q,
             generation: u64::MAX,
@@ -237,7 +240,25 @@ impl TxQueue for VhostTxq {
             st.fault_epoch = epoch;
             check_memory(&self.shared, 2 * p, dq);
         }
-        let n = dq.enqueue_burst(batch, pool);
+        let mut n = dq.enqueue_burst(batch, pool);
+        // Bounded retry while the guest is refilling (see
+        // `VhostUserConfig::tx_retries`): only as long as each try still
+        // delivers, so a stalled guest costs one extra read of avail.idx.
+        let mut tries = 0;
+        let mut left = batch.len();
+        while left != 0 && tries < self.retries {
+            let sent = dq.enqueue_burst(batch, pool);
+            tries += 1;
+            n += sent;
+            let now = batch.len();
+            if now == left {
+                break;
+            }
+            left = now;
+        }
+        if tries != 0 {
+            ring.retries.fetch_add(tries as u64, Relaxed);
+        }
         // The guest's free rx buffers as this burst found them.
         ring.rx_free.0.store(dq.last_pending() as u32, Relaxed);
         let t = errors::trigger(dq);

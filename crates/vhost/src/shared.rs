@@ -158,6 +158,9 @@ pub(crate) struct TxRing {
     /// start of the last tx burst into this ring (written under the lock;
     /// 0 until then and while the ring is not running).
     pub rx_free: Gauge,
+    /// Extra enqueue tries into this ring after it ran out of buffers
+    /// (`tx_retries`); written under the lock.
+    pub retries: AtomicU64,
     pub errors: ErrorMirror,
 }
 
@@ -188,6 +191,7 @@ impl Default for TxRing {
             lock: AtomicBool::new(false),
             state: UnsafeCell::new(TxState::default()),
             rx_free: Gauge::default(),
+            retries: AtomicU64::new(0),
             errors: ErrorMirror::default(),
         }
     }

@@ -323,3 +323,33 @@ fn client_mode_waits_for_the_peer() {
     let mut b = Batch::new();
     assert_eq!(sw.rxq[0].rx_burst(&mut b, &mut sw.cache), 0);
 }
+
+/// A guest RX virtqueue that runs out of buffers: the burst retries at
+/// most `tx_retries` times and only while a try still delivers, then
+/// leaves the rest to the caller (tx_full). With 8 buffers posted and 20
+/// frames sent, the first try fills the ring and one more try finds
+/// nothing new; with `tx_retries = 0` there is no second try.
+#[test]
+fn full_guest_rx_ring_is_retried_a_bounded_number_of_times() {
+    for (retries, want_tries) in [(8u32, 1u64), (0, 0)] {
+        let tag = format!("retry-{retries}");
+        let path = sock(&tag);
+        let mut c = cfg(&path, Server, 1, false);
+        c.tx_retries = retries;
+        let mut sw = SwitchSide::open(&tag, &c, 1);
+        let opts = GuestOpts {
+            size: 8,
+            ..GuestOpts::default()
+        };
+        let mut g = Guest::setup(connect(&path), &tag, &opts);
+        wait_status(&sw.port, "pair up", |s| s.pairs_enabled == 1);
+        let frames: Vec<_> = (0..20).map(|i| frame(64, i)).collect();
+        assert_eq!(sw.send(0, &frames), 8, "tx_retries = {retries}");
+        assert_eq!(
+            sw.port.status().tx_retries,
+            want_tries,
+            "tx_retries = {retries}"
+        );
+        assert_eq!(g.recv(0).len(), 8);
+    }
+}

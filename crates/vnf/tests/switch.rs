@@ -193,6 +193,7 @@ impl Switch {
             mode,
             queues,
             mrg_rxbuf: true,
+            tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
         };
         let port = VhostUserPort::open("vnf0", &cfg).expect("vhost-user port");
         self.dp.add_port(VHOST, port.clone()).expect("add vhost");

@@ -39,6 +39,7 @@ pub fn cfg(socket: &Path, mode: VhostUserMode, queues: usize, mrg: bool) -> Vhos
         mode,
         queues,
         mrg_rxbuf: mrg,
+        tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
     }
 }
 
