@@ -215,7 +215,11 @@ fn serve(shared: &Arc<Shared>, backend: &Mutex<Backend>, stream: UnixStream) {
 
 /// Reads, handles and answers one message. Returns why the connection
 /// ended, if it did.
-fn serve_one(shared: &Shared, backend: &Mutex<Backend>, ch: &mut Channel) -> Option<String> {
+pub(crate) fn serve_one(
+    shared: &Shared,
+    backend: &Mutex<Backend>,
+    ch: &mut Channel,
+) -> Option<String> {
     let st = &shared.status;
     let raw = match ch.recv() {
         Ok(r) => r,

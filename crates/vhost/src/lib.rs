@@ -69,6 +69,8 @@ mod conn;
 mod dispatch;
 mod errors;
 pub mod features;
+#[doc(hidden)]
+pub mod fuzzing;
 mod memtable;
 pub mod message;
 mod queue;
