@@ -144,7 +144,7 @@ fn rows() -> Vec<Row> {
     vec![
         Row {
             name: "qemu netdev start, then guest driver",
-            source: "QEMU 7.2 (issue 11 strace): enable before SET_FEATURES",
+            source: "recorded: Debian QEMU 7.2 netdev start (port debug log), enable before SET_FEATURES",
             pairs: 1,
             acks: Acks::MemTable,
             steps: qemu(vec![
@@ -250,20 +250,20 @@ fn rows() -> Vec<Row> {
         },
         Row {
             name: "dpdk virtio-user",
-            source: "DPDK 22.11 virtio-user: features before the memory table, CALL before NUM",
+            source: "recorded: DPDK 22.11 testpmd virtio-user (port debug log): every CALL first, \
+                     NEED_REPLY on SET_MEM_TABLE, NUM/BASE/ADDR/KICK per vring, enables last",
             pairs: 1,
-            acks: Acks::Never,
+            acks: Acks::MemTable,
             steps: qemu(vec![
                 vec![
                     SetOwner,
                     GetFeatures,
                     GetProtocolFeatures,
                     SetProtocolFeatures,
-                    GetQueueNum,
                 ],
-                vec![SetFeatures(Ack::All), MemTable],
+                vec![Call(0), Call(1), SetFeatures(Ack::All), MemTable],
                 (0..2)
-                    .flat_map(|i| [Call(i), Num(i), Base(i), Addr(i), Kick(i)])
+                    .flat_map(|i| [Num(i), Base(i), Addr(i), Kick(i)])
                     .collect(),
                 vec![Enable(0, true), Enable(1, true), Pairs(1), Traffic(1)],
             ]),
