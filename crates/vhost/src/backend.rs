@@ -7,14 +7,12 @@
 //! it has been kicked (SET_VRING_KICK) and — when PROTOCOL_FEATURES was
 //! negotiated — enabled by SET_VRING_ENABLE; GET_VRING_BASE stops it.
 //!
-//! Errors: a refused feature set ends the connection
-//! ([`vhost::vhost_user::Error::FeatureMismatch`], counted as a negotiation
-//! error); a bad memory table or vring parameter is answered with an error
-//! (a NACK with REPLY_ACK), counted and logged, and leaves the affected
-//! rings stopped ([`vhost::vhost_user::Error::ReqHandlerError`]).
+//! Errors ([`Refused`]): a refused feature set ends the connection
+//! (counted as a negotiation error); a bad memory table or vring parameter
+//! is answered with a NACK when the frontend asked for a reply, counted and
+//! logged, and leaves the affected rings stopped.
 
 use std::fs::File;
-use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::*;
@@ -24,14 +22,11 @@ use nfv_virtio::GuestMemory;
 use nfv_virtio::layout::{
     VHOST_USER_F_PROTOCOL_FEATURES, avail_ring_bytes, desc_table_bytes, used_ring_bytes,
 };
-use vhost::VhostUserMemoryRegionBase;
-use vhost::vhost_user::message::*;
-use vhost::vhost_user::{
-    Backend as BackendChannel, Error, GpuBackend, Result, VhostUserBackendReqHandlerMut,
-};
+use vhost::vhost_user::message::VhostUserMemoryRegion;
 
 use crate::features;
 use crate::memtable;
+use crate::message::Region;
 use crate::shared::{RingSetup, Shared, Snapshot, Status};
 
 /// How long `GET_VRING_BASE` waits for the PMD owning a guest TX
@@ -66,12 +61,6 @@ pub(crate) struct Backend {
     mem: Option<Arc<GuestMemory>>,
     vrings: Vec<Vring>,
     next_id: u64,
-    /// Set when the current request's failure must end the connection.
-    fatal: Option<String>,
-}
-
-fn soft(msg: String) -> Error {
-    Error::ReqHandlerError(io::Error::other(msg))
 }
 
 impl Backend {
@@ -83,7 +72,6 @@ impl Backend {
             mem: None,
             vrings: Vec::new(),
             next_id: 1,
-            fatal: None,
             shared,
         };
         b.reset();
@@ -97,11 +85,6 @@ impl Backend {
 
     fn name(&self) -> &str {
         &self.shared.name
-    }
-
-    /// The error that ended the connection, if a handler decided so.
-    pub fn take_fatal(&mut self) -> Option<String> {
-        self.fatal.take()
     }
 
     /// Forgets everything about the frontend (new connection, disconnect,
@@ -128,7 +111,7 @@ impl Backend {
         }
     }
 
-    fn vring_index(&self, index: u32, what: &str) -> Result<usize> {
+    fn vring_index(&self, index: u32, what: &str) -> Answer<usize> {
         let i = index as usize;
         if i < self.vrings.len() {
             Ok(i)
@@ -141,22 +124,21 @@ impl Backend {
     }
 
     /// Counts and logs a refused request; the connection stays.
-    fn refuse(&self, msg: String) -> Error {
+    fn refuse(&self, msg: String) -> Refused {
         let s = &self.shared.status;
         Status::bump(&s.protocol_errors);
-        tracing::warn!("vhost-user port {}: {msg}", self.name());
-        s.set_error(msg.clone());
-        soft(msg)
+        self.shared.warn_limited("refused", msg.clone());
+        Refused { msg, fatal: false }
     }
 
-    fn negotiation_error(&mut self, e: features::NegotiationError) -> Error {
+    /// A feature set we cannot serve ends the connection.
+    fn negotiation_error(&mut self, e: features::NegotiationError) -> Refused {
         let s = &self.shared.status;
         Status::bump(&s.negotiation_errors);
         let msg = format!("feature negotiation failed: {e}; closing the connection");
         tracing::warn!("vhost-user port {}: {msg}", self.name());
         s.set_error(msg.clone());
-        self.fatal = Some(msg);
-        Error::FeatureMismatch
+        Refused { msg, fatal: true }
     }
 
     fn enabled(&self, v: &Vring) -> bool {
@@ -290,8 +272,7 @@ impl Backend {
         Status::bump(&m.setup_failures);
         Status::bump(&self.shared.status.ring_errors);
         let msg = format!("vring {vring}: cannot start: {e}");
-        tracing::warn!("vhost-user port {}: {msg}", self.name());
-        self.shared.status.set_error(msg);
+        self.shared.warn_limited("ring_setup", msg);
     }
 
     /// GET_VRING_BASE: stops vring `i` and returns where it stopped.
@@ -346,30 +327,28 @@ impl Backend {
     }
 }
 
-fn unsupported<T>(what: &str) -> Result<T> {
-    Err(soft(format!("{what} is not supported")))
+/// A refused request. The dispatcher answers it with a NACK when the
+/// frontend asked for a reply; `fatal` ends the connection (the frontend
+/// waits for an answer we cannot give, or negotiated what we cannot serve).
+#[derive(Debug)]
+pub(crate) struct Refused {
+    pub msg: String,
+    pub fatal: bool,
 }
 
-impl VhostUserBackendReqHandlerMut for Backend {
-    fn set_owner(&mut self) -> Result<()> {
-        Ok(())
+pub(crate) type Answer<T> = std::result::Result<T, Refused>;
+
+/// The requests, one method each (called by `crate::dispatch`).
+impl Backend {
+    pub fn get_features(&self) -> u64 {
+        self.offered
     }
 
-    fn reset_owner(&mut self) -> Result<()> {
-        self.reset();
-        Ok(())
-    }
-
-    fn reset_device(&mut self) -> Result<()> {
-        self.reset();
-        Ok(())
-    }
-
-    fn get_features(&mut self) -> Result<u64> {
-        Ok(self.offered)
-    }
-
-    fn set_features(&mut self, features: u64) -> Result<()> {
+    /// SET_FEATURES may come more than once (a guest driver that reloads
+    /// renegotiates) and after SET_VRING_ENABLE (QEMU enables rings when its
+    /// netdev starts, before the guest driver acks anything): rings are
+    /// rebuilt with the new bits.
+    pub fn set_features(&mut self, features: u64) -> Answer<()> {
         if let Err(e) = features::check_ack(features, self.offered) {
             return Err(self.negotiation_error(e));
         }
@@ -385,13 +364,20 @@ impl VhostUserBackendReqHandlerMut for Backend {
         Ok(())
     }
 
-    fn set_mem_table(
-        &mut self,
-        ctx: &[VhostUserMemoryRegion],
-        files: Vec<File>,
-        _postcopy_listening: Option<bool>,
-    ) -> Result<Option<Vec<VhostUserMemoryRegionBase>>> {
-        let mapped = memtable::check(ctx, files)
+    pub fn set_mem_table(&mut self, regions: &[Region], fds: Vec<OwnedFd>) -> Answer<()> {
+        let ctx: Vec<VhostUserMemoryRegion> = regions
+            .iter()
+            .map(|r| {
+                VhostUserMemoryRegion::new(
+                    r.guest_phys_addr,
+                    r.memory_size,
+                    r.user_addr,
+                    r.mmap_offset,
+                )
+            })
+            .collect();
+        let files = fds.into_iter().map(File::from).collect();
+        let mapped = memtable::check(&ctx, files)
             .map_err(|e| e.to_string())
             .and_then(|specs| GuestMemory::map(specs).map_err(|e| e.to_string()));
         self.touch_all();
@@ -400,12 +386,12 @@ impl VhostUserBackendReqHandlerMut for Backend {
                 tracing::info!(
                     "vhost-user port {}: memory table of {} regions, {} MiB",
                     self.name(),
-                    ctx.len(),
-                    ctx.iter().map(|r| r.memory_size).sum::<u64>() >> 20
+                    regions.len(),
+                    regions.iter().map(|r| r.memory_size).sum::<u64>() >> 20
                 );
                 self.mem = Some(Arc::new(mem));
                 self.publish();
-                Ok(None)
+                Ok(())
             }
             Err(e) => {
                 self.mem = None;
@@ -416,7 +402,7 @@ impl VhostUserBackendReqHandlerMut for Backend {
         }
     }
 
-    fn set_vring_num(&mut self, index: u32, num: u32) -> Result<()> {
+    pub fn set_vring_num(&mut self, index: u32, num: u32) -> Answer<()> {
         let i = self.vring_index(index, "SET_VRING_NUM")?;
         let ok = (1..=MAX_QUEUE_SIZE).contains(&num) && num.is_power_of_two();
         self.change(i, |v| v.num = if ok { num as u16 } else { 0 });
@@ -429,21 +415,13 @@ impl VhostUserBackendReqHandlerMut for Backend {
         }
     }
 
-    fn set_vring_addr(
-        &mut self,
-        index: u32,
-        _flags: VhostUserVringAddrFlags,
-        descriptor: u64,
-        used: u64,
-        available: u64,
-        _log: u64,
-    ) -> Result<()> {
+    pub fn set_vring_addr(&mut self, index: u32, desc: u64, used: u64, avail: u64) -> Answer<()> {
         let i = self.vring_index(index, "SET_VRING_ADDR")?;
-        self.change(i, |v| v.addr = Some([descriptor, available, used]));
+        self.change(i, |v| v.addr = Some([desc, avail, used]));
         Ok(())
     }
 
-    fn set_vring_base(&mut self, index: u32, base: u32) -> Result<()> {
+    pub fn set_vring_base(&mut self, index: u32, base: u32) -> Answer<()> {
         let i = self.vring_index(index, "SET_VRING_BASE")?;
         let epoch = self.next();
         self.change(i, |v| {
@@ -453,42 +431,41 @@ impl VhostUserBackendReqHandlerMut for Backend {
         Ok(())
     }
 
-    fn get_vring_base(&mut self, index: u32) -> Result<VhostUserVringState> {
-        let i = match self.vring_index(index, "GET_VRING_BASE") {
-            Ok(i) => i,
-            Err(e) => {
-                // The frontend waits for a reply we cannot give.
-                self.fatal = Some(e.to_string());
-                return Err(e);
-            }
-        };
-        let pos = self.stop(i);
-        Ok(VhostUserVringState::new(index, pos as u32))
+    /// GET_VRING_BASE: the frontend waits for the reply, so a bad index
+    /// ends the connection.
+    pub fn get_vring_base(&mut self, index: u32) -> Answer<u32> {
+        let i = self.vring_index(index, "GET_VRING_BASE").map_err(|mut r| {
+            r.fatal = true;
+            r
+        })?;
+        Ok(self.stop(i) as u32)
     }
 
-    fn set_vring_kick(&mut self, index: u8, _fd: Option<File>) -> Result<()> {
-        // PMDs poll; the kick fd is not read.
-        let i = self.vring_index(index as u32, "SET_VRING_KICK")?;
+    /// SET_VRING_KICK: PMDs poll, so the kick fd is only a sign that the
+    /// ring may start; it is closed at once.
+    pub fn set_vring_kick(&mut self, index: u32) -> Answer<()> {
+        let i = self.vring_index(index, "SET_VRING_KICK")?;
         self.change(i, |v| v.kicked = true);
         Ok(())
     }
 
-    fn set_vring_call(&mut self, index: u8, fd: Option<File>) -> Result<()> {
-        let i = self.vring_index(index as u32, "SET_VRING_CALL")?;
-        self.change(i, |v| v.call = fd.map(|f| Arc::new(OwnedFd::from(f))));
+    pub fn set_vring_call(&mut self, index: u32, fd: Option<OwnedFd>) -> Answer<()> {
+        let i = self.vring_index(index, "SET_VRING_CALL")?;
+        self.change(i, |v| v.call = fd.map(Arc::new));
         Ok(())
     }
 
-    fn set_vring_err(&mut self, index: u8, _fd: Option<File>) -> Result<()> {
-        self.vring_index(index as u32, "SET_VRING_ERR")?;
+    /// SET_VRING_ERR: we never signal errors that way; the fd is closed.
+    pub fn set_vring_err(&mut self, index: u32) -> Answer<()> {
+        self.vring_index(index, "SET_VRING_ERR")?;
         Ok(())
     }
 
-    fn get_protocol_features(&mut self) -> Result<VhostUserProtocolFeatures> {
-        Ok(features::protocol_offered())
+    pub fn get_protocol_features(&self) -> u64 {
+        features::protocol_offered().bits()
     }
 
-    fn set_protocol_features(&mut self, features: u64) -> Result<()> {
+    pub fn set_protocol_features(&mut self, features: u64) -> Answer<()> {
         if let Err(e) = features::check_protocol_ack(features) {
             return Err(self.negotiation_error(e));
         }
@@ -500,77 +477,17 @@ impl VhostUserBackendReqHandlerMut for Backend {
         Ok(())
     }
 
-    fn get_queue_num(&mut self) -> Result<u64> {
-        Ok(self.shared.cfg.queues as u64)
+    pub fn get_queue_num(&self) -> u64 {
+        self.shared.cfg.queues as u64
     }
 
-    fn set_vring_enable(&mut self, index: u32, enable: bool) -> Result<()> {
+    /// SET_VRING_ENABLE is accepted in any state. The flag is kept per
+    /// vring and only matters once PROTOCOL_FEATURES is acked (see
+    /// `enabled`): QEMU sends it when its netdev starts, before the guest
+    /// driver has acked any feature, and again when the driver starts.
+    pub fn set_vring_enable(&mut self, index: u32, enable: bool) -> Answer<()> {
         let i = self.vring_index(index, "SET_VRING_ENABLE")?;
         self.change(i, |v| v.enabled = enable);
         Ok(())
-    }
-
-    fn get_config(&mut self, _: u32, _: u32, _: VhostUserConfigFlags) -> Result<Vec<u8>> {
-        unsupported("GET_CONFIG")
-    }
-
-    fn set_config(&mut self, _: u32, _: &[u8], _: VhostUserConfigFlags) -> Result<()> {
-        unsupported("SET_CONFIG")
-    }
-
-    fn set_backend_req_fd(&mut self, _backend: BackendChannel) {}
-
-    fn set_gpu_socket(&mut self, _gpu_backend: GpuBackend) -> Result<()> {
-        unsupported("GPU_SET_SOCKET")
-    }
-
-    fn get_shared_object(&mut self, _uuid: VhostUserSharedMsg) -> Result<File> {
-        unsupported("GET_SHARED_OBJECT")
-    }
-
-    fn get_inflight_fd(&mut self, _: &VhostUserInflight) -> Result<(VhostUserInflight, File)> {
-        unsupported("GET_INFLIGHT_FD")
-    }
-
-    fn set_inflight_fd(&mut self, _: &VhostUserInflight, _file: File) -> Result<()> {
-        unsupported("SET_INFLIGHT_FD")
-    }
-
-    fn get_max_mem_slots(&mut self) -> Result<u64> {
-        unsupported("GET_MAX_MEM_SLOTS")
-    }
-
-    fn add_mem_region(
-        &mut self,
-        _: &VhostUserSingleMemoryRegion,
-        _fd: File,
-        _postcopy_listening: Option<bool>,
-    ) -> Result<Option<VhostUserMemoryRegionBase>> {
-        unsupported("ADD_MEM_REG")
-    }
-
-    fn remove_mem_region(&mut self, _: &VhostUserSingleMemoryRegion) -> Result<()> {
-        unsupported("REM_MEM_REG")
-    }
-
-    fn set_device_state_fd(
-        &mut self,
-        _: VhostTransferStateDirection,
-        _: VhostTransferStatePhase,
-        _fd: File,
-    ) -> Result<Option<File>> {
-        unsupported("SET_DEVICE_STATE_FD")
-    }
-
-    fn check_device_state(&mut self) -> Result<()> {
-        unsupported("CHECK_DEVICE_STATE")
-    }
-
-    fn get_shmem_config(&mut self) -> Result<VhostUserShMemConfig> {
-        unsupported("GET_SHMEM_CONFIG")
-    }
-
-    fn set_log_base(&mut self, _log: &VhostUserLog, _file: File) -> Result<()> {
-        unsupported("SET_LOG_BASE")
     }
 }

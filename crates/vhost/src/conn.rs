@@ -5,61 +5,72 @@
 //! * Server: we listen on the socket path (a stale socket file is
 //!   replaced, anything else there is an error at open); after a
 //!   disconnect the next connection is accepted.
-//! * Client: we connect, retrying every [`RETRY`] while the peer is absent;
-//!   after a disconnect (VNF stopped or restarted) we reconnect the same way.
+//! * Client: we connect, retrying every [`RETRY`] while the peer is absent.
+//!   After a connection ends we wait before connecting again: [`RETRY`]
+//!   after a connection that ran for [`STABLE`], doubling (up to
+//!   [`MAX_BACKOFF`]) after each one that ended sooner. A peer that accepts
+//!   and then refuses us (or that we refuse) therefore sees a few attempts
+//!   a minute, not thousands a second, and each refusal is still counted.
 //!
 //! Whatever ends a connection, the rings stop and the memory table is
 //! forgotten ([`Backend::reset`]), so the datapath sees the queues go down.
 
 use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::Ordering::*;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nfv_ports::config::VhostUserMode;
-use vhost::vhost_user::{BackendListener, BackendReqHandler, Error, Listener};
 
 use crate::VhostError;
 use crate::backend::Backend;
+use crate::channel::{Channel, RecvError};
+use crate::dispatch::{self, Next};
+use crate::message;
 use crate::shared::{Shared, Status};
 
-/// Client mode: pause between connection attempts.
+/// Client mode: pause between connection attempts while the peer is
+/// absent, and after a connection that ended normally.
 pub const RETRY: Duration = Duration::from_secs(1);
+/// Client mode: the longest pause after connections that keep ending early.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(16);
+/// A connection that lasted this long resets the backoff.
+pub const STABLE: Duration = Duration::from_secs(10);
 /// Server mode: how often a non-blocking accept is retried (and the stop
 /// flag checked).
 const ACCEPT_POLL: Duration = Duration::from_millis(20);
-
-type Handler = BackendReqHandler<Mutex<Backend>>;
 
 fn lock(b: &Mutex<Backend>) -> MutexGuard<'_, Backend> {
     b.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Binds the server socket (at open, so that errors reach the caller).
-pub(crate) fn bind(path: &Path) -> Result<Listener, VhostError> {
+pub(crate) fn bind(path: &Path) -> Result<UnixListener, VhostError> {
     let err = |e: String| VhostError::Socket {
         path: path.to_path_buf(),
         err: e,
     };
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_socket() => {
-            // A socket left by an earlier run; Listener::new unlinks it.
+            // A socket left by an earlier run.
+            std::fs::remove_file(path).map_err(|e| err(e.to_string()))?;
         }
         Ok(_) => return Err(err("exists and is not a socket".into())),
         Err(_) => {}
     }
-    let l = Listener::new(path, true).map_err(|e| err(e.to_string()))?;
+    let l = UnixListener::bind(path).map_err(|e| err(e.to_string()))?;
     l.set_nonblocking(true).map_err(|e| err(e.to_string()))?;
     Ok(l)
 }
 
 /// Runs until `shared.stop` is set.
-pub(crate) fn run(shared: Arc<Shared>, mut listener: Option<Listener>) {
-    let backend = Arc::new(Mutex::new(Backend::new(shared.clone())));
+pub(crate) fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
+    let backend = Mutex::new(Backend::new(shared.clone()));
     match shared.cfg.mode {
         VhostUserMode::Server => {
-            if let Some(l) = listener.as_mut() {
+            if let Some(l) = listener.as_ref() {
                 server(&shared, &backend, l);
             }
             let _ = std::fs::remove_file(&shared.cfg.socket);
@@ -88,17 +99,18 @@ fn pause(shared: &Shared, d: Duration) -> bool {
     !stopped(shared)
 }
 
-fn server(shared: &Arc<Shared>, backend: &Arc<Mutex<Backend>>, listener: &mut Listener) {
+fn server(shared: &Arc<Shared>, backend: &Mutex<Backend>, listener: &UnixListener) {
     tracing::info!(
         "vhost-user port {}: listening on {}",
         shared.name,
         shared.cfg.socket.display()
     );
     while !stopped(shared) {
-        let accepted = BackendListener::new(listener, backend.clone()).and_then(|mut l| l.accept());
-        match accepted {
-            Ok(Some(h)) => serve(shared, backend, h),
-            Ok(None) => {
+        match listener.accept() {
+            Ok((s, _)) => {
+                serve(shared, backend, s);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 pause(shared, ACCEPT_POLL);
             }
             Err(e) => {
@@ -109,23 +121,44 @@ fn server(shared: &Arc<Shared>, backend: &Arc<Mutex<Backend>>, listener: &mut Li
     }
 }
 
-fn client(shared: &Arc<Shared>, backend: &Arc<Mutex<Backend>>) {
-    let path = shared.cfg.socket.to_string_lossy().into_owned();
+/// The pause before the next client connection after `early` connections
+/// in a row that ended within [`STABLE`] (not counting the last one).
+pub fn backoff(early: u32) -> Duration {
+    RETRY.saturating_mul(1u32 << early.min(8)).min(MAX_BACKOFF)
+}
+
+fn client(shared: &Arc<Shared>, backend: &Mutex<Backend>) {
+    let path = &shared.cfg.socket;
     let mut waiting_logged = false;
+    let mut early = 0u32;
     while !stopped(shared) {
-        match Handler::connect(&path, backend.clone()) {
-            Ok(h) => {
+        match UnixStream::connect(path) {
+            Ok(s) => {
                 waiting_logged = false;
-                serve(shared, backend, h);
-                // Reconnect at once (the VNF may already be back), then
-                // every RETRY.
+                let started = Instant::now();
+                serve(shared, backend, s);
+                early = if started.elapsed() >= STABLE {
+                    0
+                } else {
+                    early + 1
+                };
+                let wait = backoff(early.saturating_sub(1));
+                if early > 1 {
+                    tracing::info!(
+                        "vhost-user port {}: {early} connections in a row ended within {:?}; next attempt in {:?}",
+                        shared.name,
+                        STABLE,
+                        wait
+                    );
+                }
+                pause(shared, wait);
             }
             Err(e) => {
                 if !waiting_logged {
                     tracing::info!(
                         "vhost-user port {}: waiting for {} ({e}); retrying every {:?}",
                         shared.name,
-                        path,
+                        path.display(),
                         RETRY
                     );
                     waiting_logged = true;
@@ -137,9 +170,19 @@ fn client(shared: &Arc<Shared>, backend: &Arc<Mutex<Backend>>) {
 }
 
 /// Serves one connection until it ends.
-fn serve(shared: &Arc<Shared>, backend: &Arc<Mutex<Backend>>, mut h: Handler) {
+fn serve(shared: &Arc<Shared>, backend: &Mutex<Backend>, stream: UnixStream) {
     let st = &shared.status;
-    if let Ok(s) = h.try_clone_connection() {
+    let mut ch = match Channel::new(stream) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(
+                "vhost-user port {}: cannot use the connection: {e}",
+                shared.name
+            );
+            return;
+        }
+    };
+    if let Ok(s) = ch.try_clone() {
         *shared.conn() = Some(s);
     }
     lock(backend).reset();
@@ -155,38 +198,73 @@ fn serve(shared: &Arc<Shared>, backend: &Arc<Mutex<Backend>>, mut h: Handler) {
         },
         shared.cfg.socket.display()
     );
-    // A stop requested before the connection was registered.
+    // A stop requested before the connection was registered ends it here.
     while !stopped(shared) {
-        let res = h.handle_request();
-        let fatal = lock(backend).take_fatal();
-        match (res, fatal) {
-            (Ok(()), None) => {}
-            (_, Some(_)) => break, // already counted and logged
-            // Refused by our handler: answered, counted, logged.
-            (Err(Error::ReqHandlerError(_)), None) => {}
-            (Err(Error::Disconnected | Error::PartialMessage), None) => {
-                tracing::info!("vhost-user port {}: frontend disconnected", shared.name);
-                break;
+        if let Some(reason) = serve_one(shared, backend, &mut ch) {
+            if !stopped(shared) {
+                tracing::info!("vhost-user port {}: {reason}", shared.name);
             }
-            (Err(Error::SocketBroken(e) | Error::SocketError(e)), None) => {
-                if !stopped(shared) {
-                    tracing::info!("vhost-user port {}: connection lost: {e}", shared.name);
-                }
-                break;
-            }
-            (Err(e), None) => {
-                // A malformed or unexpected message: the stream may be out
-                // of step, so the connection ends.
-                Status::bump(&st.protocol_errors);
-                let msg = format!("protocol error: {e}; closing the connection");
-                tracing::warn!("vhost-user port {}: {msg}", shared.name);
-                st.set_error(msg);
-                break;
-            }
+            break;
         }
     }
     *shared.conn() = None;
     st.connected.store(false, Release);
     Status::bump(&st.disconnects);
     lock(backend).reset();
+}
+
+/// Reads, handles and answers one message. Returns why the connection
+/// ended, if it did.
+fn serve_one(shared: &Shared, backend: &Mutex<Backend>, ch: &mut Channel) -> Option<String> {
+    let st = &shared.status;
+    let raw = match ch.recv() {
+        Ok(r) => r,
+        Err(RecvError::Closed) => return Some("frontend disconnected".into()),
+        Err(RecvError::Io(e)) => return Some(format!("connection lost: {e}")),
+        Err(e) => {
+            // The stream is out of step: nothing after this can be trusted.
+            Status::bump(&st.protocol_errors);
+            let msg = format!("protocol error: {e}; closing the connection");
+            shared.warn_limited("protocol", msg.clone());
+            return Some(msg);
+        }
+    };
+    let h = raw.header;
+    tracing::debug!(
+        "vhost-user port {}: {} flags={:#x} size={} fds={}",
+        shared.name,
+        h.name(),
+        h.flags,
+        h.size,
+        raw.fds.len()
+    );
+    let outcome = match message::decode(&h, &raw.payload, raw.fds) {
+        Ok(req) => dispatch::handle(&mut lock(backend), &h, req),
+        Err(e) => {
+            Status::bump(&st.protocol_errors);
+            shared.warn_limited("refused", format!("refused {}: {e}", h.name()));
+            dispatch::undecodable(&h, &e)
+        }
+    };
+    if let Some(bytes) = outcome.reply
+        && let Err(e) = ch.send(&bytes)
+    {
+        return Some(format!("cannot send the {} reply: {e}", h.name()));
+    }
+    match outcome.next {
+        Next::Continue => None,
+        Next::Close(reason) => Some(reason),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let got: Vec<u64> = (0..7).map(|k| backoff(k).as_secs()).collect();
+        assert_eq!(got, [1, 2, 4, 8, 16, 16, 16]);
+        assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
+    }
 }

@@ -13,7 +13,7 @@ use nfv_virtio::{DeviceQueue, QueueErrors, QueueStats};
 use crate::shared::{ERROR_KINDS, ErrorMirror};
 
 /// Counter names, in the order of `values`.
-pub const NAMES: [&str; 15] = [
+pub const NAMES: [&str; 17] = [
     "avail_idx_jump",
     "desc_id_out_of_range",
     "desc_out_of_memory",
@@ -29,6 +29,8 @@ pub const NAMES: [&str; 15] = [
     "bad_chain_drops",
     "alloc_failures",
     "interrupt_errors",
+    "call_blocked",
+    "memory_fault",
 ];
 
 /// Number of protocol-violation counters at the front of [`NAMES`].
@@ -51,6 +53,8 @@ pub fn values(e: &QueueErrors, s: &QueueStats) -> [u64; ERROR_KINDS] {
         s.bad_chain_drops,
         s.alloc_failures,
         s.interrupt_errors,
+        s.call_blocked,
+        s.memory_faults,
     ]
 }
 
@@ -64,6 +68,8 @@ pub fn trigger(dq: &DeviceQueue) -> u64 {
         + s.bad_chain_drops
         + s.alloc_failures
         + s.interrupt_errors
+        + s.call_blocked
+        + s.memory_faults
 }
 
 /// Copies `dq`'s counters (on top of `base`, the ring's totals before this
@@ -80,5 +86,6 @@ pub fn mirror(m: &ErrorMirror, dq: &DeviceQueue, base: &mut [u64; ERROR_KINDS], 
     m.quarantined.store(dq.is_quarantined() && !retire, Relaxed);
     if retire {
         *base = total;
+        m.call_stuck.store(false, Relaxed);
     }
 }

@@ -27,8 +27,11 @@ pub fn offered(mrg_rxbuf: bool) -> u64 {
     f
 }
 
-/// vhost-user protocol features offered. `REPLY_ACK` is answered by the
-/// `vhost` crate itself and added by it to what we return.
+/// `VHOST_USER_PROTOCOL_F_REPLY_ACK` as a bit mask.
+pub const PROTOCOL_REPLY_ACK: u64 = VhostUserProtocolFeatures::REPLY_ACK.bits();
+
+/// vhost-user protocol features offered: MQ (several queue pairs) and
+/// REPLY_ACK (acks on request, see `crate::dispatch`).
 pub fn protocol_offered() -> VhostUserProtocolFeatures {
     VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK
 }

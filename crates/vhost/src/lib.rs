@@ -2,10 +2,14 @@
 //! (DPDK virtio-user, the built-in VNF), like OVS `dpdkvhostuser[client]`.
 //!
 //! * [`VhostUserPort`] implements [`nfv_ports::Port`]. One protocol thread
-//!   per port speaks vhost-user (messages decoded by the `vhost` crate;
-//!   `backend.rs` holds the state, `conn.rs` the connection loops for server
-//!   and client mode with reconnect). The virtqueues themselves are served
-//!   on the PMD threads by `nfv_virtio::DeviceQueue` (`queue.rs`).
+//!   per port speaks vhost-user: `message.rs` decodes messages (pure, no
+//!   I/O), `channel.rs` reads them with their fds, `dispatch.rs` maps each
+//!   to the protocol state in `backend.rs` and answers, `conn.rs` runs the
+//!   server and client connection loops with reconnect and backoff. The
+//!   message layer is ours, not the `vhost` crate's, so that every order of
+//!   requests real frontends send is accepted (see `dispatch.rs`). The
+//!   virtqueues themselves are served on the PMD threads by
+//!   `nfv_virtio::DeviceQueue` (`queue.rs`).
 //! * Queues: rx queue `i` is the guest's TX virtqueue `2i+1` (the port has
 //!   `queues` rx queues). Tx queues are per PMD: PMD `q` sends into the
 //!   guest RX virtqueue of the `q % n`-th running pair (`n` = running
@@ -25,13 +29,50 @@
 //!   reports the sums as `queued` and `guest_rx_free`.
 //! * Disconnect: rings stop, rx bursts return 0 and tx bursts send nothing;
 //!   guest memory is unmapped once no PMD can touch it any more.
+//!
+//! # A hostile frontend cannot block or kill the switch
+//!
+//! * **Call fds.** The frontend's call eventfd could block a `write` (an
+//!   eventfd at its maximum count in blocking mode, a pipe nobody reads),
+//!   and `O_NONBLOCK` on its shared open file description is the
+//!   frontend's to clear. PMDs therefore never write it: an interrupt is
+//!   an atomic swap on a `nfv_virtio::notify::Call`, and the notifier
+//!   thread does the write under a 1 ms watchdog timer. A call fd whose
+//!   write would block is then ignored: the vring shows `call_stuck`, and
+//!   each interrupt not sent counts as `call_blocked`; a new SET_VRING_CALL
+//!   brings a fresh fd. No lock is held across any write to a guest fd, so
+//!   GET_VRING_BASE, disconnect and port removal never wait for one. Kick
+//!   and error fds are not read or written at all (PMDs poll).
+//! * **Guest memory.** SET_MEM_TABLE accepts only files on tmpfs (memfd,
+//!   shm) and hugetlbfs (`fstatfs`); anything else is refused with a NACK,
+//!   a log line and `mem_table_errors`. Files must cover the mapped range.
+//!   A memfd sealed with `F_SEAL_SHRINK` (QEMU's default for
+//!   `memory-backend-memfd`) cannot shrink afterwards; unsealed memory
+//!   (hugetlbfs files, DPDK virtio-user's memfds) can, and the next access
+//!   would raise SIGBUS. The SIGBUS guard (`nfv_virtio::guard`) maps zero
+//!   pages over the faulting mapping so the access completes; the rings
+//!   using that memory notice at their next burst and are quarantined
+//!   (counter `memory_fault`, `quarantined` in `info`, one log line), and
+//!   rings restarted over the same memory refuse to run until the frontend
+//!   sends a new memory table. Every other port keeps forwarding.
+//!   Limits: the burst that hit the fault completes on zeros (its chains
+//!   count as errors or deliver empty data to the faulting guest only); a
+//!   program that installs its own SIGBUS handler after ours disables the
+//!   guard.
+//! * **Log floods.** Refusals and faults are logged through a per-port
+//!   [`RateLimitedLog`] (at most a few lines per reason and 10 s, then a
+//!   "suppressed" summary); every refusal is still counted.
 
 mod backend;
+mod channel;
 mod conn;
+mod dispatch;
 mod errors;
 pub mod features;
 mod memtable;
+pub mod message;
 mod queue;
+pub mod ratelimit;
 mod shared;
 
 use std::path::PathBuf;
@@ -42,9 +83,10 @@ use std::thread::JoinHandle;
 use nfv_ports::config::{PortConfig, PortKind, VhostUserConfig, VhostUserMode};
 use nfv_ports::{Port, RxQueue, TxQueue};
 
-pub use conn::RETRY;
+pub use conn::{MAX_BACKOFF, RETRY, STABLE};
 pub use errors::NAMES as QUEUE_COUNTER_NAMES;
 pub use memtable::MemTableError;
+pub use ratelimit::RateLimitedLog;
 use shared::Shared;
 
 /// Largest frame sent to a guest that negotiated MRG_RXBUF.
@@ -91,6 +133,8 @@ pub struct VringStatus {
     /// Virtqueue index (even: guest RX = our tx; odd: guest TX = our rx).
     pub index: usize,
     pub quarantined: bool,
+    /// The call fd blocked and is ignored (see `call_blocked`).
+    pub call_stuck: bool,
     /// Times a device queue could not be built for it.
     pub setup_failures: u64,
     /// Since the port opened, in the order of [`QUEUE_COUNTER_NAMES`].
@@ -152,6 +196,18 @@ impl VhostStatus {
             .map(|v| v.index)
             .collect()
     }
+    /// Vrings whose call fd blocked and is ignored.
+    pub fn call_stuck(&self) -> Vec<usize> {
+        self.vrings
+            .iter()
+            .filter(|v| v.call_stuck)
+            .map(|v| v.index)
+            .collect()
+    }
+    /// A per-vring counter ([`QUEUE_COUNTER_NAMES`]) summed over vrings.
+    pub fn counter(&self, name: &str) -> u64 {
+        self.vrings.iter().map(|v| v.counter(name)).sum()
+    }
 }
 
 impl VhostUserPort {
@@ -207,6 +263,7 @@ impl VhostUserPort {
                 vrings.push(VringStatus {
                     index,
                     quarantined: m.quarantined.load(Relaxed),
+                    call_stuck: m.call_stuck.load(Relaxed),
                     setup_failures: m.setup_failures.load(Relaxed),
                     counters: m.load().to_vec(),
                 });
@@ -283,6 +340,9 @@ impl Port for VhostUserPort {
             ("mem_table_errors", st.mem_table_errors.to_string()),
             ("ring_errors", st.ring_errors.to_string()),
             ("quarantined", format!("{:?}", st.quarantined())),
+            ("call_stuck", format!("{:?}", st.call_stuck())),
+            ("call_blocked", st.counter("call_blocked").to_string()),
+            ("memory_faults", st.counter("memory_fault").to_string()),
             ("queued", st.queued.to_string()),
             ("guest_rx_free", st.guest_rx_free.to_string()),
         ];

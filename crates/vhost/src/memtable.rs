@@ -1,9 +1,24 @@
 //! SET_MEM_TABLE: checking the frontend's region list and files before
 //! anything is mapped. A frontend is hostile: regions must not overlap
 //! (in guest-physical or in frontend-virtual space), and each file must be
-//! a regular file (memfd, hugetlbfs, shm) at least as long as the part we
-//! map — mapping past the end of a file would turn the first access into
-//! SIGBUS on a PMD thread.
+//! a regular file at least as long as the part we map — mapping past the
+//! end of a file would turn the first access into SIGBUS on a PMD thread.
+//!
+//! Only memory the switch can trust to stay resident is accepted: files on
+//! tmpfs (memfd, `/dev/shm`) and hugetlbfs (hugepage memfd, `/dev/hugepages`),
+//! checked with `fstatfs`. A file on any other file system (a disk, NFS,
+//! FUSE) is refused: a page fault there can wait on I/O or on another
+//! process, on a PMD thread.
+//!
+//! Shrinking after the check is the remaining way to fault. A memfd sealed
+//! with `F_SEAL_SHRINK` cannot shrink; QEMU's `memory-backend-memfd` seals
+//! by default (`seal=on`: grow, shrink and seal seals), but its
+//! `memory-backend-file` (hugetlbfs, `/dev/shm` files) cannot be sealed, and
+//! DPDK virtio-user hands hugetlbfs files or `MFD_HUGETLB` memfds created
+//! without `MFD_ALLOW_SEALING`, so no seals either. Whether a region was
+//! sealed is passed on ([`RegionSpec::shrink_sealed`]); unsealed memory
+//! relies on the SIGBUS guard (`nfv_virtio::guard`), which turns a fault
+//! into the quarantine of that port's rings.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -32,6 +47,10 @@ pub enum MemTableError {
     NotFile(usize),
     #[error("region {idx}: needs {need} bytes of its file but the file has {have}")]
     Short { idx: usize, need: u64, have: u64 },
+    #[error(
+        "region {idx}: the file is on a file system of type {fs_type:#x}, not tmpfs/memfd or hugetlbfs"
+    )]
+    FileSystem { idx: usize, fs_type: u64 },
 }
 
 fn overlap(a: (u64, u64), b: (u64, u64)) -> bool {
@@ -86,6 +105,7 @@ pub fn check(
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Err(MemTableError::NotFile(i));
         }
+        check_file_system(i, &f)?;
         let need = r.mmap_offset + r.memory_size;
         let have = st.st_size.max(0) as u64;
         if have < need {
@@ -96,10 +116,39 @@ pub fn check(
             size: r.memory_size,
             user_addr: r.user_addr,
             mmap_offset: r.mmap_offset,
+            shrink_sealed: shrink_sealed(&f),
             fd: OwnedFd::from(f),
         });
     }
     Ok(specs)
+}
+
+/// Accepts files on tmpfs (memfd, shm) and hugetlbfs only.
+fn check_file_system(idx: usize, f: &File) -> Result<(), MemTableError> {
+    // SAFETY: `sfs` is plain data fstatfs fills in.
+    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd and a valid pointer to a statfs buffer.
+    if unsafe { libc::fstatfs(f.as_raw_fd(), &mut sfs) } != 0 {
+        return Err(MemTableError::Stat(
+            idx,
+            std::io::Error::last_os_error().to_string(),
+        ));
+    }
+    match sfs.f_type {
+        libc::TMPFS_MAGIC | libc::HUGETLBFS_MAGIC => Ok(()),
+        t => Err(MemTableError::FileSystem {
+            idx,
+            fs_type: t as u64,
+        }),
+    }
+}
+
+/// True when the file is a memfd sealed against shrinking.
+fn shrink_sealed(f: &File) -> bool {
+    // SAFETY: F_GET_SEALS only reads the file's seals; EINVAL for files
+    // that cannot be sealed.
+    let seals = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GET_SEALS) };
+    seals >= 0 && seals & libc::F_SEAL_SHRINK != 0
 }
 
 #[cfg(test)]
@@ -118,6 +167,57 @@ mod tests {
 
     fn region(gpa: u64, size: u64, uva: u64, off: u64) -> VhostUserMemoryRegion {
         VhostUserMemoryRegion::new(gpa, size, uva, off)
+    }
+
+    /// A regular file on a disk file system (the target dir), and that
+    /// file system's type; `None` (with SKIPPED) when it is tmpfs.
+    fn disk_file(len: u64) -> Option<(File, u64)> {
+        let dir = std::env::var_os("CARGO_TARGET_TMPDIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let path = dir.join(format!("memtable-disk-{}", std::process::id()));
+        let f = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .ok()?;
+        let _ = std::fs::remove_file(&path);
+        f.set_len(len).ok()?;
+        // SAFETY: plain data, filled in by fstatfs.
+        let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: valid fd and buffer.
+        assert_eq!(unsafe { libc::fstatfs(f.as_raw_fd(), &mut sfs) }, 0);
+        if sfs.f_type == libc::TMPFS_MAGIC {
+            nfv_testutil::skip("memtable disk file", "the temp dir is on tmpfs");
+            return None;
+        }
+        Some((f, sfs.f_type as u64))
+    }
+
+    #[test]
+    fn seals_are_noticed() {
+        assert!(!shrink_sealed(&memfd(4096)));
+        // SAFETY: valid name; the fd is fresh and then owned by the File.
+        let fd = unsafe {
+            libc::memfd_create(c"s".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        };
+        assert!(fd >= 0);
+        // SAFETY: as above.
+        let f = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        f.set_len(8192).unwrap();
+        // SAFETY: adds seals to our own memfd.
+        let r = unsafe {
+            libc::fcntl(
+                f.as_raw_fd(),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+            )
+        };
+        assert_eq!(r, 0);
+        let specs = check(&[region(0, 8192, 0, 0)], vec![f]).unwrap();
+        assert!(specs[0].shrink_sealed);
     }
 
     #[test]
@@ -178,6 +278,14 @@ mod tests {
                 MemTableError::NotFile(0),
             ),
         ];
+        let mut cases = cases;
+        if let Some((f, fs_type)) = disk_file(8192) {
+            cases.push((
+                vec![region(0, 4096, 0, 0)],
+                vec![f],
+                MemTableError::FileSystem { idx: 0, fs_type },
+            ));
+        }
         for (regions, files, want) in cases {
             assert_eq!(check(&regions, files).unwrap_err(), want);
         }

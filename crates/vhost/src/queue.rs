@@ -4,6 +4,13 @@
 //! a change does it take the slow path (see [`crate::shared`]). A queue
 //! whose virtqueue is not running receives nothing and sends nothing (the
 //! datapath counts unsent packets as `tx_full` drops).
+//!
+//! Per burst each also loads the process-wide guest-memory fault epoch
+//! (`nfv_virtio::guard::fault_epoch`, a line written only when a SIGBUS
+//! was survived). When it moved, the queue checks whether *its* memory
+//! faulted and, if so, stops its virtqueue for good
+//! (`DeviceQueue::quarantine_memory_fault`, counter `memory_fault`, one
+//! rate-limited log line); other ports only pay the check.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::*;
@@ -11,9 +18,47 @@ use std::sync::atomic::Ordering::*;
 use nfv_mem::{Batch, PoolCache};
 use nfv_ports::{RxQueue, TxQueue};
 use nfv_virtio::DeviceQueue;
+use nfv_virtio::guard::fault_epoch;
 
 use crate::errors;
-use crate::shared::{ERROR_KINDS, Shared};
+use crate::shared::{ERROR_KINDS, ErrorMirror, Shared};
+
+/// Stops `dq` if its guest memory faulted (cold: the fault epoch moved).
+#[cold]
+fn check_memory(shared: &Shared, vring: usize, dq: &mut DeviceQueue) {
+    if dq.memory().faulted() && dq.stats().memory_faults == 0 {
+        dq.quarantine_memory_fault();
+        shared.warn_limited(
+            "memory_fault",
+            format!(
+                "vring {vring}: guest memory faulted (SIGBUS: the frontend shrank a memory \
+                 file); the ring is quarantined until a new memory table"
+            ),
+        );
+    }
+}
+
+/// Publishes `dq`'s counters after they changed; logs a call fd that
+/// started blocking.
+#[cold]
+fn publish(
+    shared: &Shared,
+    vring: usize,
+    m: &ErrorMirror,
+    dq: &DeviceQueue,
+    base: &mut [u64; ERROR_KINDS],
+) {
+    errors::mirror(m, dq, base, false);
+    if dq.call_stuck() && !m.call_stuck.swap(true, Relaxed) {
+        shared.warn_limited(
+            "call_blocked",
+            format!(
+                "vring {vring}: writing the call fd would block; it is ignored until the \
+                 frontend sends a new one (SET_VRING_CALL)"
+            ),
+        );
+    }
+}
 
 /// Rx queue `pair`: the guest's TX virtqueue `2*pair+1`, owned here.
 pub(crate) struct VhostRxq {
@@ -26,6 +71,7 @@ pub(crate) struct VhostRxq {
     position: u16,
     error_base: [u64; ERROR_KINDS],
     error_seen: u64,
+    fault_epoch: u64,
 }
 
 impl VhostRxq {
@@ -44,6 +90,7 @@ impl VhostRxq {
             position: 0,
             error_base,
             error_seen: 0,
+            fault_epoch: fault_epoch(),
         }
     }
 
@@ -76,10 +123,9 @@ impl VhostRxq {
                     }
                     Err(e) => {
                         ring.errors.setup_failures.fetch_add(1, Relaxed);
-                        tracing::warn!(
-                            "vhost-user port {}: vring {}: cannot start: {e}",
-                            self.shared.name,
-                            2 * self.pair + 1
+                        self.shared.warn_limited(
+                            "ring_setup",
+                            format!("vring {}: cannot start: {e}", 2 * self.pair + 1),
                         );
                     }
                 }
@@ -104,6 +150,11 @@ impl RxQueue for VhostRxq {
         let Some(dq) = self.dq.as_mut() else {
             return 0;
         };
+        let epoch = fault_epoch();
+        if epoch != self.fault_epoch {
+            self.fault_epoch = epoch;
+            check_memory(&self.shared, 2 * self.pair + 1, dq);
+        }
         let n = dq.dequeue_burst(batch, pool);
         let ring = &self.shared.rx[self.pair];
         // The guest's backlog as this burst found it: one relaxed store to
@@ -116,7 +167,8 @@ impl RxQueue for VhostRxq {
         let t = errors::trigger(dq);
         if t != self.error_seen {
             self.error_seen = t;
-            errors::mirror(&ring.errors, dq, &mut self.error_base, false);
+            let vring = 2 * self.pair + 1;
+            publish(&self.shared, vring, &ring.errors, dq, &mut self.error_base);
         }
         n
     }
@@ -180,13 +232,18 @@ impl TxQueue for VhostTxq {
         let Some(dq) = st.dq.as_mut() else {
             return 0;
         };
+        let epoch = fault_epoch();
+        if epoch != st.fault_epoch {
+            st.fault_epoch = epoch;
+            check_memory(&self.shared, 2 * p, dq);
+        }
         let n = dq.enqueue_burst(batch, pool);
         // The guest's free rx buffers as this burst found them.
         ring.rx_free.0.store(dq.last_pending() as u32, Relaxed);
         let t = errors::trigger(dq);
         if t != st.error_seen {
             st.error_seen = t;
-            errors::mirror(&ring.errors, dq, &mut st.error_base, false);
+            publish(&self.shared, 2 * p, &ring.errors, dq, &mut st.error_base);
         }
         n
     }

@@ -22,6 +22,17 @@
 //!   at least as many enabled pairs as PMDs, PMD `q` is alone on pair `q`
 //!   and the lock is an uncontended exchange per burst.
 //!
+//! * **Nothing here waits on the guest.** Interrupts are requested from
+//!   the PMD (under the tx lock) with one atomic swap; the guest's call fd
+//!   is written by `nfv_virtio::notify`'s thread, never while a lock is
+//!   held, so a call fd that blocks cannot stall a PMD or, through the tx
+//!   lock, the protocol thread (GET_VRING_BASE, disconnect, port removal).
+//! * **Guest memory that faults** (SIGBUS, see `nfv_virtio::guard`) is
+//!   noticed by the ring owners through `fault_epoch` (one relaxed load per
+//!   burst); the affected queues stop (`memory_fault`), and a ring set up
+//!   again over the same faulted memory refuses to start
+//!   ([`RingSetup::build`]) until a new memory table arrives.
+//!
 //! Thread safety: `Shared` is `Sync`. Counters are atomics with a single
 //! writer (the protocol thread, or the ring's owner for ring errors).
 
@@ -33,6 +44,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use nfv_ports::config::VhostUserConfig;
 use nfv_virtio::{DeviceQueue, GuestMemory, QueueSetup};
+
+use crate::ratelimit::RateLimitedLog;
 
 /// Everything needed to build a `DeviceQueue` for one running vring.
 #[derive(Debug)]
@@ -56,6 +69,13 @@ pub(crate) struct RingSetup {
 impl RingSetup {
     /// A new device queue at avail position `last_avail_idx`.
     pub fn build(&self, last_avail_idx: u16) -> Result<DeviceQueue, String> {
+        if self.mem.faulted() {
+            return Err(
+                "its guest memory faulted (SIGBUS: the frontend shrank a memory file); \
+                 waiting for a new memory table"
+                    .into(),
+            );
+        }
         let call = match &self.call {
             Some(fd) => Some(fd.try_clone().map_err(|e| format!("dup of call fd: {e}"))?),
             None => None,
@@ -91,6 +111,8 @@ pub(crate) struct Snapshot {
 pub(crate) struct ErrorMirror {
     pub counts: [AtomicU64; ERROR_KINDS],
     pub quarantined: AtomicBool,
+    /// The queue's call fd blocked and is being ignored.
+    pub call_stuck: AtomicBool,
     /// DeviceQueue construction failures (bad ring addresses etc.).
     pub setup_failures: AtomicU64,
 }
@@ -149,6 +171,8 @@ pub(crate) struct TxState {
     pub error_base: [u64; ERROR_KINDS],
     /// Sum of `dq`'s error counters at the last mirror, to notice changes.
     pub error_seen: u64,
+    /// Guest-memory fault epoch last checked against `dq`'s memory.
+    pub fault_epoch: u64,
 }
 
 // SAFETY: `state` is only accessed through `TxGuard`, which holds `lock`
@@ -238,6 +262,16 @@ impl Status {
     }
 }
 
+impl Shared {
+    /// A refusal or fault worth a warning: `last_error` always, the log
+    /// line at most [`RateLimitedLog::LINES`] times per interval and
+    /// `reason`. The caller counts it.
+    pub fn warn_limited(&self, reason: &'static str, msg: String) {
+        self.log.warn(reason, || msg.clone());
+        self.status.set_error(msg);
+    }
+}
+
 pub(crate) struct Shared {
     pub name: String,
     pub cfg: VhostUserConfig,
@@ -253,6 +287,8 @@ pub(crate) struct Shared {
     pub stop: AtomicBool,
     /// The current connection, for shutting it down from another thread.
     pub conn: Mutex<Option<UnixStream>>,
+    /// Rate limit for this port's warnings.
+    pub log: RateLimitedLog,
 }
 
 impl Shared {
@@ -272,6 +308,7 @@ impl Shared {
             status: Status::default(),
             stop: AtomicBool::new(false),
             conn: Mutex::new(None),
+            log: RateLimitedLog::new(format!("vhost-user port {name}")),
         }
     }
 

@@ -15,15 +15,26 @@
 //! Only split rings are implemented (no packed rings); the device side
 //! always uses chains in the order they were made available, so it can
 //! offer VIRTIO_F_IN_ORDER. Data is copied between the ring buffers and
-//! pool packets (no zero-copy yet). The
-//! only syscall is the `write` to the driver's call eventfd, at most once
-//! per burst.
+//! pool packets (no zero-copy yet).
+//!
+//! Nothing the peer controls can block or kill the thread running a queue:
+//! - interrupts and kicks go through [`notify`]: the queue marks a
+//!   [`notify::Call`] pending and a notifier thread writes the peer's
+//!   eventfd, with a watchdog that gives up on (and then ignores) an fd
+//!   whose write would block; the queue makes no syscall of its own except
+//!   waking that thread when it sleeps;
+//! - guest memory mapped by [`memory::GuestMemory::map`] is guarded against
+//!   SIGBUS ([`guard`]): a frontend that shrinks its memory file gets its
+//!   mapping replaced by zeros and flagged ([`GuestMemory::faulted`]), and
+//!   the queues' owner stops them.
 
 pub mod device;
 pub mod driver;
+pub mod guard;
 pub mod layout;
 pub mod memory;
 pub mod net;
+pub mod notify;
 mod ring;
 
 pub use device::{DeviceQueue, QueueErrors, QueueSetup, QueueStats};

@@ -14,10 +14,21 @@
 //! Nothing here dereferences guest memory: the returned pointers are raw,
 //! and the ring code accesses them with volatile/atomic loads and raw copies
 //! (never references), because the guest may change them at any time.
+//!
+//! The frontend may also take memory away: a file shrunk after we mapped
+//! it makes our next access raise SIGBUS. Every mapping made by
+//! [`GuestMemory::map`] is registered with the SIGBUS guard
+//! ([`crate::guard`]), which replaces a faulting mapping with zero pages so
+//! the access completes; [`GuestMemory::faulted`] then says so, and the
+//! owner of the queues stops them (the vhost port quarantines the rings).
+//! The guard is removed before the mapping is unmapped. Memory described
+//! by [`GuestMemory::from_raw`] is not guarded.
 
 use arrayvec::ArrayVec;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+
+use crate::guard::Guarded;
 
 /// Most regions a [`GuestMemory`] holds.
 pub const MAX_REGIONS: usize = 32;
@@ -32,6 +43,10 @@ pub struct RegionSpec {
     pub user_addr: u64,
     pub mmap_offset: u64,
     pub fd: OwnedFd,
+    /// The frontend sealed the file against shrinking (memfd
+    /// `F_SEAL_SHRINK`): it cannot fault. Unsealed files rely on the
+    /// SIGBUS guard.
+    pub shrink_sealed: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +65,8 @@ pub enum MemoryError {
         len: usize,
         err: io::Error,
     },
+    #[error("region {0}: the SIGBUS guard's table is full ({n} mappings)", n = crate::guard::SLOTS)]
+    GuardFull(usize),
 }
 
 /// A region as seen by [`GuestMemory::regions`].
@@ -83,6 +100,10 @@ struct MemRegion {
 #[derive(Debug)]
 pub struct GuestMemory {
     regions: ArrayVec<MemRegion, MAX_REGIONS>,
+    /// SIGBUS guards of our own mappings (dropped before unmapping).
+    guards: ArrayVec<Guarded, MAX_REGIONS>,
+    /// Regions whose file was not sealed against shrinking.
+    unsealed: usize,
 }
 
 // SAFETY: the raw pointers refer to mappings that live as long as this value
@@ -125,6 +146,8 @@ impl GuestMemory {
         }
         let mut mem = GuestMemory {
             regions: ArrayVec::new(),
+            guards: ArrayVec::new(),
+            unsealed: specs.iter().filter(|s| !s.shrink_sealed).count(),
         };
         for (i, s) in specs.iter().enumerate() {
             // hugetlbfs needs the length rounded to its page size, which
@@ -153,6 +176,12 @@ impl GuestMemory {
                 });
             }
             let base = p.cast::<u8>();
+            let Some(guard) = crate::guard::register(base, len) else {
+                // SAFETY: unmapping the mapping just made, not yet shared.
+                unsafe { libc::munmap(p, len) };
+                return Err(MemoryError::GuardFull(i));
+            };
+            mem.guards.push(guard);
             mem.regions.push(MemRegion {
                 gpa: s.guest_phys_addr,
                 uva: s.user_addr,
@@ -202,6 +231,8 @@ impl GuestMemory {
                     map_len: 0,
                 })
                 .collect(),
+            guards: ArrayVec::new(),
+            unsealed: 0,
         })
     }
 
@@ -335,6 +366,19 @@ impl GuestMemory {
     pub fn region_count(&self) -> usize {
         self.regions.len()
     }
+
+    /// True once an access to this memory raised SIGBUS (the frontend
+    /// shrank a file) and was survived: the memory reads as zeros from then
+    /// on and its queues must stop. Cold path: a few loads.
+    pub fn faulted(&self) -> bool {
+        self.guards.iter().any(|g| g.faulted())
+    }
+
+    /// Regions mapped from files the frontend did not seal against
+    /// shrinking (these depend on the SIGBUS guard).
+    pub fn unsealed_regions(&self) -> usize {
+        self.unsealed
+    }
 }
 
 fn block_size(fd: &OwnedFd) -> usize {
@@ -354,6 +398,9 @@ fn block_size(fd: &OwnedFd) -> usize {
 
 impl Drop for GuestMemory {
     fn drop(&mut self) {
+        // Unguard first: no SIGBUS handler may remap a range after it is
+        // unmapped (and perhaps reused).
+        self.guards.clear();
         for r in &self.regions {
             if r.map_len != 0 {
                 // SAFETY: unmapping exactly the mapping `map` created; every
@@ -398,6 +445,7 @@ mod tests {
                 user_addr: 0x7f00_0000_0000,
                 mmap_offset: 0,
                 fd: dup(&fd),
+                shrink_sealed: false,
             },
             RegionSpec {
                 guest_phys_addr: 0x1_0000_0000,
@@ -405,6 +453,7 @@ mod tests {
                 user_addr: 0x7f00_0010_0000,
                 mmap_offset: 4096,
                 fd: dup(&fd),
+                shrink_sealed: false,
             },
         ])
         .unwrap();
@@ -428,6 +477,7 @@ mod tests {
             user_addr: 0,
             mmap_offset: 0,
             fd,
+            shrink_sealed: false,
         }])
         .unwrap();
         let q = again.translate(4096, 1).unwrap();
@@ -498,9 +548,44 @@ mod tests {
             user_addr: 0,
             mmap_offset: u64::MAX - 10,
             fd: memfd(4096),
+            shrink_sealed: false,
         }])
         .unwrap_err();
         assert!(matches!(e, MemoryError::Overflow(0)));
+    }
+
+    #[test]
+    fn a_shrunk_file_is_survived_and_reported() {
+        let fd = memfd(4 * 4096);
+        let mem = GuestMemory::map(vec![RegionSpec {
+            guest_phys_addr: 0,
+            size: 4 * 4096,
+            user_addr: 0,
+            mmap_offset: 0,
+            fd: dup(&fd),
+            shrink_sealed: false,
+        }])
+        .unwrap();
+        let p = mem.translate(3 * 4096, 8).unwrap();
+        // SAFETY: inside the mapping, which is live.
+        unsafe { p.write_volatile(7) };
+        assert!(!mem.faulted());
+        let epoch = crate::guard::fault_epoch();
+        // SAFETY: plain syscall on our fd: the frontend's attack.
+        assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), 4096) }, 0);
+        // SAFETY: still our mapping; the access past the file's new end
+        // raises SIGBUS, which the guard turns into a read of zero.
+        let v = unsafe { p.read_volatile() };
+        assert_eq!(v, 0);
+        assert!(mem.faulted());
+        assert_ne!(crate::guard::fault_epoch(), epoch);
+        // The rest of the mapping is zeros too, and writable.
+        let q = mem.translate(0, 8).unwrap();
+        // SAFETY: inside the (replaced) mapping.
+        unsafe {
+            assert_eq!(q.read_volatile(), 0);
+            q.write_volatile(1);
+        }
     }
 
     #[test]

@@ -182,7 +182,10 @@ fn eventfd() -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
+/// The call eventfd's count once the notifier thread has written every
+/// interrupt requested so far.
 fn read_eventfd(fd: &OwnedFd) -> u64 {
+    assert!(nfv_virtio::notify::flush(std::time::Duration::from_secs(5)));
     let mut v = 0u64;
     // SAFETY: reads 8 bytes into a local.
     let r = unsafe { libc::read(fd.as_raw_fd(), (&raw mut v).cast(), 8) };
@@ -194,6 +197,9 @@ fn deliver(l: &mut Loopback, n: usize) -> u64 {
     let before = l.rx_dev.stats().interrupts;
     let mut b = switch_batch(l, &vec![64; n]);
     assert_eq!(l.rx_dev.enqueue_burst(&mut b, &mut l.sw), n);
+    // Interrupts are written by the notifier thread; waiting here keeps
+    // one eventfd write per interrupting burst (no coalescing).
+    assert!(nfv_virtio::notify::flush(std::time::Duration::from_secs(5)));
     l.rx_dev.stats().interrupts - before
 }
 

@@ -6,14 +6,22 @@
 //! short) → drop what did not fit (`tx_ring_full`) → reclaim tx → refill rx.
 //! Kicks are written only when the switch asked for them (`needs_kick`,
 //! EVENT_IDX or NO_NOTIFY), so a poll-mode switch costs no syscalls.
+//!
+//! The kick eventfds are ours, but the switch holds them too and shares
+//! their open file description: it could clear `O_NONBLOCK` and fill the
+//! counter, and a plain `write` would then block this poll loop. Kicks
+//! therefore go through `nfv_virtio::notify::Call` (an atomic flag here, the
+//! write on the notifier thread under a watchdog); a kick fd that blocks is
+//! ignored from then on and logged once.
 
 use crate::app::App;
 use crate::memory::SharedMemory;
 use crate::session::Session;
 use crate::stats::QueueStats;
 use nfv_mem::{Batch, PoolCache};
+use nfv_virtio::notify::Call;
 use nfv_virtio::{DriverQueue, DriverSetup, GuestMemory, SetupError};
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Arc;
 use vmm_sys_util::eventfd::EventFd;
 
@@ -39,8 +47,10 @@ pub struct QueuePair {
     index: usize,
     rx: DriverQueue,
     tx: DriverQueue,
-    rx_kick: EventFd,
-    tx_kick: EventFd,
+    rx_kick: Call,
+    tx_kick: Call,
+    /// A kick fd was found blocking and this was logged.
+    kick_stuck_logged: bool,
     synced: Synced,
 }
 
@@ -62,13 +72,14 @@ impl QueuePair {
             features: session.features(),
             rx_buf_len: 0,
         };
-        let dup = |vq: usize| session.kick[vq].try_clone();
+        let dup = |vq: usize| kick_call(&session.kick[vq]);
         let mut qp = QueuePair {
             index,
             rx: DriverQueue::new(setup(rx_vq))?,
             tx: DriverQueue::new(setup(tx_vq))?,
             rx_kick: dup(rx_vq)?,
             tx_kick: dup(tx_vq)?,
+            kick_stuck_logged: false,
             synced: Synced::default(),
         };
         qp.rx.refill_rx(cache);
@@ -156,6 +167,14 @@ impl QueuePair {
         st.switch_errors(now.errors - self.synced.errors);
         st.kicks(now.kicks - self.synced.kicks);
         self.synced = now;
+        if !self.kick_stuck_logged && (self.rx_kick.is_stuck() || self.tx_kick.is_stuck()) {
+            self.kick_stuck_logged = true;
+            tracing::warn!(
+                "vnf: queue pair {}: writing a kick eventfd would block (the switch filled \
+                 it); kicks on it are ignored from now on",
+                self.index
+            );
+        }
     }
 
     /// Ends the pair: counters synced, every buffer back to the pool (the
@@ -176,9 +195,17 @@ impl QueuePair {
 }
 
 #[inline]
-fn kick(efd: &EventFd) {
-    // A full eventfd counter (EAGAIN) already means "kicked".
-    let _ = efd.write(1);
+fn kick(c: &Call) {
+    // Never blocks; a stuck fd is reported by `sync_counters`.
+    c.signal();
+}
+
+/// Our own duplicate of a kick eventfd, handed to the notifier.
+fn kick_call(efd: &EventFd) -> std::io::Result<Call> {
+    // SAFETY: the eventfd is open for as long as `efd` lives, which
+    // outlasts this borrow; the duplicate is independent of it.
+    let fd = unsafe { BorrowedFd::borrow_raw(efd.as_raw_fd()) }.try_clone_to_owned()?;
+    Ok(Call::new(fd))
 }
 
 /// Describes the VNF's memory to the driver queues.

@@ -4,8 +4,15 @@
 //! queue ([`DeviceQueue::dequeue_burst`], in `tx.rs`) and into its RX queue
 //! ([`DeviceQueue::enqueue_burst`], in `rx.rs`). Per burst: one acquire load
 //! of `avail.idx`, used elements collected in a shadow ring, one release
-//! store of `used.idx`, at most one eventfd write. No allocation after
+//! store of `used.idx`, at most one interrupt request. No allocation after
 //! [`DeviceQueue::new`].
+//!
+//! Interrupts: the call eventfd is the driver's, so its `write` could block
+//! (see [`crate::notify`]); the queue hands it to a [`Call`] and an
+//! interrupt is one [`Call::signal`] (an atomic swap, plus a wake-up of
+//! the notifier thread when it sleeps). A call fd found blocking is
+//! ignored from then on and every interrupt it would have carried is
+//! counted in [`QueueStats::call_blocked`].
 //!
 //! The driver is hostile: every violation is counted in [`QueueErrors`] and
 //! the offending chain is returned unused; an `avail.idx` more than `size`
@@ -21,9 +28,10 @@ use crate::layout::{
     VIRTQ_AVAIL_F_NO_INTERRUPT, VIRTQ_USED_F_NO_NOTIFY,
 };
 use crate::memory::GuestMemory;
+use crate::notify::Call;
 use crate::ring::{Ring, SetupError, need_event, prefetch_write};
 use chain::ChainError;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
@@ -43,9 +51,10 @@ pub struct QueueSetup {
     pub last_avail_idx: u16,
     /// Negotiated virtio features.
     pub features: u64,
-    /// Eventfd to signal the driver (`VHOST_USER_SET_VRING_CALL`). `None`:
-    /// the driver polls; it is never interrupted (and the per-burst fence
-    /// and interrupt check are skipped).
+    /// Eventfd to signal the driver (`VHOST_USER_SET_VRING_CALL`), written
+    /// by the notifier thread, never by the queue's owner. `None`: the
+    /// driver polls; it is never interrupted (and the per-burst fence and
+    /// interrupt check are skipped).
     pub call: Option<OwnedFd>,
 }
 
@@ -123,11 +132,19 @@ pub struct QueueStats {
     pub bad_chain_drops: u64,
     /// TX: the pool was empty; the burst stopped early.
     pub alloc_failures: u64,
-    /// Interrupts sent (eventfd writes attempted). Without a call fd the
-    /// driver is taken to poll and none are sent.
+    /// Interrupts requested (handed to the notifier, which may coalesce
+    /// requests that arrive while one is pending). Without a call fd the
+    /// driver is taken to poll and none are requested.
     pub interrupts: u64,
-    /// Failed writes to the call eventfd.
+    /// Writes to the call eventfd that failed (other than by blocking),
+    /// as the notifier last reported them.
     pub interrupt_errors: u64,
+    /// Interrupts not sent because the call fd was found blocking (or
+    /// failing) and is ignored until the driver hands over a new one.
+    pub call_blocked: u64,
+    /// Times the queue was stopped because its guest memory faulted
+    /// (SIGBUS survived; see [`DeviceQueue::quarantine_memory_fault`]).
+    pub memory_faults: u64,
 }
 
 /// Used elements collected before being copied to the used ring.
@@ -151,7 +168,7 @@ pub struct DeviceQueue {
     mrg: bool,
     event_idx: bool,
     features: u64,
-    call: Option<OwnedFd>,
+    call: Option<Call>,
     kick_wanted: bool,
     /// `last_avail` when `avail_event` was last written.
     avail_event_base: u16,
@@ -210,7 +227,7 @@ impl DeviceQueue {
             mrg: setup.features & VIRTIO_NET_F_MRG_RXBUF != 0,
             event_idx,
             features: setup.features,
-            call: setup.call,
+            call: setup.call.map(Call::new),
             kick_wanted: true,
             avail_event_base: setup.last_avail_idx,
             quarantined: false,
@@ -276,7 +293,29 @@ impl DeviceQueue {
     /// (`VHOST_USER_SET_VRING_CALL` may arrive at any time); `None`: the
     /// driver polls.
     pub fn set_call(&mut self, call: Option<OwnedFd>) {
-        self.call = call;
+        self.call = call.map(Call::new);
+    }
+
+    /// True when the call fd was found blocking and is being ignored.
+    pub fn call_stuck(&self) -> bool {
+        self.call.as_ref().is_some_and(Call::is_stuck)
+    }
+
+    /// The guest memory the queue works in.
+    pub fn memory(&self) -> &Arc<GuestMemory> {
+        &self.mem
+    }
+
+    /// Stops the queue for good because its guest memory faulted
+    /// ([`GuestMemory::faulted`]): bursts return 0 and touch no memory.
+    /// Counted in [`QueueStats::memory_faults`] (once per queue, even if
+    /// the burst that hit the fault already quarantined the queue for
+    /// what it read: zeros).
+    #[cold]
+    pub fn quarantine_memory_fault(&mut self) {
+        self.stats.memory_faults = 1;
+        self.quarantined = true;
+        self.last_pending = 0;
     }
 
     /// True when the driver has posted chains we have not taken.
@@ -430,13 +469,11 @@ impl DeviceQueue {
     #[cold]
     fn interrupt(&mut self) {
         self.stats.interrupts += 1;
-        if let Some(fd) = &self.call {
-            let one: u64 = 1;
-            // SAFETY: writes 8 bytes from a live local to an fd we own.
-            let r = unsafe { libc::write(fd.as_raw_fd(), (&raw const one).cast(), 8) };
-            if r != 8 {
-                self.stats.interrupt_errors += 1;
-            }
+        if let Some(c) = &self.call
+            && !c.signal()
+        {
+            self.stats.call_blocked += 1;
+            self.stats.interrupt_errors = c.failures();
         }
     }
 }
