@@ -443,12 +443,34 @@ fn qemu_restart(bed: &mut Bed) -> Result<String, String> {
     ))
 }
 
+/// Per-vring counters that a well-behaved guest never causes: the ring
+/// protocol violations, chains dropped as bad, failed interrupts and
+/// faults on guest memory, rings that failed to start (`no_room_drops`, a full guest rx ring, is
+/// allowed: TCP recovers from it).
+const VRING_FAULTS: [&str; 14] = [
+    "avail_idx_jump",
+    "desc_id_out_of_range",
+    "desc_out_of_memory",
+    "chain_too_long",
+    "indirect_bad_len",
+    "indirect_nested",
+    "indirect_out_of_memory",
+    "len_overflow",
+    "wrong_direction",
+    "short_chain",
+    "bad_chain_drops",
+    "interrupt_errors",
+    "memory_fault",
+    "setup_failures",
+];
+
 /// Packets went both ways on both ports and the switch saw no protocol,
-/// negotiation, memory-table or ring errors.
+/// negotiation, memory-table, ring or guest-memory errors.
 fn switch_health(bed: &mut Bed) -> Result<String, String> {
     let mut summary = Vec::new();
     for p in PORTS {
         let port = bed.node.port(p)?;
+        let info = &port["info"];
         let (rx, tx) = (
             port["rx"]["packets"].as_u64().unwrap_or(0),
             port["tx"]["packets"].as_u64().unwrap_or(0),
@@ -461,10 +483,29 @@ fn switch_health(bed: &mut Bed) -> Result<String, String> {
             "negotiation_errors",
             "mem_table_errors",
             "ring_errors",
+            "memory_faults",
         ] {
-            let n = bed.node.info_count(p, key)?;
-            if n != 0 {
-                return Err(format!("{p}: {key} = {n}: {}", port["info"]));
+            if info[key] != "0" {
+                return Err(format!("{p}: {key} = {}: {info}", info[key]));
+            }
+        }
+        for key in ["quarantined", "call_stuck"] {
+            if info[key] != "[]" {
+                return Err(format!("{p}: {key} = {}: {info}", info[key]));
+            }
+        }
+        let vrings = info
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with("vring"));
+        for (k, v) in vrings {
+            let text = v.as_str().unwrap_or("");
+            if text
+                .split_whitespace()
+                .any(|kv| VRING_FAULTS.contains(&kv.split('=').next().unwrap_or("")))
+            {
+                return Err(format!("{p}: {k}: {text}"));
             }
         }
         summary.push(format!(
