@@ -112,8 +112,16 @@ impl Guest {
             boot_secs: 0.0,
         };
         let deadline = started + boot;
-        guest.console = Console::connect(&serial, deadline, &mut guest.child)?;
-        guest.console.wait_ready(deadline)?;
+        // A guest that never answers takes its QEMU down with it (drop), so
+        // its console and QEMU's words go into the error.
+        let failed = |g: &Guest, e: String| format!("{}: {e}\n{}", g.spec.name, g.diagnostics());
+        guest.console = match Console::connect(&serial, deadline, &mut guest.child) {
+            Ok(c) => c,
+            Err(e) => return Err(failed(&guest, e)),
+        };
+        if let Err(e) = guest.console.wait_ready(deadline) {
+            return Err(failed(&guest, e));
+        }
         guest.boot_secs = started.elapsed().as_secs_f64();
         Ok(guest)
     }
