@@ -1,0 +1,517 @@
+//! Real VMs on nfvswitch: two Linux guests under QEMU (TCG) on two
+//! vhost-user ports of one node, joined by NORMAL. Port `vm-a` is served
+//! by the switch (QEMU connects); port `vm-b` is served by QEMU
+//! (`server=on`) and the switch connects, so both modes carry the same
+//! traffic. `vm-b`'s port does not offer MRG_RXBUF; `vm-a`'s guest comes
+//! back with `mrg_rxbuf=off` after its restart, so both buffer layouts
+//! are used by each direction at some point.
+//!
+//! The guests (kernel + initramfs from `scripts/qemu-guest`) are booted
+//! once and shared by a table of cases run in order; each case prints its
+//! result and time. Guests are driven through a shell on their second
+//! serial port. Every QEMU and the switch are killed on drop, also when a
+//! case fails. Without a prepared guest image (or QEMU) the test prints
+//! SKIPPED with the reason.
+
+mod common;
+#[path = "qemu/guest.rs"]
+mod guest;
+#[path = "qemu/node.rs"]
+mod node;
+#[path = "qemu/traffic.rs"]
+mod traffic;
+
+use guest::{Guest, Image, Spec};
+use nfv_testutil::skip;
+use node::{Node, PortSpec};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A TCG boot takes ~15 s on an idle core; two at once on a busy
+/// two-core machine take longer.
+const BOOT: Duration = Duration::from_secs(180);
+const CONNECT: Duration = Duration::from_secs(30);
+const CMD: Duration = Duration::from_secs(30);
+const PORTS: [&str; 2] = ["vm-a", "vm-b"];
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The test bed shared by every case. Fields drop in order: guests first,
+/// then the switch, then the directory.
+struct Bed {
+    a: Option<Guest>,
+    b: Option<Guest>,
+    node: Node,
+    image: Image,
+    specs: [Spec; 2],
+    dir: TempDir,
+}
+
+impl Bed {
+    fn start(image: Image) -> Result<Bed, String> {
+        let dir = common::tempdir("qemu");
+        let sock = |n: &str| dir.join(format!("{n}.sock"));
+        let node = Node::start(
+            &dir,
+            &[
+                PortSpec {
+                    name: PORTS[0],
+                    id: 1,
+                    socket: sock(PORTS[0]),
+                    switch_server: true,
+                    queues: 2,
+                    mrg_rxbuf: true,
+                },
+                PortSpec {
+                    name: PORTS[1],
+                    id: 2,
+                    socket: sock(PORTS[1]),
+                    switch_server: false,
+                    queues: 2,
+                    mrg_rxbuf: false,
+                },
+            ],
+        )?;
+        let spec = |name, mac, ip, qemu_server| Spec {
+            name,
+            mac,
+            ip,
+            socket: sock(name),
+            qemu_server,
+            queues: 2,
+            mrg_rxbuf: true,
+        };
+        let specs = [
+            spec(PORTS[0], "52:54:00:00:00:0a", "198.18.0.1/24", false),
+            spec(PORTS[1], "52:54:00:00:00:0b", "198.18.0.2/24", true),
+        ];
+        Ok(Bed {
+            a: None,
+            b: None,
+            node,
+            image,
+            specs,
+            dir: TempDir(dir),
+        })
+    }
+
+    /// Boots both guests at once (each boot is one busy vCPU thread).
+    fn boot_both(&mut self) -> Result<String, String> {
+        let (image, dir) = (&self.image, self.dir.0.as_path());
+        let [sa, sb] = self.specs.clone();
+        let (ra, rb) = std::thread::scope(|s| {
+            let ta = s.spawn(|| Guest::boot(image, sa, dir, BOOT));
+            let tb = s.spawn(|| Guest::boot(image, sb, dir, BOOT));
+            (join(ta), join(tb))
+        });
+        // Keep whichever booted, so its diagnostics are there on failure.
+        let (ra, rb) = (
+            ra.map(|g| self.a.insert(g).boot_secs),
+            rb.map(|g| self.b.insert(g).boot_secs),
+        );
+        let (ta, tb) = (ra?, rb?);
+        for p in PORTS {
+            self.node.wait_connected(p, 1, CONNECT)?;
+        }
+        Ok(format!(
+            "boot to shell: vm-a {ta:.1} s, vm-b {tb:.1} s (together)"
+        ))
+    }
+
+    fn guests(&mut self) -> Result<(&mut Guest, &mut Guest), String> {
+        match (self.a.as_mut(), self.b.as_mut()) {
+            (Some(a), Some(b)) => Ok((a, b)),
+            _ => Err("a guest is not running".into()),
+        }
+    }
+
+    fn each_guest(
+        &mut self,
+        mut f: impl FnMut(&mut Guest) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let (a, b) = self.guests()?;
+        f(a)?;
+        f(b)
+    }
+
+    fn diagnostics(&self) -> String {
+        let mut s = String::new();
+        for g in [&self.a, &self.b].into_iter().flatten() {
+            s.push_str(&g.diagnostics());
+            s.push('\n');
+        }
+        s.push_str("--- show ports ---\n");
+        s.push_str(
+            &self
+                .node
+                .ports()
+                .map(|p| p.to_string())
+                .unwrap_or_else(|e| e),
+        );
+        s.push_str("\n--- switch log (tail) ---\n");
+        s.push_str(&self.node.log_tail());
+        s
+    }
+}
+
+fn join<T>(h: std::thread::ScopedJoinHandle<'_, Result<T, String>>) -> Result<T, String> {
+    h.join()
+        .unwrap_or_else(|_| Err("boot thread panicked".into()))
+}
+
+type Case = fn(&mut Bed) -> Result<String, String>;
+
+/// In order: later cases build on the state earlier ones leave.
+const CASES: &[(&str, Case)] = &[
+    ("boot two guests, both vhost-user modes", Bed::boot_both),
+    (
+        "negotiated features (EVENT_IDX, MRG_RXBUF on/off)",
+        features,
+    ),
+    ("ping and TCP both ways", traffic_both_ways),
+    ("guest rx is interrupt-driven", interrupts),
+    ("two queue pairs (ethtool -L combined 2)", two_queue_pairs),
+    ("guest driver unloaded and reloaded", driver_reload),
+    (
+        "QEMU SIGKILLed and restarted (vm-a mrg_rxbuf=off)",
+        qemu_restart,
+    ),
+    ("switch counters: traffic, no errors", switch_health),
+];
+
+#[test]
+fn qemu_guests_through_vhost_user() {
+    let name = "qemu_guests_through_vhost_user";
+    let image = match Image::find() {
+        Ok(i) => i,
+        Err(why) => return skip(name, &why),
+    };
+    let started = Instant::now();
+    let mut bed = Bed::start(image).unwrap_or_else(|e| panic!("switch did not start: {e}"));
+    for (case, run) in CASES {
+        let t = Instant::now();
+        match run(&mut bed) {
+            Ok(what) => println!(
+                "case {case}: ok in {:.1} s: {what}",
+                t.elapsed().as_secs_f64()
+            ),
+            Err(e) => panic!(
+                "case {case}: FAILED after {:.1} s: {e}\n{}",
+                t.elapsed().as_secs_f64(),
+                bed.diagnostics()
+            ),
+        }
+    }
+    println!(
+        "qemu: {} cases in {:.1} s",
+        CASES.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Virtio feature bit `bit` as the guest driver negotiated it (sysfs shows
+/// the bits as a string of 0/1, bit 0 first).
+fn guest_feature(g: &mut Guest, bit: usize) -> Result<bool, String> {
+    let out = g.ok("cat /sys/class/net/eth0/device/features", CMD)?;
+    let bits = out.trim();
+    bits.as_bytes()
+        .get(bit)
+        .map(|&c| c == b'1')
+        .ok_or_else(|| format!("short feature string {bits:?}"))
+}
+
+const EVENT_IDX_BIT: usize = 29;
+const MRG_RXBUF_BIT: usize = 15;
+
+/// Both sides agree on EVENT_IDX and on MRG_RXBUF as configured.
+fn check_features(bed: &mut Bed, want_mrg: [bool; 2]) -> Result<String, String> {
+    let mut summary = Vec::new();
+    for (i, port) in PORTS.into_iter().enumerate() {
+        let switch = bed.node.info(port, "features")?;
+        let has = |f: &str| {
+            switch
+                .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                .any(|w| w == f)
+        };
+        let g = if i == 0 {
+            bed.a.as_mut()
+        } else {
+            bed.b.as_mut()
+        };
+        let g = g.ok_or("a guest is not running")?;
+        let (g_event, g_mrg) = (
+            guest_feature(g, EVENT_IDX_BIT)?,
+            guest_feature(g, MRG_RXBUF_BIT)?,
+        );
+        if !has("EVENT_IDX") || !g_event {
+            return Err(format!(
+                "{port}: EVENT_IDX not negotiated: switch {switch:?}, guest {g_event}"
+            ));
+        }
+        if has("MRG_RXBUF") != want_mrg[i] || g_mrg != want_mrg[i] {
+            return Err(format!(
+                "{port}: MRG_RXBUF should be {}: switch {switch:?}, guest {g_mrg}",
+                want_mrg[i]
+            ));
+        }
+        summary.push(format!("{port}: {switch}"));
+    }
+    Ok(summary.join("; "))
+}
+
+fn features(bed: &mut Bed) -> Result<String, String> {
+    check_features(bed, [true, false])
+}
+
+fn traffic_both_ways(bed: &mut Bed) -> Result<String, String> {
+    let (a, b) = bed.guests()?;
+    traffic::both_ways(a, b)
+}
+
+/// Sum of the guest's virtio interrupt counts in /proc/interrupts.
+fn virtio_irqs(g: &mut Guest) -> Result<u64, String> {
+    let out = g.ok("grep virtio /proc/interrupts", CMD)?;
+    Ok(out
+        .lines()
+        .map(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum())
+}
+
+/// With EVENT_IDX and the Linux driver's defaults the guest sleeps
+/// between packets and the switch wakes it: each ping reply to an idle
+/// guest costs an interrupt.
+fn interrupts(bed: &mut Bed) -> Result<String, String> {
+    let (a, b) = bed.guests()?;
+    let before = virtio_irqs(a)?;
+    traffic::ping(a, b)?;
+    let after = virtio_irqs(a)?;
+    // At least one interrupt per two replies: a polling driver would take
+    // next to none.
+    if after < before + 5 {
+        return Err(format!(
+            "vm-a took {} virtio interrupts for 10+ ping replies",
+            after - before
+        ));
+    }
+    Ok(format!(
+        "vm-a: {} virtio interrupts during 10+ pings",
+        after - before
+    ))
+}
+
+/// A counter from `ethtool -S eth0` in the guest.
+fn guest_stat(g: &mut Guest, key: &str) -> Result<u64, String> {
+    let out = g.ok("ethtool -S eth0", CMD)?;
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{key}: ")))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("no {key} in ethtool -S: {out}"))
+}
+
+fn switch_rxq_packets(node: &Node, port: &str, q: usize) -> Result<u64, String> {
+    let p = node.port(port)?;
+    p["rx_queues"]
+        .as_array()
+        .and_then(|qs| qs.iter().find(|x| x["queue"] == q))
+        .and_then(|x| x["packets"].as_u64())
+        .ok_or_else(|| format!("{port}: no rx queue {q} in show ports"))
+}
+
+/// Both guests turn on their second queue pair and send through it only
+/// (XPS), so the switch's second rx queue of each port carries the load.
+fn two_queue_pairs(bed: &mut Bed) -> Result<String, String> {
+    bed.each_guest(|g| {
+        g.ok("ethtool -L eth0 combined 2", CMD)?;
+        let l = g.ok("ethtool -l eth0", CMD)?;
+        let current = l.rsplit("Current hardware settings:").next().unwrap_or("");
+        if !current.lines().any(|x| x.split_whitespace().eq(["Combined:", "2"])) {
+            return Err(format!("{}: ethtool -l after -L: {l}", g.spec.name));
+        }
+        g.ok(
+            "echo 0 >/sys/class/net/eth0/queues/tx-0/xps_cpus && echo 1 >/sys/class/net/eth0/queues/tx-1/xps_cpus",
+            CMD,
+        )
+        .map(|_| ())
+    })?;
+    for p in PORTS {
+        bed.node.wait_connected(p, 2, CONNECT)?;
+    }
+    let q1 = |bed: &mut Bed| -> Result<[u64; 4], String> {
+        let (a, b) = bed.guests()?;
+        let (ga, gb) = (
+            guest_stat(a, "tx_queue_1_packets")?,
+            guest_stat(b, "tx_queue_1_packets")?,
+        );
+        Ok([
+            ga,
+            gb,
+            switch_rxq_packets(&bed.node, PORTS[0], 1)?,
+            switch_rxq_packets(&bed.node, PORTS[1], 1)?,
+        ])
+    };
+    let before = q1(bed)?;
+    let (a, b) = bed.guests()?;
+    let summary = traffic::both_ways(a, b)?;
+    let after = q1(bed)?;
+    let grew: Vec<u64> = after.iter().zip(before).map(|(x, y)| x - y).collect();
+    if grew.iter().any(|&d| d < 1000) {
+        return Err(format!(
+            "queue 1 barely used: guest tx a {}, b {}; switch rx vm-a {}, vm-b {}",
+            grew[0], grew[1], grew[2], grew[3]
+        ));
+    }
+    Ok(format!(
+        "queue 1 packets: guest tx {}/{}, switch rx {}/{}; {summary}",
+        grew[0], grew[1], grew[2], grew[3]
+    ))
+}
+
+/// `rmmod virtio_net; modprobe virtio_net`: the driver resets the device
+/// and negotiates again over the same vhost-user connection.
+fn driver_reload(bed: &mut Bed) -> Result<String, String> {
+    let reconnects = reconnect_counts(&bed.node)?;
+    bed.each_guest(|g| {
+        let ip = g.spec.ip;
+        g.ok(
+            &format!(
+                "rmmod virtio_net && modprobe virtio_net && \
+                 for i in $(seq 50); do [ -e /sys/class/net/eth0 ] && break; sleep 0.1; done && \
+                 ip addr add {ip} dev eth0 && ip link set eth0 up"
+            ),
+            CMD,
+        )
+        .map(|_| ())
+    })?;
+    for p in PORTS {
+        bed.node.wait_connected(p, 1, CONNECT)?;
+    }
+    let features = check_features(bed, [true, false])?;
+    let (a, b) = bed.guests()?;
+    let summary = traffic::both_ways(a, b)?;
+    if reconnect_counts(&bed.node)? != reconnects {
+        return Err(
+            "the vhost-user connection was re-made; a driver reload should not need that".into(),
+        );
+    }
+    Ok(format!("{summary}; {features}"))
+}
+
+fn reconnect_counts(node: &Node) -> Result<[u64; 2], String> {
+    Ok([
+        node.info_count(PORTS[0], "reconnects")?,
+        node.info_count(PORTS[1], "reconnects")?,
+    ])
+}
+
+/// Both QEMUs die without a word; new ones (vm-a now `mrg_rxbuf=off`)
+/// take their sockets while the switch runs on.
+fn qemu_restart(bed: &mut Bed) -> Result<String, String> {
+    let before = reconnect_counts(&bed.node)?;
+    for g in [bed.a.take(), bed.b.take()].into_iter().flatten() {
+        g.kill();
+    }
+    for p in PORTS {
+        let gone = nfv_testutil::wait_until(CONNECT, || {
+            bed.node.info(p, "connected").is_ok_and(|c| c == "false")
+        });
+        if !gone {
+            return Err(format!("{p}: the switch did not notice its QEMU die"));
+        }
+    }
+    bed.specs[0].mrg_rxbuf = false;
+    let boot = bed.boot_both()?;
+    let after = reconnect_counts(&bed.node)?;
+    if after.iter().zip(before).any(|(x, y)| *x <= y) {
+        return Err(format!("reconnects did not grow: {before:?} -> {after:?}"));
+    }
+    let features = check_features(bed, [false, false])?;
+    let (a, b) = bed.guests()?;
+    let summary = traffic::both_ways(a, b)?;
+    Ok(format!(
+        "{boot}; reconnects {before:?} -> {after:?}; {summary}; {features}"
+    ))
+}
+
+/// Per-vring counters that a well-behaved guest never causes: the ring
+/// protocol violations, chains dropped as bad, failed interrupts and
+/// faults on guest memory, rings that failed to start (`no_room_drops`, a full guest rx ring, is
+/// allowed: TCP recovers from it).
+const VRING_FAULTS: [&str; 14] = [
+    "avail_idx_jump",
+    "desc_id_out_of_range",
+    "desc_out_of_memory",
+    "chain_too_long",
+    "indirect_bad_len",
+    "indirect_nested",
+    "indirect_out_of_memory",
+    "len_overflow",
+    "wrong_direction",
+    "short_chain",
+    "bad_chain_drops",
+    "interrupt_errors",
+    "memory_fault",
+    "setup_failures",
+];
+
+/// Packets went both ways on both ports and the switch saw no protocol,
+/// negotiation, memory-table, ring or guest-memory errors.
+fn switch_health(bed: &mut Bed) -> Result<String, String> {
+    let mut summary = Vec::new();
+    for p in PORTS {
+        let port = bed.node.port(p)?;
+        let info = &port["info"];
+        let (rx, tx) = (
+            port["rx"]["packets"].as_u64().unwrap_or(0),
+            port["tx"]["packets"].as_u64().unwrap_or(0),
+        );
+        if rx == 0 || tx == 0 {
+            return Err(format!("{p}: rx {rx}, tx {tx} packets"));
+        }
+        for key in [
+            "protocol_errors",
+            "negotiation_errors",
+            "mem_table_errors",
+            "ring_errors",
+            "memory_faults",
+        ] {
+            if info[key] != "0" {
+                return Err(format!("{p}: {key} = {}: {info}", info[key]));
+            }
+        }
+        for key in ["quarantined", "call_stuck"] {
+            if info[key] != "[]" {
+                return Err(format!("{p}: {key} = {}: {info}", info[key]));
+            }
+        }
+        let vrings = info
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with("vring"));
+        for (k, v) in vrings {
+            let text = v.as_str().unwrap_or("");
+            if text
+                .split_whitespace()
+                .any(|kv| VRING_FAULTS.contains(&kv.split('=').next().unwrap_or("")))
+            {
+                return Err(format!("{p}: {k}: {text}"));
+            }
+        }
+        summary.push(format!(
+            "{p}: rx {rx} tx {tx} packets, drops rx {} tx {}",
+            port["rx"]["drops"], port["tx"]["drops"]
+        ));
+    }
+    Ok(summary.join("; "))
+}

@@ -1,0 +1,364 @@
+//! A QEMU guest (TCG) with one vhost-user virtio-net NIC, driven through
+//! a shell on its second serial port. The kernel console (first serial
+//! port) goes to a file kept for diagnostics. The QEMU process is killed
+//! and reaped on drop.
+
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What `scripts/qemu-guest` prepared: the QEMU binary, kernel and initrd.
+#[derive(Clone, Debug)]
+pub struct Image {
+    pub qemu: PathBuf,
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+}
+
+impl Image {
+    /// Asks `scripts/qemu-guest --cached` for the cached guest; the error
+    /// is the script's reason (turned into SKIPPED by the caller).
+    pub fn find() -> Result<Image, String> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/qemu-guest");
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg("--cached")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let field = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}=")))
+                .map(PathBuf::from)
+                .ok_or_else(|| format!("scripts/qemu-guest printed no {k}=: {text}"))
+        };
+        Ok(Image {
+            qemu: field("qemu")?,
+            kernel: field("kernel")?,
+            initrd: field("initrd")?,
+        })
+    }
+}
+
+/// How one guest is started.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub name: &'static str,
+    pub mac: &'static str,
+    /// Address with prefix, e.g. "198.18.0.1/24".
+    pub ip: &'static str,
+    /// The vhost-user socket.
+    pub socket: PathBuf,
+    /// QEMU serves the vhost-user socket (`server=on`) and the switch
+    /// connects; otherwise QEMU connects to the switch.
+    pub qemu_server: bool,
+    pub queues: u16,
+    /// `mrg_rxbuf=off` on the device when false.
+    pub mrg_rxbuf: bool,
+}
+
+impl Spec {
+    /// The address without the prefix length.
+    pub fn addr(&self) -> &'static str {
+        self.ip.split('/').next().unwrap_or(self.ip)
+    }
+}
+
+/// A running QEMU with its serial console connected.
+pub struct Guest {
+    pub spec: Spec,
+    child: Child,
+    pub console: Console,
+    pub console_log: PathBuf,
+    /// Seconds from QEMU's start to the guest's shell answering.
+    pub boot_secs: f64,
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Guest {
+    /// Starts QEMU and waits (at most `boot`) until the guest's shell
+    /// answers on the serial port.
+    pub fn boot(image: &Image, spec: Spec, dir: &Path, boot: Duration) -> Result<Guest, String> {
+        let console_log = dir.join(format!("{}-console.log", spec.name));
+        let serial = dir.join(format!("{}-serial.sock", spec.name));
+        let _ = std::fs::remove_file(&serial);
+        let qemu_err = std::fs::File::create(dir.join(format!("{}-qemu.log", spec.name)))
+            .map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        let child = Command::new(&image.qemu)
+            .args(qemu_args(image, &spec, &console_log, &serial))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(qemu_err)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", image.qemu.display()))?;
+        let mut guest = Guest {
+            spec,
+            child,
+            console: Console::unconnected(),
+            console_log,
+            boot_secs: 0.0,
+        };
+        let deadline = started + boot;
+        // A guest that never answers takes its QEMU down with it (drop), so
+        // its console and QEMU's words go into the error.
+        let failed = |g: &Guest, e: String| format!("{}: {e}\n{}", g.spec.name, g.diagnostics());
+        guest.console = match Console::connect(&serial, deadline, &mut guest.child) {
+            Ok(c) => c,
+            Err(e) => return Err(failed(&guest, e)),
+        };
+        if let Err(e) = guest.console.wait_ready(deadline) {
+            return Err(failed(&guest, e));
+        }
+        guest.boot_secs = started.elapsed().as_secs_f64();
+        Ok(guest)
+    }
+
+    /// Runs a shell command in the guest; a non-zero status is an error.
+    pub fn ok(&mut self, cmd: &str, timeout: Duration) -> Result<String, String> {
+        let name = self.spec.name;
+        self.console
+            .ok(cmd, timeout)
+            .map_err(|e| format!("{name}: {e}"))
+    }
+
+    /// SIGKILL, as a crash would: no orderly vhost-user shutdown.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The last lines of the kernel console and QEMU's stderr.
+    pub fn diagnostics(&self) -> String {
+        let tail = |p: &Path| {
+            let s = std::fs::read_to_string(p).unwrap_or_default();
+            let lines: Vec<&str> = s.lines().collect();
+            lines[lines.len().saturating_sub(15)..].join("\n")
+        };
+        let qemu_log = self
+            .console_log
+            .with_file_name(format!("{}-qemu.log", self.spec.name));
+        format!(
+            "--- {} console (tail) ---\n{}\n--- {} qemu stderr ---\n{}",
+            self.spec.name,
+            tail(&self.console_log),
+            self.spec.name,
+            tail(&qemu_log)
+        )
+    }
+}
+
+/// The QEMU command line: TCG, 256 MiB shared memfd memory (vhost-user
+/// maps it), and `vectors=0` on the NIC because Debian's QEMU 7.2 under
+/// TCG crashes with MSI-X on a vhost-user virtio-net-pci device.
+fn qemu_args(image: &Image, spec: &Spec, console_log: &Path, serial: &Path) -> Vec<String> {
+    let chardev = if spec.qemu_server {
+        format!(
+            "socket,id=vu,path={},server=on,wait=off",
+            spec.socket.display()
+        )
+    } else {
+        format!("socket,id=vu,path={}", spec.socket.display())
+    };
+    let mut device = format!(
+        "virtio-net-pci,netdev=n0,mac={},vectors=0,mq={}",
+        spec.mac,
+        if spec.queues > 1 { "on" } else { "off" }
+    );
+    if !spec.mrg_rxbuf {
+        device.push_str(",mrg_rxbuf=off");
+    }
+    let args = [
+        "-machine",
+        "pc,accel=tcg",
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-m",
+        "256M",
+        "-smp",
+        "1",
+        "-object",
+        "memory-backend-memfd,id=mem,size=256M,share=on",
+        "-numa",
+        "node,memdev=mem",
+    ];
+    let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    v.extend([
+        "-kernel".into(),
+        image.kernel.display().to_string(),
+        "-initrd".into(),
+        image.initrd.display().to_string(),
+        "-append".into(),
+        format!("console=ttyS0 panic=-1 quiet nfv_ip={}", spec.ip),
+        "-serial".into(),
+        format!("file:{}", console_log.display()),
+        "-serial".into(),
+        format!("unix:{},server=on,wait=off", serial.display()),
+        "-chardev".into(),
+        chardev,
+        "-netdev".into(),
+        format!("vhost-user,id=n0,chardev=vu,queues={}", spec.queues),
+        "-device".into(),
+        device,
+    ]);
+    v
+}
+
+/// The guest's shell on a serial port. Every command runs with stdin from
+/// /dev/null (so nothing it starts eats the next command) and ends with a
+/// numbered marker carrying its exit status; every read has a deadline.
+/// Commands run in a subshell: state (variables, `cd`) does not carry
+/// over, and background jobs must send their output to files.
+pub struct Console {
+    stream: Option<UnixStream>,
+    buf: String,
+    next_id: u64,
+}
+
+impl Console {
+    fn unconnected() -> Console {
+        Console {
+            stream: None,
+            buf: String::new(),
+            next_id: 1,
+        }
+    }
+
+    /// Connects to QEMU's serial socket once QEMU has made it.
+    fn connect(path: &Path, deadline: Instant, qemu: &mut Child) -> Result<Console, String> {
+        loop {
+            if let Ok(s) = UnixStream::connect(path) {
+                s.set_read_timeout(Some(Duration::from_millis(100)))
+                    .map_err(|e| e.to_string())?;
+                s.set_write_timeout(Some(Duration::from_secs(5)))
+                    .map_err(|e| e.to_string())?;
+                let mut c = Console::unconnected();
+                c.stream = Some(s);
+                return Ok(c);
+            }
+            if let Ok(Some(st)) = qemu.try_wait() {
+                return Err(format!("QEMU exited at start ({st})"));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("no serial socket {} from QEMU", path.display()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits for the shell: a probe every 2 s until one is answered, then
+    /// one numbered command so that later reads start clean.
+    fn wait_ready(&mut self, deadline: Instant) -> Result<(), String> {
+        let mut next_probe = Instant::now();
+        loop {
+            if Instant::now() >= next_probe {
+                // Quoted so that an echo of the probe (before the guest
+                // turns echo off) does not look like the answer.
+                self.send("echo NFV''READY\n")?;
+                next_probe = Instant::now() + Duration::from_secs(2);
+            }
+            self.fill(next_probe.min(deadline))?;
+            if self.buf.contains("NFVREADY") {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "the guest's shell never answered; serial said: {:?}",
+                    self.tail()
+                ));
+            }
+        }
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(5));
+        self.run("true", left).map(|_| ())
+    }
+
+    /// Runs `cmd` and returns (exit status, output) or an error on timeout.
+    pub fn run(&mut self, cmd: &str, timeout: Duration) -> Result<(i32, String), String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let marker = format!("NFVEND{id} ");
+        // A subshell: `exit` ends the command, not the guest's shell.
+        self.send(&format!(
+            "( {cmd}\n) </dev/null 2>&1; echo NFV''END{id} $?\n"
+        ))?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(at) = self.buf.find(&marker) {
+                let rest = &self.buf[at + marker.len()..];
+                if let Some(nl) = rest.find('\n') {
+                    let status = rest[..nl].trim().parse().unwrap_or(-1);
+                    let out = self.buf[..at].replace('\r', "");
+                    self.buf = rest[nl + 1..].to_string();
+                    return Ok((status, out));
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "`{cmd}`: no answer within {timeout:?}; got {:?}",
+                    self.tail()
+                ));
+            }
+            self.fill(deadline)?;
+        }
+    }
+
+    /// Runs `cmd`; a non-zero exit status is an error with the output.
+    pub fn ok(&mut self, cmd: &str, timeout: Duration) -> Result<String, String> {
+        match self.run(cmd, timeout)? {
+            (0, out) => Ok(out),
+            (st, out) => Err(format!("`{cmd}` exited {st}: {}", out.trim())),
+        }
+    }
+
+    fn send(&mut self, s: &str) -> Result<(), String> {
+        let stream = self.stream.as_mut().ok_or("console not connected")?;
+        stream
+            .write_all(s.as_bytes())
+            .map_err(|e| format!("serial write: {e}"))
+    }
+
+    /// Reads what is there (up to ~100 ms, never past `until`).
+    fn fill(&mut self, until: Instant) -> Result<(), String> {
+        let stream = self.stream.as_mut().ok_or("console not connected")?;
+        let mut chunk = [0u8; 4096];
+        loop {
+            match stream.read(&mut chunk) {
+                Ok(0) => return Err("the serial socket closed (QEMU gone?)".into()),
+                Ok(n) => self.buf.push_str(&String::from_utf8_lossy(&chunk[..n])),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Ok(());
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("serial read: {e}")),
+            }
+            if Instant::now() >= until {
+                return Ok(());
+            }
+        }
+    }
+
+    fn tail(&self) -> &str {
+        let start = self.buf.len().saturating_sub(400);
+        let start = (start..self.buf.len())
+            .find(|&i| self.buf.is_char_boundary(i))
+            .unwrap_or(0);
+        &self.buf[start..]
+    }
+}

@@ -1,0 +1,157 @@
+//! The switch under test: `nfvswitch run` as a child process with two
+//! vhost-user ports joined by NORMAL, read through `nfvswitch ctl --json`.
+//! SIGTERM then SIGKILL on drop; its stderr goes to a file kept for
+//! diagnostics.
+
+use crate::common::BIN;
+use nfv_testutil::wait_until;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// One vhost-user port of the node.
+pub struct PortSpec {
+    pub name: &'static str,
+    pub id: u16,
+    pub socket: PathBuf,
+    /// The switch serves the socket (QEMU is the client).
+    pub switch_server: bool,
+    pub queues: u16,
+    pub mrg_rxbuf: bool,
+}
+
+pub struct Node {
+    child: Child,
+    socket: PathBuf,
+    log: PathBuf,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        // SAFETY: signals our own child, which is not reaped yet.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        if !wait_until(Duration::from_secs(5), || {
+            matches!(self.child.try_wait(), Ok(Some(_)))
+        }) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Node {
+    pub fn start(dir: &Path, ports: &[PortSpec]) -> Result<Node, String> {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let socket = dir.join("ctl.sock");
+        let mut cfg = format!(
+            "flows = [\"priority=0,actions=normal\"]\n\
+             [node]\nname = \"qemu{}\"\ncontrol_socket = \"{}\"\napi = \"off\"\n\
+             [memory]\nframes = 8192\nhugepages = \"never\"\n[pmd]\ncores = [{}]\n",
+            std::process::id(),
+            socket.display(),
+            cpus - 1
+        );
+        for p in ports {
+            cfg.push_str(&format!(
+                "[[port]]\nname = \"{}\"\nid = {}\ntype = \"vhost-user\"\nsocket = \"{}\"\n\
+                 mode = \"{}\"\nqueues = {}\nmrg_rxbuf = {}\n",
+                p.name,
+                p.id,
+                p.socket.display(),
+                if p.switch_server { "server" } else { "client" },
+                p.queues,
+                p.mrg_rxbuf
+            ));
+        }
+        let path = dir.join("node.toml");
+        std::fs::write(&path, cfg).map_err(|e| e.to_string())?;
+        let log = dir.join("switch.log");
+        let err = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+        let child = Command::new(BIN)
+            .args(["--log", "info", "run"])
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start nfvswitch: {e}"))?;
+        let node = Node { child, socket, log };
+        if !wait_until(Duration::from_secs(20), || {
+            std::os::unix::net::UnixStream::connect(&node.socket).is_ok()
+        }) {
+            return Err(format!(
+                "no control socket; switch said:\n{}",
+                node.log_tail()
+            ));
+        }
+        Ok(node)
+    }
+
+    /// `ctl --json show ports`, as JSON.
+    pub fn ports(&self) -> Result<Value, String> {
+        let out = Command::new(BIN)
+            .args(["ctl", "--json", "--socket"])
+            .arg(&self.socket)
+            .args(["show", "ports"])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!(
+                "show ports: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("show ports: {e}"))
+    }
+
+    pub fn port(&self, name: &str) -> Result<Value, String> {
+        self.ports()?
+            .as_array()
+            .and_then(|a| a.iter().find(|p| p["name"] == name).cloned())
+            .ok_or_else(|| format!("show ports lists no {name}"))
+    }
+
+    /// A string from the port's `info` map ("" when absent).
+    pub fn info(&self, port: &str, key: &str) -> Result<String, String> {
+        Ok(self.port(port)?["info"][key]
+            .as_str()
+            .unwrap_or("")
+            .to_string())
+    }
+
+    /// A numeric `info` counter (0 when absent).
+    pub fn info_count(&self, port: &str, key: &str) -> Result<u64, String> {
+        Ok(self.info(port, key)?.parse().unwrap_or(0))
+    }
+
+    /// Waits until `port` reports `connected` and `queue_pairs` starting
+    /// with `pairs` ("1 of 2 enabled").
+    pub fn wait_connected(&self, port: &str, pairs: u16, timeout: Duration) -> Result<(), String> {
+        let want = format!("{pairs} of ");
+        let ok = wait_until(timeout, || {
+            self.port(port).is_ok_and(|p| {
+                p["info"]["connected"] == "true"
+                    && p["info"]["queue_pairs"]
+                        .as_str()
+                        .is_some_and(|q| q.starts_with(&want))
+            })
+        });
+        if ok {
+            return Ok(());
+        }
+        Err(format!(
+            "port {port} not connected with {pairs} queue pair(s) within {timeout:?}: {}",
+            self.port(port)
+                .map(|p| p["info"].to_string())
+                .unwrap_or_else(|e| e)
+        ))
+    }
+
+    /// The last lines the switch logged.
+    pub fn log_tail(&self) -> String {
+        let s = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
