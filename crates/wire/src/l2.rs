@@ -84,7 +84,13 @@ mod tests {
         let cases: [(&str, Vec<u8>, u16, Option<u16>, usize); 7] = [
             ("untagged", frame(&[], 0x0800), 0x0800, None, 14),
             ("802.1Q", frame(&[(0x8100, 5)], 0x0800), 0x0800, Some(5), 18),
-            ("802.1ad", frame(&[(0x88a8, 6)], 0x0806), 0x0806, Some(6), 18),
+            (
+                "802.1ad",
+                frame(&[(0x88a8, 6)], 0x0806),
+                0x0806,
+                Some(6),
+                18,
+            ),
             (
                 "QinQ S+C",
                 frame(&[(0x88a8, 7), (0x8100, 8)], 0x0800),
