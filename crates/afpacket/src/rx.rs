@@ -18,8 +18,7 @@
 //! Linux 6.18.
 
 use crate::block::{BlockWalk, OFF_BLOCK_STATUS};
-use crate::sys::Mmap;
-use nfv_mem::{Batch, PoolCache};
+use nfv_mem::{Batch, Mapping, PoolCache};
 use nfv_ports::RxQueue;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{
@@ -120,7 +119,7 @@ fn bump(c: &AtomicU64, n: u64) {
 /// queue is dropped, so a reopened queue carries on where the last one
 /// stopped (a half-walked block stays owned by user space until walked).
 pub struct RxRing {
-    map: Mmap,
+    map: Mapping,
     geometry: Geometry,
     /// The block being walked, or the next one the kernel will hand over.
     cur: usize,
@@ -132,7 +131,7 @@ pub struct RxRing {
 }
 
 impl RxRing {
-    pub fn new(map: Mmap, geometry: Geometry, fd: Arc<OwnedFd>) -> RxRing {
+    pub fn new(map: Mapping, geometry: Geometry, fd: Arc<OwnedFd>) -> RxRing {
         assert!(map.len() >= geometry.bytes());
         RxRing {
             map,
