@@ -11,11 +11,9 @@
 //! used strictly in ring order, by both sides.
 //!
 //! Cost per packet: one pool allocation and one copy of the frame out of
-//! the ring (about 7 ns per 64-byte frame when frames are waiting, see
-//! `examples/afpacket_rate.rs`); per burst: one acquire load of the block
-//! status. At low rates a frame waits for the retire timer: a lone frame
-//! took 0.95 ms (median) from `send()` in the peer to `rx_burst` on
-//! Linux 6.18.
+//! the ring; per burst: one acquire load of the block status. At low rates
+//! a frame waits for the retire timer, so a lone frame's latency is about
+//! that timer (measured figures: `bench/README.md`, AF_PACKET).
 
 use crate::block::{BlockWalk, OFF_BLOCK_STATUS};
 use nfv_mem::{Batch, Mapping, PoolCache};
