@@ -6,12 +6,11 @@
 
 use nfv_mem::Packet;
 use nfv_ports::DropReason;
+use nfv_wire::l2::TAGGED_HEADER_LEN;
 use nfv_wire::{EtherType, EthernetAddress, EthernetFrame, VlanTag, ethernet, vlan};
 
 /// The MAC addresses: what moves when a tag is pushed or stripped.
 const MACS_LEN: usize = ethernet::field::SOURCE.end;
-/// An Ethernet header followed by one VLAN tag.
-const TAGGED_HEADER_LEN: usize = ethernet::HEADER_LEN + vlan::HEADER_LEN;
 
 #[inline(always)]
 fn is_tagged(d: &[u8]) -> bool {

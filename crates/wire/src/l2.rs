@@ -18,6 +18,10 @@ use crate::{EtherType, ethernet, get_u16, vlan};
 /// How many VLAN tags are skipped before the network-layer header.
 pub const MAX_VLAN_TAGS: usize = 2;
 
+/// An Ethernet header and one VLAN tag: what a once-tagged frame carries
+/// on top of its network-layer packet (interface MTUs allow for this much).
+pub const TAGGED_HEADER_LEN: usize = ethernet::HEADER_LEN + vlan::HEADER_LEN;
+
 /// What the layer-2 walk found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct L2Info {
