@@ -84,8 +84,9 @@ mod tests {
 
     #[test]
     fn skips_at_most_two_tags() {
-        // (name, frame, ethertype, outer tci, l3 offset)
-        let cases: [(&str, Vec<u8>, u16, Option<u16>, usize); 7] = [
+        /// (name, frame, ethertype, outer tci, l3 offset)
+        type Case = (&'static str, Vec<u8>, u16, Option<u16>, usize);
+        let cases: [Case; 7] = [
             ("untagged", frame(&[], 0x0800), 0x0800, None, 14),
             ("802.1Q", frame(&[(0x8100, 5)], 0x0800), 0x0800, Some(5), 18),
             (
