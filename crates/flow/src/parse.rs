@@ -29,8 +29,6 @@ use nfv_wire::{EtherType, EthernetAddress, IpProtocol};
 // The key stores these as plain numbers; named here for use in patterns.
 const ETHERTYPE_IPV4: u16 = EtherType::IPV4.0;
 const ETHERTYPE_ARP: u16 = EtherType::ARP.0;
-const ETHERTYPE_VLAN: u16 = EtherType::VLAN.0;
-const ETHERTYPE_QINQ: u16 = EtherType::QINQ.0;
 const IPPROTO_ICMP: u8 = IpProtocol::ICMP.0;
 const IPPROTO_TCP: u8 = IpProtocol::TCP.0;
 const IPPROTO_UDP: u8 = IpProtocol::UDP.0;
@@ -528,9 +526,8 @@ fn parse_actions(text: &str) -> Result<Vec<Action>, E> {
             }
             "push_vlan" => {
                 let a = need("an Ethertype (0x8100 or 0x88a8)")?;
-                match uint(a) {
-                    Some(0x8100) => Action::PushVlan(ETHERTYPE_VLAN),
-                    Some(0x88a8) => Action::PushVlan(ETHERTYPE_QINQ),
+                match uint(a).and_then(|t| u16::try_from(t).ok()).map(EtherType) {
+                    Some(tpid) if tpid.is_vlan() => Action::PushVlan(tpid.0),
                     _ => return Err(bad("actions: push_vlan", a, "0x8100 or 0x88a8")),
                 }
             }
