@@ -2,7 +2,10 @@
 //! frame of exactly `size` bytes (no FCS, as carried in a virtio buffer),
 //! written as a one-record pcap for testpmd's `net_pcap` (`infinite_rx=1`).
 
-use nfv_wire::checksum;
+use nfv_wire::{
+    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr,
+    UdpPacket, UdpRepr, ethernet, ipv4, udp,
+};
 
 pub const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 pub const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
@@ -22,26 +25,32 @@ pub fn udp_frame(size: usize) -> Result<Vec<u8>, String> {
             "frame size {size}: must be {MIN_SIZE}..={MAX_SIZE} (a 1500-byte MTU carries at most 1518-byte frames)"
         ));
     }
-    let ip_len = size - 14;
-    let udp_len = ip_len - 20;
-    let mut f = Vec::with_capacity(size);
-    f.extend_from_slice(&DST_MAC);
-    f.extend_from_slice(&SRC_MAC);
-    f.extend_from_slice(&0x0800u16.to_be_bytes());
-    let ip_start = f.len();
-    f.extend_from_slice(&[0x45, 0]);
-    f.extend_from_slice(&(ip_len as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0, 0x40, 0]); // id 0, DF
-    f.extend_from_slice(&[64, 17, 0, 0]); // ttl, UDP, checksum later
-    f.extend_from_slice(&SRC_IP);
-    f.extend_from_slice(&DST_IP);
-    let csum = !checksum::data(&f[ip_start..ip_start + 20]);
-    f[ip_start + 10..ip_start + 12].copy_from_slice(&csum.to_be_bytes());
-    f.extend_from_slice(&UDP_PORT.to_be_bytes());
-    f.extend_from_slice(&UDP_PORT.to_be_bytes());
-    f.extend_from_slice(&(udp_len as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]); // UDP checksum 0 = none (IPv4)
-    f.resize(size, 0);
+    let headers = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN;
+    let payload_len = size - headers;
+    let mut f = vec![0u8; size];
+    let mut eth = EthernetFrame::new_unchecked(&mut f[..]);
+    EthernetRepr {
+        src: EthernetAddress(SRC_MAC),
+        dst: EthernetAddress(DST_MAC),
+        ethertype: EtherType::IPV4,
+    }
+    .emit(&mut eth);
+    let mut ip = Ipv4Packet::new_unchecked(eth.payload_mut());
+    Ipv4Repr {
+        src: SRC_IP.into(),
+        dst: DST_IP.into(),
+        protocol: IpProtocol::UDP,
+        payload_len: udp::HEADER_LEN + payload_len,
+        ttl: 64,
+    }
+    .emit(&mut ip);
+    // UDP checksum 0 = none (IPv4).
+    UdpRepr {
+        src_port: UDP_PORT,
+        dst_port: UDP_PORT,
+        payload_len,
+    }
+    .emit_header(&mut UdpPacket::new_unchecked(ip.payload_mut()));
     Ok(f)
 }
 

@@ -166,7 +166,7 @@ impl AfPacketPort {
                 "creating the rx ring",
             )
             .map_err(os_err)?;
-            let map = sys::Mmap::ring(&fd, geometry.bytes(), iface).map_err(os_err)?;
+            let map = sys::map_ring(&fd, geometry.bytes(), iface).map_err(os_err)?;
             let one: libc::c_int = 1;
             sys::setsockopt(
                 &fd,

@@ -11,15 +11,12 @@
 //! used strictly in ring order, by both sides.
 //!
 //! Cost per packet: one pool allocation and one copy of the frame out of
-//! the ring (about 7 ns per 64-byte frame when frames are waiting, see
-//! `examples/afpacket_rate.rs`); per burst: one acquire load of the block
-//! status. At low rates a frame waits for the retire timer: a lone frame
-//! took 0.95 ms (median) from `send()` in the peer to `rx_burst` on
-//! Linux 6.18.
+//! the ring; per burst: one acquire load of the block status. At low rates
+//! a frame waits for the retire timer, so a lone frame's latency is about
+//! that timer (measured figures: `bench/README.md`, AF_PACKET).
 
 use crate::block::{BlockWalk, OFF_BLOCK_STATUS};
-use crate::sys::Mmap;
-use nfv_mem::{Batch, PoolCache};
+use nfv_mem::{Batch, Mapping, PoolCache};
 use nfv_ports::RxQueue;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{
@@ -120,7 +117,7 @@ fn bump(c: &AtomicU64, n: u64) {
 /// queue is dropped, so a reopened queue carries on where the last one
 /// stopped (a half-walked block stays owned by user space until walked).
 pub struct RxRing {
-    map: Mmap,
+    map: Mapping,
     geometry: Geometry,
     /// The block being walked, or the next one the kernel will hand over.
     cur: usize,
@@ -132,7 +129,7 @@ pub struct RxRing {
 }
 
 impl RxRing {
-    pub fn new(map: Mmap, geometry: Geometry, fd: Arc<OwnedFd>) -> RxRing {
+    pub fn new(map: Mapping, geometry: Geometry, fd: Arc<OwnedFd>) -> RxRing {
         assert!(map.len() >= geometry.bytes());
         RxRing {
             map,

@@ -3,10 +3,10 @@
 //! [`IfaceError`] naming the interface and the step, with EPERM/EACCES as
 //! a permission error.
 
+use nfv_mem::{Mapping, Populate};
 use nfv_netdev::IfaceError;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::ptr::NonNull;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 /// A fresh, unbound, non-blocking `AF_PACKET`/`SOCK_RAW` socket with
 /// protocol 0: it receives nothing until [`bind`] names a protocol, so it
@@ -125,59 +125,9 @@ pub fn page_size() -> usize {
     if p > 0 { p as usize } else { 4096 }
 }
 
-/// A shared mapping of a socket's ring, unmapped on drop.
-pub struct Mmap {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain memory owned by this value; whoever holds
-// it (one rx queue at a time) may use it from any thread.
-unsafe impl Send for Mmap {}
-
-impl Mmap {
-    /// Maps `len` bytes of `fd`'s ring.
-    pub fn ring(fd: &OwnedFd, len: usize, iface: &str) -> Result<Mmap, IfaceError> {
-        // SAFETY: a fresh shared mapping chosen by the kernel; nothing
-        // else refers to that address range yet.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(IfaceError::from_os(
-                iface,
-                "mapping the rx ring",
-                io::Error::last_os_error(),
-            ));
-        }
-        let ptr = NonNull::new(p.cast()).ok_or_else(|| IfaceError::Io {
-            iface: iface.to_string(),
-            what: "mapping the rx ring",
-            err: io::Error::other("mmap returned a null pointer"),
-        })?;
-        Ok(Mmap { ptr, len })
-    }
-
-    pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-}
-
-impl Drop for Mmap {
-    fn drop(&mut self) {
-        // SAFETY: this value owns the mapping; no references into it
-        // outlive it (borrows of the ring are tied to `&self`).
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-    }
+/// The rx ring of a socket, mapped shared with the kernel (unmapped when
+/// the returned value drops).
+pub fn map_ring(fd: &OwnedFd, len: usize, iface: &str) -> Result<Mapping, IfaceError> {
+    Mapping::shared(fd.as_fd(), len, 0, Populate::Now)
+        .map_err(|e| IfaceError::from_os(iface, "mapping the rx ring", e))
 }

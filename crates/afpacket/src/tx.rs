@@ -8,10 +8,8 @@
 //! one syscall per burst (a TX ring still needs a `send()` to kick the
 //! kernel). `sendmmsg` needs no slot bookkeeping or completion polling,
 //! reports per-frame errors at the frame that failed, leaves nothing
-//! mapped per PMD — and measured faster: on veth, 64-byte frames, one
-//! PMD, 3.2-3.3 Mpps with `sendmmsg` against 2.6-2.7 Mpps with a
-//! TPACKET_V2 TX ring (qdisc bypass, one `send()` kick per burst); at
-//! 1514 bytes 2.9 against 2.3-2.5 (`examples/afpacket_rate.rs`).
+//! mapped per PMD — and measured faster on veth at 64 and 1514 bytes
+//! (`examples/afpacket_rate.rs`; figures in `bench/README.md`, AF_PACKET).
 //!
 //! Errors: EAGAIN/ENOBUFS (socket buffer or device queue full) end the
 //! burst and leave the rest in the batch for the caller to count as

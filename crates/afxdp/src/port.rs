@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Ethernet header plus one VLAN tag: a frame is at most MTU + this.
-const L2_OVERHEAD: usize = 14 + 4;
+const L2_OVERHEAD: usize = nfv_wire::l2::TAGGED_HEADER_LEN;
 
 /// An AF_XDP port: one socket (and UMEM) per rx queue on `iface`, and the
 /// redirect program attached while the port lives.

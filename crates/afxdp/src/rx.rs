@@ -22,8 +22,9 @@
 //! index lazily; if that makes the ring look full, the descriptors wait on
 //! the rx ring for the next burst instead of being lost.)
 
-use crate::umem::{Umem, prefetch};
+use crate::umem::Umem;
 use crate::xsk::{RxRings, Xsk, bump};
+use nfv_mem::hint::prefetch;
 use nfv_mem::{BATCH, Batch, PoolCache};
 use nfv_ports::RxQueue;
 use std::sync::Arc;

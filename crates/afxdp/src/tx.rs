@@ -75,7 +75,7 @@ impl TxQueue for AfXdpTxq {
         let mut posted = 0u32;
         for i in 0..n as usize {
             if i + 1 < n as usize {
-                crate::umem::prefetch(batch[i + 1].data_ptr());
+                nfv_mem::hint::prefetch(batch[i + 1].data_ptr());
             }
             let p = &batch[i];
             let len = p.len();

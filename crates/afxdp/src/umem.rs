@@ -8,9 +8,9 @@
 //! tx (free list → tx ring → completion ring → free list). Neither side
 //! ever touches the other's frames.
 
+use nfv_mem::Mapping;
+use nfv_mem::hint::prefetch;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
-use std::ptr::NonNull;
 
 /// Bytes per UMEM frame ("chunk"). Aligned mode needs a power of two
 /// between 2048 and the page size.
@@ -28,81 +28,6 @@ pub const RX_FRAME_MAX: usize = CHUNK_SIZE - XDP_PACKET_HEADROOM;
 /// Where tx data starts in its chunk. Tx needs no headroom in copy mode,
 /// so a transmitted frame may use the whole chunk.
 pub const TX_OFFSET: usize = 0;
-
-/// An anonymous or socket mapping, unmapped on drop.
-pub struct Mapping {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain memory; who may touch which bytes is
-// decided by the ring protocol, not by the thread that mapped it.
-unsafe impl Send for Mapping {}
-// SAFETY: as above; `Mapping` itself only hands out raw pointers.
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    /// Anonymous, private, pre-faulted memory for a UMEM.
-    pub fn anonymous(len: usize) -> io::Result<Mapping> {
-        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        Self::checked(p, len)
-    }
-
-    /// A ring of socket `fd` at page offset `pgoff` (`XDP_PGOFF_*`).
-    pub fn socket_ring(fd: BorrowedFd<'_>, len: usize, pgoff: u64) -> io::Result<Mapping> {
-        // SAFETY: maps kernel ring memory of our own socket; the kernel
-        // checks `pgoff` and `len` against the ring it created.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                pgoff as libc::off_t,
-            )
-        };
-        Self::checked(p, len)
-    }
-
-    fn checked(p: *mut libc::c_void, len: usize) -> io::Result<Mapping> {
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Mapping {
-            ptr: NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap returned NULL"))?,
-            len,
-        })
-    }
-
-    pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: we mapped exactly this range and nobody uses it any more
-        // (the owner drops its ring cursors and queues before the mapping).
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-    }
-}
 
 /// One queue's frame memory.
 pub struct Umem {
@@ -203,20 +128,6 @@ impl Umem {
             prefetch(self.as_ptr().wrapping_add(addr as usize));
         }
     }
-}
-
-/// A cache prefetch hint; never faults, whatever the address.
-#[inline(always)]
-pub fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // SAFETY: PREFETCHT0 is a hint and does not fault on any address
-        // (SSE is part of the x86_64 baseline).
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 #[cfg(test)]

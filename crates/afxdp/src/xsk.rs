@@ -14,7 +14,8 @@
 
 use crate::lock::SpinLock;
 use crate::ring::{Consumer, Producer, RingLayout};
-use crate::umem::{CHUNK_SIZE, Mapping, Umem};
+use crate::umem::{CHUNK_SIZE, Umem};
+use nfv_mem::{Mapping, Populate};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
@@ -171,7 +172,7 @@ fn map_ring<T: Copy>(
     pgoff: u64,
 ) -> io::Result<(Mapping, RingLayout<T>)> {
     let len = off.desc as usize + size as usize * std::mem::size_of::<T>();
-    let map = Mapping::socket_ring(fd, len, pgoff)?;
+    let map = Mapping::shared(fd, len, pgoff, Populate::Now)?;
     // SAFETY: the kernel laid the ring out at these offsets inside the
     // `len` bytes just mapped; the mapping lives in the same `Xsk` as every
     // cursor made from this layout.

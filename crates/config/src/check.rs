@@ -132,16 +132,7 @@ pub(crate) fn mac(doc: &Doc<'_>, v: &S<String>, field: &str) -> Result<[u8; 6]> 
 }
 
 fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut out = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in &mut out {
-        let p = parts.next()?;
-        if p.len() != 2 {
-            return None;
-        }
-        *b = u8::from_str_radix(p, 16).ok()?;
-    }
-    parts.next().is_none().then_some(out)
+    s.parse::<nfv_wire::EthernetAddress>().ok().map(|a| a.0)
 }
 
 /// `10.0.0.1`.
@@ -167,13 +158,18 @@ mod tests {
             parse_mac("aa:BB:cc:dd:ee:ff"),
             Some([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff])
         );
+        // nfv_wire::EthernetAddress's syntax: one or two hex digits an
+        // octet, `:` or `-` between them.
+        assert_eq!(parse_mac("2:0:0:0:0:1"), Some([2, 0, 0, 0, 0, 1]));
+        assert_eq!(parse_mac("02-00-00-00-00-01"), Some([2, 0, 0, 0, 0, 1]));
         for bad in [
             "",
             "02:00:00:00:00",
             "02:00:00:00:00:01:02",
-            "2:00:00:00:00:01",
             "0x:00:00:00:00:01",
-            "02-00-00-00-00-01",
+            "+2:00:00:00:00:01",
+            "02:00:00:00:00:001",
+            "02:00-00:00:00:01",
         ] {
             assert_eq!(parse_mac(bad), None, "{bad}");
         }

@@ -1,55 +1,55 @@
 //! Packet-editing actions: the header rewrites a rule can ask for. Each is
 //! a small function over one packet so it can be table-tested byte by
-//! byte; the output side of actions lives in `dispatch.rs`.
+//! byte; running an action list (outputs, `normal`) is `interpreter.rs`.
+//! Header layout comes from `nfv_wire`; these functions only decide which
+//! bytes move.
 
 use nfv_mem::Packet;
 use nfv_ports::DropReason;
+use nfv_wire::l2::TAGGED_HEADER_LEN;
+use nfv_wire::{EtherType, EthernetAddress, EthernetFrame, VlanTag, ethernet, vlan};
 
-const ETHERTYPE_VLAN: u16 = 0x8100;
-const ETHERTYPE_QINQ: u16 = 0x88a8;
-const VID_MASK: u16 = 0x0fff;
+/// The MAC addresses: what moves when a tag is pushed or stripped.
+const MACS_LEN: usize = ethernet::field::SOURCE.end;
 
 #[inline(always)]
 fn is_tagged(d: &[u8]) -> bool {
-    d.len() >= 18
-        && matches!(
-            u16::from_be_bytes([d[12], d[13]]),
-            ETHERTYPE_VLAN | ETHERTYPE_QINQ
-        )
+    d.len() >= TAGGED_HEADER_LEN && EthernetFrame::new_unchecked(d).ethertype().is_vlan()
+}
+
+/// The Ethernet header of `pkt`, or a `runt` drop if it has none.
+#[inline(always)]
+fn ethernet(pkt: &mut Packet) -> Result<EthernetFrame<&mut [u8]>, DropReason> {
+    EthernetFrame::new_checked(pkt.data_mut()).map_err(|_| DropReason::Runt)
 }
 
 /// `mod_dl_src:MAC`
 #[inline]
 pub fn set_dl_src(pkt: &mut Packet, mac: &[u8; 6]) -> Result<(), DropReason> {
-    let d = pkt.data_mut();
-    if d.len() < 14 {
-        return Err(DropReason::Runt);
-    }
-    d[6..12].copy_from_slice(mac);
+    ethernet(pkt)?.set_src_addr(EthernetAddress(*mac));
     Ok(())
 }
 
 /// `mod_dl_dst:MAC`
 #[inline]
 pub fn set_dl_dst(pkt: &mut Packet, mac: &[u8; 6]) -> Result<(), DropReason> {
-    let d = pkt.data_mut();
-    if d.len() < 14 {
-        return Err(DropReason::Runt);
-    }
-    d[0..6].copy_from_slice(mac);
+    ethernet(pkt)?.set_dst_addr(EthernetAddress(*mac));
     Ok(())
 }
 
 /// `push_vlan:TPID` — a new outer tag with TCI 0.
 pub fn push_vlan(pkt: &mut Packet, tpid: u16) -> Result<(), DropReason> {
-    if pkt.len() < 14 {
+    if pkt.len() < ethernet::HEADER_LEN {
         return Err(DropReason::Runt);
     }
-    pkt.prepend(4).ok_or(DropReason::NoHeadroom)?;
+    pkt.prepend(vlan::HEADER_LEN)
+        .ok_or(DropReason::NoHeadroom)?;
     let d = pkt.data_mut();
-    d.copy_within(4..16, 0);
-    d[12..14].copy_from_slice(&tpid.to_be_bytes());
-    d[14..16].copy_from_slice(&[0, 0]);
+    // The MACs move to the new front; the old EtherType stays where it was
+    // and becomes the tag's inner EtherType.
+    d.copy_within(vlan::HEADER_LEN..vlan::HEADER_LEN + MACS_LEN, 0);
+    EthernetFrame::new_unchecked(&mut *d).set_ethertype(EtherType(tpid));
+    VlanTag::new_unchecked(&mut d[ethernet::HEADER_LEN..]).set_tci(0);
     Ok(())
 }
 
@@ -58,8 +58,8 @@ pub fn strip_vlan(pkt: &mut Packet) -> Result<(), DropReason> {
     if !is_tagged(pkt.data()) {
         return Ok(());
     }
-    pkt.data_mut().copy_within(0..12, 4);
-    pkt.trim_front(4);
+    pkt.data_mut().copy_within(..MACS_LEN, vlan::HEADER_LEN);
+    pkt.trim_front(vlan::HEADER_LEN);
     Ok(())
 }
 
@@ -67,11 +67,9 @@ pub fn strip_vlan(pkt: &mut Packet) -> Result<(), DropReason> {
 /// (PCP 0) first if the frame has none (OVS semantics).
 pub fn set_vlan_vid(pkt: &mut Packet, vid: u16) -> Result<(), DropReason> {
     if !is_tagged(pkt.data()) {
-        push_vlan(pkt, ETHERTYPE_VLAN)?;
+        push_vlan(pkt, EtherType::VLAN.0)?;
     }
-    let d = pkt.data_mut();
-    let tci = u16::from_be_bytes([d[14], d[15]]);
-    d[14..16].copy_from_slice(&((tci & !VID_MASK) | (vid & VID_MASK)).to_be_bytes());
+    VlanTag::new_unchecked(&mut pkt.data_mut()[ethernet::HEADER_LEN..]).set_vid(vid);
     Ok(())
 }
 

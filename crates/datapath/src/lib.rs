@@ -10,10 +10,15 @@
 //! through their command channels.
 
 pub mod actions;
-mod dispatch;
+pub mod decision;
+pub mod element;
+mod fabric;
+mod interpreter;
 pub mod mac_learning;
 mod pmd;
 pub mod stats;
+
+pub use element::Element;
 
 use crossbeam_channel::{Sender, bounded, unbounded};
 use mac_learning::MacTable;

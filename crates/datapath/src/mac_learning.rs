@@ -7,6 +7,7 @@
 //! Learning writes only when the entry changes, so steady traffic does not
 //! bounce cache lines between PMDs.
 
+use nfv_wire::EthernetAddress;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// Entries idle longer than this are forgotten (seconds), as in OVS.
@@ -16,11 +17,6 @@ pub struct MacTable {
     entries: Box<[AtomicU64]>,
     seen: Box<[AtomicU32]>,
     mask: usize,
-}
-
-#[inline(always)]
-fn mac_u64(mac: &[u8]) -> u64 {
-    u64::from_be_bytes([0, 0, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]])
 }
 
 impl MacTable {
@@ -42,10 +38,11 @@ impl MacTable {
     /// (seconds, any epoch). Multicast sources are ignored.
     #[inline]
     pub fn learn(&self, mac: &[u8; 6], port: u16, now: u32) {
-        if mac[0] & 1 != 0 {
+        let mac = EthernetAddress(*mac);
+        if mac.is_multicast() {
             return;
         }
-        let m = mac_u64(mac);
+        let m = mac.to_u64();
         let i = self.slot(m);
         let want = m << 16 | port as u64;
         if self.entries[i].load(Relaxed) != want {
@@ -60,10 +57,11 @@ impl MacTable {
     /// The port `mac` was last seen on, if known and not aged out.
     #[inline]
     pub fn lookup(&self, mac: &[u8; 6], now: u32) -> Option<u16> {
-        if mac[0] & 1 != 0 {
+        let mac = EthernetAddress(*mac);
+        if mac.is_multicast() {
             return None;
         }
-        let m = mac_u64(mac);
+        let m = mac.to_u64();
         let i = self.slot(m);
         let e = self.entries[i].load(Relaxed);
         if e >> 16 != m || e == 0 {
@@ -92,8 +90,7 @@ impl MacTable {
             let e = e.load(Relaxed);
             let age = now.wrapping_sub(s.load(Relaxed));
             if e != 0 && age <= AGING_SECS {
-                let b = (e >> 16).to_be_bytes();
-                v.push(([b[2], b[3], b[4], b[5], b[6], b[7]], e as u16, age));
+                v.push((EthernetAddress::from_u64(e >> 16).0, e as u16, age));
             }
         }
         v

@@ -4,13 +4,13 @@
 //! lock; the control plane talks to it only through typed commands
 //! ([`PmdCommand`]) that it picks up between iterations.
 
-use crate::dispatch::Dispatch;
+use crate::element::Element;
 use crate::mac_learning::MacTable;
 use crate::stats::{PmdCounters, PmdStats};
 use crossbeam_channel::{Receiver, Sender};
 use nfv_flow::PortNo;
 use nfv_flow::table::SharedFlowTable;
-use nfv_mem::{Batch, PacketPool};
+use nfv_mem::{Batch, PacketPool, PoolCache};
 use nfv_pmu::{CounterSource, PerfSource, PmuSampler};
 use nfv_ports::{PortStats, RxQueue, TxQueue};
 use std::sync::Arc;
@@ -92,6 +92,9 @@ fn pin_to_core(core: usize) -> Result<(), nix::Error> {
 }
 
 impl PmdThread {
+    /// The thread's body: set up, then poll until told to quit. Every
+    /// [`HOUSEKEEPING_EVERY`] iterations it handles commands and does its
+    /// housekeeping; the rest of the time it only polls.
     pub fn run(self) {
         if let Some(core) = self.core {
             match pin_to_core(core) {
@@ -99,110 +102,175 @@ impl PmdThread {
                 Err(e) => tracing::warn!("pmd {}: cannot pin to core {core}: {e}", self.index),
             }
         }
-        let mut pool = self.pool.cache();
-        let mut dispatch = Dispatch::new(self.emc_entries, self.table.snapshot(), self.mac.clone());
-        let mut rxqs: Vec<PolledRxq> = Vec::new();
-        let mut batch = Batch::new();
-        let mut c = PmdCounters::default();
-        let started = Instant::now();
-        let ns = || started.elapsed().as_nanos() as u64;
-        let mut pmu = PmuSampler::new(pmu_source(self.pmu, self.index), ns());
-        let pmu_period = nfv_tsc::hz() / PMU_READS_PER_SEC;
-        let mut pmu_due = 0u64;
-
+        let mut pmd = Running::new(self);
         loop {
-            if c.iterations % HOUSEKEEPING_EVERY == 0 {
-                let mut quit = false;
-                while let Ok(cmd) = self.commands.try_recv() {
-                    match cmd {
-                        PmdCommand::AddRxq {
-                            port,
-                            qid,
-                            rxq,
-                            stats,
-                        } => rxqs.push(PolledRxq {
-                            port,
-                            qid,
-                            rxq,
-                            stats,
-                        }),
-                        PmdCommand::AddTx {
-                            port,
-                            qid,
-                            txq,
-                            stats,
-                        } => dispatch.add_tx(port, txq, stats, qid),
-                        PmdCommand::DelPort { port, ack } => {
-                            rxqs.retain(|q| q.port != port);
-                            dispatch.del_tx(port, Some(&mut pool));
-                            let _ = ack.send(());
-                        }
-                        PmdCommand::ClearStats => {
-                            c = PmdCounters::default();
-                            self.stats.publish(&c);
-                            pmu.clear(ns());
-                            pmu_due = 0;
-                        }
-                        PmdCommand::SetPmu(on) => {
-                            if on != pmu.enabled() {
-                                pmu.set_source(pmu_source(on, self.index), ns());
-                                pmu_due = 0;
-                            }
-                        }
-                        PmdCommand::Quit => quit = true,
-                    }
-                }
-                if quit {
+            if pmd.c.iterations.is_multiple_of(HOUSEKEEPING_EVERY) {
+                if pmd.handle_commands() == Flow::Quit {
                     break;
                 }
-                if let Some(t) = self.table.snapshot_if_newer(dispatch.table_version()) {
-                    dispatch.set_table(t);
-                }
-                dispatch.now_secs = started.elapsed().as_secs() as u32;
-                let now = nfv_tsc::now();
-                if now >= pmu_due {
-                    pmu_due = now + pmu_period;
-                    self.stats.pmu.publish(&pmu.sample(ns(), c.rx_packets));
-                }
+                pmd.housekeeping();
             }
+            pmd.poll_once();
+        }
+        pmd.stop();
+    }
+}
 
-            let t_start = nfv_tsc::now();
-            let mut t = t_start;
-            let mut got = 0usize;
-            let mut port_cycles = 0u64;
-            for q in rxqs.iter_mut() {
-                let n = q.rxq.rx_burst(&mut batch, &mut pool);
-                let t_rx = nfv_tsc::now();
-                if n == 0 {
-                    t = t_rx;
-                    continue;
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Quit,
+}
+
+/// A PMD thread's state while it runs (all of it owned by the thread).
+struct Running {
+    cfg: PmdThread,
+    pool: PoolCache,
+    element: Element,
+    rxqs: Vec<PolledRxq>,
+    batch: Batch,
+    c: PmdCounters,
+    started: Instant,
+    pmu: PmuSampler,
+    pmu_period: u64,
+    pmu_due: u64,
+}
+
+impl Running {
+    fn new(cfg: PmdThread) -> Running {
+        let started = Instant::now();
+        Running {
+            pool: cfg.pool.cache(),
+            element: Element::new(cfg.emc_entries, cfg.table.snapshot(), cfg.mac.clone()),
+            rxqs: Vec::new(),
+            batch: Batch::new(),
+            c: PmdCounters::default(),
+            pmu: PmuSampler::new(pmu_source(cfg.pmu, cfg.index), 0),
+            pmu_period: nfv_tsc::hz() / PMU_READS_PER_SEC,
+            pmu_due: 0,
+            started,
+            cfg,
+        }
+    }
+
+    /// Nanoseconds since the thread started (the PMU sampler's clock).
+    fn ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    /// Applies every queued command; `Quit` ends the thread.
+    fn handle_commands(&mut self) -> Flow {
+        let mut flow = Flow::Continue;
+        while let Ok(cmd) = self.cfg.commands.try_recv() {
+            match cmd {
+                PmdCommand::AddRxq {
+                    port,
+                    qid,
+                    rxq,
+                    stats,
+                } => self.rxqs.push(PolledRxq {
+                    port,
+                    qid,
+                    rxq,
+                    stats,
+                }),
+                PmdCommand::AddTx {
+                    port,
+                    qid,
+                    txq,
+                    stats,
+                } => self.element.add_output(port, txq, stats, qid),
+                PmdCommand::DelPort { port, ack } => {
+                    self.rxqs.retain(|q| q.port != port);
+                    self.element.remove_output(port, &mut self.pool);
+                    let _ = ack.send(());
                 }
-                port_cycles += t_rx - t;
-                got += n;
-                dispatch.process(q.port, &q.stats.rx[q.qid], &mut batch, &mut pool, &mut c);
-                let t_tx = nfv_tsc::now();
-                dispatch.flush(&mut pool);
-                t = nfv_tsc::now();
-                port_cycles += t - t_tx;
-            }
-            c.iterations += 1;
-            if got > 0 {
-                c.busy_iterations += 1;
-                c.busy_cycles += t - t_start;
-                c.port_cycles += port_cycles;
-                c.rx_packets += got as u64;
-                self.stats.publish(&c);
-            } else {
-                c.idle_cycles += t - t_start;
-                if c.iterations % HOUSEKEEPING_EVERY == 0 {
-                    self.stats.publish(&c);
+                PmdCommand::ClearStats => {
+                    self.c = PmdCounters::default();
+                    self.cfg.stats.publish(&self.c);
+                    self.pmu.clear(self.ns());
+                    self.pmu_due = 0;
                 }
+                PmdCommand::SetPmu(on) => {
+                    if on != self.pmu.enabled() {
+                        let ns = self.ns();
+                        self.pmu.set_source(pmu_source(on, self.cfg.index), ns);
+                        self.pmu_due = 0;
+                    }
+                }
+                PmdCommand::Quit => flow = Flow::Quit,
             }
         }
-        self.stats.publish(&c);
-        self.stats.pmu.publish(&pmu.sample(ns(), c.rx_packets));
-        // Free anything still queued for output before the thread ends.
-        dispatch.flush(&mut pool);
-        tracing::debug!("pmd {} stopped", self.index);
+        flow
+    }
+
+    /// Picks up a new flow table, advances MAC learning's clock and
+    /// publishes PMU readings when due.
+    fn housekeeping(&mut self) {
+        if let Some(t) = self
+            .cfg
+            .table
+            .snapshot_if_newer(self.element.table_version())
+        {
+            self.element.set_table(t);
+        }
+        self.element
+            .set_now(self.started.elapsed().as_secs() as u32);
+        let now = nfv_tsc::now();
+        if now >= self.pmu_due {
+            self.pmu_due = now + self.pmu_period;
+            let reading = self.pmu.sample(self.ns(), self.c.rx_packets);
+            self.cfg.stats.pmu.publish(&reading);
+        }
+    }
+
+    /// One pass over the rx queues: receive, process and flush each burst;
+    /// TSC accounting of busy, idle and port cycles.
+    #[inline(always)]
+    fn poll_once(&mut self) {
+        let c = &mut self.c;
+        let t_start = nfv_tsc::now();
+        let mut t = t_start;
+        let mut got = 0usize;
+        let mut port_cycles = 0u64;
+        for q in self.rxqs.iter_mut() {
+            let n = q.rxq.rx_burst(&mut self.batch, &mut self.pool);
+            let t_rx = nfv_tsc::now();
+            if n == 0 {
+                t = t_rx;
+                continue;
+            }
+            port_cycles += t_rx - t;
+            got += n;
+            let rx = &q.stats.rx[q.qid];
+            self.element
+                .process(q.port, rx, &mut self.batch, &mut self.pool, c);
+            let t_tx = nfv_tsc::now();
+            self.element.flush(&mut self.pool);
+            t = nfv_tsc::now();
+            port_cycles += t - t_tx;
+        }
+        c.iterations += 1;
+        if got > 0 {
+            c.busy_iterations += 1;
+            c.busy_cycles += t - t_start;
+            c.port_cycles += port_cycles;
+            c.rx_packets += got as u64;
+            self.cfg.stats.publish(c);
+        } else {
+            c.idle_cycles += t - t_start;
+            if c.iterations.is_multiple_of(HOUSEKEEPING_EVERY) {
+                self.cfg.stats.publish(c);
+            }
+        }
+    }
+
+    /// Final counters, and anything still queued for output freed.
+    fn stop(mut self) {
+        self.cfg.stats.publish(&self.c);
+        let reading = self.pmu.sample(self.ns(), self.c.rx_packets);
+        self.cfg.stats.pmu.publish(&reading);
+        self.element.flush(&mut self.pool);
+        tracing::debug!("pmd {} stopped", self.cfg.index);
     }
 }

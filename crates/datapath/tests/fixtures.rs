@@ -1,63 +1,31 @@
 //! Element fixtures (STYLE lesson 9, layer 2): packet in, expected packets
-//! and ports out, through a real [`Datapath`] with one unpinned PMD thread.
+//! and ports out, fed straight into the forwarding [`Element`] a PMD runs
+//! (no thread, no channel, no waiting). The whole-graph layer, with real
+//! PMD threads, is `graph.rs`.
 //!
-//! The ports are made for tests: every [`TestPort`] has an inbox the test
-//! pushes frames into (its rx queue) and records every frame transmitted on
-//! it as `(port, bytes)` in a log shared with the test (its tx queue), then
-//! frees the packet. Each fixture is data: rules in `ovs-ofctl` syntax and
-//! steps of (in_port, frame) → exact output frames per port + the drop
-//! counters that must move. Every fixture ends by checking that the packet
-//! pool got every frame back.
+//! Every output is a [`CaptureTx`] queue that records each transmitted
+//! frame as `(port, bytes)` in a log shared with the test, then frees the
+//! packet. Each fixture is data: rules in `ovs-ofctl` syntax and steps of
+//! (in_port, frame) → exact output frames per port + the drop counters that
+//! must move. Every fixture runs twice, with and without an exact-match
+//! cache, and ends by checking that the packet pool got every frame back.
 
-use crossbeam_queue::ArrayQueue;
 use etherparse::PacketBuilder;
-use nfv_datapath::{Datapath, DatapathConfig};
+use nfv_datapath::Element;
+use nfv_datapath::mac_learning::MacTable;
+use nfv_datapath::stats::PmdCounters;
 use nfv_flow::table::SharedFlowTable;
 use nfv_flow::{PortNo, parse_flow};
-use nfv_mem::{Batch, HugepageMode, MemoryConfig, Packet, PacketPool, PoolCache};
-use nfv_ports::{DropReason, Port, QueueSnapshot, RxQueue, TxQueue};
+use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
+use nfv_ports::{DropReason, PortStats, QueueSnapshot, TxQueue};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-/// Upper bound for one step to show its results. Steps normally finish
-/// in microseconds; the bound only matters on a badly overloaded machine.
-const DEADLINE: Duration = Duration::from_secs(5);
 
 type Log = Arc<Mutex<Vec<(PortNo, Vec<u8>)>>>;
 
-// ---------------------------------------------------------------------------
-// Test ports: inject on rx, capture on tx.
-
-struct TestPort {
-    name: String,
-    no: PortNo,
-    inbox: Arc<ArrayQueue<Packet>>,
-    log: Log,
-    max_frame: usize,
-}
-
-struct InjectRx {
-    inbox: Arc<ArrayQueue<Packet>>,
-}
-
-impl RxQueue for InjectRx {
-    fn rx_burst(&mut self, batch: &mut Batch, _pool: &mut PoolCache) -> usize {
-        let mut n = 0;
-        while !batch.is_full() {
-            match self.inbox.pop() {
-                Some(p) => {
-                    batch.push(p);
-                    n += 1;
-                }
-                None => break,
-            }
-        }
-        n
-    }
-}
-
+/// A tx queue that records what it is given.
 struct CaptureTx {
     no: PortNo,
     log: Log,
@@ -76,30 +44,6 @@ impl TxQueue for CaptureTx {
     }
     fn max_frame(&self) -> usize {
         self.max_frame
-    }
-}
-
-impl Port for TestPort {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn type_name(&self) -> &'static str {
-        "test"
-    }
-    fn n_rxq(&self) -> usize {
-        1
-    }
-    fn open_rxq(&self, _q: usize) -> Box<dyn RxQueue> {
-        Box::new(InjectRx {
-            inbox: self.inbox.clone(),
-        })
-    }
-    fn open_txq(&self, _q: usize) -> Box<dyn TxQueue> {
-        Box::new(CaptureTx {
-            no: self.no,
-            log: self.log.clone(),
-            max_frame: self.max_frame,
-        })
     }
 }
 
@@ -176,23 +120,24 @@ fn sorted_by_port(v: Vec<(PortNo, Vec<u8>)>) -> Vec<(PortNo, Hex)> {
 }
 
 // ---------------------------------------------------------------------------
-// The harness: a pool, a datapath with one PMD, test ports.
+// The harness: a pool, one element, a capture queue and counters per port.
 
 struct Harness {
     pool: Arc<PacketPool>,
-    cache: Option<PoolCache>,
-    dp: Datapath,
-    inboxes: BTreeMap<PortNo, Arc<ArrayQueue<Packet>>>,
+    cache: PoolCache,
+    element: Element,
+    ports: BTreeMap<PortNo, Arc<PortStats>>,
     log: Log,
-    injected: u64,
+    counters: PmdCounters,
+    table: SharedFlowTable,
 }
 
 type Counters = BTreeMap<(PortNo, Dir), QueueSnapshot>;
 
 impl Harness {
-    fn new(f: &Fixture) -> Harness {
+    fn new(f: &Fixture, emc_entries: usize) -> Harness {
         let pool = PacketPool::new(
-            &format!("fixture-{}", f.name),
+            &format!("fixture-{}-{emc_entries}", f.name),
             &MemoryConfig {
                 frame_size: 2048,
                 frames: 1024,
@@ -200,77 +145,83 @@ impl Harness {
             },
         )
         .expect("packet pool");
-        let table = Arc::new(SharedFlowTable::new());
+        let table = SharedFlowTable::new();
         table.add_flows(
             f.rules
                 .iter()
                 .map(|r| parse_flow(r).unwrap_or_else(|e| panic!("{}: {r}: {e}", f.name))),
         );
-        let cfg = DatapathConfig {
-            pmd_cores: vec![None],
-            emc_entries: 1024,
-            pmu: false,
-        };
-        let dp = Datapath::start(&cfg, pool.clone(), table).expect("datapath");
+        let mut element = Element::new(emc_entries, table.snapshot(), Arc::new(MacTable::new(64)));
         let log: Log = Arc::default();
-        let mut inboxes = BTreeMap::new();
-        let ports = if f.ports.is_empty() {
+        let mut ports = BTreeMap::new();
+        let numbers = if f.ports.is_empty() {
             &[1, 2, 3, 4][..]
         } else {
             f.ports
         };
-        for &no in ports {
-            let inbox = Arc::new(ArrayQueue::new(64));
+        for &no in numbers {
             let max_frame = f
                 .max_frame
                 .iter()
                 .find(|(p, _)| *p == no)
                 .map_or(usize::MAX, |(_, m)| *m);
-            let port = TestPort {
-                name: format!("p{no}"),
+            let stats = Arc::new(PortStats::new(1, 1));
+            let txq = CaptureTx {
                 no,
-                inbox: inbox.clone(),
                 log: log.clone(),
                 max_frame,
             };
-            dp.add_port(no, Arc::new(port)).expect("add_port");
-            inboxes.insert(no, inbox);
+            element.add_output(no, Box::new(txq), stats.clone(), 0);
+            ports.insert(no, stats);
         }
         Harness {
-            cache: Some(pool.cache()),
+            cache: pool.cache(),
             pool,
-            dp,
-            inboxes,
+            element,
+            ports,
             log,
-            injected: 0,
+            counters: PmdCounters::default(),
+            table,
         }
     }
 
-    fn inject(&mut self, in_port: PortNo, frame: &[u8]) {
-        let cache = self.cache.as_mut().expect("harness finished");
-        let mut p = cache.alloc().expect("test pool exhausted");
-        p.set_len(frame.len())
-            .expect("frame larger than a pool buffer");
-        p.data_mut().copy_from_slice(frame);
-        let inbox = self
-            .inboxes
-            .get(&in_port)
-            .unwrap_or_else(|| panic!("no test port {in_port}"));
-        inbox.push(p).expect("inbox full");
-        self.injected += 1;
+    /// (packets, bytes) credited to the rule whose text starts with `spec`.
+    fn rule_stats(&self, spec: &str) -> (u64, u64) {
+        let rules = self.table.snapshot().classifier.rules();
+        let r = rules
+            .iter()
+            .find(|r| r.spec.to_string().contains(spec))
+            .unwrap_or_else(|| panic!("no rule like {spec:?}"));
+        (r.stats.packets.load(Relaxed), r.stats.bytes.load(Relaxed))
     }
 
-    /// Packets the PMD has received and fully handled (published after the
-    /// iteration's outputs were flushed).
-    fn processed(&self) -> u64 {
-        self.dp.pmd_views().iter().map(|p| p.stats.rx_packets).sum()
+    /// Feeds `frames` (all received on `in_port`) as one batch, then
+    /// flushes the outputs.
+    fn feed(&mut self, in_port: PortNo, frames: &[&[u8]]) {
+        let mut batch = Batch::new();
+        for frame in frames {
+            let mut p = self.cache.alloc().expect("test pool exhausted");
+            p.set_len(frame.len())
+                .expect("frame larger than a pool buffer");
+            p.data_mut().copy_from_slice(frame);
+            batch.push(p);
+        }
+        let rx = &self
+            .ports
+            .get(&in_port)
+            .unwrap_or_else(|| panic!("no test port {in_port}"))
+            .rx[0];
+        self.element
+            .process(in_port, rx, &mut batch, &mut self.cache, &mut self.counters);
+        assert!(batch.is_empty(), "process leaves the batch empty");
+        self.element.flush(&mut self.cache);
     }
 
     fn counters(&self) -> Counters {
         let mut m = BTreeMap::new();
-        for v in self.dp.port_views() {
-            m.insert((v.no, Dir::Rx), v.stats.rx_total());
-            m.insert((v.no, Dir::Tx), v.stats.tx_total());
+        for (&no, stats) in &self.ports {
+            m.insert((no, Dir::Rx), stats.rx_total());
+            m.insert((no, Dir::Tx), stats.tx_total());
         }
         m
     }
@@ -279,18 +230,20 @@ impl Harness {
         std::mem::take(&mut *self.log.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    fn log_len(&self) -> usize {
-        self.log.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    /// Shuts the datapath down and checks that every frame is back.
-    fn finish(mut self, name: &str) {
-        drop(self.cache.take());
-        self.dp.shutdown();
+    /// Drops the element and the cache and checks that every frame is back.
+    fn finish(self, name: &str) {
+        let Harness {
+            pool,
+            cache,
+            element,
+            ..
+        } = self;
+        drop(element);
+        drop(cache);
         assert_eq!(
-            self.pool.shared_free(),
-            self.pool.frames(),
-            "{name}: frames not returned to the pool after shutdown"
+            pool.shared_free(),
+            pool.frames(),
+            "{name}: frames not returned to the pool"
         );
     }
 }
@@ -324,40 +277,30 @@ fn tx_deltas(before: &Counters, after: &Counters) -> BTreeMap<PortNo, u64> {
         .collect()
 }
 
+/// Runs the fixture with an exact-match cache and without one.
 fn run(f: Fixture) {
-    let mut h = Harness::new(&f);
+    for emc_entries in [1024, 0] {
+        run_with(&f, emc_entries);
+    }
+}
+
+fn run_with(f: &Fixture, emc_entries: usize) {
+    let mut h = Harness::new(f, emc_entries);
     for (i, s) in f.steps.iter().enumerate() {
-        let ctx = format!("{} step {i} (in_port {})", f.name, s.in_port);
-        let before = h.counters();
-        h.inject(s.in_port, &s.frame);
-        let mut want_drops = BTreeMap::new();
-        for &(p, dir, r) in &s.drops {
-            *want_drops.entry((p, dir, r.as_str())).or_insert(0) += 1;
-        }
-        let want_drop_total: u64 = want_drops.values().sum();
-        // Done when the PMD has published the packet as handled and the
-        // expected amount of evidence is visible (or the deadline passed:
-        // the assertions below then say what is missing).
-        let t0 = Instant::now();
-        loop {
-            let drops: u64 = drop_deltas(&before, &h.counters()).values().sum();
-            if h.processed() >= h.injected && h.log_len() >= s.out.len() && drops >= want_drop_total
-            {
-                break;
-            }
-            if t0.elapsed() > DEADLINE {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert!(
-            h.processed() >= h.injected,
-            "{ctx}: PMD did not handle the frame within {DEADLINE:?}"
+        let ctx = format!(
+            "{} (emc {emc_entries}) step {i} (in_port {})",
+            f.name, s.in_port
         );
+        let before = h.counters();
+        h.feed(s.in_port, &[&s.frame]);
         let after = h.counters();
         let got = sorted_by_port(h.take_log());
         let want = sorted_by_port(s.out.clone());
         assert_eq!(got, want, "{ctx}: output frames");
+        let mut want_drops = BTreeMap::new();
+        for &(p, dir, r) in &s.drops {
+            *want_drops.entry((p, dir, r.as_str())).or_insert(0) += 1;
+        }
         assert_eq!(
             drop_deltas(&before, &after),
             want_drops,
@@ -374,6 +317,9 @@ fn run(f: Fixture) {
         );
         let rx = after[&(s.in_port, Dir::Rx)].packets - before[&(s.in_port, Dir::Rx)].packets;
         assert_eq!(rx, 1, "{ctx}: rx packet counter of the in_port");
+    }
+    if emc_entries == 0 {
+        assert_eq!(h.counters.emc_hits, 0, "{}: no EMC, no EMC hits", f.name);
     }
     h.finish(f.name);
 }
@@ -883,4 +829,142 @@ fn normal_floods_then_forwards_to_the_learned_port() {
         ],
         ..Fixture::default()
     });
+}
+
+// ---------------------------------------------------------------------------
+// Whole batches: what one-frame steps cannot show.
+
+/// One batch mixing every verdict: each packet gets its own, drops are
+/// counted per packet, a rule's counters are credited once with the batch's
+/// packets and bytes, and the EMC counts hits only when there is one.
+#[test]
+fn a_mixed_batch_gets_one_verdict_per_packet() {
+    let f = Fixture {
+        name: "mixed_batch",
+        rules: &["udp,tp_dst=5678,actions=output:2", "arp,actions=output:3"],
+        ..Fixture::default()
+    };
+    let other = Udp {
+        dport: 9,
+        ..Udp::default()
+    }
+    .build();
+    let runt = [0x02u8; 10];
+    let batch: [&[u8]; 6] = [&udp(), &runt, &other, &udp(), &ARP_REQUEST, &udp()];
+    // (emc entries, emc hits, classifier hits, table misses)
+    for (emc, emc_hits, classifier_hits, misses) in [(1024, 2, 2, 1), (0, 0, 4, 1)] {
+        let mut h = Harness::new(&f, emc);
+        h.feed(1, &batch);
+        let got = sorted_by_port(h.take_log());
+        let want = sorted_by_port(vec![
+            (2, udp()),
+            (2, udp()),
+            (2, udp()),
+            (3, ARP_REQUEST.to_vec()),
+        ]);
+        assert_eq!(got, want, "emc {emc}: outputs");
+        let rx = h.counters()[&(1, Dir::Rx)];
+        assert_eq!(rx.packets, 6, "emc {emc}: rx packets");
+        assert_eq!(rx.drops[DropReason::Runt as usize], 1, "emc {emc}");
+        assert_eq!(rx.drops[DropReason::NoMatch as usize], 1, "emc {emc}");
+        assert_eq!(h.rule_stats("tp_dst=5678"), (3, 180), "emc {emc}");
+        assert_eq!(h.rule_stats("arp"), (1, 42), "emc {emc}");
+        let c = h.counters;
+        assert_eq!(
+            (c.emc_hits, c.classifier_hits, c.table_misses),
+            (emc_hits, classifier_hits, misses),
+            "emc {emc}: decision counters"
+        );
+        h.finish(f.name);
+    }
+}
+
+/// More packets for one output than a tx batch holds: the fabric sends a
+/// full batch early and keeps filling; nothing is lost or reordered.
+#[test]
+fn more_than_a_batch_for_one_output_arrives_in_order() {
+    let f = Fixture {
+        name: "overfull_output",
+        rules: &["in_port=1,actions=output:2,output:2,output:2"],
+        ..Fixture::default()
+    };
+    let frames: Vec<Vec<u8>> = (0..32u16)
+        .map(|i| {
+            Udp {
+                sport: 1000 + i,
+                ..Udp::default()
+            }
+            .build()
+        })
+        .collect();
+    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    for emc in [1024, 0] {
+        let mut h = Harness::new(&f, emc);
+        h.feed(1, &refs);
+        let got: Vec<Vec<u8>> = h.take_log().into_iter().map(|(_, b)| b).collect();
+        let want: Vec<Vec<u8>> = frames
+            .iter()
+            .flat_map(|f| [f.clone(), f.clone(), f.clone()])
+            .collect();
+        assert_eq!(got.len(), 96, "emc {emc}");
+        assert!(got == want, "emc {emc}: frames out of order or altered");
+        assert_eq!(h.counters()[&(2, Dir::Tx)].packets, 96, "emc {emc}");
+        assert_eq!(h.counters()[&(2, Dir::Tx)].total_drops(), 0, "emc {emc}");
+        h.finish(f.name);
+    }
+}
+
+/// The decision alone: a batch in, one verdict per packet out, nothing
+/// sent and no packet edited.
+#[test]
+fn decision_alone_gives_verdicts_by_position() {
+    use nfv_datapath::decision::{Decision, Verdict};
+    let table = SharedFlowTable::new();
+    table.add_flows(
+        [
+            "priority=20,udp,actions=output:2",
+            "priority=10,actions=drop",
+        ]
+        .iter()
+        .map(|r| parse_flow(r).unwrap()),
+    );
+    let pool = PacketPool::new(
+        "decision-alone",
+        &MemoryConfig {
+            frame_size: 2048,
+            frames: 1024,
+            hugepages: HugepageMode::Never,
+        },
+    )
+    .unwrap();
+    let mut cache = pool.cache();
+    let frames: [&[u8]; 3] = [&udp(), &ARP_REQUEST, &[0u8; 5]];
+    for emc in [64, 0] {
+        let mut decision = Decision::new(emc, table.snapshot());
+        let mut batch = Batch::new();
+        for f in frames {
+            let mut p = cache.alloc().unwrap();
+            p.set_len(f.len()).unwrap();
+            p.data_mut().copy_from_slice(f);
+            batch.push(p);
+        }
+        let mut c = PmdCounters::default();
+        let (v, bytes) = decision.classify(7, &mut batch, &mut c);
+        assert_eq!(bytes, 60 + 42 + 5);
+        let priority = |i| match v.get(i) {
+            Verdict::Rule(r) => Some(r.spec.priority),
+            Verdict::Runt => Some(0),
+            Verdict::NoMatch => None,
+        };
+        assert_eq!(
+            [priority(0), priority(1), priority(2)],
+            [Some(20), Some(10), Some(0)],
+            "emc {emc}"
+        );
+        decision.settle();
+        for (p, f) in batch.iter().zip(frames) {
+            assert_eq!((p.in_port(), p.data()), (7, f), "tagged, not edited");
+        }
+        cache.free_batch(&mut batch);
+    }
 }

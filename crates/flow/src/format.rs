@@ -15,27 +15,14 @@ use crate::parse::{FlowFilter, PROTOCOLS, prefix_mask};
 use crate::rule::{FlowSpec, Match};
 use core::fmt;
 use core::net::Ipv4Addr;
-
-/// Displays a MAC address as `xx:xx:xx:xx:xx:xx`.
-pub struct Mac(pub [u8; 6]);
-
-impl fmt::Display for Mac {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let m = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            m[0], m[1], m[2], m[3], m[4], m[5]
-        )
-    }
-}
+use nfv_wire::EthernetAddress;
 
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Action::Output(p) => write!(f, "output:{p}"),
-            Action::SetDlSrc(m) => write!(f, "mod_dl_src:{}", Mac(m)),
-            Action::SetDlDst(m) => write!(f, "mod_dl_dst:{}", Mac(m)),
+            Action::SetDlSrc(m) => write!(f, "mod_dl_src:{}", EthernetAddress(m)),
+            Action::SetDlDst(m) => write!(f, "mod_dl_dst:{}", EthernetAddress(m)),
             Action::SetVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
             Action::PushVlan(t) => write!(f, "push_vlan:0x{t:04x}"),
             Action::StripVlan => f.write_str("strip_vlan"),
@@ -90,8 +77,14 @@ impl Items<'_, '_> {
     fn mac(&mut self, name: &str, v: [u8; 6], m: [u8; 6]) -> fmt::Result {
         match m {
             [0, 0, 0, 0, 0, 0] => Ok(()),
-            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff] => self.item(format_args!("{name}={}", Mac(v))),
-            m => self.item(format_args!("{name}={}/{}", Mac(v), Mac(m))),
+            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff] => {
+                self.item(format_args!("{name}={}", EthernetAddress(v)))
+            }
+            m => self.item(format_args!(
+                "{name}={}/{}",
+                EthernetAddress(v),
+                EthernetAddress(m)
+            )),
         }
     }
 

@@ -14,6 +14,7 @@
 //! [`VLAN_PRESENT`] set plus PCP (bits 13-15) and VID (bits 0-11).
 
 use core::fmt;
+use nfv_wire::EthernetAddress;
 
 /// Set in `vlan_tci` when the frame carries an 802.1Q tag (OVS's `VLAN_CFI`).
 pub const VLAN_PRESENT: u16 = 0x1000;
@@ -103,38 +104,24 @@ impl FlowKey {
 }
 
 #[inline(always)]
-pub fn mac_to_u64(mac: [u8; 6]) -> u64 {
-    u64::from_be_bytes([0, 0, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]])
+pub(crate) fn mac_to_u64(mac: [u8; 6]) -> u64 {
+    EthernetAddress(mac).to_u64()
 }
 
 #[inline(always)]
-pub fn mac_from_u64(v: u64) -> [u8; 6] {
-    let b = v.to_be_bytes();
-    [b[2], b[3], b[4], b[5], b[6], b[7]]
+pub(crate) fn mac_from_u64(v: u64) -> [u8; 6] {
+    EthernetAddress::from_u64(v).0
 }
 
 impl fmt::Debug for FlowKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = self.dl_src();
-        let d = self.dl_dst();
         write!(
             f,
-            "in_port={} dl_src={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} \
-             dl_dst={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} dl_type=0x{:04x} vlan_tci=0x{:04x} \
+            "in_port={} dl_src={} dl_dst={} dl_type=0x{:04x} vlan_tci=0x{:04x} \
              nw_src={} nw_dst={} nw_proto={} tp_src={} tp_dst={}",
             self.in_port(),
-            s[0],
-            s[1],
-            s[2],
-            s[3],
-            s[4],
-            s[5],
-            d[0],
-            d[1],
-            d[2],
-            d[3],
-            d[4],
-            d[5],
+            EthernetAddress(self.dl_src()),
+            EthernetAddress(self.dl_dst()),
             self.dl_type(),
             self.vlan_tci(),
             core::net::Ipv4Addr::from(self.nw_src()),

@@ -7,8 +7,9 @@
 //!    priorities respected.
 //!
 //! Rule text uses the common subset of `ovs-ofctl` syntax ([`parse`]).
-//! Nothing here touches packets' memory except [`extract`], which reads a
-//! frame's headers into a [`FlowKey`].
+//! Nothing here touches packets' memory except [`extract()`], which reads a
+//! frame's headers into a [`FlowKey`] through `nfv_wire`'s views (this
+//! crate writes no header offsets of its own).
 
 pub mod action;
 pub mod classifier;
@@ -22,6 +23,7 @@ pub mod table;
 
 pub use action::Action;
 pub use classifier::Classifier;
+pub use extract::extract;
 pub use key::{FlowKey, PortNo};
 pub use parse::{FlowParseError, parse_filter, parse_flow};
 pub use rule::{DEFAULT_PRIORITY, FlowSpec, Match, Rule};

@@ -21,13 +21,18 @@
 //! sctp or icmp (for icmp, `tp_src`/`tp_dst` are type/code).
 
 use crate::action::Action;
-use crate::extract::{
-    ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_QINQ, ETHERTYPE_VLAN, IPPROTO_ICMP, IPPROTO_SCTP,
-    IPPROTO_TCP, IPPROTO_UDP,
-};
 use crate::key::{FlowKey, PortNo, VLAN_PRESENT, VLAN_VID_MASK, mac_from_u64};
 use crate::rule::{DEFAULT_PRIORITY, FlowSpec, Match};
 use core::net::Ipv4Addr;
+use nfv_wire::{EtherType, EthernetAddress, IpProtocol};
+
+// The key stores these as plain numbers; named here for use in patterns.
+const ETHERTYPE_IPV4: u16 = EtherType::IPV4.0;
+const ETHERTYPE_ARP: u16 = EtherType::ARP.0;
+const IPPROTO_ICMP: u8 = IpProtocol::ICMP.0;
+const IPPROTO_TCP: u8 = IpProtocol::TCP.0;
+const IPPROTO_UDP: u8 = IpProtocol::UDP.0;
+const IPPROTO_SCTP: u8 = IpProtocol::SCTP.0;
 
 /// Highest port number a rule may name (OpenFlow 1.0 `OFPP_MAX` - 1);
 /// port 0 is invalid.
@@ -521,9 +526,8 @@ fn parse_actions(text: &str) -> Result<Vec<Action>, E> {
             }
             "push_vlan" => {
                 let a = need("an Ethertype (0x8100 or 0x88a8)")?;
-                match uint(a) {
-                    Some(0x8100) => Action::PushVlan(ETHERTYPE_VLAN),
-                    Some(0x88a8) => Action::PushVlan(ETHERTYPE_QINQ),
+                match uint(a).and_then(|t| u16::try_from(t).ok()).map(EtherType) {
+                    Some(tpid) if tpid.is_vlan() => Action::PushVlan(tpid.0),
                     _ => return Err(bad("actions: push_vlan", a, "0x8100 or 0x88a8")),
                 }
             }
@@ -572,17 +576,12 @@ fn port(field: &str, s: &str) -> Result<PortNo, E> {
         .ok_or_else(|| bad(field, s, "a port number (1..65279)"))
 }
 
+/// A MAC address (`xx:xx:xx:xx:xx:xx`, one or two hex digits an octet)
+/// as the 48-bit number the flow key stores.
 fn mac_u64(s: &str) -> Option<u64> {
-    let mut v = 0u64;
-    let mut n = 0;
-    for part in s.split(':') {
-        if part.is_empty() || part.len() > 2 {
-            return None;
-        }
-        v = v << 8 | u64::from(u8::from_str_radix(part, 16).ok()?);
-        n += 1;
-    }
-    (n == 6).then_some(v)
+    s.parse::<EthernetAddress>()
+        .ok()
+        .map(EthernetAddress::to_u64)
 }
 
 fn mac(field: &str, s: &str) -> Result<[u8; 6], E> {

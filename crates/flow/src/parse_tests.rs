@@ -702,7 +702,7 @@ proptest! {
 
     #[test]
     fn macs_parse_as_big_endian_numbers(mac in any::<[u8; 6]>()) {
-        let text = format!("dl_src={},actions=drop", crate::format::Mac(mac));
+        let text = format!("dl_src={},actions=drop", nfv_wire::EthernetAddress(mac));
         let spec = parse_flow(&text).unwrap();
         prop_assert_eq!(spec.matches.key.w[1] & ((1 << 48) - 1), mac_to_u64(mac));
     }

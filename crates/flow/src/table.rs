@@ -1,7 +1,9 @@
 //! The published flow table: the control plane edits a private copy and
 //! publishes it atomically; PMD threads read the current snapshot without
-//! locks. A version counter lets a PMD notice a change with one relaxed
-//! load per poll iteration and flush its exact-match cache.
+//! locks. Each generation carries a version; a PMD compares the published
+//! version (one acquire load, from its housekeeping, not per packet) with
+//! the version of the snapshot it holds, and on a change takes the new
+//! snapshot and flushes its exact-match cache.
 //!
 //! Thread safety: [`SharedFlowTable`] is `Sync`. Writers serialise among
 //! themselves with a mutex (control plane only); readers never block.
@@ -56,12 +58,10 @@ impl SharedFlowTable {
     }
 
     /// The current snapshot if it is not the generation `held` (one
-    /// acquire load when nothing changed). Readers compare against the
-    /// version *of the snapshot they hold*, never against a separately
-    /// read [`Self::version`]: reading the version after taking a snapshot
-    /// can pair an older table with a newer number, and a PMD that started
-    /// while the node was loading its flows kept an empty table for good
-    /// (every packet a `no_match` drop).
+    /// acquire load when nothing changed). Pass the version *of the
+    /// snapshot you hold*, never a separately read [`Self::version`]:
+    /// reading the version after taking a snapshot can pair an older table
+    /// with a newer number, and the newer table would never be picked up.
     #[inline(always)]
     pub fn snapshot_if_newer(&self, held: u64) -> Option<Arc<FlowTable>> {
         if self.version() == held {

@@ -9,13 +9,18 @@
 //!   does not own (guest buffers, AF_XDP UMEM) — see [`owner`].
 //! - [`Batch`]: up to [`BATCH`] packets, the unit every port and element
 //!   works on.
+//! - [`hint`] and [`Mapping`]: the cache hints and the `mmap` wrapper that
+//!   all ring and memory code shares.
 
+pub mod hint;
+pub mod mapping;
 pub mod owner;
 pub mod packet;
 pub mod pool;
 pub mod region;
 pub mod stats;
 
+pub use mapping::{Mapping, Populate};
 pub use packet::{HEADROOM, Packet};
 pub use pool::{PacketPool, PoolCache, PoolError};
 pub use region::{Backing, Region, RegionError};

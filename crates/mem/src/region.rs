@@ -7,9 +7,10 @@
 //! hugepages are never required unless the config says `require`.
 
 use crate::HugepageMode;
+use crate::mapping::{Mapping, Populate};
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 
 const HUGE_PAGE: usize = 2 << 20;
@@ -31,24 +32,17 @@ impl Backing {
     }
 }
 
-/// A mapped region. Unmapped on drop.
+/// A mapped region. Unmapped on drop (the pool that owns it leaks it
+/// instead while packets still point into it, see `pool.rs`).
 ///
 /// Thread safety: the region itself is just an address range; whoever
 /// hands out pieces of it (the pool) guarantees each byte has one writer.
 #[derive(Debug)]
 pub struct Region {
-    base: NonNull<u8>,
-    len: usize,
+    map: Mapping,
     backing: Backing,
     fd: OwnedFd,
 }
-
-// SAFETY: the mapping is process-wide and stays valid until `drop`; `Region`
-// hands out no references itself, so moving or sharing it between threads
-// cannot create aliasing.
-unsafe impl Send for Region {}
-// SAFETY: as above; all methods take `&self` and only read immutable fields.
-unsafe impl Sync for Region {}
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegionError {
@@ -108,45 +102,25 @@ impl Region {
                 err: io::Error::last_os_error(),
             });
         }
-        // MAP_POPULATE prefaults every page now, so the fast path never
-        // takes a page fault, and a hugetlb region without enough reserved
-        // pages fails here (ENOMEM) instead of with SIGBUS later.
-        // SAFETY: we map a file we own with a length it has; the result is
-        // checked before use.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(RegionError::Map {
+        // Prefaulted: the fast path never takes a page fault, and a hugetlb
+        // region without enough reserved pages fails here, not later.
+        let map =
+            Mapping::shared(fd.as_fd(), len, 0, Populate::Now).map_err(|err| RegionError::Map {
                 len,
                 backing: backing.as_str(),
-                err: io::Error::last_os_error(),
-            });
-        }
-        let base = NonNull::new(p.cast::<u8>()).expect("mmap returned null");
-        Ok(Region {
-            base,
-            len,
-            backing,
-            fd,
-        })
+                err,
+            })?;
+        Ok(Region { map, backing, fd })
     }
 
     pub fn base(&self) -> NonNull<u8> {
-        self.base
+        self.map.base()
     }
     pub fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.map.is_empty()
     }
     pub fn backing(&self) -> Backing {
         self.backing
@@ -157,22 +131,11 @@ impl Region {
     }
     /// True when `[ptr, ptr+len)` lies inside this region.
     pub fn contains(&self, ptr: *const u8, len: usize) -> bool {
-        let start = self.base.as_ptr() as usize;
+        let start = self.map.as_ptr() as usize;
         let p = ptr as usize;
         p >= start
             && p.checked_add(len)
-                .is_some_and(|end| end <= start + self.len)
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly the range mmap returned. The pool that
-        // owns this region leaks it instead of dropping it while packets
-        // still point into it (see `pool.rs`).
-        unsafe {
-            libc::munmap(self.base.as_ptr().cast(), self.len);
-        }
+                .is_some_and(|end| end <= start + self.map.len())
     }
 }
 

@@ -2,6 +2,7 @@
 //! AF_PACKET, TAP) need them: the index of a name, its MTU, bringing it
 //! up. Errors say which interface and what the user can do about it.
 
+use nfv_wire::l2::TAGGED_HEADER_LEN;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -128,7 +129,8 @@ fn ioctl(
     Ok(())
 }
 
-/// The interface's MTU (L3 bytes; a frame is MTU + 14, + 4 with a VLAN tag).
+/// The interface's MTU (L3 bytes; a frame adds an Ethernet header, and a
+/// VLAN tag when tagged).
 pub fn mtu(name: &str) -> Result<usize, IfaceError> {
     let mut req = ifreq(name)?;
     ioctl(name, "reading the MTU", libc::SIOCGIFMTU, &mut req)?;
@@ -140,14 +142,14 @@ pub fn mtu(name: &str) -> Result<usize, IfaceError> {
 /// `buffer` bytes; otherwise an error saying which MTU would.
 pub fn mtu_fitting(name: &str, buffer: usize) -> Result<usize, IfaceError> {
     let mtu = mtu(name)?;
-    let need = mtu + 14 + 4;
+    let need = mtu + TAGGED_HEADER_LEN;
     if need > buffer {
         return Err(IfaceError::MtuTooBig {
             iface: name.to_string(),
             mtu,
             need,
             have: buffer,
-            max_mtu: buffer.saturating_sub(14 + 4),
+            max_mtu: buffer.saturating_sub(TAGGED_HEADER_LEN),
         });
     }
     Ok(mtu)
@@ -156,7 +158,7 @@ pub fn mtu_fitting(name: &str, buffer: usize) -> Result<usize, IfaceError> {
 /// Largest Ethernet frame (without FCS) the interface sends or receives,
 /// allowing one VLAN tag.
 pub fn max_frame(name: &str) -> Result<usize, IfaceError> {
-    Ok(mtu(name)? + 14 + 4)
+    Ok(mtu(name)? + TAGGED_HEADER_LEN)
 }
 
 /// The interface's flags (`IFF_UP`, `IFF_RUNNING`, …).

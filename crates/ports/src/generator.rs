@@ -20,63 +20,72 @@ use crate::{Clock, Port, QueueCounters, RxQueue, TxQueue};
 use nfv_mem::{Batch, PoolCache};
 use nfv_traffic::mix::Pacer;
 use nfv_traffic::stamp::{STAMP_LEN, STAMP_OFFSET, Stamp, stream_id};
+use nfv_wire::{
+    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Packet, Ipv4Repr,
+    UdpPacket, UdpRepr, ethernet, ipv4, udp,
+};
 use std::sync::Arc;
 use std::sync::atomic::{
     AtomicU64,
     Ordering::{Acquire, Relaxed, Release},
 };
 
-const ETH_LEN: usize = 14;
-const IP_LEN: usize = 20;
-const UDP_LEN: usize = 8;
+/// Flow `f` uses UDP source port `src_port + f % FLOW_PORTS`.
 const FLOW_PORTS: u32 = 1024;
+/// Ethernet, IPv4 (no options) and UDP headers of a generated frame.
+const HEADERS_LEN: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN;
 
 /// Builds the template frame of `cfg.frame_size` bytes (flow 0).
 pub fn template(cfg: &GeneratorConfig) -> Vec<u8> {
     template_of_size(cfg, cfg.frame_size)
 }
 
-/// Builds the template frame of `size` bytes (flow 0). Its payload counts
-/// up from 0 (a stamp, if any, is written over the start per frame).
+/// Builds the template frame of `size` bytes (flow 0; at least the
+/// headers). Its payload counts up from 0 (a stamp, if any, is written over
+/// the start per frame). The UDP checksum is 0 ("none", which IPv4 allows),
+/// so flows only need the IP checksum fixed.
 pub fn template_of_size(cfg: &GeneratorConfig, size: usize) -> Vec<u8> {
-    let payload_len = size.saturating_sub(ETH_LEN + IP_LEN + UDP_LEN);
-    let payload: Vec<u8> = (0..payload_len).map(|i| i as u8).collect();
-    let builder = etherparse::PacketBuilder::ethernet2(cfg.src_mac, cfg.dst_mac)
-        .ipv4(cfg.src_ip.octets(), cfg.dst_ip.octets(), 64)
-        .udp(cfg.src_port, cfg.dst_port);
-    let mut frame = Vec::with_capacity(size);
-    builder
-        .write(&mut frame, &payload)
-        .expect("writing to a Vec cannot fail");
-    // IPv4 allows "no UDP checksum"; flows then only need the IP checksum fixed.
-    frame[ETH_LEN + IP_LEN + 6] = 0;
-    frame[ETH_LEN + IP_LEN + 7] = 0;
+    let payload_len = size.saturating_sub(HEADERS_LEN);
+    let mut frame = vec![0u8; HEADERS_LEN + payload_len];
+    let mut eth = EthernetFrame::new_unchecked(&mut frame[..]);
+    EthernetRepr {
+        src: EthernetAddress(cfg.src_mac),
+        dst: EthernetAddress(cfg.dst_mac),
+        ethertype: EtherType::IPV4,
+    }
+    .emit(&mut eth);
+    let mut ip = Ipv4Packet::new_unchecked(eth.payload_mut());
+    Ipv4Repr {
+        src: cfg.src_ip,
+        dst: cfg.dst_ip,
+        protocol: IpProtocol::UDP,
+        payload_len: udp::HEADER_LEN + payload_len,
+        ttl: 64,
+    }
+    .emit(&mut ip);
+    let mut udp = UdpPacket::new_unchecked(ip.payload_mut());
+    UdpRepr {
+        src_port: cfg.src_port,
+        dst_port: cfg.dst_port,
+        payload_len,
+    }
+    .emit_header(&mut udp);
+    for (i, b) in udp.payload_mut().iter_mut().enumerate() {
+        *b = i as u8;
+    }
     frame
 }
 
-fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut sum = 0u32;
-    for (i, c) in h[..IP_LEN].chunks_exact(2).enumerate() {
-        if i != 5 {
-            sum += u16::from_be_bytes([c[0], c[1]]) as u32;
-        }
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
-/// Writes flow `f`'s fields into a frame made from [`template`].
+/// Writes flow `f`'s fields (IPv4 source and its header checksum, UDP
+/// source port) into a frame made from [`template`].
 #[inline]
 pub fn stamp_flow(frame: &mut [u8], cfg: &GeneratorConfig, f: u32) {
     let sport = cfg.src_port.wrapping_add((f % FLOW_PORTS) as u16);
     let sip = u32::from(cfg.src_ip).wrapping_add(f / FLOW_PORTS);
-    let ip = &mut frame[ETH_LEN..ETH_LEN + IP_LEN];
-    ip[12..16].copy_from_slice(&sip.to_be_bytes());
-    let c = ipv4_checksum(ip);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    frame[ETH_LEN + IP_LEN..ETH_LEN + IP_LEN + 2].copy_from_slice(&sport.to_be_bytes());
+    let mut ip = Ipv4Packet::new_unchecked(&mut frame[ethernet::HEADER_LEN..]);
+    ip.set_src_addr(sip.into());
+    ip.fill_checksum();
+    UdpPacket::new_unchecked(ip.payload_mut()).set_src_port(sport);
 }
 
 /// Lock-free run control of a generator, for the control plane
@@ -443,6 +452,28 @@ mod tests {
                 }
                 _ => panic!("not ipv4"),
             }
+        }
+    }
+
+    /// The frames are byte for byte what etherparse builds for the same
+    /// headers (with the UDP checksum left out).
+    #[test]
+    fn template_matches_etherparse_byte_for_byte() {
+        for size in [42, 64, 65, 1518] {
+            let cfg = GeneratorConfig {
+                frame_size: size,
+                src_port: 4000,
+                ..Default::default()
+            };
+            let payload: Vec<u8> = (0..size - 42).map(|i| i as u8).collect();
+            let mut want = Vec::new();
+            etherparse::PacketBuilder::ethernet2(cfg.src_mac, cfg.dst_mac)
+                .ipv4(cfg.src_ip.octets(), cfg.dst_ip.octets(), 64)
+                .udp(cfg.src_port, cfg.dst_port)
+                .write(&mut want, &payload)
+                .unwrap();
+            want[40..42].copy_from_slice(&[0, 0]);
+            assert_eq!(template(&cfg), want, "{size} B");
         }
     }
 

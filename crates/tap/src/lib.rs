@@ -317,13 +317,7 @@ impl Port for TapPort {
                 },
             ),
             ("queues", self.fds.len().to_string()),
-            (
-                "mac",
-                format!(
-                    "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-                    m[0], m[1], m[2], m[3], m[4], m[5]
-                ),
-            ),
+            ("mac", nfv_wire::EthernetAddress(m).to_string()),
             ("max_frame", self.max_frame.to_string()),
             (
                 "syscalls",

@@ -214,12 +214,7 @@ pub fn drop_all_capabilities() {
 }
 
 fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut m = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in m.iter_mut() {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    parts.next().is_none().then_some(m)
+    s.parse::<nfv_wire::EthernetAddress>().ok().map(|a| a.0)
 }
 
 #[cfg(test)]

@@ -19,10 +19,12 @@
 //!
 //! A frame is taken as stamped only if the magic *and* the check match
 //! (a false accept of an unstamped payload is about 1 in 2^32). Frames are
-//! found by walking Ethernet (up to two VLAN tags), IPv4 (any header
-//! length, first fragment only) and UDP, so stamps survive VLAN push/strip
-//! and IP options. No I/O, no allocation, no `unsafe`, no panics on any
-//! input.
+//! found by walking Ethernet and VLAN tags by `nfv_wire::l2`'s rule (the
+//! same the flow key uses: up to two tags), IPv4 (any header length, first
+//! fragment only) and UDP, so stamps survive VLAN push/strip and IP
+//! options. No I/O, no allocation, no `unsafe`, no panics on any input.
+
+use nfv_wire::{EtherType, IpProtocol, Ipv4Packet, ethernet, ipv4, udp};
 
 /// Bytes a stamp occupies.
 pub const STAMP_LEN: usize = 22;
@@ -30,7 +32,7 @@ pub const STAMP_LEN: usize = 22;
 pub const MAGIC: u16 = 0x4E54;
 /// Where the generator puts the stamp: right after an untagged
 /// Ethernet/IPv4 (no options)/UDP header.
-pub const STAMP_OFFSET: usize = 14 + 20 + 8;
+pub const STAMP_OFFSET: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN;
 /// Largest sequence number a stamp holds.
 pub const SEQ_MAX: u64 = (1 << 48) - 1;
 
@@ -131,33 +133,27 @@ impl Stamp {
     }
 }
 
-/// Offset of the UDP payload in an Ethernet frame: Ethernet II with up to
-/// two 802.1Q/802.1ad tags, IPv4 (header length from IHL, first fragment
-/// only), UDP. `None` for anything else or a frame cut short.
+/// Offset of the UDP payload in an Ethernet frame: Ethernet II with VLAN
+/// tags skipped by `nfv_wire::l2`'s rule, IPv4 (header length from IHL,
+/// first fragment only), UDP. `None` for anything else or a frame cut short.
 #[inline]
 pub fn udp_payload_offset(frame: &[u8]) -> Option<usize> {
-    let mut off = 12;
-    let mut ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
-    for _ in 0..2 {
-        if ethertype == 0x8100 || ethertype == 0x88a8 {
-            off += 4;
-            ethertype = u16::from_be_bytes([*frame.get(off)?, *frame.get(off + 1)?]);
-        }
-    }
-    if ethertype != 0x0800 {
+    let l2 = nfv_wire::l2::walk(frame)?;
+    if l2.ethertype != EtherType::IPV4 {
         return None;
     }
-    let ip = off + 2;
-    let vihl = *frame.get(ip)?;
-    let ihl = usize::from(vihl & 0x0f) * 4;
-    if vihl >> 4 != 4 || ihl < 20 {
+    let ip = Ipv4Packet::new_unchecked(frame.get(l2.l3_offset..)?);
+    if ip.as_ref().len() < ipv4::HEADER_LEN {
         return None;
     }
-    let frag = u16::from_be_bytes([*frame.get(ip + 6)?, *frame.get(ip + 7)?]);
-    if frag & 0x1fff != 0 || *frame.get(ip + 9)? != 17 {
+    let ihl = usize::from(ip.header_len());
+    if ip.version() != 4 || ihl < ipv4::HEADER_LEN {
         return None;
     }
-    let payload = ip + ihl + 8;
+    if ip.frag_offset() != 0 || ip.protocol() != IpProtocol::UDP {
+        return None;
+    }
+    let payload = l2.l3_offset + ihl + udp::HEADER_LEN;
     (payload <= frame.len()).then_some(payload)
 }
 
@@ -275,6 +271,11 @@ mod tests {
         let mut qinq = tagged.clone();
         qinq.splice(12..12, [0x88, 0xa8, 0x00, 0x07]);
         assert_eq!(udp_payload_offset(&qinq), Some(50));
+        // nfv_wire::l2's rule: a third tag is not skipped.
+        let mut three_tags = qinq.clone();
+        three_tags.splice(12..12, [0x81, 0x00, 0x00, 0x09]);
+        assert_eq!(udp_payload_offset(&three_tags), None);
+        assert_eq!(nfv_wire::MAX_VLAN_TAGS, 2);
         let mut opts = plain.clone();
         opts[14] = 0x46;
         opts.splice(34..34, [1, 1, 1, 0]);

@@ -180,60 +180,13 @@ pub fn need_event(event: u16, new: u16, old: u16) -> bool {
     new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old)
 }
 
-/// A cache prefetch hint; never faults, whatever the address.
-#[inline(always)]
-pub(crate) fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // SAFETY: PREFETCHT0 is a hint: it does not fault on any address.
-        // (SSE is part of the x86_64 baseline.)
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-/// Prefetch with intent to write: PREFETCHW, which asks for the line in
-/// an exclusive state, so that the store that follows does not pay a
-/// second cross-core round trip to take ownership of a line the other side
-/// has read. Written as `asm!` because `_mm_prefetch::<_MM_HINT_ET0>` only
-/// emits PREFETCHW when the whole crate is built with the `prfchw` target
-/// feature, and silently falls back to a read prefetch otherwise (it did
-/// here: the binary had no PREFETCHW at all). CPUs without PREFETCHW
-/// execute its opcode (0F 0D /1) as a NOP.
-#[inline(always)]
-pub(crate) fn prefetch_write<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it does not fault on any address, reads
-    // or writes no architectural state, and touches neither stack nor flags.
-    unsafe {
-        core::arch::asm!("prefetchw [{}]", in(reg) p, options(nostack, preserves_flags, readonly));
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+// The shared cache hints (`nfv_mem::hint`), under the names the device
+// and memory code import from here.
+pub(crate) use nfv_mem::hint::{prefetch, prefetch_write};
 
 #[cfg(test)]
 mod tests {
-    use super::{need_event, prefetch, prefetch_write};
-
-    #[test]
-    fn prefetches_never_fault() {
-        // Descriptor addresses come from the guest unchecked: a prefetch of
-        // any address, mapped or not, must be a no-op for correctness.
-        let local = [0u8; 128];
-        for p in [
-            std::ptr::null::<u8>(),
-            usize::MAX as *const u8,
-            0x1000 as *const u8,
-            local.as_ptr(),
-        ] {
-            prefetch(p);
-            prefetch_write(p);
-        }
-        assert_eq!(local, [0u8; 128], "a prefetch writes nothing");
-    }
+    use super::need_event;
 
     #[test]
     fn need_event_matches_the_spec_window() {

@@ -11,6 +11,10 @@
 
 use crate::config::{AppKind, Mac};
 use nfv_mem::Batch;
+use nfv_wire::ethernet::field;
+
+/// The two MAC addresses at the front of a frame (what the apps rewrite).
+const MACS_LEN: usize = field::SOURCE.end;
 
 /// A packet-processing element run over each received batch.
 pub trait App: Send {
@@ -43,8 +47,8 @@ impl App for MacSwap {
     #[inline]
     fn process(&mut self, batch: &mut Batch) {
         for p in batch.iter_mut() {
-            if let Some(h) = p.data_mut().get_mut(..12) {
-                let (dst, src) = h.split_at_mut(6);
+            if let Some(h) = p.data_mut().get_mut(..MACS_LEN) {
+                let (dst, src) = h.split_at_mut(field::SOURCE.start);
                 dst.swap_with_slice(src);
             }
         }
@@ -54,14 +58,14 @@ impl App for MacSwap {
 /// Sets destination MAC to the next hop and source MAC to our own
 /// (testpmd's `mac` mode, DPDK `l2fwd`).
 pub struct L2Fwd {
-    header: [u8; 12],
+    header: [u8; MACS_LEN],
 }
 
 impl L2Fwd {
     pub fn new(next_hop: Mac, own: Mac) -> L2Fwd {
-        let mut header = [0u8; 12];
-        header[..6].copy_from_slice(&next_hop.0);
-        header[6..].copy_from_slice(&own.0);
+        let mut header = [0u8; MACS_LEN];
+        header[field::DESTINATION].copy_from_slice(&next_hop.0);
+        header[field::SOURCE].copy_from_slice(&own.0);
         L2Fwd { header }
     }
 }
@@ -73,7 +77,7 @@ impl App for L2Fwd {
     #[inline]
     fn process(&mut self, batch: &mut Batch) {
         for p in batch.iter_mut() {
-            if let Some(h) = p.data_mut().get_mut(..12) {
+            if let Some(h) = p.data_mut().get_mut(..MACS_LEN) {
                 h.copy_from_slice(&self.header);
             }
         }

@@ -2,6 +2,7 @@
 //! numbers, every field with its default), [`VnfConfig`] the validated
 //! form the runtime works with. Errors name the command-line flag.
 
+use nfv_wire::EthernetAddress;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -55,33 +56,18 @@ pub struct Mac(pub [u8; 6]);
 
 impl FromStr for Mac {
     type Err = String;
+    /// `02:00:00:00:00:01` (or with `-`), as `nfv_wire::EthernetAddress`
+    /// reads it.
     fn from_str(s: &str) -> Result<Mac, String> {
-        let mut m = [0u8; 6];
-        let mut parts = s.split([':', '-']);
-        for b in &mut m {
-            let p = parts
-                .next()
-                .ok_or("expected six hex bytes like 02:00:00:00:00:01")?;
-            if p.is_empty() || p.len() > 2 {
-                return Err(format!("bad byte {p:?} (expected 02:00:00:00:00:01)"));
-            }
-            *b = u8::from_str_radix(p, 16).map_err(|_| format!("bad hex byte {p:?}"))?;
-        }
-        if parts.next().is_some() {
-            return Err("more than six bytes".into());
-        }
-        Ok(Mac(m))
+        s.parse::<EthernetAddress>()
+            .map(|a| Mac(a.0))
+            .map_err(|_| format!("{s:?} is not a MAC address like 02:00:00:00:00:01"))
     }
 }
 
 impl fmt::Display for Mac {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let m = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            m[0], m[1], m[2], m[3], m[4], m[5]
-        )
+        EthernetAddress(self.0).fmt(f)
     }
 }
 

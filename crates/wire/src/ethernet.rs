@@ -51,6 +51,21 @@ impl EthernetAddress {
     pub const fn is_local(&self) -> bool {
         self.0[0] & 0x02 != 0
     }
+
+    /// The 48-bit big-endian number the address spells
+    /// (`00:00:00:00:00:01` is 1): one word to hash, mask or store.
+    #[inline(always)]
+    pub const fn to_u64(self) -> u64 {
+        let b = self.0;
+        u64::from_be_bytes([0, 0, b[0], b[1], b[2], b[3], b[4], b[5]])
+    }
+
+    /// The inverse of [`Self::to_u64`]; the high 16 bits of `v` are ignored.
+    #[inline(always)]
+    pub const fn from_u64(v: u64) -> Self {
+        let b = v.to_be_bytes();
+        EthernetAddress([b[2], b[3], b[4], b[5], b[6], b[7]])
+    }
 }
 
 impl From<[u8; 6]> for EthernetAddress {
@@ -502,6 +517,16 @@ mod tests {
         ];
         for s in bad {
             assert_eq!(s.parse::<EthernetAddress>(), Err(Error::Malformed), "{s:?}");
+        }
+        for (a, n) in [
+            (EthernetAddress::ZERO, 0),
+            (EthernetAddress::new(0, 0, 0, 0, 0, 1), 1),
+            (MAC, 0x5254_0012_3456),
+            (EthernetAddress::BROADCAST, 0xffff_ffff_ffff),
+        ] {
+            assert_eq!(a.to_u64(), n, "{a}");
+            assert_eq!(EthernetAddress::from_u64(n), a);
+            assert_eq!(EthernetAddress::from_u64(n | 0xabcd << 48), a);
         }
         assert_eq!(EthernetAddress::from_bytes(&FRAME[6..]), Some(MAC));
         assert_eq!(EthernetAddress::from_bytes(&FRAME[..5]), None);

@@ -14,6 +14,12 @@
 //! The crate is `no_std`, allocates nothing, does no I/O and contains no
 //! `unsafe`. It is meant for the per-packet path as well as for tests.
 //!
+//! It is the single owner of header layout in nfvswitch: flow extraction,
+//! the datapath's actions, the traffic stamp and the generator read and
+//! write headers through these views and `field` ranges (all compile-time
+//! constants), never through offsets of their own. How many VLAN tags are
+//! skipped before the network header is decided once, in [`l2`].
+//!
 //! Setters write the field and nothing else: changing a length or header-length
 //! field on a checked view can invalidate the check, so call `check_len` again
 //! before trusting the other accessors.
@@ -27,7 +33,9 @@ extern crate std;
 pub mod arp;
 pub mod checksum;
 pub mod ethernet;
+pub mod icmpv4;
 pub mod ipv4;
+pub mod l2;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;
@@ -37,6 +45,7 @@ use core::fmt;
 pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
 pub use ipv4::{IpProtocol, Ipv4Packet, Ipv4Repr};
+pub use l2::{L2Info, MAX_VLAN_TAGS};
 pub use tcp::{TcpFlags, TcpPacket};
 pub use udp::{UdpPacket, UdpRepr};
 pub use vlan::{VlanRepr, VlanTag};

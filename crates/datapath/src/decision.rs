@@ -1,0 +1,207 @@
+//! The forwarding decision for one batch (OVS's cache hierarchy, first
+//! tiers): extract every packet's flow key, look it up in the exact-match
+//! cache when this PMD has one, else in the classifier, and collect the
+//! rules the batch hit. Nothing here edits packets (it only tags each with
+//! its in_port) or touches a tx queue: what happens next is the element's
+//! business.
+//!
+//! Thread safety: one `Decision` per PMD thread (the EMC is not shared);
+//! the flow table it reads is an immutable, shared snapshot.
+
+use crate::stats::PmdCounters;
+use arrayvec::ArrayVec;
+use nfv_flow::emc::{EmcLookup, ExactMatchCache};
+use nfv_flow::extract::{MIN_FRAME, extract};
+use nfv_flow::table::FlowTable;
+use nfv_flow::{FlowKey, PortNo, Rule};
+use nfv_mem::hint::prefetch;
+use nfv_mem::{BATCH, Batch};
+use std::sync::Arc;
+
+/// Per-packet verdicts that are not an index into the batch's rule hits.
+const RUNT: u8 = u8::MAX;
+const NO_MATCH: u8 = u8::MAX - 1;
+
+/// Packets of one batch that hit one rule.
+struct RuleHits {
+    rule: Arc<Rule>,
+    packets: u64,
+    bytes: u64,
+}
+
+/// What the decision says about one packet.
+pub enum Verdict<'a> {
+    /// Shorter than an Ethernet header.
+    Runt,
+    /// No rule matches.
+    NoMatch,
+    /// This rule matched (its counters are credited by [`Decision::settle`]).
+    Rule(&'a Rule),
+}
+
+/// The verdicts of one batch, by position in the batch.
+pub struct Verdicts {
+    /// Rules hit by the batch, each once: consecutive packets of a flow
+    /// share an entry, so shared rule counters and reference counts are
+    /// touched once per batch, not per packet.
+    hits: ArrayVec<RuleHits, BATCH>,
+    /// Per packet: an index into `hits`, or [`RUNT`] / [`NO_MATCH`].
+    of: [u8; BATCH],
+}
+
+impl Verdicts {
+    /// The verdict on packet `i` of the batch last classified.
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> Verdict<'_> {
+        match self.of[i] {
+            RUNT => Verdict::Runt,
+            NO_MATCH => Verdict::NoMatch,
+            j => Verdict::Rule(&self.hits[j as usize].rule),
+        }
+    }
+}
+
+/// The decision tiers of one PMD: an optional EMC in front of the shared
+/// classifier snapshot.
+pub struct Decision {
+    /// `None` when the configuration disables the EMC: then it is neither
+    /// probed nor filled.
+    emc: Option<ExactMatchCache>,
+    table: Arc<FlowTable>,
+    keys: [FlowKey; BATCH],
+    hashes: [u32; BATCH],
+    verdicts: Verdicts,
+}
+
+impl Decision {
+    /// `emc_entries` 0 disables the exact-match cache.
+    pub fn new(emc_entries: usize, table: Arc<FlowTable>) -> Decision {
+        let emc = (emc_entries > 0).then(|| {
+            let mut emc = ExactMatchCache::new(emc_entries);
+            emc.sync_version(table.version);
+            emc
+        });
+        Decision {
+            emc,
+            table,
+            keys: [FlowKey::ZERO; BATCH],
+            hashes: [0; BATCH],
+            verdicts: Verdicts {
+                hits: ArrayVec::new(),
+                of: [RUNT; BATCH],
+            },
+        }
+    }
+
+    /// The generation of the flow table in use.
+    pub fn table_version(&self) -> u64 {
+        self.table.version
+    }
+
+    /// Switches to a new flow table generation (flushing the EMC).
+    pub fn set_table(&mut self, table: Arc<FlowTable>) {
+        if let Some(emc) = &mut self.emc {
+            emc.sync_version(table.version);
+        }
+        self.table = table;
+    }
+
+    /// Decides the fate of every packet of `batch` (received on
+    /// `in_port`, which each packet is tagged with). Returns the verdicts
+    /// and the batch's bytes. Call [`Self::settle`] once the verdicts have
+    /// been acted on.
+    #[inline]
+    pub fn classify(
+        &mut self,
+        in_port: PortNo,
+        batch: &mut Batch,
+        c: &mut PmdCounters,
+    ) -> (&Verdicts, u64) {
+        let rx_bytes = self.extract_keys(in_port, batch);
+        self.look_up(batch, c);
+        (&self.verdicts, rx_bytes)
+    }
+
+    /// Pass 1: keys (and their hashes when there is an EMC), prefetching
+    /// the next packet's headers.
+    #[inline(always)]
+    fn extract_keys(&mut self, in_port: PortNo, batch: &mut Batch) -> u64 {
+        let n = batch.len();
+        let hashed = self.emc.is_some();
+        let mut rx_bytes = 0u64;
+        for i in 0..n {
+            if i + 1 < n {
+                prefetch(batch[i + 1].data_ptr());
+            }
+            let p = &mut batch[i];
+            p.set_in_port(in_port);
+            rx_bytes += p.len() as u64;
+            let k = extract(in_port, p.data());
+            if hashed {
+                self.hashes[i] = k.hash();
+            }
+            self.keys[i] = k;
+        }
+        rx_bytes
+    }
+
+    /// Pass 2: EMC (if any), then classifier; verdicts and rule hits.
+    #[inline(always)]
+    fn look_up(&mut self, batch: &Batch, c: &mut PmdCounters) {
+        let v = &mut self.verdicts;
+        for i in 0..batch.len() {
+            let len = batch[i].len();
+            if len < MIN_FRAME {
+                v.of[i] = RUNT;
+                continue;
+            }
+            let key = &self.keys[i];
+            let found = match &mut self.emc {
+                Some(emc) => match emc.lookup(key, self.hashes[i]) {
+                    EmcLookup::Hit(r) => {
+                        c.emc_hits += 1;
+                        r
+                    }
+                    EmcLookup::Miss => {
+                        let r = self.table.classifier.lookup(key);
+                        emc.insert(key, self.hashes[i], r.cloned());
+                        c.classifier_hits += u64::from(r.is_some());
+                        r
+                    }
+                },
+                None => {
+                    let r = self.table.classifier.lookup(key);
+                    c.classifier_hits += u64::from(r.is_some());
+                    r
+                }
+            };
+            let Some(rule) = found else {
+                c.table_misses += 1;
+                v.of[i] = NO_MATCH;
+                continue;
+            };
+            let j = match v.hits.last() {
+                Some(h) if Arc::ptr_eq(&h.rule, rule) => v.hits.len() - 1,
+                _ => {
+                    v.hits.push(RuleHits {
+                        rule: rule.clone(),
+                        packets: 0,
+                        bytes: 0,
+                    });
+                    v.hits.len() - 1
+                }
+            };
+            v.hits[j].packets += 1;
+            v.hits[j].bytes += len as u64;
+            v.of[i] = j as u8;
+        }
+    }
+
+    /// Credits the rules hit by the last batch and lets go of them.
+    #[inline]
+    pub fn settle(&mut self) {
+        for h in self.verdicts.hits.drain(..) {
+            h.rule.stats.add(h.packets, h.bytes);
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The forwarding element a PMD runs on every received batch: decision
+//! ([`Decision`]: keys, EMC, classifier), then per packet either the
+//! single-output fast path straight into the fabric or the action
+//! interpreter, then [`Element::flush`] sends each output's batch with one
+//! tx burst. It owns no thread and no channel, so tests feed it batches
+//! directly (`tests/fixtures.rs`).
+//!
+//! Thread safety: one element per PMD thread; it shares only the flow
+//! table snapshot (immutable) and the MAC table (lock-free) with others.
+
+use crate::decision::{Decision, Verdict};
+use crate::fabric::Fabric;
+use crate::interpreter::Interpreter;
+use crate::mac_learning::MacTable;
+use crate::stats::PmdCounters;
+use nfv_flow::PortNo;
+use nfv_flow::table::FlowTable;
+use nfv_mem::{Batch, PoolCache};
+use nfv_ports::{DropReason, PortStats, QueueCounters, TxQueue};
+use std::sync::Arc;
+
+pub struct Element {
+    decision: Decision,
+    fabric: Fabric,
+    mac: Arc<MacTable>,
+    /// Seconds since the PMD started: the clock of MAC learning.
+    now_secs: u32,
+}
+
+impl Element {
+    /// `emc_entries` 0 disables the exact-match cache.
+    pub fn new(emc_entries: usize, table: Arc<FlowTable>, mac: Arc<MacTable>) -> Element {
+        Element {
+            decision: Decision::new(emc_entries, table),
+            fabric: Fabric::default(),
+            mac,
+            now_secs: 0,
+        }
+    }
+
+    /// The generation of the flow table in use.
+    pub fn table_version(&self) -> u64 {
+        self.decision.table_version()
+    }
+
+    /// Switches to a new flow table generation (flushing the EMC).
+    pub fn set_table(&mut self, table: Arc<FlowTable>) {
+        self.decision.set_table(table);
+    }
+
+    /// Advances MAC learning's clock (seconds, any epoch).
+    pub fn set_now(&mut self, secs: u32) {
+        self.now_secs = secs;
+    }
+
+    /// Gives this element a tx queue on port `no` (`qid`: this PMD's tx
+    /// counters in `stats`).
+    pub fn add_output(
+        &mut self,
+        no: PortNo,
+        txq: Box<dyn TxQueue>,
+        stats: Arc<PortStats>,
+        qid: usize,
+    ) {
+        self.fabric.add_tx(no, txq, stats, qid);
+    }
+
+    /// Forgets port `no`'s tx queue, freeing what was pending for it.
+    pub fn remove_output(&mut self, no: PortNo, pool: &mut PoolCache) {
+        self.fabric.del_tx(no, Some(pool));
+    }
+
+    /// Decides and queues every packet of `batch` (received on `in_port`,
+    /// whose rx counters are `rx`), leaving `batch` empty. Outputs go out
+    /// at the next [`Self::flush`].
+    #[inline]
+    pub fn process(
+        &mut self,
+        in_port: PortNo,
+        rx: &QueueCounters,
+        batch: &mut Batch,
+        pool: &mut PoolCache,
+        c: &mut PmdCounters,
+    ) {
+        let (verdicts, rx_bytes) = self.decision.classify(in_port, batch, c);
+        rx.add(batch.len() as u64, rx_bytes);
+        for (i, pkt) in batch.drain(..).enumerate() {
+            match verdicts.get(i) {
+                Verdict::Runt => {
+                    rx.drop(DropReason::Runt, 1);
+                    pool.free(pkt);
+                }
+                Verdict::NoMatch => {
+                    rx.drop(DropReason::NoMatch, 1);
+                    pool.free(pkt);
+                }
+                Verdict::Rule(rule) => match rule.single_output {
+                    Some(out) if out != in_port => self.fabric.output(out, pkt, rx, pool),
+                    _ => Interpreter {
+                        fabric: &mut self.fabric,
+                        mac: &self.mac,
+                        now_secs: self.now_secs,
+                        in_port,
+                        rx,
+                        pool,
+                    }
+                    .run(&rule.spec.actions, pkt),
+                },
+            }
+        }
+        self.decision.settle();
+    }
+
+    /// Sends every output's pending batch (one tx burst per port).
+    #[inline]
+    pub fn flush(&mut self, pool: &mut PoolCache) {
+        self.fabric.flush(pool);
+    }
+}

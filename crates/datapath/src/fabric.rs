@@ -1,0 +1,158 @@
+//! The switching fabric of one PMD: a tx slot per output port (its tx
+//! queue and the packets pending for it), one tx burst per output per
+//! batch. It knows ports and queues, never rules (netmap/VALE style: the
+//! decision picks destinations, the fabric moves packets).
+//!
+//! Every packet handed to [`Fabric::output`] is accounted for: queued, or
+//! freed with its drop counted where it happened (`no_port` on the in
+//! port's rx counters, `too_big` and `tx_full` on the out port's tx
+//! counters).
+
+use nfv_flow::PortNo;
+use nfv_mem::{Batch, Packet, PoolCache};
+use nfv_ports::{DropReason, PortStats, QueueCounters, TxQueue};
+use std::sync::Arc;
+
+const NO_SLOT: u16 = u16::MAX;
+
+/// One output port as seen by one PMD: its tx queue and pending packets.
+struct TxSlot {
+    no: PortNo,
+    txq: Box<dyn TxQueue>,
+    pending: Batch,
+    pending_bytes: u64,
+    stats: Arc<PortStats>,
+    qid: usize,
+    max_frame: usize,
+}
+
+impl TxSlot {
+    #[inline(always)]
+    fn counters(&self) -> &QueueCounters {
+        &self.stats.tx[self.qid]
+    }
+
+    /// One tx burst of everything pending; what the queue refuses is freed
+    /// and counted as `tx_full`.
+    #[inline]
+    fn send(&mut self, pool: &mut PoolCache) {
+        let n = self.pending.len();
+        let sent = self.txq.tx_burst(&mut self.pending, pool);
+        let mut unsent_bytes = 0;
+        for p in self.pending.drain(..) {
+            unsent_bytes += p.len() as u64;
+            pool.free(p);
+        }
+        let c = self.counters();
+        c.add(sent as u64, self.pending_bytes - unsent_bytes);
+        if sent < n {
+            c.drop(DropReason::TxFull, (n - sent) as u64);
+        }
+        self.pending_bytes = 0;
+    }
+}
+
+/// Tx slots by port number, and the ones with packets pending.
+///
+/// Thread safety: owned by one PMD thread.
+#[derive(Default)]
+pub struct Fabric {
+    tx: Vec<TxSlot>,
+    /// Port number → index in `tx`, or [`NO_SLOT`].
+    slot_of: Vec<u16>,
+    /// Indices in `tx` with packets pending, each once.
+    dirty: Vec<u16>,
+}
+
+impl Fabric {
+    /// Adds (or replaces) the tx queue of port `no`; `qid` selects this
+    /// PMD's tx counters in `stats`.
+    pub fn add_tx(&mut self, no: PortNo, txq: Box<dyn TxQueue>, stats: Arc<PortStats>, qid: usize) {
+        self.del_tx(no, None);
+        let max_frame = txq.max_frame();
+        let idx = self.tx.len() as u16;
+        self.tx.push(TxSlot {
+            no,
+            txq,
+            pending: Batch::new(),
+            pending_bytes: 0,
+            stats,
+            qid,
+            max_frame,
+        });
+        if self.slot_of.len() <= no as usize {
+            self.slot_of.resize(no as usize + 1, NO_SLOT);
+        }
+        self.slot_of[no as usize] = idx;
+        self.dirty.reserve(self.tx.len());
+    }
+
+    /// Removes a port's tx queue, freeing what was pending for it (into
+    /// `pool` when given, else by dropping the packets).
+    pub fn del_tx(&mut self, no: PortNo, pool: Option<&mut PoolCache>) {
+        let Some(&idx) = self.slot_of.get(no as usize) else {
+            return;
+        };
+        if idx == NO_SLOT {
+            return;
+        }
+        let mut slot = self.tx.swap_remove(idx as usize);
+        match pool {
+            Some(p) => p.free_batch(&mut slot.pending),
+            None => slot.pending.clear(),
+        }
+        self.dirty.retain(|&d| d != idx);
+        self.slot_of[no as usize] = NO_SLOT;
+        if let Some(moved) = self.tx.get(idx as usize) {
+            let old = self.tx.len() as u16;
+            self.slot_of[moved.no as usize] = idx;
+            for d in self.dirty.iter_mut().filter(|d| **d == old) {
+                *d = idx;
+            }
+        }
+    }
+
+    /// The port numbers that have a tx queue here (flooding's targets).
+    pub fn outputs(&self) -> impl Iterator<Item = PortNo> + '_ {
+        self.tx.iter().map(|s| s.no)
+    }
+
+    /// Queues `pkt` for port `out` (sending that port's pending batch first
+    /// if it is full). `rx` are the in port's counters, for `no_port`.
+    #[inline(always)]
+    pub fn output(&mut self, out: PortNo, pkt: Packet, rx: &QueueCounters, pool: &mut PoolCache) {
+        let idx = self.slot_of.get(out as usize).copied().unwrap_or(NO_SLOT);
+        if idx == NO_SLOT {
+            rx.drop(DropReason::NoPort, 1);
+            pool.free(pkt);
+            return;
+        }
+        let slot = &mut self.tx[idx as usize];
+        if pkt.len() > slot.max_frame {
+            slot.counters().drop(DropReason::TooBig, 1);
+            pool.free(pkt);
+            return;
+        }
+        if slot.pending.is_empty() {
+            self.dirty.push(idx);
+        } else if slot.pending.is_full() {
+            // Still listed in `dirty` (it was not empty): sent now, it
+            // keeps filling and is flushed with the rest.
+            slot.send(pool);
+        }
+        slot.pending_bytes += pkt.len() as u64;
+        slot.pending.push(pkt);
+    }
+
+    /// Sends every output's pending batch (one tx burst per port).
+    #[inline]
+    pub fn flush(&mut self, pool: &mut PoolCache) {
+        for &idx in &self.dirty {
+            let slot = &mut self.tx[idx as usize];
+            if !slot.pending.is_empty() {
+                slot.send(pool);
+            }
+        }
+        self.dirty.clear();
+    }
+}

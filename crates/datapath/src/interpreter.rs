@@ -1,0 +1,174 @@
+//! The action interpreter: runs a rule's action list on one packet.
+//! Edits come from `actions.rs`, outputs go to the fabric, `normal` learns
+//! and looks up MACs. Rules with one plain output never get here (the
+//! element sends those straight to the fabric).
+//!
+//! Accounting: every packet ends up queued on some output or counted as a
+//! drop on the in port's rx counters: `action_drop` when no output took
+//! it, the edit's reason (`runt`, `no_headroom`) when an edit failed,
+//! `no_buffers` when a copy for an extra output could not be had.
+
+use crate::actions;
+use crate::fabric::Fabric;
+use crate::mac_learning::MacTable;
+use nfv_flow::{Action, PortNo};
+use nfv_mem::{Packet, PoolCache};
+use nfv_ports::{DropReason, QueueCounters};
+use nfv_wire::EthernetFrame;
+
+/// Most ports one flood reaches.
+const FLOOD_MAX: usize = 64;
+
+/// How one action of a list went.
+enum Step {
+    /// Go on with the next action.
+    Next,
+    /// A copy of the packet was handed to an output; go on.
+    Carried,
+    /// Stop: drop the packet for this reason.
+    Failed(DropReason),
+}
+
+impl From<Result<(), DropReason>> for Step {
+    fn from(r: Result<(), DropReason>) -> Step {
+        match r {
+            Ok(()) => Step::Next,
+            Err(reason) => Step::Failed(reason),
+        }
+    }
+}
+
+/// Everything an action list may touch while it runs on one packet.
+pub(crate) struct Interpreter<'a> {
+    pub fabric: &'a mut Fabric,
+    pub mac: &'a MacTable,
+    /// Seconds since the PMD started (MAC learning's clock).
+    pub now_secs: u32,
+    pub in_port: PortNo,
+    /// The in port's rx counters (drops are counted there).
+    pub rx: &'a QueueCounters,
+    pub pool: &'a mut PoolCache,
+}
+
+impl Interpreter<'_> {
+    /// Runs `acts` in order; an output sends the packet as modified so far
+    /// (a copy, unless it is the last output of the list).
+    pub fn run(&mut self, acts: &[Action], mut pkt: Packet) {
+        let last_out = acts
+            .iter()
+            .rposition(|a| matches!(a, Action::Output(_) | Action::Normal));
+        let Some(last_out) = last_out else {
+            self.rx.drop(DropReason::Action, 1);
+            self.pool.free(pkt);
+            return;
+        };
+        // Whether some output took charge of (a copy of) the packet; if
+        // none did, the packet is an `action_drop`.
+        let mut accounted = false;
+        for (i, a) in acts.iter().enumerate().take(last_out + 1) {
+            let last = i == last_out;
+            let step = match a {
+                Action::SetDlSrc(m) => actions::set_dl_src(&mut pkt, m).into(),
+                Action::SetDlDst(m) => actions::set_dl_dst(&mut pkt, m).into(),
+                Action::SetVlanVid(v) => actions::set_vlan_vid(&mut pkt, *v).into(),
+                Action::PushVlan(t) => actions::push_vlan(&mut pkt, *t).into(),
+                Action::StripVlan => actions::strip_vlan(&mut pkt).into(),
+                // OpenFlow: never back out of the in_port.
+                Action::Output(out) if *out == self.in_port => Step::Next,
+                Action::Output(out) if last => {
+                    self.fabric.output(*out, pkt, self.rx, self.pool);
+                    return;
+                }
+                Action::Output(out) => self.copy_to(&pkt, |s, c| {
+                    s.fabric.output(*out, c, s.rx, s.pool);
+                    true
+                }),
+                Action::Normal if last => {
+                    let took = self.normal(pkt);
+                    return self.done(accounted || took);
+                }
+                Action::Normal => self.copy_to(&pkt, |s, c| s.normal(c)),
+            };
+            match step {
+                Step::Next => {}
+                Step::Carried => accounted = true,
+                Step::Failed(reason) => {
+                    self.rx.drop(reason, 1);
+                    self.pool.free(pkt);
+                    return;
+                }
+            }
+        }
+        // The last output was to the in_port: nothing carries the packet.
+        self.pool.free(pkt);
+        self.done(accounted);
+    }
+
+    /// Hands a copy of `pkt` to `send`, which says whether something took
+    /// it. Without a buffer for the copy the whole packet is dropped.
+    fn copy_to(&mut self, pkt: &Packet, send: impl FnOnce(&mut Self, Packet) -> bool) -> Step {
+        let Some(c) = self.pool.copy(pkt) else {
+            return Step::Failed(DropReason::NoBuffers);
+        };
+        if send(self, c) {
+            Step::Carried
+        } else {
+            Step::Next
+        }
+    }
+
+    #[inline]
+    fn done(&self, accounted: bool) {
+        if !accounted {
+            self.rx.drop(DropReason::Action, 1);
+        }
+    }
+
+    /// The `normal` action: learn the source, forward to the learned port
+    /// of the destination, or flood to every other port. Returns false if
+    /// nothing took the packet (destination behind the in port, or no other
+    /// port): the caller counts that as an `action_drop`.
+    fn normal(&mut self, pkt: Packet) -> bool {
+        let Ok(eth) = EthernetFrame::new_checked(pkt.data()) else {
+            // Runts never reach actions (the decision drops them first).
+            self.pool.free(pkt);
+            return false;
+        };
+        let (dst, src) = (eth.dst_addr(), eth.src_addr());
+        self.mac.learn(&src.0, self.in_port, self.now_secs);
+        match self.mac.lookup(&dst.0, self.now_secs) {
+            Some(out) if out == self.in_port => {
+                self.pool.free(pkt);
+                false
+            }
+            Some(out) => {
+                self.fabric.output(out, pkt, self.rx, self.pool);
+                true
+            }
+            None => self.flood(pkt),
+        }
+    }
+
+    /// Sends `pkt` (and copies) to every output but the in port.
+    fn flood(&mut self, pkt: Packet) -> bool {
+        let in_port = self.in_port;
+        let targets: arrayvec::ArrayVec<PortNo, FLOOD_MAX> = self
+            .fabric
+            .outputs()
+            .filter(|&p| p != in_port)
+            .take(FLOOD_MAX)
+            .collect();
+        let Some((&last, rest)) = targets.split_last() else {
+            self.pool.free(pkt);
+            return false;
+        };
+        for &p in rest {
+            match self.pool.copy(&pkt) {
+                Some(c) => self.fabric.output(p, c, self.rx, self.pool),
+                None => self.rx.drop(DropReason::NoBuffers, 1),
+            }
+        }
+        self.fabric.output(last, pkt, self.rx, self.pool);
+        true
+    }
+}
