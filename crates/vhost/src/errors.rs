@@ -13,7 +13,7 @@ use nfv_virtio::{DeviceQueue, QueueErrors, QueueStats};
 use crate::shared::{ERROR_KINDS, ErrorMirror};
 
 /// Counter names, in the order of `values`.
-pub const NAMES: [&str; 15] = [
+pub const NAMES: [&str; 16] = [
     "avail_idx_jump",
     "desc_id_out_of_range",
     "desc_out_of_memory",
@@ -29,6 +29,7 @@ pub const NAMES: [&str; 15] = [
     "bad_chain_drops",
     "alloc_failures",
     "interrupt_errors",
+    "budget_exhausted",
 ];
 
 /// Number of protocol-violation counters at the front of [`NAMES`].
@@ -51,6 +52,7 @@ pub fn values(e: &QueueErrors, s: &QueueStats) -> [u64; ERROR_KINDS] {
         s.bad_chain_drops,
         s.alloc_failures,
         s.interrupt_errors,
+        s.budget_exhausted,
     ]
 }
 
@@ -64,6 +66,7 @@ pub fn trigger(dq: &DeviceQueue) -> u64 {
         + s.bad_chain_drops
         + s.alloc_failures
         + s.interrupt_errors
+        + s.budget_exhausted
 }
 
 /// Copies `dq`'s counters (on top of `base`, the ring's totals before this

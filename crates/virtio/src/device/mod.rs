@@ -23,6 +23,7 @@ use crate::layout::{
 use crate::memory::GuestMemory;
 use crate::ring::{Ring, SetupError, need_event, prefetch_write};
 use chain::ChainError;
+pub use chain::{BURST_DESC_BUDGET, MAX_CHAIN_DESCS};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -60,7 +61,9 @@ pub struct QueueErrors {
     pub desc_id_out_of_range: u64,
     /// A buffer (`addr`, `len`) not inside one guest memory region.
     pub desc_out_of_memory: u64,
-    /// A chain longer than the queue or its indirect table: a loop.
+    /// A chain of more than [`MAX_CHAIN_DESCS`] descriptors (on RX with
+    /// MRG_RXBUF: the chains of one packet together), or longer than its
+    /// table (a loop).
     pub chain_too_long: u64,
     /// An indirect table whose length is 0, not a multiple of 16 or more
     /// than 65536 entries.
@@ -128,6 +131,10 @@ pub struct QueueStats {
     pub interrupts: u64,
     /// Failed writes to the call eventfd.
     pub interrupt_errors: u64,
+    /// Bursts that stopped taking chains because they had visited
+    /// [`BURST_DESC_BUDGET`] descriptors (the rest waited for the next
+    /// burst). Normal traffic never does: a driver posting long chains.
+    pub budget_exhausted: u64,
 }
 
 /// Used elements collected before being copied to the used ring.
@@ -160,6 +167,9 @@ pub struct DeviceQueue {
     last_pending: u16,
     errors: QueueErrors,
     stats: QueueStats,
+    /// Descriptors the last bursts visited beyond [`BURST_DESC_BUDGET`],
+    /// not yet repaid by skipped bursts (see [`DeviceQueue::owe`]).
+    debt: u32,
 }
 
 // SAFETY: the raw pointers point into `mem`, which the queue keeps alive
@@ -217,6 +227,7 @@ impl DeviceQueue {
             last_pending: 0,
             errors: QueueErrors::default(),
             stats: QueueStats::default(),
+            debt: 0,
         };
         q.set_kick_wanted(false);
         Ok(q)
