@@ -433,9 +433,11 @@ fn bursts_stop_at_the_budget_and_lose_nothing() {
             assert_eq!(got, taken, "{name}: chains taken per burst");
             let cuts = want.iter().filter(|w| w.1).count() as u64;
             assert_eq!(q.stats().budget_exhausted, cuts, "{name}");
-            // The queue is never skipped more than twice in a row.
+            // The queue is skipped only while it repays the overshoot of
+            // one chain.
             let longest_skip = got.split(|&n| n != 0).map(|s| s.len()).max();
-            assert!(longest_skip.unwrap_or(0) <= 2, "{name}: {got:?}");
+            let bound = (MAX_CHAIN_DESCS - 1).div_ceil(BURST_DESC_BUDGET) as usize;
+            assert!(longest_skip.unwrap_or(0) <= bound, "{name}: {got:?}");
             // Every chain returned once, in avail order, none an error
             // (RX: each holds a packet; TX chains are returned empty).
             for i in 0..row.costs.len() as u16 {

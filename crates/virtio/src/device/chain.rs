@@ -64,13 +64,17 @@ pub const MAX_CHAIN_DESCS: u32 = 256;
 /// burst — the other queues of the PMD get their turn, the way a
 /// deficit-round-robin scheduler shares a link.
 ///
-/// Why 128 (four per chain of a full burst of 32): a burst of normal
-/// chains (one or two descriptors each, an indirect one plus its table's
-/// few entries) never reaches it, and walking 128 descriptors costs about
-/// what one normal burst costs (see bench/README.md, `nfv-bench starve`).
-/// Linux vhost bounds one run of a queue the same way, by packets and
-/// bytes (`vhost_exceeds_weight`).
-pub const BURST_DESC_BUDGET: u32 = 128;
+/// Why 64 (two per chain of a full burst of 32): normal chains take one
+/// descriptor (virtio 1.x drivers put the header in front of the frame;
+/// one buffer per RX chain), two with a separate header, so a normal
+/// burst is never cut; chains of three (an indirect descriptor with a
+/// two-entry table) are taken about 21 per burst, the rest next burst.
+/// And it keeps a hostile queue's share of the PMD within what a busy
+/// well-behaved neighbour takes: walking 64 descriptors costs less than
+/// copying a full burst of 64-byte frames (`nfv-bench starve`,
+/// bench/README.md). Linux vhost bounds one run of a queue the same way,
+/// by packets and bytes (`vhost_exceeds_weight`).
+pub const BURST_DESC_BUDGET: u32 = 64;
 
 /// Iterator state over one chain.
 pub(crate) struct Chain {
@@ -187,7 +191,8 @@ impl super::DeviceQueue {
     /// Ends a burst that visited `spent` descriptors: what it took beyond
     /// the budget (at most `MAX_CHAIN_DESCS - 1`, the last chain's
     /// overshoot) becomes debt, so the queue's average stays within the
-    /// budget and it skips at most two bursts.
+    /// budget; it skips at most `(MAX_CHAIN_DESCS - 1) / BURST_DESC_BUDGET`
+    /// rounded up (4) bursts in a row.
     #[inline(always)]
     pub(super) fn owe(&mut self, spent: u32) {
         self.debt = spent.saturating_sub(BURST_DESC_BUDGET);
