@@ -42,8 +42,9 @@ use nfv_mem::{BATCH, Batch, PoolCache};
 use nfv_virtio::DeviceQueue;
 use nfv_virtio::device::MAX_CHAIN_DESCS;
 use nfv_virtio::layout::{
-    Desc, VIRTIO_F_VERSION_1 as V1, VIRTIO_NET_F_MRG_RXBUF as MRG, VIRTIO_RING_F_EVENT_IDX as EVIDX,
-    VIRTQ_DESC_F_INDIRECT as IND, VIRTQ_DESC_F_NEXT as NEXT, VIRTQ_DESC_F_WRITE as WRITE,
+    Desc, VIRTIO_F_VERSION_1 as V1, VIRTIO_NET_F_MRG_RXBUF as MRG,
+    VIRTIO_RING_F_EVENT_IDX as EVIDX, VIRTQ_DESC_F_INDIRECT as IND, VIRTQ_DESC_F_NEXT as NEXT,
+    VIRTQ_DESC_F_WRITE as WRITE,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use vq::{Loopback, LoopbackCfg, Mock};
@@ -359,7 +360,9 @@ pub fn starve(a: StarveArgs) -> Result<(), String> {
             } else {
                 let (cyc, moved) = one_thread(kind, a.iterations);
                 if moved < BATCH as f64 * 0.99 {
-                    return Err(format!("{name}: port A moved {moved:.1} of {BATCH} per burst"));
+                    return Err(format!(
+                        "{name}: port A moved {moved:.1} of {BATCH} per burst"
+                    ));
                 }
                 // A's throughput with the PMD saturated: 32 per iteration.
                 let mpps = BATCH as f64 * hz / cyc / 1e6;
