@@ -35,7 +35,6 @@
 //! rounds.
 
 #[path = "../../crates/virtio/tests/common/mod.rs"]
-#[allow(dead_code, clippy::undocumented_unsafe_blocks)]
 mod vq;
 
 use nfv_mem::{BATCH, Batch, PoolCache};

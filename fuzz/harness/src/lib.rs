@@ -12,9 +12,12 @@ pub mod flow_extract;
 mod guest;
 pub mod virtio_burst;
 
+/// A target's function: the raw input, a panic on a bug.
+pub type Target = fn(&[u8]);
+
 /// Every target: its name (= `fuzz/fuzz_targets/<name>.rs` and
 /// `fuzz/corpus/<name>/`) and its function.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("virtio_burst", virtio_burst::run),
     ("flow_extract", flow_extract::run),
     ("flow_actions", flow_actions::run),

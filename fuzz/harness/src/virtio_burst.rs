@@ -218,10 +218,10 @@ pub fn run(data: &[u8]) {
         ring.set_avail_idx(*posted);
     };
     post(&mut b, &ring, &mut posted);
-    // Driver-owned memory: descriptor table and avail ring, indirect
-    // tables and buffers (everything but the used ring).
+    // Memory only the driver writes: the descriptor table, indirect
+    // tables and buffers (not the avail ring: `bursts` posts more).
     let driver_owned = |r: &Ring| {
-        let mut v = r.mem.snapshot(0, r.off(r.used));
+        let mut v = r.mem.snapshot(0, r.off(r.avail));
         v.extend(r.mem.snapshot(INDIRECT_AT, r.mem.len()));
         v
     };
