@@ -6,6 +6,9 @@
 //! * `compare` — the same endpoint and topology through nfvswitch, OVS-DPDK
 //!   and a testpmd "wire", interleaved, with ratios against the targets
 //!   (see [`compare`]; `bench/compare` builds and runs it).
+//! * `starve` — does a VNF posting maximal legal chains starve the other
+//!   port of its PMD? In process, on the real device queues (see
+//!   [`starve`]).
 //! * `kernel-port` — rx and tx Mpps of kernel-interface ports (AF_XDP,
 //!   AF_PACKET) over a veth pair into a namespace (see [`kernel_port`];
 //!   the namespace traffic is in [`kernel_traffic`]).
@@ -35,6 +38,7 @@ mod paired;
 mod proc;
 mod report;
 mod scenario;
+mod starve;
 mod switch;
 mod testpmd;
 mod trial;
@@ -79,6 +83,10 @@ enum Cmd {
     Compare(compare::CompareArgs),
     /// AF_XDP / AF_PACKET port rx and tx Mpps over veth (needs root).
     KernelPort(kernel_port::KernelPortArgs),
+    /// A well-behaved port's throughput while its PMD neighbour posts
+    /// maximal chains (in process); ratios against a quiet and a busy
+    /// neighbour.
+    Starve(starve::StarveArgs),
 }
 
 fn main() -> ExitCode {
@@ -102,6 +110,7 @@ fn main() -> ExitCode {
         Cmd::Hop(a) => hop::hop(a),
         Cmd::Compare(a) => compare::compare(a),
         Cmd::KernelPort(a) => kernel_port::kernel_port(a),
+        Cmd::Starve(a) => starve::starve(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

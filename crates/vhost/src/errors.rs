@@ -13,7 +13,7 @@ use nfv_virtio::{DeviceQueue, QueueErrors, QueueStats};
 use crate::shared::{ERROR_KINDS, ErrorMirror};
 
 /// Counter names, in the order of `values`.
-pub const NAMES: [&str; 17] = [
+pub const NAMES: [&str; 18] = [
     "avail_idx_jump",
     "desc_id_out_of_range",
     "desc_out_of_memory",
@@ -31,6 +31,7 @@ pub const NAMES: [&str; 17] = [
     "interrupt_errors",
     "call_blocked",
     "memory_fault",
+    "budget_exhausted",
 ];
 
 /// Number of protocol-violation counters at the front of [`NAMES`].
@@ -55,6 +56,7 @@ pub fn values(e: &QueueErrors, s: &QueueStats) -> [u64; ERROR_KINDS] {
         s.interrupt_errors,
         s.call_blocked,
         s.memory_faults,
+        s.budget_exhausted,
     ]
 }
 
@@ -70,6 +72,7 @@ pub fn trigger(dq: &DeviceQueue) -> u64 {
         + s.interrupt_errors
         + s.call_blocked
         + s.memory_faults
+        + s.budget_exhausted
 }
 
 /// Copies `dq`'s counters (on top of `base`, the ring's totals before this

@@ -1,7 +1,10 @@
 //! Walking one descriptor chain (virtio §2.7.5, §2.7.5.3) in hostile
 //! memory. Each descriptor is read once (volatile copy) and bounds-checked
-//! once; the walk is bounded by the queue size (or the indirect table's
-//! entries), so loops end with [`ChainError::TooLong`].
+//! once; the walk ends with [`ChainError::TooLong`] after
+//! [`MAX_CHAIN_DESCS`] descriptors, or earlier when it visits more
+//! descriptors than its table holds (a loop). The walker counts what it
+//! visited ([`Chain::steps`]) so that bursts can bound their total work
+//! ([`BURST_DESC_BUDGET`]).
 
 use crate::layout::{Desc, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE};
 use crate::memory::GuestMemory;
@@ -32,30 +35,84 @@ pub(crate) struct Seg {
 /// chain can use more (Linux vhost has the same limit).
 const MAX_INDIRECT: u32 = 65536;
 
+/// Most descriptors one chain may use (direct ones, the indirect one and
+/// its table's entries together; zero-length ones count too). On the RX
+/// side with MRG_RXBUF the limit holds for all chains of one packet
+/// together. A chain over it is returned unused and counted as
+/// `chain_too_long`.
+///
+/// Why 256: without the cap a spec-legal chain may hold 65,536
+/// zero-length descriptors (an indirect table), about 1,000 times the
+/// work of a normal burst. The peers of this switch need far fewer: our
+/// frames are at most a pool frame (no GSO/TSO is negotiated), a Linux
+/// guest puts one skb in at most `MAX_SKB_FRAGS + 2` descriptors (19 by
+/// default, 47 at the largest configurable value), DPDK's virtio PMD one
+/// descriptor per mbuf segment (5 for a 9,000-byte frame in 2 KiB mbufs).
+/// DPDK's own vhost library stops at 256 buffer vectors per packet
+/// (`BUF_VECTOR_MAX`; it does not count zero-length descriptors, which
+/// it bounds by the queue size instead); Linux vhost at 1,024 iovecs
+/// (`UIO_MAXIOV`). We take DPDK's figure and count every descriptor, so
+/// zero-length ones cannot slip past it.
+pub const MAX_CHAIN_DESCS: u32 = 256;
+
+/// Descriptors one burst may visit before it stops taking chains: a burst
+/// always finishes the chain it is in and then leaves the rest for the
+/// next burst, so it visits fewer than `BURST_DESC_BUDGET +
+/// MAX_CHAIN_DESCS`. What a burst spends above the budget is carried as debt (see
+/// `DeviceQueue::owe`): the queue's next bursts are skipped until it is
+/// repaid, so on average a queue never takes more than the budget per
+/// burst — the other queues of the PMD get their turn, the way a
+/// deficit-round-robin scheduler shares a link.
+///
+/// Why 64 (two per chain of a full burst of 32): normal chains take one
+/// descriptor (virtio 1.x drivers put the header in front of the frame;
+/// one buffer per RX chain), two with a separate header, so a normal
+/// burst is never cut; chains of three (an indirect descriptor with a
+/// two-entry table) are taken about 21 per burst, the rest next burst.
+/// And it keeps a hostile queue's share of the PMD within what a busy
+/// well-behaved neighbour takes: walking 64 descriptors costs less than
+/// copying a full burst of 64-byte frames (`nfv-bench starve`,
+/// bench/README.md). Linux vhost bounds one run of a queue the same way,
+/// by packets and bytes (`vhost_exceeds_weight`).
+pub const BURST_DESC_BUDGET: u32 = 64;
+
 /// Iterator state over one chain.
 pub(crate) struct Chain {
     table: *const Desc,
     table_len: u32,
     next: u32,
-    budget: u32,
+    /// Descriptors visited so far.
+    steps: u32,
+    /// `steps` at which the walk fails: the end of the current table (a
+    /// longer walk loops) or the cap, whichever comes first.
+    limit: u32,
     indirect: bool,
     done: bool,
 }
 
 impl Chain {
     /// A chain starting at `head` (the caller checked `head < size`) in the
-    /// queue's descriptor table of `size` entries.
+    /// queue's descriptor table of `size` entries. `used` descriptors of
+    /// the cap are already spent (earlier chains of the same RX packet).
     #[inline(always)]
-    pub fn new(desc: *const Desc, size: u16, head: u16) -> Chain {
+    pub fn new(desc: *const Desc, size: u16, head: u16, used: u32) -> Chain {
         debug_assert!(head < size);
         Chain {
             table: desc,
             table_len: size as u32,
             next: head as u32,
-            budget: size as u32,
+            steps: used,
+            limit: (used + size as u32).min(MAX_CHAIN_DESCS),
             indirect: false,
             done: false,
         }
+    }
+
+    /// Descriptors visited, including those of the earlier chains passed
+    /// to [`Chain::new`].
+    #[inline(always)]
+    pub fn steps(&self) -> u32 {
+        self.steps
     }
 
     /// The next buffer of the chain, `None` at its end. An indirect
@@ -68,10 +125,10 @@ impl Chain {
             if self.done {
                 return Ok(None);
             }
-            if self.budget == 0 {
+            if self.steps >= self.limit {
                 return Err(ChainError::TooLong);
             }
-            self.budget -= 1;
+            self.steps += 1;
             // SAFETY: `next < table_len` always holds (checked before it is
             // stored; `new`'s caller checked `head`), `table` points to
             // `table_len` descriptors inside guest memory (the queue's table,
@@ -95,7 +152,7 @@ impl Chain {
                 self.table = p.cast();
                 self.table_len = d.len / 16;
                 self.next = 0;
-                self.budget = self.table_len;
+                self.limit = (self.steps + self.table_len).min(MAX_CHAIN_DESCS);
                 self.indirect = true;
                 continue;
             }
@@ -116,5 +173,28 @@ impl Chain {
                 write: d.flags & VIRTQ_DESC_F_WRITE != 0,
             }));
         }
+    }
+}
+
+impl super::DeviceQueue {
+    /// True when this burst must be skipped to repay earlier overspending
+    /// (and repays one burst's budget). One compare on the normal path.
+    #[inline(always)]
+    pub(super) fn in_debt(&mut self) -> bool {
+        if self.debt == 0 {
+            return false;
+        }
+        self.debt = self.debt.saturating_sub(BURST_DESC_BUDGET);
+        true
+    }
+
+    /// Ends a burst that visited `spent` descriptors: what it took beyond
+    /// the budget (at most `MAX_CHAIN_DESCS - 1`, the last chain's
+    /// overshoot) becomes debt, so the queue's average stays within the
+    /// budget; it skips at most `(MAX_CHAIN_DESCS - 1) / BURST_DESC_BUDGET`
+    /// rounded up (4) bursts in a row.
+    #[inline(always)]
+    pub(super) fn owe(&mut self, spent: u32) {
+        self.debt = spent.saturating_sub(BURST_DESC_BUDGET);
     }
 }

@@ -31,6 +31,7 @@ use crate::memory::GuestMemory;
 use crate::notify::Call;
 use crate::ring::{Ring, SetupError, need_event, prefetch_write};
 use chain::ChainError;
+pub use chain::{BURST_DESC_BUDGET, MAX_CHAIN_DESCS};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -69,7 +70,9 @@ pub struct QueueErrors {
     pub desc_id_out_of_range: u64,
     /// A buffer (`addr`, `len`) not inside one guest memory region.
     pub desc_out_of_memory: u64,
-    /// A chain longer than the queue or its indirect table: a loop.
+    /// A chain of more than [`MAX_CHAIN_DESCS`] descriptors (on RX with
+    /// MRG_RXBUF: the chains of one packet together), or longer than its
+    /// table (a loop).
     pub chain_too_long: u64,
     /// An indirect table whose length is 0, not a multiple of 16 or more
     /// than 65536 entries.
@@ -145,6 +148,10 @@ pub struct QueueStats {
     /// Times the queue was stopped because its guest memory faulted
     /// (SIGBUS survived; see [`DeviceQueue::quarantine_memory_fault`]).
     pub memory_faults: u64,
+    /// Bursts that stopped taking chains because they had visited
+    /// [`BURST_DESC_BUDGET`] descriptors (the rest waited for the next
+    /// burst). Normal traffic never does: a driver posting long chains.
+    pub budget_exhausted: u64,
 }
 
 /// Used elements collected before being copied to the used ring.
@@ -177,6 +184,9 @@ pub struct DeviceQueue {
     last_pending: u16,
     errors: QueueErrors,
     stats: QueueStats,
+    /// Descriptors the last bursts visited beyond [`BURST_DESC_BUDGET`],
+    /// not yet repaid by skipped bursts (see [`DeviceQueue::owe`]).
+    debt: u32,
 }
 
 // SAFETY: the raw pointers point into `mem`, which the queue keeps alive
@@ -234,6 +244,7 @@ impl DeviceQueue {
             last_pending: 0,
             errors: QueueErrors::default(),
             stats: QueueStats::default(),
+            debt: 0,
         };
         q.set_kick_wanted(false);
         Ok(q)

@@ -7,7 +7,7 @@
 //! available) and leave the packet and the rest of the batch to the caller.
 
 use super::DeviceQueue;
-use super::chain::{Chain, ChainError};
+use super::chain::{BURST_DESC_BUDGET, Chain, ChainError};
 use super::tx::PREFETCH_AHEAD;
 use crate::ring::prefetch;
 use nfv_mem::{BATCH, Batch, Packet, PoolCache};
@@ -25,10 +25,13 @@ impl DeviceQueue {
     /// guest's buffers were bad or, without MRG_RXBUF, too small) are
     /// removed from `batch` and freed to `pool`; when the guest has no
     /// buffers left the rest stays in `batch` (the caller counts them as
-    /// tx_full). Returns the number delivered.
+    /// tx_full). Returns the number delivered. Like
+    /// [`DeviceQueue::dequeue_burst`], a burst stops after the packet that
+    /// took it past [`BURST_DESC_BUDGET`] descriptors, and a queue that
+    /// went over skips its next bursts until the excess is repaid.
     #[inline]
     pub fn enqueue_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        if self.quarantined || batch.is_empty() {
+        if self.quarantined || batch.is_empty() || self.in_debt() {
             return 0;
         }
         let Some(avail) = self.pending() else {
@@ -61,7 +64,14 @@ impl DeviceQueue {
         }
         self.warm_used(warm);
         let first = cur;
+        let mut spent = 0u32;
         while done < batch.len() {
+            if spent >= BURST_DESC_BUDGET {
+                if cur != end {
+                    self.stats.budget_exhausted += 1;
+                }
+                break;
+            }
             // Beyond the warmed chains (merged packets), keep prefetching
             // a little ahead.
             let ahead = end.wrapping_sub(cur);
@@ -74,7 +84,17 @@ impl DeviceQueue {
             if let Some(next) = batch.get(done + 1) {
                 prefetch(next.data_ptr());
             }
-            match self.rx_packet(&batch[done], &mut cur, end, first, &heads[..warm]) {
+            let mut steps = 0;
+            let r = self.rx_packet(
+                &batch[done],
+                &mut cur,
+                end,
+                first,
+                &heads[..warm],
+                &mut steps,
+            );
+            spent += steps;
+            match r {
                 Rx::Delivered => {
                     bytes += batch[done].len() as u64;
                     delivered += 1;
@@ -90,6 +110,7 @@ impl DeviceQueue {
         for p in batch.drain(..done) {
             pool.free(p);
         }
+        self.owe(spent);
         self.finish_burst();
         delivered
     }
@@ -100,6 +121,8 @@ impl DeviceQueue {
     /// entries from `first` on that were already read this burst: using
     /// them, rather than re-reading a ring line the driver keeps writing
     /// (refilling behind us), avoids a cross-core miss per packet.
+    /// `*steps` counts the descriptors visited for the packet, all its
+    /// chains together, which [`super::MAX_CHAIN_DESCS`] caps.
     #[inline(always)]
     fn rx_packet(
         &mut self,
@@ -108,6 +131,7 @@ impl DeviceQueue {
         end: u16,
         first: u16,
         heads: &[u16],
+        steps: &mut u32,
     ) -> Rx {
         let hdr_len = self.hdr_len;
         // virtio-net header: no offloads; num_buffers = 1 (virtio 1.x wants
@@ -136,9 +160,10 @@ impl DeviceQueue {
             *cur = cur.wrapping_add(1);
             if head >= self.ring.size {
                 self.errors.desc_id_out_of_range += 1;
+                *steps += 1;
                 return self.rx_fail(mark_avail, *cur, mark_used);
             }
-            let mut chain = Chain::new(self.ring.desc, self.ring.size, head);
+            let mut chain = Chain::new(self.ring.desc, self.ring.size, head, *steps);
             let mut written = 0usize;
             while hdr_done < hdr_len || left != 0 {
                 let seg = match chain.next(&self.mem, &mut self.hint) {
@@ -146,11 +171,13 @@ impl DeviceQueue {
                     Ok(None) => break,
                     Err(e) => {
                         self.errors.record(e);
+                        *steps = chain.steps();
                         return self.rx_fail(mark_avail, *cur, mark_used);
                     }
                 };
                 if !seg.write {
                     self.errors.record(ChainError::WrongDirection);
+                    *steps = chain.steps();
                     return self.rx_fail(mark_avail, *cur, mark_used);
                 }
                 let (mut p, mut room) = (seg.ptr, seg.len as usize);
@@ -198,6 +225,7 @@ impl DeviceQueue {
                     written += n;
                 }
             }
+            *steps = chain.steps();
             nbufs += 1;
             // written <= 12 + 65535: fits u32.
             self.push_used(head, written as u32);

@@ -6,7 +6,7 @@
 //! per chain one descriptor read, one translation (hinted), one copy.
 
 use super::DeviceQueue;
-use super::chain::{Chain, ChainError};
+use super::chain::{BURST_DESC_BUDGET, Chain, ChainError};
 use crate::ring::prefetch;
 use nfv_mem::{BATCH, Batch, Packet, PoolCache};
 
@@ -25,10 +25,13 @@ impl DeviceQueue {
     /// header stripped) and returns how many were appended. Bad chains are
     /// counted in [`super::QueueErrors`], oversize frames in
     /// [`super::QueueStats::oversize`]; every chain taken is returned to the
-    /// used ring (length 0). Stops early when `pool` is empty.
+    /// used ring (length 0). Stops early when `pool` is empty, and after
+    /// the chain that took the burst past [`BURST_DESC_BUDGET`]
+    /// descriptors (the rest waits for the next burst; a queue that went
+    /// over skips its next bursts until the excess is repaid).
     #[inline]
     pub fn dequeue_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        if self.quarantined {
+        if self.quarantined || self.in_debt() {
             return 0;
         }
         let room = batch.remaining_capacity();
@@ -59,7 +62,12 @@ impl DeviceQueue {
         for &h in &heads[..n] {
             self.ring.prefetch_buffer(&self.mem, h, self.hint);
         }
+        let mut spent = 0u32;
         for &head in &heads[..n] {
+            if spent >= BURST_DESC_BUDGET {
+                self.stats.budget_exhausted += 1;
+                break;
+            }
             let Some(mut pkt) = pool.alloc() else {
                 self.stats.alloc_failures += 1;
                 break;
@@ -69,9 +77,13 @@ impl DeviceQueue {
                 // No valid id to return it under: consumed and counted.
                 self.errors.desc_id_out_of_range += 1;
                 pool.free(pkt);
+                spent += 1;
                 continue;
             }
-            match self.read_tx_chain(head, &mut pkt) {
+            let mut chain = Chain::new(self.ring.desc, self.ring.size, head, 0);
+            let r = self.read_tx_chain(&mut chain, &mut pkt);
+            spent += chain.steps();
+            match r {
                 Ok(Tx::Frame) => {
                     bytes += pkt.len() as u64;
                     batch.push(pkt);
@@ -90,18 +102,18 @@ impl DeviceQueue {
         }
         self.stats.packets += got as u64;
         self.stats.bytes += bytes;
+        self.owe(spent);
         self.finish_burst();
         got
     }
 
-    /// Copies the frame of chain `head` (after the virtio-net header, which
-    /// may share a buffer with the data or span several) into `pkt`. The
-    /// whole chain is walked and checked even when the frame does not fit.
+    /// Copies the frame of `chain` (after the virtio-net header, which may
+    /// share a buffer with the data or span several) into `pkt`. The whole
+    /// chain is walked and checked even when the frame does not fit.
     #[inline(always)]
-    fn read_tx_chain(&mut self, head: u16, pkt: &mut Packet) -> Result<Tx, ChainError> {
+    fn read_tx_chain(&mut self, chain: &mut Chain, pkt: &mut Packet) -> Result<Tx, ChainError> {
         let room = pkt.room_mut();
         let (dst, cap) = (room.as_mut_ptr(), room.len());
-        let mut chain = Chain::new(self.ring.desc, self.ring.size, head);
         let mut skip = self.hdr_len;
         let mut off = 0usize;
         let mut total = 0u64;
