@@ -439,13 +439,19 @@ impl SwitchSide {
         out
     }
 
-    /// Sends `frames` on tx queue `q`; returns how many were accepted.
+    /// Sends `frames` on tx queue `q`; returns how many were accepted (a
+    /// prefix of `frames`: sending stops at the first burst not taken
+    /// whole, whose rest is dropped as a PMD would).
     pub fn send(&mut self, q: usize, frames: &[Vec<u8>]) -> usize {
         let mut sent = 0;
         for chunk in frames.chunks(nfv_mem::BATCH) {
             let mut b = fill(&mut self.cache, chunk);
-            sent += self.txq[q].tx_burst(&mut b, &mut self.cache);
+            let n = self.txq[q].tx_burst(&mut b, &mut self.cache);
+            sent += n;
             self.cache.free_batch(&mut b);
+            if n < chunk.len() {
+                break;
+            }
         }
         sent
     }

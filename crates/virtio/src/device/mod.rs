@@ -31,7 +31,7 @@ use crate::memory::GuestMemory;
 use crate::notify::Call;
 use crate::ring::{Ring, SetupError, need_event, prefetch_write};
 use chain::ChainError;
-pub use chain::{BURST_DESC_BUDGET, MAX_CHAIN_DESCS};
+pub use chain::{BURST_DESC_BUDGET, MAX_CHAIN_DESCS, RX_BURST_DESC_BUDGET};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};

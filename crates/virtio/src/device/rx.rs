@@ -7,7 +7,7 @@
 //! available) and leave the packet and the rest of the batch to the caller.
 
 use super::DeviceQueue;
-use super::chain::{BURST_DESC_BUDGET, Chain, ChainError};
+use super::chain::{Chain, ChainError, RX_BURST_DESC_BUDGET};
 use super::tx::PREFETCH_AHEAD;
 use crate::ring::prefetch;
 use nfv_mem::{BATCH, Batch, Packet, PoolCache};
@@ -27,11 +27,11 @@ impl DeviceQueue {
     /// buffers left the rest stays in `batch` (the caller counts them as
     /// tx_full). Returns the number delivered. Like
     /// [`DeviceQueue::dequeue_burst`], a burst stops after the packet that
-    /// took it past [`BURST_DESC_BUDGET`] descriptors, and a queue that
+    /// took it past [`RX_BURST_DESC_BUDGET`] descriptors, and a queue that
     /// went over skips its next bursts until the excess is repaid.
     #[inline]
     pub fn enqueue_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        if self.quarantined || batch.is_empty() || self.in_debt() {
+        if self.quarantined || batch.is_empty() || self.in_debt(RX_BURST_DESC_BUDGET) {
             return 0;
         }
         let Some(avail) = self.pending() else {
@@ -66,7 +66,7 @@ impl DeviceQueue {
         let first = cur;
         let mut spent = 0u32;
         while done < batch.len() {
-            if spent >= BURST_DESC_BUDGET {
+            if spent >= RX_BURST_DESC_BUDGET {
                 if cur != end {
                     self.stats.budget_exhausted += 1;
                 }
@@ -110,7 +110,7 @@ impl DeviceQueue {
         for p in batch.drain(..done) {
             pool.free(p);
         }
-        self.owe(spent);
+        self.owe(spent, RX_BURST_DESC_BUDGET);
         self.finish_burst();
         delivered
     }

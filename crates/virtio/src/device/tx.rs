@@ -31,7 +31,7 @@ impl DeviceQueue {
     /// over skips its next bursts until the excess is repaid).
     #[inline]
     pub fn dequeue_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        if self.quarantined || self.in_debt() {
+        if self.quarantined || self.in_debt(BURST_DESC_BUDGET) {
             return 0;
         }
         let room = batch.remaining_capacity();
@@ -102,7 +102,7 @@ impl DeviceQueue {
         }
         self.stats.packets += got as u64;
         self.stats.bytes += bytes;
-        self.owe(spent);
+        self.owe(spent, BURST_DESC_BUDGET);
         self.finish_burst();
         got
     }
