@@ -10,6 +10,7 @@ pub mod config_parse;
 pub mod flow_actions;
 pub mod flow_extract;
 mod guest;
+pub mod vhost_messages;
 pub mod virtio_burst;
 
 /// A target's function: the raw input, a panic on a bug.
@@ -22,8 +23,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("flow_extract", flow_extract::run),
     ("flow_actions", flow_actions::run),
     ("config_parse", config_parse::run),
-    // FUZZ SLOT vhost_messages: the vhost-user message stream (socket
-    // pair, memfds attached as the input decides, the real backend) is
-    // added by the lead with the rewritten protocol layer; register it
-    // here and in scripts/fuzz.
+    ("vhost_messages", vhost_messages::run),
 ];

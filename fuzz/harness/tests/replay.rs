@@ -59,3 +59,8 @@ fn flow_actions() {
 fn config_parse() {
     replay("config_parse");
 }
+
+#[test]
+fn vhost_messages() {
+    replay("vhost_messages");
+}
