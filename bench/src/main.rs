@@ -9,6 +9,8 @@
 //! * `kernel-port` — rx and tx Mpps of kernel-interface ports (AF_XDP,
 //!   AF_PACKET) over a veth pair into a namespace (see [`kernel_port`];
 //!   the namespace traffic is in [`kernel_traffic`]).
+//! * `soak` — minutes of traffic through vhost-user VNFs under VNF kills,
+//!   port and rule churn, then leak and panic checks (see [`soak`]).
 //!
 //! Layout of `hop`/`compare` (2 CPUs, two busy pollers):
 //!
@@ -35,6 +37,7 @@ mod paired;
 mod proc;
 mod report;
 mod scenario;
+mod soak;
 mod switch;
 mod testpmd;
 mod trial;
@@ -79,6 +82,10 @@ enum Cmd {
     Compare(compare::CompareArgs),
     /// AF_XDP / AF_PACKET port rx and tx Mpps over veth (needs root).
     KernelPort(kernel_port::KernelPortArgs),
+    /// Soak: traffic through vhost-user VNFs while VNFs are killed and
+    /// restarted, ports added and removed and rules churned; then fds,
+    /// mappings, RSS, pool fill and panics of the switch (not a CI test).
+    Soak(soak::SoakArgs),
 }
 
 fn main() -> ExitCode {
@@ -102,6 +109,7 @@ fn main() -> ExitCode {
         Cmd::Hop(a) => hop::hop(a),
         Cmd::Compare(a) => compare::compare(a),
         Cmd::KernelPort(a) => kernel_port::kernel_port(a),
+        Cmd::Soak(a) => soak::soak(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -159,6 +159,9 @@ impl PmdThread {
                     dispatch.set_table(t);
                 }
                 dispatch.now_secs = started.elapsed().as_secs() as u32;
+                self.stats
+                    .pool_cached
+                    .store(pool.cached() as u64, std::sync::atomic::Ordering::Relaxed);
                 let now = nfv_tsc::now();
                 if now >= pmu_due {
                     pmu_due = now + pmu_period;
@@ -203,6 +206,10 @@ impl PmdThread {
         self.stats.pmu.publish(&pmu.sample(ns(), c.rx_packets));
         // Free anything still queued for output before the thread ends.
         dispatch.flush(&mut pool);
+        drop(pool);
+        self.stats
+            .pool_cached
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         tracing::debug!("pmd {} stopped", self.index);
     }
 }
