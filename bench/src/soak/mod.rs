@@ -88,6 +88,15 @@ struct Outcome {
     exit: Option<String>,
     traffic: Vec<Vec<String>>,
     mem_tables: u64,
+    /// `/proc/PID/maps` of the switch before and after.
+    maps: (String, String),
+}
+
+/// The switch's `/proc/PID/maps`, also kept in the run directory.
+fn save_maps(s: &Soak, when: &str) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{}/maps", s.sw.pid)).unwrap_or_default();
+    let _ = std::fs::write(s.dir.join(format!("maps-{when}.txt")), &text);
+    text
 }
 
 pub fn soak(a: SoakArgs) -> Result<(), String> {
@@ -170,6 +179,7 @@ fn run(s: &mut Soak, a: &SoakArgs, started: Instant) -> Result<Outcome, String> 
     print_sample("start", &before, s);
     out.samples.push(before.clone());
     out.before = Some(before);
+    out.maps.0 = save_maps(s, "before");
     out.died = schedule(s, a, started, &mut out.samples)?;
     if out.died.is_some() {
         return Ok(out);
@@ -182,6 +192,7 @@ fn run(s: &mut Soak, a: &SoakArgs, started: Instant) -> Result<Outcome, String> 
     print_sample("end", &after, s);
     out.samples.push(after.clone());
     out.after = Some(after);
+    out.maps.1 = save_maps(s, "after");
     out.flows.1 = s.sw.flow_count()?;
     let ports = s.sw.ports()?;
     out.traffic = traffic_rows(&ports);
@@ -208,7 +219,8 @@ fn schedule(
     let end = started + Duration::from_secs_f64(a.minutes * 60.0);
     let every = Duration::from_secs_f64(a.every);
     let period = Duration::from_secs_f64(a.sample_every);
-    let (gap, mut kind) = schedule::next(&mut s.rng, every);
+    let mut events = schedule::Schedule::new(&mut s.rng, every);
+    let (gap, mut kind) = events.next();
     let mut next_event = Instant::now() + gap;
     let mut next_sample = started + period;
     loop {
@@ -223,7 +235,7 @@ fn schedule(
         s.restarts_due(false);
         if now >= next_event {
             s.apply(kind);
-            let (gap, k) = schedule::next(&mut s.rng, every);
+            let (gap, k) = events.next();
             (next_event, kind) = (Instant::now() + gap, k);
         }
         if now >= next_sample {
@@ -252,8 +264,9 @@ fn sample(s: &Soak, started: Instant) -> Result<Sample, String> {
 fn print_sample(label: &str, x: &Sample, s: &Soak) {
     let n = &s.n;
     println!(
-        "  {label:>6}: RSS {} (anon {}), fds {}, maps {}, threads {}, pool {}/{} free, delivered {:.2} M; kills {}, reconnects {}, ports +{}/-{}, rules +{}/-{}",
+        "  {label:>6}: RSS {} (guest memory {}, anon {}), fds {}, maps {}, threads {}, pool {}/{} free, delivered {:.2} M; kills {}, reconnects {}, ports +{}/-{}, rules +{}/-{}",
         verdict::mib(x.res.rss_kib),
+        verdict::mib(x.res.guest_kib),
         verdict::mib(x.res.anon_kib),
         x.res.fds,
         x.res.maps,
@@ -385,18 +398,15 @@ fn checks(s: &Soak, o: &Outcome, warm_secs: f64) -> Vec<Check> {
             b.res.fds,
             a.res.fds,
         ));
-        v.push(verdict::unchanged(
-            "mappings (/proc/PID/maps)",
-            b.res.maps,
-            a.res.maps,
-        ));
+        v.push(verdict::unchanged("threads", b.res.threads, a.res.threads));
+        v.push(maps_check(o, b, a));
     }
     let series = |f: fn(&Resources) -> u64| -> Vec<(f64, u64)> {
         o.samples.iter().map(|x| (x.secs, f(&x.res))).collect()
     };
     v.push(verdict::memory_stable(
-        "RSS stable (VmRSS)",
-        &series(|r| r.rss_kib),
+        "RSS stable (VmRSS without guest memory)",
+        &series(|r| r.rss_kib - r.guest_kib.min(r.rss_kib)),
         warm_secs,
     ));
     v.push(verdict::memory_stable(
@@ -464,6 +474,39 @@ fn checks(s: &Soak, o: &Outcome, warm_secs: f64) -> Vec<Check> {
         ),
     ));
     v
+}
+
+/// Mappings: everything but glibc's allocator caches exactly as before;
+/// those within glibc's bounds (see [`procfs::MapsCensus`]).
+fn maps_check(o: &Outcome, b: &Sample, a: &Sample) -> Check {
+    let (cb, ca) = (procfs::census(&o.maps.0), procfs::census(&o.maps.1));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let arena_bound = 8 * cpus;
+    // Each live thread has a stack and a signal stack (both above a
+    // guard page); glibc caches up to 40 MiB of exited threads' 2 MiB
+    // stacks.
+    let stack_bound = 2 * a.res.threads + 20;
+    let diff = procfs::other_maps_diff(&cb, &ca);
+    let ok = diff.is_empty() && ca.arenas <= arena_bound && ca.stacks <= stack_bound;
+    Check::new(
+        "no mapping leaked (/proc/PID/maps)",
+        ok,
+        format!(
+            "{} lines before, {} after; malloc arenas {} -> {} (glibc keeps <= {arena_bound}), \
+             thread stacks {} -> {} (thread and signal stacks, live and cached, <= {stack_bound}); other mappings {}",
+            b.res.maps,
+            a.res.maps,
+            cb.arenas,
+            ca.arenas,
+            cb.stacks,
+            ca.stacks,
+            if diff.is_empty() {
+                "unchanged".to_string()
+            } else {
+                format!("changed: {diff}")
+            }
+        ),
+    )
 }
 
 fn events_rows(s: &Soak, o: &Outcome) -> Vec<Vec<String>> {
@@ -534,15 +577,28 @@ fn finish(a: &SoakArgs, seed: u64, s: &Soak, o: &Outcome, started: Instant) -> R
     let tr_table = report::text_table(&tr_head, &o.traffic);
     let delivered = o.after.as_ref().map_or(0, |x| x.delivered);
     println!(
-        "\nnfv-bench soak: {:.1} min, seed {seed}; {:.2} M packets delivered to the sinks\n\nEvents\n{ev_table}\nTraffic (switch's view, whole run)\n{tr_table}\nRSS (warm-up {:.0} s ignored for the trend): {}\n\nChecks\n{check_table}",
+        "\nnfv-bench soak: {:.1} min, seed {seed}; {:.2} M packets delivered to the sinks\n\nEvents\n{ev_table}\nTraffic (switch's view, whole run)\n{tr_table}\nVmRSS (warm-up {:.0} s ignored for the trends): {}\n\nChecks\n{check_table}",
         started.elapsed().as_secs_f64() / 60.0,
         delivered as f64 / 1e6,
         warm_secs,
         o.samples
             .iter()
-            .map(|x| format!("{:.0}s={}", x.secs, verdict::mib(x.res.rss_kib)))
+            .map(|x| {
+                let r = &x.res;
+                format!(
+                    "{:.0}s={} ({} guest)",
+                    x.secs,
+                    verdict::mib(r.rss_kib),
+                    verdict::mib(r.guest_kib)
+                )
+            })
             .collect::<Vec<_>>()
             .join(" "),
+    );
+    let (warns, errs) = procfs::warnings_and_errors(&s.sw.proc.log);
+    println!(
+        "switch log: {warns} WARN and {errs} ERROR lines ({})",
+        s.sw.proc.log.display()
     );
     for e in s.errors.iter().take(10) {
         println!("  error: {e}");
