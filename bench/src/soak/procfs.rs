@@ -145,7 +145,7 @@ pub fn census(text: &str) -> MapsCensus {
         let next = maps
             .get(i + 1)
             .filter(|n| n.start == m.end && n.path.is_none());
-        if m.path.is_none() && m.start % ARENA_HEAP == 0 {
+        if m.path.is_none() && m.start.is_multiple_of(ARENA_HEAP) {
             // rw-p part (may be all of it), then the ---p reserve.
             let end = next.filter(|n| n.perms == "---p").map_or(m.end, |n| n.end);
             if end - m.start == ARENA_HEAP {
@@ -154,12 +154,14 @@ pub fn census(text: &str) -> MapsCensus {
                 continue;
             }
         }
-        if m.path.is_none() && m.perms == "---p" && m.end - m.start == PAGE {
-            if next.is_some_and(|n| n.perms == "rw-p") {
-                c.stacks += 1;
-                i += 2;
-                continue;
-            }
+        if m.path.is_none()
+            && m.perms == "---p"
+            && m.end - m.start == PAGE
+            && next.is_some_and(|n| n.perms == "rw-p")
+        {
+            c.stacks += 1;
+            i += 2;
+            continue;
         }
         let kind = m
             .path
