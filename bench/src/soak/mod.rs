@@ -389,9 +389,16 @@ fn checks(s: &Soak, o: &Outcome, warm_secs: f64) -> Vec<Check> {
         vnf_panics == 0,
         format!("{vnf_panics} in {} logs", s.logs.len()),
     ));
-    if o.died.is_some() {
-        return v;
+    if o.died.is_none() {
+        v.extend(resource_checks(o, warm_secs));
+        v.extend(state_checks(s, o));
     }
+    v
+}
+
+/// fds, threads, mappings before and after; RSS trends.
+fn resource_checks(o: &Outcome, warm_secs: f64) -> Vec<Check> {
+    let mut v = Vec::new();
     if let (Some(b), Some(a)) = (&o.before, &o.after) {
         v.push(verdict::unchanged(
             "open fds (/proc/PID/fd)",
@@ -414,6 +421,12 @@ fn checks(s: &Soak, o: &Outcome, warm_secs: f64) -> Vec<Check> {
         &series(|r| r.anon_kib),
         warm_secs,
     ));
+    v
+}
+
+/// Pool, recovery, flow table, control answers, VNFs, exit.
+fn state_checks(s: &Soak, o: &Outcome) -> Vec<Check> {
+    let mut v = Vec::new();
     v.push(match &o.drained {
         Some(Ok((free, frames))) => Check::new(
             "packet pool back to full",
@@ -544,13 +557,9 @@ fn events_rows(s: &Soak, o: &Outcome) -> Vec<Vec<String>> {
     ]
 }
 
-/// Prints the summary, writes the results, and `Err` if a check failed.
-fn finish(a: &SoakArgs, seed: u64, s: &Soak, o: &Outcome, started: Instant) -> Result<(), String> {
-    let secs = a.minutes * 60.0;
-    let warm_secs = (secs / 5.0).clamp(60.0, 300.0);
-    let mut checks = checks(s, o, warm_secs);
-    let n = &s.n;
-    let exercised = [
+/// The check that each kind of disruption happened at least once.
+fn exercised(n: &events::Counts) -> Check {
+    let counts = [
         n.kills,
         n.reconnects,
         n.ports_added,
@@ -559,41 +568,44 @@ fn finish(a: &SoakArgs, seed: u64, s: &Soak, o: &Outcome, started: Instant) -> R
         n.flows_deleted,
         n.steering_flaps,
     ];
-    checks.push(Check::new(
+    Check::new(
         "every kind of disruption happened",
-        exercised.iter().all(|&c| c > 0),
+        counts.iter().all(|&c| c > 0),
         "kill, clean restart, port add and remove, rule add and delete, steering override",
-    ));
+    )
+}
+
+const TRAFFIC_HEAD: [&str; 5] = [
+    "port",
+    "type",
+    "rx packets / bytes",
+    "tx packets / bytes",
+    "drops",
+];
+
+/// Prints the summary, writes the results, and `Err` if a check failed.
+fn finish(a: &SoakArgs, seed: u64, s: &Soak, o: &Outcome, started: Instant) -> Result<(), String> {
+    let warm_secs = (a.minutes * 60.0 / 5.0).clamp(60.0, 300.0);
+    let mut checks = checks(s, o, warm_secs);
+    checks.push(exercised(&s.n));
     let (check_table, ok) = verdict::table(&checks);
     let ev = events_rows(s, o);
     let ev_table = report::text_table(&["event", "count", ""], &ev);
-    let tr_head = [
-        "port",
-        "type",
-        "rx packets / bytes",
-        "tx packets / bytes",
-        "drops",
-    ];
-    let tr_table = report::text_table(&tr_head, &o.traffic);
+    let tr_table = report::text_table(&TRAFFIC_HEAD, &o.traffic);
     let delivered = o.after.as_ref().map_or(0, |x| x.delivered);
+    let rss: Vec<String> = o
+        .samples
+        .iter()
+        .map(|x| {
+            let (r, g) = (verdict::mib(x.res.rss_kib), verdict::mib(x.res.guest_kib));
+            format!("{:.0}s={r} ({g} guest)", x.secs)
+        })
+        .collect();
     println!(
-        "\nnfv-bench soak: {:.1} min, seed {seed}; {:.2} M packets delivered to the sinks\n\nEvents\n{ev_table}\nTraffic (switch's view, whole run)\n{tr_table}\nVmRSS (warm-up {:.0} s ignored for the trends): {}\n\nChecks\n{check_table}",
+        "\nnfv-bench soak: {:.1} min, seed {seed}; {:.2} M packets delivered to the sinks\n\nEvents\n{ev_table}\nTraffic (switch's view, whole run)\n{tr_table}\nVmRSS (warm-up {warm_secs:.0} s ignored for the trends): {}\n\nChecks\n{check_table}",
         started.elapsed().as_secs_f64() / 60.0,
         delivered as f64 / 1e6,
-        warm_secs,
-        o.samples
-            .iter()
-            .map(|x| {
-                let r = &x.res;
-                format!(
-                    "{:.0}s={} ({} guest)",
-                    x.secs,
-                    verdict::mib(r.rss_kib),
-                    verdict::mib(r.guest_kib)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
+        rss.join(" "),
     );
     let (warns, errs) = procfs::warnings_and_errors(&s.sw.proc.log);
     println!(
@@ -603,41 +615,47 @@ fn finish(a: &SoakArgs, seed: u64, s: &Soak, o: &Outcome, started: Instant) -> R
     for e in s.errors.iter().take(10) {
         println!("  error: {e}");
     }
+    write_results(a, seed, s, o, &checks, &ev);
+    if ok {
+        Ok(())
+    } else {
+        Err("soak: a check failed (see the table above)".into())
+    }
+}
+
+/// bench/results/soak-<time>.json (every sample and count) and .md.
+fn write_results(
+    a: &SoakArgs,
+    seed: u64,
+    s: &Soak,
+    o: &Outcome,
+    checks: &[Check],
+    ev: &[Vec<String>],
+) {
     let ts = host::timestamp();
+    let delivered = o.after.as_ref().map_or(0, |x| x.delivered);
     let json = serde_json::json!({
         "kind": "soak", "timestamp_utc": ts, "seed": seed, "minutes": a.minutes, "every_secs": a.every,
         "rate_pps": a.rate_pps, "samples": o.samples, "counts": s.n, "memory_tables": o.mem_tables,
         "checks": checks, "errors": s.errors, "delivered": delivered,
     });
+    let check_rows: Vec<Vec<String>> = checks
+        .iter()
+        .map(|c| {
+            let verdict = if c.ok { "PASS" } else { "FAIL" };
+            vec![verdict.to_string(), c.what.clone(), c.detail.clone()]
+        })
+        .collect();
     let md = format!(
         "# nfv-bench soak {ts}\n\n{} min, seed {seed}.\n\n{}\n{}\n{}",
         a.minutes,
-        report::md_table(&["event", "count", ""], &ev),
-        report::md_table(&tr_head, &o.traffic),
-        report::md_table(
-            &["", "check", "figures"],
-            &checks
-                .iter()
-                .map(|c| vec![
-                    if c.ok { "PASS" } else { "FAIL" }.to_string(),
-                    c.what.clone(),
-                    c.detail.clone()
-                ])
-                .collect::<Vec<_>>()
-        ),
+        report::md_table(&["event", "count", ""], ev),
+        report::md_table(&TRAFFIC_HEAD, &o.traffic),
+        report::md_table(&["", "check", "figures"], &check_rows),
     );
-    match report::write_results(
-        &report::results_dir(a.results.clone()),
-        &format!("soak-{ts}"),
-        &json,
-        &md,
-    ) {
+    let dir = report::results_dir(a.results.clone());
+    match report::write_results(&dir, &format!("soak-{ts}"), &json, &md) {
         Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
         Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
-    }
-    if ok {
-        Ok(())
-    } else {
-        Err("soak: a check failed (see the table above)".into())
     }
 }
