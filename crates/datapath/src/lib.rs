@@ -158,7 +158,11 @@ impl Datapath {
         let cached: u64 = self
             .pmds
             .iter()
-            .map(|p| p.stats.pool_cached.load(std::sync::atomic::Ordering::Relaxed))
+            .map(|p| {
+                p.stats
+                    .pool_cached
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            })
             .sum();
         self.pool.shared_free() + cached as usize
     }
