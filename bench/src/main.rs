@@ -12,6 +12,8 @@
 //! * `kernel-port` — rx and tx Mpps of kernel-interface ports (AF_XDP,
 //!   AF_PACKET) over a veth pair into a namespace (see [`kernel_port`];
 //!   the namespace traffic is in [`kernel_traffic`]).
+//! * `soak` — minutes of traffic through vhost-user VNFs under VNF kills,
+//!   port and rule churn, then leak and panic checks (see [`soak`]).
 //!
 //! Layout of `hop`/`compare` (2 CPUs, two busy pollers):
 //!
@@ -38,6 +40,7 @@ mod paired;
 mod proc;
 mod report;
 mod scenario;
+mod soak;
 mod starve;
 mod switch;
 mod testpmd;
@@ -87,6 +90,10 @@ enum Cmd {
     /// maximal chains (in process); ratios against a quiet and a busy
     /// neighbour.
     Starve(starve::StarveArgs),
+    /// Soak: traffic through vhost-user VNFs while VNFs are killed and
+    /// restarted, ports added and removed and rules churned; then fds,
+    /// mappings, RSS, pool fill and panics of the switch (not a CI test).
+    Soak(soak::SoakArgs),
 }
 
 fn main() -> ExitCode {
@@ -111,6 +118,7 @@ fn main() -> ExitCode {
         Cmd::Compare(a) => compare::compare(a),
         Cmd::KernelPort(a) => kernel_port::kernel_port(a),
         Cmd::Starve(a) => starve::starve(a),
+        Cmd::Soak(a) => soak::soak(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -410,7 +410,7 @@ pub fn node_text(n: &NodeReport) -> String {
         "node {} (nfvswitch {}), up {:.0} s\n  \
          PMDs: {} on cores [{}]\n  \
          ports: {}, flows: {}, chains: {}\n  \
-         memory: {} x {} B, hugepages {}, backing {}\n  \
+         memory: {} x {} B ({} free), hugepages {}, backing {}\n  \
          REST API: {}\n",
         n.name,
         n.version,
@@ -422,6 +422,7 @@ pub fn node_text(n: &NodeReport) -> String {
         n.chains,
         n.memory.frames,
         n.memory.frame_size,
+        n.memory.free_frames,
         n.memory.hugepages,
         n.memory.backing,
         n.api.map_or("off".into(), |a| format!("http://{a}/"))

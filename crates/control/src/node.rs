@@ -468,6 +468,7 @@ impl Node {
                 frame_size: pool.frame_size(),
                 hugepages: format!("{:?}", self.memory.hugepages).to_lowercase(),
                 backing: pool.backing().as_str().to_string(),
+                free_frames: self.datapath.pool_free_frames(),
             },
             api: self.api_addr(),
         }

@@ -73,6 +73,11 @@ pub struct MemoryReport {
     pub hugepages: String,
     /// What the pool got.
     pub backing: String,
+    /// Frames not held by any packet (the shared free list plus the PMDs'
+    /// caches as of their last housekeeping). Equal to `frames` whenever
+    /// no packet is in flight; less than that with no traffic = a leak.
+    #[serde(default)]
+    pub free_frames: usize,
 }
 
 /// Counters of one direction of a port.

@@ -130,6 +130,30 @@ fn a_rule_dropping_one_flow_in_ten_makes_exactly_10_percent_loss() {
     n.shutdown();
 }
 
+/// `show node`'s `free_frames` counts the PMD's pool cache too: with the
+/// traffic stopped every frame is free although the shared free list
+/// alone is short of the frames the cache keeps.
+#[test]
+fn free_pool_frames_count_the_pmd_cache_and_return_to_full() {
+    let _g = serial();
+    let n = node(
+        "rate_pps = 100000",
+        &["priority=10,in_port=1,actions=output:2"],
+    );
+    assert!(nfv_testutil::wait_until(DEADLINE, || received(&n) >= 5_000));
+    let frames = n.show_node().memory.frames;
+    assert!(n.show_node().memory.free_frames <= frames);
+    n.del_port("gen").unwrap();
+    let full = nfv_testutil::wait_until(DEADLINE, || n.show_node().memory.free_frames == frames);
+    let shared = n.datapath().pool().shared_free();
+    n.shutdown();
+    assert!(full, "free frames never back to {frames}");
+    assert!(
+        shared < frames,
+        "the PMD cache held none: {shared} of {frames} shared"
+    );
+}
+
 #[test]
 fn trials_and_the_search_run_against_the_node() {
     let _g = serial();

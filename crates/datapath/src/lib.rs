@@ -156,6 +156,21 @@ impl Datapath {
     pub fn pool(&self) -> &Arc<PacketPool> {
         &self.pool
     }
+    /// Frames of the packet pool not held by any packet: its shared free
+    /// list plus every PMD's cache (as of that PMD's last housekeeping).
+    /// Equals `pool().frames()` once no packet is in flight or queued.
+    pub fn pool_free_frames(&self) -> usize {
+        let cached: u64 = self
+            .pmds
+            .iter()
+            .map(|p| {
+                p.stats
+                    .pool_cached
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            })
+            .sum();
+        self.pool.shared_free() + cached as usize
+    }
     pub fn mac_table(&self) -> &MacTable {
         &self.mac
     }

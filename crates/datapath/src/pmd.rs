@@ -216,6 +216,10 @@ impl Running {
         }
         self.element
             .set_now(self.started.elapsed().as_secs() as u32);
+        self.cfg.stats.pool_cached.store(
+            self.pool.cached() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let now = nfv_tsc::now();
         if now >= self.pmu_due {
             self.pmu_due = now + self.pmu_period;
@@ -271,6 +275,12 @@ impl Running {
         let reading = self.pmu.sample(self.ns(), self.c.rx_packets);
         self.cfg.stats.pmu.publish(&reading);
         self.element.flush(&mut self.pool);
+        // The cache's frames go back to the shared free list.
+        drop(self.pool);
+        self.cfg
+            .stats
+            .pool_cached
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         tracing::debug!("pmd {} stopped", self.cfg.index);
     }
 }

@@ -25,6 +25,10 @@ pub struct PmdStats {
     pub emc_hits: AtomicU64,
     pub classifier_hits: AtomicU64,
     pub table_misses: AtomicU64,
+    /// Free frames in this PMD's packet-pool cache, published at
+    /// housekeeping (every 16 polls); with the pool's shared free list it
+    /// tells how many frames are held by packets.
+    pub pool_cached: AtomicU64,
     /// PMU counter totals, published every ~100 ms (own cache lines).
     pub pmu: nfv_pmu::SharedPmu,
 }
