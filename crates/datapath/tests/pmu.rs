@@ -107,10 +107,15 @@ fn pmd_publishes_counters_and_packets_of_one_moment() {
     });
     let d = later.since(&first);
     assert!(d.secs > 0.1, "{d:?}");
-    // A busy-polling PMD is on CPU nearly all the time (at least half of
-    // the wall time even on a crowded 2-core machine).
+    // The PMD's CPU time moved, and one thread cannot run longer than the
+    // wall time between the readings. (How much of it the PMD got depends
+    // on what else the machine runs: no share is asserted.)
     let cpu = d.get(Event::TaskClock).value().unwrap() as f64 / 1e9;
-    assert!(cpu > d.secs * 0.3, "task-clock {cpu} s over {} s", d.secs);
+    assert!(
+        cpu > 0.0 && cpu <= d.secs * 1.05,
+        "task-clock {cpu} s over {} s",
+        d.secs
+    );
     assert!(
         later.packets <= dp.pmd_views()[0].stats.rx_packets,
         "published packets are the PMD's count at the reading"
