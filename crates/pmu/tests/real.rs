@@ -3,13 +3,26 @@
 //! `perf_event_open` is unavailable altogether (then SKIPPED).
 
 use nfv_pmu::{CounterSource, Event, PerfSource, PmuSampler, Reading, Unsupported};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+/// This thread's CPU time (not wall time: on a crowded machine a thread
+/// may get a small share of the wall clock).
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a pointer to a timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Spins until this thread has run for `d` of CPU time.
 fn busy(d: Duration) -> u64 {
-    let end = Instant::now() + d;
+    let end = thread_cpu() + d;
     let mut x = 1u64;
     let mut v = vec![0u64; 1 << 16];
-    while Instant::now() < end {
+    while thread_cpu() < end {
         for i in 0..v.len() {
             x = x
                 .wrapping_mul(6364136223846793005)
