@@ -31,7 +31,10 @@ use crate::memory::GuestMemory;
 use crate::notify::Call;
 use crate::ring::{Ring, SetupError, need_event, prefetch_write};
 use chain::ChainError;
-pub use chain::{BURST_DESC_BUDGET, MAX_CHAIN_DESCS, RX_BURST_DESC_BUDGET};
+pub use chain::{
+    BURST_DESC_BUDGET, LONG_CHAIN_DESCS, LONG_CHAIN_WEIGHT, MAX_CHAIN_DESCS, RX_BURST_DESC_BUDGET,
+    chain_cost,
+};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -184,7 +187,7 @@ pub struct DeviceQueue {
     last_pending: u16,
     errors: QueueErrors,
     stats: QueueStats,
-    /// Descriptors the last bursts visited beyond [`BURST_DESC_BUDGET`],
+    /// What the last bursts cost ([`chain_cost`]) beyond their budget,
     /// not yet repaid by skipped bursts (see [`DeviceQueue::owe`]).
     debt: u32,
 }

@@ -7,7 +7,7 @@
 //! available) and leave the packet and the rest of the batch to the caller.
 
 use super::DeviceQueue;
-use super::chain::{Chain, ChainError, RX_BURST_DESC_BUDGET};
+use super::chain::{Chain, ChainError, RX_BURST_DESC_BUDGET, chain_cost};
 use super::tx::PREFETCH_AHEAD;
 use crate::ring::prefetch;
 use nfv_mem::{BATCH, Batch, Packet, PoolCache};
@@ -31,7 +31,7 @@ impl DeviceQueue {
     /// went over skips its next bursts until the excess is repaid.
     #[inline]
     pub fn enqueue_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        if self.quarantined || batch.is_empty() || self.in_debt(RX_BURST_DESC_BUDGET) {
+        if self.quarantined || batch.is_empty() || self.in_debt() {
             return 0;
         }
         let Some(avail) = self.pending() else {
@@ -93,7 +93,7 @@ impl DeviceQueue {
                 &heads[..warm],
                 &mut steps,
             );
-            spent += steps;
+            spent += chain_cost(steps);
             match r {
                 Rx::Delivered => {
                     bytes += batch[done].len() as u64;

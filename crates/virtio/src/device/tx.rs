@@ -6,7 +6,7 @@
 //! per chain one descriptor read, one translation (hinted), one copy.
 
 use super::DeviceQueue;
-use super::chain::{BURST_DESC_BUDGET, Chain, ChainError};
+use super::chain::{BURST_DESC_BUDGET, Chain, ChainError, chain_cost};
 use crate::ring::prefetch;
 use nfv_mem::{BATCH, Batch, Packet, PoolCache};
 
@@ -31,7 +31,7 @@ impl DeviceQueue {
     /// over skips its next bursts until the excess is repaid).
     #[inline]
     pub fn dequeue_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        if self.quarantined || self.in_debt(BURST_DESC_BUDGET) {
+        if self.quarantined || self.in_debt() {
             return 0;
         }
         let room = batch.remaining_capacity();
@@ -82,7 +82,7 @@ impl DeviceQueue {
             }
             let mut chain = Chain::new(self.ring.desc, self.ring.size, head, 0);
             let r = self.read_tx_chain(&mut chain, &mut pkt);
-            spent += chain.steps();
+            spent += chain_cost(chain.steps());
             match r {
                 Ok(Tx::Frame) => {
                     bytes += pkt.len() as u64;
