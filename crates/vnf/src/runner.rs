@@ -273,9 +273,15 @@ fn sleep(qps: &mut [QueuePair], session: &Session, stats: &VnfStats) {
         // SAFETY: `fds` is a valid array of initialised pollfds whose fds
         // stay open for the call (they belong to `session`).
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, SLEEP_MS) };
-        for qp in qps.iter() {
-            // Non-blocking eventfd: drains the count, or EAGAIN if unset.
-            let _ = session.call[qp.rx_vq()].read();
+        // Drain only the eventfds poll found readable: the switch holds
+        // them too and may clear O_NONBLOCK on the shared file description,
+        // and a read of a zero counter would then block this thread. (A
+        // peer that also drains the counter between poll and read can
+        // still make one read wait; the VNF trusts the switch that far.)
+        for (qp, fd) in qps.iter().zip(&fds) {
+            if fd.revents & libc::POLLIN != 0 {
+                let _ = session.call[qp.rx_vq()].read();
+            }
         }
     }
     for qp in qps.iter_mut() {
