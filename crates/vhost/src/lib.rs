@@ -73,6 +73,7 @@ pub mod features;
 pub mod fuzzing;
 mod memtable;
 pub mod message;
+mod ownership;
 mod queue;
 pub mod ratelimit;
 mod shared;
