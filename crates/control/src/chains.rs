@@ -34,7 +34,8 @@ pub struct PortSample {
     pub tx: QueueSnapshot,
     pub rx_rate: Rate,
     pub tx_rate: Rate,
-    pub info: BTreeMap<String, String>,
+    /// Whether the port's peer is connected, for ports that have one.
+    pub connected: Option<bool>,
 }
 
 pub fn report(chains: &[ChainConfig], ports: &BTreeMap<PortNo, PortSample>) -> Vec<ChainReport> {
@@ -43,7 +44,7 @@ pub fn report(chains: &[ChainConfig], ports: &BTreeMap<PortNo, PortSample>) -> V
         tx: QueueSnapshot::default(),
         rx_rate: (0.0, 0.0),
         tx_rate: (0.0, 0.0),
-        info: BTreeMap::new(),
+        connected: None,
     };
     chains
         .iter()
@@ -68,7 +69,7 @@ pub fn report(chains: &[ChainConfig], ports: &BTreeMap<PortNo, PortSample>) -> V
                         // Packets the VNF did not take (ring full) and
                         // packets it sent that the switch dropped.
                         drops: p.tx.total_drops() + p.rx.total_drops(),
-                        connected: p.info.get("connected").is_none_or(|v| v == "true"),
+                        connected: p.connected.unwrap_or(true),
                     }
                 })
                 .collect();

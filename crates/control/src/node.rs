@@ -313,9 +313,9 @@ impl Node {
                     tx_queues: q(&v.stats.tx, &Some),
                     info: v
                         .port
-                        .info()
-                        .into_iter()
-                        .map(|(k, val)| (k.to_string(), val))
+                        .gauges()
+                        .entries()
+                        .map(|(k, val)| (k.to_string(), val.to_string()))
                         .collect(),
                     error: None,
                 }
@@ -348,12 +348,7 @@ impl Node {
                     tx: v.stats.tx_total(),
                     rx_rate,
                     tx_rate,
-                    info: v
-                        .port
-                        .info()
-                        .into_iter()
-                        .map(|(k, val)| (k.to_string(), val))
-                        .collect(),
+                    connected: v.port.gauges().connected,
                 };
                 (v.no, sample)
             })

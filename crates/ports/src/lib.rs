@@ -7,12 +7,14 @@
 //! has enough tx queues.
 //!
 //! The datapath counts packets, bytes and drops by reason for every queue
-//! ([`stats`]); port types only count what is special to them ([`Port::info`]).
+//! ([`stats`]); port types only count what is special to them, as typed
+//! [`gauges`] ([`Port::gauges`]).
 //!
 //! One module per port type: [`generator`], [`sink`], [`receiver`],
 //! [`pcap`], [`ring`].
 
 pub mod config;
+pub mod gauges;
 pub mod generator;
 pub mod open;
 pub mod pcap;
@@ -25,6 +27,7 @@ use nfv_mem::{Batch, PoolCache};
 use std::sync::Arc;
 
 pub use config::{PortConfig, PortKind, PortNo};
+pub use gauges::{Gauge, PortGauges};
 pub use generator::GeneratorControl;
 pub use open::{OpenError, PortFactory, open_port};
 pub use receiver::ReceiverStats;
@@ -83,9 +86,10 @@ pub trait Port: Send + Sync {
     fn open_rxq(&self, q: usize) -> Box<dyn RxQueue>;
     /// Opens tx queue `q` for PMD thread `q`; called once per PMD.
     fn open_txq(&self, q: usize) -> Box<dyn TxQueue>;
-    /// Port-type-specific facts and counters for `show ports`.
-    fn info(&self) -> Vec<(&'static str, String)> {
-        Vec::new()
+    /// Port-type-specific facts and counters (`show ports`, `/metrics`,
+    /// the chain report). Control plane only; may take a lock.
+    fn gauges(&self) -> PortGauges {
+        PortGauges::default()
     }
     /// A generator's run control (rate, packet budget), for the control
     /// plane.

@@ -126,7 +126,7 @@ impl ErrorMirror {
 }
 
 /// A ring-fill gauge written by the ring's owner once per burst (one
-/// relaxed store) and read by `info`. On its own cache line: the rings of
+/// relaxed store) and read by `gauges`. On its own cache line: the rings of
 /// neighbouring pairs belong to other PMDs, and a per-burst store must not
 /// bounce their lines.
 #[derive(Debug, Default)]
