@@ -222,40 +222,23 @@ impl Node {
     pub fn add_port(&self, text: &str) -> Result<PortNo, String> {
         let p = nfv_config::parse_port_table(text, &self.memory).map_err(|e| e.to_string())?;
         {
-            let configs = self.configs();
-            if configs.contains_key(&p.id) {
-                return Err(format!("id: port number {} is already in use", p.id));
-            }
-            if let Some(other) = configs.values().find(|c| c.name == p.name) {
-                return Err(format!(
-                    "name: port name {:?} is already in use (id {})",
-                    p.name, other.id
-                ));
-            }
-            if let PortKind::VhostUser(v) = &p.kind
-                && let Some(other) = configs
+            // The same cross-port checks as at load; the other end of a
+            // ring may come later.
+            // Ports that failed to open still hold their names and
+            // interfaces, except the one this add retries.
+            let mut all: Vec<PortConfig> = self.configs().values().cloned().collect();
+            let failed = self.failed();
+            all.extend(
+                failed
                     .values()
-                    .find(|c| matches!(&c.kind, PortKind::VhostUser(o) if o.socket == v.socket))
-            {
-                return Err(format!(
-                    "socket: {} is already the socket of port {:?}",
-                    v.socket.display(),
-                    other.name
-                ));
-            }
-            if let PortKind::Ring(r) = &p.kind
-                && let Some(peer) = configs.values().find(|c| c.name == r.peer)
-            {
-                match &peer.kind {
-                    PortKind::Ring(pr) if pr.peer == p.name => {}
-                    _ => {
-                        return Err(format!(
-                            "peer: port {:?} exists but is not a ring whose peer is {:?}",
-                            r.peer, p.name
-                        ));
-                    }
-                }
-            }
+                    .map(|(c, _)| c)
+                    .filter(|c| c.id != p.id)
+                    .cloned(),
+            );
+            drop(failed);
+            all.push(p.clone());
+            nfv_config::check_port_set(&all, nfv_config::Peers::MayBeMissing)
+                .map_err(|c| c.describe(&all))?;
         }
         self.open_port(&p).map_err(|e| e.to_string())?;
         Ok(p.id)
