@@ -3,6 +3,7 @@
 //! what the switch transmits to it is the VNF's rx, what the switch
 //! receives from it is the VNF's tx.
 
+use crate::error::NodeError;
 use crate::protocol::{ChainReport, VnfReport};
 use crate::rates::Rate;
 use nfv_config::ChainConfig;
@@ -16,11 +17,14 @@ pub fn chain_cookie(index: usize) -> u64 {
 }
 
 /// The steering rules of every chain.
-pub fn steering(chains: &[ChainConfig]) -> Result<Vec<FlowSpec>, String> {
+pub fn steering(chains: &[ChainConfig]) -> Result<Vec<FlowSpec>, NodeError> {
     let mut specs = Vec::new();
     for (i, c) in chains.iter().enumerate() {
         for r in c.steering_rules() {
-            let mut s = parse_flow(&r).map_err(|e| format!("chain {}: {e}", c.name))?;
+            let mut s = parse_flow(&r).map_err(|source| NodeError::Chain {
+                chain: c.name.clone(),
+                source,
+            })?;
             s.cookie = chain_cookie(i);
             specs.push(s);
         }

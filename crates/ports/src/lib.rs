@@ -100,6 +100,56 @@ pub trait Port: Send + Sync {
     fn receiver_stats(&self) -> Option<Arc<ReceiverStats>> {
         None
     }
+    /// The validated config the port was opened from, when it carries
+    /// one ([`Configured`]): the control plane keeps no port list of its
+    /// own beside the datapath's.
+    fn config(&self) -> Option<&PortConfig> {
+        None
+    }
+}
+
+/// A port with the config it was opened from ([`Port::config`]); every
+/// other method is the inner port's. Cold only: queues are opened from
+/// the inner port, so bursts do not pass through here.
+pub struct Configured {
+    config: PortConfig,
+    port: Arc<dyn Port>,
+}
+
+impl Configured {
+    pub fn wrap(config: PortConfig, port: Arc<dyn Port>) -> Arc<dyn Port> {
+        Arc::new(Configured { config, port })
+    }
+}
+
+impl Port for Configured {
+    fn name(&self) -> &str {
+        self.port.name()
+    }
+    fn type_name(&self) -> &'static str {
+        self.port.type_name()
+    }
+    fn n_rxq(&self) -> usize {
+        self.port.n_rxq()
+    }
+    fn open_rxq(&self, q: usize) -> Box<dyn RxQueue> {
+        self.port.open_rxq(q)
+    }
+    fn open_txq(&self, q: usize) -> Box<dyn TxQueue> {
+        self.port.open_txq(q)
+    }
+    fn gauges(&self) -> PortGauges {
+        self.port.gauges()
+    }
+    fn generator_control(&self) -> Option<Arc<GeneratorControl>> {
+        self.port.generator_control()
+    }
+    fn receiver_stats(&self) -> Option<Arc<ReceiverStats>> {
+        self.port.receiver_stats()
+    }
+    fn config(&self) -> Option<&PortConfig> {
+        Some(&self.config)
+    }
 }
 
 /// The clock of ports that pace or timestamp: the TSC in the switch, a
