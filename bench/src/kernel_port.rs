@@ -133,7 +133,7 @@ fn pool() -> Result<Arc<PacketPool>, String> {
     PacketPool::new("bench-kernel-port", &cfg).map_err(|e| e.to_string())
 }
 
-/// Numeric `info()` fields that changed between two snapshots.
+/// Port counters (`gauges()`) that changed between two snapshots.
 fn moved(before: &nfv_ports::PortGauges, after: &nfv_ports::PortGauges) -> String {
     let mut out = Vec::new();
     for (k, v) in after.entries() {

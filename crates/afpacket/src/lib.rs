@@ -15,7 +15,7 @@
 //!   waits about a millisecond.
 //! * Tx (`tx.rs`): one socket per tx queue (per PMD) with
 //!   `PACKET_QDISC_BYPASS`, one `sendmmsg` per burst.
-//! * Counters ([`Port::info`]): the kernel's ring drops and queue freezes
+//! * Counters ([`Port::gauges`]): the kernel's ring drops and queue freezes
 //!   (`PACKET_STATISTICS`), frames the rx walk dropped (truncated,
 //!   oversize, bad blocks), tx frames left busy or refused, syscalls.
 //!

@@ -20,7 +20,7 @@ const L2_OVERHEAD: usize = nfv_wire::l2::TAGGED_HEADER_LEN;
 /// An AF_XDP port: one socket (and UMEM) per rx queue on `iface`, and the
 /// redirect program attached while the port lives.
 ///
-/// Thread safety: `Sync`; the control plane reads `info()` while PMDs use
+/// Thread safety: `Sync`; the control plane reads `gauges()` while PMDs use
 /// the queues. Fields are immutable after `open`; sockets are shared with
 /// the queues (see `xsk.rs`).
 pub struct AfXdpPort {

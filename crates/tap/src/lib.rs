@@ -16,7 +16,7 @@
 //!   ARP, control protocols), not for the data plane's bulk. Tx queue `q`
 //!   writes to descriptor `q % queues`; concurrent `write()`s on one
 //!   descriptor are safe (each moves one whole frame).
-//! * Counters ([`Port::info`]): frames cut to fit, read errors, frames
+//! * Counters ([`Port::gauges`]): frames cut to fit, read errors, frames
 //!   left by EAGAIN, short writes, refused frames, write errors, and the
 //!   kernel's drops towards the switch (the TAP's `tx_dropped`).
 
