@@ -133,12 +133,11 @@ fn pool() -> Result<Arc<PacketPool>, String> {
     PacketPool::new("bench-kernel-port", &cfg).map_err(|e| e.to_string())
 }
 
-/// Numeric `info()` fields that changed between two snapshots.
-fn moved(before: &[(&'static str, String)], after: &[(&'static str, String)]) -> String {
-    let b: BTreeMap<_, _> = before.iter().cloned().collect();
+/// Port counters (`gauges()`) that changed between two snapshots.
+fn moved(before: &nfv_ports::PortGauges, after: &nfv_ports::PortGauges) -> String {
     let mut out = Vec::new();
-    for (k, v) in after {
-        if let (Some(Ok(x)), Ok(y)) = (b.get(k).map(|s| s.parse::<u64>()), v.parse::<u64>())
+    for (k, v) in after.entries() {
+        if let (Some(x), nfv_ports::Gauge::Count(y)) = (before.count(k), v)
             && y != x
         {
             out.push(format!("{k} +{}", y.wrapping_sub(x)));
@@ -257,11 +256,11 @@ fn rx_trial(ty: PortType, a: &KernelPortArgs, cores: (usize, usize)) -> Result<T
         frame(a.size),
         Some(cores.1),
     )?;
-    let before = port.info();
+    let before = port.gauges();
     let [rx, busy, offered] = measure(a.seconds, || {
         Ok([poller.count(), poller.busy(), sender.sent()])
     })?;
-    let after = port.info();
+    let after = port.gauges();
     sender.stop()?;
     drop(poller);
     Ok(Trial {
@@ -298,12 +297,12 @@ fn tx_trial(ty: PortType, a: &KernelPortArgs, cores: (usize, usize)) -> Result<T
         cache.free_batch(&mut b);
         (n, busy)
     });
-    let before = port.info();
+    let before = port.gauges();
     let drops0 = peer.rx_dropped()?;
     let [delivered, accepted, busy] = measure(a.seconds, || {
         Ok([peer.rx_packets()?, poller.count(), poller.busy()])
     })?;
-    let after = port.info();
+    let after = port.gauges();
     let drops = peer.rx_dropped()? - drops0;
     drop(poller);
     Ok(Trial {

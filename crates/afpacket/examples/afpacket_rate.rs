@@ -195,10 +195,7 @@ fn ns_sender(
 }
 
 fn info(port: &dyn nfv_ports::Port, key: &str) -> String {
-    port.info()
-        .into_iter()
-        .find(|(k, _)| *k == key)
-        .map_or_else(String::new, |(_, v)| v)
+    port.gauges().text(key).unwrap_or_default()
 }
 
 /// Returns the rx Mpps.

@@ -15,7 +15,7 @@
 //!   waits about a millisecond.
 //! * Tx (`tx.rs`): one socket per tx queue (per PMD) with
 //!   `PACKET_QDISC_BYPASS`, one `sendmmsg` per burst.
-//! * Counters ([`Port::info`]): the kernel's ring drops and queue freezes
+//! * Counters ([`Port::gauges`]): the kernel's ring drops and queue freezes
 //!   (`PACKET_STATISTICS`), frames the rx walk dropped (truncated,
 //!   oversize, bad blocks), tx frames left busy or refused, syscalls.
 //!
@@ -37,7 +37,7 @@ pub use rx::{Geometry, RETIRE_BLOCK_MS};
 use nfv_mem::{HEADROOM, MemoryConfig};
 use nfv_netdev::IfaceError;
 use nfv_ports::config::AfPacketConfig;
-use nfv_ports::{Port, PortConfig, PortKind, RxQueue, TxQueue};
+use nfv_ports::{Port, PortConfig, PortGauges, PortKind, RxQueue, TxQueue};
 use rx::{AfPacketRx, RingSlot, RxCounters, RxRing};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering::Relaxed;
@@ -314,57 +314,41 @@ impl Port for AfPacketPort {
         };
         Box::new(AfPacketTx::new(fd, self.tx_max_frame, counters))
     }
-    fn info(&self) -> Vec<(&'static str, String)> {
+    fn gauges(&self) -> PortGauges {
         let k = self.kernel_totals();
-        let rx = |f: fn(&RxCounters) -> u64| -> String {
-            self.rx_counters
-                .iter()
-                .map(|c| f(c))
-                .sum::<u64>()
-                .to_string()
-        };
+        let rx = |f: fn(&RxCounters) -> u64| -> u64 { self.rx_counters.iter().map(|c| f(c)).sum() };
         let txc = self.tx_counters.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = |f: fn(&TxCounters) -> u64| -> String {
-            txc.iter().map(|c| f(c)).sum::<u64>().to_string()
-        };
+        let tx = |f: fn(&TxCounters) -> u64| -> u64 { txc.iter().map(|c| f(c)).sum() };
         let g = &self.geometry;
-        vec![
-            ("iface", self.iface.clone()),
-            ("ifindex", self.ifindex.to_string()),
-            (
-                "rx_ring",
-                format!(
-                    "TPACKET_V3, {} blocks x {} KiB, {} ms block timeout",
-                    g.block_nr,
-                    g.block_size >> 10,
-                    RETIRE_BLOCK_MS
-                ),
-            ),
-            (
-                "rx_fanout",
-                match self.fanout_id {
-                    Some(id) => format!("hash, group {id}"),
-                    None => "none (one rx queue)".into(),
-                },
-            ),
-            ("tx", "sendmmsg per burst, qdisc bypass".into()),
-            ("max_frame", self.tx_max_frame.to_string()),
-            ("kernel_rx_packets", k.packets.to_string()),
-            ("kernel_drops", k.drops.to_string()),
-            ("kernel_ring_freezes", k.freezes.to_string()),
-            ("rx_truncated", rx(|c| c.truncated.load(Relaxed))),
-            ("rx_oversize", rx(|c| c.oversize.load(Relaxed))),
-            ("rx_bad_blocks", rx(|c| c.bad_blocks.load(Relaxed))),
-            ("rx_bad_frames", rx(|c| c.bad_frames.load(Relaxed))),
-            ("rx_blocks", rx(|c| c.blocks.load(Relaxed))),
-            ("tx_syscalls", tx(|c| c.calls.load(Relaxed))),
-            ("tx_busy", tx(|c| c.busy.load(Relaxed))),
-            ("tx_refused", tx(|c| c.bad_frames.load(Relaxed))),
-            ("tx_errors", tx(|c| c.errors.load(Relaxed))),
-            (
-                "tx_open_errors",
-                self.tx_open_errors.load(Relaxed).to_string(),
-            ),
-        ]
+        let rx_ring = format!(
+            "TPACKET_V3, {} blocks x {} KiB, {} ms block timeout",
+            g.block_nr,
+            g.block_size >> 10,
+            RETIRE_BLOCK_MS
+        );
+        let rx_fanout = match self.fanout_id {
+            Some(id) => format!("hash, group {id}"),
+            None => "none (one rx queue)".into(),
+        };
+        PortGauges::default()
+            .with("iface", self.iface.as_str())
+            .with("ifindex", u64::from(self.ifindex))
+            .with("rx_ring", rx_ring)
+            .with("rx_fanout", rx_fanout)
+            .with("tx", "sendmmsg per burst, qdisc bypass")
+            .with("max_frame", self.tx_max_frame)
+            .with("kernel_rx_packets", k.packets)
+            .with("kernel_drops", k.drops)
+            .with("kernel_ring_freezes", k.freezes)
+            .with("rx_truncated", rx(|c| c.truncated.load(Relaxed)))
+            .with("rx_oversize", rx(|c| c.oversize.load(Relaxed)))
+            .with("rx_bad_blocks", rx(|c| c.bad_blocks.load(Relaxed)))
+            .with("rx_bad_frames", rx(|c| c.bad_frames.load(Relaxed)))
+            .with("rx_blocks", rx(|c| c.blocks.load(Relaxed)))
+            .with("tx_syscalls", tx(|c| c.calls.load(Relaxed)))
+            .with("tx_busy", tx(|c| c.busy.load(Relaxed)))
+            .with("tx_refused", tx(|c| c.bad_frames.load(Relaxed)))
+            .with("tx_errors", tx(|c| c.errors.load(Relaxed)))
+            .with("tx_open_errors", self.tx_open_errors.load(Relaxed))
     }
 }

@@ -8,7 +8,7 @@ use crate::tx::AfXdpTxq;
 use crate::umem::{CHUNK_SIZE, RX_FRAME_MAX, TX_OFFSET};
 use crate::xsk::{Bind, Xsk, XskError};
 use nfv_ports::config::{AfXdpConfig, XdpBindMode};
-use nfv_ports::{Port, RxQueue, TxQueue};
+use nfv_ports::{Port, PortGauges, RxQueue, TxQueue};
 use std::io;
 use std::os::fd::AsFd;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ const L2_OVERHEAD: usize = nfv_wire::l2::TAGGED_HEADER_LEN;
 /// An AF_XDP port: one socket (and UMEM) per rx queue on `iface`, and the
 /// redirect program attached while the port lives.
 ///
-/// Thread safety: `Sync`; the control plane reads `info()` while PMDs use
+/// Thread safety: `Sync`; the control plane reads `gauges()` while PMDs use
 /// the queues. Fields are immutable after `open`; sockets are shared with
 /// the queues (see `xsk.rs`).
 pub struct AfXdpPort {
@@ -264,7 +264,7 @@ impl Port for AfXdpPort {
         }
         Box::new(AfXdpTxq::new(xsk, self.max_frame))
     }
-    fn info(&self) -> Vec<(&'static str, String)> {
+    fn gauges(&self) -> PortGauges {
         let mut k = [0u64; 6];
         for s in &self.socks {
             if let Ok(st) = s.statistics() {
@@ -280,39 +280,36 @@ impl Port for AfXdpPort {
                 }
             }
         }
-        let sum = |f: &dyn Fn(&Xsk) -> u64| -> String {
-            self.socks.iter().map(|s| f(s)).sum::<u64>().to_string()
-        };
-        vec![
-            ("iface", self.iface.clone()),
-            ("xdp_mode", self.link.mode.as_str().to_string()),
-            ("bind_mode", self.bind_mode().as_str().to_string()),
-            ("queues", self.socks.len().to_string()),
-            ("ring_size", self.socks[0].ring_size.to_string()),
-            ("frame_size", CHUNK_SIZE.to_string()),
-            ("max_frame", self.max_frame.to_string()),
-            ("tx_queues", sum(&|s| s.tx_users.load(Relaxed) as u64)),
-            ("rx_dropped", k[0].to_string()),
-            ("rx_invalid_descs", k[1].to_string()),
-            ("rx_ring_full", k[2].to_string()),
-            ("rx_fill_ring_empty_descs", k[3].to_string()),
-            ("tx_invalid_descs", k[4].to_string()),
-            ("tx_ring_empty_descs", k[5].to_string()),
-            ("rx_wakeups", sum(&|s| s.rx_counters.wakeups.load(Relaxed))),
-            (
+        let sum = |f: &dyn Fn(&Xsk) -> u64| -> u64 { self.socks.iter().map(|s| f(s)).sum() };
+        PortGauges::default()
+            .with("iface", self.iface.as_str())
+            .with("xdp_mode", self.link.mode.as_str())
+            .with("bind_mode", self.bind_mode().as_str())
+            .with("queues", self.socks.len())
+            .with("ring_size", self.socks[0].ring_size)
+            .with("frame_size", CHUNK_SIZE)
+            .with("max_frame", self.max_frame)
+            .with("tx_queues", sum(&|s| s.tx_users.load(Relaxed) as u64))
+            .with("rx_dropped", k[0])
+            .with("rx_invalid_descs", k[1])
+            .with("rx_ring_full", k[2])
+            .with("rx_fill_ring_empty_descs", k[3])
+            .with("tx_invalid_descs", k[4])
+            .with("tx_ring_empty_descs", k[5])
+            .with("rx_wakeups", sum(&|s| s.rx_counters.wakeups.load(Relaxed)))
+            .with(
                 "rx_bad_descs",
                 sum(&|s| s.rx_counters.bad_descs.load(Relaxed)),
-            ),
-            ("tx_kicks", sum(&|s| s.tx_counters.kicks.load(Relaxed))),
-            (
+            )
+            .with("tx_kicks", sum(&|s| s.tx_counters.kicks.load(Relaxed)))
+            .with(
                 "tx_kicks_busy",
                 sum(&|s| s.tx_counters.kicks_busy.load(Relaxed)),
-            ),
-            (
+            )
+            .with(
                 "tx_kick_errors",
                 sum(&|s| s.tx_counters.kick_errors.load(Relaxed)),
-            ),
-            ("tx_too_big", sum(&|s| s.tx_counters.too_big.load(Relaxed))),
-        ]
+            )
+            .with("tx_too_big", sum(&|s| s.tx_counters.too_big.load(Relaxed)))
     }
 }

@@ -401,7 +401,7 @@ fn interface_deleted_under_an_open_port_is_survived() {
         txq.tx_burst(&mut b, &mut pool);
         pool.free_batch(&mut b);
     }
-    let _ = port.info();
+    let _ = port.gauges();
     drop(rxq);
     drop(txq);
     drop(port);

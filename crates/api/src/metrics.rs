@@ -293,17 +293,14 @@ fn port_families(node: &Node, out: &mut Vec<Family>) {
             q_tx_p.count(with(l.clone(), "queue", q), s.packets);
             q_tx_b.count(with(l.clone(), "queue", q), s.bytes);
         }
-        let info: BTreeMap<&str, String> = v.port.info().into_iter().collect();
-        if let Some(n) = info.get("queued").and_then(|s| s.parse::<u64>().ok()) {
+        let gauges = v.port.gauges();
+        if let Some(n) = gauges.queued {
             queued.set(l.clone(), n as f64);
         }
-        if let Some(n) = info
-            .get("guest_rx_free")
-            .and_then(|s| s.parse::<u64>().ok())
-        {
+        if let Some(n) = gauges.guest_rx_free {
             guest_rx.set(l.clone(), n as f64);
         }
-        if let Some(c) = info.get("connected").and_then(|s| s.parse::<bool>().ok()) {
+        if let Some(c) = gauges.connected {
             connected.set(l.clone(), if c { 1.0 } else { 0.0 });
         }
     }

@@ -237,7 +237,8 @@ pub fn ndr(args: NdrArgs) -> Result<(), String> {
 type Searched = (nfv_traffic::SearchResult, Vec<TrialOutcome>);
 
 fn run_search(node: &Node, args: &NdrArgs, mean: f64, line_gbps: f64) -> Result<Searched, String> {
-    let mut runner = TrialRunner::new(node, &args.generator, &args.receiver)?;
+    let mut runner =
+        TrialRunner::new(node, &args.generator, &args.receiver).map_err(|e| e.to_string())?;
     runner.backlog_limit = args.backlog;
     let max_rate = match args.max_rate_pps {
         Some(m) => m as f64,

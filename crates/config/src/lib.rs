@@ -79,6 +79,7 @@ mod check;
 mod error;
 mod flows;
 mod port;
+mod port_set;
 mod raw;
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -92,6 +93,7 @@ use crate::check::{Result, path};
 pub use crate::error::ConfigError;
 use crate::error::Doc;
 pub use crate::port::{MAX_PORT_ID, MAX_PORT_NAME, MAX_RXQS};
+pub use crate::port_set::{ConflictKind, Peers, PortConflict, check_port_set};
 use crate::raw::{RawConfig, RawHugepages, RawMemory, RawPmd, RawPort, S};
 
 /// A validated node config.
@@ -253,8 +255,8 @@ pub fn parse_str(
 ///
 /// Errors name the file `<inline port>`, line 1 (or the line within a
 /// multi-line table) and the bare key (`rate_pps`). Checks that need the
-/// other ports (unique name and id, ring peer naming this port back) are
-/// the caller's. A generator's `frame_size` is checked against `memory`.
+/// other ports (unique name, id, socket and interface, ring peers) are
+/// [`check_port_set`]'s, with [`Peers::MayBeMissing`]. A generator's `frame_size` is checked against `memory`.
 /// Relative paths are made absolute against the current directory.
 pub fn parse_port_table(
     text: &str,

@@ -1,7 +1,6 @@
 //! `[[port]]` tables → [`PortConfig`]: one port at a time, then the checks
 //! that need all of them (unique names and ids, ring peers).
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use nfv_mem::MemoryConfig;
@@ -12,6 +11,9 @@ use nfv_ports::config::{
 
 use crate::check::{self, Result, path};
 use crate::error::Doc;
+use crate::port_set::{
+    ConflictKind, Peers, check_port_set, port_iface, port_ring_peer, port_ring_size, port_socket,
+};
 use crate::raw::{RawFrameSize, RawPort, RawPortType, RawVhostMode, RawXdpMode, S};
 
 /// Highest OpenFlow port number a port may have (0xff00 and up are
@@ -430,131 +432,84 @@ fn vhost_user(
     })
 }
 
-/// Checks across all ports of a file: unique names and ids, and ring peers
-/// that exist, are rings and name each other back with the same size.
+/// Checks across all ports of a file ([`check_port_set`]), reported at
+/// the line of the offending key.
 pub(crate) fn check_set(doc: &Doc<'_>, raws: &[S<RawPort>], ports: &[PortConfig]) -> Result<()> {
-    let mut by_name: HashMap<&str, usize> = HashMap::new();
-    let mut by_id: HashMap<u16, usize> = HashMap::new();
-    for (i, (raw, port)) in raws.iter().zip(ports).enumerate() {
-        let r = raw.get_ref();
-        if let Some(j) = by_name.insert(&port.name, i) {
-            return Err(doc.err(
-                r.name.span(),
-                format!("port[{i}].name"),
-                format!(
-                    "{:?} is already the name of port[{j}] (line {})",
-                    port.name,
-                    doc.line_of(raws[j].get_ref().name.span().start)
-                ),
-            ));
-        }
-        if let Some(j) = by_id.insert(port.id, i) {
-            return Err(doc.err(
-                r.id.span(),
-                format!("port[{i}].id"),
-                format!(
-                    "{} is already the id of port[{j}] {:?} (line {})",
-                    port.id,
-                    ports[j].name,
-                    doc.line_of(raws[j].get_ref().id.span().start)
-                ),
-            ));
-        }
-    }
-    let mut by_socket: HashMap<&Path, usize> = HashMap::new();
-    for (i, (raw, port)) in raws.iter().zip(ports).enumerate() {
-        let PortKind::VhostUser(v) = &port.kind else {
-            continue;
-        };
-        if let Some(j) = by_socket.insert(&v.socket, i) {
-            let span = raw
-                .get_ref()
-                .socket
-                .as_ref()
-                .map_or(raw.span(), |s| s.span());
-            return Err(doc.err(
-                span,
-                format!("port[{i}].socket"),
-                format!(
-                    "{} is already the socket of port[{j}] {:?}",
-                    v.socket.display(),
-                    ports[j].name
-                ),
-            ));
-        }
-    }
-    let mut by_iface: HashMap<&str, usize> = HashMap::new();
-    for (i, (raw, port)) in raws.iter().zip(ports).enumerate() {
-        let iface = match &port.kind {
-            PortKind::AfXdp(c) => &c.iface,
-            PortKind::AfPacket(c) => &c.iface,
-            PortKind::Tap(c) => &c.iface,
-            _ => continue,
-        };
-        if let Some(j) = by_iface.insert(iface, i) {
-            let span = raw
-                .get_ref()
-                .iface
-                .as_ref()
-                .map_or(raw.span(), |s| s.span());
-            return Err(doc.err(
-                span,
-                format!("port[{i}].iface"),
-                format!(
-                    "interface {iface:?} is already used by port[{j}] {:?}; one port per \
-                     kernel interface",
-                    ports[j].name
-                ),
-            ));
-        }
-    }
-    for (i, (raw, port)) in raws.iter().zip(ports).enumerate() {
-        let PortKind::Ring(ring) = &port.kind else {
-            continue;
-        };
-        let r = raw.get_ref();
-        let peer_span = r.peer.as_ref().map_or(raw.span(), |p| p.span());
-        let field = format!("port[{i}].peer");
-        let Some(&j) = by_name.get(ring.peer.as_str()) else {
-            return Err(doc.err(
-                peer_span,
-                field,
-                format!("no port is named {:?}", ring.peer),
-            ));
-        };
-        let other = &ports[j];
-        let PortKind::Ring(other_ring) = &other.kind else {
-            return Err(doc.err(
-                peer_span,
-                field,
-                format!(
-                    "port {:?} is of type {:?}, not \"ring\"",
-                    other.name,
-                    other.kind.type_name()
-                ),
-            ));
-        };
-        if other_ring.peer != port.name {
-            return Err(doc.err(
-                peer_span,
-                field,
-                format!(
-                    "ring port {:?} names {:?} as its peer, not {:?}; the two ends must name each other",
-                    other.name, other_ring.peer, port.name
-                ),
-            ));
-        }
-        if other_ring.size != ring.size && i > j {
-            let span = r.size.as_ref().map_or(raw.span(), |s| s.span());
-            return Err(doc.err(
-                span,
-                format!("port[{i}].size"),
-                format!(
-                    "{} differs from the size of its peer {:?} ({})",
-                    ring.size, other.name, other_ring.size
-                ),
-            ));
-        }
-    }
-    Ok(())
+    let Err(c) = check_port_set(ports, Peers::Complete) else {
+        return Ok(());
+    };
+    let (i, raw, p) = (c.port, raws[c.port].get_ref(), &ports[c.port]);
+    let j = c.other.unwrap_or(0);
+    let (other, other_raw) = (&ports[j], raws[j].get_ref());
+    let table = raws[i].span();
+    let span = |v: Option<std::ops::Range<usize>>| v.unwrap_or(table.clone());
+    let (span, message) = match c.kind {
+        ConflictKind::Name => (
+            raw.name.span(),
+            format!(
+                "{:?} is already the name of port[{j}] (line {})",
+                p.name,
+                doc.line_of(other_raw.name.span().start)
+            ),
+        ),
+        ConflictKind::Id => (
+            raw.id.span(),
+            format!(
+                "{} is already the id of port[{j}] {:?} (line {})",
+                p.id,
+                other.name,
+                doc.line_of(other_raw.id.span().start)
+            ),
+        ),
+        ConflictKind::Socket => (
+            span(raw.socket.as_ref().map(|s| s.span())),
+            format!(
+                "{} is already the socket of port[{j}] {:?}",
+                port_socket(p).unwrap_or(Path::new("")).display(),
+                other.name
+            ),
+        ),
+        ConflictKind::Iface => (
+            span(raw.iface.as_ref().map(|s| s.span())),
+            format!(
+                "interface {:?} is already used by port[{j}] {:?}; one port per kernel interface",
+                port_iface(p).unwrap_or_default(),
+                other.name
+            ),
+        ),
+        ConflictKind::NoPeer => (
+            span(raw.peer.as_ref().map(|s| s.span())),
+            format!(
+                "no port is named {:?}",
+                port_ring_peer(p).unwrap_or_default()
+            ),
+        ),
+        ConflictKind::PeerNotRing => (
+            span(raw.peer.as_ref().map(|s| s.span())),
+            format!(
+                "port {:?} is of type {:?}, not \"ring\"",
+                other.name,
+                other.kind.type_name()
+            ),
+        ),
+        ConflictKind::PeerNotReciprocal => (
+            span(raw.peer.as_ref().map(|s| s.span())),
+            format!(
+                "ring port {:?} names {:?} as its peer, not {:?}; the two ends must name each other",
+                other.name,
+                port_ring_peer(other).unwrap_or_default(),
+                p.name
+            ),
+        ),
+        ConflictKind::PeerSize => (
+            span(raw.size.as_ref().map(|s| s.span())),
+            format!(
+                "{} differs from the size of its peer {:?} ({})",
+                port_ring_size(p).unwrap_or(0),
+                other.name,
+                port_ring_size(other).unwrap_or(0)
+            ),
+        ),
+    };
+    Err(doc.err(span, format!("port[{i}].{}", c.kind.field()), message))
 }

@@ -3,6 +3,7 @@
 //! what the switch transmits to it is the VNF's rx, what the switch
 //! receives from it is the VNF's tx.
 
+use crate::error::NodeError;
 use crate::protocol::{ChainReport, VnfReport};
 use crate::rates::Rate;
 use nfv_config::ChainConfig;
@@ -16,11 +17,14 @@ pub fn chain_cookie(index: usize) -> u64 {
 }
 
 /// The steering rules of every chain.
-pub fn steering(chains: &[ChainConfig]) -> Result<Vec<FlowSpec>, String> {
+pub fn steering(chains: &[ChainConfig]) -> Result<Vec<FlowSpec>, NodeError> {
     let mut specs = Vec::new();
     for (i, c) in chains.iter().enumerate() {
         for r in c.steering_rules() {
-            let mut s = parse_flow(&r).map_err(|e| format!("chain {}: {e}", c.name))?;
+            let mut s = parse_flow(&r).map_err(|source| NodeError::Chain {
+                chain: c.name.clone(),
+                source,
+            })?;
             s.cookie = chain_cookie(i);
             specs.push(s);
         }
@@ -34,7 +38,8 @@ pub struct PortSample {
     pub tx: QueueSnapshot,
     pub rx_rate: Rate,
     pub tx_rate: Rate,
-    pub info: BTreeMap<String, String>,
+    /// Whether the port's peer is connected, for ports that have one.
+    pub connected: Option<bool>,
 }
 
 pub fn report(chains: &[ChainConfig], ports: &BTreeMap<PortNo, PortSample>) -> Vec<ChainReport> {
@@ -43,7 +48,7 @@ pub fn report(chains: &[ChainConfig], ports: &BTreeMap<PortNo, PortSample>) -> V
         tx: QueueSnapshot::default(),
         rx_rate: (0.0, 0.0),
         tx_rate: (0.0, 0.0),
-        info: BTreeMap::new(),
+        connected: None,
     };
     chains
         .iter()
@@ -68,7 +73,7 @@ pub fn report(chains: &[ChainConfig], ports: &BTreeMap<PortNo, PortSample>) -> V
                         // Packets the VNF did not take (ring full) and
                         // packets it sent that the switch dropped.
                         drops: p.tx.total_drops() + p.rx.total_drops(),
-                        connected: p.info.get("connected").is_none_or(|v| v == "true"),
+                        connected: p.connected.unwrap_or(true),
                     }
                 })
                 .collect();

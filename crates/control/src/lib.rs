@@ -1,17 +1,24 @@
 //! The control plane of a node: assembling a running switch from its
-//! validated config ([`node`]), the typed control protocol ([`protocol`]),
-//! the unix control socket ([`server`]), rate sampling ([`rates`]) and
-//! RFC 2544 trials against a running node ([`trial`]).
+//! validated config and stopping it ([`node`]), its ports (`ports.rs`),
+//! request handling (`requests.rs`) and reports (`reports.rs`), typed
+//! errors ([`error`]), the control protocol ([`protocol`]), the unix
+//! control socket ([`server`]), rate sampling ([`rates`]) and RFC 2544
+//! trials against a running node ([`trial`]).
 
 pub mod chains;
+pub mod error;
 pub mod node;
 pub mod pmu;
+mod ports;
 pub mod protocol;
 pub mod rates;
+mod reports;
+mod requests;
 pub mod server;
 pub mod trial;
 
-pub use node::{Node, NodeError};
+pub use error::{NodeError, RequestError};
+pub use node::Node;
 pub use protocol::{Request, Response};
 pub use server::{ControlServer, request};
 

@@ -13,6 +13,7 @@
 //! packets (its "rx ring") it drops the excess; those, and any still
 //! unsent when the trial ends, count as lost.
 
+use crate::error::RequestError;
 use crate::node::Node;
 use nfv_ports::{GeneratorControl, ReceiverStats};
 use nfv_traffic::stamp::stream_port;
@@ -56,12 +57,10 @@ pub struct TrialRunner {
 impl TrialRunner {
     /// Trials from generator port `generator` to receiver port `receiver`
     /// of `node`. The generator must stamp its frames.
-    pub fn new(node: &Node, generator: &str, receiver: &str) -> Result<TrialRunner, String> {
+    pub fn new(node: &Node, generator: &str, receiver: &str) -> Result<TrialRunner, RequestError> {
         let g = node.generator_control(generator)?;
         if !g.stamps() {
-            return Err(format!(
-                "generator {generator:?} does not stamp its frames; set `stamp = true` on it"
-            ));
+            return Err(RequestError::NotStamping(generator.to_string()));
         }
         Ok(TrialRunner {
             generator: g,

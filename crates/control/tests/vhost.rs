@@ -32,12 +32,14 @@ fn vhost_user_ports_are_opened_shown_and_removed() {
         .add_port(&format!(
             "name=\"v3\",id=3,type=\"vhost-user\",socket=\"{s1}\",mode=\"server\""
         ))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("already the socket of port \"v1\""), "{e}");
     assert_eq!(
         node.add_port(&format!(
             "name=\"v2\",id=4,type=\"vhost-user\",socket=\"{s2}\""
-        )),
+        ))
+        .map_err(|e| e.to_string()),
         Ok(4)
     );
     let v2 = node.show_ports().into_iter().find(|p| p.no == 4).unwrap();

@@ -175,11 +175,7 @@ fn drops_of(s: &QueueSnapshot, r: DropReason) -> u64 {
 }
 
 fn info(p: &Arc<dyn Port>, key: &str) -> String {
-    p.info()
-        .into_iter()
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| v)
-        .unwrap_or_default()
+    p.gauges().text(key).unwrap_or_default()
 }
 
 // Port numbers used below.

@@ -16,7 +16,7 @@
 //! writes a few fields; it never allocates.
 
 use crate::config::GeneratorConfig;
-use crate::{Clock, Port, QueueCounters, RxQueue, TxQueue};
+use crate::{Clock, Gauge, Port, PortGauges, QueueCounters, RxQueue, TxQueue};
 use nfv_mem::{Batch, PoolCache};
 use nfv_traffic::mix::Pacer;
 use nfv_traffic::stamp::{STAMP_LEN, STAMP_OFFSET, Stamp, stream_id};
@@ -392,26 +392,23 @@ impl Port for GeneratorPort {
     fn open_txq(&self, _q: usize) -> Box<dyn TxQueue> {
         Box::new(DiscardTx)
     }
-    fn info(&self) -> Vec<(&'static str, String)> {
+    fn gauges(&self) -> PortGauges {
         let c = &self.control;
-        vec![
-            (
-                "frame_size",
-                if self.cfg.imix {
-                    "imix".into()
-                } else {
-                    self.cfg.frame_size.to_string()
-                },
-            ),
-            ("flows", self.cfg.flows.to_string()),
-            (
+        let frame_size = if self.cfg.imix {
+            "imix".into()
+        } else {
+            self.cfg.frame_size.to_string()
+        };
+        PortGauges::default()
+            .with("frame_size", frame_size)
+            .with("flows", u64::from(self.cfg.flows))
+            .with(
                 "rate_pps",
-                c.rate_pps().map_or("max".into(), |r| r.to_string()),
-            ),
-            ("stamp", self.cfg.stamp.to_string()),
-            ("generated", c.generated().to_string()),
-            ("missed", c.missed().to_string()),
-        ]
+                c.rate_pps().map_or(Gauge::from("max"), Gauge::from),
+            )
+            .with("stamp", self.cfg.stamp)
+            .with("generated", c.generated())
+            .with("missed", c.missed())
     }
     fn generator_control(&self) -> Option<Arc<GeneratorControl>> {
         Some(self.control.clone())

@@ -7,12 +7,14 @@
 //! has enough tx queues.
 //!
 //! The datapath counts packets, bytes and drops by reason for every queue
-//! ([`stats`]); port types only count what is special to them ([`Port::info`]).
+//! ([`stats`]); port types only count what is special to them, as typed
+//! [`gauges`] ([`Port::gauges`]).
 //!
 //! One module per port type: [`generator`], [`sink`], [`receiver`],
 //! [`pcap`], [`ring`].
 
 pub mod config;
+pub mod gauges;
 pub mod generator;
 pub mod open;
 pub mod pcap;
@@ -25,6 +27,7 @@ use nfv_mem::{Batch, PoolCache};
 use std::sync::Arc;
 
 pub use config::{PortConfig, PortKind, PortNo};
+pub use gauges::{Gauge, PortGauges};
 pub use generator::GeneratorControl;
 pub use open::{OpenError, PortFactory, open_port};
 pub use receiver::ReceiverStats;
@@ -83,9 +86,10 @@ pub trait Port: Send + Sync {
     fn open_rxq(&self, q: usize) -> Box<dyn RxQueue>;
     /// Opens tx queue `q` for PMD thread `q`; called once per PMD.
     fn open_txq(&self, q: usize) -> Box<dyn TxQueue>;
-    /// Port-type-specific facts and counters for `show ports`.
-    fn info(&self) -> Vec<(&'static str, String)> {
-        Vec::new()
+    /// Port-type-specific facts and counters (`show ports`, `/metrics`,
+    /// the chain report). Control plane only; may take a lock.
+    fn gauges(&self) -> PortGauges {
+        PortGauges::default()
     }
     /// A generator's run control (rate, packet budget), for the control
     /// plane.
@@ -95,6 +99,56 @@ pub trait Port: Send + Sync {
     /// A receiver's per-stream loss, reordering and latency counters.
     fn receiver_stats(&self) -> Option<Arc<ReceiverStats>> {
         None
+    }
+    /// The validated config the port was opened from, when it carries
+    /// one ([`Configured`]): the control plane keeps no port list of its
+    /// own beside the datapath's.
+    fn config(&self) -> Option<&PortConfig> {
+        None
+    }
+}
+
+/// A port with the config it was opened from ([`Port::config`]); every
+/// other method is the inner port's. Cold only: queues are opened from
+/// the inner port, so bursts do not pass through here.
+pub struct Configured {
+    config: PortConfig,
+    port: Arc<dyn Port>,
+}
+
+impl Configured {
+    pub fn wrap(config: PortConfig, port: Arc<dyn Port>) -> Arc<dyn Port> {
+        Arc::new(Configured { config, port })
+    }
+}
+
+impl Port for Configured {
+    fn name(&self) -> &str {
+        self.port.name()
+    }
+    fn type_name(&self) -> &'static str {
+        self.port.type_name()
+    }
+    fn n_rxq(&self) -> usize {
+        self.port.n_rxq()
+    }
+    fn open_rxq(&self, q: usize) -> Box<dyn RxQueue> {
+        self.port.open_rxq(q)
+    }
+    fn open_txq(&self, q: usize) -> Box<dyn TxQueue> {
+        self.port.open_txq(q)
+    }
+    fn gauges(&self) -> PortGauges {
+        self.port.gauges()
+    }
+    fn generator_control(&self) -> Option<Arc<GeneratorControl>> {
+        self.port.generator_control()
+    }
+    fn receiver_stats(&self) -> Option<Arc<ReceiverStats>> {
+        self.port.receiver_stats()
+    }
+    fn config(&self) -> Option<&PortConfig> {
+        Some(&self.config)
     }
 }
 

@@ -8,7 +8,7 @@
 //! file that is flushed at most every 100 ms and when the port closes.
 
 use crate::config::PcapConfig;
-use crate::{Port, RxQueue, TxQueue};
+use crate::{Port, PortGauges, RxQueue, TxQueue};
 use nfv_mem::{Batch, PoolCache};
 use pcap_file::pcap::PcapReader;
 use std::fs::File;
@@ -231,16 +231,15 @@ impl Port for PcapPort {
             captured: self.captured.clone(),
         })
     }
-    fn info(&self) -> Vec<(&'static str, String)> {
+    fn gauges(&self) -> PortGauges {
         let path = |p: &Option<std::path::PathBuf>| {
             p.as_ref().map_or("-".into(), |p| p.display().to_string())
         };
-        vec![
-            ("replay", path(&self.cfg.replay)),
-            ("capture", path(&self.cfg.capture)),
-            ("replayed", self.replayed.load(Relaxed).to_string()),
-            ("captured", self.captured.load(Relaxed).to_string()),
-        ]
+        PortGauges::default()
+            .with("replay", path(&self.cfg.replay))
+            .with("capture", path(&self.cfg.capture))
+            .with("replayed", self.replayed.load(Relaxed))
+            .with("captured", self.captured.load(Relaxed))
     }
 }
 

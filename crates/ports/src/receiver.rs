@@ -13,7 +13,7 @@
 //! stream is spread over PMDs its counts add up but reordering between
 //! PMDs is not seen.
 
-use crate::{Clock, Port, RxQueue, TxQueue};
+use crate::{Clock, Port, PortGauges, RxQueue, TxQueue};
 use nfv_mem::{Batch, PoolCache};
 use nfv_traffic::{ReceiverShared, ReceiverSnapshot, TrafficReceiver};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -118,28 +118,26 @@ impl Port for ReceiverPort {
             clock: self.clock,
         })
     }
-    fn info(&self) -> Vec<(&'static str, String)> {
+    fn gauges(&self) -> PortGauges {
         let s = self.stats.snapshot();
-        let sum = |f: fn(&nfv_traffic::StreamSnapshot) -> u64| -> String {
-            s.streams.iter().map(f).sum::<u64>().to_string()
-        };
-        let mut info = vec![
-            ("streams", s.streams.len().to_string()),
-            ("received", sum(|x| x.received)),
-            ("lost", sum(|x| x.lost())),
-            ("reordered", sum(|x| x.reordered)),
-            ("duplicates", sum(|x| x.duplicates)),
-            ("unstamped", s.unstamped.to_string()),
-        ];
+        let sum =
+            |f: fn(&nfv_traffic::StreamSnapshot) -> u64| -> u64 { s.streams.iter().map(f).sum() };
+        let mut g = PortGauges::default()
+            .with("streams", s.streams.len())
+            .with("received", sum(|x| x.received))
+            .with("lost", sum(|x| x.lost()))
+            .with("reordered", sum(|x| x.reordered))
+            .with("duplicates", sum(|x| x.duplicates))
+            .with("unstamped", s.unstamped);
         let mut all = nfv_traffic::StreamSnapshot::empty(0);
         for x in &s.streams {
             all.merge(x);
         }
         if let Some(l) = all.latency() {
-            info.push(("latency_p50_us", format!("{:.3}", l.p50_ns as f64 / 1e3)));
-            info.push(("latency_p99_us", format!("{:.3}", l.p99_ns as f64 / 1e3)));
+            g.push("latency_p50_us", format!("{:.3}", l.p50_ns as f64 / 1e3));
+            g.push("latency_p99_us", format!("{:.3}", l.p99_ns as f64 / 1e3));
         }
-        info
+        g
     }
     fn receiver_stats(&self) -> Option<Arc<ReceiverStats>> {
         Some(self.stats.clone())

@@ -6,7 +6,7 @@
 //! drops what it sends (counted as `tx_full` by the datapath) until the
 //! peer exists.
 
-use crate::{Port, RxQueue, TxQueue};
+use crate::{Port, PortGauges, RxQueue, TxQueue};
 use crossbeam_queue::ArrayQueue;
 use nfv_mem::{Batch, Packet, PoolCache};
 use std::sync::{Arc, OnceLock};
@@ -112,14 +112,15 @@ impl Port for RingPort {
             q,
         })
     }
-    fn info(&self) -> Vec<(&'static str, String)> {
+    fn gauges(&self) -> PortGauges {
         let queued: usize = self
             .inbox
             .get()
             .map_or(0, |r| r.iter().map(|q| q.len()).sum());
-        vec![
-            ("queued", queued.to_string()),
-            ("peer_up", self.peer_inbox.get().is_some().to_string()),
-        ]
+        PortGauges {
+            queued: Some(queued as u64),
+            ..PortGauges::default()
+        }
+        .with("peer_up", self.peer_inbox.get().is_some())
     }
 }

@@ -16,7 +16,7 @@
 //!   ARP, control protocols), not for the data plane's bulk. Tx queue `q`
 //!   writes to descriptor `q % queues`; concurrent `write()`s on one
 //!   descriptor are safe (each moves one whole frame).
-//! * Counters ([`Port::info`]): frames cut to fit, read errors, frames
+//! * Counters ([`Port::gauges`]): frames cut to fit, read errors, frames
 //!   left by EAGAIN, short writes, refused frames, write errors, and the
 //!   kernel's drops towards the switch (the TAP's `tx_dropped`).
 
@@ -26,7 +26,7 @@ mod queue;
 use dev::DevError;
 use nfv_mem::HEADROOM;
 use nfv_netdev::IfaceError;
-use nfv_ports::{Port, PortConfig, PortKind, RxQueue, TxQueue};
+use nfv_ports::{Gauge, Port, PortConfig, PortGauges, PortKind, RxQueue, TxQueue};
 use queue::{Counters, TapRx, TapTx};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering::Relaxed;
@@ -290,51 +290,38 @@ impl Port for TapPort {
             counters,
         })
     }
-    fn info(&self) -> Vec<(&'static str, String)> {
-        let rx = |f: fn(&Counters) -> &std::sync::atomic::AtomicU64| -> String {
-            self.rx_counters
-                .iter()
-                .map(|c| f(c).load(Relaxed))
-                .sum::<u64>()
-                .to_string()
+    fn gauges(&self) -> PortGauges {
+        let rx = |f: fn(&Counters) -> &std::sync::atomic::AtomicU64| -> u64 {
+            self.rx_counters.iter().map(|c| f(c).load(Relaxed)).sum()
         };
         let txc = self.tx_counters.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = |f: fn(&Counters) -> &std::sync::atomic::AtomicU64| -> String {
-            txc.iter()
-                .map(|c| f(c).load(Relaxed))
-                .sum::<u64>()
-                .to_string()
+        let tx = |f: fn(&Counters) -> &std::sync::atomic::AtomicU64| -> u64 {
+            txc.iter().map(|c| f(c).load(Relaxed)).sum()
         };
-        let m = self.mac;
-        vec![
-            ("iface", self.iface.clone()),
-            (
-                "created",
-                if self.created {
-                    "yes (removed when the port closes)".into()
-                } else {
-                    "no (existing TAP, left in place)".into()
-                },
-            ),
-            ("queues", self.fds.len().to_string()),
-            ("mac", nfv_wire::EthernetAddress(m).to_string()),
-            ("max_frame", self.max_frame.to_string()),
-            (
+        let created = if self.created {
+            "yes (removed when the port closes)"
+        } else {
+            "no (existing TAP, left in place)"
+        };
+        let kernel_drops = dev::kernel_tx_dropped(&self.iface)
+            .map_or_else(|| Gauge::from("n/a (not in this namespace)"), Gauge::from);
+        PortGauges::default()
+            .with("iface", self.iface.as_str())
+            .with("created", created)
+            .with("queues", self.fds.len())
+            .with("mac", nfv_wire::EthernetAddress(self.mac).to_string())
+            .with("max_frame", self.max_frame)
+            .with(
                 "syscalls",
-                "one read()/write() per frame (a TAP has no batched I/O)".into(),
-            ),
-            (
-                "kernel_drops",
-                dev::kernel_tx_dropped(&self.iface)
-                    .map_or_else(|| "n/a (not in this namespace)".into(), |d| d.to_string()),
-            ),
-            ("rx_truncated", rx(|c| &c.rx_truncated)),
-            ("rx_errors", rx(|c| &c.rx_errors)),
-            ("tx_eagain", tx(|c| &c.tx_eagain)),
-            ("tx_short_writes", tx(|c| &c.tx_short)),
-            ("tx_refused", tx(|c| &c.tx_refused)),
-            ("tx_errors", tx(|c| &c.tx_errors)),
-        ]
+                "one read()/write() per frame (a TAP has no batched I/O)",
+            )
+            .with("kernel_drops", kernel_drops)
+            .with("rx_truncated", rx(|c| &c.rx_truncated))
+            .with("rx_errors", rx(|c| &c.rx_errors))
+            .with("tx_eagain", tx(|c| &c.tx_eagain))
+            .with("tx_short_writes", tx(|c| &c.tx_short))
+            .with("tx_refused", tx(|c| &c.tx_refused))
+            .with("tx_errors", tx(|c| &c.tx_errors))
     }
 }
 

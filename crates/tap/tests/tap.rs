@@ -43,11 +43,9 @@ fn exists(iface: &str) -> bool {
 }
 
 fn info(port: &dyn Port, key: &str) -> String {
-    port.info()
-        .into_iter()
-        .find(|(k, _)| *k == key)
-        .unwrap_or_else(|| panic!("no info key {key}"))
-        .1
+    port.gauges()
+        .text(key)
+        .unwrap_or_else(|| panic!("no gauge {key}"))
 }
 
 fn pool() -> (Arc<PacketPool>, PoolCache) {

@@ -233,46 +233,16 @@ impl Backend {
     /// Makes tx ring `p` run `setup` (or stop).
     fn apply_tx(&self, p: usize, setup: Option<Arc<RingSetup>>) {
         let ring = &self.shared.tx[p];
-        let want = setup.as_ref().map_or(0, |s| s.id);
         let mut st = ring.lock();
-        if st.setup_id == want {
+        let Some(retired) = st.apply(setup.as_deref(), &self.shared, 2 * p, &ring.errors) else {
             return;
-        }
-        let old = st.dq.take();
+        };
         // The new queue (if any) reports at its first tx burst.
         ring.rx_free.0.store(0, Relaxed);
-        if let Some(dq) = &old {
-            st.position = dq.last_avail_idx();
-            crate::errors::mirror(&ring.errors, dq, &mut st.error_base, true);
-        }
-        st.setup_id = want;
-        if let Some(s) = setup {
-            let base = if st.base_epoch == s.base_epoch {
-                st.position
-            } else {
-                s.base
-            };
-            st.base_epoch = s.base_epoch;
-            st.position = base;
-            match s.build(base) {
-                Ok(dq) => {
-                    st.error_seen = 0;
-                    st.dq = Some(dq);
-                }
-                Err(e) => self.ring_setup_failed(2 * p, &e, &ring.errors),
-            }
-        }
         drop(st);
         // Unmapping (if this was the last user of an old table) happens
         // outside the lock.
-        drop(old);
-    }
-
-    fn ring_setup_failed(&self, vring: usize, e: &str, m: &crate::shared::ErrorMirror) {
-        Status::bump(&m.setup_failures);
-        Status::bump(&self.shared.status.ring_errors);
-        let msg = format!("vring {vring}: cannot start: {e}");
-        self.shared.warn_limited("ring_setup", msg);
+        drop(retired);
     }
 
     /// GET_VRING_BASE: stops vring `i` and returns where it stopped.

@@ -25,8 +25,8 @@
 //! * Ring fill, for telling a slow switch from a slow guest: each rx burst
 //!   stores the guest TX backlog it found, each tx burst the guest RX
 //!   buffers it found free (one relaxed store per burst, see
-//!   [`VhostStatus::queued`] and [`VhostStatus::guest_rx_free`]); `info`
-//!   reports the sums as `queued` and `guest_rx_free`.
+//!   [`VhostStatus::queued`] and [`VhostStatus::guest_rx_free`]); its
+//!   gauges report the sums as `queued` and `guest_rx_free`.
 //! * Disconnect: rings stop, rx bursts return 0 and tx bursts send nothing;
 //!   guest memory is unmapped once no PMD can touch it any more.
 //!
@@ -52,7 +52,7 @@
 //!   would raise SIGBUS. The SIGBUS guard (`nfv_virtio::guard`) maps zero
 //!   pages over the faulting mapping so the access completes; the rings
 //!   using that memory notice at their next burst and are quarantined
-//!   (counter `memory_fault`, `quarantined` in `info`, one log line), and
+//!   (counter `memory_fault`, `quarantined` in its gauges, one log line), and
 //!   rings restarted over the same memory refuse to run until the frontend
 //!   sends a new memory table. Every other port keeps forwarding.
 //!   Limits: the burst that hit the fault completes on zeros (its chains
@@ -73,6 +73,7 @@ pub mod features;
 pub mod fuzzing;
 mod memtable;
 pub mod message;
+mod ownership;
 mod queue;
 pub mod ratelimit;
 mod shared;
@@ -83,7 +84,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use nfv_ports::config::{PortConfig, PortKind, VhostUserConfig, VhostUserMode};
-use nfv_ports::{Port, RxQueue, TxQueue};
+use nfv_ports::{Port, PortGauges, RxQueue, TxQueue};
 
 pub use conn::{MAX_BACKOFF, RETRY, STABLE};
 pub use errors::NAMES as QUEUE_COUNTER_NAMES;
@@ -123,7 +124,7 @@ pub enum VhostError {
 /// A vhost-user virtio-net port. Dropping it stops its protocol thread,
 /// closes the connection and (server mode) removes the socket.
 ///
-/// Thread safety: `Sync`; `info`/`status` read atomics only.
+/// Thread safety: `Sync`; `gauges`/`status` read atomics only.
 pub struct VhostUserPort {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -156,7 +157,7 @@ impl VringStatus {
     }
 }
 
-/// A typed view of [`Port::info`].
+/// The port's state and counters, typed (its [`Port::gauges`] show them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VhostStatus {
     pub connected: bool,
@@ -328,31 +329,32 @@ impl Port for VhostUserPort {
     fn open_txq(&self, q: usize) -> Box<dyn TxQueue> {
         Box::new(queue::VhostTxq::new(self.shared.clone(), q))
     }
-    fn info(&self) -> Vec<(&'static str, String)> {
+    fn gauges(&self) -> PortGauges {
         let st = self.status();
         let cfg = &self.shared.cfg;
-        let mut v = vec![
-            ("mode", cfg.mode.as_str().to_string()),
-            ("socket", cfg.socket.display().to_string()),
-            ("connected", st.connected.to_string()),
-            ("features", features::describe(st.features)),
-            (
-                "queue_pairs",
-                format!("{} of {} enabled", st.pairs_enabled, cfg.queues),
-            ),
-            ("reconnects", st.reconnects().to_string()),
-            ("negotiation_errors", st.negotiation_errors.to_string()),
-            ("protocol_errors", st.protocol_errors.to_string()),
-            ("mem_table_errors", st.mem_table_errors.to_string()),
-            ("ring_errors", st.ring_errors.to_string()),
-            ("quarantined", format!("{:?}", st.quarantined())),
-            ("call_stuck", format!("{:?}", st.call_stuck())),
-            ("call_blocked", st.counter("call_blocked").to_string()),
-            ("memory_faults", st.counter("memory_fault").to_string()),
-            ("queued", st.queued.to_string()),
-            ("guest_rx_free", st.guest_rx_free.to_string()),
-            ("tx_retries", st.tx_retries.to_string()),
-        ];
+        let mut g = PortGauges {
+            connected: Some(st.connected),
+            queued: Some(st.queued),
+            guest_rx_free: Some(st.guest_rx_free),
+            other: Vec::new(),
+        }
+        .with("mode", cfg.mode.as_str())
+        .with("socket", cfg.socket.display().to_string())
+        .with("features", features::describe(st.features))
+        .with(
+            "queue_pairs",
+            format!("{} of {} enabled", st.pairs_enabled, cfg.queues),
+        )
+        .with("reconnects", st.reconnects())
+        .with("negotiation_errors", st.negotiation_errors)
+        .with("protocol_errors", st.protocol_errors)
+        .with("mem_table_errors", st.mem_table_errors)
+        .with("ring_errors", st.ring_errors)
+        .with("quarantined", format!("{:?}", st.quarantined()))
+        .with("call_stuck", format!("{:?}", st.call_stuck()))
+        .with("call_blocked", st.counter("call_blocked"))
+        .with("memory_faults", st.counter("memory_fault"))
+        .with("tx_retries", st.tx_retries);
         for vr in &st.vrings {
             let nonzero: Vec<String> = errors::NAMES
                 .iter()
@@ -366,17 +368,17 @@ impl Port for VhostUserPort {
                 if vr.setup_failures != 0 {
                     s.push_str(&format!(" setup_failures={}", vr.setup_failures));
                 }
-                v.push((key, s.trim().to_string()));
+                g.push(key, s.trim());
             }
         }
         if !st.last_error.is_empty() {
-            v.push(("last_error", st.last_error));
+            g.push("last_error", st.last_error);
         }
-        v
+        g
     }
 }
 
-/// `info` keys must be `'static`: one per possible virtqueue.
+/// Gauge keys must be `'static`: one per possible virtqueue.
 const VRING_KEYS: [&str; 2 * VhostUserConfig::MAX_QUEUES] = [
     "vring0", "vring1", "vring2", "vring3", "vring4", "vring5", "vring6", "vring7", "vring8",
     "vring9", "vring10", "vring11", "vring12", "vring13", "vring14", "vring15", "vring16",

@@ -21,6 +21,7 @@ use nfv_virtio::DeviceQueue;
 use nfv_virtio::guard::fault_epoch;
 
 use crate::errors;
+use crate::ownership::RingOwner;
 use crate::shared::{ERROR_KINDS, ErrorMirror, Shared};
 
 /// Stops `dq` if its guest memory faulted (cold: the fault epoch moved).
@@ -65,13 +66,7 @@ pub(crate) struct VhostRxq {
     shared: Arc<Shared>,
     pair: usize,
     generation: u64,
-    dq: Option<DeviceQueue>,
-    setup_id: u64,
-    base_epoch: u64,
-    position: u16,
-    error_base: [u64; ERROR_KINDS],
-    error_seen: u64,
-    fault_epoch: u64,
+    owner: RingOwner,
 }
 
 impl VhostRxq {
@@ -84,13 +79,11 @@ impl VhostRxq {
             pair,
             // Forces a resync on the first burst.
             generation: u64::MAX,
-            dq: None,
-            setup_id: 0,
-            base_epoch: 0,
-            position: 0,
-            error_base,
-            error_seen: 0,
-            fault_epoch: fault_epoch(),
+            owner: RingOwner {
+                error_base,
+                fault_epoch: fault_epoch(),
+                ..RingOwner::default()
+            },
         }
     }
 
@@ -101,39 +94,15 @@ impl VhostRxq {
         let snap = self.shared.snapshot();
         let setup = snap.rx.get(self.pair).cloned().flatten();
         let ring = &self.shared.rx[self.pair];
-        let want = setup.as_ref().map_or(0, |s| s.id);
-        if want != self.setup_id || (setup.is_some() && self.dq.is_none()) {
-            if let Some(dq) = self.dq.take() {
-                self.position = dq.last_avail_idx();
-                errors::mirror(&ring.errors, &dq, &mut self.error_base, true);
-                ring.position.store(self.position as u32, Relaxed);
-                ring.pos_epoch.store(self.base_epoch, Release);
-                // Dropping `dq` drops its Arc<GuestMemory>.
-            }
-            self.setup_id = want;
-            if let Some(s) = setup {
-                if s.base_epoch != self.base_epoch {
-                    self.position = s.base;
-                    self.base_epoch = s.base_epoch;
-                }
-                match s.build(self.position) {
-                    Ok(dq) => {
-                        self.error_seen = errors::trigger(&dq);
-                        self.dq = Some(dq);
-                    }
-                    Err(e) => {
-                        ring.errors.setup_failures.fetch_add(1, Relaxed);
-                        self.shared.warn_limited(
-                            "ring_setup",
-                            format!("vring {}: cannot start: {e}", 2 * self.pair + 1),
-                        );
-                    }
-                }
-                ring.position.store(self.position as u32, Relaxed);
-                ring.pos_epoch.store(self.base_epoch, Release);
-            }
+        let vring = 2 * self.pair + 1;
+        let o = &mut self.owner;
+        if let Some(retired) = o.apply(setup.as_deref(), &self.shared, vring, &ring.errors) {
+            // Dropping the retired queue drops its Arc<GuestMemory>.
+            drop(retired);
+            ring.position.store(o.position as u32, Relaxed);
+            ring.pos_epoch.store(o.base_epoch, Release);
         }
-        if self.dq.is_none() {
+        if self.owner.dq.is_none() {
             ring.queued.0.store(0, Relaxed);
         }
         self.generation = snap.generation;
@@ -147,12 +116,13 @@ impl RxQueue for VhostRxq {
         if self.shared.generation.load(Acquire) != self.generation {
             self.resync();
         }
-        let Some(dq) = self.dq.as_mut() else {
+        let o = &mut self.owner;
+        let Some(dq) = o.dq.as_mut() else {
             return 0;
         };
         let epoch = fault_epoch();
-        if epoch != self.fault_epoch {
-            self.fault_epoch = epoch;
+        if epoch != o.fault_epoch {
+            o.fault_epoch = epoch;
             check_memory(&self.shared, 2 * self.pair + 1, dq);
         }
         let n = dq.dequeue_burst(batch, pool);
@@ -165,10 +135,10 @@ impl RxQueue for VhostRxq {
             ring.position.store(dq.last_avail_idx() as u32, Relaxed);
         }
         let t = errors::trigger(dq);
-        if t != self.error_seen {
-            self.error_seen = t;
+        if t != o.error_seen {
+            o.error_seen = t;
             let vring = 2 * self.pair + 1;
-            publish(&self.shared, vring, &ring.errors, dq, &mut self.error_base);
+            publish(&self.shared, vring, &ring.errors, dq, &mut o.error_base);
         }
         n
     }
@@ -177,10 +147,11 @@ impl RxQueue for VhostRxq {
 impl Drop for VhostRxq {
     fn drop(&mut self) {
         let ring = &self.shared.rx[self.pair];
-        if let Some(dq) = self.dq.take() {
-            errors::mirror(&ring.errors, &dq, &mut self.error_base, true);
+        let o = &mut self.owner;
+        if let Some(dq) = o.dq.take() {
+            errors::mirror(&ring.errors, &dq, &mut o.error_base, true);
             ring.position.store(dq.last_avail_idx() as u32, Relaxed);
-            ring.pos_epoch.store(self.base_epoch, Release);
+            ring.pos_epoch.store(o.base_epoch, Release);
         }
         ring.queued.0.store(0, Relaxed);
         ring.attached.store(false, Release);

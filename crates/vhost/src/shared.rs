@@ -126,7 +126,7 @@ impl ErrorMirror {
 }
 
 /// A ring-fill gauge written by the ring's owner once per burst (one
-/// relaxed store) and read by `info`. On its own cache line: the rings of
+/// relaxed store) and read by `gauges`. On its own cache line: the rings of
 /// neighbouring pairs belong to other PMDs, and a per-burst store must not
 /// bounce their lines.
 #[derive(Debug, Default)]
@@ -164,19 +164,8 @@ pub(crate) struct TxRing {
     pub errors: ErrorMirror,
 }
 
-#[derive(Default)]
-pub(crate) struct TxState {
-    pub dq: Option<DeviceQueue>,
-    pub setup_id: u64,
-    pub base_epoch: u64,
-    pub position: u16,
-    /// Counter totals of the queues this ring had before `dq`.
-    pub error_base: [u64; ERROR_KINDS],
-    /// Sum of `dq`'s error counters at the last mirror, to notice changes.
-    pub error_seen: u64,
-    /// Guest-memory fault epoch last checked against `dq`'s memory.
-    pub fault_epoch: u64,
-}
+/// The owner's state of a guest RX virtqueue (see [`crate::ownership`]).
+pub(crate) type TxState = crate::ownership::RingOwner;
 
 // SAFETY: `state` is only accessed through `TxGuard`, which holds `lock`
 // (acquire on lock, release on unlock), so at most one thread touches it

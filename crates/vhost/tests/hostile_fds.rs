@@ -71,10 +71,11 @@ fn a_blocking_call_fd_does_not_stop_the_pmd() {
         let st = a.status();
         assert!(stuck, "{what}: no call_blocked counted: {st:#?}");
         assert_eq!(st.call_stuck(), vec![0], "{what}: {st:#?}");
-        let info = nfv_ports::Port::info(&*a);
-        assert!(
-            info.iter().any(|(k, v)| *k == "call_stuck" && v == "[0]"),
-            "{what}: {info:?}"
+        let gauges = nfv_ports::Port::gauges(&*a);
+        assert_eq!(
+            gauges.text("call_stuck").as_deref(),
+            Some("[0]"),
+            "{what}: {gauges:?}"
         );
         // Traffic to the guest keeps flowing without interrupts, and the
         // healthy port on the same PMD is unaffected.

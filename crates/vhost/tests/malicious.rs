@@ -380,13 +380,13 @@ fn hostile_descriptors_are_counted_and_quarantined() {
     for _ in 0..10 {
         assert_eq!(a.poll(), 0);
     }
-    let info = a.port.info();
-    let q = info.iter().find(|(k, _)| *k == "quarantined").unwrap();
-    assert_eq!(q.1, "[1]");
+    let gauges = a.port.gauges();
+    assert_eq!(gauges.text("quarantined").as_deref(), Some("[1]"));
     assert!(
-        info.iter()
-            .any(|(k, v)| *k == "vring1" && v.contains("avail_idx_jump=1")),
-        "{info:?}"
+        gauges
+            .text("vring1")
+            .is_some_and(|v| v.contains("avail_idx_jump=1")),
+        "{gauges:?}"
     );
     b.check();
     drop(g);

@@ -2,7 +2,7 @@
 //! in server and client mode: negotiation, packed rings refused, traffic
 //! through the port's own queues byte-exact (64 and 1518 B, MRG_RXBUF on
 //! and off, 1 and 2 queue pairs), ring positions, shared virtqueues,
-//! disconnect + reconnect, and ring fill in `info`.
+//! disconnect + reconnect, and ring fill in the port's gauges.
 
 mod common;
 
@@ -41,11 +41,11 @@ fn negotiation_offers_what_is_implemented() {
     // Queue pairs, as DPDK and QEMU read it.
     assert_eq!(fe.get_queue_num().unwrap(), 4);
     wait_status(&port, "features", |s| s.features == offered && s.connected);
-    let info = port.info();
-    let get = |k: &str| info.iter().find(|(n, _)| *n == k).unwrap().1.clone();
+    let gauges = port.gauges();
+    let get = |k: &str| gauges.text(k).unwrap();
     assert_eq!(get("mode"), "server");
-    assert_eq!(get("connected"), "true");
-    assert!(get("features").contains("MRG_RXBUF"), "{info:?}");
+    assert_eq!(gauges.connected, Some(true));
+    assert!(get("features").contains("MRG_RXBUF"), "{gauges:?}");
     assert_eq!(get("queue_pairs"), "0 of 4 enabled");
 
     let path2 = sock("neg2");
@@ -206,22 +206,25 @@ fn get_vring_base_stops_the_ring_where_it_was() {
     assert_eq!(sw.send(0, &[frame(64, 2)]), 0);
 }
 
-/// Ring fill in `info`: "queued" is the backlog the last rx burst found on
+/// Ring fill in the port's gauges: "queued" is the backlog the last rx burst found on
 /// the guest's TX virtqueue, "guest_rx_free" the receive buffers the last
 /// tx burst found posted on its RX virtqueue. The guest here posts its rx
 /// buffers once and never drains, and queues tx frames before the switch
 /// polls.
 #[test]
-fn info_reports_ring_fill_of_both_virtqueues() {
+fn gauges_report_ring_fill_of_both_virtqueues() {
     let path = sock("fill");
     let mut sw = SwitchSide::open("fill", &cfg(&path, Server, 1, false), 1);
     let mut g = Guest::setup(connect(&path), "fill", &GuestOpts::default());
     wait_status(&sw.port, "pair enabled", |s| s.pairs_enabled == 1);
     let port = sw.port.clone();
     let info = |k: &str| -> u64 {
-        let info = port.info();
-        let v = &info.iter().find(|(n, _)| *n == k).expect(k).1;
-        v.parse().unwrap_or_else(|_| panic!("{k} = {v:?}"))
+        let g = port.gauges();
+        match k {
+            "queued" => g.queued,
+            _ => g.guest_rx_free,
+        }
+        .expect(k)
     };
     assert_eq!((info("queued"), info("guest_rx_free")), (0, 0));
 
@@ -297,10 +300,10 @@ fn reconnect_resumes_traffic_and_releases_memory() {
         }
         let st = port.status();
         assert!(st.reconnects() >= 2, "{st:#?}");
-        let info = port.info();
+        let gauges = port.gauges();
         assert!(
-            info.iter().any(|(k, v)| *k == "reconnects" && v != "0"),
-            "{info:?}"
+            gauges.count("reconnects").is_some_and(|n| n != 0),
+            "{gauges:?}"
         );
         drop((sw, port));
         if mode == Server {

@@ -300,12 +300,9 @@ const RESUME: Duration = Duration::from_secs(20);
 /// Frames that must arrive (byte-correct) to call traffic flowing.
 const FLOWING: u64 = 300;
 
-/// `key` of a port's `info()`.
+/// Gauge `key` of a port, as `show ports` prints it.
 fn info(port: &dyn Port, key: &str) -> Option<String> {
-    port.info()
-        .into_iter()
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| v)
+    port.gauges().text(key)
 }
 
 /// tx drops (ring full or not running) of datapath port `no`.

@@ -101,15 +101,15 @@ pub fn batch_of(cache: &mut PoolCache, frames: &[Vec<u8>]) -> Batch {
 }
 
 pub fn info(port: &dyn Port, key: &str) -> String {
-    port.info()
-        .into_iter()
-        .find(|(k, _)| *k == key)
-        .unwrap_or_else(|| panic!("no info key {key}"))
-        .1
+    port.gauges()
+        .text(key)
+        .unwrap_or_else(|| panic!("no gauge {key}"))
 }
 
 pub fn info_u64(port: &dyn Port, key: &str) -> u64 {
-    info(port, key).parse().unwrap()
+    port.gauges()
+        .count(key)
+        .unwrap_or_else(|| panic!("no counter {key}"))
 }
 
 pub use nfv_testutil::netns::drop_all_capabilities as drop_all_caps;

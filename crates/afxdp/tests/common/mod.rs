@@ -82,9 +82,7 @@ pub fn host_mac(iface: &str) -> [u8; 6] {
 pub type Port = Arc<dyn nfv_ports::Port>;
 
 pub fn info(port: &Port, key: &str) -> String {
-    port.info()
-        .into_iter()
-        .find(|(k, _)| *k == key)
-        .unwrap_or_else(|| panic!("info has no {key}"))
-        .1
+    port.gauges()
+        .text(key)
+        .unwrap_or_else(|| panic!("the port has no gauge {key}"))
 }

@@ -1,0 +1,206 @@
+//! The checks that need every port at once: unique names, ids, vhost-user
+//! sockets and kernel interfaces, and ring ends that name each other with
+//! the same size. One validator for both places ports come from: a whole
+//! file at load ([`Peers::Complete`]) and one port added to a running node
+//! (`add-port`, [`Peers::MayBeMissing`]); only the wording of the error
+//! differs (`port[1]` and lines in a file, port names at run time).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use nfv_ports::config::{PortConfig, PortKind};
+
+/// Whether every ring's peer must be in the set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peers {
+    /// A whole file: a ring whose peer is absent is an error.
+    Complete,
+    /// A running node: the other end of a ring may be added later.
+    MayBeMissing,
+}
+
+/// What two ports (or one ring port) disagree on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConflictKind {
+    /// Both have the same name.
+    Name,
+    /// Both have the same id.
+    Id,
+    /// Both are vhost-user ports on the same socket.
+    Socket,
+    /// Both are kernel-facing ports on the same interface.
+    Iface,
+    /// A ring's peer is not in the set ([`Peers::Complete`] only).
+    NoPeer,
+    /// A ring's peer is not a ring.
+    PeerNotRing,
+    /// A ring's peer is a ring that names another port as its peer.
+    PeerNotReciprocal,
+    /// The two ends of a ring have different sizes.
+    PeerSize,
+}
+
+impl ConflictKind {
+    /// The key of `port` the conflict is about.
+    pub fn field(self) -> &'static str {
+        match self {
+            ConflictKind::Name => "name",
+            ConflictKind::Id => "id",
+            ConflictKind::Socket => "socket",
+            ConflictKind::Iface => "iface",
+            ConflictKind::NoPeer | ConflictKind::PeerNotRing | ConflictKind::PeerNotReciprocal => {
+                "peer"
+            }
+            ConflictKind::PeerSize => "size",
+        }
+    }
+}
+
+/// A conflict found by [`check_port_set`]: port `port` (an index into the
+/// checked slice) against port `other` (`None` for [`ConflictKind::NoPeer`]).
+/// For duplicates `other` is the earlier port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortConflict {
+    pub kind: ConflictKind,
+    pub port: usize,
+    pub other: Option<usize>,
+}
+
+impl PortConflict {
+    /// `field: message`, naming ports by name, as `add-port` reports it.
+    pub fn describe(&self, ports: &[PortConfig]) -> String {
+        let p = &ports[self.port];
+        let o = self.other.map(|j| &ports[j]);
+        let other_name = o.map_or("", |o| o.name.as_str());
+        let message = match (self.kind, o.map(|o| &o.kind)) {
+            (ConflictKind::Name, _) => format!(
+                "port name {:?} is already in use (id {})",
+                p.name,
+                o.map_or(0, |o| o.id)
+            ),
+            (ConflictKind::Id, _) => {
+                format!("port number {} is already in use (by {other_name:?})", p.id)
+            }
+            (ConflictKind::Socket, _) => format!(
+                "{} is already the socket of port {other_name:?}",
+                port_socket(p).map_or_else(String::new, |s| s.display().to_string())
+            ),
+            (ConflictKind::Iface, _) => format!(
+                "interface {:?} is already used by port {other_name:?}; one port per kernel \
+                 interface",
+                port_iface(p).unwrap_or_default()
+            ),
+            (ConflictKind::NoPeer, _) => {
+                format!(
+                    "no port is named {:?}",
+                    port_ring_peer(p).unwrap_or_default()
+                )
+            }
+            (ConflictKind::PeerNotRing, Some(k)) => format!(
+                "ring port {:?} has peer {other_name:?}, which is of type {:?}, not \"ring\"",
+                p.name,
+                k.type_name()
+            ),
+            (ConflictKind::PeerNotReciprocal, _) => format!(
+                "ring port {other_name:?} names {:?} as its peer, not {:?}; the two ends must \
+                 name each other",
+                o.and_then(port_ring_peer).unwrap_or_default(),
+                p.name
+            ),
+            (ConflictKind::PeerSize, _) => format!(
+                "{} differs from the size of its peer {other_name:?} ({})",
+                port_ring_size(p).unwrap_or(0),
+                o.and_then(port_ring_size).unwrap_or(0)
+            ),
+            (ConflictKind::PeerNotRing, None) => String::new(),
+        };
+        format!("{}: {message}", self.kind.field())
+    }
+}
+
+pub(crate) fn port_socket(p: &PortConfig) -> Option<&Path> {
+    match &p.kind {
+        PortKind::VhostUser(v) => Some(&v.socket),
+        _ => None,
+    }
+}
+
+pub(crate) fn port_iface(p: &PortConfig) -> Option<&str> {
+    match &p.kind {
+        PortKind::AfXdp(c) => Some(&c.iface),
+        PortKind::AfPacket(c) => Some(&c.iface),
+        PortKind::Tap(c) => Some(&c.iface),
+        _ => None,
+    }
+}
+
+pub(crate) fn port_ring_peer(p: &PortConfig) -> Option<&str> {
+    match &p.kind {
+        PortKind::Ring(r) => Some(&r.peer),
+        _ => None,
+    }
+}
+
+pub(crate) fn port_ring_size(p: &PortConfig) -> Option<usize> {
+    match &p.kind {
+        PortKind::Ring(r) => Some(r.size),
+        _ => None,
+    }
+}
+
+/// The first conflict among `ports`, in this order: names and ids (port by
+/// port), sockets, interfaces, ring peers.
+pub fn check_port_set(ports: &[PortConfig], peers: Peers) -> Result<(), PortConflict> {
+    let conflict = |kind, port, other| PortConflict { kind, port, other };
+    let mut by_name: HashMap<&str, usize> = HashMap::new();
+    let mut by_id: HashMap<u16, usize> = HashMap::new();
+    for (i, p) in ports.iter().enumerate() {
+        if let Some(j) = by_name.insert(&p.name, i) {
+            return Err(conflict(ConflictKind::Name, i, Some(j)));
+        }
+        if let Some(j) = by_id.insert(p.id, i) {
+            return Err(conflict(ConflictKind::Id, i, Some(j)));
+        }
+    }
+    unique(ports, port_socket).map_err(|(i, j)| conflict(ConflictKind::Socket, i, Some(j)))?;
+    unique(ports, port_iface).map_err(|(i, j)| conflict(ConflictKind::Iface, i, Some(j)))?;
+    for (i, p) in ports.iter().enumerate() {
+        let Some(peer) = port_ring_peer(p) else {
+            continue;
+        };
+        let Some(&j) = by_name.get(peer) else {
+            if peers == Peers::Complete {
+                return Err(conflict(ConflictKind::NoPeer, i, None));
+            }
+            continue;
+        };
+        let other = &ports[j];
+        match port_ring_peer(other) {
+            None => return Err(conflict(ConflictKind::PeerNotRing, i, Some(j))),
+            Some(back) if back != p.name => {
+                return Err(conflict(ConflictKind::PeerNotReciprocal, i, Some(j)));
+            }
+            Some(_) if i > j && port_ring_size(other) != port_ring_size(p) => {
+                return Err(conflict(ConflictKind::PeerSize, i, Some(j)));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// The first port whose `key` an earlier port already has: (later, earlier).
+fn unique<'a, K: Eq + std::hash::Hash + ?Sized + 'a>(
+    ports: &'a [PortConfig],
+    key: fn(&'a PortConfig) -> Option<&'a K>,
+) -> Result<(), (usize, usize)> {
+    let mut seen: HashMap<&K, usize> = HashMap::new();
+    for (i, p) in ports.iter().enumerate() {
+        if let Some(k) = key(p)
+            && let Some(j) = seen.insert(k, i)
+        {
+            return Err((i, j));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! Why the node did not start ([`NodeError`]) or refused a request
+//! ([`RequestError`]). A refusal leaves the running switch as it was; its
+//! text is what `ctl` prints and what the REST API returns.
+
+use nfv_flow::{FlowParseError, PortNo};
+
+/// The node could not start, or a port could not open.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// A service chain's steering rule does not parse.
+    #[error("chain {chain}: {source}")]
+    Chain {
+        chain: String,
+        source: FlowParseError,
+    },
+    #[error(transparent)]
+    Pool(#[from] nfv_mem::PoolError),
+    #[error(transparent)]
+    Datapath(#[from] nfv_datapath::DatapathError),
+    #[error(transparent)]
+    Open(#[from] nfv_ports::OpenError),
+    #[error(transparent)]
+    Vhost(#[from] nfv_vhost::VhostError),
+    /// A kernel-facing port (AF_XDP, AF_PACKET, TAP) failed to open; the
+    /// message names the port and the interface.
+    #[error("{0}")]
+    KernelPort(String),
+}
+
+/// A control request the node refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// Rule `index` (1-based, counted when several were given) does not
+    /// parse.
+    #[error("{}{source}", flow_prefix(*index))]
+    Flow {
+        index: Option<usize>,
+        source: FlowParseError,
+    },
+    /// Rule `index` matches on (`what` = `in_port=`) or outputs to
+    /// (`output:`) a port that does not exist.
+    #[error("{}{what}{port}: no such port", flow_prefix(*index))]
+    FlowPort {
+        index: Option<usize>,
+        what: &'static str,
+        port: PortNo,
+    },
+    #[error(transparent)]
+    Filter(FlowParseError),
+    /// The port table of `add-port` is invalid on its own.
+    #[error(transparent)]
+    PortConfig(#[from] nfv_config::ConfigError),
+    /// The port conflicts with one present (`field: message`).
+    #[error("{0}")]
+    PortConflict(String),
+    /// The port could not open.
+    #[error(transparent)]
+    Open(#[from] NodeError),
+    #[error("no port {0:?}")]
+    NoSuchPort(String),
+    #[error("port {0:?} is not a generator")]
+    NotGenerator(String),
+    #[error("port {0:?} is not a receiver")]
+    NotReceiver(String),
+    /// A trial needs a generator that stamps its frames.
+    #[error("generator {0:?} does not stamp its frames; set `stamp = true` on it")]
+    NotStamping(String),
+    #[error(transparent)]
+    Datapath(#[from] nfv_datapath::DatapathError),
+    /// A report could not be encoded.
+    #[error("cannot encode the reply: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+fn flow_prefix(index: Option<usize>) -> String {
+    index.map_or_else(String::new, |i| format!("flow {i}: "))
+}

@@ -1,0 +1,113 @@
+//! Ports of a running node: opening them (at start and by `add-port`),
+//! removing them, and finding them by name or number. The datapath's
+//! registry is the only list of ports; each entry carries the config it
+//! was opened from ([`nfv_ports::Configured`]).
+
+use crate::error::{NodeError, RequestError};
+use crate::node::Node;
+use nfv_flow::PortNo;
+use nfv_ports::{Configured, PortConfig, PortKind};
+use std::sync::Arc;
+
+impl Node {
+    /// The configs of the ports that run now, by number.
+    pub(crate) fn port_configs(&self) -> Vec<PortConfig> {
+        self.datapath
+            .port_views()
+            .into_iter()
+            .filter_map(|v| v.port.config().cloned())
+            .collect()
+    }
+
+    pub(crate) fn open_port(&self, p: &PortConfig) -> Result<(), NodeError> {
+        let kernel = |e: &dyn std::fmt::Display| NodeError::KernelPort(e.to_string());
+        let port: Arc<dyn nfv_ports::Port> = match &p.kind {
+            PortKind::VhostUser(_) => nfv_vhost::VhostUserPort::from_config(p)?,
+            PortKind::AfXdp(_) => nfv_afxdp::open(p).map_err(|e| kernel(&e))?,
+            PortKind::AfPacket(_) => {
+                nfv_afpacket::open_with(p, nfv_afpacket::max_frame_of(&self.memory))
+                    .map_err(|e| kernel(&e))?
+            }
+            PortKind::Tap(_) => nfv_tap::open_with(p, self.memory.frame_size - nfv_mem::HEADROOM)
+                .map_err(|e| kernel(&e))?,
+            _ => self.factory.open(p)?,
+        };
+        self.datapath
+            .add_port(p.id, Configured::wrap(p.clone(), port))?;
+        self.failed().remove(&p.id);
+        tracing::info!("port {} ({}) added as {}", p.name, p.kind.type_name(), p.id);
+        Ok(())
+    }
+
+    /// `add-port`: validates the port table on its own, then against the
+    /// ports present with the same checks as a config file, then opens it.
+    pub fn add_port(&self, text: &str) -> Result<PortNo, RequestError> {
+        let p = nfv_config::parse_port_table(text, &self.memory)?;
+        let _changing = self.port_changes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all = self.port_configs();
+        // Ports that failed to open still hold their names and interfaces,
+        // except the one this add retries.
+        all.extend(
+            self.failed()
+                .values()
+                .map(|(c, _)| c)
+                .filter(|c| c.id != p.id)
+                .cloned(),
+        );
+        all.push(p.clone());
+        // The other end of a ring may come later.
+        nfv_config::check_port_set(&all, nfv_config::Peers::MayBeMissing)
+            .map_err(|c| RequestError::PortConflict(c.describe(&all)))?;
+        self.open_port(&p)?;
+        Ok(p.id)
+    }
+
+    /// `del-port`: a running port, or one that failed to open.
+    pub fn del_port(&self, name_or_no: &str) -> Result<PortNo, RequestError> {
+        let _changing = self.port_changes.lock().unwrap_or_else(|e| e.into_inner());
+        {
+            let mut failed = self.failed();
+            let hit = failed
+                .iter()
+                .find(|(no, (c, _))| c.name == name_or_no || no.to_string() == name_or_no)
+                .map(|(no, _)| *no);
+            if let Some(no) = hit {
+                failed.remove(&no);
+                return Ok(no);
+            }
+        }
+        Ok(self.datapath.del_port(name_or_no)?)
+    }
+
+    /// The run control of generator port `name_or_no`.
+    pub fn generator_control(
+        &self,
+        name_or_no: &str,
+    ) -> Result<Arc<nfv_ports::GeneratorControl>, RequestError> {
+        self.port_view(name_or_no)?
+            .port
+            .generator_control()
+            .ok_or_else(|| RequestError::NotGenerator(name_or_no.to_string()))
+    }
+
+    /// The counters of receiver port `name_or_no`.
+    pub fn receiver_stats(
+        &self,
+        name_or_no: &str,
+    ) -> Result<Arc<nfv_ports::ReceiverStats>, RequestError> {
+        self.port_view(name_or_no)?
+            .port
+            .receiver_stats()
+            .ok_or_else(|| RequestError::NotReceiver(name_or_no.to_string()))
+    }
+
+    fn port_view(&self, name_or_no: &str) -> Result<nfv_datapath::PortView, RequestError> {
+        let no_port = || RequestError::NoSuchPort(name_or_no.to_string());
+        let no = self.datapath.resolve_port(name_or_no).ok_or_else(no_port)?;
+        self.datapath
+            .port_views()
+            .into_iter()
+            .find(|v| v.no == no)
+            .ok_or_else(no_port)
+    }
+}

@@ -1,0 +1,92 @@
+//! Control requests: each is checked completely before the switch is
+//! touched, so a refused request ([`RequestError`]) changes nothing.
+
+use crate::error::RequestError;
+use crate::node::Node;
+use crate::protocol::{Request, Response};
+use nfv_flow::{Action, FlowSpec, PortNo, parse_filter, parse_flow};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+impl Node {
+    /// Handles one control request.
+    pub fn handle(&self, req: &Request) -> Response {
+        match self.answer(req) {
+            Ok(data) => Response::Ok { data },
+            Err(e) => Response::Error {
+                message: e.to_string(),
+            },
+        }
+    }
+
+    fn answer(&self, req: &Request) -> Result<Value, RequestError> {
+        Ok(match req {
+            Request::ShowPorts => serde_json::to_value(self.show_ports())?,
+            Request::ShowPmd => serde_json::to_value(self.show_pmd())?,
+            Request::ShowChains => serde_json::to_value(self.show_chains())?,
+            Request::ShowTraffic => serde_json::to_value(self.show_traffic())?,
+            Request::DumpFlows => serde_json::to_value(self.dump_flows())?,
+            Request::ShowNode => serde_json::to_value(self.show_node())?,
+            Request::AddFlows { flows } => json!({ "added": self.add_flows(flows)? }),
+            Request::DelFlows { filter } => json!({ "deleted": self.del_flows(filter)? }),
+            Request::AddPort { port } => json!({ "added": self.add_port(port)? }),
+            Request::DelPort { port } => json!({ "deleted": self.del_port(port)? }),
+            Request::ClearStats => {
+                self.clear_stats();
+                json!({})
+            }
+        })
+    }
+
+    /// Parses and checks every rule against the ports present, then
+    /// installs them all in one table generation.
+    pub fn add_flows(&self, flows: &[String]) -> Result<usize, RequestError> {
+        let ports: BTreeSet<PortNo> = self.datapath.port_views().iter().map(|v| v.no).collect();
+        let mut specs = Vec::with_capacity(flows.len());
+        for (i, text) in flows.iter().enumerate() {
+            let index = (flows.len() > 1).then_some(i + 1);
+            let spec = parse_flow(text).map_err(|source| RequestError::Flow { index, source })?;
+            check_ports(&spec, &ports, index)?;
+            specs.push(spec);
+        }
+        let n = specs.len();
+        self.datapath.table().add_flows(specs);
+        Ok(n)
+    }
+
+    pub fn del_flows(&self, filter: &str) -> Result<usize, RequestError> {
+        let f = parse_filter(filter).map_err(RequestError::Filter)?;
+        Ok(self.datapath.table().del_flows(&f))
+    }
+
+    /// Zeroes the PMD counters and every receiver's streams.
+    pub fn clear_stats(&self) {
+        self.datapath.clear_pmd_stats();
+        for v in self.datapath.port_views() {
+            if let Some(r) = v.port.receiver_stats() {
+                r.clear();
+            }
+        }
+    }
+}
+
+/// Rejects rules naming ports that do not exist.
+fn check_ports(
+    spec: &FlowSpec,
+    ports: &BTreeSet<PortNo>,
+    index: Option<usize>,
+) -> Result<(), RequestError> {
+    let missing = |what, port| RequestError::FlowPort { index, what, port };
+    let in_port = spec.matches.key.in_port();
+    if spec.matches.mask.in_port() != 0 && !ports.contains(&in_port) {
+        return Err(missing("in_port=", in_port));
+    }
+    for a in &spec.actions {
+        if let Action::Output(p) = a
+            && !ports.contains(p)
+        {
+            return Err(missing("output:", *p));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! The ring ownership state machine: what the owner of one virtqueue does
+//! when the published setup of its vring changes.
+//!
+//! Both kinds of owner run it over the same fields: a guest TX virtqueue's
+//! rx queue object on its PMD (`queue.rs`, when it sees a new generation)
+//! and the protocol thread for a guest RX virtqueue (`backend.rs`, under
+//! the ring's lock). What differs is only where the result is published
+//! (the rx side stores its position for `GET_VRING_BASE`; the tx side keeps
+//! it under the lock) and which fill gauge is cleared; that is the
+//! caller's.
+//!
+//! A transition happens when the setup id changes (a vring that starts,
+//! stops or whose addresses, memory or call fd changed): the running queue
+//! is retired (its position kept, its counters folded into the ring's
+//! totals) and, if the vring should run, a new queue is built at the
+//! position the old one stopped, or at the frontend's base when the base
+//! epoch moved (SET_VRING_BASE, a stop). A setup that fails to build is
+//! counted and logged once per setup id; the ring stays stopped until the
+//! protocol thread publishes a different setup.
+
+use nfv_virtio::DeviceQueue;
+
+use crate::errors;
+use crate::shared::{ERROR_KINDS, ErrorMirror, RingSetup, Shared, Status};
+
+/// The owner's side of one virtqueue. Single owner: a PMD's rx queue
+/// object, or whoever holds the tx ring's lock.
+#[derive(Default)]
+pub(crate) struct RingOwner {
+    pub dq: Option<DeviceQueue>,
+    /// Id of the setup last applied (0: none).
+    pub setup_id: u64,
+    /// Base epoch `position` belongs to.
+    pub base_epoch: u64,
+    /// Avail position where the last queue stopped.
+    pub position: u16,
+    /// Counter totals of the queues this ring had before `dq`.
+    pub error_base: [u64; ERROR_KINDS],
+    /// Sum of `dq`'s error counters at the last mirror, to notice changes.
+    pub error_seen: u64,
+    /// Guest-memory fault epoch last checked against `dq`'s memory.
+    pub fault_epoch: u64,
+}
+
+impl RingOwner {
+    /// Moves vring `vring` to `setup` (`None`: stopped). Returns `None`
+    /// when nothing changed, else the retired queue (if one ran), for the
+    /// caller to drop where it suits it (outside a lock: dropping the last
+    /// user of a memory table unmaps it).
+    #[cold]
+    pub fn apply(
+        &mut self,
+        setup: Option<&RingSetup>,
+        shared: &Shared,
+        vring: usize,
+        mirror: &ErrorMirror,
+    ) -> Option<Option<DeviceQueue>> {
+        let want = setup.map_or(0, |s| s.id);
+        if want == self.setup_id {
+            return None;
+        }
+        let retired = self.dq.take();
+        if let Some(dq) = &retired {
+            self.position = dq.last_avail_idx();
+            errors::mirror(mirror, dq, &mut self.error_base, true);
+        }
+        self.setup_id = want;
+        if let Some(s) = setup {
+            if s.base_epoch != self.base_epoch {
+                self.position = s.base;
+                self.base_epoch = s.base_epoch;
+            }
+            match s.build(self.position) {
+                Ok(dq) => {
+                    self.error_seen = errors::trigger(&dq);
+                    self.dq = Some(dq);
+                }
+                Err(e) => {
+                    Status::bump(&mirror.setup_failures);
+                    Status::bump(&shared.status.ring_errors);
+                    shared.warn_limited("ring_setup", format!("vring {vring}: cannot start: {e}"));
+                }
+            }
+        }
+        Some(retired)
+    }
+}
