@@ -276,6 +276,16 @@ fn hostile_descriptors_are_counted_and_quarantined() {
         flags,
         next,
     };
+    // The largest indirect table virtio allows (65,536 entries), or what
+    // fits in the guest pool behind its first MiB: zero-length entries
+    // chained by NEXT, legal one by one and ~250x over the chain cap.
+    let region = g.pool.region();
+    let table = region.base().as_ptr() as u64 + (1 << 20);
+    let entries = (65_536usize).min((region.len() - (1 << 20)) / 16);
+    assert!(
+        entries > 1024,
+        "guest pool too small for the long-chain row"
+    );
     // (what the guest does, counter that must move)
     type Attack = Box<dyn Fn(&mut RawRing)>;
     let attacks: Vec<(&str, Attack, &str)> = vec![
@@ -332,6 +342,21 @@ fn hostile_descriptors_are_counted_and_quarantined() {
                 r.post(3);
             }),
             "indirect_out_of_memory",
+        ),
+        (
+            "indirect table of zero-length descriptors far over the chain cap",
+            Box::new(move |r| {
+                let t = table as *mut Desc;
+                for i in 0..entries {
+                    // SAFETY: `table + entries * 16` lies inside the guest
+                    // pool's mapping (its length was checked above), which
+                    // this test owns; Desc is 16 bytes, 16-aligned here.
+                    unsafe { t.add(i).write(d(pkt, 0, VIRTQ_DESC_F_NEXT, (i + 1) as u16)) };
+                }
+                r.desc(7, d(table, (entries * 16) as u32, VIRTQ_DESC_F_INDIRECT, 0));
+                r.post(7);
+            }),
+            "chain_too_long",
         ),
         (
             "device-writable buffer in a TX chain",
