@@ -232,6 +232,7 @@ pub fn node_config(run: &Run, dir: &Path, rate: u64, switch_core: usize) -> Node
             queues: 1,
             mrg_rxbuf: true,
             tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
+            one_copy: true,
         };
         port(format!("vnf{i}"), 10 + i as u16, PortKind::VhostUser(v))
     };

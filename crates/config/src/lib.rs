@@ -63,6 +63,8 @@
 //! #   queues = 1                   # queue pairs 1..=16; also the number of rx queues
 //! #   mrg_rxbuf = true             # offer VIRTIO_NET_F_MRG_RXBUF
 //! #   tx_retries = 8               # 0..=32 retries into a full guest RX ring (OVS tx-retries)
+//! #   one_copy = true              # frames this guest sends reach another guest in one copy
+//! #                                #   (false: through the switch's pool, for A/B runs)
 //!
 //! [[flow]]                         # alternative to `flows`, usable anywhere in the file
 //! rule = "priority=0,actions=drop"

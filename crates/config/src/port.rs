@@ -429,6 +429,7 @@ fn vhost_user(
             0..=VhostUserConfig::MAX_TX_RETRIES as i64,
             VhostUserConfig::DEFAULT_TX_RETRIES,
         )?,
+        one_copy: p.one_copy.as_ref().is_none_or(|v| *v.get_ref()),
     })
 }
 

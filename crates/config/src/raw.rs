@@ -136,6 +136,7 @@ pub(crate) struct RawPort {
     pub queues: Option<S<i64>>,
     pub mrg_rxbuf: Option<S<bool>>,
     pub tx_retries: Option<S<i64>>,
+    pub one_copy: Option<S<bool>>,
     // kernel-facing ports
     pub iface: Option<S<String>>,
     pub ring_size: Option<S<i64>>,
@@ -189,7 +190,7 @@ pub(crate) enum RawXdpMode {
 impl RawPort {
     /// Every optional, type-specific key with its position if present and
     /// the types that accept it.
-    pub fn type_specific_keys(&self) -> [TypeSpecificKey; 26] {
+    pub fn type_specific_keys(&self) -> [TypeSpecificKey; 27] {
         use RawPortType::*;
         fn sp<T>(v: &Option<S<T>>) -> Option<std::ops::Range<usize>> {
             v.as_ref().map(|s| s.span())
@@ -219,6 +220,7 @@ impl RawPort {
             ("queues", sp(&self.queues), &[VhostUser]),
             ("mrg_rxbuf", sp(&self.mrg_rxbuf), &[VhostUser]),
             ("tx_retries", sp(&self.tx_retries), &[VhostUser]),
+            ("one_copy", sp(&self.one_copy), &[VhostUser]),
             ("iface", sp(&self.iface), &[Afxdp, Afpacket, Tap]),
             ("ring_size", sp(&self.ring_size), &[Afxdp, Afpacket]),
             ("xdp_mode", sp(&self.xdp_mode), &[Afxdp]),

@@ -457,6 +457,7 @@ mrg_rxbuf = false
                 queues: 1,
                 mrg_rxbuf: true,
                 tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
+                one_copy: true,
             }),
         }
     );
@@ -473,6 +474,7 @@ mrg_rxbuf = false
                 queues: 16,
                 mrg_rxbuf: false,
                 tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
+                one_copy: true,
             }),
         }
     );

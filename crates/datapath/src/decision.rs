@@ -135,7 +135,7 @@ impl Decision {
             }
             let p = &mut batch[i];
             p.set_in_port(in_port);
-            rx_bytes += p.len() as u64;
+            rx_bytes += p.frame_len() as u64;
             let k = extract(in_port, p.data());
             if hashed {
                 self.hashes[i] = k.hash();
@@ -150,7 +150,7 @@ impl Decision {
     fn look_up(&mut self, batch: &Batch, c: &mut PmdCounters) {
         let v = &mut self.verdicts;
         for i in 0..batch.len() {
-            let len = batch[i].len();
+            let len = batch[i].frame_len();
             if len < MIN_FRAME {
                 v.of[i] = RUNT;
                 continue;

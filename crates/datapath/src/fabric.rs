@@ -7,6 +7,12 @@
 //! freed with its drop counted where it happened (`no_port` on the in
 //! port's rx counters, `too_big` and `tx_full` on the out port's tx
 //! counters).
+//!
+//! Split packets (one-copy forwarding: the tail still in the sender's
+//! buffer, see `nfv_mem::packet`) go as they are to queues that take them
+//! ([`TxQueue::takes_split`]: vhost-user, which copies them straight into
+//! the guest) and are joined first for every other port, which may keep
+//! packets past the burst.
 
 use nfv_flow::PortNo;
 use nfv_mem::{Batch, Packet, PoolCache};
@@ -24,6 +30,7 @@ struct TxSlot {
     stats: Arc<PortStats>,
     qid: usize,
     max_frame: usize,
+    takes_split: bool,
 }
 
 impl TxSlot {
@@ -40,7 +47,7 @@ impl TxSlot {
         let sent = self.txq.tx_burst(&mut self.pending, pool);
         let mut unsent_bytes = 0;
         for p in self.pending.drain(..) {
-            unsent_bytes += p.len() as u64;
+            unsent_bytes += p.frame_len() as u64;
             pool.free(p);
         }
         let c = self.counters();
@@ -70,6 +77,7 @@ impl Fabric {
     pub fn add_tx(&mut self, no: PortNo, txq: Box<dyn TxQueue>, stats: Arc<PortStats>, qid: usize) {
         self.del_tx(no, None);
         let max_frame = txq.max_frame();
+        let takes_split = txq.takes_split();
         let idx = self.tx.len() as u16;
         self.tx.push(TxSlot {
             no,
@@ -79,6 +87,7 @@ impl Fabric {
             stats,
             qid,
             max_frame,
+            takes_split,
         });
         if self.slot_of.len() <= no as usize {
             self.slot_of.resize(no as usize + 1, NO_SLOT);
@@ -120,7 +129,13 @@ impl Fabric {
     /// Queues `pkt` for port `out` (sending that port's pending batch first
     /// if it is full). `rx` are the in port's counters, for `no_port`.
     #[inline(always)]
-    pub fn output(&mut self, out: PortNo, pkt: Packet, rx: &QueueCounters, pool: &mut PoolCache) {
+    pub fn output(
+        &mut self,
+        out: PortNo,
+        mut pkt: Packet,
+        rx: &QueueCounters,
+        pool: &mut PoolCache,
+    ) {
         let idx = self.slot_of.get(out as usize).copied().unwrap_or(NO_SLOT);
         if idx == NO_SLOT {
             rx.drop(DropReason::NoPort, 1);
@@ -128,7 +143,10 @@ impl Fabric {
             return;
         }
         let slot = &mut self.tx[idx as usize];
-        if pkt.len() > slot.max_frame {
+        let len = pkt.frame_len();
+        // A join cannot fail for packets the switch split (their buffer
+        // holds the whole frame); should it, the frame is too big for it.
+        if len > slot.max_frame || (pkt.is_split() && !slot.takes_split && !pkt.join_tail()) {
             slot.counters().drop(DropReason::TooBig, 1);
             pool.free(pkt);
             return;
@@ -140,7 +158,7 @@ impl Fabric {
             // keeps filling and is flushed with the rest.
             slot.send(pool);
         }
-        slot.pending_bytes += pkt.len() as u64;
+        slot.pending_bytes += len as u64;
         slot.pending.push(pkt);
     }
 

@@ -251,6 +251,9 @@ impl Running {
                 .process(q.port, rx, &mut self.batch, &mut self.pool, c);
             let t_tx = nfv_tsc::now();
             self.element.flush(&mut self.pool);
+            // Every packet of the burst is out or freed: the rx port may
+            // take back what they borrowed (split packets' tails).
+            q.rxq.burst_done();
             t = nfv_tsc::now();
             port_cycles += t - t_tx;
         }

@@ -1,4 +1,4 @@
-//! The packet handle: 24 bytes that move by value through batches.
+//! The packet handle: 40 bytes that move by value through batches.
 //!
 //! A `Packet` points at one buffer (usually a frame of the switch's pool,
 //! possibly foreign memory such as a guest's buffer) and records where the
@@ -6,6 +6,16 @@
 //! is freed: through a [`crate::PoolCache`] on the fast path, or — if it is
 //! simply dropped — through its owner's registry entry (slow but never a
 //! leak).
+//!
+//! A packet may be *split* (one-copy forwarding): its head — at least the
+//! headers the switch reads and edits — is in its own buffer, and the rest
+//! of the frame (the tail) is still in the sender's buffer, for example a
+//! guest's transmit buffer, which the receiving port copies straight into
+//! its destination. The tail is only borrowed: it stays valid until the
+//! rx queue that produced the packet ends its burst
+//! (`nfv_ports::RxQueue::burst_done`). Ports that keep packets past their
+//! tx burst get whole packets ([`Packet::join_tail`] is applied by the
+//! datapath for them).
 
 use crate::owner::{self, OwnerId};
 use std::ptr::NonNull;
@@ -22,12 +32,19 @@ pub struct Packet {
     owner: OwnerId,
     in_port: u16,
     token: u32,
+    /// The borrowed rest of the frame (see the module doc); `tail_len` 0
+    /// when the packet is whole.
+    tail: *const u8,
+    tail_len: u32,
 }
 
 // SAFETY: a `Packet` is the unique handle to its buffer (pool invariant:
 // each frame is in exactly one place — a free list or one `Packet`), and
 // the memory stays mapped while any packet exists, so moving the handle to
-// another thread is sound.
+// another thread is sound. A split packet's tail is only read through
+// `ptr::copy` by whoever holds the packet, within the producer's burst
+// (`set_tail` contract); ports that hand packets to other threads get
+// joined ones.
 unsafe impl Send for Packet {}
 
 impl Packet {
@@ -56,7 +73,71 @@ impl Packet {
             owner,
             in_port: 0,
             token,
+            tail: std::ptr::null(),
+            tail_len: 0,
         }
+    }
+
+    /// Attaches the rest of the frame, `tail_len` bytes at `tail`, that
+    /// stay in the sender's buffer (one-copy forwarding).
+    ///
+    /// # Safety
+    /// `tail..tail+tail_len` must stay readable until the packet is freed
+    /// or joined, or until the burst that produced it ends, whichever the
+    /// producing port documents; bytes may change under us (a guest's
+    /// buffer), so readers copy them with `ptr::copy`, never borrow them.
+    /// `len() + tail_len` must not exceed [`Packet::max_len`].
+    #[inline(always)]
+    pub unsafe fn set_tail(&mut self, tail: *const u8, tail_len: u32) {
+        debug_assert!(self.len as usize + tail_len as usize <= self.max_len());
+        self.tail = tail;
+        self.tail_len = tail_len;
+    }
+
+    /// The borrowed rest of the frame: start and length (0 when whole).
+    #[inline(always)]
+    pub fn tail(&self) -> (*const u8, usize) {
+        (self.tail, self.tail_len as usize)
+    }
+
+    /// True when part of the frame is still in the sender's buffer.
+    #[inline(always)]
+    pub fn is_split(&self) -> bool {
+        self.tail_len != 0
+    }
+
+    /// Length of the whole frame: head ([`Packet::len`]) plus tail. What
+    /// byte counters and size limits count.
+    #[inline(always)]
+    pub fn frame_len(&self) -> usize {
+        self.len as usize + self.tail_len as usize
+    }
+
+    /// Copies the tail behind the head so the packet is whole (for ports
+    /// that keep packets past their burst). False, and unchanged, when the
+    /// buffer cannot hold the whole frame.
+    #[cold]
+    pub fn join_tail(&mut self) -> bool {
+        if self.tail_len == 0 {
+            return true;
+        }
+        let (len, tail_len) = (self.len as usize, self.tail_len as usize);
+        if len + tail_len > self.max_len() {
+            return false;
+        }
+        // SAFETY: the destination `len..len+tail_len` after the data start
+        // is inside the buffer (checked just above) and exclusively ours;
+        // the source is readable (`set_tail` contract) and may be written
+        // by its owner meanwhile, which `copy` (no reference made)
+        // tolerates; it never overlaps our buffer.
+        unsafe {
+            let dst = self.buf.as_ptr().add(self.data_off as usize + len);
+            std::ptr::copy(self.tail, dst, tail_len);
+        }
+        self.len = (len + tail_len) as u16;
+        self.tail = std::ptr::null();
+        self.tail_len = 0;
+        true
     }
 
     #[inline(always)]
@@ -133,7 +214,7 @@ impl Packet {
     /// Sets the data length; fails (and changes nothing) beyond the buffer.
     #[inline(always)]
     pub fn set_len(&mut self, len: usize) -> Result<(), usize> {
-        if len > self.max_len() {
+        if len + self.tail_len as usize > self.max_len() {
             return Err(self.max_len());
         }
         self.len = len as u16;
@@ -144,7 +225,7 @@ impl Packet {
     /// returns the new front. `None` if the headroom is too small.
     #[inline]
     pub fn prepend(&mut self, n: usize) -> Option<&mut [u8]> {
-        if n > self.data_off as usize || self.len as usize + n > u16::MAX as usize {
+        if n > self.data_off as usize || self.frame_len() + n > u16::MAX as usize {
             return None;
         }
         self.data_off -= n as u16;
@@ -199,6 +280,7 @@ impl std::fmt::Debug for Packet {
             .field("data_off", &self.data_off)
             .field("owner", &self.owner)
             .field("token", &self.token)
+            .field("tail_len", &self.tail_len)
             .field("in_port", &self.in_port)
             .finish()
     }

@@ -246,16 +246,22 @@ impl PoolCache {
     }
 
     /// A copy of `pkt` in a fresh buffer of this pool (for sending one
-    /// packet to several outputs). Same headroom when it fits.
+    /// packet to several outputs). A split packet's head is copied and its
+    /// tail shared: both stay valid as long as the original's.
     pub fn copy(&mut self, pkt: &Packet) -> Option<Packet> {
         let mut c = self.alloc()?;
         let len = pkt.len();
-        if len > c.max_len() {
+        let (tail, tail_len) = pkt.tail();
+        if len + tail_len > c.max_len() {
             self.free(c);
             return None;
         }
         let _ = c.set_len(len);
         c.data_mut().copy_from_slice(pkt.data());
+        // SAFETY: `pkt`'s tail is readable as long as `pkt`'s (its
+        // `set_tail` contract), which is what this copy inherits; it fits
+        // behind the head (checked above).
+        unsafe { c.set_tail(tail, tail_len as u32) };
         c.set_in_port(pkt.in_port());
         Some(c)
     }

@@ -203,6 +203,12 @@ pub struct VhostUserConfig {
     /// a guest that is refilling at that moment without letting a stalled
     /// guest hold the PMD. Default [`Self::DEFAULT_TX_RETRIES`].
     pub tx_retries: u32,
+    /// Forward frames the guest sends with one copy: the switch copies
+    /// only their headers and the receiving vhost-user port copies the
+    /// rest straight from this guest's buffer into its own guest. False:
+    /// every frame is copied into the switch's pool first (two copies per
+    /// hop), for A/B comparisons. Default true.
+    pub one_copy: bool,
 }
 
 impl VhostUserConfig {
@@ -221,6 +227,7 @@ impl VhostUserConfig {
             queues: 1,
             mrg_rxbuf: true,
             tx_retries: Self::DEFAULT_TX_RETRIES,
+            one_copy: true,
         }
     }
 }

@@ -39,6 +39,13 @@ pub trait RxQueue: Send {
     /// `batch`, allocating from `pool` if the port copies into switch
     /// memory. Returns the number appended. Must not block.
     fn rx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize;
+    /// Ends the burst: every packet the last `rx_burst` produced has been
+    /// sent or freed. A port whose packets borrow its own memory (split
+    /// packets, see `nfv_mem::packet`) gives that memory back here; the
+    /// next `rx_burst` also ends the previous burst, so a caller that
+    /// keeps packets across bursts must join them first
+    /// (`Packet::join_tail`).
+    fn burst_done(&mut self) {}
 }
 
 /// A transmit queue, owned by one PMD thread.
@@ -50,6 +57,14 @@ pub trait TxQueue: Send {
     /// Largest frame (bytes, no FCS) this queue accepts.
     fn max_frame(&self) -> usize {
         usize::MAX
+    }
+    /// True when `tx_burst` takes split packets (head in a switch buffer,
+    /// tail borrowed from the sender: see `nfv_mem::packet`) and is done
+    /// with them when it returns. Ports that keep packets past their burst
+    /// (kernel rings, other threads) answer false and the datapath joins
+    /// split packets before handing them over.
+    fn takes_split(&self) -> bool {
+        false
     }
 }
 

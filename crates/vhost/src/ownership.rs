@@ -59,8 +59,10 @@ impl RingOwner {
         if want == self.setup_id {
             return None;
         }
-        let retired = self.dq.take();
-        if let Some(dq) = &retired {
+        let mut retired = self.dq.take();
+        if let Some(dq) = &mut retired {
+            // Owners apply between bursts: no packet reads a held chain.
+            dq.complete_held();
             self.position = dq.last_avail_idx();
             errors::mirror(mirror, dq, &mut self.error_base, true);
         }

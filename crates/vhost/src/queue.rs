@@ -101,6 +101,9 @@ impl VhostRxq {
             drop(retired);
             ring.position.store(o.position as u32, Relaxed);
             ring.pos_epoch.store(o.base_epoch, Release);
+            if let Some(dq) = o.dq.as_mut() {
+                dq.set_one_copy(self.shared.cfg.one_copy);
+            }
         }
         if self.owner.dq.is_none() {
             ring.queued.0.store(0, Relaxed);
@@ -142,13 +145,22 @@ impl RxQueue for VhostRxq {
         }
         n
     }
+
+    #[inline]
+    fn burst_done(&mut self) {
+        if let Some(dq) = self.owner.dq.as_mut() {
+            dq.complete_held();
+        }
+    }
 }
 
 impl Drop for VhostRxq {
     fn drop(&mut self) {
         let ring = &self.shared.rx[self.pair];
         let o = &mut self.owner;
-        if let Some(dq) = o.dq.take() {
+        if let Some(mut dq) = o.dq.take() {
+            // Dropped between bursts: return what the last one held.
+            dq.complete_held();
             errors::mirror(&ring.errors, &dq, &mut o.error_base, true);
             ring.position.store(dq.last_avail_idx() as u32, Relaxed);
             ring.pos_epoch.store(o.base_epoch, Release);
@@ -242,5 +254,10 @@ impl TxQueue for VhostTxq {
 
     fn max_frame(&self) -> usize {
         crate::max_frame(&self.shared.cfg)
+    }
+
+    /// Split packets are copied into the guest within `tx_burst`.
+    fn takes_split(&self) -> bool {
+        true
     }
 }

@@ -194,6 +194,7 @@ impl Switch {
             queues,
             mrg_rxbuf: true,
             tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
+            one_copy: true,
         };
         let port = VhostUserPort::open("vnf0", &cfg).expect("vhost-user port");
         self.dp.add_port(VHOST, port.clone()).expect("add vhost");

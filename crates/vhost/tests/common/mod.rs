@@ -40,6 +40,7 @@ pub fn cfg(socket: &Path, mode: VhostUserMode, queues: usize, mrg: bool) -> Vhos
         queues,
         mrg_rxbuf: mrg,
         tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
+        one_copy: true,
     }
 }
 

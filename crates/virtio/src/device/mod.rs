@@ -31,6 +31,7 @@ use crate::memory::GuestMemory;
 use crate::notify::Call;
 use crate::ring::{Ring, SetupError, need_event, prefetch_write};
 use chain::ChainError;
+pub use tx::{SPLIT_HEAD, SPLIT_MIN_TAIL};
 pub use chain::{
     BURST_DESC_BUDGET, LONG_CHAIN_DESCS, LONG_CHAIN_WEIGHT, MAX_CHAIN_DESCS, RX_BURST_DESC_BUDGET,
     chain_cost,
@@ -155,6 +156,9 @@ pub struct QueueStats {
     /// [`BURST_DESC_BUDGET`] descriptors (the rest waited for the next
     /// burst). Normal traffic never does: a driver posting long chains.
     pub budget_exhausted: u64,
+    /// TX in one-copy mode: frames handed out split (head copied, tail
+    /// left in the guest's buffer for the receiving port to copy).
+    pub one_copy: u64,
 }
 
 /// Used elements collected before being copied to the used ring.
@@ -190,6 +194,11 @@ pub struct DeviceQueue {
     /// What the last bursts cost ([`chain_cost`]) beyond their budget,
     /// not yet repaid by skipped bursts (see [`DeviceQueue::owe`]).
     debt: u32,
+    /// TX: split long frames (see `tx.rs`, one-copy mode).
+    one_copy: bool,
+    /// TX: the last burst's chains are taken but not yet published,
+    /// because split packets still read them.
+    held: bool,
 }
 
 // SAFETY: the raw pointers point into `mem`, which the queue keeps alive
@@ -248,13 +257,26 @@ impl DeviceQueue {
             errors: QueueErrors::default(),
             stats: QueueStats::default(),
             debt: 0,
+            one_copy: false,
+            held: false,
         };
         q.set_kick_wanted(false);
         Ok(q)
     }
 
+    /// On a TX queue: hand out frames longer than [`SPLIT_HEAD`] +
+    /// [`SPLIT_MIN_TAIL`] as split packets (one copy per hop; see
+    /// `tx.rs`). Off by default. Switching it off returns held chains.
+    pub fn set_one_copy(&mut self, on: bool) {
+        if !on {
+            self.complete_held();
+        }
+        self.one_copy = on;
+    }
+
     /// Where the next chain will be taken from (`VHOST_USER_GET_VRING_BASE`).
-    /// Every chain taken has been returned: no chain stays in flight
+    /// Every chain taken has been returned once the burst that took it
+    /// ended ([`DeviceQueue::complete_held`]): no chain stays in flight
     /// between bursts.
     pub fn last_avail_idx(&self) -> u16 {
         self.last_avail

@@ -96,7 +96,7 @@ impl DeviceQueue {
             spent += chain_cost(steps);
             match r {
                 Rx::Delivered => {
-                    bytes += batch[done].len() as u64;
+                    bytes += batch[done].frame_len() as u64;
                     delivered += 1;
                 }
                 Rx::Dropped => {}
@@ -140,8 +140,11 @@ impl DeviceQueue {
         if hdr_len == 12 {
             hdr[10] = 1;
         }
+        // The frame: the packet's data, then its tail if it is split (the
+        // rest of the frame, still in the sender's buffer).
         let mut src = pkt.data_ptr();
         let mut left = pkt.len();
+        let (tail, mut tail_left) = pkt.tail();
         let mut hdr_done = 0usize;
         let mark_avail = *cur;
         let mark_used = self.used_cursor();
@@ -214,15 +217,26 @@ impl DeviceQueue {
                     room -= n;
                     written += n;
                 }
-                let n = left.min(room);
-                if n != 0 {
-                    // SAFETY: `n <= room` bytes remain in the guest buffer
-                    // and `n <= left` in the packet; `copy` tolerates
-                    // overlap, should the packet live in guest memory.
-                    unsafe { std::ptr::copy(src, p, n) };
-                    src = src.wrapping_add(n);
-                    left -= n;
-                    written += n;
+                loop {
+                    let n = left.min(room);
+                    if n != 0 {
+                        // SAFETY: `n <= room` bytes remain in the guest
+                        // buffer and `n <= left` in the packet's current
+                        // span (data or tail: readable, `Packet::set_tail`);
+                        // `copy` tolerates overlap, should the packet live
+                        // in guest memory, and makes no reference to bytes
+                        // a guest may be writing.
+                        unsafe { std::ptr::copy(src, p, n) };
+                        src = src.wrapping_add(n);
+                        p = p.wrapping_add(n);
+                        left -= n;
+                        room -= n;
+                        written += n;
+                    }
+                    if left != 0 || tail_left == 0 {
+                        break;
+                    }
+                    (src, left, tail_left) = (tail, tail_left, 0);
                 }
             }
             *steps = chain.steps();

@@ -4,6 +4,17 @@
 //! Cost notes (64 B frames, see `examples/virtq_bench.rs`): the avail
 //! entries of the burst are read first and their descriptors prefetched;
 //! per chain one descriptor read, one translation (hinted), one copy.
+//!
+//! One-copy mode ([`DeviceQueue::set_one_copy`]): of a frame longer than
+//! [`SPLIT_HEAD`] + [`SPLIT_MIN_TAIL`] only the head is copied — every
+//! header the switch reads or edits, so a guest rewriting its buffer after
+//! the decision cannot change what was decided on — and the rest stays in
+//! the guest's buffer as the packet's tail (`nfv_mem::packet`), which the
+//! receiving vhost-user port copies straight into its guest. The chains
+//! of such a burst are returned (used ring published) only by
+//! [`DeviceQueue::complete_held`], after the burst's outputs are done, in
+//! the order they were taken: with or without `VIRTIO_F_IN_ORDER`, used
+//! entries follow avail order and every chain is returned exactly once.
 
 use super::DeviceQueue;
 use super::chain::{BURST_DESC_BUDGET, Chain, ChainError, chain_cost};
@@ -13,9 +24,21 @@ use nfv_mem::{BATCH, Batch, Packet, PoolCache};
 /// Chains whose first buffer is prefetched ahead of the one being copied.
 pub(super) const PREFETCH_AHEAD: usize = 2;
 
+/// Bytes of a frame a split packet's head holds (one-copy mode): at least
+/// what the switch reads and edits — Ethernet, two VLAN tags, IPv4 with
+/// options and the transport ports take 86 (`nfv_datapath` checks this
+/// against `nfv_wire`'s layouts at compile time).
+pub const SPLIT_HEAD: usize = 128;
+
+/// Shortest tail worth leaving in the guest's buffer: below it, copying
+/// the rest with the head costs less than the second source later.
+pub const SPLIT_MIN_TAIL: usize = 128;
+
 /// Outcome of reading one chain.
 enum Tx {
     Frame,
+    /// Head copied, tail left in the guest's buffer.
+    Split,
     Oversize,
 }
 
@@ -31,6 +54,8 @@ impl DeviceQueue {
     /// over skips its next bursts until the excess is repaid).
     #[inline]
     pub fn dequeue_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        // A new burst ends the last one (its split packets are gone).
+        self.complete_held();
         if self.quarantined || self.in_debt() {
             return 0;
         }
@@ -63,6 +88,7 @@ impl DeviceQueue {
             self.ring.prefetch_buffer(&self.mem, h, self.hint);
         }
         let mut spent = 0u32;
+        let mut split = 0u64;
         for &head in &heads[..n] {
             if spent >= BURST_DESC_BUDGET {
                 self.stats.budget_exhausted += 1;
@@ -89,6 +115,12 @@ impl DeviceQueue {
                     batch.push(pkt);
                     got += 1;
                 }
+                Ok(Tx::Split) => {
+                    bytes += pkt.frame_len() as u64;
+                    batch.push(pkt);
+                    got += 1;
+                    split += 1;
+                }
                 Ok(Tx::Oversize) => {
                     self.stats.oversize += 1;
                     pool.free(pkt);
@@ -103,19 +135,55 @@ impl DeviceQueue {
         self.stats.packets += got as u64;
         self.stats.bytes += bytes;
         self.owe(spent, BURST_DESC_BUDGET);
-        self.finish_burst();
+        if split == 0 {
+            self.finish_burst();
+        } else {
+            // Their tails are still read: the chains go back (all of the
+            // burst's, in order) at `complete_held`.
+            self.stats.one_copy += split;
+            self.held = true;
+        }
         got
     }
 
+    /// Returns the chains of the last burst that produced split packets
+    /// (publishes their used entries, interrupting the driver if it asked
+    /// for it). Call when every packet of that burst has been sent or
+    /// freed; the next [`DeviceQueue::dequeue_burst`] calls it first. A
+    /// no-op when nothing is held.
+    #[inline]
+    pub fn complete_held(&mut self) {
+        if self.held {
+            self.held = false;
+            // A queue quarantined since touches no guest memory.
+            if !self.quarantined {
+                self.finish_burst();
+            }
+        }
+    }
+
+    /// Chains taken but not yet returned because split packets of the last
+    /// burst still read them (see [`DeviceQueue::complete_held`]).
+    pub fn holds_chains(&self) -> bool {
+        self.held
+    }
+
     /// Copies the frame of `chain` (after the virtio-net header, which may
-    /// share a buffer with the data or span several) into `pkt`. The whole
-    /// chain is walked and checked even when the frame does not fit.
+    /// share a buffer with the data or span several) into `pkt`; in
+    /// one-copy mode only its head when the rest is one contiguous span of
+    /// at least [`SPLIT_MIN_TAIL`] bytes, which becomes the packet's tail.
+    /// The whole chain is walked and checked even when the frame does not
+    /// fit.
     #[inline(always)]
     fn read_tx_chain(&mut self, chain: &mut Chain, pkt: &mut Packet) -> Result<Tx, ChainError> {
         let room = pkt.room_mut();
         let (dst, cap) = (room.as_mut_ptr(), room.len());
+        let head_max = if self.one_copy { SPLIT_HEAD } else { usize::MAX };
         let mut skip = self.hdr_len;
         let mut off = 0usize;
+        // The span after the head, not copied yet: the tail if no other
+        // buffer with data follows it.
+        let mut rest: (*const u8, usize) = (std::ptr::null(), 0);
         let mut total = 0u64;
         let mut fits = true;
         while let Some(seg) = chain.next(&self.mem, &mut self.hint)? {
@@ -134,16 +202,28 @@ impl DeviceQueue {
                 len -= s;
             }
             if len != 0 && fits {
-                if len > cap - off {
+                if len > cap - off - rest.1 {
                     fits = false;
                 } else {
-                    // SAFETY: `src..src+len` is inside the translated buffer
-                    // (we skipped at most its length); `dst+off..+len` is
-                    // inside the packet's room (`off + len <= cap`). `copy`
-                    // tolerates overlap, should the pool ever live in guest
-                    // memory.
-                    unsafe { std::ptr::copy(src, dst.add(off), len) };
-                    off += len;
+                    if rest.1 != 0 {
+                        // More data follows: the span is not the tail.
+                        // SAFETY: `rest` is inside a translated buffer of
+                        // this chain; `off + rest.1 <= cap` (checked).
+                        unsafe { std::ptr::copy(rest.0, dst.add(off), rest.1) };
+                        off += rest.1;
+                        rest.1 = 0;
+                    }
+                    let h = len.min(head_max.saturating_sub(off));
+                    // SAFETY: `src..src+h` is inside the translated buffer
+                    // (we skipped at most its length, `h <= len`);
+                    // `dst+off..+h` is inside the packet's room
+                    // (`off + len <= cap`). `copy` tolerates overlap, should
+                    // the pool ever live in guest memory.
+                    unsafe { std::ptr::copy(src, dst.add(off), h) };
+                    off += h;
+                    if h < len {
+                        rest = (src.wrapping_add(h), len - h);
+                    }
                 }
             }
         }
@@ -152,6 +232,22 @@ impl DeviceQueue {
         }
         if !fits {
             return Ok(Tx::Oversize);
+        }
+        if rest.1 >= SPLIT_MIN_TAIL {
+            // Cannot fail: off + rest.1 <= cap == max_len.
+            let _ = pkt.set_len(off);
+            // SAFETY: `rest` lies in a buffer of a chain this queue holds
+            // until `complete_held` (the burst's end), in guest memory the
+            // queue keeps mapped (`Arc<GuestMemory>`) at least that long;
+            // readers copy it with `ptr::copy` (the guest may write it);
+            // head + tail fit the packet (checked above).
+            unsafe { pkt.set_tail(rest.0, rest.1 as u32) };
+            return Ok(Tx::Split);
+        }
+        if rest.1 != 0 {
+            // SAFETY: as for the copy above; `off + rest.1 <= cap`.
+            unsafe { std::ptr::copy(rest.0, dst.add(off), rest.1) };
+            off += rest.1;
         }
         // Cannot fail: off <= cap == max_len.
         let _ = pkt.set_len(off);
