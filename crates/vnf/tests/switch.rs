@@ -136,6 +136,7 @@ fn generated_frame(g: &GeneratorConfig) -> Vec<u8> {
     let mut cache = pool.cache();
     let mut b = Batch::new();
     assert_eq!(port.open_rxq(0).rx_burst(&mut b, &mut cache), 1);
+    assert!(b[0].join_tail(), "a split packet's buffer holds its frame");
     let f = b[0].data().to_vec();
     cache.free_batch(&mut b);
     f

@@ -101,8 +101,16 @@ pub fn fill(cache: &mut PoolCache, frames: &[Vec<u8>]) -> Batch {
     b
 }
 
+/// Split packets (one-copy mode) are joined first, as any caller that
+/// keeps frames past the burst must.
 pub fn drain(cache: &mut PoolCache, b: &mut Batch) -> Vec<Vec<u8>> {
-    let v = b.iter().map(|p| p.data().to_vec()).collect();
+    let v = b
+        .iter_mut()
+        .map(|p| {
+            assert!(p.join_tail(), "a split packet's buffer holds its frame");
+            p.data().to_vec()
+        })
+        .collect();
     cache.free_batch(b);
     v
 }
