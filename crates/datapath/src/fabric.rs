@@ -21,6 +21,17 @@ use std::sync::Arc;
 
 const NO_SLOT: u16 = u16::MAX;
 
+/// The deepest byte the decision and the actions read or edit: Ethernet,
+/// the VLAN tags skipped, an IPv4 header with the most options, the
+/// transport ports. A split packet's head holds at least `SPLIT_HEAD`
+/// bytes, so everything decided on is switch-owned (a guest rewriting its
+/// buffer cannot change it between decision and delivery).
+const DEEPEST_HEADER_BYTE: usize = nfv_wire::ethernet::HEADER_LEN
+    + nfv_wire::l2::MAX_VLAN_TAGS * nfv_wire::vlan::HEADER_LEN
+    + 15 * 4 // IPv4 IHL is 4 bits of 32-bit words
+    + nfv_wire::udp::field::DST_PORT.end;
+const _: () = assert!(DEEPEST_HEADER_BYTE <= nfv_mem::SPLIT_HEAD);
+
 /// One output port as seen by one PMD: its tx queue and pending packets.
 struct TxSlot {
     no: PortNo,

@@ -7,8 +7,12 @@
 //! frame as `(port, bytes)` in a log shared with the test, then frees the
 //! packet. Each fixture is data: rules in `ovs-ofctl` syntax and steps of
 //! (in_port, frame) → exact output frames per port + the drop counters that
-//! must move. Every fixture runs twice, with and without an exact-match
-//! cache, and ends by checking that the packet pool got every frame back.
+//! must move. Every fixture runs with and without an exact-match cache,
+//! and with frames longer than `SPLIT_HEAD` fed whole and split (as the
+//! vhost-user port's one-copy mode hands them over: the head in a pool
+//! buffer, the tail borrowed) to outputs that take split packets and to
+//! outputs that must get them whole; each run ends by checking that the
+//! packet pool got every frame back.
 
 use etherparse::PacketBuilder;
 use nfv_datapath::Element;
@@ -16,7 +20,7 @@ use nfv_datapath::mac_learning::MacTable;
 use nfv_datapath::stats::PmdCounters;
 use nfv_flow::table::SharedFlowTable;
 use nfv_flow::{PortNo, parse_flow};
-use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
+use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache, SPLIT_HEAD};
 use nfv_ports::{DropReason, PortStats, QueueSnapshot, TxQueue};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,6 +34,7 @@ struct CaptureTx {
     no: PortNo,
     log: Log,
     max_frame: usize,
+    takes_split: bool,
 }
 
 impl TxQueue for CaptureTx {
@@ -37,7 +42,19 @@ impl TxQueue for CaptureTx {
         let n = batch.len();
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
         for p in batch.drain(..) {
-            log.push((self.no, p.data().to_vec()));
+            assert!(
+                self.takes_split || !p.is_split(),
+                "port {}: a split packet reached a queue that does not take them",
+                self.no
+            );
+            let mut bytes = p.data().to_vec();
+            let (tail, tail_len) = p.tail();
+            if tail_len != 0 {
+                // SAFETY: the feeding harness keeps every tail alive until
+                // the flush that ends the burst returns.
+                bytes.extend_from_slice(unsafe { std::slice::from_raw_parts(tail, tail_len) });
+            }
+            log.push((self.no, bytes));
             pool.free(p);
         }
         n
@@ -45,6 +62,19 @@ impl TxQueue for CaptureTx {
     fn max_frame(&self) -> usize {
         self.max_frame
     }
+    fn takes_split(&self) -> bool {
+        self.takes_split
+    }
+}
+
+/// How long frames are fed and what the outputs take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Whole,
+    /// Frames longer than `SPLIT_HEAD` split; outputs take split packets.
+    SplitToSplitOutputs,
+    /// Split as well; outputs take only whole packets (kernel ports).
+    SplitToWholeOutputs,
 }
 
 // ---------------------------------------------------------------------------
@@ -123,6 +153,9 @@ fn sorted_by_port(v: Vec<(PortNo, Vec<u8>)>) -> Vec<(PortNo, Hex)> {
 // The harness: a pool, one element, a capture queue and counters per port.
 
 struct Harness {
+    mode: Mode,
+    /// Tails of the split packets fed in the current burst.
+    tails: Vec<Box<[u8]>>,
     pool: Arc<PacketPool>,
     cache: PoolCache,
     element: Element,
@@ -135,9 +168,9 @@ struct Harness {
 type Counters = BTreeMap<(PortNo, Dir), QueueSnapshot>;
 
 impl Harness {
-    fn new(f: &Fixture, emc_entries: usize) -> Harness {
+    fn new(f: &Fixture, emc_entries: usize, mode: Mode) -> Harness {
         let pool = PacketPool::new(
-            &format!("fixture-{}-{emc_entries}", f.name),
+            &format!("fixture-{}-{emc_entries}-{mode:?}", f.name),
             &MemoryConfig {
                 frame_size: 2048,
                 frames: 1024,
@@ -170,11 +203,14 @@ impl Harness {
                 no,
                 log: log.clone(),
                 max_frame,
+                takes_split: mode == Mode::SplitToSplitOutputs,
             };
             element.add_output(no, Box::new(txq), stats.clone(), 0);
             ports.insert(no, stats);
         }
         Harness {
+            mode,
+            tails: Vec::new(),
             cache: pool.cache(),
             pool,
             element,
@@ -201,9 +237,20 @@ impl Harness {
         let mut batch = Batch::new();
         for frame in frames {
             let mut p = self.cache.alloc().expect("test pool exhausted");
-            p.set_len(frame.len())
-                .expect("frame larger than a pool buffer");
-            p.data_mut().copy_from_slice(frame);
+            let head = match self.mode {
+                Mode::Whole => frame.len(),
+                _ => frame.len().min(SPLIT_HEAD),
+            };
+            p.set_len(head).expect("frame larger than a pool buffer");
+            p.data_mut().copy_from_slice(&frame[..head]);
+            if head < frame.len() {
+                let tail: Box<[u8]> = frame[head..].into();
+                // SAFETY: `tails` keeps the bytes until after the flush
+                // below, which ends every use of the packets fed here; the
+                // head holds SPLIT_HEAD bytes and the frame fits a buffer.
+                unsafe { p.set_tail(tail.as_ptr(), tail.len() as u32) };
+                self.tails.push(tail);
+            }
             batch.push(p);
         }
         let rx = &self
@@ -215,6 +262,7 @@ impl Harness {
             .process(in_port, rx, &mut batch, &mut self.cache, &mut self.counters);
         assert!(batch.is_empty(), "process leaves the batch empty");
         self.element.flush(&mut self.cache);
+        self.tails.clear();
     }
 
     fn counters(&self) -> Counters {
@@ -280,15 +328,17 @@ fn tx_deltas(before: &Counters, after: &Counters) -> BTreeMap<PortNo, u64> {
 /// Runs the fixture with an exact-match cache and without one.
 fn run(f: Fixture) {
     for emc_entries in [1024, 0] {
-        run_with(&f, emc_entries);
+        for mode in [Mode::Whole, Mode::SplitToSplitOutputs, Mode::SplitToWholeOutputs] {
+            run_with(&f, emc_entries, mode);
+        }
     }
 }
 
-fn run_with(f: &Fixture, emc_entries: usize) {
-    let mut h = Harness::new(f, emc_entries);
+fn run_with(f: &Fixture, emc_entries: usize, mode: Mode) {
+    let mut h = Harness::new(f, emc_entries, mode);
     for (i, s) in f.steps.iter().enumerate() {
         let ctx = format!(
-            "{} (emc {emc_entries}) step {i} (in_port {})",
+            "{} (emc {emc_entries}, {mode:?}) step {i} (in_port {})",
             f.name, s.in_port
         );
         let before = h.counters();
@@ -359,14 +409,23 @@ impl Default for Udp {
 
 impl Udp {
     fn build(&self) -> Vec<u8> {
-        let payload: Vec<u8> = (0u8..18).collect();
+        let v = self.build_with((0u8..18).collect());
+        assert_eq!(v.len(), 60);
+        v
+    }
+
+    /// With `len` payload bytes (a pattern that changes every byte).
+    fn build_long(&self, len: usize) -> Vec<u8> {
+        self.build_with((0..len).map(|i| (i * 7 + i / 256) as u8).collect())
+    }
+
+    fn build_with(&self, payload: Vec<u8>) -> Vec<u8> {
         let mut v = Vec::new();
         PacketBuilder::ethernet2(self.src_mac, self.dst_mac)
             .ipv4(self.src_ip, self.dst_ip, 64)
             .udp(self.sport, self.dport)
             .write(&mut v, &payload)
             .expect("write to Vec");
-        assert_eq!(v.len(), 60);
         v
     }
 }
@@ -831,6 +890,56 @@ fn normal_floods_then_forwards_to_the_learned_port() {
     });
 }
 
+/// Frames longer than a split packet's head (split in the split modes):
+/// single output, several outputs sharing one tail, a tag pushed and
+/// popped on the head, a flood, a drop and an output too small — every
+/// output gets the whole frame, byte-exact, whatever it takes.
+#[test]
+fn long_frames_reach_every_output_whole() {
+    let long = Udp::default().build_long(1400);
+    let bcast = Udp {
+        dst_mac: BROADCAST,
+        ..Udp::default()
+    }
+    .build_long(1400);
+    let tagged_long = tagged(&long, 0x8100, 7);
+    run(Fixture {
+        name: "long_frames",
+        rules: &[
+            "in_port=1,actions=output:2",
+            "in_port=2,actions=output:1,output:3,output:5",
+            "in_port=3,actions=mod_vlan_vid:7,output:4",
+            "in_port=4,actions=strip_vlan,output:1",
+            "in_port=5,dl_dst=ff:ff:ff:ff:ff:ff,actions=normal",
+            "in_port=5,actions=drop",
+        ],
+        ports: &[1, 2, 3, 4, 5],
+        max_frame: &[(5, 1000)],
+        steps: vec![
+            step(1, long.clone(), vec![(2, long.clone())]),
+            Step {
+                in_port: 2,
+                frame: long.clone(),
+                out: vec![(1, long.clone()), (3, long.clone())],
+                drops: vec![(5, Dir::Tx, DropReason::TooBig)],
+            },
+            step(3, long.clone(), vec![(4, tagged_long.clone())]),
+            step(4, tagged_long, vec![(1, long.clone())]),
+            step(
+                5,
+                bcast.clone(),
+                vec![
+                    (1, bcast.clone()),
+                    (2, bcast.clone()),
+                    (3, bcast.clone()),
+                    (4, bcast),
+                ],
+            ),
+            dropped(5, long, DropReason::Action),
+        ],
+    });
+}
+
 // ---------------------------------------------------------------------------
 // Whole batches: what one-frame steps cannot show.
 
@@ -853,7 +962,7 @@ fn a_mixed_batch_gets_one_verdict_per_packet() {
     let batch: [&[u8]; 6] = [&udp(), &runt, &other, &udp(), &ARP_REQUEST, &udp()];
     // (emc entries, emc hits, classifier hits, table misses)
     for (emc, emc_hits, classifier_hits, misses) in [(1024, 2, 2, 1), (0, 0, 4, 1)] {
-        let mut h = Harness::new(&f, emc);
+        let mut h = Harness::new(&f, emc, Mode::Whole);
         h.feed(1, &batch);
         let got = sorted_by_port(h.take_log());
         let want = sorted_by_port(vec![
@@ -899,7 +1008,7 @@ fn more_than_a_batch_for_one_output_arrives_in_order() {
         .collect();
     let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
     for emc in [1024, 0] {
-        let mut h = Harness::new(&f, emc);
+        let mut h = Harness::new(&f, emc, Mode::Whole);
         h.feed(1, &refs);
         let got: Vec<Vec<u8>> = h.take_log().into_iter().map(|(_, b)| b).collect();
         let want: Vec<Vec<u8>> = frames

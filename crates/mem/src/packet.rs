@@ -20,6 +20,12 @@
 use crate::owner::{self, OwnerId};
 use std::ptr::NonNull;
 
+/// Bytes of the frame a split packet's head holds at least (when the frame
+/// is longer): every header the switch reads or edits — Ethernet, two VLAN
+/// tags, IPv4 with options and the transport ports take 86 (`nfv_datapath`
+/// checks this against `nfv_wire`'s layouts at compile time).
+pub const SPLIT_HEAD: usize = 128;
+
 /// Bytes reserved before the data of a fresh packet, for pushing headers
 /// (VLAN, tunnels) without moving the payload.
 pub const HEADROOM: usize = 128;
@@ -86,10 +92,12 @@ impl Packet {
     /// or joined, or until the burst that produced it ends, whichever the
     /// producing port documents; bytes may change under us (a guest's
     /// buffer), so readers copy them with `ptr::copy`, never borrow them.
-    /// `len() + tail_len` must not exceed [`Packet::max_len`].
+    /// `len() + tail_len` must not exceed [`Packet::max_len`], and the head
+    /// must hold at least [`SPLIT_HEAD`] bytes.
     #[inline(always)]
     pub unsafe fn set_tail(&mut self, tail: *const u8, tail_len: u32) {
         debug_assert!(self.len as usize + tail_len as usize <= self.max_len());
+        debug_assert!(tail_len == 0 || self.len as usize >= SPLIT_HEAD);
         self.tail = tail;
         self.tail_len = tail_len;
     }

@@ -20,15 +20,10 @@ use super::DeviceQueue;
 use super::chain::{BURST_DESC_BUDGET, Chain, ChainError, chain_cost};
 use crate::ring::prefetch;
 use nfv_mem::{BATCH, Batch, Packet, PoolCache};
+pub use nfv_mem::SPLIT_HEAD;
 
 /// Chains whose first buffer is prefetched ahead of the one being copied.
 pub(super) const PREFETCH_AHEAD: usize = 2;
-
-/// Bytes of a frame a split packet's head holds (one-copy mode): at least
-/// what the switch reads and edits — Ethernet, two VLAN tags, IPv4 with
-/// options and the transport ports take 86 (`nfv_datapath` checks this
-/// against `nfv_wire`'s layouts at compile time).
-pub const SPLIT_HEAD: usize = 128;
 
 /// Shortest tail worth leaving in the guest's buffer: below it, copying
 /// the rest with the head costs less than the second source later.
