@@ -10,7 +10,7 @@
 //! `core`, `chain`, `vnf`, `stream`, `event`.
 
 use nfv_control::Node;
-use nfv_ports::DropReason;
+use nfv_ports::{DropReason, PortGauges};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -272,6 +272,11 @@ fn port_families(node: &Node, out: &mut Vec<Family>) {
         "port_connected",
         "1 when the port's peer is connected (ports that have one).",
     );
+    let mut one_copy = Family::counter(
+        "port_one_copy_packets",
+        "Frames received on a vhost-user port and forwarded in one copy (the switch copied \
+         their headers, the receiving port the rest straight from the sender's buffer).",
+    );
     for v in node.datapath().port_views() {
         let l = port_labels(v.port.name(), v.no, v.port.type_name());
         let (rx, tx) = (v.stats.rx_total(), v.stats.tx_total());
@@ -303,10 +308,13 @@ fn port_families(node: &Node, out: &mut Vec<Family>) {
         if let Some(c) = gauges.connected {
             connected.set(l.clone(), if c { 1.0 } else { 0.0 });
         }
+        if let Some(n) = gauges.count(PortGauges::ONE_COPY_PACKETS) {
+            one_copy.count(l.clone(), n);
+        }
     }
     out.extend([
         rx_p, tx_p, rx_b, tx_b, rx_d, tx_d, q_rx_p, q_tx_p, q_rx_b, q_tx_b, queued, guest_rx,
-        connected,
+        connected, one_copy,
     ]);
 }
 

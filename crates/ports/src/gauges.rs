@@ -86,6 +86,9 @@ impl PortGauges {
     pub const CONNECTED: &'static str = "connected";
     pub const QUEUED: &'static str = "queued";
     pub const GUEST_RX_FREE: &'static str = "guest_rx_free";
+    /// Type-specific count that `/metrics` exports too: frames received
+    /// and forwarded in one copy (vhost-user).
+    pub const ONE_COPY_PACKETS: &'static str = "one_copy_packets";
 
     /// Appends a type-specific gauge.
     pub fn push(&mut self, key: &'static str, value: impl Into<Gauge>) {

@@ -187,6 +187,10 @@ pub struct VhostStatus {
     /// Extra tries into guest RX virtqueues that had run out of buffers
     /// (`tx_retries`), summed over the port's virtqueues.
     pub tx_retries: u64,
+    /// Frames the guest sent that were forwarded in one copy (split: the
+    /// switch copied their headers, the receiving port the rest), summed
+    /// over its TX virtqueues.
+    pub one_copy: u64,
     pub vrings: Vec<VringStatus>,
 }
 
@@ -298,6 +302,12 @@ impl VhostUserPort {
                 .iter()
                 .map(|r| r.queued.0.load(Relaxed) as u64)
                 .sum(),
+            one_copy: self
+                .shared
+                .rx
+                .iter()
+                .map(|r| r.one_copy.load(Relaxed))
+                .sum(),
             guest_rx_free: self
                 .shared
                 .tx
@@ -354,7 +364,9 @@ impl Port for VhostUserPort {
         .with("call_stuck", format!("{:?}", st.call_stuck()))
         .with("call_blocked", st.counter("call_blocked"))
         .with("memory_faults", st.counter("memory_fault"))
-        .with("tx_retries", st.tx_retries);
+        .with("tx_retries", st.tx_retries)
+        .with("copy_mode", if cfg.one_copy { "one-copy" } else { "copy" })
+        .with(PortGauges::ONE_COPY_PACKETS, st.one_copy);
         for vr in &st.vrings {
             let nonzero: Vec<String> = errors::NAMES
                 .iter()

@@ -67,6 +67,8 @@ pub(crate) struct VhostRxq {
     pair: usize,
     generation: u64,
     owner: RingOwner,
+    /// The queue's `one_copy` count already added to the ring's.
+    one_copy_seen: u64,
 }
 
 impl VhostRxq {
@@ -84,6 +86,7 @@ impl VhostRxq {
                 fault_epoch: fault_epoch(),
                 ..RingOwner::default()
             },
+            one_copy_seen: 0,
         }
     }
 
@@ -104,6 +107,7 @@ impl VhostRxq {
             if let Some(dq) = o.dq.as_mut() {
                 dq.set_one_copy(self.shared.cfg.one_copy);
             }
+            self.one_copy_seen = 0;
         }
         if self.owner.dq.is_none() {
             ring.queued.0.store(0, Relaxed);
@@ -136,6 +140,13 @@ impl RxQueue for VhostRxq {
         if n != 0 {
             // Where we are, for GET_VRING_BASE should this PMD stop polling.
             ring.position.store(dq.last_avail_idx() as u32, Relaxed);
+            let split = dq.stats().one_copy;
+            if split != self.one_copy_seen {
+                // Single writer: a load and a store, no read-modify-write.
+                let total = ring.one_copy.load(Relaxed) + split - self.one_copy_seen;
+                ring.one_copy.store(total, Relaxed);
+                self.one_copy_seen = split;
+            }
         }
         let t = errors::trigger(dq);
         if t != o.error_seen {

@@ -147,6 +147,9 @@ pub(crate) struct RxRing {
     /// Chains the guest had queued that we had not taken, at the start of
     /// the owner's last rx burst (0 while the ring is not running).
     pub queued: Gauge,
+    /// Frames taken from this ring as split packets (one-copy mode), all
+    /// queues it had together. Single writer: the owner.
+    pub one_copy: AtomicU64,
     pub errors: ErrorMirror,
 }
 

@@ -7,6 +7,10 @@
 //!  check port ◀── p2 (vhost-user, server mode) ◀══ testpmd port 1 (virtio-user client)
 //! ```
 //!
+//! Chain runs put two VNFs (testpmd ports 0↔1 and 2↔3) behind four ports,
+//! with the switch forwarding p2 → p3: a vhost-user → vhost-user hop that
+//! long frames cross in one copy (split packets, `one_copy` counted).
+//!
 //! Every frame that comes back must be byte-identical to the one sent with
 //! its sequence number, and the counts must agree with testpmd's. testpmd
 //! runs with `--no-huge` (no hugepages needed); without the binary the test
@@ -37,7 +41,7 @@ use testpmd_harness::ports::{
     IDLE, PROBING, RUNNING, SeqStats, check_port, frames_port, probe, seq_check, seq_gen,
 };
 use testpmd_harness::{
-    Failure, Leftovers, TestPmd, eal_error, serial, testpmd_args, testpmd_count,
+    Failure, Leftovers, TestPmd, eal_error, serial, testpmd_args, testpmd_args_n, testpmd_count,
 };
 
 const TEST: &str = "testpmd::interop_with_testpmd";
@@ -49,17 +53,36 @@ struct Run {
     mrg: bool,
     len: usize,
     count: usize,
+    /// Two VNFs (testpmd ports 0↔1 and 2↔3) with the switch between
+    /// them: p2 → p3 is a vhost-user → vhost-user hop (one copy).
+    chain: bool,
 }
+
+/// The switch's port numbers for the generator and the checker.
+const GEN: u16 = 10;
+const CHECK: u16 = 20;
 
 fn run(r: &Run, n: usize) -> Result<(), Failure> {
     let tag = format!("tp{n}");
-    let (s1, s2) = (sock(&format!("{tag}-p1")), sock(&format!("{tag}-p2")));
+    let n_vhost = if r.chain { 4 } else { 2 };
+    let socks: Vec<_> = (1..=n_vhost)
+        .map(|i| sock(&format!("{tag}-p{i}")))
+        .collect();
+    // gen → p1 ⇒ VNF ⇒ p2 → [p3 ⇒ VNF ⇒ p4 →] check
+    let flows = if r.chain {
+        vec![
+            format!("in_port={GEN},actions=output:1"),
+            "in_port=2,actions=output:3".to_string(),
+            format!("in_port=4,actions=output:{CHECK}"),
+        ]
+    } else {
+        vec![
+            format!("in_port={GEN},actions=output:1"),
+            format!("in_port=2,actions=output:{CHECK}"),
+        ]
+    };
     let table = Arc::new(SharedFlowTable::new());
-    table.add_flows(
-        ["in_port=10,actions=output:1", "in_port=2,actions=output:20"]
-            .iter()
-            .map(|f| parse_flow(f).unwrap()),
-    );
+    table.add_flows(flows.iter().map(|f| parse_flow(f).unwrap()));
     let dp_pool = pool(&format!("dp-{tag}"), 16384);
     let dp = Datapath::start(
         &DatapathConfig {
@@ -71,53 +94,58 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
         table,
     )
     .map_err(|e| Failure::Fail(e.to_string()))?;
-    // p1: we are the client of testpmd's server=1 port; p2: we serve,
-    // testpmd connects.
-    let p1 = VhostUserPort::open("p1", &cfg(&s1, Client, r.queues, r.mrg)).unwrap();
-    let p2 = VhostUserPort::open("p2", &cfg(&s2, Server, r.queues, r.mrg)).unwrap();
+    // Odd ports: we are the client of testpmd's server=1 port; even
+    // ports: we serve, testpmd connects.
+    let ports: Vec<Arc<VhostUserPort>> = socks
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let mode = if i % 2 == 0 { Client } else { Server };
+            VhostUserPort::open(&format!("p{}", i + 1), &cfg(s, mode, r.queues, r.mrg)).unwrap()
+        })
+        .collect();
+    let (p1, p2) = (&ports[0], &ports[1]);
     let frames: Arc<Vec<Vec<u8>>> =
         Arc::new((0..r.count).map(|i| frame(r.len, i as u32)).collect());
     let state = Arc::new(AtomicU8::new(IDLE));
     let got = Arc::new(Mutex::new(Vec::new()));
     let gen_port = frames_port(frames.clone(), state.clone());
-    dp.add_port(1, p1.clone()).unwrap();
-    dp.add_port(2, p2.clone()).unwrap();
-    dp.add_port(20, check_port(got.clone())).unwrap();
-    dp.add_port(10, gen_port).unwrap();
+    for (i, p) in ports.iter().enumerate() {
+        dp.add_port(i as u16 + 1, p.clone()).unwrap();
+    }
+    dp.add_port(CHECK, check_port(got.clone())).unwrap();
+    dp.add_port(GEN, gen_port).unwrap();
 
     let prefix = format!("nfvvhost{}_{n}", std::process::id());
     let mrg = if r.mrg { 1 } else { 0 };
     let q = r.queues;
-    let args = testpmd_args(
-        &prefix,
-        format!(
-            "--vdev=net_virtio_user0,path={},server=1,queues={q},mrg_rxbuf={mrg}{}",
-            s1.display(),
-            r.extra
-        ),
-        format!(
-            "--vdev=net_virtio_user1,path={},queues={q},mrg_rxbuf={mrg}{}",
-            s2.display(),
-            r.extra
-        ),
-        q,
-    );
+    let vdevs = socks
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let server = if i % 2 == 0 { ",server=1" } else { "" };
+            format!(
+                "--vdev=net_virtio_user{i},path={}{server},queues={q},mrg_rxbuf={mrg}{}",
+                s.display(),
+                r.extra
+            )
+        })
+        .collect();
+    let args = testpmd_args_n(&prefix, vdevs, q);
     let mut tp = TestPmd::start(&args, &prefix)
         .map_err(|e| Failure::Skip(format!("cannot run dpdk-testpmd: {e}")))?;
     let ready = nfv_testutil::wait_until(Duration::from_secs(30), || {
-        let (a, b) = (p1.status(), p2.status());
-        !tp.alive() || (a.pairs_enabled == q && b.pairs_enabled == q)
+        !tp.alive() || ports.iter().all(|p| p.status().pairs_enabled == q)
     });
     if !ready || !tp.alive() {
-        let never_connected = p1.status().connects == 0 && p2.status().connects == 0;
+        let never_connected = ports.iter().all(|p| p.status().connects == 0);
         let (out, err) = tp.stop();
         if never_connected && let Some(line) = eal_error(&err) {
             return Err(Failure::Skip(format!("testpmd cannot start here: {line}")));
         }
+        let st: Vec<_> = ports.iter().map(|p| p.status()).collect();
         return Err(Failure::Fail(format!(
-            "testpmd did not bring both ports up: p1 {:?}\np2 {:?}\n--- stdout\n{out}\n--- stderr\n{err}",
-            p1.status(),
-            p2.status()
+            "testpmd did not bring every port up: {st:#?}\n--- stdout\n{out}\n--- stderr\n{err}"
         )));
     }
     let st = p1.status();
@@ -146,12 +174,15 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
         n as u64
     };
     state.store(RUNNING, Release);
-    let tx_full = |dp: &Datapath| {
+    // Frames the switch could not hand to a VNF (its ring was full: it
+    // was not scheduled in time), on the ports into the VNFs.
+    let tx_full_on = |dp: &Datapath, no: u16| {
         dp.port_views()
             .iter()
-            .find(|v| v.no == 1)
+            .find(|v| v.no == no)
             .map_or(0, |v| v.stats.tx_total().drops[DropReason::TxFull as usize])
     };
+    let tx_full = |dp: &Datapath| tx_full_on(dp, 1) + if r.chain { tx_full_on(dp, 3) } else { 0 };
     let full0 = tx_full(&dp);
     // Every frame comes back or is counted as a tx_full drop on p1 (the
     // VNF's ring was full: it was not scheduled in time).
@@ -213,12 +244,37 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
         last = Some(seq);
     }
     // testpmd saw the same numbers (plus the probes that made it).
+    let want = got.len() as u64 + probes_back;
+    // In a chain, what the first VNF sent and p3 could not take (its
+    // ring full) never reached the second.
+    let lost_between = if r.chain { tx_full_on(&dp, 3) } else { 0 };
     let rx0 = testpmd_count(&out, 0, "RX-packets");
     let tx1 = testpmd_count(&out, 1, "TX-packets");
-    let want = got.len() as u64 + probes_back;
-    assert_eq!(rx0, Some(want), "testpmd port 0 RX\n{out}");
-    assert_eq!(tx1, Some(want), "testpmd port 1 TX\n{out}");
-    for p in [&p1, &p2] {
+    assert_eq!(rx0, Some(want + lost_between), "testpmd port 0 RX\n{out}");
+    assert_eq!(tx1, Some(want + lost_between), "testpmd port 1 TX\n{out}");
+    if r.chain {
+        let rx2 = testpmd_count(&out, 2, "RX-packets");
+        let tx3 = testpmd_count(&out, 3, "TX-packets");
+        assert_eq!(rx2, Some(want), "testpmd port 2 RX\n{out}");
+        assert_eq!(tx3, Some(want), "testpmd port 3 TX\n{out}");
+    }
+    // Frames the VNFs sent went on in one copy when long enough to split
+    // (the probes are 64 B: never split).
+    for p in ports.iter().skip(1).step_by(2) {
+        let st = p.status();
+        if r.len >= nfv_mem::SPLIT_HEAD + nfv_virtio::SPLIT_MIN_TAIL {
+            assert!(
+                st.one_copy >= got.len() as u64,
+                "{}: {} of {} frames forwarded in one copy",
+                p.name(),
+                st.one_copy,
+                got.len()
+            );
+        } else {
+            assert_eq!(st.one_copy, 0, "{}: short frames are copied whole", p.name());
+        }
+    }
+    for p in &ports {
         let s = p.status();
         assert_eq!(
             (s.negotiation_errors, s.protocol_errors, s.ring_errors),
@@ -227,9 +283,10 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
         );
         assert!(s.vrings.iter().all(|v| v.violations() == 0), "{s:#?}");
     }
-    // testpmd is gone: both ports see the disconnect.
-    wait_status(&p2, "p2 disconnect", |s| s.disconnects >= 1);
-    wait_status(&p1, "p1 disconnect", |s| s.disconnects >= 1);
+    // testpmd is gone: every port sees the disconnect.
+    for p in &ports {
+        wait_status(p, "disconnect", |s| s.disconnects >= 1);
+    }
     dp.shutdown();
     Ok(())
 }
@@ -248,6 +305,7 @@ fn interop_with_testpmd() {
             mrg: true,
             len: 1518,
             count: 2000,
+            chain: false,
         },
         Run {
             extra: "",
@@ -255,6 +313,25 @@ fn interop_with_testpmd() {
             mrg: false,
             len: 64,
             count: 2000,
+            chain: false,
+        },
+        // Two VNFs with a vhost-user → vhost-user hop between them: long
+        // frames cross it in one copy.
+        Run {
+            extra: "",
+            queues: 1,
+            mrg: true,
+            len: 1518,
+            count: 2000,
+            chain: true,
+        },
+        Run {
+            extra: "",
+            queues: 2,
+            mrg: false,
+            len: 700,
+            count: 2000,
+            chain: true,
         },
         // testpmd asking for packed rings: RING_PACKED is not offered, and
         // DPDK 22.11 virtio-user then falls back to split rings.
@@ -264,6 +341,7 @@ fn interop_with_testpmd() {
             mrg: true,
             len: 200,
             count: 500,
+            chain: false,
         },
     ];
     for (n, r) in runs.iter().enumerate() {
@@ -274,8 +352,8 @@ fn interop_with_testpmd() {
                 return;
             }
             Err(Failure::Fail(e)) => panic!(
-                "run {n} (queues {}, mrg {}, {} B{}): {e}",
-                r.queues, r.mrg, r.len, r.extra
+                "run {n} (queues {}, mrg {}, {} B{}, chain {}): {e}",
+                r.queues, r.mrg, r.len, r.extra, r.chain
             ),
         }
     }

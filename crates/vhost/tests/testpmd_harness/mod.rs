@@ -125,7 +125,13 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// and `vdev1` (whole `--vdev=` options), then io forwarding of `q` queue
 /// pairs on one core, ports paired, statistics every second.
 pub fn testpmd_args(prefix: &str, vdev0: String, vdev1: String, q: usize) -> Vec<String> {
-    vec![
+    testpmd_args_n(prefix, vec![vdev0, vdev1], q)
+}
+
+/// [`testpmd_args`] with any even number of virtio-user devices: ports
+/// 0↔1, 2↔3, ... forward to each other (a chain of VNFs in one process).
+pub fn testpmd_args_n(prefix: &str, vdevs: Vec<String>, q: usize) -> Vec<String> {
+    let mut args: Vec<String> = vec![
         "--no-pci".into(),
         "--no-huge".into(),
         "-m".into(),
@@ -133,8 +139,9 @@ pub fn testpmd_args(prefix: &str, vdev0: String, vdev1: String, q: usize) -> Vec
         format!("--file-prefix={prefix}"),
         "-l".into(),
         "0,1".into(),
-        vdev0,
-        vdev1,
+    ];
+    args.extend(vdevs);
+    args.extend([
         "--".into(),
         "--forward-mode=io".into(),
         "--port-topology=paired".into(),
@@ -144,7 +151,8 @@ pub fn testpmd_args(prefix: &str, vdev0: String, vdev1: String, q: usize) -> Vec
         "--stats-period=1".into(),
         "--total-num-mbufs=16384".into(),
         "--no-lsc-interrupt".into(),
-    ]
+    ]);
+    args
 }
 
 /// `RX-packets`/`TX-packets` of `port` in testpmd's final statistics.
