@@ -158,12 +158,13 @@ pub fn prepare(c: &Common, scenarios: &[Scenario]) -> Result<Prepared, String> {
     }
     let mut nfvswitch = PathBuf::new();
     let mut nfvswitch_source = String::new();
-    if scenarios.contains(&Scenario::Nfvswitch) {
+    let nfv_scenarios = [Scenario::Nfvswitch, Scenario::NfvswitchCopy];
+    if nfv_scenarios.iter().any(|s| scenarios.contains(s)) {
         match scenario::nfvswitch_binary(c.nfvswitch.clone())
             .and_then(|b| scenario::snapshot(&b, &run_dir))
         {
             Ok((b, src)) => (nfvswitch, nfvswitch_source) = (b, src),
-            Err(e) => skip.push((Scenario::Nfvswitch, e)),
+            Err(e) => skip.extend(nfv_scenarios.map(|s| (s, e.clone()))),
         }
     }
     let ovs = scenarios.contains(&Scenario::Ovs);
@@ -495,6 +496,20 @@ pub fn compare(a: CompareArgs) -> Result<(), String> {
             case,
             "e2e Mpps nfvswitch / wire",
             (nfv, wire),
+            |o| Some(o.mpps),
+        ));
+        pairs.extend(paired::paired(
+            &records,
+            case,
+            "cyc/pkt one-copy / copy",
+            (nfv, Scenario::NfvswitchCopy.name()),
+            |o| o.pmd.as_ref().map(|p| p.cycles_per_packet),
+        ));
+        pairs.extend(paired::paired(
+            &records,
+            case,
+            "e2e Mpps one-copy / copy",
+            (nfv, Scenario::NfvswitchCopy.name()),
             |o| Some(o.mpps),
         ));
     }

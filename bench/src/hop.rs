@@ -6,6 +6,7 @@
 
 use crate::compare::{self, Common};
 use crate::host;
+use crate::paired;
 use crate::proc;
 use crate::report::{self, Record, RecordResult};
 use crate::scenario::Scenario;
@@ -18,11 +19,21 @@ pub struct HopArgs {
     /// VNFs in series (0 = PVP: generator -> switch -> sink).
     #[arg(long, default_value_t = 0)]
     pub chain: usize,
+    /// A/B the one-copy path (the default) against copy mode (every
+    /// port's `one_copy = false`): both run in each rep, order alternating
+    /// by rep, and the paired ratios are printed.
+    #[arg(long)]
+    pub copy_ab: bool,
 }
 
 pub fn hop(a: HopArgs) -> Result<(), String> {
     let c = &a.common;
-    let p = compare::prepare(c, &[Scenario::Nfvswitch])?;
+    let modes: &[Scenario] = if a.copy_ab {
+        &[Scenario::Nfvswitch, Scenario::NfvswitchCopy]
+    } else {
+        &[Scenario::Nfvswitch]
+    };
+    let p = compare::prepare(c, modes)?;
     if let Some(why) = p.skipped(Scenario::Nfvswitch) {
         println!("nfv-bench hop: SKIPPED: {why}");
         return Ok(());
@@ -47,14 +58,22 @@ pub fn hop(a: HopArgs) -> Result<(), String> {
     'all: for rep in 1..=c.reps {
         for &size in &c.sizes {
             let spec = compare::spec(c, size, a.chain, p.mem);
-            records.push(compare::one(&p, Scenario::Nfvswitch, &spec, rep));
-            if proc::interrupted() {
-                break 'all;
+            // A/B, then B/A: drift over the run hits both modes alike.
+            let mut order = modes.to_vec();
+            if rep % 2 == 0 {
+                order.reverse();
+            }
+            for sc in order {
+                records.push(compare::one(&p, sc, &spec, rep));
+                if proc::interrupted() {
+                    break 'all;
+                }
             }
         }
     }
     let head = [
         "size",
+        "mode",
         "Mpps median (min..max)",
         "Gbps",
         "switch cyc/pkt per hop (min..max)",
@@ -66,10 +85,11 @@ pub fn hop(a: HopArgs) -> Result<(), String> {
     ];
     let mut rows = Vec::new();
     let mut sums = Vec::new();
-    for &size in &c.sizes {
-        let s = report::summarize(&records, Scenario::Nfvswitch.name(), size, a.chain);
+    for (&size, &sc) in c.sizes.iter().flat_map(|s| modes.iter().map(move |m| (s, m))) {
+        let s = report::summarize(&records, sc.name(), size, a.chain);
         rows.push(vec![
             format!("{size} B"),
+            sc.name().to_string(),
             report::fmt_range(s.mpps, 3),
             s.gbps.map_or("-".into(), |g| format!("{g:.2}")),
             report::fmt_range(s.cycles_per_packet, 0),
@@ -91,6 +111,30 @@ pub fn hop(a: HopArgs) -> Result<(), String> {
         elapsed / 60.0
     );
     print!("{}", report::text_table(&head, &rows));
+    let mut pairs = Vec::new();
+    if a.copy_ab {
+        let ab = (Scenario::Nfvswitch.name(), Scenario::NfvswitchCopy.name());
+        for &size in &c.sizes {
+            let case = (size, a.chain);
+            pairs.extend(paired::paired(
+                &records,
+                case,
+                "cyc/pkt one-copy / copy",
+                ab,
+                |o| o.pmd.as_ref().map(|p| p.cycles_per_packet),
+            ));
+            pairs.extend(paired::paired(
+                &records,
+                case,
+                "e2e Mpps one-copy / copy",
+                ab,
+                |o| Some(o.mpps),
+            ));
+        }
+        let pair_rows: Vec<Vec<String>> = pairs.iter().map(paired::Paired::row).collect();
+        println!("\none-copy vs copy, paired within each rep and vCPU placement:");
+        print!("{}", report::text_table(&paired::HEAD, &pair_rows));
+    }
     let ts = host::timestamp();
     let json = serde_json::json!({
         "kind": "hop",
@@ -103,6 +147,7 @@ pub fn hop(a: HopArgs) -> Result<(), String> {
                  "switch_hugepages": c.switch_hugepages},
         "trials": records,
         "summary": sums,
+        "paired": pairs,
     });
     let md = format!(
         "# nfv-bench hop {ts}\n\nnfvswitch, chain {}, {} reps, testpmd memory {:?}, TSC {:.3} GHz.\n\n{}",

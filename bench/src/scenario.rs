@@ -1,4 +1,4 @@
-//! The three switches of the comparison and what each needs before it
+//! The switches of the comparison and what each needs before it
 //! can run (binaries, packages, hugepages). A scenario that cannot be set
 //! up is SKIPPED with the reason; the others still run.
 
@@ -10,8 +10,13 @@ use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scenario {
-    /// nfvswitch (`nfvswitch run`, vhost-user client ports).
+    /// nfvswitch (`nfvswitch run`, vhost-user client ports), as it runs
+    /// by default: one copy per vhost-user hop.
     Nfvswitch,
+    /// The same nfvswitch with every port's `one_copy = false`: frames
+    /// copied into the switch's pool and out again (two copies per hop),
+    /// for A/B against the default.
+    NfvswitchCopy,
     /// OVS-DPDK 3.1, netdev bridge, dpdkvhostuserclient ports.
     Ovs,
     /// testpmd io forwarding on net_vhost client ports (no switch).
@@ -22,6 +27,7 @@ impl Scenario {
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Nfvswitch => "nfvswitch",
+            Scenario::NfvswitchCopy => "nfvswitch (copy)",
             Scenario::Ovs => "ovs-dpdk",
             Scenario::Wire => "wire (testpmd)",
         }
@@ -30,6 +36,7 @@ impl Scenario {
     pub fn short(self) -> &'static str {
         match self {
             Scenario::Nfvswitch => "nfv",
+            Scenario::NfvswitchCopy => "nfvc",
             Scenario::Ovs => "ovs",
             Scenario::Wire => "wire",
         }
@@ -38,7 +45,8 @@ impl Scenario {
     /// Starts the switch of this scenario.
     pub fn start(self, nfvswitch: &Path, lay: &Layout) -> Result<Box<dyn Dut>, String> {
         Ok(match self {
-            Scenario::Nfvswitch => Box::new(NfvSwitch::start(nfvswitch, lay)?),
+            Scenario::Nfvswitch => Box::new(NfvSwitch::start(nfvswitch, lay, true)?),
+            Scenario::NfvswitchCopy => Box::new(NfvSwitch::start(nfvswitch, lay, false)?),
             Scenario::Ovs => Box::new(crate::ovs::Ovs::start(lay)?),
             Scenario::Wire => Box::new(Wire::start(lay)?),
         })
