@@ -167,3 +167,41 @@ fn set_mem_table_while_a_burst_holds_chains() {
     p.a.tx[0].reclaim_tx(&mut p.a.cache);
     assert_eq!(p.a.tx[0].outstanding(), 0, "every chain returned");
 }
+
+/// Guest A shrinks the memfd behind its packet buffers while a burst
+/// still borrows their tails: the receiving port's copy faults, the fault
+/// is survived (zeros read), B gets frames of the right length with the
+/// headers the switch copied, and A's rings are quarantined
+/// (`memory_fault`) at its next poll.
+#[test]
+fn a_tail_in_memory_the_guest_took_away_is_survived() {
+    use std::os::fd::AsRawFd;
+    let mut p = pair("oc-shrink");
+    let f = frames(6);
+    let b = take_held(&mut p, &f);
+    let (fd, len) = {
+        let r = p.a.pool.region();
+        (r.fd().as_raw_fd(), r.len() as libc::off_t)
+    };
+    // SAFETY: plain syscall on the guest's own memfd.
+    assert_eq!(unsafe { libc::ftruncate(fd, 0) }, 0);
+    deliver(&mut p, b);
+    let got = received(&mut p.b, f.len());
+    for (i, (g, w)) in got.iter().zip(&f).enumerate() {
+        assert_eq!(g.len(), w.len(), "frame {i}: length");
+        assert_eq!(
+            &g[..nfv_mem::SPLIT_HEAD],
+            &w[..nfv_mem::SPLIT_HEAD],
+            "frame {i}: the copied head"
+        );
+    }
+    p.sa.poll();
+    wait_status(&p.sa.port, "A's memory fault", |s| {
+        s.counter("memory_fault") >= 1 && s.quarantined().contains(&1)
+    });
+    assert!(p.sb.port.status().quarantined().is_empty(), "B unaffected");
+    // Give the pages back (as zeros) so this process's own guest can be
+    // torn down without touching vanished memory.
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::ftruncate(fd, len) }, 0);
+}
