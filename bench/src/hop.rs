@@ -85,7 +85,11 @@ pub fn hop(a: HopArgs) -> Result<(), String> {
     ];
     let mut rows = Vec::new();
     let mut sums = Vec::new();
-    for (&size, &sc) in c.sizes.iter().flat_map(|s| modes.iter().map(move |m| (s, m))) {
+    for (&size, &sc) in c
+        .sizes
+        .iter()
+        .flat_map(|s| modes.iter().map(move |m| (s, m)))
+    {
         let s = report::summarize(&records, sc.name(), size, a.chain);
         rows.push(vec![
             format!("{size} B"),

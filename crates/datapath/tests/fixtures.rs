@@ -328,7 +328,11 @@ fn tx_deltas(before: &Counters, after: &Counters) -> BTreeMap<PortNo, u64> {
 /// Runs the fixture with an exact-match cache and without one.
 fn run(f: Fixture) {
     for emc_entries in [1024, 0] {
-        for mode in [Mode::Whole, Mode::SplitToSplitOutputs, Mode::SplitToWholeOutputs] {
+        for mode in [
+            Mode::Whole,
+            Mode::SplitToSplitOutputs,
+            Mode::SplitToWholeOutputs,
+        ] {
             run_with(&f, emc_entries, mode);
         }
     }

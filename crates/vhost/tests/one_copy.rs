@@ -86,7 +86,11 @@ fn a_held_burst_is_returned_at_its_end_and_delivered_byte_exact() {
     p.sa.cache.free_batch(&mut b);
     p.sa.rxq[0].burst_done();
     p.a.tx[0].reclaim_tx(&mut p.a.cache);
-    assert_eq!(p.a.tx[0].outstanding(), 0, "dropped packets' chains returned");
+    assert_eq!(
+        p.a.tx[0].outstanding(),
+        0,
+        "dropped packets' chains returned"
+    );
 }
 
 /// GET_VRING_BASE on A's TX ring while a burst holds 8 of its chains: the
@@ -204,4 +208,54 @@ fn a_tail_in_memory_the_guest_took_away_is_survived() {
     // torn down without touching vanished memory.
     // SAFETY: as above.
     assert_eq!(unsafe { libc::ftruncate(fd, len) }, 0);
+}
+
+/// A receiver that never drains (B posts no more buffers): what does not
+/// fit is dropped at once and the sender's chains still come back at the
+/// end of every burst, so A keeps transmitting — many times its ring's
+/// worth — and never stalls on B.
+#[test]
+fn a_receiver_that_never_drains_does_not_hold_the_senders_chains() {
+    let mut p = pair("oc-stuck");
+    let ring = GuestOpts::default().size as usize;
+    let mut delivered = 0;
+    for k in 0..(4 * ring / 8) as u32 {
+        let b = take_held(&mut p, &frames(100 + k));
+        let mut b = b;
+        delivered += p.sb.txq[0].tx_burst(&mut b, &mut p.sb.cache);
+        p.sb.cache.free_batch(&mut b);
+        p.sa.rxq[0].burst_done();
+        p.a.tx[0].reclaim_tx(&mut p.a.cache);
+        assert_eq!(p.a.tx[0].outstanding(), 0, "burst {k}: chains back");
+    }
+    assert!(delivered <= ring, "B's ring took {delivered} of {ring}");
+    assert!(p.b.recv(0).len() == delivered, "B got what was delivered");
+}
+
+/// The sender dies (its socket and its own mappings gone, as after a
+/// SIGKILL) while a burst borrows its buffers: the switch still maps the
+/// memory, the frames reach B byte for byte, and A's port goes down cleanly.
+#[test]
+fn a_sender_that_dies_while_its_chains_are_held() {
+    let mut p = pair("oc-kill");
+    let f = frames(7);
+    let b = take_held(&mut p, &f);
+    let Pair {
+        a,
+        sa,
+        b: mut gb,
+        mut sb,
+    } = p;
+    drop(a);
+    let mut b = b;
+    assert_eq!(sb.txq[0].tx_burst(&mut b, &mut sb.cache), f.len());
+    let mut sa = sa;
+    sa.rxq[0].burst_done();
+    assert_eq!(received(&mut gb, f.len()), f);
+    wait("A down", || {
+        sa.poll();
+        let s = sa.port.status();
+        !s.connected && s.pairs_enabled == 0
+    });
+    assert_eq!(sa.poll(), 0);
 }

@@ -271,7 +271,12 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
                 got.len()
             );
         } else {
-            assert_eq!(st.one_copy, 0, "{}: short frames are copied whole", p.name());
+            assert_eq!(
+                st.one_copy,
+                0,
+                "{}: short frames are copied whole",
+                p.name()
+            );
         }
     }
     for p in &ports {

@@ -213,7 +213,11 @@ fn frames_cross_in_one_copy_byte_exact() {
             let mut rx = Mock::new(SIZE, 64 * 1024);
             let bufs = post_rx(&mut rx, 8, rx_buf);
             let mut rxq = rx.device(rx_features);
-            assert_eq!(rxq.enqueue_burst(&mut b, &mut cache), 1, "{what}: delivered");
+            assert_eq!(
+                rxq.enqueue_burst(&mut b, &mut cache),
+                1,
+                "{what}: delivered"
+            );
             txq.complete_held();
             assert_eq!(tx.used_idx(), 1, "{what}: chain returned");
             assert_eq!(tx.used(0).id, 3, "{what}");
@@ -265,7 +269,10 @@ fn headers_rewritten_after_dequeue_do_not_reach_the_receiver() {
     txq.complete_held();
     let got = received(&rx, &bufs).concat();
     assert_eq!(&got[..SPLIT_HEAD], &f[..SPLIT_HEAD], "headers as decided");
-    assert!(got[SPLIT_HEAD..].iter().all(|&x| x == 0xee), "tail as the guest left it");
+    assert!(
+        got[SPLIT_HEAD..].iter().all(|&x| x == 0xee),
+        "tail as the guest left it"
+    );
 }
 
 /// What happens to one dequeued packet in the model test.

@@ -31,7 +31,6 @@ use crate::memory::GuestMemory;
 use crate::notify::Call;
 use crate::ring::{Ring, SetupError, need_event, prefetch_write};
 use chain::ChainError;
-pub use tx::{SPLIT_HEAD, SPLIT_MIN_TAIL};
 pub use chain::{
     BURST_DESC_BUDGET, LONG_CHAIN_DESCS, LONG_CHAIN_WEIGHT, MAX_CHAIN_DESCS, RX_BURST_DESC_BUDGET,
     chain_cost,
@@ -39,6 +38,7 @@ pub use chain::{
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
+pub use tx::{SPLIT_HEAD, SPLIT_MIN_TAIL};
 
 /// What `VHOST_USER_SET_VRING_*` told us about one queue.
 #[derive(Debug)]

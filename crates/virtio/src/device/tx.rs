@@ -19,8 +19,8 @@
 use super::DeviceQueue;
 use super::chain::{BURST_DESC_BUDGET, Chain, ChainError, chain_cost};
 use crate::ring::prefetch;
-use nfv_mem::{BATCH, Batch, Packet, PoolCache};
 pub use nfv_mem::SPLIT_HEAD;
+use nfv_mem::{BATCH, Batch, Packet, PoolCache};
 
 /// Chains whose first buffer is prefetched ahead of the one being copied.
 pub(super) const PREFETCH_AHEAD: usize = 2;
@@ -173,7 +173,11 @@ impl DeviceQueue {
     fn read_tx_chain(&mut self, chain: &mut Chain, pkt: &mut Packet) -> Result<Tx, ChainError> {
         let room = pkt.room_mut();
         let (dst, cap) = (room.as_mut_ptr(), room.len());
-        let head_max = if self.one_copy { SPLIT_HEAD } else { usize::MAX };
+        let head_max = if self.one_copy {
+            SPLIT_HEAD
+        } else {
+            usize::MAX
+        };
         let mut skip = self.hdr_len;
         let mut off = 0usize;
         // The span after the head, not copied yet: the tail if no other
