@@ -5,7 +5,7 @@
 //! - [`PacketPool`]: fixed-size frames in that region, lock-free free list.
 //! - [`PoolCache`]: per-thread front of a pool; the fast path's only
 //!   allocator (no locks, atomics or syscalls in steady state).
-//! - [`Packet`]: a 40-byte handle that may also point at memory the switch
+//! - [`Packet`]: a 32-byte handle that may also point at memory the switch
 //!   does not own (guest buffers, AF_XDP UMEM) — see [`owner`] — or be
 //!   split, its tail still in the sender's buffer (one-copy forwarding).
 //! - [`Batch`]: up to [`BATCH`] packets, the unit every port and element

@@ -1,4 +1,4 @@
-//! The packet handle: 40 bytes that move by value through batches.
+//! The packet handle: 32 bytes that move by value through batches.
 //!
 //! A `Packet` points at one buffer (usually a frame of the switch's pool,
 //! possibly foreign memory such as a guest's buffer) and records where the
@@ -30,19 +30,23 @@ pub const SPLIT_HEAD: usize = 128;
 /// (VLAN, tunnels) without moving the payload.
 pub const HEADROOM: usize = 128;
 
+/// 32 bytes (two 16-byte moves): the buffer's capacity is stored minus one
+/// in 16 bits (pool frames are at most 64 KiB).
 pub struct Packet {
     buf: NonNull<u8>,
-    cap: u32,
+    /// The borrowed rest of the frame (see the module doc); `tail_len` 0
+    /// when the packet is whole.
+    tail: *const u8,
+    token: u32,
     data_off: u16,
     len: u16,
     owner: OwnerId,
     in_port: u16,
-    token: u32,
-    /// The borrowed rest of the frame (see the module doc); `tail_len` 0
-    /// when the packet is whole.
-    tail: *const u8,
-    tail_len: u32,
+    cap_minus_one: u16,
+    tail_len: u16,
 }
+
+const _: () = assert!(std::mem::size_of::<Packet>() == 32);
 
 // SAFETY: a `Packet` is the unique handle to its buffer (pool invariant:
 // each frame is in exactly one place — a free list or one `Packet`), and
@@ -60,7 +64,7 @@ impl Packet {
     /// `buf..buf+cap` must be valid for reads and writes for as long as the
     /// packet lives, no other live `Packet` or reference may alias it, and
     /// `owner.release(token)` must be the right way to give it back.
-    /// `data_off + len <= cap` and `cap < 2^32` must hold.
+    /// `data_off + len <= cap` and `1 <= cap <= 65536` must hold.
     #[inline(always)]
     pub unsafe fn from_raw(
         buf: NonNull<u8>,
@@ -71,9 +75,10 @@ impl Packet {
         token: u32,
     ) -> Packet {
         debug_assert!(data_off as u32 + len as u32 <= cap);
+        debug_assert!((1..=1 << 16).contains(&cap));
         Packet {
             buf,
-            cap,
+            cap_minus_one: (cap - 1) as u16,
             data_off,
             len,
             owner,
@@ -82,6 +87,12 @@ impl Packet {
             tail: std::ptr::null(),
             tail_len: 0,
         }
+    }
+
+    /// Bytes in the buffer.
+    #[inline(always)]
+    fn cap(&self) -> usize {
+        self.cap_minus_one as usize + 1
     }
 
     /// Attaches the rest of the frame, `tail_len` bytes at `tail`, that
@@ -99,7 +110,8 @@ impl Packet {
         debug_assert!(self.len as usize + tail_len as usize <= self.max_len());
         debug_assert!(tail_len == 0 || self.len as usize >= SPLIT_HEAD);
         self.tail = tail;
-        self.tail_len = tail_len;
+        // Cannot truncate: head + tail <= max_len <= u16::MAX.
+        self.tail_len = tail_len as u16;
     }
 
     /// The borrowed rest of the frame: start and length (0 when whole).
@@ -178,12 +190,12 @@ impl Packet {
     }
     #[inline(always)]
     pub fn tailroom(&self) -> usize {
-        self.cap as usize - self.data_off as usize - self.len as usize
+        self.cap() - self.data_off as usize - self.len as usize
     }
     /// Largest `len` possible with the current headroom.
     #[inline(always)]
     pub fn max_len(&self) -> usize {
-        (self.cap as usize - self.data_off as usize).min(u16::MAX as usize)
+        (self.cap() - self.data_off as usize).min(u16::MAX as usize)
     }
     /// Address of the first data byte (for prefetching and DMA-style copies).
     #[inline(always)]
