@@ -146,12 +146,16 @@ impl Decision {
     }
 
     /// Pass 2: EMC (if any), then classifier; verdicts and rule hits.
+    /// The tier counters are kept in locals for the batch (a store through
+    /// `c` per packet cannot stay in a register).
     #[inline(always)]
     fn look_up(&mut self, batch: &Batch, c: &mut PmdCounters) {
         let v = &mut self.verdicts;
+        let (mut emc_hits, mut classifier_hits, mut misses) = (0u64, 0u64, 0u64);
         for i in 0..batch.len() {
-            let len = batch[i].frame_len();
-            if len < MIN_FRAME {
+            let p = &batch[i];
+            // A split packet's head alone is longer than this.
+            if p.len() < MIN_FRAME {
                 v.of[i] = RUNT;
                 continue;
             }
@@ -159,42 +163,44 @@ impl Decision {
             let found = match &mut self.emc {
                 Some(emc) => match emc.lookup(key, self.hashes[i]) {
                     EmcLookup::Hit(r) => {
-                        c.emc_hits += 1;
+                        emc_hits += 1;
                         r
                     }
                     EmcLookup::Miss => {
                         let r = self.table.classifier.lookup(key);
                         emc.insert(key, self.hashes[i], r.cloned());
-                        c.classifier_hits += u64::from(r.is_some());
+                        classifier_hits += u64::from(r.is_some());
                         r
                     }
                 },
                 None => {
                     let r = self.table.classifier.lookup(key);
-                    c.classifier_hits += u64::from(r.is_some());
+                    classifier_hits += u64::from(r.is_some());
                     r
                 }
             };
             let Some(rule) = found else {
-                c.table_misses += 1;
+                misses += 1;
                 v.of[i] = NO_MATCH;
                 continue;
             };
-            let j = match v.hits.last() {
-                Some(h) if Arc::ptr_eq(&h.rule, rule) => v.hits.len() - 1,
-                _ => {
-                    v.hits.push(RuleHits {
-                        rule: rule.clone(),
-                        packets: 0,
-                        bytes: 0,
-                    });
-                    v.hits.len() - 1
+            let bytes = p.frame_len() as u64;
+            match v.hits.last_mut() {
+                Some(h) if Arc::ptr_eq(&h.rule, rule) => {
+                    h.packets += 1;
+                    h.bytes += bytes;
                 }
-            };
-            v.hits[j].packets += 1;
-            v.hits[j].bytes += len as u64;
-            v.of[i] = j as u8;
+                _ => v.hits.push(RuleHits {
+                    rule: rule.clone(),
+                    packets: 1,
+                    bytes,
+                }),
+            }
+            v.of[i] = (v.hits.len() - 1) as u8;
         }
+        c.emc_hits += emc_hits;
+        c.classifier_hits += classifier_hits;
+        c.table_misses += misses;
     }
 
     /// Credits the rules hit by the last batch and lets go of them.
