@@ -2,7 +2,9 @@
 //! (`DeviceQueue::dequeue_burst` and `enqueue_burst`, the code the PMD
 //! runs on a VNF's rings) over a ring and buffers the input writes, in a
 //! guarded mapping, optionally with a second thread rewriting the rings
-//! and buffers during the bursts.
+//! and buffers during the bursts. Half the inputs run in one-copy mode:
+//! long frames leave dequeue split, their tails borrowed from the fuzzed
+//! buffers and read (joined) before the chains are returned.
 //!
 //! Input: a header (queue size, features, start index, whether the
 //! rewriting thread runs and its seed), every descriptor of the table and
@@ -204,6 +206,9 @@ pub fn run(data: &[u8]) {
     let Some(mut q) = ring.device(features, start) else {
         return;
     };
+    // One-copy mode (split packets borrowing the fuzzed guest buffers)
+    // for half the inputs; the seed's low bit is otherwise unused.
+    q.set_one_copy(seed & 1 != 0);
     let mut posted = start;
     let jumped = std::cell::Cell::new(false);
     let mut post = |b: &mut Bytes, ring: &Ring, posted: &mut u16| {
@@ -269,7 +274,16 @@ fn bursts(
         let op = b.u8();
         if op & 1 == 0 {
             q.dequeue_burst(&mut batch, pool);
+            // Split packets: read their borrowed tails (what a receiving
+            // port does) before the chains go back, or leave the next
+            // burst to return them.
+            for p in batch.iter_mut() {
+                assert!(p.join_tail(), "a split packet's buffer holds its frame");
+            }
             pool.free_batch(&mut batch);
+            if op & 0x40 != 0 {
+                q.complete_held();
+            }
         } else {
             for _ in 0..(op >> 1) % 33 {
                 let Some(mut p) = pool.alloc() else { break };
@@ -286,6 +300,7 @@ fn bursts(
             post(b, ring, posted);
         }
     }
+    q.complete_held();
     rx
 }
 
