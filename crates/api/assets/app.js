@@ -616,8 +616,13 @@ function renderPorts({ ports }) {
   for (const p of sorted) {
     const rx = obj(p.rx), tx = obj(p.tx);
     const type = str(p.type) || "?";
-    const chip = el("span", { class: "type", text: type,
+    // vhost-user ports say how frames their guest sends are forwarded:
+    // one-copy (the default) or copy, with the one-copy count.
+    const info = obj(p.info);
+    const mode = str(info.copy_mode);
+    const chip = el("span", { class: "type", text: mode ? type + " · " + mode : type,
       style: "color:" + (TYPE_COLORS[type] || "#cbd5e1") });
+    if (mode) chip.title = "frames forwarded in one copy: " + (str(info.one_copy_packets) || "0");
     const tr = el("tr", { "data-port": str(p.name) },
       el("td", { text: str(p.no) }),
       el("td", { class: "l", text: str(p.name) }),

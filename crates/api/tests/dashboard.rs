@@ -579,7 +579,7 @@ fn dashboard_shows_live_numbers_in_a_real_browser() {
         assert!(topo.iter().any(|t| t == p), "topology lacks {p}: {topo:?}");
     }
     let ports = texts(&first["ports"]).join("\n");
-    for t in ["generator", "vhost-user", "sink"] {
+    for t in ["generator", "vhost-user · one-copy", "sink"] {
         assert!(ports.contains(t), "port table lacks type {t}:\n{ports}");
     }
     // The drop rule: gen1's rx drops by reason.

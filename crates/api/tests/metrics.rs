@@ -57,6 +57,7 @@ fn metrics_have_the_expected_families_and_count_packets() {
         ("nfvswitch_port_ring_queued_packets", "gauge"),
         ("nfvswitch_port_guest_rx_buffers", "gauge"),
         ("nfvswitch_port_connected", "gauge"),
+        ("nfvswitch_port_one_copy_packets_total", "counter"),
         ("nfvswitch_pmd_busy_cycles_total", "counter"),
         ("nfvswitch_pmd_idle_cycles_total", "counter"),
         ("nfvswitch_pmd_iterations_total", "counter"),
@@ -141,6 +142,11 @@ fn metrics_have_the_expected_families_and_count_packets() {
     assert_eq!(m.value("nfvswitch_vnf_rx_packets_total", &vnf), Some(0.0));
     assert_eq!(
         m.value("nfvswitch_port_connected", &[("port", "vnf1")]),
+        Some(0.0)
+    );
+    // One-copy forwarding is counted per vhost-user port (nothing yet).
+    assert_eq!(
+        m.value("nfvswitch_port_one_copy_packets_total", &[("port", "vnf1")]),
         Some(0.0)
     );
     // Ring fill: only ring and vhost-user ports expose it (the unconnected
