@@ -30,6 +30,10 @@ impl TxQueue for SinkTx {
         pool.free_batch(batch);
         n
     }
+    /// It never reads a frame: split packets need no join.
+    fn takes_split(&self) -> bool {
+        true
+    }
 }
 
 impl Port for SinkPort {
