@@ -18,6 +18,7 @@ pub mod gauges;
 pub mod generator;
 pub mod open;
 pub mod pcap;
+pub mod port_type;
 pub mod receiver;
 pub mod ring;
 pub mod sink;
@@ -30,6 +31,7 @@ pub use config::{PortConfig, PortKind, PortNo};
 pub use gauges::{Gauge, PortGauges};
 pub use generator::GeneratorControl;
 pub use open::{OpenError, PortFactory, open_port};
+pub use port_type::{OpenContext, PortOpenError, PortType};
 pub use receiver::ReceiverStats;
 pub use stats::{DropReason, PortStats, QueueCounters, QueueSnapshot};
 
