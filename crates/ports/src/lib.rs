@@ -30,7 +30,7 @@ use std::sync::Arc;
 pub use config::{PortConfig, PortKind, PortNo};
 pub use gauges::{Gauge, PortGauges};
 pub use generator::GeneratorControl;
-pub use open::{OpenError, PortFactory, open_port};
+pub use open::{OpenError, PortFactory};
 pub use port_type::{OpenContext, PortOpenError, PortType};
 pub use receiver::ReceiverStats;
 pub use stats::{DropReason, PortStats, QueueCounters, QueueSnapshot};
