@@ -34,7 +34,7 @@ mod tx;
 pub use block::{BlockWalk, Frame, WalkError, WalkErrorKind};
 pub use rx::{Geometry, RETIRE_BLOCK_MS};
 
-use nfv_mem::{HEADROOM, MemoryConfig};
+use nfv_mem::HEADROOM;
 use nfv_netdev::IfaceError;
 use nfv_ports::config::AfPacketConfig;
 use nfv_ports::{Port, PortConfig, PortGauges, PortKind, RxQueue, TxQueue};
@@ -77,11 +77,6 @@ pub fn open_with(cfg: &PortConfig, max_frame: usize) -> Result<Arc<dyn Port>, Op
         });
     };
     Ok(Arc::new(AfPacketPort::open(cfg, ap, max_frame)?))
-}
-
-/// The usable frame size of packet buffers of `mem`.
-pub fn max_frame_of(mem: &MemoryConfig) -> usize {
-    mem.frame_size - HEADROOM
 }
 
 /// Kernel ring statistics summed over the port's rx sockets (the kernel
@@ -350,5 +345,24 @@ impl Port for AfPacketPort {
             .with("tx_refused", tx(|c| c.bad_frames.load(Relaxed)))
             .with("tx_errors", tx(|c| c.errors.load(Relaxed)))
             .with("tx_open_errors", self.tx_open_errors.load(Relaxed))
+    }
+}
+
+/// The `afpacket` port type, listed in `nfv-control`'s registry. Its open
+/// errors are [`nfv_ports::PortOpenError::Unavailable`]: the interface, a permission or the NIC may be missing, and the node runs without the port.
+pub static AFPACKET: AfPacketType = AfPacketType;
+
+pub struct AfPacketType;
+
+impl nfv_ports::PortType for AfPacketType {
+    fn name(&self) -> &'static str {
+        "afpacket"
+    }
+    fn open(
+        &self,
+        cfg: &PortConfig,
+        cx: &nfv_ports::OpenContext<'_>,
+    ) -> Result<Arc<dyn Port>, nfv_ports::PortOpenError> {
+        open_with(cfg, cx.max_frame()).map_err(nfv_ports::PortOpenError::unavailable)
     }
 }

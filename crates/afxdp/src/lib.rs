@@ -164,3 +164,22 @@ pub fn open(cfg: &PortConfig) -> Result<Arc<dyn Port>, OpenError> {
     };
     Ok(Arc::new(AfXdpPort::open(&cfg.name, cfg.rxqs, x)?))
 }
+
+/// The `afxdp` port type, listed in `nfv-control`'s registry. Its open
+/// errors are [`nfv_ports::PortOpenError::Unavailable`]: the interface, a permission or the NIC may be missing, and the node runs without the port.
+pub static AFXDP: AfXdpType = AfXdpType;
+
+pub struct AfXdpType;
+
+impl nfv_ports::PortType for AfXdpType {
+    fn name(&self) -> &'static str {
+        "afxdp"
+    }
+    fn open(
+        &self,
+        cfg: &PortConfig,
+        _cx: &nfv_ports::OpenContext<'_>,
+    ) -> Result<Arc<dyn Port>, nfv_ports::PortOpenError> {
+        open(cfg).map_err(nfv_ports::PortOpenError::unavailable)
+    }
+}

@@ -17,14 +17,17 @@ pub enum NodeError {
     Pool(#[from] nfv_mem::PoolError),
     #[error(transparent)]
     Datapath(#[from] nfv_datapath::DatapathError),
+    /// A port failed to open (its type's error, which names the port).
     #[error(transparent)]
-    Open(#[from] nfv_ports::OpenError),
-    #[error(transparent)]
-    Vhost(#[from] nfv_vhost::VhostError),
-    /// A kernel-facing port (AF_XDP, AF_PACKET, TAP) failed to open; the
-    /// message names the port and the interface.
+    Open(Box<dyn std::error::Error + Send + Sync>),
+    /// A port that depends on something outside the switch (AF_XDP,
+    /// AF_PACKET, TAP: an interface, a permission) failed to open; the
+    /// message names the port and the interface. The node runs without it.
     #[error("{0}")]
     KernelPort(String),
+    /// No type in `port_types.rs` opens ports of this `type`.
+    #[error("port type {0:?} is not registered in nfv-control")]
+    UnregisteredType(&'static str),
 }
 
 /// A control request the node refused.

@@ -6,7 +6,7 @@
 use crate::error::{NodeError, RequestError};
 use crate::node::Node;
 use nfv_flow::PortNo;
-use nfv_ports::{Configured, PortConfig, PortKind};
+use nfv_ports::{Configured, OpenContext, PortConfig, PortOpenError};
 use std::sync::Arc;
 
 impl Node {
@@ -20,18 +20,17 @@ impl Node {
     }
 
     pub(crate) fn open_port(&self, p: &PortConfig) -> Result<(), NodeError> {
-        let kernel = |e: &dyn std::fmt::Display| NodeError::KernelPort(e.to_string());
-        let port: Arc<dyn nfv_ports::Port> = match &p.kind {
-            PortKind::VhostUser(_) => nfv_vhost::VhostUserPort::from_config(p)?,
-            PortKind::AfXdp(_) => nfv_afxdp::open(p).map_err(|e| kernel(&e))?,
-            PortKind::AfPacket(_) => {
-                nfv_afpacket::open_with(p, nfv_afpacket::max_frame_of(&self.memory))
-                    .map_err(|e| kernel(&e))?
-            }
-            PortKind::Tap(_) => nfv_tap::open_with(p, self.memory.frame_size - nfv_mem::HEADROOM)
-                .map_err(|e| kernel(&e))?,
-            _ => self.factory.open(p)?,
+        let kind = p.kind.type_name();
+        let port_type =
+            crate::port_types::port_type(kind).ok_or(NodeError::UnregisteredType(kind))?;
+        let cx = OpenContext {
+            memory: &self.memory,
+            factory: &self.factory,
         };
+        let port = port_type.open(p, &cx).map_err(|e| match e {
+            PortOpenError::Unavailable(why) => NodeError::KernelPort(why),
+            PortOpenError::Failed(e) => NodeError::Open(e),
+        })?;
         self.datapath
             .add_port(p.id, Configured::wrap(p.clone(), port))?;
         self.failed().remove(&p.id);

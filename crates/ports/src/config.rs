@@ -1,5 +1,6 @@
 //! Validated settings of each port type (plain data). The TOML layer in
-//! `nfv-control` produces these; `open_port` consumes them.
+//! `nfv-config` produces these; each type's [`crate::PortType::open`]
+//! consumes them.
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;

@@ -18,6 +18,7 @@ pub mod gauges;
 pub mod generator;
 pub mod open;
 pub mod pcap;
+pub mod port_type;
 pub mod receiver;
 pub mod ring;
 pub mod sink;
@@ -29,7 +30,8 @@ use std::sync::Arc;
 pub use config::{PortConfig, PortKind, PortNo};
 pub use gauges::{Gauge, PortGauges};
 pub use generator::GeneratorControl;
-pub use open::{OpenError, PortFactory, open_port};
+pub use open::{OpenError, PortFactory};
+pub use port_type::{OpenContext, PortOpenError, PortType};
 pub use receiver::ReceiverStats;
 pub use stats::{DropReason, PortStats, QueueCounters, QueueSnapshot};
 

@@ -73,9 +73,3 @@ impl PortFactory {
         })
     }
 }
-
-/// Opens one port with a fresh factory (ring ends opened this way cannot
-/// find their peers; use a shared [`PortFactory`] for those).
-pub fn open_port(cfg: &PortConfig) -> Result<Arc<dyn Port>, OpenError> {
-    PortFactory::new().open(cfg)
-}

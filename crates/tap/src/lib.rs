@@ -325,6 +325,25 @@ impl Port for TapPort {
     }
 }
 
+/// The `tap` port type, listed in `nfv-control`'s registry. Its open
+/// errors are [`nfv_ports::PortOpenError::Unavailable`]: the interface, a permission or the NIC may be missing, and the node runs without the port.
+pub static TAP: TapType = TapType;
+
+pub struct TapType;
+
+impl nfv_ports::PortType for TapType {
+    fn name(&self) -> &'static str {
+        "tap"
+    }
+    fn open(
+        &self,
+        cfg: &PortConfig,
+        cx: &nfv_ports::OpenContext<'_>,
+    ) -> Result<Arc<dyn Port>, nfv_ports::PortOpenError> {
+        open_with(cfg, cx.max_frame()).map_err(nfv_ports::PortOpenError::unavailable)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -410,3 +410,23 @@ impl Drop for VhostUserPort {
         }
     }
 }
+
+/// The `vhost-user` port type, listed in `nfv-control`'s registry.
+pub static VHOST_USER: VhostUserType = VhostUserType;
+
+pub struct VhostUserType;
+
+impl nfv_ports::PortType for VhostUserType {
+    fn name(&self) -> &'static str {
+        "vhost-user"
+    }
+    fn open(
+        &self,
+        cfg: &PortConfig,
+        _cx: &nfv_ports::OpenContext<'_>,
+    ) -> Result<Arc<dyn Port>, nfv_ports::PortOpenError> {
+        let port: Arc<dyn Port> =
+            VhostUserPort::from_config(cfg).map_err(nfv_ports::PortOpenError::failed)?;
+        Ok(port)
+    }
+}
