@@ -24,8 +24,9 @@
 
 use crate::kernel_traffic::{NsCounters, Sender, Wire, pin};
 use crate::{host, proc};
+use nfv_afpacket::AfPacketConfig;
+use nfv_afxdp::{AfXdpConfig, XdpBindMode};
 use nfv_mem::{Batch, MemoryConfig, PacketPool};
-use nfv_ports::config::{AfPacketConfig, AfXdpConfig, XdpBindMode};
 use nfv_ports::{Port, PortConfig, PortKind};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -102,14 +103,14 @@ fn open(ty: PortType, iface: &str, a: &KernelPortArgs) -> Result<Arc<dyn Port>, 
             if let Some(r) = a.ring_size {
                 c.ring_size = r;
             }
-            PortKind::AfXdp(c)
+            PortKind::typed(c)
         }
         PortType::Afpacket => {
             let mut c = AfPacketConfig::new(iface);
             if let Some(r) = a.ring_size {
                 c.ring_size = r;
             }
-            PortKind::AfPacket(c)
+            PortKind::typed(c)
         }
     };
     let cfg = PortConfig {

@@ -28,8 +28,8 @@
 //! receiving kernel work (the peer's stack) runs on the sending CPU, so
 //! these are rates of the whole kernel path, not of the port alone.
 
+use nfv_afpacket::AfPacketConfig;
 use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
-use nfv_ports::config::AfPacketConfig;
 use nfv_ports::{PortConfig, PortKind};
 use nfv_testutil::netns::{Netns, Veth};
 use std::io;
@@ -205,7 +205,7 @@ fn rx_rate(ns: &Netns, veth: &Veth, size: usize, window: Duration) -> f64 {
         name: "ap0".into(),
         id: 1,
         rxqs: 1,
-        kind: PortKind::AfPacket(AfPacketConfig::new(&veth.host)),
+        kind: PortKind::typed(AfPacketConfig::new(&veth.host)),
     };
     let port = nfv_afpacket::open(&cfg).unwrap_or_else(|e| panic!("{e}"));
     let mut rxq = port.open_rxq(0);
@@ -286,7 +286,7 @@ fn rx_drain(ns: &Netns, veth: &Veth, size: usize) -> f64 {
         name: "ap0".into(),
         id: 1,
         rxqs: 1,
-        kind: PortKind::AfPacket(ap),
+        kind: PortKind::typed(ap),
     };
     let port = nfv_afpacket::open(&cfg).unwrap_or_else(|e| panic!("{e}"));
     let mut rxq = port.open_rxq(0);
@@ -385,7 +385,7 @@ fn tx_rate(ns: &Netns, veth: &Veth, size: usize, window: Duration) -> (f64, f64)
         name: "ap0".into(),
         id: 1,
         rxqs: 1,
-        kind: PortKind::AfPacket(AfPacketConfig::new(&veth.host)),
+        kind: PortKind::typed(AfPacketConfig::new(&veth.host)),
     };
     let port = nfv_afpacket::open(&cfg).unwrap_or_else(|e| panic!("{e}"));
     let mut txq = port.open_txq(0);

@@ -26,6 +26,8 @@
 //! than the switch's packet buffers hold. Opening brings the interface up
 //! if it is down.
 
+mod settings;
+pub use settings::{AFPACKET, AfPacketConfig, AfPacketType};
 mod block;
 mod rx;
 mod sys;
@@ -36,8 +38,7 @@ pub use rx::{Geometry, RETIRE_BLOCK_MS};
 
 use nfv_mem::HEADROOM;
 use nfv_netdev::IfaceError;
-use nfv_ports::config::AfPacketConfig;
-use nfv_ports::{Port, PortConfig, PortGauges, PortKind, RxQueue, TxQueue};
+use nfv_ports::{Port, PortConfig, PortGauges, RxQueue, TxQueue};
 use rx::{AfPacketRx, RingSlot, RxCounters, RxRing};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering::Relaxed;
@@ -70,7 +71,7 @@ pub fn open(cfg: &PortConfig) -> Result<Arc<dyn Port>, OpenError> {
 /// Opens an AF_PACKET port for a switch whose packet buffers hold frames
 /// of up to `max_frame` bytes (`memory.frame_size - nfv_mem::HEADROOM`).
 pub fn open_with(cfg: &PortConfig, max_frame: usize) -> Result<Arc<dyn Port>, OpenError> {
-    let PortKind::AfPacket(ap) = &cfg.kind else {
+    let Some(ap) = cfg.kind.settings::<AfPacketConfig>() else {
         return Err(OpenError::WrongType {
             port: cfg.name.clone(),
             kind: cfg.kind.type_name(),
@@ -345,24 +346,5 @@ impl Port for AfPacketPort {
             .with("tx_refused", tx(|c| c.bad_frames.load(Relaxed)))
             .with("tx_errors", tx(|c| c.errors.load(Relaxed)))
             .with("tx_open_errors", self.tx_open_errors.load(Relaxed))
-    }
-}
-
-/// The `afpacket` port type, listed in `nfv-control`'s registry. Its open
-/// errors are [`nfv_ports::PortOpenError::Unavailable`]: the interface, a permission or the NIC may be missing, and the node runs without the port.
-pub static AFPACKET: AfPacketType = AfPacketType;
-
-pub struct AfPacketType;
-
-impl nfv_ports::PortType for AfPacketType {
-    fn name(&self) -> &'static str {
-        "afpacket"
-    }
-    fn open(
-        &self,
-        cfg: &PortConfig,
-        cx: &nfv_ports::OpenContext<'_>,
-    ) -> Result<Arc<dyn Port>, nfv_ports::PortOpenError> {
-        open_with(cfg, cx.max_frame()).map_err(nfv_ports::PortOpenError::unavailable)
     }
 }

@@ -26,16 +26,18 @@ mod lock;
 pub mod port;
 pub mod ring;
 pub mod rx;
+mod settings;
 pub mod tx;
 pub mod umem;
 pub mod xsk;
 
 pub use bpf::AttachMode;
 pub use port::AfXdpPort;
+pub use settings::{AFXDP, AfXdpConfig, AfXdpType, XdpBindMode};
 pub use xsk::Bind;
 
 use nfv_netdev::IfaceError;
-use nfv_ports::{Port, PortConfig, PortKind};
+use nfv_ports::{Port, PortConfig};
 use std::io;
 use std::sync::Arc;
 
@@ -156,30 +158,11 @@ impl OpenError {
 
 /// Opens a port of this type from its validated config.
 pub fn open(cfg: &PortConfig) -> Result<Arc<dyn Port>, OpenError> {
-    let PortKind::AfXdp(x) = &cfg.kind else {
+    let Some(x) = cfg.kind.settings::<AfXdpConfig>() else {
         return Err(OpenError::WrongKind {
             port: cfg.name.clone(),
             kind: cfg.kind.type_name(),
         });
     };
     Ok(Arc::new(AfXdpPort::open(&cfg.name, cfg.rxqs, x)?))
-}
-
-/// The `afxdp` port type, listed in `nfv-control`'s registry. Its open
-/// errors are [`nfv_ports::PortOpenError::Unavailable`]: the interface, a permission or the NIC may be missing, and the node runs without the port.
-pub static AFXDP: AfXdpType = AfXdpType;
-
-pub struct AfXdpType;
-
-impl nfv_ports::PortType for AfXdpType {
-    fn name(&self) -> &'static str {
-        "afxdp"
-    }
-    fn open(
-        &self,
-        cfg: &PortConfig,
-        _cx: &nfv_ports::OpenContext<'_>,
-    ) -> Result<Arc<dyn Port>, nfv_ports::PortOpenError> {
-        open(cfg).map_err(nfv_ports::PortOpenError::unavailable)
-    }
 }

@@ -7,7 +7,7 @@ use crate::rx::AfXdpRxq;
 use crate::tx::AfXdpTxq;
 use crate::umem::{CHUNK_SIZE, RX_FRAME_MAX, TX_OFFSET};
 use crate::xsk::{Bind, Xsk, XskError};
-use nfv_ports::config::{AfXdpConfig, XdpBindMode};
+use crate::{AfXdpConfig, XdpBindMode};
 use nfv_ports::{Port, PortGauges, RxQueue, TxQueue};
 use std::io;
 use std::os::fd::AsFd;

@@ -8,8 +8,8 @@ mod common;
 
 use common::{Env, RawSocket, frame, host_mac, info, pool, test_seq, xdp_on};
 use nfv_afxdp::OpenError;
+use nfv_afxdp::{AfXdpConfig, XdpBindMode};
 use nfv_mem::{Batch, PoolCache};
-use nfv_ports::config::{AfXdpConfig, XdpBindMode};
 use nfv_ports::{PortConfig, PortKind, RxQueue, TxQueue};
 use nfv_testutil::rawsock::ETH_P_ALL;
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ fn cfg(name: &str, iface: &str, mode: XdpBindMode, ring_size: usize) -> PortConf
         name: name.to_string(),
         id: 1,
         rxqs: 1,
-        kind: PortKind::AfXdp(AfXdpConfig {
+        kind: PortKind::typed(AfXdpConfig {
             iface: iface.to_string(),
             mode,
             ring_size,

@@ -18,8 +18,9 @@ use nfv_config::{ChainConfig, NodeConfig, PmdConfig};
 use nfv_control::Node;
 use nfv_datapath::stats::PmdSnapshot;
 use nfv_mem::MemoryConfig;
-use nfv_ports::config::{GeneratorConfig, PortConfig, PortKind, VhostUserConfig, VhostUserMode};
+use nfv_ports::config::{GeneratorConfig, PortConfig, PortKind};
 use nfv_ports::{DropReason, QueueSnapshot};
+use nfv_vhost::{VhostUserConfig, VhostUserMode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -234,7 +235,7 @@ pub fn node_config(run: &Run, dir: &Path, rate: u64, switch_core: usize) -> Node
             tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
             one_copy: true,
         };
-        port(format!("vnf{i}"), 10 + i as u16, PortKind::VhostUser(v))
+        port(format!("vnf{i}"), 10 + i as u16, PortKind::typed(v))
     };
     let mut ports = Vec::new();
     let mut chains = Vec::new();

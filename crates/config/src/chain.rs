@@ -12,7 +12,7 @@
 //! priority = 1000         # of the steering rules; default 1000
 //! ```
 
-use nfv_ports::config::{PortConfig, PortKind};
+use nfv_ports::config::PortConfig;
 use serde::Deserialize;
 
 use crate::check::{self, Result};
@@ -90,11 +90,7 @@ pub(crate) fn chains(
         }
         let find = |v: &S<String>, field: String| -> Result<(String, u16, bool)> {
             match ports.iter().find(|p| p.name == *v.get_ref()) {
-                Some(p) => Ok((
-                    p.name.clone(),
-                    p.id,
-                    matches!(p.kind, PortKind::VhostUser(_)),
-                )),
+                Some(p) => Ok((p.name.clone(), p.id, p.kind.faces_vnf())),
                 None => Err(doc.err(
                     v.span(),
                     field,

@@ -117,7 +117,7 @@ impl Doc<'_> {
     /// path is recovered by finding the deepest key or value of the parsed
     /// document that contains the span.
     pub fn toml_error(&self, e: &toml::de::Error, root: &str) -> ConfigError {
-        let message = plain_types(e.message().trim_end());
+        let message = nfv_settings::check::plain_types(e.message().trim_end());
         let Some(span) = e.span() else {
             return self.err(0..0, root, message);
         };
@@ -144,16 +144,6 @@ impl Doc<'_> {
         };
         self.err(span, field, message)
     }
-}
-
-/// serde names Rust types; say what the TOML should hold instead.
-fn plain_types(message: &str) -> String {
-    let mut m = message.replace("expected i64", "expected an integer");
-    if let Some(pos) = m.find("expected struct ") {
-        m.truncate(pos);
-        m.push_str("expected a table");
-    }
-    m
 }
 
 /// The key of serde's "unknown field `key`, expected ...".
@@ -214,8 +204,13 @@ fn locate_in_value(value: &Spanned<DeValue<'_>>, offset: usize) -> Option<Locate
 
 /// Hints for mistakes that serde's messages do not explain.
 fn hint_for(key: &str, value: &Spanned<DeValue<'_>>) -> Option<&'static str> {
-    match (key, value.get_ref()) {
-        ("flows", DeValue::Array(_)) => Some(
+    hint(key, matches!(value.get_ref(), DeValue::Array(_)))
+}
+
+/// The hint for `key` holding an array (`is_array`) or another value.
+pub(crate) fn hint(key: &str, is_array: bool) -> Option<&'static str> {
+    match (key, is_array) {
+        ("flows", true) => Some(
             "a top-level `flows = [...]` must come before the first [table]; \
              below a [[port]] it belongs to that port. Move it up, or use \
              [[flow]] tables with `rule = \"...\"`",

@@ -150,8 +150,7 @@ pub const MAX_EMC_ENTRIES: usize = 1 << 20;
 pub const MAX_PMD_CORES: usize = 64;
 /// Longest node name.
 pub const MAX_NODE_NAME: usize = 64;
-/// Longest Unix socket path (`sun_path` is 108 bytes with the NUL).
-pub const MAX_SOCKET_PATH: usize = 107;
+pub use nfv_settings::MAX_SOCKET_PATH;
 /// Where the REST API listens unless `[node] api` says otherwise.
 pub const DEFAULT_API: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9180));
 
@@ -324,18 +323,7 @@ fn node(
         }
     };
     let socket = match n.and_then(|n| n.control_socket.as_ref()) {
-        Some(v) => {
-            let p = check::file_path(doc, v, "node.control_socket", base)?;
-            let len = p.as_os_str().len();
-            if len > MAX_SOCKET_PATH {
-                return Err(doc.err(
-                    v.span(),
-                    "node.control_socket",
-                    format!("{} is {len} bytes long; a Unix socket path holds at most {MAX_SOCKET_PATH}", p.display()),
-                ));
-            }
-            Some(p)
-        }
+        Some(v) => Some(check::socket_path(doc, v, "node.control_socket", base)?),
         None => None,
     };
     Ok((name, socket))

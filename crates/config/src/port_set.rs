@@ -119,19 +119,11 @@ impl PortConflict {
 }
 
 pub(crate) fn port_socket(p: &PortConfig) -> Option<&Path> {
-    match &p.kind {
-        PortKind::VhostUser(v) => Some(&v.socket),
-        _ => None,
-    }
+    p.kind.socket()
 }
 
 pub(crate) fn port_iface(p: &PortConfig) -> Option<&str> {
-    match &p.kind {
-        PortKind::AfXdp(c) => Some(&c.iface),
-        PortKind::AfPacket(c) => Some(&c.iface),
-        PortKind::Tap(c) => Some(&c.iface),
-        _ => None,
-    }
+    p.kind.iface()
 }
 
 pub(crate) fn port_ring_peer(p: &PortConfig) -> Option<&str> {

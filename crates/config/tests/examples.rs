@@ -143,20 +143,20 @@ fn udp64_pcap_holds_valid_udp_frames() {
 
 #[test]
 fn vhost_pvp_example() {
-    use nfv_ports::config::VhostUserMode;
+    use nfv_vhost::{VhostUserConfig, VhostUserMode};
     let c = example("vhost-pvp.toml");
     let socks: Vec<_> = c
         .ports
         .iter()
-        .map(|p| match &p.kind {
-            PortKind::VhostUser(v) => {
+        .map(|p| match p.kind.settings::<VhostUserConfig>() {
+            Some(v) => {
                 assert_eq!(
                     (v.mode, v.queues, v.mrg_rxbuf),
                     (VhostUserMode::Client, 1, true)
                 );
                 (p.id, v.socket.clone())
             }
-            k => panic!("{k:?}"),
+            None => panic!("{:?}", p.kind),
         })
         .collect();
     assert_eq!(

@@ -5,12 +5,13 @@ mod common;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+use nfv_afpacket::AfPacketConfig;
+use nfv_afxdp::{AfXdpConfig, XdpBindMode};
 use nfv_config::{NodeConfig, PmdConfig, parse_port_table, parse_str};
 use nfv_mem::{HugepageMode, MemoryConfig};
-use nfv_ports::config::{
-    AfPacketConfig, AfXdpConfig, GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig,
-    TapConfig, VhostUserConfig, VhostUserMode, XdpBindMode,
-};
+use nfv_ports::config::{GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig};
+use nfv_tap::TapConfig;
+use nfv_vhost::{VhostUserConfig, VhostUserMode};
 
 fn parse(text: &str) -> NodeConfig {
     common::parse(text).unwrap_or_else(|e| panic!("{e}"))
@@ -451,7 +452,7 @@ mrg_rxbuf = false
             name: "vm1".into(),
             id: 1,
             rxqs: 1,
-            kind: PortKind::VhostUser(VhostUserConfig {
+            kind: PortKind::typed(VhostUserConfig {
                 socket: "/tmp/vm1.sock".into(),
                 mode: VhostUserMode::Client,
                 queues: 1,
@@ -468,7 +469,7 @@ mrg_rxbuf = false
             name: "vm2".into(),
             id: 2,
             rxqs: 16,
-            kind: PortKind::VhostUser(VhostUserConfig {
+            kind: PortKind::typed(VhostUserConfig {
                 socket: "conf/vm2.sock".into(),
                 mode: VhostUserMode::Server,
                 queues: 16,
@@ -529,7 +530,7 @@ iface = "nfvtap0"
         [
             (
                 2,
-                &PortKind::AfXdp(AfXdpConfig {
+                &PortKind::typed(AfXdpConfig {
                     iface: "eth0".into(),
                     mode: XdpBindMode::Auto,
                     ring_size: 2048,
@@ -537,7 +538,7 @@ iface = "nfvtap0"
             ),
             (
                 1,
-                &PortKind::AfXdp(AfXdpConfig {
+                &PortKind::typed(AfXdpConfig {
                     iface: "eth1".into(),
                     mode: XdpBindMode::ZeroCopy,
                     ring_size: 4096,
@@ -545,14 +546,14 @@ iface = "nfvtap0"
             ),
             (
                 1,
-                &PortKind::AfPacket(AfPacketConfig {
+                &PortKind::typed(AfPacketConfig {
                     iface: "veth-a.10".into(),
                     ring_size: 1024,
                 })
             ),
             (
                 1,
-                &PortKind::Tap(TapConfig {
+                &PortKind::typed(TapConfig {
                     iface: "nfvtap0".into(),
                 })
             ),

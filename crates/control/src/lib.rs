@@ -9,7 +9,6 @@ pub mod chains;
 pub mod error;
 pub mod node;
 pub mod pmu;
-mod port_types;
 mod ports;
 pub mod protocol;
 pub mod rates;

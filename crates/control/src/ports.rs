@@ -21,8 +21,7 @@ impl Node {
 
     pub(crate) fn open_port(&self, p: &PortConfig) -> Result<(), NodeError> {
         let kind = p.kind.type_name();
-        let port_type =
-            crate::port_types::port_type(kind).ok_or(NodeError::UnregisteredType(kind))?;
+        let port_type = nfv_port_types::port_type(kind).ok_or(NodeError::UnregisteredType(kind))?;
         let cx = OpenContext {
             memory: &self.memory,
             factory: &self.factory,

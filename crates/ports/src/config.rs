@@ -1,12 +1,20 @@
-//! Validated settings of each port type (plain data). The TOML layer in
-//! `nfv-config` produces these; each type's [`crate::PortType::open`]
-//! consumes them.
+//! Validated port settings (plain data): those of the types this crate
+//! implements as [`PortKind`] variants, and [`PortSettings`] for the types
+//! other crates implement. Each type's [`crate::PortType::parse`] produces
+//! them from its `[[port]]` table; its [`crate::PortType::open`] consumes
+//! them.
 
+use std::any::Any;
+use std::fmt::Debug;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// OpenFlow port number (1..=65279).
 pub type PortNo = u16;
+
+/// Longest port name.
+pub const MAX_PORT_NAME: usize = 32;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct PortConfig {
@@ -27,21 +35,17 @@ pub enum PortKind {
     Pcap(PcapConfig),
     /// One end of an in-process loopback pair; `peer` names the other end.
     Ring(RingConfig),
-    /// A vhost-user virtio-net port towards a VM or container VNF. Opened
-    /// by the `nfv-vhost` crate, not by [`crate::PortFactory`].
-    VhostUser(VhostUserConfig),
-    /// An AF_XDP socket per rx queue on a kernel interface (NIC queues
-    /// 0..rxqs). Opened by the `nfv-afxdp` crate.
-    AfXdp(AfXdpConfig),
-    /// An AF_PACKET socket (TPACKET_V3 rx ring) on a kernel interface.
-    /// Opened by the `nfv-afpacket` crate.
-    AfPacket(AfPacketConfig),
-    /// A TAP interface the switch creates (or attaches to) to reach the
-    /// host stack. Opened by the `nfv-tap` crate.
-    Tap(TapConfig),
+    /// A type defined in its own crate (vhost-user, AF_XDP, AF_PACKET,
+    /// TAP, ...): its settings, read back with [`PortKind::settings`].
+    Typed(TypedSettings),
 }
 
 impl PortKind {
+    /// Settings of a type from another crate.
+    pub fn typed(settings: impl PortSettings) -> PortKind {
+        PortKind::Typed(TypedSettings(Arc::new(settings)))
+    }
+
     pub fn type_name(&self) -> &'static str {
         match self {
             PortKind::Generator(_) => "generator",
@@ -49,11 +53,89 @@ impl PortKind {
             PortKind::Receiver => "receiver",
             PortKind::Pcap(_) => "pcap",
             PortKind::Ring(_) => "ring",
-            PortKind::VhostUser(_) => "vhost-user",
-            PortKind::AfXdp(_) => "afxdp",
-            PortKind::AfPacket(_) => "afpacket",
-            PortKind::Tap(_) => "tap",
+            PortKind::Typed(t) => t.0.type_name(),
         }
+    }
+
+    /// The settings of a [`PortKind::Typed`] port if they are a `T`.
+    pub fn settings<T: PortSettings>(&self) -> Option<&T> {
+        match self {
+            PortKind::Typed(t) => (t.0.as_ref() as &dyn Any).downcast_ref::<T>(),
+            _ => None,
+        }
+    }
+
+    /// See [`PortSettings::socket`].
+    pub fn socket(&self) -> Option<&Path> {
+        match self {
+            PortKind::Typed(t) => t.0.socket(),
+            _ => None,
+        }
+    }
+
+    /// See [`PortSettings::iface`].
+    pub fn iface(&self) -> Option<&str> {
+        match self {
+            PortKind::Typed(t) => t.0.iface(),
+            _ => None,
+        }
+    }
+
+    /// See [`PortSettings::faces_vnf`].
+    pub fn faces_vnf(&self) -> bool {
+        matches!(self, PortKind::Typed(t) if t.0.faces_vnf())
+    }
+
+    /// See [`PortSettings::rxqs`].
+    pub fn fixed_rxqs(&self) -> Option<usize> {
+        match self {
+            PortKind::Typed(t) => t.0.rxqs(),
+            _ => None,
+        }
+    }
+}
+
+/// The validated settings of a port type that lives in its own crate. The
+/// node's cross-port checks ask them only these questions; everything
+/// else is the type's business.
+pub trait PortSettings: Any + Debug + Send + Sync {
+    /// The `type` value (the [`crate::PortType::name`] that parsed them).
+    fn type_name(&self) -> &'static str;
+    /// The Unix socket the port serves or connects to: no two ports of a
+    /// node share one.
+    fn socket(&self) -> Option<&Path> {
+        None
+    }
+    /// The kernel interface the port binds: one port per interface.
+    fn iface(&self) -> Option<&str> {
+        None
+    }
+    /// Whether the port leads to a VNF (may be a hop of a `[[chain]]`).
+    fn faces_vnf(&self) -> bool {
+        false
+    }
+    /// The rx queue count when the settings fix it (a vhost-user port has
+    /// one per guest queue pair) instead of `rxqs`.
+    fn rxqs(&self) -> Option<usize> {
+        None
+    }
+    /// Equality with settings of any type (false across types); the
+    /// usual body is [`same_settings`]`(self, other)`.
+    fn eq_settings(&self, other: &dyn PortSettings) -> bool;
+}
+
+/// `a == other` when `other` is a `T` too.
+pub fn same_settings<T: PortSettings + PartialEq>(a: &T, other: &dyn PortSettings) -> bool {
+    (other as &dyn Any).downcast_ref::<T>() == Some(a)
+}
+
+/// Shared, immutable settings of a [`PortKind::Typed`] port.
+#[derive(Clone, Debug)]
+pub struct TypedSettings(Arc<dyn PortSettings>);
+
+impl PartialEq for TypedSettings {
+    fn eq(&self, other: &TypedSettings) -> bool {
+        self.0.eq_settings(other.0.as_ref())
     }
 }
 
@@ -165,140 +247,4 @@ pub struct RingConfig {
     pub size: usize,
 }
 
-/// Who creates the vhost-user socket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum VhostUserMode {
-    /// The switch listens on `socket`; the VNF (QEMU, testpmd virtio-user)
-    /// connects — OVS `dpdkvhostuser`.
-    Server,
-    /// The VNF listens on `socket`; the switch connects, retrying every
-    /// second while it is absent and after it restarts — OVS
-    /// `dpdkvhostuserclient`. The default.
-    #[default]
-    Client,
-}
-
-impl VhostUserMode {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            VhostUserMode::Server => "server",
-            VhostUserMode::Client => "client",
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct VhostUserConfig {
-    /// The unix socket (at most 107 bytes).
-    pub socket: PathBuf,
-    pub mode: VhostUserMode,
-    /// Most queue pairs the guest may enable, 1..=16. Default 1. The port
-    /// has this many rx queues (the guest's transmit virtqueues).
-    pub queues: usize,
-    /// Offer VIRTIO_NET_F_MRG_RXBUF (frames up to 9000 bytes spread over
-    /// several guest buffers). Default true.
-    pub mrg_rxbuf: bool,
-    /// How many more times a tx burst tries a guest RX virtqueue that ran
-    /// out of buffers, as long as each try still delivers something (like
-    /// OVS `tx-retries`), before the rest is dropped as `tx_full`. Absorbs
-    /// a guest that is refilling at that moment without letting a stalled
-    /// guest hold the PMD. Default [`Self::DEFAULT_TX_RETRIES`].
-    pub tx_retries: u32,
-    /// Forward frames the guest sends with one copy: the switch copies
-    /// only their headers and the receiving vhost-user port copies the
-    /// rest straight from this guest's buffer into its own guest. False:
-    /// every frame is copied into the switch's pool first (two copies per
-    /// hop), for A/B comparisons. Default true.
-    pub one_copy: bool,
-}
-
-impl VhostUserConfig {
-    /// Most queue pairs a port may have.
-    pub const MAX_QUEUES: usize = 16;
-    /// OVS's default for `tx-retries`.
-    pub const DEFAULT_TX_RETRIES: u32 = 8;
-    /// Upper bound of `tx_retries`: each try costs a cross-core read of
-    /// the guest's avail index.
-    pub const MAX_TX_RETRIES: u32 = 32;
-
-    pub fn new(socket: impl Into<PathBuf>, mode: VhostUserMode) -> VhostUserConfig {
-        VhostUserConfig {
-            socket: socket.into(),
-            mode,
-            queues: 1,
-            mrg_rxbuf: true,
-            tx_retries: Self::DEFAULT_TX_RETRIES,
-            one_copy: true,
-        }
-    }
-}
-
-/// Longest Linux interface name (IFNAMSIZ - 1).
-pub const MAX_IFACE_NAME: usize = 15;
-
-/// How an AF_XDP socket binds to its queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum XdpBindMode {
-    /// Zero-copy when the driver allows it, otherwise copy (logged).
-    #[default]
-    Auto,
-    /// Always copy mode (`XDP_COPY`); works on every driver, veth included.
-    Copy,
-    /// Zero-copy only (`XDP_ZEROCOPY`); opening fails if the driver cannot.
-    ZeroCopy,
-}
-
-impl XdpBindMode {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            XdpBindMode::Auto => "auto",
-            XdpBindMode::Copy => "copy",
-            XdpBindMode::ZeroCopy => "zero-copy",
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct AfXdpConfig {
-    /// Kernel interface name (at most 15 bytes).
-    pub iface: String,
-    pub mode: XdpBindMode,
-    /// Descriptors per ring (rx, tx, fill, completion): power of two,
-    /// 64..=16384. Default 2048. Each queue's UMEM holds twice this many
-    /// frames so the fill ring can cover every rx slot.
-    pub ring_size: usize,
-}
-
-impl AfXdpConfig {
-    pub fn new(iface: impl Into<String>) -> AfXdpConfig {
-        AfXdpConfig {
-            iface: iface.into(),
-            mode: XdpBindMode::Auto,
-            ring_size: 2048,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct AfPacketConfig {
-    /// Kernel interface name (at most 15 bytes).
-    pub iface: String,
-    /// Frames the rx ring holds (power of two, 64..=65536). Default 4096.
-    pub ring_size: usize,
-}
-
-impl AfPacketConfig {
-    pub fn new(iface: impl Into<String>) -> AfPacketConfig {
-        AfPacketConfig {
-            iface: iface.into(),
-            ring_size: 4096,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct TapConfig {
-    /// Name of the TAP interface (at most 15 bytes); created if missing,
-    /// removed on close if the switch created it.
-    pub iface: String,
-}
+pub use nfv_settings::MAX_IFACE_NAME;

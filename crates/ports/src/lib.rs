@@ -13,6 +13,7 @@
 //! One module per port type: [`generator`], [`sink`], [`receiver`],
 //! [`pcap`], [`ring`].
 
+pub mod builtin_settings;
 pub mod config;
 pub mod gauges;
 pub mod generator;

@@ -55,19 +55,11 @@ impl PortFactory {
                 let peer = t.entry(r.peer.clone()).or_default().clone();
                 Arc::new(RingPort::new(&cfg.name, cfg.rxqs, r.size, mine, peer))
             }
-            PortKind::VhostUser(_) => {
+            PortKind::Typed(_) => {
                 return Err(OpenError::Unsupported {
                     port: cfg.name.clone(),
                     kind: cfg.kind.type_name(),
-                    hint: "vhost-user ports are opened with nfv_vhost::VhostUserPort::open",
-                });
-            }
-            PortKind::AfXdp(_) | PortKind::AfPacket(_) | PortKind::Tap(_) => {
-                return Err(OpenError::Unsupported {
-                    port: cfg.name.clone(),
-                    kind: cfg.kind.type_name(),
-                    hint: "kernel-facing ports are opened by the nfv-afxdp, nfv-afpacket and \
-                           nfv-tap crates",
+                    hint: "it is opened by its own crate's PortType (see nfv-port-types)",
                 });
             }
         })

@@ -1,23 +1,26 @@
-//! A port type as the node sees it: a name and a way to open a port of
-//! that type ([`PortType`]). Each type's crate defines one `static`
-//! implementing it; `nfv-control` lists them once (`port_types.rs`) and
-//! opens every port through that list, so the node has no match over the
-//! types.
+//! A port type as the node sees it ([`PortType`]): its `type` name, the
+//! `[[port]]` keys it accepts, how it reads them into validated settings
+//! and how it opens a port from them. Each type's crate defines one
+//! `static` implementing it; `nfv-port-types` lists them once, and both
+//! the config loader and the node go through that list, so neither has a
+//! match over the types.
 //!
-//! Why this shape: the validated settings stay in the [`crate::PortKind`]
-//! enum (one variant per type, plain data) because the cross-port checks,
-//! the reports and the tests read them by variant; a type-erased settings
-//! box would make every one of those a downcast. What a type *does* with
-//! its settings, opening, lives behind the trait in its own crate.
+//! Settings: the types of this crate are [`crate::PortKind`] variants;
+//! a type from another crate stores its own settings struct in
+//! [`crate::PortKind::Typed`] and reads it back with
+//! [`crate::PortKind::settings`]. The node's cross-port checks need only
+//! what [`crate::config::PortSettings`] answers (socket, interface).
 //!
 //! Shared state a type needs at open time comes in [`OpenContext`]: the
 //! node's memory layout (frame room) and the built-in types' factory
 //! (ring inboxes shared by the two ends of a ring).
 
 use crate::Port;
-use crate::config::PortConfig;
+use crate::builtin_settings as builtin;
+use crate::config::{PortConfig, PortKind};
 use crate::open::PortFactory;
 use nfv_mem::MemoryConfig;
+use nfv_settings::{PortTable, SettingError};
 use std::sync::Arc;
 
 /// The node's state a port may need when it opens.
@@ -55,28 +58,65 @@ impl PortOpenError {
     }
 }
 
-/// One port type: the `type = "..."` of a `[[port]]` table and how to open
-/// a port of it. Implementations are `static`s in the type's crate.
+/// One port type: the `type = "..."` of a `[[port]]` table, its keys, and
+/// how to open a port of it. Implementations are `static`s in the type's
+/// crate.
 pub trait PortType: Sync {
     /// The `type` value, equal to [`crate::PortKind::type_name`] of the
     /// configs this type opens.
     fn name(&self) -> &'static str;
+    /// The keys of a `[[port]]` table this type reads besides those every
+    /// port has (`name`, `id`, `type`, `rxqs`). Any other key is refused
+    /// before [`PortType::parse`] runs, naming the types that take it.
+    fn keys(&self) -> &'static [&'static str];
+    /// Validates the table's keys into this type's settings.
+    fn parse(&self, table: &PortTable<'_>) -> Result<PortKind, SettingError>;
     /// Opens the port `cfg` describes (its kind is this type's variant).
     fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError>;
 }
 
 /// The types this crate implements, opened by [`PortFactory`].
-pub struct BuiltinType(&'static str);
+pub struct BuiltinType {
+    name: &'static str,
+    keys: &'static [&'static str],
+    parse: fn(&PortTable<'_>) -> Result<PortKind, SettingError>,
+}
 
-pub static GENERATOR: BuiltinType = BuiltinType("generator");
-pub static SINK: BuiltinType = BuiltinType("sink");
-pub static RECEIVER: BuiltinType = BuiltinType("receiver");
-pub static PCAP: BuiltinType = BuiltinType("pcap");
-pub static RING: BuiltinType = BuiltinType("ring");
+pub static GENERATOR: BuiltinType = BuiltinType {
+    name: "generator",
+    keys: builtin::GENERATOR_KEYS,
+    parse: builtin::generator,
+};
+pub static SINK: BuiltinType = BuiltinType {
+    name: "sink",
+    keys: &[],
+    parse: builtin::sink,
+};
+pub static RECEIVER: BuiltinType = BuiltinType {
+    name: "receiver",
+    keys: &[],
+    parse: builtin::receiver,
+};
+pub static PCAP: BuiltinType = BuiltinType {
+    name: "pcap",
+    keys: builtin::PCAP_KEYS,
+    parse: builtin::pcap,
+};
+pub static RING: BuiltinType = BuiltinType {
+    name: "ring",
+    keys: builtin::RING_KEYS,
+    parse: builtin::ring,
+};
 
 impl PortType for BuiltinType {
     fn name(&self) -> &'static str {
-        self.0
+        self.name
+    }
+    fn keys(&self) -> &'static [&'static str] {
+        self.keys
+    }
+    fn parse(&self, table: &PortTable<'_>) -> Result<PortKind, SettingError> {
+        (self.parse)(table)
     }
     fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
         cx.factory.open(cfg).map_err(PortOpenError::failed)

@@ -20,13 +20,15 @@
 //!   left by EAGAIN, short writes, refused frames, write errors, and the
 //!   kernel's drops towards the switch (the TAP's `tx_dropped`).
 
+mod settings;
+pub use settings::{TAP, TapConfig, TapType};
 mod dev;
 mod queue;
 
 use dev::DevError;
 use nfv_mem::HEADROOM;
 use nfv_netdev::IfaceError;
-use nfv_ports::{Gauge, Port, PortConfig, PortGauges, PortKind, RxQueue, TxQueue};
+use nfv_ports::{Gauge, Port, PortConfig, PortGauges, RxQueue, TxQueue};
 use queue::{Counters, TapRx, TapTx};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering::Relaxed;
@@ -129,7 +131,7 @@ pub struct TapPort {
 impl TapPort {
     /// Opens (creating if needed) the TAP of `cfg`.
     pub fn open(cfg: &PortConfig, max_frame: usize) -> Result<TapPort, OpenError> {
-        let PortKind::Tap(tc) = &cfg.kind else {
+        let Some(tc) = cfg.kind.settings::<TapConfig>() else {
             return Err(OpenError::WrongType {
                 port: cfg.name.clone(),
                 kind: cfg.kind.type_name(),
@@ -322,25 +324,6 @@ impl Port for TapPort {
             .with("tx_short_writes", tx(|c| &c.tx_short))
             .with("tx_refused", tx(|c| &c.tx_refused))
             .with("tx_errors", tx(|c| &c.tx_errors))
-    }
-}
-
-/// The `tap` port type, listed in `nfv-control`'s registry. Its open
-/// errors are [`nfv_ports::PortOpenError::Unavailable`]: the interface, a permission or the NIC may be missing, and the node runs without the port.
-pub static TAP: TapType = TapType;
-
-pub struct TapType;
-
-impl nfv_ports::PortType for TapType {
-    fn name(&self) -> &'static str {
-        "tap"
-    }
-    fn open(
-        &self,
-        cfg: &PortConfig,
-        cx: &nfv_ports::OpenContext<'_>,
-    ) -> Result<Arc<dyn Port>, nfv_ports::PortOpenError> {
-        open_with(cfg, cx.max_frame()).map_err(nfv_ports::PortOpenError::unavailable)
     }
 }
 

@@ -4,8 +4,8 @@
 //! otherwise each test prints SKIPPED.
 
 use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
-use nfv_ports::config::TapConfig;
 use nfv_ports::{Port, PortConfig, PortKind, RxQueue, TxQueue};
+use nfv_tap::TapConfig;
 use nfv_testutil::netns::{Netns, run, unique_name};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,7 +32,7 @@ fn cfg(name: &str, iface: &str, rxqs: usize) -> PortConfig {
         name: name.into(),
         id: 1,
         rxqs,
-        kind: PortKind::Tap(TapConfig {
+        kind: PortKind::typed(TapConfig {
             iface: iface.into(),
         }),
     }

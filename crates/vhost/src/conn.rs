@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering::*;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use nfv_ports::config::VhostUserMode;
+use crate::VhostUserMode;
 
 use crate::VhostError;
 use crate::backend::Backend;

@@ -18,8 +18,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
+use crate::{VhostUserConfig, VhostUserMode};
 use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool};
-use nfv_ports::config::{VhostUserConfig, VhostUserMode};
 use nfv_ports::{RxQueue, TxQueue};
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 

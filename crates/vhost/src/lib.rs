@@ -76,6 +76,7 @@ pub mod message;
 mod ownership;
 mod queue;
 pub mod ratelimit;
+mod settings;
 mod shared;
 
 use std::path::PathBuf;
@@ -83,13 +84,14 @@ use std::sync::atomic::Ordering::*;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use nfv_ports::config::{PortConfig, PortKind, VhostUserConfig, VhostUserMode};
+use nfv_ports::config::PortConfig;
 use nfv_ports::{Port, PortGauges, RxQueue, TxQueue};
 
 pub use conn::{MAX_BACKOFF, RETRY, STABLE};
 pub use errors::NAMES as QUEUE_COUNTER_NAMES;
 pub use memtable::MemTableError;
 pub use ratelimit::RateLimitedLog;
+pub use settings::{VHOST_USER, VhostUserConfig, VhostUserMode, VhostUserType};
 use shared::Shared;
 
 /// Largest frame sent to a guest that negotiated MRG_RXBUF.
@@ -252,9 +254,9 @@ impl VhostUserPort {
 
     /// Opens the port a [`PortConfig`] of kind `VhostUser` describes.
     pub fn from_config(cfg: &PortConfig) -> Result<Arc<VhostUserPort>, VhostError> {
-        match &cfg.kind {
-            PortKind::VhostUser(v) => Self::open(&cfg.name, v),
-            _ => Err(VhostError::NotVhostUser(cfg.name.clone())),
+        match cfg.kind.settings::<VhostUserConfig>() {
+            Some(v) => Self::open(&cfg.name, v),
+            None => Err(VhostError::NotVhostUser(cfg.name.clone())),
         }
     }
 
@@ -408,25 +410,5 @@ impl Drop for VhostUserPort {
         if let Some(t) = t {
             let _ = t.join();
         }
-    }
-}
-
-/// The `vhost-user` port type, listed in `nfv-control`'s registry.
-pub static VHOST_USER: VhostUserType = VhostUserType;
-
-pub struct VhostUserType;
-
-impl nfv_ports::PortType for VhostUserType {
-    fn name(&self) -> &'static str {
-        "vhost-user"
-    }
-    fn open(
-        &self,
-        cfg: &PortConfig,
-        _cx: &nfv_ports::OpenContext<'_>,
-    ) -> Result<Arc<dyn Port>, nfv_ports::PortOpenError> {
-        let port: Arc<dyn Port> =
-            VhostUserPort::from_config(cfg).map_err(nfv_ports::PortOpenError::failed)?;
-        Ok(port)
     }
 }

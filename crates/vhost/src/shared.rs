@@ -42,7 +42,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nfv_ports::config::VhostUserConfig;
+use crate::VhostUserConfig;
 use nfv_virtio::{DeviceQueue, GuestMemory, QueueSetup};
 
 use crate::ratelimit::RateLimitedLog;

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use common::*;
 use nfv_mem::Batch;
-use nfv_ports::config::VhostUserMode::Server;
+use nfv_vhost::VhostUserMode::Server;
 use nfv_vhost::features;
 use nfv_vhost::message::{HEADER_LEN, code, encode};
 use nfv_virtio::layout::{VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_NET_F_MRG_RXBUF};

@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 
 use common::*;
 use hostile_support::*;
-use nfv_ports::config::VhostUserMode::Server;
+use nfv_vhost::VhostUserMode::Server;
 use vhost::VhostBackend;
 use vmm_sys_util::eventfd::EventFd;
 

@@ -12,8 +12,8 @@ use std::os::fd::AsRawFd;
 
 use common::*;
 use hostile_support::*;
-use nfv_ports::config::VhostUserMode::Server;
 use nfv_vhost::VhostStatus;
+use nfv_vhost::VhostUserMode::Server;
 use vhost::VhostBackend;
 
 #[test]

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 
 use common::*;
 use nfv_ports::Port;
-use nfv_ports::config::VhostUserMode::{Client, Server};
+use nfv_vhost::VhostUserMode::{Client, Server};
 use nfv_virtio::layout::{Desc, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE};
 use vhost::vhost_user::VhostUserFrontend;
 use vhost::{VhostBackend, VringConfigData};

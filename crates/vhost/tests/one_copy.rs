@@ -9,7 +9,7 @@ mod common;
 
 use common::{Guest, GuestOpts, SwitchSide, cfg, connect, frame, sock, wait, wait_status};
 use nfv_mem::Batch;
-use nfv_ports::config::VhostUserMode::Server;
+use nfv_vhost::VhostUserMode::Server;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use vhost::VhostBackend;
 

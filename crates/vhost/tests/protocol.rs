@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use nfv_mem::{BATCH, Batch};
 use nfv_ports::Port;
-use nfv_ports::config::VhostUserMode::{Client, Server};
+use nfv_vhost::VhostUserMode::{Client, Server};
 use nfv_vhost::{VhostUserPort, features};
 use nfv_virtio::layout::{VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MRG_RXBUF};
 use vhost::VhostBackend;

@@ -34,8 +34,8 @@ use common::{cfg, frame, pool, sock, wait_status};
 use nfv_datapath::{Datapath, DatapathConfig};
 use nfv_flow::parse_flow;
 use nfv_flow::table::SharedFlowTable;
-use nfv_ports::config::VhostUserMode::{self, Client, Server};
 use nfv_ports::{DropReason, Port};
+use nfv_vhost::VhostUserMode::{self, Client, Server};
 use nfv_vhost::VhostUserPort;
 use testpmd_harness::ports::{
     IDLE, PROBING, RUNNING, SeqStats, check_port, frames_port, probe, seq_check, seq_gen,

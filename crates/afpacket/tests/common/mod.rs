@@ -2,8 +2,9 @@
 //! socket used as the peer inside a network namespace.
 #![allow(dead_code)]
 
+use nfv_afpacket::AfPacketConfig;
 use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
-use nfv_ports::{Port, PortConfig, PortKind, RxQueue, config::AfPacketConfig};
+use nfv_ports::{Port, PortConfig, PortKind, RxQueue};
 use nfv_testutil::netns::Netns;
 pub use nfv_testutil::rawsock::RawSocket;
 use std::sync::Arc;
@@ -34,7 +35,7 @@ pub fn port_config(name: &str, iface: &str, rxqs: usize, ring_size: usize) -> Po
         name: name.into(),
         id: 1,
         rxqs,
-        kind: PortKind::AfPacket(ap),
+        kind: PortKind::typed(ap),
     }
 }
 

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache, Region};
-use nfv_ports::config::{VhostUserConfig, VhostUserMode};
 use nfv_ports::{Port, RxQueue, TxQueue};
 use nfv_vhost::{VhostStatus, VhostUserPort};
+use nfv_vhost::{VhostUserConfig, VhostUserMode};
 use nfv_virtio::layout::{
     VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF,
     VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 
 use crate::common::*;
 use nfv_mem::Batch;
-use nfv_ports::config::VhostUserMode::Client;
+use nfv_vhost::VhostUserMode::Client;
 use nfv_vhost::VhostUserPort;
 
 /// A thread acting as one PMD for every port given: rx burst on rx queue

@@ -1,0 +1,102 @@
+//! The `afxdp` port type: its settings, its `[[port]]` keys and its
+//! registration ([`AFXDP`]).
+
+use std::sync::Arc;
+
+use nfv_ports::config::{PortConfig, PortKind, PortSettings, same_settings};
+use nfv_ports::{OpenContext, Port, PortOpenError, PortType};
+use nfv_settings::{PortTable, SettingError};
+
+/// How an AF_XDP socket binds to its queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum XdpBindMode {
+    /// Zero-copy when the driver allows it, otherwise copy (logged).
+    #[default]
+    Auto,
+    /// Always copy mode (`XDP_COPY`); works on every driver, veth included.
+    Copy,
+    /// Zero-copy only (`XDP_ZEROCOPY`); opening fails if the driver cannot.
+    ZeroCopy,
+}
+
+impl XdpBindMode {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            XdpBindMode::Auto => "auto",
+            XdpBindMode::Copy => "copy",
+            XdpBindMode::ZeroCopy => "zero-copy",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AfXdpConfig {
+    /// Kernel interface name (at most 15 bytes).
+    pub iface: String,
+    pub mode: XdpBindMode,
+    /// Descriptors per ring (rx, tx, fill, completion): power of two,
+    /// 64..=16384. Default 2048. Each queue's UMEM holds twice this many
+    /// frames so the fill ring can cover every rx slot.
+    pub ring_size: usize,
+}
+
+impl AfXdpConfig {
+    pub fn new(iface: impl Into<String>) -> AfXdpConfig {
+        AfXdpConfig {
+            iface: iface.into(),
+            mode: XdpBindMode::Auto,
+            ring_size: 2048,
+        }
+    }
+}
+
+impl PortSettings for AfXdpConfig {
+    fn type_name(&self) -> &'static str {
+        "afxdp"
+    }
+    fn iface(&self) -> Option<&str> {
+        Some(&self.iface)
+    }
+    fn eq_settings(&self, other: &dyn PortSettings) -> bool {
+        same_settings(self, other)
+    }
+}
+
+/// The `afxdp` port type, listed in `nfv-port-types`. Its open errors are
+/// [`PortOpenError::Unavailable`]: the interface, a permission or the NIC
+/// may be missing, and the node runs without the port.
+pub static AFXDP: AfXdpType = AfXdpType;
+
+pub struct AfXdpType;
+
+impl PortType for AfXdpType {
+    fn name(&self) -> &'static str {
+        "afxdp"
+    }
+    fn keys(&self) -> &'static [&'static str] {
+        &["iface", "ring_size", "xdp_mode"]
+    }
+    fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
+        let d = AfXdpConfig::new("");
+        Ok(PortKind::typed(AfXdpConfig {
+            iface: t.iface()?,
+            mode: t.one_of_or(
+                "xdp_mode",
+                &[
+                    ("auto", XdpBindMode::Auto),
+                    ("copy", XdpBindMode::Copy),
+                    ("zero-copy", XdpBindMode::ZeroCopy),
+                ],
+                d.mode,
+            )?,
+            ring_size: t.pow2_or("ring_size", 64..=16384, d.ring_size)?,
+        }))
+    }
+    fn open(
+        &self,
+        cfg: &PortConfig,
+        _cx: &OpenContext<'_>,
+    ) -> Result<Arc<dyn Port>, PortOpenError> {
+        crate::open(cfg).map_err(PortOpenError::unavailable)
+    }
+}

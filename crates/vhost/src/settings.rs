@@ -1,0 +1,161 @@
+//! The `vhost-user` port type: its settings, its `[[port]]` keys and its
+//! registration ([`VHOST_USER`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nfv_ports::config::{PortConfig, PortKind, PortSettings, same_settings};
+use nfv_ports::{OpenContext, Port, PortOpenError, PortType};
+use nfv_settings::{PortTable, SettingError};
+
+use crate::VhostUserPort;
+
+/// Who creates the vhost-user socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum VhostUserMode {
+    /// The switch listens on `socket`; the VNF (QEMU, testpmd virtio-user)
+    /// connects — OVS `dpdkvhostuser`.
+    Server,
+    /// The VNF listens on `socket`; the switch connects, retrying every
+    /// second while it is absent and after it restarts — OVS
+    /// `dpdkvhostuserclient`. The default.
+    #[default]
+    Client,
+}
+
+impl VhostUserMode {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            VhostUserMode::Server => "server",
+            VhostUserMode::Client => "client",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct VhostUserConfig {
+    /// The unix socket (at most 107 bytes).
+    pub socket: PathBuf,
+    pub mode: VhostUserMode,
+    /// Most queue pairs the guest may enable, 1..=16. Default 1. The port
+    /// has this many rx queues (the guest's transmit virtqueues).
+    pub queues: usize,
+    /// Offer VIRTIO_NET_F_MRG_RXBUF (frames up to 9000 bytes spread over
+    /// several guest buffers). Default true.
+    pub mrg_rxbuf: bool,
+    /// How many more times a tx burst tries a guest RX virtqueue that ran
+    /// out of buffers, as long as each try still delivers something (like
+    /// OVS `tx-retries`), before the rest is dropped as `tx_full`. Absorbs
+    /// a guest that is refilling at that moment without letting a stalled
+    /// guest hold the PMD. Default [`Self::DEFAULT_TX_RETRIES`].
+    pub tx_retries: u32,
+    /// Forward frames the guest sends with one copy: the switch copies
+    /// only their headers and the receiving vhost-user port copies the
+    /// rest straight from this guest's buffer into its own guest. False:
+    /// every frame is copied into the switch's pool first (two copies per
+    /// hop), for A/B comparisons. Default true.
+    pub one_copy: bool,
+}
+
+impl VhostUserConfig {
+    /// Most queue pairs a port may have.
+    pub const MAX_QUEUES: usize = 16;
+    /// OVS's default for `tx-retries`.
+    pub const DEFAULT_TX_RETRIES: u32 = 8;
+    /// Upper bound of `tx_retries`: each try costs a cross-core read of
+    /// the guest's avail index.
+    pub const MAX_TX_RETRIES: u32 = 32;
+
+    pub fn new(socket: impl Into<PathBuf>, mode: VhostUserMode) -> VhostUserConfig {
+        VhostUserConfig {
+            socket: socket.into(),
+            mode,
+            queues: 1,
+            mrg_rxbuf: true,
+            tx_retries: Self::DEFAULT_TX_RETRIES,
+            one_copy: true,
+        }
+    }
+}
+
+impl PortSettings for VhostUserConfig {
+    fn type_name(&self) -> &'static str {
+        "vhost-user"
+    }
+    fn socket(&self) -> Option<&Path> {
+        Some(&self.socket)
+    }
+    fn faces_vnf(&self) -> bool {
+        true
+    }
+    fn rxqs(&self) -> Option<usize> {
+        Some(self.queues)
+    }
+    fn eq_settings(&self, other: &dyn PortSettings) -> bool {
+        same_settings(self, other)
+    }
+}
+
+/// The `vhost-user` port type, listed in `nfv-port-types`.
+pub static VHOST_USER: VhostUserType = VhostUserType;
+
+pub struct VhostUserType;
+
+impl PortType for VhostUserType {
+    fn name(&self) -> &'static str {
+        "vhost-user"
+    }
+    fn keys(&self) -> &'static [&'static str] {
+        &[
+            "socket",
+            "mode",
+            "queues",
+            "mrg_rxbuf",
+            "tx_retries",
+            "one_copy",
+        ]
+    }
+    fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
+        if t.has("rxqs") {
+            return Err(t.error(
+                "rxqs",
+                "not valid for a port of type \"vhost-user\": its rx queues are the guest's \
+                 queue pairs; set `queues`",
+            ));
+        }
+        let socket = t.socket_path("socket")?;
+        let socket: PathBuf = t.required(
+            "socket",
+            socket,
+            "a vhost-user port needs `socket`, the path of its unix socket",
+        )?;
+        let d = VhostUserConfig::new("", VhostUserMode::default());
+        Ok(PortKind::typed(VhostUserConfig {
+            socket,
+            mode: t.one_of_or(
+                "mode",
+                &[
+                    ("server", VhostUserMode::Server),
+                    ("client", VhostUserMode::Client),
+                ],
+                d.mode,
+            )?,
+            queues: t.int_or("queues", 1..=VhostUserConfig::MAX_QUEUES as i64, d.queues)?,
+            mrg_rxbuf: t.bool_or("mrg_rxbuf", d.mrg_rxbuf)?,
+            tx_retries: t.int_or(
+                "tx_retries",
+                0..=VhostUserConfig::MAX_TX_RETRIES as i64,
+                d.tx_retries,
+            )?,
+            one_copy: t.bool_or("one_copy", d.one_copy)?,
+        }))
+    }
+    fn open(
+        &self,
+        cfg: &PortConfig,
+        _cx: &OpenContext<'_>,
+    ) -> Result<Arc<dyn Port>, PortOpenError> {
+        let port: Arc<dyn Port> = VhostUserPort::from_config(cfg).map_err(PortOpenError::failed)?;
+        Ok(port)
+    }
+}
