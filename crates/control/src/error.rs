@@ -25,7 +25,7 @@ pub enum NodeError {
     /// message names the port and the interface. The node runs without it.
     #[error("{0}")]
     KernelPort(String),
-    /// No type in `port_types.rs` opens ports of this `type`.
+    /// No type in `nfv_port_types::PORT_TYPES` opens ports of this `type`.
     #[error("port type {0:?} is not registered in nfv-control")]
     UnregisteredType(&'static str),
 }
