@@ -37,8 +37,8 @@ pub fn extract(in_port: PortNo, frame: &[u8]) -> FlowKey {
         return k;
     };
     let eth = ethernet::EthernetFrame::new_unchecked(&frame[..ethernet::HEADER_LEN]);
-    let dst = eth.dst_addr().to_u64();
-    let src = eth.src_addr().to_u64();
+    let dst = eth.dst_addr_u64();
+    let src = eth.src_addr_u64();
     let dl_type = l2.ethertype;
     // Keep PCP and VID; the DEI bit position is reused as "tag present".
     let tci = l2

@@ -244,6 +244,22 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         EthernetAddress([b[0], b[1], b[2], b[3], b[4], b[5]])
     }
 
+    /// [`Self::dst_addr`] as [`EthernetAddress::to_u64`] packs it, read
+    /// with one 8-byte load (the two bytes past it are the source's first).
+    #[inline(always)]
+    pub fn dst_addr_u64(&self) -> u64 {
+        let b = &self.buffer.as_ref()[field::DESTINATION.start..field::DESTINATION.start + 8];
+        u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) >> 16
+    }
+
+    /// [`Self::src_addr`] as [`EthernetAddress::to_u64`] packs it, read
+    /// with one 8-byte load (the two bytes past it are the EtherType).
+    #[inline(always)]
+    pub fn src_addr_u64(&self) -> u64 {
+        let b = &self.buffer.as_ref()[field::SOURCE.start..field::SOURCE.start + 8];
+        u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) >> 16
+    }
+
     /// EtherType.
     #[inline]
     pub fn ethertype(&self) -> EtherType {
@@ -444,6 +460,8 @@ mod tests {
             assert_eq!(EthernetRepr::parse(&f), Err(Error::Truncated));
         }
         let f = EthernetFrame::new_checked(&FRAME[..HEADER_LEN]).unwrap();
+        assert_eq!(f.dst_addr_u64(), f.dst_addr().to_u64());
+        assert_eq!(f.src_addr_u64(), f.src_addr().to_u64());
         assert!(f.payload().is_empty());
     }
 
