@@ -219,6 +219,19 @@ fn qemu_args(image: &Image, spec: &Spec, console_log: &Path, serial: &Path) -> V
     v
 }
 
+/// The readiness probe. No quotes, backslashes, parentheses or operators:
+/// whatever prefix of it the guest loses (see [`Console::wait_ready`]),
+/// the rest is a complete simple command, so the shell is never left
+/// waiting for the end of a quoted string or a compound command. (The
+/// earlier probe, `echo NFV''READY`, left the shell inside a quoted string
+/// for good when the first byte it read was the second quote: every later
+/// probe then added two quotes more.)
+const PROBE: &str = "echo NFV  READY\n";
+/// What `echo` makes of [`PROBE`]: its two words joined by one space. Not
+/// in the probe itself (two spaces), so a tty echo of the probe does not
+/// match, nor in "sh: NFV: not found" for a probe that lost its `echo `.
+const PROBE_ANSWER: &str = "NFV READY";
+
 /// The guest's shell on a serial port. Every command runs with stdin from
 /// /dev/null (so nothing it starts eats the next command) and ends with a
 /// numbered marker carrying its exit status; every read has a deadline.
@@ -263,22 +276,33 @@ impl Console {
 
     /// Waits for the shell: a probe every 2 s until one is answered, then
     /// one numbered command so that later reads start clean.
+    ///
+    /// The probes sent while the guest boots pile up in QEMU's socket and
+    /// UART, and the guest drops an arbitrary part of them: every first
+    /// open of ttyS1 (init's `stty`, then the shell) clears the UART's
+    /// FIFO and reads its receive register, and closing the port after
+    /// `stty` discards what the tty had buffered. So the shell starts
+    /// reading at any byte of a probe, and [`PROBE`] must be such that any
+    /// tail of it, followed by whole probes, still gets an answer (see the
+    /// test `probe_survives_any_lost_prefix`).
     fn wait_ready(&mut self, deadline: Instant) -> Result<(), String> {
-        let mut next_probe = Instant::now();
+        let started = Instant::now();
+        let mut probes = 0u32;
+        let mut next_probe = started;
         loop {
             if Instant::now() >= next_probe {
-                // Quoted so that an echo of the probe (before the guest
-                // turns echo off) does not look like the answer.
-                self.send("echo NFV''READY\n")?;
+                self.send(PROBE)?;
+                probes += 1;
                 next_probe = Instant::now() + Duration::from_secs(2);
             }
             self.fill(next_probe.min(deadline))?;
-            if self.buf.contains("NFVREADY") {
+            if self.buf.contains(PROBE_ANSWER) {
                 break;
             }
             if Instant::now() >= deadline {
                 return Err(format!(
-                    "the guest's shell never answered; serial said: {:?}",
+                    "the guest's shell answered none of {probes} probes in {:.0} s; serial said: {:?}",
+                    started.elapsed().as_secs_f64(),
                     self.tail()
                 ));
             }
@@ -360,5 +384,52 @@ impl Console {
             .find(|&i| self.buf.is_char_boundary(i))
             .unwrap_or(0);
         &self.buf[start..]
+    }
+}
+
+/// Every tail of the probe, followed by whole probes, gets an answer from
+/// a shell (the guest's busybox sh where the host has busybox): the
+/// guest's shell may start reading at any byte of the probes sent while
+/// it booted.
+#[test]
+fn probe_survives_any_lost_prefix() {
+    let shell: &[&str] = if Path::new("/bin/busybox").exists() {
+        &["/bin/busybox", "sh"]
+    } else {
+        &["sh"]
+    };
+    for cut in 0..PROBE.len() {
+        let input = format!("{}{PROBE}{PROBE}", &PROBE[cut..]);
+        let mut child = Command::new(shell[0])
+            .args(&shell[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run sh");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write to sh");
+        let out = child.wait_with_output().expect("sh output");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Only the echo's output carries the answer, never a "not found".
+        let answers = text.lines().filter(|l| l.contains(PROBE_ANSWER));
+        assert!(
+            answers.clone().all(|l| l == PROBE_ANSWER),
+            "probe input {input:?}: sh said {text:?}"
+        );
+        let want = if cut == 0 { 3 } else { 2 };
+        assert_eq!(
+            answers.count(),
+            want,
+            "probe input {input:?} (first {cut} bytes lost): sh said {text:?}"
+        );
     }
 }
