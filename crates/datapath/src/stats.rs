@@ -40,6 +40,8 @@ pub struct PmdCounters {
     pub busy_iterations: u64,
     pub busy_cycles: u64,
     pub idle_cycles: u64,
+    /// Cycles inside port rx and tx bursts: an estimate, timed on every
+    /// 8th iteration and counted 8 times (see `pmd.rs`).
     pub port_cycles: u64,
     pub rx_packets: u64,
     pub emc_hits: u64,
