@@ -276,3 +276,41 @@ fn setup_rejects_unmapped_misaligned_and_packed_rings() {
     ));
     assert!(nfv_virtio::DeviceQueue::new(base).is_ok());
 }
+
+/// The one-buffer fast path (header and frame in one descriptor) at its
+/// edges, against the same frames split into two buffers (the general
+/// walk): an empty frame, the largest frame that fits, one byte more.
+#[test]
+fn one_buffer_frames_match_the_general_walk_at_the_edges() {
+    let sw = common::pool("switch", 2048, 256);
+    let mut sc = sw.cache();
+    let room = 2048 - nfv_mem::HEADROOM;
+    // (frame length, delivered?)
+    for (len, delivered) in [(0usize, true), (1, true), (room, true), (room + 1, false)] {
+        for cuts in [&[][..], &[12][..]] {
+            let f = frame(len.max(1), 3);
+            let mut wire = vec![0u8; 12];
+            wire.extend_from_slice(&f[..len]);
+            let mut m = Mock::new(16, 64 << 10);
+            let mut q = m.device(V1);
+            let bufs = pieces(&mut m, &wire, cuts);
+            for (i, &(g, l)) in bufs.iter().enumerate() {
+                let last = i + 1 == bufs.len();
+                m.set_desc(i as u16, d(g, l, if last { 0 } else { NEXT }, i as u16 + 1));
+            }
+            m.push_avail(0);
+            let mut b = Batch::new();
+            let what = format!("{len} B in {} buffer(s)", bufs.len());
+            let got = q.dequeue_burst(&mut b, &mut sc);
+            assert_eq!(got, usize::from(delivered), "{what}");
+            if delivered {
+                assert_eq!(b[0].data(), &f[..len], "{what}");
+            } else {
+                assert_eq!(q.stats().oversize, 1, "{what}");
+            }
+            assert_eq!(q.errors().total(), 0, "{what}");
+            assert_eq!((m.used_idx(), m.used(0).len), (1, 0), "{what}: returned");
+            sc.free_batch(&mut b);
+        }
+    }
+}

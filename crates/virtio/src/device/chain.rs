@@ -145,6 +145,12 @@ impl Chain {
         }
     }
 
+    /// True once the walk has returned the chain's last buffer.
+    #[inline(always)]
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
     /// Descriptors visited, including those of the earlier chains passed
     /// to [`Chain::new`].
     #[inline(always)]

@@ -178,6 +178,13 @@ impl DeviceQueue {
         } else {
             usize::MAX
         };
+        let first = chain.next(&self.mem, &mut self.hint)?;
+        if let Some(seg) = &first
+            && chain.is_done()
+            && !seg.write
+        {
+            return self.read_one_buffer(seg, pkt, head_max);
+        }
         let mut skip = self.hdr_len;
         let mut off = 0usize;
         // The span after the head, not copied yet: the tail if no other
@@ -185,7 +192,8 @@ impl DeviceQueue {
         let mut rest: (*const u8, usize) = (std::ptr::null(), 0);
         let mut total = 0u64;
         let mut fits = true;
-        while let Some(seg) = chain.next(&self.mem, &mut self.hint)? {
+        let mut next = first;
+        while let Some(seg) = next {
             if seg.write {
                 return Err(ChainError::WrongDirection);
             }
@@ -225,6 +233,7 @@ impl DeviceQueue {
                     }
                 }
             }
+            next = chain.next(&self.mem, &mut self.hint)?;
         }
         if skip != 0 {
             return Err(ChainError::Short);
@@ -250,6 +259,51 @@ impl DeviceQueue {
         }
         // Cannot fail: off <= cap == max_len.
         let _ = pkt.set_len(off);
+        Ok(Tx::Frame)
+    }
+
+    /// [`Self::read_tx_chain`] for the common chain of one readable buffer
+    /// holding the virtio-net header and the frame (DPDK's and Linux's
+    /// transmit path when the header fits in front of the data): the same
+    /// checks and results, without the multi-buffer bookkeeping.
+    #[inline(always)]
+    fn read_one_buffer(
+        &mut self,
+        seg: &super::chain::Seg,
+        pkt: &mut Packet,
+        head_max: usize,
+    ) -> Result<Tx, ChainError> {
+        let len = seg.len as usize;
+        let Some(frame) = len.checked_sub(self.hdr_len) else {
+            return Err(ChainError::Short);
+        };
+        let room = pkt.room_mut();
+        if frame > room.len() {
+            return Ok(Tx::Oversize);
+        }
+        let src = seg.ptr.wrapping_add(self.hdr_len);
+        let dst = room.as_mut_ptr();
+        let head = frame.min(head_max);
+        if frame - head >= SPLIT_MIN_TAIL {
+            // SAFETY: `src..src+head` is inside the translated buffer
+            // (`hdr_len + frame == seg.len`, `head <= frame`);
+            // `dst..dst+head` is inside the packet's room (`frame <=
+            // room.len()`, checked). `copy` tolerates overlap, should the
+            // pool ever live in guest memory.
+            unsafe { std::ptr::copy(src, dst, head) };
+            // Cannot fail: head <= frame <= room.len().
+            let _ = pkt.set_len(head);
+            // SAFETY: the tail lies in a buffer of a chain this queue holds
+            // until `complete_held`, in guest memory it keeps mapped at
+            // least that long; readers copy it with `ptr::copy`; head +
+            // tail fit the packet (checked above).
+            unsafe { pkt.set_tail(src.wrapping_add(head), (frame - head) as u32) };
+            return Ok(Tx::Split);
+        }
+        // SAFETY: as above, for the whole `frame`.
+        unsafe { std::ptr::copy(src, dst, frame) };
+        // Cannot fail: frame <= room.len().
+        let _ = pkt.set_len(frame);
         Ok(Tx::Frame)
     }
 }
