@@ -109,8 +109,9 @@ fn rx_writes_header_and_frame_across_chains_of_every_shape() {
     let mut sc = sw.cache();
     // Writable buffer sizes of one chain; indirect?
     let shapes: &[(&[u32], bool)] = &[
-        (&[1012], false),
+        (&[1012], false), // exactly header + frame: the one-buffer path
         (&[2048], false),
+        (&[1011, 1], false), // one byte short of it: the general walk
         (&[12, 1000], false),
         (&[5, 7, 1000], false),
         (&[3, 300, 300, 300, 400], false),

@@ -114,6 +114,7 @@ pub fn chain_cost(steps: u32) -> u32 {
 }
 
 /// Iterator state over one chain.
+#[derive(Clone, Copy)]
 pub(crate) struct Chain {
     table: *const Desc,
     table_len: u32,

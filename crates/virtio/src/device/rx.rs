@@ -167,6 +167,14 @@ impl DeviceQueue {
                 return self.rx_fail(mark_avail, *cur, mark_used);
             }
             let mut chain = Chain::new(self.ring.desc, self.ring.size, head, *steps);
+            if nbufs == 0
+                && let Some(total) = self.rx_into_first_buffer(&mut chain, pkt)
+            {
+                *steps = chain.steps();
+                // total <= 12 + 65535: fits u32.
+                self.push_used(head, total as u32);
+                return Rx::Delivered;
+            }
             let mut written = 0usize;
             while hdr_done < hdr_len || left != 0 {
                 let seg = match chain.next(&self.mem, &mut self.hint) {
@@ -265,6 +273,45 @@ impl DeviceQueue {
             }
         }
         Rx::Delivered
+    }
+
+    /// The common case of [`Self::rx_packet`]: the chain's first buffer is
+    /// writable and takes the header and the whole frame (what Linux and
+    /// DPDK post with or without MRG_RXBUF for frames that fit a buffer).
+    /// Writes them and returns the bytes written; `None` (nothing written,
+    /// `chain` untouched) sends the packet down the general walk, which
+    /// reads the descriptor again and reports whatever is wrong with it.
+    #[inline(always)]
+    fn rx_into_first_buffer(&mut self, chain: &mut Chain, pkt: &Packet) -> Option<usize> {
+        let hdr_len = self.hdr_len;
+        let (tail, tail_len) = pkt.tail();
+        let data_len = pkt.len();
+        let total = hdr_len + data_len + tail_len;
+        let mut probe = *chain;
+        let seg = probe.next(&self.mem, &mut self.hint).ok()??;
+        if !seg.write || (seg.len as usize) < total {
+            return None;
+        }
+        let p = seg.ptr;
+        // SAFETY: `total <= seg.len` bytes of the translated buffer are
+        // written: the header (two integer stores, num_buffers = 1 when
+        // the header has it), then the packet's data and its tail, both
+        // readable spans (`Packet::tail`); `copy` tolerates overlap and
+        // makes no reference to bytes a guest may be writing.
+        unsafe {
+            p.cast::<u64>().write_unaligned(0);
+            if hdr_len == 12 {
+                p.add(8).cast::<u32>().write_unaligned(1 << 16);
+            } else {
+                p.add(8).cast::<u16>().write_unaligned(0);
+            }
+            std::ptr::copy(pkt.data_ptr(), p.add(hdr_len), data_len);
+            if tail_len != 0 {
+                std::ptr::copy(tail, p.add(hdr_len + data_len), tail_len);
+            }
+        }
+        *chain = probe;
+        Some(total)
     }
 
     /// A chain of this packet was bad: drop the packet and return every
