@@ -32,7 +32,8 @@
 //! [[port]]                         # any number
 //! name = "gen0"                    # required, unique, [a-zA-Z0-9_.-]{1,32}
 //! id = 1                           # required, unique OpenFlow port number 1..=65279
-//! type = "generator"               # required: "generator" | "sink" | "receiver" | "pcap" | "ring" | "vhost-user"
+//! type = "generator"               # required: "generator" | "sink" | "receiver" | "pcap" | "ring" |
+//!                                  #   "vhost-user" | "afxdp" | "afpacket" | "tap" (nfv_port_types::PORT_TYPES)
 //! rxqs = 1                         # 1..=64, default 1 (not for "vhost-user": see `queues`)
 //! # type = "generator" (all optional):
 //! #   frame_size = 64              # 64..=9000, and at most memory.frame_size - 128; or "imix":
@@ -65,6 +66,13 @@
 //! #   tx_retries = 8               # 0..=32 retries into a full guest RX ring (OVS tx-retries)
 //! #   one_copy = true              # frames this guest sends reach another guest in one copy
 //! #                                #   (false: through the switch's pool, for A/B runs)
+//! # type = "afxdp" | "afpacket" | "tap" (kernel-facing; one port per interface):
+//! #   iface = "eth0"               # required: 1..=15 bytes without '/', ':' or whitespace
+//! #   ring_size = 2048             # afxdp: power of two 64..=16384 (default 2048);
+//! #                                #   afpacket: 64..=65536 (default 4096)
+//! #   xdp_mode = "auto"            # afxdp: "auto" | "copy" | "zero-copy"
+//! # Each type reads its own keys (its crate's `PortType::parse`); a key of another
+//! # type is refused naming the types that take it.
 //!
 //! [[flow]]                         # alternative to `flows`, usable anywhere in the file
 //! rule = "priority=0,actions=drop"
