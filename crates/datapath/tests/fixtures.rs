@@ -14,7 +14,6 @@
 //! outputs that must get them whole; each run ends by checking that the
 //! packet pool got every frame back.
 
-use etherparse::PacketBuilder;
 use nfv_datapath::Element;
 use nfv_datapath::mac_learning::MacTable;
 use nfv_datapath::stats::PmdCounters;
@@ -26,6 +25,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
+
+#[path = "fixtures/frames.rs"]
+mod frames;
+use frames::*;
 
 type Log = Arc<Mutex<Vec<(PortNo, Vec<u8>)>>>;
 
@@ -376,118 +379,6 @@ fn run_with(f: &Fixture, emc_entries: usize, mode: Mode) {
         assert_eq!(h.counters.emc_hits, 0, "{}: no EMC, no EMC hits", f.name);
     }
     h.finish(f.name);
-}
-
-// ---------------------------------------------------------------------------
-// Frames.
-
-const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
-const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
-const MAC_X: [u8; 6] = [0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0x01];
-const MAC_Y: [u8; 6] = [0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0x02];
-const BROADCAST: [u8; 6] = [0xff; 6];
-
-/// An Ethernet/IPv4/UDP frame (60 bytes), built with etherparse.
-#[derive(Clone, Copy)]
-struct Udp {
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
-    src_ip: [u8; 4],
-    dst_ip: [u8; 4],
-    sport: u16,
-    dport: u16,
-}
-
-impl Default for Udp {
-    fn default() -> Self {
-        Udp {
-            src_mac: MAC_A,
-            dst_mac: MAC_B,
-            src_ip: [10, 0, 0, 1],
-            dst_ip: [10, 0, 0, 2],
-            sport: 1234,
-            dport: 5678,
-        }
-    }
-}
-
-impl Udp {
-    fn build(&self) -> Vec<u8> {
-        let v = self.build_with((0u8..18).collect());
-        assert_eq!(v.len(), 60);
-        v
-    }
-
-    /// With `len` payload bytes (a pattern that changes every byte).
-    fn build_long(&self, len: usize) -> Vec<u8> {
-        self.build_with((0..len).map(|i| (i * 7 + i / 256) as u8).collect())
-    }
-
-    fn build_with(&self, payload: Vec<u8>) -> Vec<u8> {
-        let mut v = Vec::new();
-        PacketBuilder::ethernet2(self.src_mac, self.dst_mac)
-            .ipv4(self.src_ip, self.dst_ip, 64)
-            .udp(self.sport, self.dport)
-            .write(&mut v, &payload)
-            .expect("write to Vec");
-        v
-    }
-}
-
-fn udp() -> Vec<u8> {
-    Udp::default().build()
-}
-
-fn udp_to(dst_ip: [u8; 4]) -> Vec<u8> {
-    Udp {
-        dst_ip,
-        ..Udp::default()
-    }
-    .build()
-}
-
-fn udp_mac(src_mac: [u8; 6], dst_mac: [u8; 6]) -> Vec<u8> {
-    Udp {
-        src_mac,
-        dst_mac,
-        ..Udp::default()
-    }
-    .build()
-}
-
-/// A literal ARP request: 10.0.0.1 (MAC_A) asks for 10.0.0.2.
-#[rustfmt::skip]
-const ARP_REQUEST: [u8; 42] = [
-    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // dst: broadcast
-    0x02, 0x00, 0x00, 0x00, 0x00, 0x0a, // src: MAC_A
-    0x08, 0x06,                         // ARP
-    0x00, 0x01, 0x08, 0x00, 0x06, 0x04, // Ethernet/IPv4, hlen 6, plen 4
-    0x00, 0x01,                         // request
-    0x02, 0x00, 0x00, 0x00, 0x00, 0x0a, // sha
-    10, 0, 0, 1,                        // spa
-    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // tha
-    10, 0, 0, 2,                        // tpa
-];
-
-/// `frame` with a 4-byte tag (`tpid`, `tci`) inserted after the MACs.
-fn tagged(frame: &[u8], tpid: u16, tci: u16) -> Vec<u8> {
-    let mut v = frame[..12].to_vec();
-    v.extend_from_slice(&tpid.to_be_bytes());
-    v.extend_from_slice(&tci.to_be_bytes());
-    v.extend_from_slice(&frame[12..]);
-    v
-}
-
-fn with_dst(frame: &[u8], mac: [u8; 6]) -> Vec<u8> {
-    let mut v = frame.to_vec();
-    v[0..6].copy_from_slice(&mac);
-    v
-}
-
-fn with_src(frame: &[u8], mac: [u8; 6]) -> Vec<u8> {
-    let mut v = frame.to_vec();
-    v[6..12].copy_from_slice(&mac);
-    v
 }
 
 // ---------------------------------------------------------------------------

@@ -193,17 +193,8 @@ impl DeviceQueue {
                 }
                 let (mut p, mut room) = (seg.ptr, seg.len as usize);
                 if hdr_done == 0 && room >= hdr_len {
-                    // Fast path: the whole header in the first buffer, as
-                    // two integer stores (no bytes staged on the stack).
                     // SAFETY: `hdr_len <= room` bytes of the buffer.
-                    unsafe {
-                        p.cast::<u64>().write_unaligned(0);
-                        if hdr_len == 12 {
-                            p.add(8).cast::<u32>().write_unaligned(1 << 16);
-                        } else {
-                            p.add(8).cast::<u16>().write_unaligned(0);
-                        }
-                    }
+                    unsafe { write_header(p, hdr_len) };
                     nb_at = [p.wrapping_add(10), p.wrapping_add(11)];
                     hdr_done = hdr_len;
                     p = p.wrapping_add(hdr_len);
@@ -299,12 +290,7 @@ impl DeviceQueue {
         // readable spans (`Packet::tail`); `copy` tolerates overlap and
         // makes no reference to bytes a guest may be writing.
         unsafe {
-            p.cast::<u64>().write_unaligned(0);
-            if hdr_len == 12 {
-                p.add(8).cast::<u32>().write_unaligned(1 << 16);
-            } else {
-                p.add(8).cast::<u16>().write_unaligned(0);
-            }
+            write_header(p, hdr_len);
             std::ptr::copy(pkt.data_ptr(), p.add(hdr_len), data_len);
             if tail_len != 0 {
                 std::ptr::copy(tail, p.add(hdr_len + data_len), tail_len);
@@ -329,5 +315,25 @@ impl DeviceQueue {
         }
         self.stats.bad_chain_drops += 1;
         Rx::Dropped
+    }
+}
+
+/// Writes a virtio-net header of `hdr_len` (10 or 12) bytes at `p` — no
+/// offloads, num_buffers = 1 when the header has it — as two integer
+/// stores (no bytes staged on the stack).
+///
+/// # Safety
+/// `p..p + hdr_len` must be writable (a translated guest buffer).
+#[inline(always)]
+unsafe fn write_header(p: *mut u8, hdr_len: usize) {
+    // SAFETY: the caller guarantees `hdr_len` writable bytes at `p`; the
+    // stores cover 12 bytes when `hdr_len` is 12 and 10 otherwise.
+    unsafe {
+        p.cast::<u64>().write_unaligned(0);
+        if hdr_len == 12 {
+            p.add(8).cast::<u32>().write_unaligned(1 << 16);
+        } else {
+            p.add(8).cast::<u16>().write_unaligned(0);
+        }
     }
 }
