@@ -22,6 +22,7 @@
 //! tx frames (`tx.rs`, including how PMD threads share a socket).
 
 pub mod bpf;
+pub mod guest_umem;
 mod lock;
 pub mod port;
 pub mod ring;

@@ -74,7 +74,7 @@ impl RxQueue for AfXdpRxq {
             let start = batch.len();
             got = pool.alloc_into(batch, n as usize) as u32;
             if got > 0 {
-                xsk.umem.prefetch(r.rx.read(0).addr);
+                xsk.umem.prefetch(Umem::data_addr(r.rx.read(0).addr));
                 prefetch(batch[start].data_ptr());
             }
             for i in 0..got {
@@ -82,13 +82,16 @@ impl RxQueue for AfXdpRxq {
                 if i + 1 < got {
                     // The next frame (written by the kernel, likely on
                     // another core) and the next packet buffer.
-                    xsk.umem.prefetch(r.rx.read(i + 1).addr);
+                    xsk.umem.prefetch(Umem::data_addr(r.rx.read(i + 1).addr));
                     prefetch(batch[start + i as usize + 1].data_ptr());
                 }
                 let p = &mut batch[start + i as usize];
                 let len = d.len as usize;
                 let room = p.room_mut();
-                let ok = len <= room.len() && xsk.umem.read_into(d.addr, &mut room[..len]);
+                let ok = len <= room.len()
+                    && xsk
+                        .umem
+                        .read_into(Umem::data_addr(d.addr), &mut room[..len]);
                 if ok {
                     let _ = p.set_len(len);
                 } else {

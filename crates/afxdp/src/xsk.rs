@@ -14,7 +14,7 @@
 
 use crate::lock::SpinLock;
 use crate::ring::{Consumer, Producer, RingLayout};
-use crate::umem::{CHUNK_SIZE, Umem};
+use crate::umem::Umem;
 use nfv_mem::{Mapping, Populate};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -48,6 +48,17 @@ pub struct XskError {
 
 fn step<T>(what: &'static str, r: io::Result<T>) -> Result<T, XskError> {
     r.map_err(|err| XskError { what, err })
+}
+
+/// Ring sizes of a socket (see [`Xsk::open_over`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Rings {
+    /// Own rx frames, tx frames, tx and completion ring entries.
+    pub size: u32,
+    /// Fill and rx ring entries (a power of two, at least `size`).
+    pub fill_size: u32,
+    /// Own rx frames put on the fill ring at the start.
+    pub own_fill: u32,
 }
 
 /// The rx side: owned by the open rx queue.
@@ -108,8 +119,12 @@ pub struct Xsk {
     pub umem: Umem,
     pub queue: u32,
     pub bind: Bind,
-    /// Frames (and descriptors) per ring.
+    /// Frames (and descriptors) per ring: own rx frames, tx frames, and
+    /// the tx and completion rings.
     pub ring_size: u32,
+    /// Entries of the fill and rx rings (`ring_size` unless the UMEM is
+    /// over guest memory, where guest buffers are posted too).
+    pub fill_size: u32,
     rx: Mutex<Option<RxRings>>,
     pub tx: SpinLock<TxState>,
     pub rx_counters: RxCounters,
@@ -183,8 +198,33 @@ fn map_ring<T: Copy>(
 impl Xsk {
     /// A socket on `ifindex` queue `queue` with `ring_size` descriptors per
     /// ring and `2 * ring_size` UMEM frames, bound in `bind` mode with
-    /// need-wakeup.
+    /// need-wakeup; every rx frame starts on the fill ring.
     pub fn open(ifindex: u32, queue: u32, ring_size: u32, bind: Bind) -> Result<Xsk, XskError> {
+        let umem = step("allocating the UMEM", Umem::new(2 * ring_size))?;
+        Self::open_over(
+            ifindex,
+            queue,
+            Rings {
+                size: ring_size,
+                fill_size: ring_size,
+                own_fill: ring_size,
+            },
+            bind,
+            umem,
+        )
+    }
+
+    /// A socket over `umem` (which has `2 * rings.size` own frames): the
+    /// fill ring has `rings.fill_size` entries and starts with own rx
+    /// frames `0..rings.own_fill` on it.
+    pub fn open_over(
+        ifindex: u32,
+        queue: u32,
+        rings: Rings,
+        bind: Bind,
+        umem: Umem,
+    ) -> Result<Xsk, XskError> {
+        let ring_size = rings.size;
         // SAFETY: plain socket(2); the result is checked before use.
         let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if raw < 0 {
@@ -197,26 +237,18 @@ impl Xsk {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let sock = fd.as_fd();
 
-        let umem = step("allocating the UMEM", Umem::new(2 * ring_size))?;
-        let reg = libc::xdp_umem_reg {
-            addr: umem.as_ptr() as u64,
-            len: umem.len() as u64,
-            chunk_size: CHUNK_SIZE as u32,
-            headroom: 0,
-            flags: 0,
-            tx_metadata_len: 0,
-        };
+        let reg = umem.registration();
         step(
             "registering the UMEM",
             setsockopt(sock, libc::XDP_UMEM_REG, &reg),
         )?;
-        for opt in [
-            libc::XDP_UMEM_FILL_RING,
-            libc::XDP_UMEM_COMPLETION_RING,
-            libc::XDP_RX_RING,
-            libc::XDP_TX_RING,
+        for (opt, size) in [
+            (libc::XDP_UMEM_FILL_RING, rings.fill_size),
+            (libc::XDP_UMEM_COMPLETION_RING, ring_size),
+            (libc::XDP_RX_RING, rings.fill_size),
+            (libc::XDP_TX_RING, ring_size),
         ] {
-            step("sizing the rings", setsockopt(sock, opt, &ring_size))?;
+            step("sizing the rings", setsockopt(sock, opt, &size))?;
         }
         let off: libc::xdp_mmap_offsets = step(
             "reading the ring offsets",
@@ -225,7 +257,12 @@ impl Xsk {
         let what = "mapping the rings";
         let (rx_map, rx) = step(
             what,
-            map_ring::<libc::xdp_desc>(sock, &off.rx, ring_size, libc::XDP_PGOFF_RX_RING as u64),
+            map_ring::<libc::xdp_desc>(
+                sock,
+                &off.rx,
+                rings.fill_size,
+                libc::XDP_PGOFF_RX_RING as u64,
+            ),
         )?;
         let (tx_map, tx) = step(
             what,
@@ -233,7 +270,12 @@ impl Xsk {
         )?;
         let (fill_map, fill) = step(
             what,
-            map_ring::<u64>(sock, &off.fr, ring_size, libc::XDP_UMEM_PGOFF_FILL_RING),
+            map_ring::<u64>(
+                sock,
+                &off.fr,
+                rings.fill_size,
+                libc::XDP_UMEM_PGOFF_FILL_RING,
+            ),
         )?;
         let (comp_map, comp) = step(
             what,
@@ -255,14 +297,16 @@ impl Xsk {
                 Consumer::new(comp),
             )
         };
-        // Every rx frame goes on the fill ring before the bind, so the
-        // kernel has buffers for the first frame.
-        let n = fill.free(ring_size).min(ring_size);
+        // Rx frames go on the fill ring before the bind, so the kernel
+        // has buffers for the first frame.
+        let n = fill.free(rings.own_fill).min(rings.own_fill.min(ring_size));
         for i in 0..n {
-            fill.write(i, Umem::frame_addr(i));
+            fill.write(i, umem.frame_addr(i));
         }
         fill.submit(n);
-        let free = (ring_size..2 * ring_size).map(Umem::frame_addr).collect();
+        let free = (ring_size..2 * ring_size)
+            .map(|i| umem.frame_addr(i))
+            .collect();
 
         let mode = match bind {
             Bind::Copy => libc::XDP_COPY,
@@ -309,6 +353,7 @@ impl Xsk {
             queue,
             bind,
             ring_size,
+            fill_size: rings.fill_size,
             rx: Mutex::new(Some(RxRings { rx, fill })),
             tx: SpinLock::new(TxState { tx, comp, free }),
             rx_counters: RxCounters::default(),

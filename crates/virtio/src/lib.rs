@@ -40,5 +40,5 @@ mod ring;
 pub use device::{DeviceQueue, QueueErrors, QueueSetup, QueueStats, SPLIT_HEAD, SPLIT_MIN_TAIL};
 pub use driver::{DriverErrors, DriverQueue, DriverSetup, DriverStats};
 pub use layout::{RingAddrs, layout_rings, ring_area_bytes};
-pub use memory::{GuestMemory, MemoryError, RegionSpec};
+pub use memory::{GuestMemory, MemoryError, RegionFile, RegionSpec};
 pub use ring::{SetupError, need_event};

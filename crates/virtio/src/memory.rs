@@ -26,7 +26,7 @@
 
 use arrayvec::ArrayVec;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::guard::Guarded;
 
@@ -69,6 +69,28 @@ pub enum MemoryError {
     GuardFull(usize),
 }
 
+/// A region's file as seen by [`GuestMemory::files`]: enough to map the
+/// same memory again somewhere else (an AF_XDP UMEM over guest memory).
+#[derive(Clone, Copy, Debug)]
+pub struct RegionFile<'a> {
+    pub guest_phys_addr: u64,
+    pub size: u64,
+    /// Where the region starts in the file.
+    pub mmap_offset: u64,
+    /// The file's page size (hugetlbfs: the huge page size): mappings of
+    /// it must start at a multiple of this offset and address.
+    pub page_size: usize,
+    pub fd: BorrowedFd<'a>,
+}
+
+/// A region's file, kept open while the memory is mapped.
+#[derive(Debug)]
+struct KeptFile {
+    fd: OwnedFd,
+    mmap_offset: u64,
+    page_size: usize,
+}
+
 /// A region as seen by [`GuestMemory::regions`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegionInfo {
@@ -104,6 +126,8 @@ pub struct GuestMemory {
     guards: ArrayVec<Guarded, MAX_REGIONS>,
     /// Regions whose file was not sealed against shrinking.
     unsealed: usize,
+    /// The regions' files, in region order (empty for [`GuestMemory::from_raw`]).
+    files: ArrayVec<KeptFile, MAX_REGIONS>,
 }
 
 // SAFETY: the raw pointers refer to mappings that live as long as this value
@@ -148,8 +172,9 @@ impl GuestMemory {
             regions: ArrayVec::new(),
             guards: ArrayVec::new(),
             unsealed: specs.iter().filter(|s| !s.shrink_sealed).count(),
+            files: ArrayVec::new(),
         };
-        for (i, s) in specs.iter().enumerate() {
+        for (i, s) in specs.into_iter().enumerate() {
             // hugetlbfs needs the length rounded to its page size, which
             // fstat reports as the block size; memfd/tmpfs reports 4 KiB.
             let page = block_size(&s.fd);
@@ -192,9 +217,14 @@ impl GuestMemory {
                 map_base: base,
                 map_len: len,
             });
+            // Kept (not needed by these mappings) so the same memory can
+            // be mapped again elsewhere (`files`).
+            mem.files.push(KeptFile {
+                fd: s.fd,
+                mmap_offset: s.mmap_offset,
+                page_size: page,
+            });
         }
-        // The fds may be closed now: mappings keep the memory alive.
-        drop(specs);
         Ok(mem)
     }
 
@@ -233,6 +263,7 @@ impl GuestMemory {
                 .collect(),
             guards: ArrayVec::new(),
             unsealed: 0,
+            files: ArrayVec::new(),
         })
     }
 
@@ -361,6 +392,21 @@ impl GuestMemory {
             size: r.size,
             host: r.host,
         })
+    }
+
+    /// The regions' files, in region order; empty when the memory was
+    /// described with [`GuestMemory::from_raw`] (no files to map again).
+    pub fn files(&self) -> impl Iterator<Item = RegionFile<'_>> + '_ {
+        self.regions
+            .iter()
+            .zip(&self.files)
+            .map(|(r, f)| RegionFile {
+                guest_phys_addr: r.gpa,
+                size: r.size,
+                mmap_offset: f.mmap_offset,
+                page_size: f.page_size,
+                fd: f.fd.as_fd(),
+            })
     }
 
     pub fn region_count(&self) -> usize {
