@@ -47,7 +47,7 @@ const ADDR_MASK: u64 = (1 << OFFSET_SHIFT) - 1;
 /// points into it).
 enum Backing {
     Own(#[allow(dead_code)] Mapping),
-    Guest(GuestArea),
+    Guest(Box<GuestArea>),
 }
 
 /// One queue's frame memory.
@@ -90,7 +90,7 @@ impl Umem {
             base: area.base(),
             len: area.len(),
             own_off: area.own_off(),
-            backing: Backing::Guest(area),
+            backing: Backing::Guest(Box::new(area)),
             frames,
             placement: Some(placement),
         })

@@ -5,12 +5,12 @@
 
 mod common;
 
-use common::{frame, host_mac, test_seq};
+use common::{RawSocket, frame, host_mac, test_seq};
 use nfv_afxdp::bpf::{self, AttachMode, XskMap};
 use nfv_afxdp::guest_umem::Placement;
 use nfv_afxdp::umem::Umem;
 use nfv_afxdp::xsk::{Bind, Rings, Xsk};
-use nfv_testutil::rawsock::{ETH_P_ALL, RawSocket};
+use nfv_testutil::rawsock::ETH_P_ALL;
 use nfv_virtio::{GuestMemory, RegionSpec};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
