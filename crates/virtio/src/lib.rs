@@ -37,7 +37,9 @@ pub mod net;
 pub mod notify;
 mod ring;
 
-pub use device::{DeviceQueue, QueueErrors, QueueSetup, QueueStats, SPLIT_HEAD, SPLIT_MIN_TAIL};
+pub use device::{
+    DeviceQueue, Lent, NotLendable, QueueErrors, QueueSetup, QueueStats, SPLIT_HEAD, SPLIT_MIN_TAIL,
+};
 pub use driver::{DriverErrors, DriverQueue, DriverSetup, DriverStats};
 pub use layout::{RingAddrs, layout_rings, ring_area_bytes};
 pub use memory::{GuestMemory, MemoryError, RegionFile, RegionSpec};

@@ -20,6 +20,7 @@
 //! touch no memory). Nothing here panics or loops without bound.
 
 mod chain;
+mod lend;
 mod rx;
 mod tx;
 
@@ -35,6 +36,7 @@ pub use chain::{
     BURST_DESC_BUDGET, LONG_CHAIN_DESCS, LONG_CHAIN_WEIGHT, MAX_CHAIN_DESCS, RX_BURST_DESC_BUDGET,
     chain_cost,
 };
+pub use lend::{Lent, NotLendable};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -159,6 +161,16 @@ pub struct QueueStats {
     /// TX in one-copy mode: frames handed out split (head copied, tail
     /// left in the guest's buffer for the receiving port to copy).
     pub one_copy: u64,
+    /// RX: buffers lent to a borrower (see `lend.rs`).
+    pub lent: u64,
+    /// RX: lent buffers completed in place (header and used entry only).
+    pub zero_copy: u64,
+    /// RX: lent buffers given back empty (frame sent elsewhere, dropped,
+    /// or the borrower stopped).
+    pub lent_returned: u64,
+    /// RX: completions or returns for heads that were not lent (from a
+    /// borrower that outlived a ring restart); refused.
+    pub lent_stale: u64,
 }
 
 /// Used elements collected before being copied to the used ring.
@@ -199,6 +211,10 @@ pub struct DeviceQueue {
     /// TX: the last burst's chains are taken but not yet published,
     /// because split packets still read them.
     held: bool,
+    /// RX: the buffer address of each lent head (`u64::MAX`: not lent);
+    /// empty until the first lend (see `lend.rs`).
+    lent: Vec<u64>,
+    lent_count: u32,
 }
 
 // SAFETY: the raw pointers point into `mem`, which the queue keeps alive
@@ -259,6 +275,8 @@ impl DeviceQueue {
             debt: 0,
             one_copy: false,
             held: false,
+            lent: Vec::new(),
+            lent_count: 0,
         };
         q.set_kick_wanted(false);
         Ok(q)

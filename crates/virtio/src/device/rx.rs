@@ -325,7 +325,7 @@ impl DeviceQueue {
 /// # Safety
 /// `p..p + hdr_len` must be writable (a translated guest buffer).
 #[inline(always)]
-unsafe fn write_header(p: *mut u8, hdr_len: usize) {
+pub(super) unsafe fn write_header(p: *mut u8, hdr_len: usize) {
     // SAFETY: the caller guarantees `hdr_len` writable bytes at `p`; the
     // stores cover 12 bytes when `hdr_len` is 12 and 10 otherwise.
     unsafe {
