@@ -162,6 +162,17 @@ impl Fabric {
             pool.free(pkt);
             return;
         }
+        if pkt.is_borrowed() && !slot.takes_split {
+            // A frame in a VNF's lent receive buffer, going to a port that
+            // may keep it past this burst: it gets a pool copy, and the
+            // buffer goes back to its guest now.
+            let Some(copy) = pool.copy(&pkt) else {
+                slot.counters().drop(DropReason::NoBuffers, 1);
+                pool.free(pkt);
+                return;
+            };
+            pool.free(std::mem::replace(&mut pkt, copy));
+        }
         if slot.pending.is_empty() {
             self.dirty.push(idx);
         } else if slot.pending.is_full() {

@@ -15,6 +15,13 @@ use std::sync::{RwLock, Weak};
 
 pub type OwnerId = u16;
 
+/// Set in the id of an owner whose buffers are only *borrowed* by the
+/// switch (a VNF's receive buffers filled by the kernel, see
+/// `nfv_virtio`'s lending): a packet in such a buffer must not outlive
+/// the burst that produced it, like a split packet's tail, so ports that
+/// keep packets get a copy ([`crate::Packet::is_borrowed`]).
+pub const BORROWED: OwnerId = 0x8000;
+
 /// Something that lends packet buffers and wants them back.
 pub trait BufferOwner: Send + Sync {
     /// Returns the buffer identified by `token` (meaning is the owner's).
@@ -35,11 +42,16 @@ pub fn register(owner: Weak<dyn BufferOwner>) -> OwnerId {
         return i as OwnerId;
     }
     assert!(
-        v.len() < OwnerId::MAX as usize,
+        v.len() < BORROWED as usize - 1,
         "too many packet buffer owners"
     );
     v.push(Some(owner));
     (v.len() - 1) as OwnerId
+}
+
+/// Registers an owner of borrowed buffers: its id has [`BORROWED`] set.
+pub fn register_borrowed(owner: Weak<dyn BufferOwner>) -> OwnerId {
+    register(owner) | BORROWED
 }
 
 /// Hands `token` back to owner `id`. Returns false if the owner is gone
@@ -47,7 +59,7 @@ pub fn register(owner: Weak<dyn BufferOwner>) -> OwnerId {
 pub fn release(id: OwnerId, token: u32) -> bool {
     let owner = {
         let v = OWNERS.read().unwrap_or_else(|p| p.into_inner());
-        v.get(id as usize)
+        v.get((id & !BORROWED) as usize)
             .and_then(|o| o.as_ref())
             .and_then(|w| w.upgrade())
     };

@@ -168,6 +168,12 @@ impl Packet {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// The buffer is borrowed (see [`owner::BORROWED`]): valid only until
+    /// the producing rx queue's burst ends.
+    #[inline(always)]
+    pub fn is_borrowed(&self) -> bool {
+        self.owner & owner::BORROWED != 0
+    }
     #[inline(always)]
     pub fn owner(&self) -> OwnerId {
         self.owner

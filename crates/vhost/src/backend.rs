@@ -27,6 +27,7 @@ use vhost::vhost_user::message::VhostUserMemoryRegion;
 use crate::features;
 use crate::memtable;
 use crate::message::Region;
+use crate::lend::LeaseKey;
 use crate::shared::{RingSetup, Shared, Snapshot, Status};
 
 /// How long `GET_VRING_BASE` waits for the PMD owning a guest TX
@@ -55,7 +56,6 @@ struct Vring {
 
 pub(crate) struct Backend {
     shared: Arc<Shared>,
-    offered: u64,
     acked: u64,
     protocol: u64,
     mem: Option<Arc<GuestMemory>>,
@@ -66,7 +66,6 @@ pub(crate) struct Backend {
 impl Backend {
     pub fn new(shared: Arc<Shared>) -> Backend {
         let mut b = Backend {
-            offered: features::offered(shared.cfg.mrg_rxbuf),
             acked: 0,
             protocol: 0,
             mem: None,
@@ -233,10 +232,31 @@ impl Backend {
     /// Makes tx ring `p` run `setup` (or stop).
     fn apply_tx(&self, p: usize, setup: Option<Arc<RingSetup>>) {
         let ring = &self.shared.tx[p];
+        let want = setup.as_ref().map_or(0, |s| s.id);
+        if ring.lock().setup_id == want {
+            return;
+        }
+        // A borrower of this ring's buffers lets go first, outside the
+        // lock (see `lend.rs`): then nothing writes the lent buffers and
+        // they can go back to the guest before the ring changes.
+        let key = setup.as_deref().map(LeaseKey::of);
+        let revoked = self.shared.lend.before_change(p, key.as_ref());
         let mut st = ring.lock();
-        let Some(retired) = st.apply(setup.as_deref(), &self.shared, 2 * p, &ring.errors) else {
+        if revoked && let Some(dq) = st.dq.as_mut() {
+            self.shared.lend.drain_returns(p, dq);
+            dq.return_all_lent();
+        }
+        let keep_lent = !revoked;
+        let Some(retired) = st.apply(
+            setup.as_deref(),
+            &self.shared,
+            2 * p,
+            &ring.errors,
+            keep_lent,
+        ) else {
             return;
         };
+        st.lease_key = key;
         // The new queue (if any) reports at its first tx burst.
         ring.rx_free.0.store(0, Relaxed);
         drop(st);
@@ -310,8 +330,11 @@ pub(crate) type Answer<T> = std::result::Result<T, Refused>;
 
 /// The requests, one method each (called by `crate::dispatch`).
 impl Backend {
+    /// What is offered now: IN_ORDER only while no port borrows this
+    /// guest's receive buffers.
     pub fn get_features(&self) -> u64 {
-        self.offered
+        let lent = self.shared.lend.claimed.load(Acquire);
+        features::offered(self.shared.cfg.mrg_rxbuf, !lent)
     }
 
     /// SET_FEATURES may come more than once (a guest driver that reloads
@@ -319,7 +342,12 @@ impl Backend {
     /// netdev starts, before the guest driver acks anything): rings are
     /// rebuilt with the new bits.
     pub fn set_features(&mut self, features: u64) -> Answer<()> {
-        if let Err(e) = features::check_ack(features, self.offered) {
+        if let Err(e) = features::check_ack(
+            features,
+            // IN_ORDER stays acceptable: a borrower may have claimed the
+            // port between GET_FEATURES and now (its rings then do not lend).
+            features::offered(self.shared.cfg.mrg_rxbuf, true),
+        ) {
             return Err(self.negotiation_error(e));
         }
         self.acked = features;

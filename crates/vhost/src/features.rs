@@ -13,16 +13,21 @@ use vhost::vhost_user::VhostUserProtocolFeatures;
 /// with length 0), and DPDK's virtio PMD runs cheaper in-order paths with
 /// it. Its testpmd endpoint in `nfv-bench hop` is the bottleneck of a 64 B
 /// hop when the two vCPUs are far apart: offering IN_ORDER took that hop
-/// from ~8.5 to ~10.3 Mpps (4 interleaved pairs).
-pub fn offered(mrg_rxbuf: bool) -> u64 {
+/// from ~8.5 to ~10.3 Mpps (4 interleaved pairs). Not offered
+/// (`in_order` false) once another port borrows the guest's receive
+/// buffers (`crate::lend`): lent buffers complete in the order the kernel
+/// fills them.
+pub fn offered(mrg_rxbuf: bool, in_order: bool) -> u64 {
     let mut f = VIRTIO_F_VERSION_1
-        | VIRTIO_F_IN_ORDER
         | VIRTIO_RING_F_INDIRECT_DESC
         | VIRTIO_RING_F_EVENT_IDX
         | VIRTIO_NET_F_MQ
         | VHOST_USER_F_PROTOCOL_FEATURES;
     if mrg_rxbuf {
         f |= VIRTIO_NET_F_MRG_RXBUF;
+    }
+    if in_order {
+        f |= VIRTIO_F_IN_ORDER;
     }
     f
 }
@@ -104,17 +109,17 @@ mod tests {
 
     #[test]
     fn offered_bits() {
-        let f = offered(true);
+        let f = offered(true, true);
         assert_eq!(f & VIRTIO_F_RING_PACKED, 0);
         assert_ne!(f & VIRTIO_NET_F_MRG_RXBUF, 0);
-        assert_eq!(offered(false) & VIRTIO_NET_F_MRG_RXBUF, 0);
+        assert_eq!(offered(false, true) & VIRTIO_NET_F_MRG_RXBUF, 0);
         assert_ne!(f & VIRTIO_F_IN_ORDER, 0);
         assert_eq!(f, 0x9_7040_8000);
     }
 
     #[test]
     fn acks_are_checked() {
-        let f = offered(false);
+        let f = offered(false, true);
         assert_eq!(check_ack(f, f), Ok(()));
         assert_eq!(check_ack(VIRTIO_F_VERSION_1, f), Ok(()));
         assert_eq!(check_ack(0, f), Ok(()));

@@ -69,6 +69,7 @@ mod conn;
 mod dispatch;
 mod errors;
 pub mod features;
+pub mod lend;
 #[doc(hidden)]
 pub mod fuzzing;
 mod memtable;
@@ -238,6 +239,7 @@ impl VhostUserPort {
             VhostUserMode::Client => None,
         };
         let shared = Arc::new(Shared::new(name, cfg));
+        lend::register(&shared);
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("vhost-{name}"))

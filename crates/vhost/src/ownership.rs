@@ -40,10 +40,14 @@ pub(crate) struct RingOwner {
     pub error_seen: u64,
     /// Guest-memory fault epoch last checked against `dq`'s memory.
     pub fault_epoch: u64,
+    /// Guest RX rings: what a lease on the running setup is granted on.
+    pub lease_key: Option<crate::lend::LeaseKey>,
 }
 
 impl RingOwner {
-    /// Moves vring `vring` to `setup` (`None`: stopped). Returns `None`
+    /// Moves vring `vring` to `setup` (`None`: stopped); with `keep_lent`
+    /// the new queue takes over the old one's lent buffers (see
+    /// `lend.rs`). Returns `None`
     /// when nothing changed, else the retired queue (if one ran), for the
     /// caller to drop where it suits it (outside a lock: dropping the last
     /// user of a memory table unmaps it).
@@ -54,6 +58,7 @@ impl RingOwner {
         shared: &Shared,
         vring: usize,
         mirror: &ErrorMirror,
+        keep_lent: bool,
     ) -> Option<Option<DeviceQueue>> {
         let want = setup.map_or(0, |s| s.id);
         if want == self.setup_id {
@@ -73,8 +78,13 @@ impl RingOwner {
                 self.base_epoch = s.base_epoch;
             }
             match s.build(self.position) {
-                Ok(dq) => {
+                Ok(mut dq) => {
                     self.error_seen = errors::trigger(&dq);
+                    // Same memory and addresses (a new call fd): buffers
+                    // lent by the old queue stay lent by the new one.
+                    if keep_lent && let Some(old) = retired.as_mut() {
+                        dq.adopt_lent(old);
+                    }
                     self.dq = Some(dq);
                 }
                 Err(e) => {

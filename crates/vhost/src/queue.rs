@@ -99,7 +99,7 @@ impl VhostRxq {
         let ring = &self.shared.rx[self.pair];
         let vring = 2 * self.pair + 1;
         let o = &mut self.owner;
-        if let Some(retired) = o.apply(setup.as_deref(), &self.shared, vring, &ring.errors) {
+        if let Some(retired) = o.apply(setup.as_deref(), &self.shared, vring, &ring.errors, false) {
             // Dropping the retired queue drops its Arc<GuestMemory>.
             drop(retired);
             ring.position.store(o.position as u32, Relaxed);
@@ -234,7 +234,20 @@ impl TxQueue for VhostTxq {
             st.fault_epoch = epoch;
             check_memory(&self.shared, 2 * p, dq);
         }
-        let mut n = dq.enqueue_burst(batch, pool);
+        // Frames the kernel wrote into this guest's lent buffers are
+        // completed in place (one relaxed load when nothing is lent).
+        let lend_owner = self.shared.lend.owner_id();
+        let mut n = match lend_owner {
+            Some(owner) if batch.iter().any(|p| p.owner() == owner) => {
+                crate::lend::deliver_mixed(&self.shared.lend, owner, p, dq, batch, pool)
+            }
+            _ => {
+                if lend_owner.is_some() {
+                    self.shared.lend.drain_returns(p, dq);
+                }
+                dq.enqueue_burst(batch, pool)
+            }
+        };
         // Bounded retry while the guest is refilling (see
         // `VhostUserConfig::tx_retries`): only as long as each try still
         // delivers, so a stalled guest costs one extra read of avail.idx.

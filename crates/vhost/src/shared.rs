@@ -285,6 +285,8 @@ pub(crate) struct Shared {
     pub conn: Mutex<Option<UnixStream>>,
     /// Rate limit for this port's warnings.
     pub log: RateLimitedLog,
+    /// Guest RX buffers lent to other ports' rx queues (`lend.rs`).
+    pub lend: crate::lend::LendState,
 }
 
 impl Shared {
@@ -305,6 +307,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             conn: Mutex::new(None),
             log: RateLimitedLog::new(format!("vhost-user port {name}")),
+            lend: crate::lend::LendState::new(pairs),
         }
     }
 

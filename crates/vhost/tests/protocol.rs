@@ -29,7 +29,7 @@ fn negotiation_offers_what_is_implemented() {
     let mut fe = connect(&path);
     fe.set_owner().unwrap();
     let offered = fe.get_features().unwrap();
-    assert_eq!(offered, features::offered(true));
+    assert_eq!(offered, features::offered(true, true));
     assert_eq!(offered & VIRTIO_F_RING_PACKED, 0);
     fe.set_features(offered).unwrap();
     let pf = fe.get_protocol_features().unwrap();

@@ -148,6 +148,15 @@ impl DeviceQueue {
         self.stats.lent += lent.len() as u64;
     }
 
+    /// Takes over `old`'s lent buffers (a queue rebuilt on the same ring,
+    /// memory and addresses, e.g. for a new call fd).
+    pub fn adopt_lent(&mut self, old: &mut DeviceQueue) {
+        if old.lent_count != 0 && old.ring.size == self.ring.size {
+            self.lent = std::mem::take(&mut old.lent);
+            self.lent_count = std::mem::replace(&mut old.lent_count, 0);
+        }
+    }
+
     /// Heads lent and not yet completed or returned.
     pub fn lent_outstanding(&self) -> u32 {
         self.lent_count
