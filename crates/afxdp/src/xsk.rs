@@ -224,6 +224,19 @@ impl Xsk {
         bind: Bind,
         umem: Umem,
     ) -> Result<Xsk, XskError> {
+        Unbound(Self::build(queue, rings, umem)?)
+            .bind(ifindex, bind)
+            .map_err(|(_, e)| e)
+    }
+
+    /// A socket like [`Xsk::open_over`]'s, its UMEM registered (pinned)
+    /// and rings mapped, but not bound yet: the slow part, done while the
+    /// queue's previous socket still runs.
+    pub fn unbound(queue: u32, rings: Rings, umem: Umem) -> Result<Unbound, XskError> {
+        Self::build(queue, rings, umem).map(Unbound)
+    }
+
+    fn build(queue: u32, rings: Rings, umem: Umem) -> Result<Xsk, XskError> {
         let ring_size = rings.size;
         // SAFETY: plain socket(2); the result is checked before use.
         let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
@@ -308,42 +321,7 @@ impl Xsk {
             .map(|i| umem.frame_addr(i))
             .collect();
 
-        let mode = match bind {
-            Bind::Copy => libc::XDP_COPY,
-            Bind::ZeroCopy => libc::XDP_ZEROCOPY,
-        };
-        let addr = libc::sockaddr_xdp {
-            sxdp_family: libc::AF_XDP as u16,
-            sxdp_flags: mode | libc::XDP_USE_NEED_WAKEUP,
-            sxdp_ifindex: ifindex,
-            sxdp_queue_id: queue,
-            sxdp_shared_umem_fd: 0,
-        };
-        // SAFETY: `addr` is a valid sockaddr_xdp of the size passed.
-        let r = unsafe {
-            libc::bind(
-                sock.as_raw_fd(),
-                (&addr as *const libc::sockaddr_xdp).cast(),
-                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(XskError {
-                what: "binding the socket to the queue",
-                err: io::Error::last_os_error(),
-            });
-        }
-        let opts: libc::xdp_options = step(
-            "reading the socket options",
-            getsockopt(sock, libc::XDP_OPTIONS),
-        )?;
-        let bind = if opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0 {
-            Bind::ZeroCopy
-        } else {
-            Bind::Copy
-        };
-
-        Ok(Xsk {
+        let xsk = Xsk {
             _rx_map: rx_map,
             _tx_map: tx_map,
             _fill_map: fill_map,
@@ -351,7 +329,8 @@ impl Xsk {
             fd,
             umem,
             queue,
-            bind,
+            // Set by the bind.
+            bind: Bind::Copy,
             ring_size,
             fill_size: rings.fill_size,
             rx: Mutex::new(Some(RxRings { rx, fill })),
@@ -359,7 +338,8 @@ impl Xsk {
             rx_counters: RxCounters::default(),
             tx_counters: TxCounters::default(),
             tx_users: AtomicUsize::new(0),
-        })
+        };
+        Ok(xsk)
     }
 
     /// Takes the rx side (for the rx queue being opened); `None` if an rx
@@ -415,6 +395,62 @@ impl Xsk {
                 std::ptr::null_mut(),
             )
         };
+    }
+}
+
+/// A socket whose UMEM and rings are set up, not yet bound to a queue
+/// ([`Xsk::unbound`]).
+pub struct Unbound(Xsk);
+
+impl Unbound {
+    /// Binds to `ifindex` queue `self.queue` in `bind` mode with
+    /// need-wakeup. On failure the socket comes back with the error, so a
+    /// bind refused with EBUSY (the queue's previous socket is still being
+    /// released by the kernel) can be tried again.
+    pub fn bind(self, ifindex: u32, bind: Bind) -> Result<Xsk, (Unbound, XskError)> {
+        let mut xsk = self.0;
+        let mode = match bind {
+            Bind::Copy => libc::XDP_COPY,
+            Bind::ZeroCopy => libc::XDP_ZEROCOPY,
+        };
+        let addr = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: mode | libc::XDP_USE_NEED_WAKEUP,
+            sxdp_ifindex: ifindex,
+            sxdp_queue_id: xsk.queue,
+            sxdp_shared_umem_fd: 0,
+        };
+        // SAFETY: `addr` is a valid sockaddr_xdp of the size passed.
+        let r = unsafe {
+            libc::bind(
+                xsk.fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_xdp).cast(),
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            let err = XskError {
+                what: "binding the socket to the queue",
+                err: io::Error::last_os_error(),
+            };
+            return Err((Unbound(xsk), err));
+        }
+        let opts: libc::xdp_options = match getsockopt(xsk.fd.as_fd(), libc::XDP_OPTIONS) {
+            Ok(o) => o,
+            Err(err) => {
+                let e = XskError {
+                    what: "reading the socket options",
+                    err,
+                };
+                return Err((Unbound(xsk), e));
+            }
+        };
+        xsk.bind = if opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0 {
+            Bind::ZeroCopy
+        } else {
+            Bind::Copy
+        };
+        Ok(xsk)
     }
 }
 
