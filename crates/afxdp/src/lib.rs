@@ -31,6 +31,7 @@ mod settings;
 pub mod tx;
 pub mod umem;
 pub mod xsk;
+pub mod zero_copy;
 
 pub use bpf::AttachMode;
 pub use port::AfXdpPort;

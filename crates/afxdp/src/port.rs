@@ -7,12 +7,14 @@ use crate::rx::AfXdpRxq;
 use crate::tx::AfXdpTxq;
 use crate::umem::{CHUNK_SIZE, RX_FRAME_MAX, TX_OFFSET};
 use crate::xsk::{Bind, Xsk, XskError};
+use crate::zero_copy::{ZcQueue, ZcRxq, ZcTxq};
 use crate::{AfXdpConfig, XdpBindMode};
 use nfv_ports::{Port, PortGauges, RxQueue, TxQueue};
 use std::io;
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 /// Ethernet header plus one VLAN tag: a frame is at most MTU + this.
 const L2_OVERHEAD: usize = nfv_wire::l2::TAGGED_HEADER_LEN;
@@ -27,11 +29,42 @@ pub struct AfXdpPort {
     // Field order is drop order: detach the program first, then release
     // the map (and with it the map's references to the sockets).
     link: Link,
-    _map: XskMap,
+    _map: Arc<XskMap>,
     name: String,
     iface: String,
-    socks: Vec<Arc<Xsk>>,
+    socks: Vec<Queue>,
     max_frame: usize,
+    /// `zero_copy`: the manager thread of the zero-copy queues.
+    manager: Option<Manager>,
+    bind: Bind,
+}
+
+/// One rx queue's socket: its own, or a zero-copy queue's (which swaps
+/// sockets as the VNF comes and goes, see `zero_copy.rs`).
+enum Queue {
+    Plain(Arc<Xsk>),
+    ZeroCopy(Arc<ZcQueue>),
+}
+
+struct Manager {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for AfXdpPort {
+    fn drop(&mut self) {
+        if let Some(m) = self.manager.as_mut() {
+            m.stop.store(true, Release);
+            if let Some(t) = m.thread.take() {
+                let _ = t.join();
+            }
+        }
+        for q in &self.socks {
+            if let Queue::ZeroCopy(z) = q {
+                z.close();
+            }
+        }
+    }
 }
 
 impl AfXdpPort {
@@ -88,7 +121,7 @@ impl AfXdpPort {
         nfv_netdev::set_up(iface).map_err(iface_err)?;
 
         let os = |what: &'static str, err: io::Error| OpenError::from_os(name, iface, what, err);
-        let map = XskMap::new(rxqs as u32).map_err(|e| os("creating the XSKMAP", e))?;
+        let map = Arc::new(XskMap::new(rxqs as u32).map_err(|e| os("creating the XSKMAP", e))?);
         let prog = bpf::load_program(&map).map_err(|e| {
             if e.log.is_empty() {
                 os("loading the XDP program", e.err)
@@ -139,14 +172,42 @@ impl AfXdpPort {
             }
             map.set(q, xsk.as_fd())
                 .map_err(|e| os("adding the socket to the XSKMAP", e))?;
-            socks.push(Arc::new(xsk));
+            socks.push(xsk);
         }
+        let bind = socks[0].bind;
         let max_frame = (CHUNK_SIZE - TX_OFFSET).min(mtu + L2_OVERHEAD);
+        let (socks, manager) = match &cfg.zero_copy {
+            None => (
+                socks
+                    .into_iter()
+                    .map(|x| Queue::Plain(Arc::new(x)))
+                    .collect(),
+                None,
+            ),
+            Some(target) => {
+                let zqs: Vec<Arc<ZcQueue>> = socks
+                    .into_iter()
+                    .map(|x| {
+                        Arc::new(ZcQueue::new(
+                            name,
+                            target,
+                            ifindex,
+                            x,
+                            map.clone(),
+                            max_frame,
+                        ))
+                    })
+                    .collect();
+                let m = spawn_manager(name, zqs.clone())
+                    .map_err(|e| os("starting the zero-copy manager", e))?;
+                (zqs.into_iter().map(Queue::ZeroCopy).collect(), Some(m))
+            }
+        };
         tracing::info!(
             "port {name}: AF_XDP on {iface}: {rxqs} queue(s), {} XDP, {} mode, {} descriptors \
              per ring, frames up to {max_frame} B",
             link.mode.as_str(),
-            socks[0].bind.as_str(),
+            bind.as_str(),
             cfg.ring_size
         );
         Ok(AfXdpPort {
@@ -156,6 +217,8 @@ impl AfXdpPort {
             iface: iface.to_string(),
             socks,
             max_frame,
+            manager,
+            bind,
         })
     }
 
@@ -166,8 +229,29 @@ impl AfXdpPort {
 
     /// How the sockets are bound.
     pub fn bind_mode(&self) -> Bind {
-        self.socks[0].bind
+        self.bind
     }
+}
+
+/// The thread that moves zero-copy queues between sockets (every 10 ms;
+/// never a PMD: it maps and pins guest memory).
+fn spawn_manager(port: &str, queues: Vec<Arc<ZcQueue>>) -> io::Result<Manager> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name(format!("zc-{port}"))
+        .spawn(move || {
+            while !s.load(Acquire) {
+                for q in &queues {
+                    q.tick();
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        })?;
+    Ok(Manager {
+        stop,
+        thread: Some(thread),
+    })
 }
 
 /// The `XskError::what` of the bind step.
@@ -236,6 +320,15 @@ fn bind_error(name: &str, iface: &str, queue: u32, mode: XdpBindMode, e: XskErro
     OpenError::from_os(name, iface, e.what, e.err)
 }
 
+impl AfXdpPort {
+    fn ring_size(&self) -> u32 {
+        match &self.socks[0] {
+            Queue::Plain(x) => x.ring_size,
+            Queue::ZeroCopy(z) => z.ring_size(),
+        }
+    }
+}
+
 impl Port for AfXdpPort {
     fn name(&self) -> &str {
         &self.name
@@ -249,12 +342,18 @@ impl Port for AfXdpPort {
     /// Opens rx queue `q`. A queue already open stays the only consumer;
     /// the second one receives nothing (logged).
     fn open_rxq(&self, q: usize) -> Box<dyn RxQueue> {
-        Box::new(AfXdpRxq::new(self.socks[q % self.socks.len()].clone()))
+        match &self.socks[q % self.socks.len()] {
+            Queue::Plain(x) => Box::new(AfXdpRxq::new(x.clone())),
+            Queue::ZeroCopy(z) => Box::new(ZcRxq::new(z.clone())),
+        }
     }
     /// Opens tx queue `q` on socket `q % n_rxq()` (shared when there are
     /// more PMDs than sockets; see `tx.rs`).
     fn open_txq(&self, q: usize) -> Box<dyn TxQueue> {
-        let xsk = self.socks[q % self.socks.len()].clone();
+        let xsk = match &self.socks[q % self.socks.len()] {
+            Queue::Plain(x) => x.clone(),
+            Queue::ZeroCopy(z) => return Box::new(ZcTxq::new(z.clone())),
+        };
         if xsk.tx_users.load(Relaxed) > 0 {
             tracing::debug!(
                 "port {}: tx queue {q} shares socket {} with another tx queue (spin lock)",
@@ -266,8 +365,12 @@ impl Port for AfXdpPort {
     }
     fn gauges(&self) -> PortGauges {
         let mut k = [0u64; 6];
-        for s in &self.socks {
-            if let Ok(st) = s.statistics() {
+        for q in &self.socks {
+            let st = match q {
+                Queue::Plain(x) => x.statistics().ok(),
+                Queue::ZeroCopy(z) => z.statistics(),
+            };
+            if let Some(st) = st {
                 for (d, v) in k.iter_mut().zip([
                     st.rx_dropped,
                     st.rx_invalid_descs,
@@ -280,13 +383,21 @@ impl Port for AfXdpPort {
                 }
             }
         }
-        let sum = |f: &dyn Fn(&Xsk) -> u64| -> u64 { self.socks.iter().map(|s| f(s)).sum() };
-        PortGauges::default()
+        let plain: Vec<&Xsk> = self
+            .socks
+            .iter()
+            .filter_map(|q| match q {
+                Queue::Plain(x) => Some(&**x),
+                Queue::ZeroCopy(_) => None,
+            })
+            .collect();
+        let sum = |f: &dyn Fn(&Xsk) -> u64| -> u64 { plain.iter().map(|s| f(s)).sum() };
+        let mut g = PortGauges::default()
             .with("iface", self.iface.as_str())
             .with("xdp_mode", self.link.mode.as_str())
             .with("bind_mode", self.bind_mode().as_str())
             .with("queues", self.socks.len())
-            .with("ring_size", self.socks[0].ring_size)
+            .with("ring_size", self.ring_size())
             .with("frame_size", CHUNK_SIZE)
             .with("max_frame", self.max_frame)
             .with("tx_queues", sum(&|s| s.tx_users.load(Relaxed) as u64))
@@ -310,6 +421,14 @@ impl Port for AfXdpPort {
                 "tx_kick_errors",
                 sum(&|s| s.tx_counters.kick_errors.load(Relaxed)),
             )
-            .with("tx_too_big", sum(&|s| s.tx_counters.too_big.load(Relaxed)))
+            .with("tx_too_big", sum(&|s| s.tx_counters.too_big.load(Relaxed)));
+        crate::zero_copy::gauges(
+            &mut g,
+            self.socks.iter().filter_map(|q| match q {
+                Queue::ZeroCopy(z) => Some(&**z),
+                Queue::Plain(_) => None,
+            }),
+        );
+        g
     }
 }

@@ -62,51 +62,62 @@ impl RxQueue for AfXdpRxq {
         let Some(r) = self.rings.as_mut() else {
             return 0;
         };
-        let xsk = &*self.xsk;
-        let room = batch.remaining_capacity().min(BATCH) as u32;
-        let mut n = r.rx.available(room);
-        if n > 0 {
-            // Take only what can go back on the fill ring now.
-            n = n.min(r.fill.free(n));
-        }
-        let mut got = 0;
-        if n > 0 {
-            let start = batch.len();
-            got = pool.alloc_into(batch, n as usize) as u32;
-            if got > 0 {
-                xsk.umem.prefetch(Umem::data_addr(r.rx.read(0).addr));
-                prefetch(batch[start].data_ptr());
-            }
-            for i in 0..got {
-                let d = r.rx.read(i);
-                if i + 1 < got {
-                    // The next frame (written by the kernel, likely on
-                    // another core) and the next packet buffer.
-                    xsk.umem.prefetch(Umem::data_addr(r.rx.read(i + 1).addr));
-                    prefetch(batch[start + i as usize + 1].data_ptr());
-                }
-                let p = &mut batch[start + i as usize];
-                let len = d.len as usize;
-                let room = p.room_mut();
-                let ok = len <= room.len()
-                    && xsk
-                        .umem
-                        .read_into(Umem::data_addr(d.addr), &mut room[..len]);
-                if ok {
-                    let _ = p.set_len(len);
-                } else {
-                    bump(&xsk.rx_counters.bad_descs, 1);
-                    let _ = p.set_len(0);
-                }
-                r.fill.write(i, Umem::chunk_of(d.addr));
-            }
-            r.rx.release(got);
-            r.fill.submit(got);
-        }
-        if r.fill.needs_wakeup() {
-            bump(&xsk.rx_counters.wakeups, 1);
-            xsk.wake_rx();
-        }
-        got as usize
+        receive_copies(&self.xsk, r, batch, pool)
     }
+}
+
+/// One burst of the copy path: frames off `r`'s rx ring into pool packets
+/// appended to `batch`, each UMEM frame straight back on the fill ring.
+#[inline]
+pub(crate) fn receive_copies(
+    xsk: &Xsk,
+    r: &mut RxRings,
+    batch: &mut Batch,
+    pool: &mut PoolCache,
+) -> usize {
+    let room = batch.remaining_capacity().min(BATCH) as u32;
+    let mut n = r.rx.available(room);
+    if n > 0 {
+        // Take only what can go back on the fill ring now.
+        n = n.min(r.fill.free(n));
+    }
+    let mut got = 0;
+    if n > 0 {
+        let start = batch.len();
+        got = pool.alloc_into(batch, n as usize) as u32;
+        if got > 0 {
+            xsk.umem.prefetch(Umem::data_addr(r.rx.read(0).addr));
+            prefetch(batch[start].data_ptr());
+        }
+        for i in 0..got {
+            let d = r.rx.read(i);
+            if i + 1 < got {
+                // The next frame (written by the kernel, likely on
+                // another core) and the next packet buffer.
+                xsk.umem.prefetch(Umem::data_addr(r.rx.read(i + 1).addr));
+                prefetch(batch[start + i as usize + 1].data_ptr());
+            }
+            let p = &mut batch[start + i as usize];
+            let len = d.len as usize;
+            let room = p.room_mut();
+            let ok = len <= room.len()
+                && xsk
+                    .umem
+                    .read_into(Umem::data_addr(d.addr), &mut room[..len]);
+            if ok {
+                let _ = p.set_len(len);
+            } else {
+                bump(&xsk.rx_counters.bad_descs, 1);
+                let _ = p.set_len(0);
+            }
+            r.fill.write(i, Umem::chunk_of(d.addr));
+        }
+        r.rx.release(got);
+        r.fill.submit(got);
+    }
+    if r.fill.needs_wakeup() {
+        bump(&xsk.rx_counters.wakeups, 1);
+        xsk.wake_rx();
+    }
+    got as usize
 }

@@ -38,6 +38,10 @@ pub struct AfXdpConfig {
     /// 64..=16384. Default 2048. Each queue's UMEM holds twice this many
     /// frames so the fill ring can cover every rx slot.
     pub ring_size: usize,
+    /// The vhost-user port whose guest receive buffers this port's rx
+    /// queues receive into (`zero_copy = "vnf1"`, see `zero_copy.rs`);
+    /// `None`: every frame is copied into the switch's packets.
+    pub zero_copy: Option<String>,
 }
 
 impl AfXdpConfig {
@@ -46,6 +50,7 @@ impl AfXdpConfig {
             iface: iface.into(),
             mode: XdpBindMode::Auto,
             ring_size: 2048,
+            zero_copy: None,
         }
     }
 }
@@ -56,6 +61,9 @@ impl PortSettings for AfXdpConfig {
     }
     fn iface(&self) -> Option<&str> {
         Some(&self.iface)
+    }
+    fn borrows_from(&self) -> Option<&str> {
+        self.zero_copy.as_deref()
     }
     fn eq_settings(&self, other: &dyn PortSettings) -> bool {
         same_settings(self, other)
@@ -74,7 +82,7 @@ impl PortType for AfXdpType {
         "afxdp"
     }
     fn keys(&self) -> &'static [&'static str] {
-        &["iface", "ring_size", "xdp_mode"]
+        &["iface", "ring_size", "xdp_mode", "zero_copy"]
     }
     fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
         let d = AfXdpConfig::new("");
@@ -90,6 +98,7 @@ impl PortType for AfXdpType {
                 d.mode,
             )?,
             ring_size: t.pow2_or("ring_size", 64..=16384, d.ring_size)?,
+            zero_copy: t.name("zero_copy", nfv_ports::config::MAX_PORT_NAME)?,
         }))
     }
     fn open(

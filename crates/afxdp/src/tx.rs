@@ -56,74 +56,85 @@ impl TxQueue for AfXdpTxq {
     /// `tx_too_big`, and not counted as sent.
     #[inline]
     fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        if batch.is_empty() {
-            return 0;
-        }
-        let xsk = &*self.xsk;
-        let mut guard = xsk.tx.lock();
-        let st = &mut *guard;
-
-        // Completed frames back to the free list.
-        let done = st.comp.available(xsk.ring_size);
-        for i in 0..done {
-            st.free.push(Umem::chunk_of(st.comp.read(i)));
-        }
-        st.comp.release(done);
-
-        let want = batch.len() as u32;
-        let n = want.min(st.free.len() as u32).min(st.tx.free(want));
-        let mut posted = 0u32;
-        for i in 0..n as usize {
-            if i + 1 < n as usize {
-                nfv_mem::hint::prefetch(batch[i + 1].data_ptr());
-            }
-            let p = &batch[i];
-            let len = p.len();
-            if len > self.max_frame {
-                bump(&xsk.tx_counters.too_big, 1);
-                continue;
-            }
-            let Some(frame) = st.free.pop() else {
-                break;
-            };
-            let addr = frame + TX_OFFSET as u64;
-            if !xsk.umem.write_from(addr, p.data()) {
-                st.free.push(frame);
-                bump(&xsk.tx_counters.too_big, 1);
-                continue;
-            }
-            st.tx.write(
-                posted,
-                libc::xdp_desc {
-                    addr,
-                    len: len as u32,
-                    options: 0,
-                },
-            );
-            posted += 1;
-        }
-        st.tx.submit(posted);
-
-        if st.tx.needs_wakeup() && (posted > 0 || st.tx.outstanding() > 0) {
-            bump(&xsk.tx_counters.kicks, 1);
-            if let Err(e) = xsk.kick_tx() {
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => {
-                        bump(&xsk.tx_counters.kicks_busy, 1)
-                    }
-                    _ => bump(&xsk.tx_counters.kick_errors, 1),
-                }
-            }
-        }
-        drop(guard);
-
-        for p in batch.drain(..n as usize) {
-            pool.free(p);
-        }
-        posted as usize
+        transmit(&self.xsk, self.max_frame, batch, pool)
     }
 
     fn max_frame(&self) -> usize {
         self.max_frame
     }
+}
+
+/// One tx burst on `xsk` (see [`AfXdpTxq::tx_burst`]): reap completions,
+/// copy a prefix of `batch` into free tx frames, post, kick if asked.
+#[inline]
+pub(crate) fn transmit(
+    xsk: &Xsk,
+    max_frame: usize,
+    batch: &mut Batch,
+    pool: &mut PoolCache,
+) -> usize {
+    if batch.is_empty() {
+        return 0;
+    }
+    let mut guard = xsk.tx.lock();
+    let st = &mut *guard;
+
+    // Completed frames back to the free list.
+    let done = st.comp.available(xsk.ring_size);
+    for i in 0..done {
+        st.free.push(Umem::chunk_of(st.comp.read(i)));
+    }
+    st.comp.release(done);
+
+    let want = batch.len() as u32;
+    let n = want.min(st.free.len() as u32).min(st.tx.free(want));
+    let mut posted = 0u32;
+    for i in 0..n as usize {
+        if i + 1 < n as usize {
+            nfv_mem::hint::prefetch(batch[i + 1].data_ptr());
+        }
+        let p = &batch[i];
+        let len = p.len();
+        if len > max_frame {
+            bump(&xsk.tx_counters.too_big, 1);
+            continue;
+        }
+        let Some(frame) = st.free.pop() else {
+            break;
+        };
+        let addr = frame + TX_OFFSET as u64;
+        if !xsk.umem.write_from(addr, p.data()) {
+            st.free.push(frame);
+            bump(&xsk.tx_counters.too_big, 1);
+            continue;
+        }
+        st.tx.write(
+            posted,
+            libc::xdp_desc {
+                addr,
+                len: len as u32,
+                options: 0,
+            },
+        );
+        posted += 1;
+    }
+    st.tx.submit(posted);
+
+    if st.tx.needs_wakeup() && (posted > 0 || st.tx.outstanding() > 0) {
+        bump(&xsk.tx_counters.kicks, 1);
+        if let Err(e) = xsk.kick_tx() {
+            match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => {
+                    bump(&xsk.tx_counters.kicks_busy, 1)
+                }
+                _ => bump(&xsk.tx_counters.kick_errors, 1),
+            }
+        }
+    }
+    drop(guard);
+
+    for p in batch.drain(..n as usize) {
+        pool.free(p);
+    }
+    posted as usize
 }

@@ -226,7 +226,7 @@ impl Xsk {
     ) -> Result<Xsk, XskError> {
         Unbound(Self::build(queue, rings, umem)?)
             .bind(ifindex, bind)
-            .map_err(|(_, e)| e)
+            .map_err(|b| b.1)
     }
 
     /// A socket like [`Xsk::open_over`]'s, its UMEM registered (pinned)
@@ -407,7 +407,7 @@ impl Unbound {
     /// need-wakeup. On failure the socket comes back with the error, so a
     /// bind refused with EBUSY (the queue's previous socket is still being
     /// released by the kernel) can be tried again.
-    pub fn bind(self, ifindex: u32, bind: Bind) -> Result<Xsk, (Unbound, XskError)> {
+    pub fn bind(self, ifindex: u32, bind: Bind) -> Result<Xsk, Box<(Unbound, XskError)>> {
         let mut xsk = self.0;
         let mode = match bind {
             Bind::Copy => libc::XDP_COPY,
@@ -433,7 +433,7 @@ impl Unbound {
                 what: "binding the socket to the queue",
                 err: io::Error::last_os_error(),
             };
-            return Err((Unbound(xsk), err));
+            return Err(Box::new((Unbound(xsk), err)));
         }
         let opts: libc::xdp_options = match getsockopt(xsk.fd.as_fd(), libc::XDP_OPTIONS) {
             Ok(o) => o,
@@ -442,7 +442,7 @@ impl Unbound {
                     what: "reading the socket options",
                     err,
                 };
-                return Err((Unbound(xsk), e));
+                return Err(Box::new((Unbound(xsk), e)));
             }
         };
         xsk.bind = if opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0 {

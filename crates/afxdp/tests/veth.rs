@@ -23,6 +23,7 @@ fn cfg(name: &str, iface: &str, mode: XdpBindMode, ring_size: usize) -> PortConf
             iface: iface.to_string(),
             mode,
             ring_size,
+            zero_copy: None,
         }),
     }
 }

@@ -169,6 +169,25 @@ pub(crate) fn check_set(doc: &Doc<'_>, raws: &[S<RawPort>], ports: &[PortConfig]
                 p.name
             ),
         ),
+        ConflictKind::NoLender | ConflictKind::NotLender | ConflictKind::LenderTaken => (
+            span(raw.span_of("zero_copy")),
+            match c.kind {
+                ConflictKind::NoLender => format!(
+                    "no port is named {:?}",
+                    p.kind.borrows_from().unwrap_or_default()
+                ),
+                ConflictKind::NotLender => format!(
+                    "port[{j}] {:?} is of type {:?}; zero_copy needs a vhost-user port",
+                    other.name,
+                    other.kind.type_name()
+                ),
+                _ => format!(
+                    "port[{j}] {:?} already receives into {:?}'s buffers; one borrower per VNF",
+                    other.name,
+                    p.kind.borrows_from().unwrap_or_default()
+                ),
+            },
+        ),
         ConflictKind::PeerSize => (
             span(raw.span_of("size")),
             format!(

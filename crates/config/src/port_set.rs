@@ -38,6 +38,13 @@ pub enum ConflictKind {
     PeerNotReciprocal,
     /// The two ends of a ring have different sizes.
     PeerSize,
+    /// A port borrows receive buffers (`zero_copy`) from a port that is
+    /// not in the set ([`Peers::Complete`] only).
+    NoLender,
+    /// ... or from a port that does not lend them (not vhost-user).
+    NotLender,
+    /// Two ports borrow from the same one.
+    LenderTaken,
 }
 
 impl ConflictKind {
@@ -52,6 +59,9 @@ impl ConflictKind {
                 "peer"
             }
             ConflictKind::PeerSize => "size",
+            ConflictKind::NoLender | ConflictKind::NotLender | ConflictKind::LenderTaken => {
+                "zero_copy"
+            }
         }
     }
 }
@@ -112,7 +122,19 @@ impl PortConflict {
                 port_ring_size(p).unwrap_or(0),
                 o.and_then(port_ring_size).unwrap_or(0)
             ),
-            (ConflictKind::PeerNotRing, None) => String::new(),
+            (ConflictKind::NoLender, _) => format!(
+                "no port is named {:?}",
+                p.kind.borrows_from().unwrap_or_default()
+            ),
+            (ConflictKind::NotLender, Some(k)) => format!(
+                "port {other_name:?} is of type {:?}; zero_copy needs a vhost-user port",
+                k.type_name()
+            ),
+            (ConflictKind::LenderTaken, _) => format!(
+                "port {other_name:?} already receives into {:?}'s buffers; one borrower per VNF",
+                p.kind.borrows_from().unwrap_or_default()
+            ),
+            (ConflictKind::PeerNotRing | ConflictKind::NotLender, None) => String::new(),
         };
         format!("{}: {message}", self.kind.field())
     }
@@ -176,6 +198,25 @@ pub fn check_port_set(ports: &[PortConfig], peers: Peers) -> Result<(), PortConf
                 return Err(conflict(ConflictKind::PeerSize, i, Some(j)));
             }
             Some(_) => {}
+        }
+    }
+    let mut borrowed: HashMap<&str, usize> = HashMap::new();
+    for (i, p) in ports.iter().enumerate() {
+        let Some(target) = p.kind.borrows_from() else {
+            continue;
+        };
+        match by_name.get(target) {
+            None if peers == Peers::Complete => {
+                return Err(conflict(ConflictKind::NoLender, i, None));
+            }
+            None => {}
+            Some(&j) if !ports[j].kind.lends() => {
+                return Err(conflict(ConflictKind::NotLender, i, Some(j)));
+            }
+            Some(_) => {}
+        }
+        if let Some(j) = borrowed.insert(target, i) {
+            return Err(conflict(ConflictKind::LenderTaken, i, Some(j)));
         }
     }
     Ok(())

@@ -534,6 +534,7 @@ iface = "nfvtap0"
                     iface: "eth0".into(),
                     mode: XdpBindMode::Auto,
                     ring_size: 2048,
+                    zero_copy: None,
                 })
             ),
             (
@@ -542,6 +543,7 @@ iface = "nfvtap0"
                     iface: "eth1".into(),
                     mode: XdpBindMode::ZeroCopy,
                     ring_size: 4096,
+                    zero_copy: None,
                 })
             ),
             (

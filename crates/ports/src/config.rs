@@ -81,6 +81,22 @@ impl PortKind {
         }
     }
 
+    /// See [`PortSettings::borrows_from`].
+    pub fn borrows_from(&self) -> Option<&str> {
+        match self {
+            PortKind::Typed(t) => t.0.borrows_from(),
+            _ => None,
+        }
+    }
+
+    /// See [`PortSettings::lends`].
+    pub fn lends(&self) -> bool {
+        match self {
+            PortKind::Typed(t) => t.0.lends(),
+            _ => false,
+        }
+    }
+
     /// See [`PortSettings::faces_vnf`].
     pub fn faces_vnf(&self) -> bool {
         matches!(self, PortKind::Typed(t) if t.0.faces_vnf())
@@ -112,6 +128,16 @@ pub trait PortSettings: Any + Debug + Send + Sync {
     }
     /// Whether the port leads to a VNF (may be a hop of a `[[chain]]`).
     fn faces_vnf(&self) -> bool {
+        false
+    }
+    /// The port whose guest receive buffers this port's rx queues borrow
+    /// (AF_XDP `zero_copy`): it must exist and lend (`lends()`).
+    fn borrows_from(&self) -> Option<&str> {
+        None
+    }
+    /// Whether other ports may borrow this port's guest receive buffers
+    /// (vhost-user).
+    fn lends(&self) -> bool {
         false
     }
     /// The rx queue count when the settings fix it (a vhost-user port has

@@ -25,9 +25,9 @@ use nfv_virtio::layout::{
 use vhost::vhost_user::message::VhostUserMemoryRegion;
 
 use crate::features;
+use crate::lend::LeaseKey;
 use crate::memtable;
 use crate::message::Region;
-use crate::lend::LeaseKey;
 use crate::shared::{RingSetup, Shared, Snapshot, Status};
 
 /// How long `GET_VRING_BASE` waits for the PMD owning a guest TX

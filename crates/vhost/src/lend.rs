@@ -37,8 +37,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use nfv_mem::owner::{self, BufferOwner, OwnerId};
 use nfv_mem::Packet;
+use nfv_mem::owner::{self, BufferOwner, OwnerId};
 use nfv_virtio::{DeviceQueue, GuestMemory};
 
 use crate::shared::Shared;
@@ -397,6 +397,7 @@ impl Lender {
     /// returns, and revoke waits for packets in flight); the buffer is
     /// lent, so only this packet uses it. `hdr_len + len <= l.len`.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn packet(
         &self,
         owner: OwnerId,

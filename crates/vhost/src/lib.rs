@@ -69,9 +69,9 @@ mod conn;
 mod dispatch;
 mod errors;
 pub mod features;
-pub mod lend;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod lend;
 mod memtable;
 pub mod message;
 mod ownership;

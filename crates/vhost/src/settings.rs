@@ -88,6 +88,9 @@ impl PortSettings for VhostUserConfig {
     fn faces_vnf(&self) -> bool {
         true
     }
+    fn lends(&self) -> bool {
+        true
+    }
     fn rxqs(&self) -> Option<usize> {
         Some(self.queues)
     }

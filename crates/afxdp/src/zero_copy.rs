@@ -1,0 +1,767 @@
+//! Kernel port → VNF with no switch copy (IOVTee's Rx-queue mapping): an
+//! AF_XDP queue whose traffic goes to one vhost-user VNF (`zero_copy =
+//! "vnf1"`) receives straight into that guest's receive buffers.
+//!
+//! How: the queue's socket is rebuilt over a UMEM that *is* the guest's
+//! memory (`guest_umem.rs`) plus frames of our own. Each burst the queue
+//! borrows the guest's posted receive buffers (`nfv_vhost::lend`) and puts
+//! them on the fill ring at the address that lands the frame right after
+//! the virtio-net header. A received frame becomes a packet over the guest
+//! buffer; when the flow table sends it to that VNF, the vhost-user port
+//! writes the header and the used entry and nothing else. A frame the flow
+//! table sends elsewhere (or drops) is copied out as usual and its buffer
+//! goes back to the guest empty (length 0, which drivers count and
+//! recycle). While the guest has no buffers posted, own frames keep the
+//! kernel supplied and their frames are copied (`zc_fallback`
+//! `no_guest_buffer`).
+//!
+//! Life cycle (the manager thread, one per port, every 10 ms):
+//! * waiting: the queue runs an ordinary copy socket until the VNF port
+//!   exists, is claimed (`Lender::claim`; one borrower per queue pair) and
+//!   its guest receive ring runs and may lend (no IN_ORDER);
+//! * switching: the guest UMEM is mapped and registered (the pinning, the
+//!   slow part) while the copy socket still runs; then the copy socket is
+//!   taken out, the PMD's burst in flight is waited for, the old socket
+//!   closed and the new one bound (retried while the kernel still
+//!   releases the old one) and put in the XSKMAP;
+//! * revoked: when the VNF's ring stops or its memory changes, the
+//!   vhost-user protocol thread calls [`Borrower::revoke`]: the socket is
+//!   taken out, the burst in flight waited for, the socket closed — then
+//!   the port gives every lent buffer back — and the manager goes back to
+//!   waiting (a copy socket first).
+//!
+//! Between sockets (a few ms) the XDP program passes the queue's frames
+//! to the kernel stack. Trust: the VNF sees every frame of this queue in
+//! its memory, including frames the flow table sends elsewhere, and could
+//! change such a frame before the switch copies it out: `zero_copy` is
+//! for a queue whose traffic belongs to that VNF.
+
+use crate::guest_umem::{Placement, Unfit};
+use crate::lock::SpinLock;
+use crate::rx::receive_copies;
+use crate::umem::Umem;
+use crate::xsk::{Bind, Rings, RxRings, Unbound, Xsk};
+use nfv_mem::owner::OwnerId;
+use nfv_mem::{BATCH, Batch, PoolCache};
+use nfv_ports::{RxQueue, TxQueue};
+use nfv_vhost::lend::{Borrower, Lease, Lender};
+use nfv_virtio::{GuestMemory, Lent, NotLendable};
+use std::collections::VecDeque;
+use std::os::fd::AsFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Guest buffers lent per burst at most.
+const LEND_BURST: usize = 64;
+/// Own frames on the fill ring at most while lending (the kernel's
+/// reserve when the guest has no buffers posted).
+const OWN_RESERVE: u32 = 64;
+/// Below this many guest buffers on the fill ring, own frames are added.
+const LOW_WATER: usize = 16;
+/// How long a revoke waits for the PMD's burst in flight.
+const QUIESCE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Why a frame did not land in a guest buffer, or a buffer was not lent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Fallback {
+    /// No guest buffer was on the fill ring: the frame landed in an own
+    /// frame and was copied.
+    NoGuestBuffer,
+    /// The next guest buffer is not one writable descriptor.
+    BufferShape,
+    /// The next guest buffer is shorter than header + frame room.
+    ShortBuffer,
+    /// The next guest buffer does not fit the UMEM's layout.
+    OutsideUmem,
+    /// A bad chain (left for the copy path to count).
+    BadChain,
+}
+
+impl Fallback {
+    pub const ALL: [Fallback; 5] = [
+        Fallback::NoGuestBuffer,
+        Fallback::BufferShape,
+        Fallback::ShortBuffer,
+        Fallback::OutsideUmem,
+        Fallback::BadChain,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fallback::NoGuestBuffer => "no_guest_buffer",
+            Fallback::BufferShape => "buffer_shape",
+            Fallback::ShortBuffer => "short_buffer",
+            Fallback::OutsideUmem => "outside_umem",
+            Fallback::BadChain => "bad_chain",
+        }
+    }
+    fn of_unfit(u: Unfit) -> Fallback {
+        match u {
+            Unfit::ShortBuffer => Fallback::ShortBuffer,
+            Unfit::OutsideUmem => Fallback::OutsideUmem,
+        }
+    }
+    fn of_not_lendable(n: NotLendable) -> Fallback {
+        match n {
+            NotLendable::Shape => Fallback::BufferShape,
+            _ => Fallback::BadChain,
+        }
+    }
+}
+
+/// Counters of one zero-copy queue, written by its rx PMD (single
+/// writer: plain load + store) and read by `show ports`.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct ZcCounters {
+    /// Frames received straight into guest buffers.
+    pub zero_copy: AtomicU64,
+    /// Guest buffers put on the fill ring.
+    pub lent: AtomicU64,
+    /// Fallbacks by reason ([`Fallback`] order). `no_guest_buffer` counts
+    /// frames; the buffer reasons count bursts that stopped lending.
+    pub fallback: [AtomicU64; 5],
+    /// Rx descriptors that named no posted buffer, or a frame that did
+    /// not fit it (the buffer went back to the guest empty).
+    pub bad_descs: AtomicU64,
+    /// Guest sockets built / revoked.
+    pub switches: AtomicU64,
+    pub revokes: AtomicU64,
+}
+
+#[inline(always)]
+fn add(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+/// The borrowed side of a guest socket.
+struct LendRx {
+    lender: Lender,
+    owner: OwnerId,
+    pair: usize,
+    tag: u32,
+    mem: Arc<GuestMemory>,
+    hdr_len: usize,
+    placement: Placement,
+    /// Guest buffers on the fill ring, in posting order, with their fill
+    /// address. Capacity: the fill ring's size (never grows).
+    posted: VecDeque<(u64, Lent)>,
+    /// Own rx frames on the fill ring.
+    own_posted: u32,
+    /// The lease ended under us (the ring went away without a revoke
+    /// yet): stop lending, receive into own frames.
+    ended: bool,
+}
+
+/// A socket of a zero-copy queue and what the rx side keeps with it.
+struct ZcSocket {
+    xsk: Xsk,
+    rx: RxRings,
+    lend: Option<LendRx>,
+    /// Own rx frames not on the fill ring (guest sockets).
+    own_free: Vec<u64>,
+}
+
+/// What the manager and `show ports` say about a queue.
+#[derive(Clone, Debug, Default)]
+struct Status {
+    text: String,
+    /// A lease tag whose socket failed to build: not retried.
+    failed_tag: u32,
+}
+
+/// One AF_XDP queue in zero-copy-to-VNF mode.
+pub struct ZcQueue {
+    slot: SpinLock<Option<ZcSocket>>,
+    /// Rx bursts begun (single writer: the rx PMD).
+    bursts: AtomicU64,
+    /// An rx queue object exists (a PMD polls the queue).
+    polled: AtomicBool,
+    pub counters: ZcCounters,
+    port: String,
+    target: String,
+    queue: u32,
+    ifindex: u32,
+    ring_size: u32,
+    bind: Bind,
+    max_frame: usize,
+    map: Arc<crate::bpf::XskMap>,
+    lender: Mutex<Option<Lender>>,
+    status: Mutex<Status>,
+}
+
+impl ZcQueue {
+    /// A queue that starts on an ordinary copy socket `xsk`.
+    pub(crate) fn new(
+        port: &str,
+        target: &str,
+        ifindex: u32,
+        xsk: Xsk,
+        map: Arc<crate::bpf::XskMap>,
+        max_frame: usize,
+    ) -> ZcQueue {
+        let queue = xsk.queue;
+        let ring_size = xsk.ring_size;
+        let bind = xsk.bind;
+        let rx = xsk.take_rx().expect("a fresh socket has its rx side");
+        ZcQueue {
+            slot: SpinLock::new(Some(ZcSocket {
+                xsk,
+                rx,
+                lend: None,
+                own_free: Vec::new(),
+            })),
+            bursts: AtomicU64::new(0),
+            polled: AtomicBool::new(false),
+            counters: ZcCounters::default(),
+            port: port.to_string(),
+            target: target.to_string(),
+            queue,
+            ifindex,
+            ring_size,
+            bind,
+            max_frame,
+            map,
+            lender: Mutex::new(None),
+            status: Mutex::new(Status {
+                text: format!("copy: waiting for vhost-user port {target}"),
+                failed_tag: 0,
+            }),
+        }
+    }
+
+    pub(crate) fn ring_size(&self) -> u32 {
+        self.ring_size
+    }
+
+    /// `zero-copy into PORT` or `copy: why` (for `show ports`).
+    pub fn mode_text(&self) -> String {
+        self.status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .text
+            .clone()
+    }
+
+    fn set_status(&self, text: String) {
+        let mut s = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        if s.text != text {
+            tracing::info!("port {} queue {}: {text}", self.port, self.queue);
+            s.text = text;
+        }
+    }
+
+    /// The kernel's counters of the current socket.
+    pub fn statistics(&self) -> Option<libc::xdp_statistics> {
+        let g = self.slot.lock();
+        g.as_ref().and_then(|s| s.xsk.statistics().ok())
+    }
+
+    /// Whether the current socket is over guest memory.
+    pub fn is_zero_copy(&self) -> bool {
+        self.slot.lock().as_ref().is_some_and(|s| s.lend.is_some())
+    }
+
+    /// Takes the socket out and waits until the PMD's burst in flight (and
+    /// its packets) are done: the caller may then close it.
+    fn take_quiet(&self) -> Option<ZcSocket> {
+        let s = self.slot.lock().take();
+        let b0 = self.bursts.load(Acquire);
+        let deadline = Instant::now() + QUIESCE_TIMEOUT;
+        while self.polled.load(Acquire) && self.bursts.load(Acquire) < b0 + 2 {
+            if Instant::now() > deadline {
+                tracing::warn!(
+                    "port {} queue {}: the PMD did not finish its burst within {:?}",
+                    self.port,
+                    self.queue,
+                    QUIESCE_TIMEOUT
+                );
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
+        s
+    }
+
+    /// Binds `u`, retrying while the kernel still releases the queue's
+    /// previous socket (EBUSY), then puts it in the XSKMAP.
+    fn bind_and_map(&self, mut u: Unbound) -> Result<Xsk, String> {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let xsk = loop {
+            match u.bind(self.ifindex, self.bind) {
+                Ok(x) => break x,
+                Err(b)
+                    if b.1.err.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline =>
+                {
+                    u = b.0;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(b) => return Err(format!("{}: {}", b.1.what, b.1.err)),
+            }
+        };
+        self.map
+            .set(self.queue, xsk.as_fd())
+            .map_err(|e| format!("adding the socket to the XSKMAP: {e}"))?;
+        Ok(xsk)
+    }
+
+    /// Installs a fresh copy socket (after a revoke or a failed switch).
+    fn install_copy(&self) -> Result<(), String> {
+        let umem = Umem::new(2 * self.ring_size).map_err(|e| e.to_string())?;
+        let rings = Rings {
+            size: self.ring_size,
+            fill_size: self.ring_size,
+            own_fill: self.ring_size,
+        };
+        let u =
+            Xsk::unbound(self.queue, rings, umem).map_err(|e| format!("{}: {}", e.what, e.err))?;
+        let xsk = self.bind_and_map(u)?;
+        let rx = xsk.take_rx().expect("a fresh socket has its rx side");
+        *self.slot.lock() = Some(ZcSocket {
+            xsk,
+            rx,
+            lend: None,
+            own_free: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Builds a socket over `lease`'s guest memory and switches to it.
+    fn switch_to_guest(&self, lender: &Lender, pair: usize, lease: Lease) -> Result<(), String> {
+        let owner = lender
+            .owner_id()
+            .ok_or_else(|| "the VNF port has no lender id".to_string())?;
+        let placement = Placement::for_frames(self.max_frame, lease.hdr_len);
+        let umem = Umem::over_guest(&lease.mem, 2 * self.ring_size, placement)
+            .map_err(|e| format!("mapping the guest memory: {e}"))?;
+        let fill_size = (2 * self.ring_size).next_power_of_two();
+        let rings = Rings {
+            size: self.ring_size,
+            fill_size,
+            own_fill: 0,
+        };
+        // Pinning happens here, while the old socket still runs.
+        let u =
+            Xsk::unbound(self.queue, rings, umem).map_err(|e| format!("{}: {}", e.what, e.err))?;
+        drop(self.take_quiet());
+        let xsk = self.bind_and_map(u)?;
+        let rx = xsk.take_rx().expect("a fresh socket has its rx side");
+        let own_free = (0..self.ring_size)
+            .map(|i| xsk.umem.frame_addr(i))
+            .collect();
+        *self.slot.lock() = Some(ZcSocket {
+            xsk,
+            rx,
+            lend: Some(LendRx {
+                lender: lender.clone(),
+                owner,
+                pair,
+                tag: lease.tag,
+                mem: lease.mem,
+                hdr_len: lease.hdr_len,
+                placement,
+                posted: VecDeque::with_capacity(fill_size as usize),
+                own_posted: 0,
+                ended: false,
+            }),
+            own_free,
+        });
+        add(&self.counters.switches, 1);
+        Ok(())
+    }
+
+    /// One step of the manager (see the module doc).
+    pub(crate) fn tick(self: &Arc<Self>) {
+        let mut lender = self.lender.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = lender.as_ref()
+            && l.is_closed()
+        {
+            // The VNF port was removed: let go, start over.
+            drop(self.take_quiet());
+            l.unclaim(self.pair_of(l));
+            *lender = None;
+        }
+        if lender.is_none()
+            && let Some(l) = Lender::find(&self.target)
+        {
+            let me: Arc<dyn Borrower> = self.clone();
+            match l.claim(self.pair_of(&l), me) {
+                Ok(()) => *lender = Some(l),
+                Err(e) => self.set_status(format!(
+                    "copy: cannot borrow from vhost-user port {}: {e}",
+                    self.target
+                )),
+            }
+        }
+        let (guest, lending) = {
+            let g = self.slot.lock();
+            let lend = g.as_ref().and_then(|s| s.lend.as_ref());
+            (lend.is_some(), lend.is_some_and(|l| !l.ended))
+        };
+        if guest && (!lending || lender.is_none()) {
+            // A guest socket whose lease ended: back to copy first.
+            drop(self.take_quiet());
+        }
+        if let Some(l) = lender.as_ref()
+            && !lending
+        {
+            let p = self.pair_of(l);
+            match l.lease(p) {
+                Ok(lease) => {
+                    let failed = self
+                        .status
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .failed_tag;
+                    if lease.tag != failed {
+                        let tag = lease.tag;
+                        match self.switch_to_guest(l, p, lease) {
+                            Ok(()) => self.set_status(format!(
+                                "zero-copy into {} (queue pair {p})",
+                                self.target
+                            )),
+                            Err(e) => {
+                                self.status
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .failed_tag = tag;
+                                self.set_status(format!("copy: zero-copy failed: {e}"));
+                            }
+                        }
+                    }
+                }
+                Err(e) => self.set_status(format!("copy: {}: {e}", self.target)),
+            }
+        } else if lender.is_none() {
+            self.set_status(format!("copy: waiting for vhost-user port {}", self.target));
+        }
+        if self.slot.lock().is_none()
+            && let Err(e) = self.install_copy()
+        {
+            self.set_status(format!("no socket: {e}"));
+        }
+    }
+
+    /// The VNF queue pair this queue borrows from.
+    fn pair_of(&self, l: &Lender) -> usize {
+        self.queue as usize % l.pairs().max(1)
+    }
+
+    /// Stops for good (the port closes).
+    pub(crate) fn close(&self) {
+        drop(self.take_quiet());
+        let l = self.lender.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(l) = l {
+            l.unclaim(self.pair_of(&l));
+        }
+    }
+}
+
+impl Borrower for ZcQueue {
+    fn revoke(&self) {
+        add(&self.counters.revokes, 1);
+        // Closing the socket here (outside every lock) stops the kernel
+        // writing lent buffers; the manager builds the next one.
+        drop(self.take_quiet());
+        self.set_status(format!("copy: {} ring stopped", self.target));
+    }
+}
+
+/// The rx queue of a zero-copy queue.
+pub struct ZcRxq {
+    q: Arc<ZcQueue>,
+}
+
+impl ZcRxq {
+    pub(crate) fn new(q: Arc<ZcQueue>) -> ZcRxq {
+        q.polled.store(true, Release);
+        ZcRxq { q }
+    }
+}
+
+impl Drop for ZcRxq {
+    fn drop(&mut self) {
+        self.q.polled.store(false, Release);
+    }
+}
+
+impl RxQueue for ZcRxq {
+    #[inline]
+    fn rx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        let q = &*self.q;
+        q.bursts.store(q.bursts.load(Relaxed) + 1, Release);
+        let mut g = q.slot.lock();
+        let Some(s) = g.as_mut() else {
+            return 0;
+        };
+        let n = match s.lend.as_mut() {
+            None => receive_copies(&s.xsk, &mut s.rx, batch, pool),
+            Some(l) => receive_lent(
+                &q.counters,
+                &s.xsk,
+                &mut s.rx,
+                l,
+                &mut s.own_free,
+                batch,
+                pool,
+            ),
+        };
+        if s.rx.fill.needs_wakeup() {
+            s.xsk.wake_rx();
+        }
+        n
+    }
+}
+
+/// One burst over a guest socket: frames in guest buffers become packets
+/// over them, frames in own frames are copied; then the fill ring is
+/// topped up with the guest's next buffers (own frames when it has none).
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn receive_lent(
+    c: &ZcCounters,
+    xsk: &Xsk,
+    r: &mut RxRings,
+    l: &mut LendRx,
+    own_free: &mut Vec<u64>,
+    batch: &mut Batch,
+    pool: &mut PoolCache,
+) -> usize {
+    let room = batch.remaining_capacity().min(BATCH) as u32;
+    let n = r.rx.available(room);
+    let own_off = xsk.umem.frame_addr(0);
+    let lead = crate::umem::XDP_PACKET_HEADROOM as u64 + l.placement.headroom as u64;
+    let mut got = 0;
+    let mut copied = 0u64;
+    let mut bad = 0u64;
+    // Buffers to give back empty (bad descriptors): at most one burst.
+    let mut back = [0u16; BATCH];
+    let mut nback = 0;
+    for i in 0..n {
+        let d = r.rx.read(i);
+        let fill = Umem::fill_of(d.addr);
+        if fill >= own_off {
+            // An own frame: copy, as the copy path does.
+            l.own_posted = l.own_posted.saturating_sub(1);
+            if let Some(mut p) = pool.alloc() {
+                let len = d.len as usize;
+                let room = p.room_mut();
+                if len <= room.len()
+                    && xsk
+                        .umem
+                        .read_into(Umem::data_addr(d.addr), &mut room[..len])
+                {
+                    let _ = p.set_len(len);
+                    batch.push(p);
+                    got += 1;
+                    copied += 1;
+                } else {
+                    bad += 1;
+                    pool.free(p);
+                }
+            }
+            own_free.push(Umem::chunk_of(fill));
+            continue;
+        }
+        // A guest buffer: nearly always the oldest posted one.
+        let pos = match l.posted.front() {
+            Some(&(f, _)) if f == fill => Some(0),
+            _ => l.posted.iter().position(|&(f, _)| f == fill),
+        };
+        let Some(pos) = pos else {
+            bad += 1;
+            continue;
+        };
+        let (_, lent) = l.posted.remove(pos).expect("found above");
+        let len = d.len as usize;
+        let fits = Umem::data_addr(d.addr) == fill + lead
+            && l.hdr_len + len <= lent.len as usize
+            && len <= l.placement.frame_room as usize;
+        let host = l
+            .mem
+            .translate(lent.gpa, lent.len as usize)
+            .and_then(NonNull::new);
+        match host {
+            Some(h) if fits => {
+                // SAFETY: `h` translates the lent buffer in the lease's
+                // memory, which `l.mem` keeps mapped until a revoke has
+                // waited for this burst's packets; the buffer is lent, so
+                // no other packet uses it; header + frame fit it (checked).
+                let p = unsafe {
+                    l.lender
+                        .packet(l.owner, l.pair, l.tag, &lent, h, l.hdr_len, len)
+                };
+                batch.push(p);
+                got += 1;
+            }
+            _ => {
+                bad += 1;
+                if nback < BATCH {
+                    back[nback] = lent.head;
+                    nback += 1;
+                }
+            }
+        }
+    }
+    r.rx.release(n);
+    add(&c.zero_copy, (got - copied as usize) as u64);
+    if copied != 0 {
+        add(&c.fallback[Fallback::NoGuestBuffer as usize], copied);
+    }
+    if bad != 0 {
+        add(&c.bad_descs, bad);
+    }
+    refill(c, xsk, r, l, own_free, &back[..nback]);
+    got
+}
+
+/// Tops the fill ring up: the guest's next buffers first, own frames when
+/// the guest has too few posted.
+#[inline]
+fn refill(
+    c: &ZcCounters,
+    xsk: &Xsk,
+    r: &mut RxRings,
+    l: &mut LendRx,
+    own_free: &mut Vec<u64>,
+    back: &[u16],
+) {
+    let cap = l.posted.capacity();
+    let room = r.fill.free(LEND_BURST as u32).min(LEND_BURST as u32) as usize;
+    let want = room.min(cap - l.posted.len());
+    let mut fills = [0u64; LEND_BURST];
+    let mut lent = [Lent {
+        head: 0,
+        gpa: 0,
+        len: 0,
+    }; LEND_BURST];
+    let mut k = 0;
+    let mut stop = None;
+    let area = xsk.umem.guest().map(|(a, _)| a);
+    let placement = l.placement;
+    let done = !l.ended
+        && l.lender
+            .with_ring(l.pair, l.tag, |dq| {
+                for &h in back {
+                    dq.return_lent(h);
+                }
+                if !back.is_empty() {
+                    dq.publish();
+                }
+                let pending = (dq.lend_pending() as usize).min(want);
+                while k < pending {
+                    let one = match dq.lend_peek(k as u16) {
+                        Ok(x) => x,
+                        Err(e) => {
+                            stop = Some(Fallback::of_not_lendable(e));
+                            break;
+                        }
+                    };
+                    let Some(area) = area else {
+                        break;
+                    };
+                    match placement.fill_addr(area, one.gpa, one.len) {
+                        Ok(f) => {
+                            fills[k] = f;
+                            lent[k] = one;
+                            k += 1;
+                        }
+                        Err(u) => {
+                            stop = Some(Fallback::of_unfit(u));
+                            break;
+                        }
+                    }
+                }
+                dq.lend_take(&lent[..k]);
+            })
+            .is_some();
+    if !done {
+        l.ended = true;
+    }
+    for (i, (&f, &one)) in fills[..k].iter().zip(&lent[..k]).enumerate() {
+        r.fill.write(i as u32, f);
+        l.posted.push_back((f, one));
+    }
+    r.fill.submit(k as u32);
+    if k != 0 {
+        add(&c.lent, k as u64);
+    }
+    if let Some(f) = stop {
+        add(&c.fallback[f as usize], 1);
+    }
+    // The kernel's reserve: own frames while few guest buffers are posted.
+    if l.posted.len() < LOW_WATER && l.own_posted < OWN_RESERVE {
+        let n = (OWN_RESERVE - l.own_posted)
+            .min(own_free.len() as u32)
+            .min(r.fill.free(OWN_RESERVE));
+        for i in 0..n {
+            let f = own_free.pop().expect("counted");
+            r.fill.write(i, f);
+        }
+        r.fill.submit(n);
+        l.own_posted += n;
+    }
+}
+
+/// The tx queue of a zero-copy queue: the ordinary copy path over
+/// whichever socket the queue has (none while switching: nothing sent).
+pub struct ZcTxq {
+    q: Arc<ZcQueue>,
+}
+
+impl ZcTxq {
+    pub(crate) fn new(q: Arc<ZcQueue>) -> ZcTxq {
+        ZcTxq { q }
+    }
+}
+
+impl TxQueue for ZcTxq {
+    #[inline]
+    fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        let g = self.q.slot.lock();
+        let Some(s) = g.as_ref() else {
+            return 0;
+        };
+        crate::tx::transmit(&s.xsk, self.q.max_frame, batch, pool)
+    }
+
+    fn max_frame(&self) -> usize {
+        self.q.max_frame
+    }
+}
+
+/// The zero-copy facts of `queues` for `show ports`.
+pub(crate) fn gauges<'a>(g: &mut nfv_ports::PortGauges, queues: impl Iterator<Item = &'a ZcQueue>) {
+    let qs: Vec<&ZcQueue> = queues.collect();
+    if qs.is_empty() {
+        return;
+    }
+    let sum = |f: &dyn Fn(&ZcCounters) -> &AtomicU64| -> u64 {
+        qs.iter().map(|q| f(&q.counters).load(Relaxed)).sum()
+    };
+    let modes: Vec<String> = qs.iter().map(|q| q.mode_text()).collect();
+    g.push("zero_copy_target", qs[0].target.clone());
+    g.push("rx_mode", modes.join("; "));
+    g.push("zc_packets", sum(&|c| &c.zero_copy));
+    g.push("zc_lent", sum(&|c| &c.lent));
+    for f in Fallback::ALL {
+        g.push(
+            ZC_FALLBACK_KEYS[f as usize],
+            sum(&|c| &c.fallback[f as usize]),
+        );
+    }
+    g.push("zc_bad_descs", sum(&|c| &c.bad_descs));
+    g.push("zc_switches", sum(&|c| &c.switches));
+    g.push("zc_revokes", sum(&|c| &c.revokes));
+}
+
+/// Gauge keys must be `'static`: one per [`Fallback`].
+const ZC_FALLBACK_KEYS: [&str; 5] = [
+    "zc_fallback_no_guest_buffer",
+    "zc_fallback_buffer_shape",
+    "zc_fallback_short_buffer",
+    "zc_fallback_outside_umem",
+    "zc_fallback_bad_chain",
+];
