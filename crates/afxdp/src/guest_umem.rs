@@ -34,6 +34,10 @@ use std::os::fd::AsRawFd;
 /// x86-64 (`chunk − 256 − sizeof(skb_shared_info) aligned − 128`).
 pub const MAX_HEADROOM: usize = 1344;
 
+/// Own memory before each guest region and after the last: more than a
+/// chunk's lead (`256 + headroom − hdr_len` ≤ 1588) and its tail.
+const GAP: u64 = 4096;
+
 /// One guest region inside the UMEM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Span {
@@ -99,9 +103,12 @@ impl GuestArea {
                 "the guest memory has no files to map",
             ));
         }
-        // Layout first, so the reservation has the right size.
+        // Layout first, so the reservation has the right size. A page of
+        // our own before each region and after the last keeps every
+        // buffer's chunk inside the UMEM, however near a region's edge
+        // the buffer sits.
         let page = 4096u64;
-        let mut cursor = 0u64;
+        let mut cursor = GAP;
         let mut max_align = page;
         let mut plan = Vec::with_capacity(files.len());
         for f in &files {
@@ -113,7 +120,7 @@ impl GuestArea {
             let at = align_up(cursor, p);
             plan.push((at, file_off, map_len, skip));
             cursor = at
-                .checked_add(map_len)
+                .checked_add(map_len + GAP)
                 .ok_or_else(|| io::Error::other("guest memory too large for one UMEM"))?;
         }
         let own_off = align_up(cursor, page);
@@ -137,6 +144,27 @@ impl GuestArea {
         }
         let raw = raw.cast::<u8>();
         let base_addr = align_up(raw as u64, max_align);
+        // Everything the guest's files do not cover (the gaps, the own
+        // frames) is our anonymous memory: the kernel pins the whole UMEM,
+        // and an inaccessible page would fail the registration.
+        // SAFETY: MAP_FIXED over our own reservation, from its aligned
+        // base for `len` bytes (raw_len = len + max_align covers it).
+        let p = unsafe {
+            libc::mmap(
+                base_addr as *mut libc::c_void,
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let err = io::Error::last_os_error();
+            // SAFETY: unmapping the reservation just made.
+            unsafe { libc::munmap(raw.cast(), raw_len) };
+            return Err(err);
+        }
         let mut area = GuestArea {
             raw,
             raw_len,
@@ -399,8 +427,11 @@ mod tests {
         assert_eq!(p.buffer_of(&area, fill), Some(gpa));
         // A Linux guest's 1536-byte buffer fits 1518; 1529 bytes do not.
         assert_eq!(p.fill_addr(&area, gpa, 1529), Err(Unfit::ShortBuffer));
-        // Too near the start of the UMEM for the lead, or past a region end.
-        assert_eq!(p.fill_addr(&area, 100, 2048), Err(Unfit::OutsideUmem));
+        // At a region's very start: the chunk's lead lies in the gap page.
+        let first = p.fill_addr(&area, 0, 2048).unwrap();
+        assert_eq!(area.gpa_of(first + p.headroom as u64 + 256), Some(12));
+        // A buffer past a region's end, or outside the guest.
+        assert_eq!(p.fill_addr(&area, 1 << 30, 2048), Err(Unfit::OutsideUmem));
         assert_eq!(
             p.fill_addr(&area, (1 << 20) - 1000, 2048),
             Err(Unfit::OutsideUmem)

@@ -89,6 +89,9 @@ impl PortGauges {
     /// Type-specific count that `/metrics` exports too: frames received
     /// and forwarded in one copy (vhost-user).
     pub const ONE_COPY_PACKETS: &'static str = "one_copy_packets";
+    /// Frames delivered into a VNF's buffers without a switch copy (a
+    /// kernel port received them there; vhost-user ports lending buffers).
+    pub const ZERO_COPY_PACKETS: &'static str = "zero_copy_packets";
 
     /// Appends a type-specific gauge.
     pub fn push(&mut self, key: &'static str, value: impl Into<Gauge>) {

@@ -67,7 +67,7 @@ fn untoken(t: u32) -> (usize, u32, u16) {
 }
 
 /// One guest RX ring's loans.
-pub(crate) struct LendPair {
+pub struct LendPair {
     borrower: Mutex<Option<Arc<dyn Borrower>>>,
     /// The current lease; 0: none. Changes (release store) when a lease
     /// starts or ends.
@@ -473,7 +473,9 @@ pub(crate) fn deliver_mixed(
         }
         if pp == pair && tag != 0 && ptag == tag & 0xff {
             p.into_token();
-            dq.return_lent(head);
+            if dq.return_lent(head) {
+                lp.returned_total.fetch_add(1, Relaxed);
+            }
         } else {
             pool.free(p);
         }

@@ -371,6 +371,19 @@ impl Port for VhostUserPort {
         .with("tx_retries", st.tx_retries)
         .with("copy_mode", if cfg.one_copy { "one-copy" } else { "copy" })
         .with(PortGauges::ONE_COPY_PACKETS, st.one_copy);
+        let lend = &self.shared.lend;
+        if lend.claimed.load(Acquire) {
+            let sum =
+                |f: &dyn Fn(&lend::LendPair) -> u64| -> u64 { lend.pairs.iter().map(f).sum() };
+            g.push(
+                PortGauges::ZERO_COPY_PACKETS,
+                sum(&|p| p.zero_copy.load(Relaxed)),
+            );
+            g.push(
+                "zero_copy_returned",
+                sum(&|p| p.returned_total.load(Relaxed)),
+            );
+        }
         for vr in &st.vrings {
             let nonzero: Vec<String> = errors::NAMES
                 .iter()
