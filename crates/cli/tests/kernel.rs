@@ -470,30 +470,30 @@ fn vnf_path(test: &str, zero_copy: bool) {
         vhost("vnf_w", 12),
     );
     let node = Node::start(&dir.0, if zero_copy { "zc" } else { "vnf" }, &body);
-    let _vnfs: Vec<Proc> = ["vnf_e", "vnf_w"]
-        .iter()
-        .map(|n| {
-            Proc::spawn(&[
-                "--log",
-                "warn",
-                "vnf",
-                "--socket",
-                sock(n).to_str().unwrap(),
-                "--app",
-                "io",
-            ])
-        })
-        .collect();
-    if zero_copy {
-        let switched = wait_until(WAIT, || {
+    let vnf = |n: &str| {
+        Proc::spawn(&[
+            "--log",
+            "warn",
+            "vnf",
+            "--socket",
+            sock(n).to_str().unwrap(),
+            "--app",
+            "io",
+        ])
+    };
+    let mut vnfs: Vec<Proc> = ["vnf_e", "vnf_w"].iter().map(|n| vnf(n)).collect();
+    let in_zero_copy = || {
+        wait_until(WAIT, || {
             ["left", "right"].iter().all(|p| {
                 node.port(p)["info"]["rx_mode"]
                     .as_str()
                     .is_some_and(|m| m.starts_with("zero-copy"))
             })
-        });
+        })
+    };
+    if zero_copy {
         assert!(
-            switched,
+            in_zero_copy(),
             "rx queues never switched to zero-copy: left {}, right {}",
             node.port("left")["info"],
             node.port("right")["info"]
@@ -568,7 +568,38 @@ fn vnf_path(test: &str, zero_copy: bool) {
             "no vnf_e buffer was given back after the flow changed ({})",
             node.port("vnf_e")["info"]
         );
+
+        // The VNF behind `right` is SIGKILLed mid-stream with its buffers
+        // on `right`'s fill ring, then started again: the node lives on,
+        // the lent buffers were revoked, the stream (TCP retransmits)
+        // completes byte-exact and the queue is back in zero-copy.
+        ctl(&["del-flows", "priority=60000,in_port=1"]);
+        let revokes = count("right", "zc_revokes");
+        let rx_right = || node.port("right")["rx"]["packets"].as_u64().unwrap();
+        let base = rx_right();
+        let stream = std::thread::scope(|s| {
+            let t = s.spawn(|| tcp_exchange(&ns1, &ns2, RIGHT_IP, 8 << 20, 8 << 20));
+            wait_until(WAIT, || t.is_finished() || rx_right() > base + 500);
+            // SAFETY: signals our own child, not yet reaped.
+            unsafe { libc::kill(vnfs[1].0.id() as libc::pid_t, libc::SIGKILL) };
+            std::thread::sleep(Duration::from_millis(300));
+            vnfs[1] = vnf("vnf_w");
+            t.join().unwrap()
+        });
+        stream.unwrap();
+        assert!(
+            count("right", "zc_revokes") > revokes,
+            "the dead VNF's ring was not revoked: {}",
+            node.port("right")["info"]
+        );
+        assert!(
+            in_zero_copy(),
+            "not back in zero-copy after the VNF restarted: {}",
+            node.port("right")["info"]
+        );
+        tcp_exchange(&ns1, &ns2, RIGHT_IP, 1 << 20, 1 << 20).unwrap();
     }
+    drop(vnfs);
     drop(node);
     drop((v1, v2, ns1, ns2));
 }
