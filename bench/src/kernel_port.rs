@@ -37,6 +37,10 @@ use std::time::{Duration, Instant};
 pub enum PortType {
     Afxdp,
     Afpacket,
+    /// AF_XDP → a testpmd VNF behind vhost-user, copying (`kernel_vnf.rs`).
+    AfxdpVnf,
+    /// The same with `zero_copy` (frames land in the VNF's buffers).
+    AfxdpVnfZc,
 }
 
 impl PortType {
@@ -44,6 +48,17 @@ impl PortType {
         match self {
             PortType::Afxdp => "afxdp",
             PortType::Afpacket => "afpacket",
+            PortType::AfxdpVnf => "afxdp-vnf",
+            PortType::AfxdpVnfZc => "afxdp-vnf-zc",
+        }
+    }
+
+    /// The VNF hop types measure one direction, into the VNF.
+    fn into_vnf(&self) -> Option<bool> {
+        match self {
+            PortType::AfxdpVnf => Some(false),
+            PortType::AfxdpVnfZc => Some(true),
+            _ => None,
         }
     }
 }
@@ -58,6 +73,8 @@ pub enum XdpMode {
 #[derive(clap::Args)]
 pub struct KernelPortArgs {
     /// Port types, comma-separated; interleaved round by round.
+    /// `afxdp-vnf` / `afxdp-vnf-zc`: the AF_XDP → VNF hop, copying or
+    /// zero-copy (needs dpdk-testpmd; see `kernel_vnf.rs`).
     #[arg(
         long = "type",
         value_enum,
@@ -70,10 +87,10 @@ pub struct KernelPortArgs {
     rounds: usize,
     /// Measured seconds per trial (after 0.5 s warm-up).
     #[arg(long, default_value_t = 3.0)]
-    seconds: f64,
+    pub(crate) seconds: f64,
     /// Frame size in bytes (without FCS).
     #[arg(long, default_value_t = 64)]
-    size: usize,
+    pub(crate) size: usize,
     /// Only measure one direction.
     #[arg(long, value_parser = ["rx", "tx"])]
     only: Option<String>,
@@ -86,6 +103,11 @@ pub struct KernelPortArgs {
     /// CPU of the port's polling thread (default: the last CPU).
     #[arg(long)]
     poll_core: Option<usize>,
+    /// Pace the namespace sender (thousand frames per second): for the VNF
+    /// hop types on a machine where the VNF shares the sender's CPU, so
+    /// both modes carry the same load and cycles/packet compare.
+    #[arg(long)]
+    pub(crate) rate_kpps: Option<f64>,
     /// CPU of the namespace sender (default: the first CPU).
     #[arg(long)]
     sender_core: Option<usize>,
@@ -93,7 +115,7 @@ pub struct KernelPortArgs {
 
 fn open(ty: PortType, iface: &str, a: &KernelPortArgs) -> Result<Arc<dyn Port>, String> {
     let kind = match ty {
-        PortType::Afxdp => {
+        PortType::Afxdp | PortType::AfxdpVnf | PortType::AfxdpVnfZc => {
             let mut c = AfXdpConfig::new(iface);
             c.mode = match a.xdp_mode {
                 XdpMode::Auto => XdpBindMode::Auto,
@@ -120,12 +142,12 @@ fn open(ty: PortType, iface: &str, a: &KernelPortArgs) -> Result<Arc<dyn Port>, 
         kind,
     };
     match ty {
-        PortType::Afxdp => nfv_afxdp::open(&cfg).map_err(|e| e.to_string()),
         PortType::Afpacket => nfv_afpacket::open(&cfg).map_err(|e| e.to_string()),
+        _ => nfv_afxdp::open(&cfg).map_err(|e| e.to_string()),
     }
 }
 
-fn pool() -> Result<Arc<PacketPool>, String> {
+pub(crate) fn pool() -> Result<Arc<PacketPool>, String> {
     let cfg = MemoryConfig {
         frame_size: 2048,
         frames: 16384,
@@ -135,7 +157,7 @@ fn pool() -> Result<Arc<PacketPool>, String> {
 }
 
 /// Port counters (`gauges()`) that changed between two snapshots.
-fn moved(before: &nfv_ports::PortGauges, after: &nfv_ports::PortGauges) -> String {
+pub(crate) fn moved(before: &nfv_ports::PortGauges, after: &nfv_ports::PortGauges) -> String {
     let mut out = Vec::new();
     for (k, v) in after.entries() {
         if let (Some(x), nfv_ports::Gauge::Count(y)) = (before.count(k), v)
@@ -154,7 +176,7 @@ fn moved(before: &nfv_ports::PortGauges, after: &nfv_ports::PortGauges) -> Strin
 /// A polling thread: runs `burst` until stopped, publishing its packet
 /// count and the TSC cycles it reported as busy (spent in bursts that
 /// moved packets, as the PMD counts them).
-struct Poller {
+pub(crate) struct Poller {
     stop: Arc<AtomicBool>,
     count: Arc<AtomicU64>,
     busy: Arc<AtomicU64>,
@@ -162,7 +184,10 @@ struct Poller {
 }
 
 impl Poller {
-    fn start(cpu: usize, mut burst: impl FnMut() -> (usize, u64) + Send + 'static) -> Poller {
+    pub(crate) fn start(
+        cpu: usize,
+        mut burst: impl FnMut() -> (usize, u64) + Send + 'static,
+    ) -> Poller {
         let stop = Arc::new(AtomicBool::new(false));
         let count = Arc::new(AtomicU64::new(0));
         let busy = Arc::new(AtomicU64::new(0));
@@ -187,10 +212,10 @@ impl Poller {
             thread: Some(thread),
         }
     }
-    fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.count.load(Relaxed)
     }
-    fn busy(&self) -> u64 {
+    pub(crate) fn busy(&self) -> u64 {
         self.busy.load(Relaxed)
     }
 }
@@ -206,7 +231,7 @@ impl Drop for Poller {
 
 /// Samples `N` counters over the measured window (after a 0.5 s
 /// warm-up); returns their increase per second.
-fn measure<const N: usize>(
+pub(crate) fn measure<const N: usize>(
     secs: f64,
     mut sample: impl FnMut() -> Result<[u64; N], String>,
 ) -> Result<[f64; N], String> {
@@ -219,16 +244,16 @@ fn measure<const N: usize>(
 }
 
 /// One trial's result.
-struct Trial {
+pub(crate) struct Trial {
     /// rx: delivered by `rx_burst`; tx: received by the namespace end.
-    mpps: f64,
+    pub mpps: f64,
     /// TSC cycles per packet inside the port's bursts (rx: bursts that
     /// returned packets; tx: every `tx_burst`, per accepted packet).
-    cycles: f64,
-    detail: String,
+    pub cycles: f64,
+    pub detail: String,
 }
 
-fn frame(size: usize) -> Vec<u8> {
+pub(crate) fn frame(size: usize) -> Vec<u8> {
     // Not addressed to the peer (02:00:00:00:00:02): the namespace's stack
     // drops it at once, so receiving costs the peer as little as possible.
     let g = nfv_ports::config::GeneratorConfig::default();
@@ -350,15 +375,20 @@ pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
     let mut results: BTreeMap<(usize, &str), Vec<Trial>> = BTreeMap::new();
     for round in 1..=a.rounds {
         for (i, &ty) in a.types.iter().enumerate() {
+            let dirs: Vec<&str> = if ty.into_vnf().is_some() {
+                vec!["vnf"]
+            } else {
+                dirs.clone()
+            };
             for &dir in &dirs {
                 proc::check()?;
                 // A compile job on a 2-vCPU box halves a poller: wait.
                 host::wait_quiet(25.0, Duration::from_secs(60))?;
                 let load = host::CpuLoad::start(&[std::process::id()]);
-                let r = if dir == "rx" {
-                    rx_trial(ty, &a, cores)
-                } else {
-                    tx_trial(ty, &a, cores)
+                let r = match (ty.into_vnf(), dir) {
+                    (Some(zc), _) => crate::kernel_vnf::vnf_trial(zc, &a, cores),
+                    (None, "rx") => rx_trial(ty, &a, cores),
+                    _ => tx_trial(ty, &a, cores),
                 };
                 match r {
                     Ok(t) => {
@@ -387,6 +417,11 @@ pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
         nfv_tsc::hz() as f64 / 1e9
     );
     for (i, ty) in a.types.iter().enumerate() {
+        let dirs: Vec<&str> = if ty.into_vnf().is_some() {
+            vec!["vnf"]
+        } else {
+            dirs.clone()
+        };
         for &dir in &dirs {
             let v = results.remove(&(i, dir)).unwrap_or_default();
             println!(

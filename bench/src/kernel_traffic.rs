@@ -132,6 +132,19 @@ impl Sender {
         frame: Vec<u8>,
         cpu: Option<usize>,
     ) -> Result<Sender, String> {
+        Self::start_paced(ns, iface, frame, cpu, None)
+    }
+
+    /// Like [`Sender::start`], at most `pps` frames per second when given
+    /// (it sleeps between batches once ahead of the schedule, leaving its
+    /// CPU to others: a VNF sharing it).
+    pub fn start_paced(
+        ns: &str,
+        iface: &str,
+        frame: Vec<u8>,
+        cpu: Option<usize>,
+        pps: Option<f64>,
+    ) -> Result<Sender, String> {
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(AtomicU64::new(0));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -157,7 +170,7 @@ impl Sender {
                         return Err(e);
                     }
                 };
-                send_loop(&fd, &frame, &stop2, &sent2)
+                send_loop(&fd, &frame, &stop2, &sent2, pps)
             })
             .map_err(|e| format!("spawning the sender: {e}"))?;
         let mut s = Sender {
@@ -204,7 +217,9 @@ fn send_loop(
     frame: &[u8],
     stop: &AtomicBool,
     sent: &AtomicU64,
+    pps: Option<f64>,
 ) -> Result<(), String> {
+    let t0 = std::time::Instant::now();
     // One iovec and message header per slot, all pointing at `frame`.
     let iov = libc::iovec {
         iov_base: frame.as_ptr() as *mut libc::c_void,
@@ -221,6 +236,14 @@ fn send_loop(
     let mut total = 0u64;
     let mut errors = 0u64;
     while !stop.load(Relaxed) {
+        if let Some(rate) = pps {
+            let due = total as f64 / rate;
+            let now = t0.elapsed().as_secs_f64();
+            if due > now {
+                std::thread::sleep(std::time::Duration::from_secs_f64((due - now).min(0.01)));
+                continue;
+            }
+        }
         // SAFETY: `msgs` holds SEND_BATCH valid headers whose iovec points
         // at `frame`, all alive across the call; the kernel only reads them
         // (and writes `msg_len`).

@@ -35,6 +35,7 @@ mod hop;
 mod host;
 mod kernel_port;
 mod kernel_traffic;
+mod kernel_vnf;
 mod ovs;
 mod paired;
 mod proc;

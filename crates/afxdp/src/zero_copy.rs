@@ -55,11 +55,15 @@ use std::time::{Duration, Instant};
 
 /// Guest buffers lent per burst at most.
 const LEND_BURST: usize = 64;
-/// Own frames on the fill ring at most while lending (the kernel's
-/// reserve when the guest has no buffers posted).
-const OWN_RESERVE: u32 = 64;
-/// Below this many guest buffers on the fill ring, own frames are added.
-const LOW_WATER: usize = 16;
+/// Fill-ring depth the queue keeps with guest buffers: enough for the
+/// kernel's next bursts, while the guest's other buffers stay pending for
+/// the copy path (frames from other ports, and own-frame fallbacks, need
+/// guest buffers too) and lent buffers come back to the guest soon.
+const FILL_TARGET: u32 = 128;
+/// Below this fill-ring depth after lending (the guest has too few
+/// buffers posted: a VNF descheduled for a few ms), own frames top it up
+/// to twice this, so the kernel copies into them instead of dropping.
+const LOW_WATER: u32 = 32;
 /// How long a revoke waits for the PMD's burst in flight.
 const QUIESCE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -629,8 +633,13 @@ fn refill(
     back: &[u16],
 ) {
     let cap = l.posted.capacity();
+    // Posted and not received back: the kernel publishes its fill-ring
+    // consumer index lazily, so the ring's own count would overstate it.
+    let depth = l.posted.len() as u32 + l.own_posted;
     let room = r.fill.free(LEND_BURST as u32).min(LEND_BURST as u32) as usize;
-    let want = room.min(cap - l.posted.len());
+    let want = room
+        .min(cap - l.posted.len())
+        .min(FILL_TARGET.saturating_sub(depth) as usize);
     let mut fills = [0u64; LEND_BURST];
     let mut lent = [Lent {
         head: 0,
@@ -691,11 +700,12 @@ fn refill(
     if let Some(f) = stop {
         add(&c.fallback[f as usize], 1);
     }
-    // The kernel's reserve: own frames while few guest buffers are posted.
-    if l.posted.len() < LOW_WATER && l.own_posted < OWN_RESERVE {
-        let n = (OWN_RESERVE - l.own_posted)
+    // The kernel's reserve: own frames when the guest has too few posted.
+    let depth = depth + k as u32;
+    if depth < LOW_WATER {
+        let n = (2 * LOW_WATER - depth)
             .min(own_free.len() as u32)
-            .min(r.fill.free(OWN_RESERVE));
+            .min(r.fill.free(2 * LOW_WATER));
         for i in 0..n {
             let f = own_free.pop().expect("counted");
             r.fill.write(i, f);

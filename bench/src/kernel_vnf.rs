@@ -1,0 +1,144 @@
+//! The AF_XDP → VNF hop of `nfv-bench kernel-port` (`--type
+//! afxdp-vnf,afxdp-vnf-zc`): frames blasted from a namespace at an AF_XDP
+//! port on a veth are received and sent into a vhost-user port whose VNF
+//! is DPDK testpmd (`rxonly`, virtio-user), by one pinned thread that does
+//! what a PMD does for this hop: `rx_burst` on the AF_XDP queue, then
+//! `tx_burst` of the same batch into the vhost-user port. The switch's
+//! flow decision is left out: it is the same in both modes.
+//!
+//! `afxdp-vnf` copies as the switch always did (kernel → UMEM frame →
+//! pool packet → guest buffer: two switch copies); `afxdp-vnf-zc` sets
+//! `zero_copy` on the AF_XDP port, so the kernel writes each frame
+//! straight into testpmd's receive buffer and the switch writes only the
+//! virtio-net header and the used entry. The figure to compare is the
+//! switch's TSC cycles per delivered packet (inside both bursts); Mpps is
+//! what reached the guest, usually bounded by the namespace sender on veth.
+
+use crate::kernel_port::{KernelPortArgs, Poller, Trial, measure, moved, pool};
+use crate::kernel_traffic::{Sender, Wire};
+
+use crate::{host, proc};
+use nfv_afxdp::{AfXdpConfig, XdpBindMode};
+use nfv_mem::Batch;
+use nfv_ports::{Port, PortConfig, PortKind};
+use nfv_vhost::{VhostUserConfig, VhostUserMode, VhostUserPort};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The name the AF_XDP port's `zero_copy` refers to.
+const VNF_PORT: &str = "bench-zc-vnf";
+
+pub fn vnf_trial(
+    zero_copy: bool,
+    a: &KernelPortArgs,
+    cores: (usize, usize),
+) -> Result<Trial, String> {
+    let Some(testpmd) = host::which("dpdk-testpmd") else {
+        return Err("dpdk-testpmd is not installed (apt-get install dpdk-dev)".into());
+    };
+    let dir = host::run_dir()?;
+    let sock = dir.join("zc-vnf.sock");
+    let _ = std::fs::remove_file(&sock);
+    let wire = Wire::new()?;
+    let vhost: Arc<VhostUserPort> = VhostUserPort::open(
+        VNF_PORT,
+        &VhostUserConfig::new(&sock, VhostUserMode::Client),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut x = AfXdpConfig::new(wire.host());
+    x.mode = XdpBindMode::Copy;
+    if zero_copy {
+        x.zero_copy = Some(VNF_PORT.to_string());
+    }
+    let cfg = PortConfig {
+        name: "bench-afxdp".into(),
+        id: 1,
+        rxqs: 1,
+        kind: PortKind::typed(x),
+    };
+    let port = nfv_afxdp::open(&cfg).map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(testpmd);
+    cmd.args([
+        "--no-pci",
+        "--no-huge",
+        "-m",
+        "512",
+        &format!("--file-prefix=nfvzc{}", std::process::id()),
+        &format!("--lcores=0@{c},1@{c}", c = cores.1),
+        &format!(
+            "--vdev=net_virtio_user0,path={},server=1,queues=1,mrg_rxbuf=1,queue_size=1024",
+            sock.display()
+        ),
+        "--",
+        "--forward-mode=rxonly",
+        "--nb-cores=1",
+        "--total-num-mbufs=16384",
+        "--no-lsc-interrupt",
+        "--stats-period",
+        "10",
+    ]);
+    let mut vnf = proc::Proc::spawn(
+        "testpmd",
+        cmd,
+        &dir.join("zc-vnf.log"),
+        nix::sys::signal::Signal::SIGINT,
+    )?;
+    let ready = |p: &dyn Port| -> bool {
+        let g = p.gauges();
+        g.text("rx_mode").is_none_or(|m| m.starts_with("zero-copy"))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !(vhost.gauges().connected == Some(true) && ready(port.as_ref())) {
+        vnf.ensure_alive()?;
+        if std::time::Instant::now() > deadline {
+            return Err(format!(
+                "the VNF never became ready (connected {:?}, rx_mode {:?}); see {}",
+                vhost.gauges().connected,
+                port.gauges().text("rx_mode"),
+                dir.join("zc-vnf.log").display()
+            ));
+        }
+        proc::sleep(Duration::from_millis(100))?;
+    }
+    let pool = pool()?;
+    let mut rxq = port.open_rxq(0);
+    let mut txq = vhost.open_txq(0);
+    let mut cache = pool.cache();
+    let poller = Poller::start(cores.0, move || {
+        let mut b = Batch::new();
+        let t0 = nfv_tsc::now();
+        let n = rxq.rx_burst(&mut b, &mut cache);
+        if n == 0 {
+            return (0, 0);
+        }
+        let sent = txq.tx_burst(&mut b, &mut cache);
+        cache.free_batch(&mut b);
+        (sent, nfv_tsc::now() - t0)
+    });
+    let sender = Sender::start_paced(
+        wire.ns.name(),
+        &wire.veth.inner,
+        crate::kernel_port::frame(a.size),
+        Some(cores.1),
+        a.rate_kpps.map(|k| k * 1e3),
+    )?;
+    let before = port.gauges();
+    let [delivered, busy, offered] = measure(a.seconds, || {
+        Ok([poller.count(), poller.busy(), sender.sent()])
+    })?;
+    let after = port.gauges();
+    sender.stop()?;
+    drop(poller);
+    let mode = after.text("rx_mode").unwrap_or_else(|| "copy".into());
+    vnf.stop();
+    Ok(Trial {
+        mpps: delivered / 1e6,
+        cycles: busy / delivered,
+        detail: format!(
+            "sender offered {:.3} Mpps, {mode}{}",
+            offered / 1e6,
+            moved(&before, &after)
+        ),
+    })
+}
