@@ -54,7 +54,7 @@ impl PortType {
     }
 
     /// The VNF hop types measure one direction, into the VNF.
-    fn into_vnf(&self) -> Option<bool> {
+    fn vnf_hop(&self) -> Option<bool> {
         match self {
             PortType::AfxdpVnf => Some(false),
             PortType::AfxdpVnfZc => Some(true),
@@ -375,7 +375,7 @@ pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
     let mut results: BTreeMap<(usize, &str), Vec<Trial>> = BTreeMap::new();
     for round in 1..=a.rounds {
         for (i, &ty) in a.types.iter().enumerate() {
-            let dirs: Vec<&str> = if ty.into_vnf().is_some() {
+            let dirs: Vec<&str> = if ty.vnf_hop().is_some() {
                 vec!["vnf"]
             } else {
                 dirs.clone()
@@ -385,7 +385,7 @@ pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
                 // A compile job on a 2-vCPU box halves a poller: wait.
                 host::wait_quiet(25.0, Duration::from_secs(60))?;
                 let load = host::CpuLoad::start(&[std::process::id()]);
-                let r = match (ty.into_vnf(), dir) {
+                let r = match (ty.vnf_hop(), dir) {
                     (Some(zc), _) => crate::kernel_vnf::vnf_trial(zc, &a, cores),
                     (None, "rx") => rx_trial(ty, &a, cores),
                     _ => tx_trial(ty, &a, cores),
@@ -417,7 +417,7 @@ pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
         nfv_tsc::hz() as f64 / 1e9
     );
     for (i, ty) in a.types.iter().enumerate() {
-        let dirs: Vec<&str> = if ty.into_vnf().is_some() {
+        let dirs: Vec<&str> = if ty.vnf_hop().is_some() {
             vec!["vnf"]
         } else {
             dirs.clone()
