@@ -754,7 +754,10 @@ pub(crate) fn gauges<'a>(g: &mut nfv_ports::PortGauges, queues: impl Iterator<It
     let modes: Vec<String> = qs.iter().map(|q| q.mode_text()).collect();
     g.push("zero_copy_target", qs[0].target.clone());
     g.push("rx_mode", modes.join("; "));
-    g.push("zc_packets", sum(&|c| &c.zero_copy));
+    g.push(
+        nfv_ports::PortGauges::ZERO_COPY_PACKETS,
+        sum(&|c| &c.zero_copy),
+    );
     g.push("zc_lent", sum(&|c| &c.lent));
     for f in Fallback::ALL {
         g.push(

@@ -277,6 +277,16 @@ fn port_families(node: &Node, out: &mut Vec<Family>) {
         "Frames received on a vhost-user port and forwarded in one copy (the switch copied \
          their headers, the receiving port the rest straight from the sender's buffer).",
     );
+    let mut zero_copy = Family::counter(
+        "port_zero_copy_packets",
+        "Frames moved without a switch copy: on a kernel port with zero_copy, received \
+         straight into the VNF's buffers; on that VNF's vhost-user port, completed in place.",
+    );
+    let mut zc_fallback = Family::counter(
+        "port_zero_copy_fallbacks",
+        "Why a zero-copy kernel port copied a frame (no_guest_buffer) or stopped lending \
+         guest buffers for a burst (buffer_shape, short_buffer, outside_umem, bad_chain).",
+    );
     for v in node.datapath().port_views() {
         let l = port_labels(v.port.name(), v.no, v.port.type_name());
         let (rx, tx) = (v.stats.rx_total(), v.stats.tx_total());
@@ -311,10 +321,34 @@ fn port_families(node: &Node, out: &mut Vec<Family>) {
         if let Some(n) = gauges.count(PortGauges::ONE_COPY_PACKETS) {
             one_copy.count(l.clone(), n);
         }
+        if let Some(n) = gauges.count(PortGauges::ZERO_COPY_PACKETS) {
+            zero_copy.count(l.clone(), n);
+        }
+        for (k, _) in gauges.entries() {
+            if let Some(reason) = k.strip_prefix("zc_fallback_")
+                && let Some(n) = gauges.count(k)
+            {
+                zc_fallback.count(with(l.clone(), "reason", reason), n);
+            }
+        }
     }
     out.extend([
-        rx_p, tx_p, rx_b, tx_b, rx_d, tx_d, q_rx_p, q_tx_p, q_rx_b, q_tx_b, queued, guest_rx,
-        connected, one_copy,
+        rx_p,
+        tx_p,
+        rx_b,
+        tx_b,
+        rx_d,
+        tx_d,
+        q_rx_p,
+        q_tx_p,
+        q_rx_b,
+        q_tx_b,
+        queued,
+        guest_rx,
+        connected,
+        one_copy,
+        zero_copy,
+        zc_fallback,
     ]);
 }
 

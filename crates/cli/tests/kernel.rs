@@ -520,7 +520,7 @@ fn vnf_path(test: &str, zero_copy: bool) {
                 .unwrap_or_else(|| panic!("{port}: no {key} in {}", p["info"]))
         };
         for (port, vnf) in [("left", "vnf_e"), ("right", "vnf_w")] {
-            let zc = count(port, "zc_packets");
+            let zc = count(port, "zero_copy_packets");
             let tx = node.port(vnf)["tx"]["packets"].as_u64().unwrap();
             assert!(
                 zc > 100,

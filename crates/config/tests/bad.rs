@@ -410,6 +410,56 @@ fn duplicate_ports_and_bad_ring_peers() {
 }
 
 #[test]
+fn zero_copy_must_name_one_vhost_user_port_per_borrower() {
+    let xdp = |name: &str, id: u16, iface: &str, target: &str| {
+        format!(
+            "[[port]]\nname = \"{name}\"\nid = {id}\ntype = \"afxdp\"\niface = \"{iface}\"\n\
+             zero_copy = \"{target}\"\n"
+        )
+    };
+    let vnf =
+        "[[port]]\nname = \"vnf1\"\nid = 9\ntype = \"vhost-user\"\nsocket = \"/tmp/v.sock\"\n";
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    check_all(&[
+        Bad {
+            name: "no such port",
+            text: leak(xdp("a", 1, "eth0", "vnf9")),
+            line: 6,
+            field: "port[0].zero_copy",
+            msg: "no port is named \"vnf9\"",
+        },
+        Bad {
+            name: "not a vhost-user port",
+            text: leak(format!(
+                "{}[[port]]\nname = \"s\"\nid = 2\ntype = \"sink\"\n",
+                xdp("a", 1, "eth0", "s")
+            )),
+            line: 6,
+            field: "port[0].zero_copy",
+            msg: "port[1] \"s\" is of type \"sink\"; zero_copy needs a vhost-user port",
+        },
+        Bad {
+            name: "two borrowers",
+            text: leak(format!(
+                "{vnf}{}{}",
+                xdp("a", 1, "eth0", "vnf1"),
+                xdp("b", 2, "eth1", "vnf1")
+            )),
+            line: 17,
+            field: "port[2].zero_copy",
+            msg: "port[1] \"a\" already receives into \"vnf1\"'s buffers; one borrower per VNF",
+        },
+        Bad {
+            name: "not a name",
+            text: leak(xdp("a", 1, "eth0", "no spaces")),
+            line: 6,
+            field: "port[0].zero_copy",
+            msg: "",
+        },
+    ]);
+}
+
+#[test]
 fn out_of_range_values() {
     let gen_key = |name, key: &'static str, field, msg| Bad {
         name,
