@@ -71,6 +71,9 @@
 //! #   ring_size = 2048             # afxdp: power of two 64..=16384 (default 2048);
 //! #                                #   afpacket: 64..=65536 (default 4096)
 //! #   xdp_mode = "auto"            # afxdp: "auto" | "copy" | "zero-copy"
+//! #   zero_copy = "vnf1"           # afxdp: receive straight into the buffers of this
+//! #                                #   vhost-user port's VNF (one borrower per VNF; the
+//! #                                #   VNF sees every frame of the port's queues)
 //! # Each type reads its own keys (its crate's `PortType::parse`); a key of another
 //! # type is refused naming the types that take it.
 //!
