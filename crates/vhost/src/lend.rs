@@ -439,6 +439,7 @@ pub(crate) fn deliver_mixed(
     batch: &mut nfv_mem::Batch,
     pool: &mut nfv_mem::PoolCache,
 ) -> usize {
+    lend.drain_returns(pair, dq);
     let lp = &lend.pairs[pair];
     let tag = lp.tag.load(Acquire);
     let hdr = dq.hdr_len();
