@@ -45,6 +45,8 @@ pub struct Span {
     pub size: u64,
     /// UMEM offset of the region's first byte.
     pub umem_off: u64,
+    /// The region file's page size (and alignment in the UMEM).
+    pub page: u64,
 }
 
 /// Why a guest buffer cannot receive straight from the kernel (each is a
@@ -56,6 +58,9 @@ pub enum Unfit {
     /// Not inside one guest region, or too near the start or end of the
     /// UMEM for its chunk.
     OutsideUmem,
+    /// Zero-copy driver bind: the chunk would cross a page the NIC may
+    /// not see as contiguous (4 KiB pages; hugepages are contiguous).
+    PageCross,
 }
 
 impl Unfit {
@@ -63,6 +68,7 @@ impl Unfit {
         match self {
             Unfit::ShortBuffer => "short_buffer",
             Unfit::OutsideUmem => "outside_umem",
+            Unfit::PageCross => "page_cross",
         }
     }
 }
@@ -198,6 +204,7 @@ impl GuestArea {
                 gpa: f.guest_phys_addr,
                 size: f.size,
                 umem_off: at + skip,
+                page: f.page_size.max(4096) as u64,
             });
         }
         if own_len > 0 {
@@ -247,6 +254,15 @@ impl GuestArea {
         })
     }
 
+    /// The page size of the region holding UMEM offset `off` (4 KiB
+    /// outside the regions).
+    pub fn page_at(&self, off: u64) -> u64 {
+        self.spans
+            .iter()
+            .find(|s| off >= s.umem_off && off - s.umem_off < s.size)
+            .map_or(4096, |s| s.page)
+    }
+
     /// Guest-physical address of UMEM offset `off` (inside a region).
     #[inline]
     pub fn gpa_of(&self, off: u64) -> Option<u64> {
@@ -276,6 +292,11 @@ pub struct Placement {
     pub frame_room: u32,
     /// The virtio-net header in front of each frame.
     pub hdr_len: u32,
+    /// The socket is bound zero-copy (the NIC DMAs into the chunk): a
+    /// chunk must stay inside one page of its region
+    /// (`xp_desc_crosses_non_contig_pg`; wave2 §2e-b). Copy mode writes
+    /// through the kernel's mapping and does not care.
+    pub page_bound: bool,
 }
 
 impl Placement {
@@ -290,6 +311,7 @@ impl Placement {
             headroom: (full - room) as u32,
             frame_room: room as u32,
             hdr_len: hdr_len as u32,
+            page_bound: false,
         }
     }
 
@@ -314,6 +336,14 @@ impl Placement {
             .ok_or(Unfit::OutsideUmem)?;
         if fill + CHUNK_SIZE as u64 > area.own_off() {
             return Err(Unfit::OutsideUmem);
+        }
+        if self.page_bound {
+            // Regions sit at multiples of their page size in the UMEM, so
+            // UMEM offsets keep the page boundaries of the guest's files.
+            let page = area.page_at(b);
+            if fill / page != (fill + CHUNK_SIZE as u64 - 1) / page {
+                return Err(Unfit::PageCross);
+            }
         }
         Ok(fill)
     }
@@ -442,5 +472,24 @@ mod tests {
         assert_eq!(small.frame_room, 1792 - 1344);
         // Jumbo-ish: no headroom, all 1792 bytes.
         assert_eq!(Placement::for_frames(9000, 12).headroom, 0);
+        // A zero-copy bind on 4 KiB pages: the chunk must stay in a page.
+        let zc = Placement {
+            page_bound: true,
+            ..p
+        };
+        let lead = 256 + p.headroom as u64 - 12;
+        let page = (1u64 << 32) + 3 * 4096;
+        assert!(
+            zc.fill_addr(&area, page + lead, 1536).is_ok(),
+            "chunk at the page start"
+        );
+        assert_eq!(
+            zc.fill_addr(&area, page + lead + 2049, 1536),
+            Err(Unfit::PageCross)
+        );
+        assert!(
+            p.fill_addr(&area, page + lead + 2049, 1536).is_ok(),
+            "copy mode"
+        );
     }
 }

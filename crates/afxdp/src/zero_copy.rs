@@ -82,15 +82,18 @@ pub enum Fallback {
     OutsideUmem,
     /// A bad chain (left for the copy path to count).
     BadChain,
+    /// Zero-copy driver bind: the buffer's chunk would cross a page.
+    PageCross,
 }
 
 impl Fallback {
-    pub const ALL: [Fallback; 5] = [
+    pub const ALL: [Fallback; 6] = [
         Fallback::NoGuestBuffer,
         Fallback::BufferShape,
         Fallback::ShortBuffer,
         Fallback::OutsideUmem,
         Fallback::BadChain,
+        Fallback::PageCross,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -99,12 +102,14 @@ impl Fallback {
             Fallback::ShortBuffer => "short_buffer",
             Fallback::OutsideUmem => "outside_umem",
             Fallback::BadChain => "bad_chain",
+            Fallback::PageCross => "page_cross",
         }
     }
     fn of_unfit(u: Unfit) -> Fallback {
         match u {
             Unfit::ShortBuffer => Fallback::ShortBuffer,
             Unfit::OutsideUmem => Fallback::OutsideUmem,
+            Unfit::PageCross => Fallback::PageCross,
         }
     }
     fn of_not_lendable(n: NotLendable) -> Fallback {
@@ -126,7 +131,7 @@ pub struct ZcCounters {
     pub lent: AtomicU64,
     /// Fallbacks by reason ([`Fallback`] order). `no_guest_buffer` counts
     /// frames; the buffer reasons count bursts that stopped lending.
-    pub fallback: [AtomicU64; 5],
+    pub fallback: [AtomicU64; 6],
     /// Rx descriptors that named no posted buffer, or a frame that did
     /// not fit it (the buffer went back to the guest empty).
     pub bad_descs: AtomicU64,
@@ -337,7 +342,10 @@ impl ZcQueue {
         let owner = lender
             .owner_id()
             .ok_or_else(|| "the VNF port has no lender id".to_string())?;
-        let placement = Placement::for_frames(self.max_frame, lease.hdr_len);
+        let placement = Placement {
+            page_bound: self.bind == Bind::ZeroCopy,
+            ..Placement::for_frames(self.max_frame, lease.hdr_len)
+        };
         let umem = Umem::over_guest(&lease.mem, 2 * self.ring_size, placement)
             .map_err(|e| format!("mapping the guest memory: {e}"))?;
         let fill_size = (2 * self.ring_size).next_power_of_two();
@@ -771,10 +779,11 @@ pub(crate) fn gauges<'a>(g: &mut nfv_ports::PortGauges, queues: impl Iterator<It
 }
 
 /// Gauge keys must be `'static`: one per [`Fallback`].
-const ZC_FALLBACK_KEYS: [&str; 5] = [
+const ZC_FALLBACK_KEYS: [&str; 6] = [
     "zc_fallback_no_guest_buffer",
     "zc_fallback_buffer_shape",
     "zc_fallback_short_buffer",
     "zc_fallback_outside_umem",
     "zc_fallback_bad_chain",
+    "zc_fallback_page_cross",
 ];
