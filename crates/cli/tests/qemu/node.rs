@@ -88,6 +88,23 @@ impl Node {
         Ok(node)
     }
 
+    /// `ctl ARGS` (add-port, del-port, ...); its stdout.
+    pub fn ctl(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(BIN)
+            .args(["ctl", "--socket"])
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!(
+                "ctl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// `ctl --json show ports`, as JSON.
     pub fn ports(&self) -> Result<Value, String> {
         let out = Command::new(BIN)
