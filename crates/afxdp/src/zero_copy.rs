@@ -63,7 +63,7 @@ const FILL_TARGET: u32 = 128;
 /// Below this fill-ring depth after lending (the guest has too few
 /// buffers posted: a VNF descheduled for a few ms), own frames top it up
 /// to twice this, so the kernel copies into them instead of dropping.
-const LOW_WATER: u32 = 32;
+const LOW_WATER: u32 = 64;
 /// How long a revoke waits for the PMD's burst in flight.
 const QUIESCE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -641,9 +641,12 @@ fn refill(
     back: &[u16],
 ) {
     let cap = l.posted.capacity();
-    // Posted and not received back: the kernel publishes its fill-ring
-    // consumer index lazily, so the ring's own count would overstate it.
-    let depth = l.posted.len() as u32 + l.own_posted;
+    // What the kernel still has to fill: posted and not received back,
+    // minus frames already waiting on the rx ring (the kernel publishes
+    // its fill-ring consumer index lazily, so the fill ring's own count
+    // would overstate it).
+    let backlog = r.rx.available(u32::MAX);
+    let depth = (l.posted.len() as u32 + l.own_posted).saturating_sub(backlog);
     let room = r.fill.free(LEND_BURST as u32).min(LEND_BURST as u32) as usize;
     let want = room
         .min(cap - l.posted.len())
