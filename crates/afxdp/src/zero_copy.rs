@@ -670,7 +670,11 @@ fn refill(
                 if !back.is_empty() {
                     dq.publish();
                 }
-                let pending = (dq.lend_pending() as usize).min(want);
+                // At most half the guest's ring is lent: the other half
+                // stays for frames other ports send this VNF (copied in),
+                // however small its ring.
+                let half = (dq.size() as u32 / 2).saturating_sub(dq.lent_outstanding());
+                let pending = (dq.lend_pending() as usize).min(want).min(half as usize);
                 while k < pending {
                     let one = match dq.lend_peek(k as u16) {
                         Ok(x) => x,
