@@ -22,7 +22,7 @@ const PALETTE = ["#22d3ee", "#f5a524", "#a78bfa", "#34d399", "#f87171",
   "#60a5fa", "#f472b6", "#facc15", "#2dd4bf", "#fb923c"];
 const TYPE_COLORS = { generator: "#34d399", sink: "#94a3b8", receiver: "#2dd4bf",
   "vhost-user": "#a78bfa", ring: "#fb923c", pcap: "#60a5fa", memif: "#f472b6",
-  "af-xdp": "#facc15", "af-packet": "#facc15", tap: "#f5a524" };
+  afxdp: "#facc15", afpacket: "#facc15", tap: "#f5a524" };
 
 // ---------------------------------------------------------------------------
 // Safe access and formatting.
@@ -609,6 +609,32 @@ function dropTotal(p) {
   return n;
 }
 
+// How a port moves frames, for its type chip: vhost-user ports say how
+// frames their guest sends are forwarded (one-copy, the default, or copy);
+// an AF_XDP port with `zero_copy` says whether it receives straight into
+// its VNF's buffers now, and its hover text gives the counts and every
+// fallback reason seen.
+function portMode(type, info) {
+  const copyMode = str(info.copy_mode);
+  if (copyMode) {
+    return { text: type + " · " + copyMode,
+      title: "frames forwarded in one copy: " + (str(info.one_copy_packets) || "0") };
+  }
+  const target = str(info.zero_copy_target);
+  if (!target) return { text: type, title: "" };
+  const rxMode = str(info.rx_mode);
+  const live = rxMode.startsWith("zero-copy");
+  const lines = [rxMode, "frames received into " + target + "'s buffers: " +
+    (str(info.zero_copy_packets) || "0")];
+  for (const [k, v] of Object.entries(info)) {
+    if (k.startsWith("zc_fallback_") && (num(v) ?? 0) > 0) {
+      lines.push("copied (" + k.slice("zc_fallback_".length) + "): " + str(v));
+    }
+  }
+  return { text: type + " · " + (live ? "zero-copy → " + target : "copy, zero-copy waiting"),
+    title: lines.join("\n") };
+}
+
 function renderPorts({ ports }) {
   const body = $("port-table").querySelector("tbody");
   body.replaceChildren();
@@ -616,13 +642,10 @@ function renderPorts({ ports }) {
   for (const p of sorted) {
     const rx = obj(p.rx), tx = obj(p.tx);
     const type = str(p.type) || "?";
-    // vhost-user ports say how frames their guest sends are forwarded:
-    // one-copy (the default) or copy, with the one-copy count.
-    const info = obj(p.info);
-    const mode = str(info.copy_mode);
-    const chip = el("span", { class: "type", text: mode ? type + " · " + mode : type,
+    const m = portMode(type, obj(p.info));
+    const chip = el("span", { class: "type", text: m.text,
       style: "color:" + (TYPE_COLORS[type] || "#cbd5e1") });
-    if (mode) chip.title = "frames forwarded in one copy: " + (str(info.one_copy_packets) || "0");
+    if (m.title) chip.title = m.title;
     const tr = el("tr", { "data-port": str(p.name) },
       el("td", { text: str(p.no) }),
       el("td", { class: "l", text: str(p.name) }),

@@ -582,6 +582,42 @@ fn dashboard_shows_live_numbers_in_a_real_browser() {
     for t in ["generator", "vhost-user · one-copy", "sink"] {
         assert!(ports.contains(t), "port table lacks type {t}:\n{ports}");
     }
+    // The type chip of an AF_XDP port with `zero_copy` (this bed has none:
+    // the chip is computed from the port's reported fields, as the REST API
+    // gives them).
+    let chips = [
+        (
+            r#"{ zero_copy_target: "vnf1", rx_mode: "zero-copy into vnf1 (queue pair 0)", zero_copy_packets: 42, zc_fallback_no_guest_buffer: 3, zc_fallback_page_cross: 0 }"#,
+            "afxdp · zero-copy → vnf1",
+            &["received into vnf1's buffers: 42", "copied (no_guest_buffer): 3"][..],
+            &["page_cross"][..],
+        ),
+        (
+            r#"{ zero_copy_target: "vnf1", rx_mode: "copy: waiting for vhost-user port vnf1", zero_copy_packets: 0 }"#,
+            "afxdp · copy, zero-copy waiting",
+            &["copy: waiting for vhost-user port vnf1"][..],
+            &["copied ("][..],
+        ),
+        (
+            r#"{ rx_mode: 7, zero_copy_target: null }"#,
+            "afxdp",
+            &[][..],
+            &["zero-copy"][..],
+        ),
+    ];
+    for (info, text, has, lacks) in chips {
+        let m = b
+            .eval(&format!("portMode(\"afxdp\", {info})"))
+            .unwrap_or_else(|e| panic!("portMode threw: {e}"));
+        assert_eq!(m["text"], text, "chip for {info}");
+        let title = m["title"].as_str().unwrap_or("");
+        for h in has {
+            assert!(title.contains(h), "title for {info} lacks {h:?}: {title:?}");
+        }
+        for l in lacks {
+            assert!(!title.contains(l), "title for {info} has {l:?}: {title:?}");
+        }
+    }
     // The drop rule: gen1's rx drops by reason.
     let drops = texts(&first["drops"]).join("\n");
     assert!(
