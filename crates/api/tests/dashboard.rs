@@ -589,7 +589,10 @@ fn dashboard_shows_live_numbers_in_a_real_browser() {
         (
             r#"{ zero_copy_target: "vnf1", rx_mode: "zero-copy into vnf1 (queue pair 0)", zero_copy_packets: 42, zc_fallback_no_guest_buffer: 3, zc_fallback_page_cross: 0 }"#,
             "afxdp · zero-copy → vnf1",
-            &["received into vnf1's buffers: 42", "copied (no_guest_buffer): 3"][..],
+            &[
+                "received into vnf1's buffers: 42",
+                "copied (no_guest_buffer): 3",
+            ][..],
             &["page_cross"][..],
         ),
         (
