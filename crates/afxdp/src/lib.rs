@@ -32,6 +32,7 @@ pub mod tx;
 pub mod umem;
 pub mod xsk;
 pub mod zero_copy;
+pub mod zero_copy_tx;
 
 pub use bpf::AttachMode;
 pub use port::AfXdpPort;

@@ -93,7 +93,13 @@ pub(crate) fn transmit(
         if i + 1 < n as usize {
             nfv_mem::hint::prefetch(batch[i + 1].data_ptr());
         }
-        let p = &batch[i];
+        let p = &mut batch[i];
+        // Whole frames only (a zero-copy queue takes split packets and
+        // copies them here when its socket cannot send in place).
+        if p.is_split() && !p.join_tail() {
+            bump(&xsk.tx_counters.too_big, 1);
+            continue;
+        }
         let len = p.len();
         if len > max_frame {
             bump(&xsk.tx_counters.too_big, 1);
@@ -119,7 +125,19 @@ pub(crate) fn transmit(
         posted += 1;
     }
     st.tx.submit(posted);
+    kick(xsk, st, posted);
+    drop(guard);
 
+    for p in batch.drain(..n as usize) {
+        pool.free(p);
+    }
+    posted as usize
+}
+
+/// Kicks the kernel if the tx ring asks for it and something is waiting
+/// (`posted` now, or left from before).
+#[inline]
+pub(crate) fn kick(xsk: &Xsk, st: &mut crate::xsk::TxState, posted: u32) {
     if st.tx.needs_wakeup() && (posted > 0 || st.tx.outstanding() > 0) {
         bump(&xsk.tx_counters.kicks, 1);
         if let Err(e) = xsk.kick_tx() {
@@ -131,10 +149,4 @@ pub(crate) fn transmit(
             }
         }
     }
-    drop(guard);
-
-    for p in batch.drain(..n as usize) {
-        pool.free(p);
-    }
-    posted as usize
 }

@@ -408,14 +408,27 @@ impl Unbound {
     /// bind refused with EBUSY (the queue's previous socket is still being
     /// released by the kernel) can be tried again.
     pub fn bind(self, ifindex: u32, bind: Bind) -> Result<Xsk, Box<(Unbound, XskError)>> {
+        self.bind_with(ifindex, bind, false)
+    }
+
+    /// [`Unbound::bind`], with `XDP_USE_SG` when `sg` (tx frames in several
+    /// descriptors, `XDP_PKT_CONTD`; Linux 6.6+, and in zero-copy mode
+    /// only on drivers that support it: the kernel refuses otherwise).
+    pub fn bind_with(
+        self,
+        ifindex: u32,
+        bind: Bind,
+        sg: bool,
+    ) -> Result<Xsk, Box<(Unbound, XskError)>> {
         let mut xsk = self.0;
+        let sg_flag = if sg { libc::XDP_USE_SG } else { 0 };
         let mode = match bind {
             Bind::Copy => libc::XDP_COPY,
             Bind::ZeroCopy => libc::XDP_ZEROCOPY,
         };
         let addr = libc::sockaddr_xdp {
             sxdp_family: libc::AF_XDP as u16,
-            sxdp_flags: mode | libc::XDP_USE_NEED_WAKEUP,
+            sxdp_flags: mode | libc::XDP_USE_NEED_WAKEUP | sg_flag,
             sxdp_ifindex: ifindex,
             sxdp_queue_id: xsk.queue,
             sxdp_shared_umem_fd: 0,

@@ -41,6 +41,7 @@ use crate::lock::SpinLock;
 use crate::rx::receive_copies;
 use crate::umem::Umem;
 use crate::xsk::{Bind, Rings, RxRings, Unbound, Xsk};
+use crate::zero_copy_tx::{Source, TxInPlace, TxInPlaceCounters, reap, transmit_in_place};
 use nfv_mem::owner::OwnerId;
 use nfv_mem::{BATCH, Batch, PoolCache};
 use nfv_ports::{RxQueue, TxQueue};
@@ -171,6 +172,24 @@ struct ZcSocket {
     lend: Option<LendRx>,
     /// Own rx frames not on the fill ring (guest sockets).
     own_free: Vec<u64>,
+    /// A guest socket bound with `XDP_USE_SG`: the VNF's frames go out
+    /// with their tails in place (`zero_copy_tx.rs`).
+    tx: Option<TxInPlace>,
+}
+
+/// Closes `s` — the kernel reads and writes none of its UMEM after this —
+/// then lets the lender give back every chain kept for its sends.
+fn close_socket(s: ZcSocket) {
+    let ZcSocket {
+        xsk, rx, lend, tx, ..
+    } = s;
+    drop(rx);
+    drop(xsk);
+    if tx.is_some()
+        && let Some(l) = lend
+    {
+        l.lender.let_go_tx(l.pair);
+    }
 }
 
 /// What the manager and `show ports` say about a queue.
@@ -189,6 +208,7 @@ pub struct ZcQueue {
     /// An rx queue object exists (a PMD polls the queue).
     polled: AtomicBool,
     pub counters: ZcCounters,
+    pub tx_counters: TxInPlaceCounters,
     port: String,
     target: String,
     queue: u32,
@@ -221,10 +241,12 @@ impl ZcQueue {
                 rx,
                 lend: None,
                 own_free: Vec::new(),
+                tx: None,
             })),
             bursts: AtomicU64::new(0),
             polled: AtomicBool::new(false),
             counters: ZcCounters::default(),
+            tx_counters: TxInPlaceCounters::default(),
             port: port.to_string(),
             target: target.to_string(),
             queue,
@@ -294,12 +316,25 @@ impl ZcQueue {
         s
     }
 
+    /// Takes the socket out, waits for the burst in flight and closes it.
+    fn close_quiet(&self) {
+        if let Some(s) = self.take_quiet() {
+            close_socket(s);
+        }
+    }
+
     /// Binds `u`, retrying while the kernel still releases the queue's
     /// previous socket (EBUSY), then puts it in the XSKMAP.
-    fn bind_and_map(&self, mut u: Unbound) -> Result<Xsk, String> {
+    fn bind_and_map(&self, u: Unbound) -> Result<Xsk, String> {
+        self.bind_and_map_sg(u, false).map(|(x, _)| x)
+    }
+
+    /// [`ZcQueue::bind_and_map`], with `XDP_USE_SG` if `sg` and the kernel
+    /// takes it (else without); says which.
+    fn bind_and_map_sg(&self, mut u: Unbound, mut sg: bool) -> Result<(Xsk, bool), String> {
         let deadline = Instant::now() + Duration::from_secs(2);
         let xsk = loop {
-            match u.bind(self.ifindex, self.bind) {
+            match u.bind_with(self.ifindex, self.bind, sg) {
                 Ok(x) => break x,
                 Err(b)
                     if b.1.err.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline =>
@@ -307,13 +342,25 @@ impl ZcQueue {
                     u = b.0;
                     std::thread::sleep(Duration::from_millis(1));
                 }
+                Err(b) if sg => {
+                    // An older kernel or a driver without multi-buffer
+                    // support: the VNF's frames are copied out.
+                    tracing::info!(
+                        "port {} queue {}: no XDP_USE_SG ({}); sends to the network are copied",
+                        self.port,
+                        self.queue,
+                        b.1.err
+                    );
+                    u = b.0;
+                    sg = false;
+                }
                 Err(b) => return Err(format!("{}: {}", b.1.what, b.1.err)),
             }
         };
         self.map
             .set(self.queue, xsk.as_fd())
             .map_err(|e| format!("adding the socket to the XSKMAP: {e}"))?;
-        Ok(xsk)
+        Ok((xsk, sg))
     }
 
     /// Installs a fresh copy socket (after a revoke or a failed switch).
@@ -333,6 +380,7 @@ impl ZcQueue {
             rx,
             lend: None,
             own_free: Vec::new(),
+            tx: None,
         });
         Ok(())
     }
@@ -357,8 +405,10 @@ impl ZcQueue {
         // Pinning happens here, while the old socket still runs.
         let u =
             Xsk::unbound(self.queue, rings, umem).map_err(|e| format!("{}: {}", e.what, e.err))?;
-        drop(self.take_quiet());
-        let xsk = self.bind_and_map(u)?;
+        self.close_quiet();
+        // Sends in place on a copy bind (multi-buffer tx in copy mode:
+        // Linux 6.6+); a zero-copy driver bind keeps copying them.
+        let (xsk, sg) = self.bind_and_map_sg(u, self.bind == Bind::Copy)?;
         let rx = xsk.take_rx().expect("a fresh socket has its rx side");
         let own_free = (0..self.ring_size)
             .map(|i| xsk.umem.frame_addr(i))
@@ -379,7 +429,11 @@ impl ZcQueue {
                 ended: false,
             }),
             own_free,
+            tx: sg.then(TxInPlace::new),
         });
+        if sg {
+            lender.start_tx_keep(pair);
+        }
         add(&self.counters.switches, 1);
         Ok(())
     }
@@ -391,7 +445,7 @@ impl ZcQueue {
             && l.is_closed()
         {
             // The VNF port was removed: let go, start over.
-            drop(self.take_quiet());
+            self.close_quiet();
             l.unclaim(self.pair_of(l));
             *lender = None;
         }
@@ -414,7 +468,7 @@ impl ZcQueue {
         };
         if guest && (!lending || lender.is_none()) {
             // A guest socket whose lease ended: back to copy first.
-            drop(self.take_quiet());
+            self.close_quiet();
         }
         if let Some(l) = lender.as_ref()
             && !lending
@@ -463,7 +517,7 @@ impl ZcQueue {
 
     /// Stops for good (the port closes).
     pub(crate) fn close(&self) {
-        drop(self.take_quiet());
+        self.close_quiet();
         let l = self.lender.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(l) = l {
             l.unclaim(self.pair_of(&l));
@@ -476,7 +530,7 @@ impl Borrower for ZcQueue {
         add(&self.counters.revokes, 1);
         // Closing the socket here (outside every lock) stops the kernel
         // writing lent buffers; the manager builds the next one.
-        drop(self.take_quiet());
+        self.close_quiet();
         self.set_status(format!("copy: {} ring stopped", self.target));
     }
 }
@@ -522,6 +576,16 @@ impl RxQueue for ZcRxq {
         };
         if s.rx.fill.needs_wakeup() {
             s.xsk.wake_rx();
+        }
+        // Sends in place complete while nothing else is sent: their
+        // chains go back to the guest from here too.
+        if let (Some(z), Some(l)) = (s.tx.as_mut(), s.lend.as_ref())
+            && z.inflight() != 0
+            && let Some(keep) = l.lender.tx_keep(l.pair)
+        {
+            let mut st = s.xsk.tx.lock();
+            reap(&s.xsk, &mut st, z, keep, &q.tx_counters);
+            q.tx_counters.inflight.store(z.inflight() as u64, Relaxed);
         }
         n
     }
@@ -745,11 +809,33 @@ impl ZcTxq {
 impl TxQueue for ZcTxq {
     #[inline]
     fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
-        let g = self.q.slot.lock();
-        let Some(s) = g.as_ref() else {
+        let q = &*self.q;
+        let mut g = q.slot.lock();
+        let Some(s) = g.as_mut() else {
             return 0;
         };
-        crate::tx::transmit(&s.xsk, self.q.max_frame, batch, pool)
+        let ZcSocket { xsk, lend, tx, .. } = s;
+        match (tx.as_mut(), lend.as_ref()) {
+            // A socket that sent in place reaps its own completions (they
+            // name guest memory), even after its lease ended.
+            (Some(z), Some(l)) => match l.lender.tx_keep(l.pair) {
+                Some(keep) => {
+                    let src = Source {
+                        mem: &l.mem,
+                        keep,
+                        take: !l.ended,
+                    };
+                    transmit_in_place(xsk, q.max_frame, z, &src, &q.tx_counters, batch, pool)
+                }
+                None => 0,
+            },
+            _ => crate::tx::transmit(xsk, q.max_frame, batch, pool),
+        }
+    }
+
+    /// Split packets: sent with their tails in place, or copied here.
+    fn takes_split(&self) -> bool {
+        true
     }
 
     fn max_frame(&self) -> usize {
@@ -783,6 +869,14 @@ pub(crate) fn gauges<'a>(g: &mut nfv_ports::PortGauges, queues: impl Iterator<It
     g.push("zc_bad_descs", sum(&|c| &c.bad_descs));
     g.push("zc_switches", sum(&|c| &c.switches));
     g.push("zc_revokes", sum(&|c| &c.revokes));
+    let tx_sum = |f: &dyn Fn(&TxInPlaceCounters) -> &AtomicU64| -> u64 {
+        qs.iter().map(|q| f(&q.tx_counters).load(Relaxed)).sum()
+    };
+    g.push("tx_zero_copy_packets", tx_sum(&|c| &c.sent_in_place));
+    g.push("zc_tx_inflight", tx_sum(&|c| &c.inflight));
+    g.push("zc_tx_fallback_cap", tx_sum(&|c| &c.cap_reached));
+    g.push("zc_tx_fallback_not_lender", tx_sum(&|c| &c.not_lender));
+    g.push("zc_tx_stray_completions", tx_sum(&|c| &c.stray_completions));
 }
 
 /// Gauge keys must be `'static`: one per [`Fallback`].

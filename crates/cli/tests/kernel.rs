@@ -432,6 +432,138 @@ fn afxdp_zero_copy_into_vnf_carries_kernel_traffic() {
     vnf_path("afxdp_zero_copy_into_vnf_carries_kernel_traffic", true);
 }
 
+/// VNF → kernel port with no switch copy: each AF_XDP port's UMEM is the
+/// memory of the VNF that sends out of it (`right` borrows from `vnf_e`,
+/// `left` from `vnf_w`), so the kernel reads the tails of those VNFs'
+/// frames straight from their transmit buffers (received frames land in
+/// the other VNF's buffers and are copied: not this test's point). Ping and
+/// TCP byte-exact; the sending VNF SIGKILLed mid-stream with chains in
+/// flight and restarted; every kept chain goes back.
+#[test]
+fn afxdp_sends_vnf_frames_in_place() {
+    let test = "afxdp_sends_vnf_frames_in_place";
+    if let Some(why) = unavailable() {
+        return skip(test, &why);
+    }
+    if which("ping").is_none() {
+        return skip(test, "`ping` is not installed");
+    }
+    let dir = TempDir::new("inplace");
+    let (ns1, v1) = host(LEFT_IP).unwrap();
+    let (ns2, v2) = host(RIGHT_IP).unwrap();
+    let sock = |n: &str| dir.0.join(format!("{n}.sock"));
+    let vhost = |name: &str, id: u16| {
+        format!(
+            "[[port]]\nname = \"{name}\"\nid = {id}\ntype = \"vhost-user\"\nsocket = \"{}\"\nmode = \"server\"\n",
+            sock(name).display()
+        )
+    };
+    let body = format!(
+        "{}zero_copy = \"vnf_w\"\n{}zero_copy = \"vnf_e\"\n{}{}\
+         [[chain]]\nname = \"east\"\ningress = \"left\"\nvnfs = [\"vnf_e\"]\negress = \"right\"\n\
+         [[chain]]\nname = \"west\"\ningress = \"right\"\nvnfs = [\"vnf_w\"]\negress = \"left\"\n",
+        kernel_port("left", 1, "afxdp", &v1.host),
+        kernel_port("right", 2, "afxdp", &v2.host),
+        vhost("vnf_e", 11),
+        vhost("vnf_w", 12),
+    );
+    let node = Node::start(&dir.0, "inplace", &body);
+    let vnf = |n: &str| {
+        Proc::spawn(&[
+            "--log",
+            "warn",
+            "vnf",
+            "--socket",
+            sock(n).to_str().unwrap(),
+            "--app",
+            "io",
+        ])
+    };
+    let mut vnfs: Vec<Proc> = ["vnf_e", "vnf_w"].iter().map(|n| vnf(n)).collect();
+    let info = |port: &str, key: &str| -> u64 {
+        let p = node.port(port);
+        p["info"][key]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{port}: no {key} in {}", p["info"]))
+    };
+    let in_zero_copy = || {
+        wait_until(WAIT, || {
+            ["left", "right"].iter().all(|p| {
+                node.port(p)["info"]["rx_mode"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("zero-copy"))
+            })
+        })
+    };
+    assert!(
+        in_zero_copy(),
+        "queues never switched to their VNF's memory: left {}, right {}",
+        node.port("left")["info"],
+        node.port("right")["info"]
+    );
+    let replies = ping(&ns1, RIGHT_IP, 20).unwrap();
+    assert!(replies >= 18, "{replies} of 20 pings answered");
+    // ns1 -> ns2 carries full-size segments: vnf_e's frames out of `right`.
+    tcp_exchange(&ns1, &ns2, RIGHT_IP, 4 << 20, 64 << 10).unwrap();
+    let sent = info("right", "tx_zero_copy_packets");
+    assert!(
+        sent > 1000,
+        "right sent only {sent} frames in place ({})",
+        node.port("right")["info"]
+    );
+    // Every kept chain goes back once its send completed.
+    assert!(
+        wait_until(WAIT, || info("right", "zc_tx_inflight") == 0),
+        "chains still kept: {}",
+        node.port("right")["info"]
+    );
+    let returned = |vnf: &str| -> u64 { node.port(vnf)["rx"]["packets"].as_u64().unwrap() };
+    assert!(
+        returned("vnf_e") >= sent,
+        "vnf_e forwarded {} < {sent}",
+        returned("vnf_e")
+    );
+
+    // vnf_e is SIGKILLed mid-stream with chains on right's tx ring, then
+    // started again: the node lives on, right was revoked, the stream
+    // completes byte-exact and right sends in place again.
+    let revokes = info("right", "zc_revokes");
+    let before = info("right", "tx_zero_copy_packets");
+    let stream = std::thread::scope(|s| {
+        let t = s.spawn(|| tcp_exchange(&ns1, &ns2, RIGHT_IP, 8 << 20, 8 << 20));
+        wait_until(WAIT, || {
+            t.is_finished() || info("right", "tx_zero_copy_packets") > before + 300
+        });
+        // SAFETY: signals our own child, not yet reaped.
+        unsafe { libc::kill(vnfs[0].0.id() as libc::pid_t, libc::SIGKILL) };
+        std::thread::sleep(Duration::from_millis(300));
+        vnfs[0] = vnf("vnf_e");
+        t.join().unwrap()
+    });
+    stream.unwrap();
+    assert!(
+        info("right", "zc_revokes") > revokes,
+        "the dead VNF's ring was not revoked: {}",
+        node.port("right")["info"]
+    );
+    assert!(
+        in_zero_copy(),
+        "not back after the VNF restarted: {}",
+        node.port("right")["info"]
+    );
+    let before = info("right", "tx_zero_copy_packets");
+    tcp_exchange(&ns1, &ns2, RIGHT_IP, 1 << 20, 1 << 20).unwrap();
+    assert!(
+        info("right", "tx_zero_copy_packets") > before,
+        "right no longer sends in place: {}",
+        node.port("right")["info"]
+    );
+    drop(vnfs);
+    drop(node);
+    drop((v1, v2, ns1, ns2));
+}
+
 fn vnf_path(test: &str, zero_copy: bool) {
     if let Some(why) = unavailable() {
         return skip(test, &why);

@@ -209,9 +209,16 @@ impl Backend {
         let mut rx = Vec::with_capacity(pairs);
         let mut tx_pairs = Vec::new();
         let mut both = 0;
+        let before = self.shared.snapshot();
         for p in 0..pairs {
             let r = self.setup(2 * p + 1);
             let t = self.setup(2 * p);
+            let id = |s: Option<&Arc<RingSetup>>| s.map_or(0, |s| s.id);
+            if id(before.rx.get(p).and_then(|s| s.as_ref())) != id(r.as_ref()) {
+                // A borrower sending this guest's frames in place lets go
+                // before the ring's queue retires (see `lend.rs`).
+                self.shared.lend.before_tx_change(p);
+            }
             if t.is_some() {
                 tx_pairs.push(p);
                 if r.is_some() {

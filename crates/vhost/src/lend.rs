@@ -33,12 +33,21 @@
 //!   which only sets a bit: the next holder of the ring's lock gives the
 //!   buffer back. Release never takes a lock, so two ports freeing each
 //!   other's buffers under their own ring locks cannot deadlock.
+//! * **The other direction** ([`TxKeep`]). The borrower may also send the
+//!   frames this guest transmits in place: the guest TX ring's rx queue
+//!   publishes each burst's split chains (head, tail address); the
+//!   borrower, in the same PMD iteration, takes the ones whose tails it
+//!   put on its tx ring; at the burst's end those chains are kept
+//!   (`nfv_virtio`'s `keep.rs`) and go back to the guest when the
+//!   borrower reports their sends complete (a bit per head, no lock) — or
+//!   all at once when it lets go (its socket closed: a revoke, or a change
+//!   of the guest TX ring, which revokes first).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use nfv_mem::Packet;
 use nfv_mem::owner::{self, BufferOwner, OwnerId};
+use nfv_mem::{BATCH, Packet};
 use nfv_virtio::{DeviceQueue, GuestMemory};
 
 use crate::shared::Shared;
@@ -66,6 +75,143 @@ fn untoken(t: u32) -> (usize, u32, u16) {
     ((t >> 24) as usize, (t >> 16) & 0xff, t as u16)
 }
 
+/// A guest TX ring's chains sent in place by the borrower (see the
+/// module doc). The split list is written by the ring's rx queue after a
+/// dequeue and read by the borrower's tx burst on the same PMD before the
+/// burst ends; the sent bits are set by the borrower from any thread.
+pub struct TxKeep {
+    /// The borrower sends tails in place: the rx queue keeps chains.
+    on: AtomicBool,
+    /// The borrower let go (its socket is closed): every kept chain goes
+    /// back at the rx queue's next burst.
+    return_all: AtomicBool,
+    sent_any: AtomicBool,
+    split_n: AtomicUsize,
+    split_tail: [AtomicUsize; BATCH],
+    split_head: [AtomicU16; BATCH],
+    split_taken: [AtomicBool; BATCH],
+    /// Heads whose send completed, to return (a bit per head).
+    sent: Box<[AtomicU64]>,
+}
+
+impl Default for TxKeep {
+    fn default() -> Self {
+        TxKeep {
+            on: AtomicBool::new(false),
+            return_all: AtomicBool::new(false),
+            sent_any: AtomicBool::new(false),
+            split_n: AtomicUsize::new(0),
+            split_tail: std::array::from_fn(|_| AtomicUsize::new(0)),
+            split_head: std::array::from_fn(|_| AtomicU16::new(0)),
+            split_taken: std::array::from_fn(|_| AtomicBool::new(false)),
+            sent: (0..MAX_HEADS / 64).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl TxKeep {
+    /// Before a dequeue on the guest TX ring: gives back the chains whose
+    /// sends completed (all of them if the borrower let go) and follows
+    /// the borrower's keep mode. Nothing is held here (the last burst
+    /// ended). A few relaxed loads when there is nothing to do.
+    #[inline]
+    pub(crate) fn before_burst(&self, dq: &mut DeviceQueue) {
+        if self.return_all.load(Relaxed) {
+            self.let_go_slow(dq);
+        }
+        if self.sent_any.load(Relaxed) {
+            self.drain_sent(dq);
+        }
+        let on = self.on.load(Relaxed);
+        if on != dq.keeps() {
+            dq.set_keep(on);
+        }
+    }
+
+    #[cold]
+    fn let_go_slow(&self, dq: &mut DeviceQueue) {
+        self.return_all.store(false, Relaxed);
+        dq.complete_held();
+        // Bits from the closed socket's completions: their chains go back
+        // with all the others now.
+        self.sent_any.store(false, Relaxed);
+        for w in self.sent.iter() {
+            w.store(0, Relaxed);
+        }
+        if dq.return_all_kept() != 0 {
+            dq.publish_kept();
+        }
+    }
+
+    #[cold]
+    fn drain_sent(&self, dq: &mut DeviceQueue) {
+        self.sent_any.store(false, Relaxed);
+        let mut n = 0;
+        for (w, word) in self.sent.iter().enumerate() {
+            let mut bits = word.swap(0, Acquire);
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                n += dq.return_kept((w * 64 + b) as u16) as u32;
+            }
+        }
+        if n != 0 {
+            dq.publish_kept();
+        }
+    }
+
+    /// After a dequeue: the burst's split chains, for the borrower.
+    #[inline]
+    pub(crate) fn after_dequeue(&self, dq: &DeviceQueue) {
+        if !dq.keeps() {
+            return;
+        }
+        let s = dq.burst_splits();
+        for (i, &(head, tail)) in s.iter().enumerate() {
+            self.split_tail[i].store(tail, Relaxed);
+            self.split_head[i].store(head, Relaxed);
+            self.split_taken[i].store(false, Relaxed);
+        }
+        self.split_n.store(s.len(), Release);
+    }
+
+    /// The burst ended: chains whose tails the borrower took are kept.
+    #[inline]
+    pub(crate) fn burst_done(&self, dq: &mut DeviceQueue) {
+        if self.split_n.load(Relaxed) == 0 {
+            dq.complete_held();
+            return;
+        }
+        dq.complete_held_keeping(|i, _| self.split_taken[i].load(Relaxed));
+        self.split_n.store(0, Relaxed);
+    }
+
+    /// The borrower: the head of this burst's split chain whose tail is
+    /// at `tail`, marked taken (its chain is kept until
+    /// [`TxKeep::sent`]); `None` if no chain of the burst has that tail.
+    #[inline]
+    pub fn take(&self, tail: *const u8) -> Option<u16> {
+        let n = self.split_n.load(Acquire).min(BATCH);
+        let t = tail as usize;
+        for i in 0..n {
+            if self.split_tail[i].load(Relaxed) == t && !self.split_taken[i].load(Relaxed) {
+                self.split_taken[i].store(true, Relaxed);
+                return Some(self.split_head[i].load(Relaxed));
+            }
+        }
+        None
+    }
+
+    /// The borrower: the send of kept chain `head` completed.
+    #[inline]
+    pub fn sent(&self, head: u16) {
+        if (head as usize) < MAX_HEADS {
+            self.sent[head as usize / 64].fetch_or(1 << (head % 64), Release);
+            self.sent_any.store(true, Release);
+        }
+    }
+}
+
 /// One guest RX ring's loans.
 pub struct LendPair {
     borrower: Mutex<Option<Arc<dyn Borrower>>>,
@@ -81,6 +227,8 @@ pub struct LendPair {
     /// queues and the borrower (single writer each under the ring lock).
     pub zero_copy: AtomicU64,
     pub returned_total: AtomicU64,
+    /// The guest TX ring of the same pair, sent in place.
+    pub tx: TxKeep,
 }
 
 impl Default for LendPair {
@@ -93,6 +241,7 @@ impl Default for LendPair {
             returned_any: AtomicBool::new(false),
             zero_copy: AtomicU64::new(0),
             returned_total: AtomicU64::new(0),
+            tx: TxKeep::default(),
         }
     }
 }
@@ -171,6 +320,29 @@ impl LendState {
             lp.returned_total.fetch_add(n, Relaxed);
             dq.publish();
         }
+    }
+
+    /// Before pair `pair`'s guest TX ring changes (starts, stops, moves):
+    /// a borrower sending its chains in place lets go first (revoked,
+    /// outside locks), so its kept chains can go back before the ring's
+    /// queue retires.
+    pub fn before_tx_change(&self, pair: usize) {
+        let Some(lp) = self.pairs.get(pair) else {
+            return;
+        };
+        if !lp.tx.on.load(Acquire) {
+            return;
+        }
+        let b = lp
+            .borrower
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(b) = b {
+            b.revoke();
+        }
+        lp.tx.on.store(false, Release);
+        lp.tx.return_all.store(true, Release);
     }
 
     /// Before ring `pair` moves from `old` to `new` (either may be absent):
@@ -311,6 +483,28 @@ impl Lender {
         lend.claimed.store(true, Release);
         *slot = Some(b);
         Ok(())
+    }
+
+    /// Pair `pair`'s guest TX ring, for sending its frames in place.
+    pub fn tx_keep(&self, pair: usize) -> Option<&TxKeep> {
+        self.shared.lend.pairs.get(pair).map(|lp| &lp.tx)
+    }
+
+    /// The borrower starts sending pair `pair`'s frames in place (after
+    /// [`Lender::claim`]; the ring keeps chains from its next burst).
+    pub fn start_tx_keep(&self, pair: usize) {
+        if let Some(lp) = self.shared.lend.pairs.get(pair) {
+            lp.tx.on.store(true, Release);
+        }
+    }
+
+    /// The borrower stopped sending in place and its socket is closed:
+    /// every chain kept for it goes back at the ring's next burst.
+    pub fn let_go_tx(&self, pair: usize) {
+        if let Some(lp) = self.shared.lend.pairs.get(pair) {
+            lp.tx.on.store(false, Release);
+            lp.tx.return_all.store(true, Release);
+        }
     }
 
     /// Gives up pair `pair` (the borrower closed; it revoked itself first).

@@ -67,7 +67,13 @@ impl RingOwner {
         let mut retired = self.dq.take();
         if let Some(dq) = &mut retired {
             // Owners apply between bursts: no packet reads a held chain.
+            // Chains kept for a borrower sending them in place go back
+            // too: the borrower was revoked before this change (its
+            // socket is closed, `LendState::before_tx_change`).
             dq.complete_held();
+            if dq.return_all_kept() != 0 {
+                dq.publish_kept();
+            }
             self.position = dq.last_avail_idx();
             errors::mirror(mirror, dq, &mut self.error_base, true);
         }

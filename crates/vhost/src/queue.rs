@@ -132,7 +132,13 @@ impl RxQueue for VhostRxq {
             o.fault_epoch = epoch;
             check_memory(&self.shared, 2 * self.pair + 1, dq);
         }
+        // Chains kept for a port that sends their tails in place (see
+        // `lend.rs`): those sent go back before the next dequeue.
+        let keep = &self.shared.lend.pairs[self.pair].tx;
+        dq.complete_held();
+        keep.before_burst(dq);
         let n = dq.dequeue_burst(batch, pool);
+        keep.after_dequeue(dq);
         let ring = &self.shared.rx[self.pair];
         // The guest's backlog as this burst found it: one relaxed store to
         // a line only this PMD writes.
@@ -160,7 +166,7 @@ impl RxQueue for VhostRxq {
     #[inline]
     fn burst_done(&mut self) {
         if let Some(dq) = self.owner.dq.as_mut() {
-            dq.complete_held();
+            self.shared.lend.pairs[self.pair].tx.burst_done(dq);
         }
     }
 }
@@ -170,8 +176,16 @@ impl Drop for VhostRxq {
         let ring = &self.shared.rx[self.pair];
         let o = &mut self.owner;
         if let Some(mut dq) = o.dq.take() {
-            // Dropped between bursts: return what the last one held.
+            // Dropped between bursts: return what the last one held, and
+            // the chains kept for a port sending them in place (the next
+            // owner starts from this position and knows nothing of them;
+            // a send still in flight may then read a buffer the guest
+            // reuses — a wrong frame on the wire, never a fault: the
+            // borrower's UMEM keeps the memory mapped).
             dq.complete_held();
+            if dq.return_all_kept() != 0 {
+                dq.publish_kept();
+            }
             errors::mirror(&ring.errors, &dq, &mut o.error_base, true);
             ring.position.store(dq.last_avail_idx() as u32, Relaxed);
             ring.pos_epoch.store(o.base_epoch, Release);

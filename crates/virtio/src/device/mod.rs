@@ -20,6 +20,7 @@
 //! touch no memory). Nothing here panics or loops without bound.
 
 mod chain;
+mod keep;
 mod lend;
 mod rx;
 mod tx;
@@ -171,6 +172,13 @@ pub struct QueueStats {
     /// RX: completions or returns for heads that were not lent (from a
     /// borrower that outlived a ring restart); refused.
     pub lent_stale: u64,
+    /// TX: split chains kept past their burst for a port that sends their
+    /// tails in place (see `keep.rs`).
+    pub kept: u64,
+    /// TX: kept chains returned.
+    pub kept_returned: u64,
+    /// TX: returns for heads that were not kept; refused.
+    pub kept_stale: u64,
 }
 
 /// Used elements collected before being copied to the used ring.
@@ -215,6 +223,15 @@ pub struct DeviceQueue {
     /// empty until the first lend (see `lend.rs`).
     lent: Vec<u64>,
     lent_count: u32,
+    /// TX: split chains may be kept past their burst (see `keep.rs`).
+    keep: bool,
+    /// TX, keep mode: the held burst's split chains, head and tail
+    /// address, whose used entries wait for `complete_held_keeping`.
+    splits: [(u16, usize); nfv_mem::BATCH],
+    n_splits: usize,
+    /// TX: a bit per kept head; empty until keep mode first starts.
+    kept: Vec<u64>,
+    kept_count: u32,
 }
 
 // SAFETY: the raw pointers point into `mem`, which the queue keeps alive
@@ -277,6 +294,11 @@ impl DeviceQueue {
             held: false,
             lent: Vec::new(),
             lent_count: 0,
+            keep: false,
+            splits: [(0, 0); nfv_mem::BATCH],
+            n_splits: 0,
+            kept: Vec::new(),
+            kept_count: 0,
         };
         q.set_kick_wanted(false);
         Ok(q)

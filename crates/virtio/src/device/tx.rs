@@ -112,9 +112,18 @@ impl DeviceQueue {
                 }
                 Ok(Tx::Split) => {
                     bytes += pkt.frame_len() as u64;
+                    split += 1;
+                    if self.keep {
+                        // Its used entry waits for the burst's end: the
+                        // chain may be kept (`keep.rs`).
+                        self.splits[self.n_splits] = (head, pkt.tail().0 as usize);
+                        self.n_splits += 1;
+                        batch.push(pkt);
+                        got += 1;
+                        continue;
+                    }
                     batch.push(pkt);
                     got += 1;
-                    split += 1;
                 }
                 Ok(Tx::Oversize) => {
                     self.stats.oversize += 1;
@@ -149,11 +158,7 @@ impl DeviceQueue {
     #[inline]
     pub fn complete_held(&mut self) {
         if self.held {
-            self.held = false;
-            // A queue quarantined since touches no guest memory.
-            if !self.quarantined {
-                self.finish_burst();
-            }
+            self.complete_held_keeping(|_, _| false);
         }
     }
 
