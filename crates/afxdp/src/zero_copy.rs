@@ -180,10 +180,7 @@ struct ZcSocket {
 /// Closes `s` — the kernel reads and writes none of its UMEM after this —
 /// then lets the lender give back every chain kept for its sends.
 fn close_socket(s: ZcSocket) {
-    let ZcSocket {
-        xsk, rx, lend, tx, ..
-    } = s;
-    drop(rx);
+    let ZcSocket { xsk, lend, tx, .. } = s;
     drop(xsk);
     if tx.is_some()
         && let Some(l) = lend
