@@ -41,6 +41,11 @@ pub enum PortType {
     AfxdpVnf,
     /// The same with `zero_copy` (frames land in the VNF's buffers).
     AfxdpVnfZc,
+    /// A testpmd VNF (`txonly`) → AF_XDP, copying.
+    VnfAfxdp,
+    /// The same with the AF_XDP port's UMEM over the VNF's memory: the
+    /// kernel reads each frame's tail from the VNF's transmit buffer.
+    VnfAfxdpZc,
 }
 
 impl PortType {
@@ -50,14 +55,19 @@ impl PortType {
             PortType::Afpacket => "afpacket",
             PortType::AfxdpVnf => "afxdp-vnf",
             PortType::AfxdpVnfZc => "afxdp-vnf-zc",
+            PortType::VnfAfxdp => "vnf-afxdp",
+            PortType::VnfAfxdpZc => "vnf-afxdp-zc",
         }
     }
 
-    /// The VNF hop types measure one direction, into the VNF.
-    fn vnf_hop(&self) -> Option<bool> {
+    /// The VNF hop types measure one direction: zero copy or not, and
+    /// whether frames come from the VNF.
+    fn vnf_hop(&self) -> Option<(bool, bool)> {
         match self {
-            PortType::AfxdpVnf => Some(false),
-            PortType::AfxdpVnfZc => Some(true),
+            PortType::AfxdpVnf => Some((false, false)),
+            PortType::AfxdpVnfZc => Some((true, false)),
+            PortType::VnfAfxdp => Some((false, true)),
+            PortType::VnfAfxdpZc => Some((true, true)),
             _ => None,
         }
     }
@@ -74,7 +84,8 @@ pub enum XdpMode {
 pub struct KernelPortArgs {
     /// Port types, comma-separated; interleaved round by round.
     /// `afxdp-vnf` / `afxdp-vnf-zc`: the AF_XDP → VNF hop, copying or
-    /// zero-copy (needs dpdk-testpmd; see `kernel_vnf.rs`).
+    /// zero-copy; `vnf-afxdp` / `vnf-afxdp-zc` the other way (both need
+    /// dpdk-testpmd; see `kernel_vnf.rs`).
     #[arg(
         long = "type",
         value_enum,
@@ -115,7 +126,11 @@ pub struct KernelPortArgs {
 
 fn open(ty: PortType, iface: &str, a: &KernelPortArgs) -> Result<Arc<dyn Port>, String> {
     let kind = match ty {
-        PortType::Afxdp | PortType::AfxdpVnf | PortType::AfxdpVnfZc => {
+        PortType::Afxdp
+        | PortType::AfxdpVnf
+        | PortType::AfxdpVnfZc
+        | PortType::VnfAfxdp
+        | PortType::VnfAfxdpZc => {
             let mut c = AfXdpConfig::new(iface);
             c.mode = match a.xdp_mode {
                 XdpMode::Auto => XdpBindMode::Auto,
@@ -386,7 +401,9 @@ pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
                 host::wait_quiet(25.0, Duration::from_secs(60))?;
                 let load = host::CpuLoad::start(&[std::process::id()]);
                 let r = match (ty.vnf_hop(), dir) {
-                    (Some(zc), _) => crate::kernel_vnf::vnf_trial(zc, &a, cores),
+                    (Some((zc, from_vnf)), _) => {
+                        crate::kernel_vnf::vnf_trial(zc, from_vnf, &a, cores)
+                    }
                     (None, "rx") => rx_trial(ty, &a, cores),
                     _ => tx_trial(ty, &a, cores),
                 };

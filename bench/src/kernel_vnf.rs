@@ -13,6 +13,15 @@
 //! virtio-net header and the used entry. The figure to compare is the
 //! switch's TSC cycles per delivered packet (inside both bursts); Mpps is
 //! what reached the guest, usually bounded by the namespace sender on veth.
+//!
+//! The other way (`--type vnf-afxdp,vnf-afxdp-zc`): testpmd `txonly` sends
+//! frames of `--size` bytes; the thread does `rx_burst` on the vhost-user
+//! port (one-copy: frames over 256 B come split, the tail in testpmd's
+//! buffer), `tx_burst` on the AF_XDP port, then ends the rx burst.
+//! `vnf-afxdp` copies head and tail into an own UMEM frame; `vnf-afxdp-zc`
+//! (the AF_XDP port's `zero_copy` names the VNF) copies the 128-byte head
+//! and lets the kernel read the tail from testpmd's buffer. Mpps is what
+//! the AF_XDP port sent.
 
 use crate::kernel_port::{KernelPortArgs, Poller, Trial, measure, moved, pool};
 use crate::kernel_traffic::{Sender, Wire};
@@ -31,6 +40,7 @@ const VNF_PORT: &str = "bench-zc-vnf";
 
 pub fn vnf_trial(
     zero_copy: bool,
+    from_vnf: bool,
     a: &KernelPortArgs,
     cores: (usize, usize),
 ) -> Result<Trial, String> {
@@ -50,6 +60,8 @@ pub fn vnf_trial(
     x.mode = XdpBindMode::Copy;
     if zero_copy {
         x.zero_copy = Some(VNF_PORT.to_string());
+        // veth binds in copy mode, where `auto` would not send in place.
+        x.send_in_place = nfv_afxdp::SendInPlace::On;
     }
     let cfg = PortConfig {
         name: "bench-afxdp".into(),
@@ -71,7 +83,12 @@ pub fn vnf_trial(
             sock.display()
         ),
         "--",
-        "--forward-mode=rxonly",
+        if from_vnf {
+            "--forward-mode=txonly"
+        } else {
+            "--forward-mode=rxonly"
+        },
+        &format!("--txpkts={}", a.size),
         "--nb-cores=1",
         "--total-num-mbufs=16384",
         "--no-lsc-interrupt",
@@ -102,8 +119,11 @@ pub fn vnf_trial(
         proc::sleep(Duration::from_millis(100))?;
     }
     let pool = pool()?;
-    let mut rxq = port.open_rxq(0);
-    let mut txq = vhost.open_txq(0);
+    let (mut rxq, mut txq) = if from_vnf {
+        (vhost.open_rxq(0), port.open_txq(0))
+    } else {
+        (port.open_rxq(0), vhost.open_txq(0))
+    };
     let mut cache = pool.cache();
     let poller = Poller::start(cores.0, move || {
         let mut b = Batch::new();
@@ -114,31 +134,41 @@ pub fn vnf_trial(
         }
         let sent = txq.tx_burst(&mut b, &mut cache);
         cache.free_batch(&mut b);
+        // Split packets' chains go back (or stay kept for sends in place).
+        rxq.burst_done();
         (sent, nfv_tsc::now() - t0)
     });
-    let sender = Sender::start_paced(
-        wire.ns.name(),
-        &wire.veth.inner,
-        crate::kernel_port::frame(a.size),
-        Some(cores.1),
-        a.rate_kpps.map(|k| k * 1e3),
-    )?;
+    let sender = if from_vnf {
+        None
+    } else {
+        Some(Sender::start_paced(
+            wire.ns.name(),
+            &wire.veth.inner,
+            crate::kernel_port::frame(a.size),
+            Some(cores.1),
+            a.rate_kpps.map(|k| k * 1e3),
+        )?)
+    };
     let before = port.gauges();
     let [delivered, busy, offered] = measure(a.seconds, || {
-        Ok([poller.count(), poller.busy(), sender.sent()])
+        let sent = sender.as_ref().map_or(0, |s| s.sent());
+        Ok([poller.count(), poller.busy(), sent])
     })?;
     let after = port.gauges();
-    sender.stop()?;
+    if let Some(s) = sender {
+        s.stop()?;
+    }
     drop(poller);
     let mode = after.text("rx_mode").unwrap_or_else(|| "copy".into());
     vnf.stop();
+    let offered = if from_vnf {
+        "testpmd txonly".to_string()
+    } else {
+        format!("sender offered {:.3} Mpps", offered / 1e6)
+    };
     Ok(Trial {
         mpps: delivered / 1e6,
         cycles: busy / delivered,
-        detail: format!(
-            "sender offered {:.3} Mpps, {mode}{}",
-            offered / 1e6,
-            moved(&before, &after)
-        ),
+        detail: format!("{offered}, {mode}{}", moved(&before, &after)),
     })
 }

@@ -36,7 +36,7 @@ pub mod zero_copy_tx;
 
 pub use bpf::AttachMode;
 pub use port::AfXdpPort;
-pub use settings::{AFXDP, AfXdpConfig, AfXdpType, XdpBindMode};
+pub use settings::{AFXDP, AfXdpConfig, AfXdpType, SendInPlace, XdpBindMode};
 pub use xsk::Bind;
 
 use nfv_netdev::IfaceError;

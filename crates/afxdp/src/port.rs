@@ -195,6 +195,7 @@ impl AfXdpPort {
                             x,
                             map.clone(),
                             max_frame,
+                            cfg.send_in_place,
                         ))
                     })
                     .collect();

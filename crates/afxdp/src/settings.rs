@@ -42,6 +42,21 @@ pub struct AfXdpConfig {
     /// queues receive into (`zero_copy = "vnf1"`, see `zero_copy.rs`);
     /// `None`: every frame is copied into the switch's packets.
     pub zero_copy: Option<String>,
+    /// With `zero_copy`: whether frames that VNF sends out of this port
+    /// go with their tails read by the kernel from its transmit buffers
+    /// (`zero_copy_tx.rs`). `auto`: on a zero-copy driver bind only — on
+    /// a copy bind (veth, generic XDP) the kernel copies every frame
+    /// anyway and its multi-buffer path costs more than the switch's copy
+    /// (bench/README.md).
+    pub send_in_place: SendInPlace,
+}
+
+/// See [`AfXdpConfig::send_in_place`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendInPlace {
+    Auto,
+    On,
+    Off,
 }
 
 impl AfXdpConfig {
@@ -51,6 +66,7 @@ impl AfXdpConfig {
             mode: XdpBindMode::Auto,
             ring_size: 2048,
             zero_copy: None,
+            send_in_place: SendInPlace::Auto,
         }
     }
 }
@@ -82,7 +98,13 @@ impl PortType for AfXdpType {
         "afxdp"
     }
     fn keys(&self) -> &'static [&'static str] {
-        &["iface", "ring_size", "xdp_mode", "zero_copy"]
+        &[
+            "iface",
+            "ring_size",
+            "xdp_mode",
+            "zero_copy",
+            "send_in_place",
+        ]
     }
     fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
         let d = AfXdpConfig::new("");
@@ -99,6 +121,15 @@ impl PortType for AfXdpType {
             )?,
             ring_size: t.pow2_or("ring_size", 64..=16384, d.ring_size)?,
             zero_copy: t.name("zero_copy", nfv_ports::config::MAX_PORT_NAME)?,
+            send_in_place: t.one_of_or(
+                "send_in_place",
+                &[
+                    ("auto", SendInPlace::Auto),
+                    ("on", SendInPlace::On),
+                    ("off", SendInPlace::Off),
+                ],
+                d.send_in_place,
+            )?,
         }))
     }
     fn open(

@@ -213,6 +213,7 @@ pub struct ZcQueue {
     ring_size: u32,
     bind: Bind,
     max_frame: usize,
+    send_in_place: crate::SendInPlace,
     map: Arc<crate::bpf::XskMap>,
     lender: Mutex<Option<Lender>>,
     status: Mutex<Status>,
@@ -227,6 +228,7 @@ impl ZcQueue {
         xsk: Xsk,
         map: Arc<crate::bpf::XskMap>,
         max_frame: usize,
+        send_in_place: crate::SendInPlace,
     ) -> ZcQueue {
         let queue = xsk.queue;
         let ring_size = xsk.ring_size;
@@ -251,6 +253,7 @@ impl ZcQueue {
             ring_size,
             bind,
             max_frame,
+            send_in_place,
             map,
             lender: Mutex::new(None),
             status: Mutex::new(Status {
@@ -403,9 +406,14 @@ impl ZcQueue {
         let u =
             Xsk::unbound(self.queue, rings, umem).map_err(|e| format!("{}: {}", e.what, e.err))?;
         self.close_quiet();
-        // Sends in place on a copy bind (multi-buffer tx in copy mode:
-        // Linux 6.6+); a zero-copy driver bind keeps copying them.
-        let (xsk, sg) = self.bind_and_map_sg(u, self.bind == Bind::Copy)?;
+        // Sends in place (`XDP_USE_SG`: Linux 6.6+, and drivers that
+        // support multi-buffer in zero-copy mode) where they pay.
+        let want_sg = match self.send_in_place {
+            crate::SendInPlace::Auto => self.bind == Bind::ZeroCopy,
+            crate::SendInPlace::On => true,
+            crate::SendInPlace::Off => false,
+        };
+        let (xsk, sg) = self.bind_and_map_sg(u, want_sg)?;
         let rx = xsk.take_rx().expect("a fresh socket has its rx side");
         let own_free = (0..self.ring_size)
             .map(|i| xsk.umem.frame_addr(i))
@@ -426,7 +434,7 @@ impl ZcQueue {
                 ended: false,
             }),
             own_free,
-            tx: sg.then(TxInPlace::new),
+            tx: sg.then(|| TxInPlace::new(self.ring_size)),
         });
         if sg {
             lender.start_tx_keep(pair);

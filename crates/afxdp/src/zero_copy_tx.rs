@@ -13,11 +13,11 @@
 //! when the kernel completes the tail's descriptor; a revoke closes the
 //! socket first, then every kept chain goes back.
 //!
-//! Bounded: at most [`KEEP_CAP`] chains per queue are out at once, so a
-//! slow or stalled link never holds more than that many of the guest's
-//! transmit descriptors; past it (and for whole frames, frames from other
-//! ports, or a tail outside the UMEM) the frame is copied into an own tx
-//! frame as on any socket.
+//! Bounded: at most half the guest's transmit ring (and half our tx ring)
+//! is kept at once, so a slow or stalled link never takes the guest's last
+//! descriptors; past it (and for whole frames, frames from other ports, or
+//! a tail outside the UMEM) the frame is copied into an own tx frame as on
+//! any socket; on a copy bind at most [`COPY_BIND_CAP`].
 
 use crate::umem::{TX_OFFSET, Umem};
 use crate::xsk::{TxState, Xsk, bump};
@@ -27,11 +27,14 @@ use nfv_virtio::GuestMemory;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Guest transmit chains a queue keeps at most (the kernel still has to
-/// read their tails): well under any ring a driver sets up (Linux
-/// virtio-net 256, DPDK 256-1024), so the guest always has descriptors to
-/// transmit with.
-pub const KEEP_CAP: usize = 64;
+/// Chains kept at most on a copy bind. There the kernel completes a tail
+/// only when the skb it built is freed — by the receiver, for local
+/// traffic (a veth into a namespace: after the application read it) —
+/// and those skbs count against the socket's send buffer: with more than
+/// about 80 tails out, a TCP stream through veth stalled for good (seen
+/// in `afxdp_sends_vnf_frames_in_place`); 64 never did. A zero-copy
+/// driver completes at DMA time and may keep half the guest's ring.
+const COPY_BIND_CAP: usize = 64;
 
 /// The tx side of a guest socket bound with `XDP_USE_SG`.
 pub(crate) struct TxInPlace {
@@ -41,9 +44,11 @@ pub(crate) struct TxInPlace {
 }
 
 impl TxInPlace {
-    pub fn new() -> TxInPlace {
+    /// For a socket with `ring_size` tx descriptors: each frame in place
+    /// takes two, so at most half that many tails are in flight.
+    pub fn new(ring_size: u32) -> TxInPlace {
         TxInPlace {
-            inflight: VecDeque::with_capacity(KEEP_CAP),
+            inflight: VecDeque::with_capacity(ring_size as usize / 2),
         }
     }
 
@@ -59,7 +64,7 @@ impl TxInPlace {
 pub struct TxInPlaceCounters {
     /// Frames whose tail the kernel read from the guest's buffer.
     pub sent_in_place: AtomicU64,
-    /// Split frames copied because [`KEEP_CAP`] chains were out.
+    /// Split frames copied because as many chains as allowed were out.
     pub cap_reached: AtomicU64,
     /// Split frames copied because their tail was not in this socket's
     /// UMEM or not a chain of the lender's current burst (another VNF's
@@ -138,6 +143,10 @@ pub(crate) fn transmit_in_place(
     let mut done = 0usize;
     let mut sent = 0usize;
     let mut in_place = 0u64;
+    let mut cap = src.keep.cap().min(xsk.ring_size as usize / 2);
+    if xsk.bind == crate::xsk::Bind::Copy {
+        cap = cap.min(COPY_BIND_CAP);
+    }
     for i in 0..batch.len() {
         if slot + 1 > slots {
             break;
@@ -159,11 +168,18 @@ pub(crate) fn transmit_in_place(
             let off = src
                 .mem
                 .host_to_gpa_hinted(tail, tail_len, &mut hint)
-                .and_then(|gpa| area?.umem_offset(gpa, tail_len as u64));
+                .and_then(|gpa| area?.umem_offset(gpa, tail_len as u64))
+                .filter(|&off| {
+                    // A zero-copy driver maps the UMEM page by page: a
+                    // tail must not cross a page boundary of its region.
+                    let page = area.map_or(4096, |a| a.page_at(off));
+                    xsk.bind != crate::xsk::Bind::ZeroCopy
+                        || off / page == (off + tail_len as u64 - 1) / page
+                });
             let room = slot + 2 <= slots;
             if !src.take {
                 bump(&c.not_lender, 1);
-            } else if z.inflight.len() >= KEEP_CAP {
+            } else if z.inflight.len() >= cap {
                 bump(&c.cap_reached, 1);
             } else if let Some(off) = off
                 && room

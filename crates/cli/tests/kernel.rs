@@ -434,7 +434,8 @@ fn afxdp_zero_copy_into_vnf_carries_kernel_traffic() {
 
 /// VNF → kernel port with no switch copy: each AF_XDP port's UMEM is the
 /// memory of the VNF that sends out of it (`right` borrows from `vnf_e`,
-/// `left` from `vnf_w`), so the kernel reads the tails of those VNFs'
+/// `left` from `vnf_w`; `send_in_place = "on"`, as veth binds in copy
+/// mode, where `auto` would copy), so the kernel reads the tails of those VNFs'
 /// frames straight from their transmit buffers (received frames land in
 /// the other VNF's buffers and are copied: not this test's point). Ping and
 /// TCP byte-exact; the sending VNF SIGKILLed mid-stream with chains in
@@ -459,7 +460,7 @@ fn afxdp_sends_vnf_frames_in_place() {
         )
     };
     let body = format!(
-        "{}zero_copy = \"vnf_w\"\n{}zero_copy = \"vnf_e\"\n{}{}\
+        "{}zero_copy = \"vnf_w\"\nsend_in_place = \"on\"\n{}zero_copy = \"vnf_e\"\nsend_in_place = \"on\"\n{}{}\
          [[chain]]\nname = \"east\"\ningress = \"left\"\nvnfs = [\"vnf_e\"]\negress = \"right\"\n\
          [[chain]]\nname = \"west\"\ningress = \"right\"\nvnfs = [\"vnf_w\"]\negress = \"left\"\n",
         kernel_port("left", 1, "afxdp", &v1.host),
@@ -505,7 +506,13 @@ fn afxdp_sends_vnf_frames_in_place() {
     let replies = ping(&ns1, RIGHT_IP, 20).unwrap();
     assert!(replies >= 18, "{replies} of 20 pings answered");
     // ns1 -> ns2 carries full-size segments: vnf_e's frames out of `right`.
-    tcp_exchange(&ns1, &ns2, RIGHT_IP, 4 << 20, 64 << 10).unwrap();
+    if let Err(e) = tcp_exchange(&ns1, &ns2, RIGHT_IP, 4 << 20, 64 << 10) {
+        panic!(
+            "TCP through the in-place path: {e}; right {}; vnf_e {}",
+            node.port("right"),
+            node.port("vnf_e")
+        );
+    }
     let sent = info("right", "tx_zero_copy_packets");
     assert!(
         sent > 1000,

@@ -74,6 +74,10 @@
 //! #   zero_copy = "vnf1"           # afxdp: receive straight into the buffers of this
 //! #                                #   vhost-user port's VNF (one borrower per VNF; the
 //! #                                #   VNF sees every frame of the port's queues)
+//! #   send_in_place = "auto"       # afxdp with zero_copy: frames that VNF sends out
+//! #                                #   here go with their tails read by the kernel from
+//! #                                #   its buffers: "auto" (zero-copy driver binds only)
+//! #                                #   | "on" | "off"
 //! # Each type reads its own keys (its crate's `PortType::parse`); a key of another
 //! # type is refused naming the types that take it.
 //!

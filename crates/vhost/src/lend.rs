@@ -86,6 +86,9 @@ pub struct TxKeep {
     /// back at the rx queue's next burst.
     return_all: AtomicBool,
     sent_any: AtomicBool,
+    /// Chains the borrower may keep at once: half the ring, so the guest
+    /// always has the other half to transmit with.
+    cap: AtomicU32,
     split_n: AtomicUsize,
     split_tail: [AtomicUsize; BATCH],
     split_head: [AtomicU16; BATCH],
@@ -100,6 +103,7 @@ impl Default for TxKeep {
             on: AtomicBool::new(false),
             return_all: AtomicBool::new(false),
             sent_any: AtomicBool::new(false),
+            cap: AtomicU32::new(0),
             split_n: AtomicUsize::new(0),
             split_tail: std::array::from_fn(|_| AtomicUsize::new(0)),
             split_head: std::array::from_fn(|_| AtomicU16::new(0)),
@@ -124,8 +128,17 @@ impl TxKeep {
         }
         let on = self.on.load(Relaxed);
         if on != dq.keeps() {
-            dq.set_keep(on);
+            let keeps = dq.set_keep(on);
+            let cap = if keeps { dq.size() as u32 / 2 } else { 0 };
+            self.cap.store(cap, Relaxed);
         }
+    }
+
+    /// The borrower: how many chains it may keep at once (0 while the ring
+    /// does not keep).
+    #[inline(always)]
+    pub fn cap(&self) -> usize {
+        self.cap.load(Relaxed) as usize
     }
 
     #[cold]
