@@ -20,10 +20,9 @@ fn cfg(name: &str, iface: &str, mode: XdpBindMode, ring_size: usize) -> PortConf
         id: 1,
         rxqs: 1,
         kind: PortKind::typed(AfXdpConfig {
-            iface: iface.to_string(),
             mode,
             ring_size,
-            zero_copy: None,
+            ..AfXdpConfig::new(iface)
         }),
     }
 }

@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use nfv_afpacket::AfPacketConfig;
-use nfv_afxdp::{AfXdpConfig, XdpBindMode};
+use nfv_afxdp::{AfXdpConfig, SendInPlace, XdpBindMode};
 use nfv_config::{NodeConfig, PmdConfig, parse_port_table, parse_str};
 use nfv_mem::{HugepageMode, MemoryConfig};
 use nfv_ports::config::{GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig};
@@ -509,6 +509,7 @@ type = "afxdp"
 iface = "eth1"
 xdp_mode = "zero-copy"
 ring_size = 4096
+send_in_place = "off"
 
 [[port]]
 name = "raw"
@@ -535,6 +536,7 @@ iface = "nfvtap0"
                     mode: XdpBindMode::Auto,
                     ring_size: 2048,
                     zero_copy: None,
+                    send_in_place: SendInPlace::Auto,
                 })
             ),
             (
@@ -544,6 +546,7 @@ iface = "nfvtap0"
                     mode: XdpBindMode::ZeroCopy,
                     ring_size: 4096,
                     zero_copy: None,
+                    send_in_place: SendInPlace::Off,
                 })
             ),
             (
