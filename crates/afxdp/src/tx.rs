@@ -62,6 +62,12 @@ impl TxQueue for AfXdpTxq {
     fn max_frame(&self) -> usize {
         self.max_frame
     }
+
+    /// Split packets: head and tail copied straight into the UMEM frame
+    /// within the burst (no join first); nothing is kept past it.
+    fn takes_split(&self) -> bool {
+        true
+    }
 }
 
 /// One tx burst on `xsk` (see [`AfXdpTxq::tx_burst`]): reap completions,
@@ -93,14 +99,10 @@ pub(crate) fn transmit(
         if i + 1 < n as usize {
             nfv_mem::hint::prefetch(batch[i + 1].data_ptr());
         }
-        let p = &mut batch[i];
-        // Whole frames only (a zero-copy queue takes split packets and
-        // copies them here when its socket cannot send in place).
-        if p.is_split() && !p.join_tail() {
-            bump(&xsk.tx_counters.too_big, 1);
-            continue;
-        }
-        let len = p.len();
+        let p = &batch[i];
+        // Split packets (a zero-copy queue takes them) are copied head and
+        // tail straight into the frame.
+        let len = p.frame_len();
         if len > max_frame {
             bump(&xsk.tx_counters.too_big, 1);
             continue;
@@ -109,7 +111,7 @@ pub(crate) fn transmit(
             break;
         };
         let addr = frame + TX_OFFSET as u64;
-        if !xsk.umem.write_from(addr, p.data()) {
+        if !xsk.umem.write_frame(addr, p) {
             st.free.push(frame);
             bump(&xsk.tx_counters.too_big, 1);
             continue;

@@ -193,6 +193,31 @@ impl Umem {
         true
     }
 
+    /// Copies the whole frame of `p` — its head, then its tail if it is
+    /// split (still in the sender's buffer) — into the UMEM at `addr`: one
+    /// copy of each byte. False (nothing copied) if the frame does not fit
+    /// the chunk. Same ownership rule as [`Umem::write_from`].
+    #[inline(always)]
+    pub fn write_frame(&self, addr: u64, p: &nfv_mem::Packet) -> bool {
+        let head = p.data();
+        let (tail, tail_len) = p.tail();
+        if !self.in_bounds(addr, head.len() + tail_len) {
+            return false;
+        }
+        let dst = self.as_ptr().wrapping_add(addr as usize);
+        // SAFETY: the range is inside the mapping (checked above) and the
+        // frame is ours; the head is switch memory; the tail is readable
+        // until the burst that produced the packet ends (`Packet::set_tail`
+        // contract: we are inside it) and is only copied, never borrowed.
+        unsafe {
+            std::ptr::copy_nonoverlapping(head.as_ptr(), dst, head.len());
+            if tail_len != 0 {
+                std::ptr::copy(tail, dst.add(head.len()), tail_len);
+            }
+        }
+        true
+    }
+
     /// Copies `src` into the UMEM at `addr`. False (nothing copied) if the
     /// range leaves its chunk or the own frames.
     ///

@@ -151,7 +151,7 @@ pub(crate) fn transmit_in_place(
         if slot + 1 > slots {
             break;
         }
-        let p = &mut batch[i];
+        let p = &batch[i];
         let len = p.frame_len();
         if len > max_frame {
             bump(&xsk.tx_counters.too_big, 1);
@@ -163,7 +163,9 @@ pub(crate) fn transmit_in_place(
         };
         let addr = frame + TX_OFFSET as u64;
         let (tail, tail_len) = p.tail();
-        if tail_len != 0 {
+        if tail_len != 0 && z.inflight.len() >= cap {
+            bump(&c.cap_reached, 1);
+        } else if tail_len != 0 {
             // The tail's place in the UMEM, if it is the lender's memory.
             let off = src
                 .mem
@@ -179,8 +181,6 @@ pub(crate) fn transmit_in_place(
             let room = slot + 2 <= slots;
             if !src.take {
                 bump(&c.not_lender, 1);
-            } else if z.inflight.len() >= cap {
-                bump(&c.cap_reached, 1);
             } else if let Some(off) = off
                 && room
                 && xsk.umem.write_from(addr, p.data())
@@ -217,8 +217,7 @@ pub(crate) fn transmit_in_place(
             }
         }
         // The copy: the whole frame into the own tx frame.
-        let ok = (!p.is_split() || p.join_tail()) && xsk.umem.write_from(addr, p.data());
-        if !ok {
+        if !xsk.umem.write_frame(addr, p) {
             st.free.push(frame);
             bump(&xsk.tx_counters.too_big, 1);
             done += 1;
@@ -228,7 +227,7 @@ pub(crate) fn transmit_in_place(
             slot,
             libc::xdp_desc {
                 addr,
-                len: p.len() as u32,
+                len: len as u32,
                 options: 0,
             },
         );
