@@ -877,7 +877,10 @@ pub(crate) fn gauges<'a>(g: &mut nfv_ports::PortGauges, queues: impl Iterator<It
     let tx_sum = |f: &dyn Fn(&TxInPlaceCounters) -> &AtomicU64| -> u64 {
         qs.iter().map(|q| f(&q.tx_counters).load(Relaxed)).sum()
     };
-    g.push("tx_zero_copy_packets", tx_sum(&|c| &c.sent_in_place));
+    g.push(
+        nfv_ports::PortGauges::SENT_IN_PLACE_PACKETS,
+        tx_sum(&|c| &c.sent_in_place),
+    );
     g.push("zc_tx_inflight", tx_sum(&|c| &c.inflight));
     g.push("zc_tx_fallback_cap", tx_sum(&|c| &c.cap_reached));
     g.push("zc_tx_fallback_not_lender", tx_sum(&|c| &c.not_lender));

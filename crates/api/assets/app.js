@@ -626,6 +626,9 @@ function portMode(type, info) {
   const live = rxMode.startsWith("zero-copy");
   const lines = [rxMode, "frames received into " + target + "'s buffers: " +
     (str(info.zero_copy_packets) || "0")];
+  if (info.tx_zero_copy_packets !== undefined) {
+    lines.push("frames sent in place from " + target + "'s buffers: " + str(info.tx_zero_copy_packets));
+  }
   for (const [k, v] of Object.entries(info)) {
     if (k.startsWith("zc_fallback_") && (num(v) ?? 0) > 0) {
       lines.push("copied (" + k.slice("zc_fallback_".length) + "): " + str(v));

@@ -287,6 +287,11 @@ fn port_families(node: &Node, out: &mut Vec<Family>) {
         "Why a zero-copy kernel port copied a frame (no_guest_buffer) or stopped lending \
          guest buffers for a burst (buffer_shape, short_buffer, outside_umem, bad_chain).",
     );
+    let mut sent_in_place = Family::counter(
+        "port_sent_in_place_packets",
+        "Frames a kernel port with zero_copy sent with their tail read by the kernel straight \
+         from the VNF's transmit buffer (send_in_place).",
+    );
     for v in node.datapath().port_views() {
         let l = port_labels(v.port.name(), v.no, v.port.type_name());
         let (rx, tx) = (v.stats.rx_total(), v.stats.tx_total());
@@ -324,6 +329,9 @@ fn port_families(node: &Node, out: &mut Vec<Family>) {
         if let Some(n) = gauges.count(PortGauges::ZERO_COPY_PACKETS) {
             zero_copy.count(l.clone(), n);
         }
+        if let Some(n) = gauges.count(PortGauges::SENT_IN_PLACE_PACKETS) {
+            sent_in_place.count(l.clone(), n);
+        }
         for (k, _) in gauges.entries() {
             if let Some(reason) = k.strip_prefix("zc_fallback_")
                 && let Some(n) = gauges.count(k)
@@ -349,6 +357,7 @@ fn port_families(node: &Node, out: &mut Vec<Family>) {
         one_copy,
         zero_copy,
         zc_fallback,
+        sent_in_place,
     ]);
 }
 

@@ -587,11 +587,12 @@ fn dashboard_shows_live_numbers_in_a_real_browser() {
     // gives them).
     let chips = [
         (
-            r#"{ zero_copy_target: "vnf1", rx_mode: "zero-copy into vnf1 (queue pair 0)", zero_copy_packets: 42, zc_fallback_no_guest_buffer: 3, zc_fallback_page_cross: 0 }"#,
+            r#"{ zero_copy_target: "vnf1", rx_mode: "zero-copy into vnf1 (queue pair 0)", zero_copy_packets: 42, tx_zero_copy_packets: 7, zc_fallback_no_guest_buffer: 3, zc_fallback_page_cross: 0 }"#,
             "afxdp · zero-copy → vnf1",
             &[
                 "received into vnf1's buffers: 42",
                 "copied (no_guest_buffer): 3",
+                "sent in place from vnf1's buffers: 7",
             ][..],
             &["page_cross"][..],
         ),

@@ -92,6 +92,9 @@ impl PortGauges {
     /// Frames delivered into a VNF's buffers without a switch copy (a
     /// kernel port received them there; vhost-user ports lending buffers).
     pub const ZERO_COPY_PACKETS: &'static str = "zero_copy_packets";
+    /// Frames sent with their tail read from the sender's buffer in
+    /// place (an AF_XDP port's `send_in_place`).
+    pub const SENT_IN_PLACE_PACKETS: &'static str = "tx_zero_copy_packets";
 
     /// Appends a type-specific gauge.
     pub fn push(&mut self, key: &'static str, value: impl Into<Gauge>) {
