@@ -282,7 +282,10 @@ fn traffic_both_ways(bed: &mut Bed) -> Result<String, String> {
 /// host in a namespace sends to vm-a lands straight in the Linux guest's
 /// receive buffers (mergeable, 1536 B: room for MTU 1500), the switch
 /// writing only the virtio-net header and the used entry; replies go back
-/// through the switch. ping checks its payload pattern in every reply.
+/// out of the same port with `send_in_place`: the kernel reads each
+/// reply's tail from the Linux driver's transmit buffer, its chain
+/// returned on completion, out of order. ping checks its payload pattern
+/// in every reply.
 /// The port is removed again (its socket closed, vm-a's lent buffers
 /// given back) and vm-a keeps working.
 fn kernel_zero_copy(bed: &mut Bed) -> Result<String, String> {
@@ -296,7 +299,7 @@ fn kernel_zero_copy(bed: &mut Bed) -> Result<String, String> {
     node.ctl(&[
         "add-port",
         &format!(
-            "name=\"host\",id=7,type=\"afxdp\",iface=\"{}\",xdp_mode=\"copy\",zero_copy=\"vm-a\"",
+            "name=\"host\",id=7,type=\"afxdp\",iface=\"{}\",xdp_mode=\"copy\",zero_copy=\"vm-a\",send_in_place=\"on\"",
             veth.host
         ),
     ])?;
@@ -348,13 +351,24 @@ fn kernel_zero_copy(bed: &mut Bed) -> Result<String, String> {
                 .unwrap_or_else(|e| e)
         ));
     }
+    let in_place = node.info_count("host", "tx_zero_copy_packets")?;
+    let inflight = node.info_count("host", "zc_tx_inflight")?;
+    if in_place < 18 {
+        return Err(format!(
+            "replies sent in place from vm-a's buffers: {in_place}: {}",
+            node.port("host")
+                .map(|p| p["info"].to_string())
+                .unwrap_or_else(|e| e)
+        ));
+    }
     node.ctl(&["del-port", "host"])?;
     drop((veth, ns));
     let (a, b) = bed.guests()?;
     traffic::ping(a, b)?;
     Ok(format!(
         "{received}/20 pings with 1400 B payloads; {zc_host} frames received into vm-a's \
-         buffers, {zc_vm} completed in place"
+         buffers, {zc_vm} completed in place; {in_place} replies sent from vm-a's buffers \
+         in place ({inflight} still out at the end)"
     ))
 }
 
