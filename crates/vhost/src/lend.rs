@@ -55,6 +55,21 @@ use crate::shared::Shared;
 /// Longest virtqueue (virtio): a bit per head fits 512 words.
 const MAX_HEADS: usize = 32768;
 
+/// Clears a bit-per-head set (atomically, word by word) and calls `f` for
+/// each head that was in it; how many calls returned true.
+fn take_bits(words: &[AtomicU64], mut f: impl FnMut(u16) -> bool) -> u64 {
+    let mut n = 0;
+    for (w, word) in words.iter().enumerate() {
+        let mut bits = word.swap(0, Acquire);
+        while bits != 0 {
+            let b = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            n += f((w * 64 + b) as u16) as u64;
+        }
+    }
+    n
+}
+
 /// What a borrower must do when the ring it borrows from stops.
 pub trait Borrower: Send + Sync {
     /// Stops writing lent buffers and using packets over them: when this
@@ -159,15 +174,7 @@ impl TxKeep {
     #[cold]
     fn drain_sent(&self, dq: &mut DeviceQueue) {
         self.sent_any.store(false, Relaxed);
-        let mut n = 0;
-        for (w, word) in self.sent.iter().enumerate() {
-            let mut bits = word.swap(0, Acquire);
-            while bits != 0 {
-                let b = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                n += dq.return_kept((w * 64 + b) as u16) as u32;
-            }
-        }
+        let n = take_bits(&self.sent, |head| dq.return_kept(head));
         if n != 0 {
             dq.publish_kept();
         }
@@ -318,17 +325,7 @@ impl LendState {
     #[cold]
     fn drain_slow(&self, lp: &LendPair, dq: &mut DeviceQueue) {
         lp.returned_any.store(false, Relaxed);
-        let mut n = 0;
-        for (w, word) in lp.returned.iter().enumerate() {
-            let mut bits = word.swap(0, Acquire);
-            while bits != 0 {
-                let b = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                if dq.return_lent((w * 64 + b) as u16) {
-                    n += 1;
-                }
-            }
-        }
+        let n = take_bits(&lp.returned, |head| dq.return_lent(head));
         if n != 0 {
             lp.returned_total.fetch_add(n, Relaxed);
             dq.publish();
