@@ -122,6 +122,14 @@ pub struct KernelPortArgs {
     /// CPU of the namespace sender (default: the first CPU).
     #[arg(long)]
     sender_core: Option<usize>,
+    /// VNF hop types: the poller waits this long between polls (as a PMD
+    /// busy with its other queues would), so frames arrive in bursts of
+    /// about rate x gap, and every poll's cycles count, empty ones
+    /// included: work a queue does outside its packet bursts (topping up
+    /// its fill ring) is then in the figure. Without it only polls that
+    /// moved packets count.
+    #[arg(long)]
+    pub(crate) poll_gap_us: Option<u64>,
 }
 
 fn open(ty: PortType, iface: &str, a: &KernelPortArgs) -> Result<Arc<dyn Port>, String> {
@@ -201,6 +209,16 @@ pub(crate) struct Poller {
 impl Poller {
     pub(crate) fn start(
         cpu: usize,
+        burst: impl FnMut() -> (usize, u64) + Send + 'static,
+    ) -> Poller {
+        Poller::start_with_gap(cpu, None, burst)
+    }
+
+    /// [`Poller::start`], spinning `gap` between polls (outside the
+    /// measured cycles).
+    pub(crate) fn start_with_gap(
+        cpu: usize,
+        gap: Option<Duration>,
         mut burst: impl FnMut() -> (usize, u64) + Send + 'static,
     ) -> Poller {
         let stop = Arc::new(AtomicBool::new(false));
@@ -214,6 +232,12 @@ impl Poller {
             let (mut n, mut cycles) = (0u64, 0u64);
             while !s.load(Relaxed) {
                 let (k, cyc) = burst();
+                if let Some(gap) = gap {
+                    let until = Instant::now() + gap;
+                    while Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                }
                 n += k as u64;
                 cycles += cyc;
                 c.store(n, Relaxed);

@@ -125,12 +125,21 @@ pub fn vnf_trial(
         (port.open_rxq(0), vhost.open_txq(0))
     };
     let mut cache = pool.cache();
-    let poller = Poller::start(cores.0, move || {
+    let gap = a.poll_gap_us.map(Duration::from_micros);
+    let poller = Poller::start_with_gap(cores.0, gap, move || {
         let mut b = Batch::new();
         let t0 = nfv_tsc::now();
         let n = rxq.rx_burst(&mut b, &mut cache);
         if n == 0 {
-            return (0, 0);
+            // With a gap every poll counts (see `--poll-gap-us`).
+            return (
+                0,
+                if gap.is_some() {
+                    nfv_tsc::now() - t0
+                } else {
+                    0
+                },
+            );
         }
         let sent = txq.tx_burst(&mut b, &mut cache);
         cache.free_batch(&mut b);
