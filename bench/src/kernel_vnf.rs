@@ -59,7 +59,7 @@ pub fn vnf_trial(
     let mut x = AfXdpConfig::new(wire.host());
     x.mode = XdpBindMode::Copy;
     if zero_copy {
-        x.zero_copy = Some(VNF_PORT.to_string());
+        x.zero_copy = nfv_afxdp::ZeroCopy::Into(VNF_PORT.to_string());
         // veth binds in copy mode, where `auto` would not send in place.
         x.send_in_place = nfv_afxdp::SendInPlace::On;
     }

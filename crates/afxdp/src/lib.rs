@@ -36,7 +36,7 @@ pub mod zero_copy_tx;
 
 pub use bpf::AttachMode;
 pub use port::AfXdpPort;
-pub use settings::{AFXDP, AfXdpConfig, AfXdpType, SendInPlace, XdpBindMode};
+pub use settings::{AFXDP, AfXdpConfig, AfXdpType, SendInPlace, XdpBindMode, ZeroCopy};
 pub use xsk::Bind;
 
 use nfv_netdev::IfaceError;
@@ -161,11 +161,27 @@ impl OpenError {
 
 /// Opens a port of this type from its validated config.
 pub fn open(cfg: &PortConfig) -> Result<Arc<dyn Port>, OpenError> {
+    open_with_routes(cfg, Arc::new(nfv_ports::NoRoutes))
+}
+
+/// [`open`] in a node: `routes` answers `zero_copy = "auto"`.
+pub fn open_with_routes(
+    cfg: &PortConfig,
+    routes: Arc<dyn nfv_ports::Routes>,
+) -> Result<Arc<dyn Port>, OpenError> {
     let Some(x) = cfg.kind.settings::<AfXdpConfig>() else {
         return Err(OpenError::WrongKind {
             port: cfg.name.clone(),
             kind: cfg.kind.type_name(),
         });
     };
-    Ok(Arc::new(AfXdpPort::open(&cfg.name, cfg.rxqs, x)?))
+    let target = match &x.zero_copy {
+        ZeroCopy::Off => None,
+        ZeroCopy::Into(p) => Some(zero_copy::Target::Port(p.clone())),
+        ZeroCopy::Auto => Some(zero_copy::Target::Auto {
+            routes,
+            port: cfg.id,
+        }),
+    };
+    Ok(Arc::new(AfXdpPort::open(&cfg.name, cfg.rxqs, x, target)?))
 }

@@ -7,7 +7,7 @@ use crate::rx::AfXdpRxq;
 use crate::tx::AfXdpTxq;
 use crate::umem::{CHUNK_SIZE, RX_FRAME_MAX, TX_OFFSET};
 use crate::xsk::{Bind, Xsk, XskError};
-use crate::zero_copy::{ZcQueue, ZcRxq, ZcTxq};
+use crate::zero_copy::{Target, ZcQueue, ZcRxq, ZcTxq};
 use crate::{AfXdpConfig, XdpBindMode};
 use nfv_ports::{Port, PortGauges, RxQueue, TxQueue};
 use std::io;
@@ -68,7 +68,12 @@ impl Drop for AfXdpPort {
 }
 
 impl AfXdpPort {
-    pub fn open(name: &str, rxqs: usize, cfg: &AfXdpConfig) -> Result<AfXdpPort, OpenError> {
+    pub(crate) fn open(
+        name: &str,
+        rxqs: usize,
+        cfg: &AfXdpConfig,
+        target: Option<Target>,
+    ) -> Result<AfXdpPort, OpenError> {
         let port = || name.to_string();
         let iface = cfg.iface.as_str();
         if !cfg.ring_size.is_power_of_two() || !(64..=16384).contains(&cfg.ring_size) {
@@ -176,7 +181,7 @@ impl AfXdpPort {
         }
         let bind = socks[0].bind;
         let max_frame = (CHUNK_SIZE - TX_OFFSET).min(mtu + L2_OVERHEAD);
-        let (socks, manager) = match &cfg.zero_copy {
+        let (socks, manager) = match target {
             None => (
                 socks
                     .into_iter()
@@ -190,7 +195,7 @@ impl AfXdpPort {
                     .map(|x| {
                         Arc::new(ZcQueue::new(
                             name,
-                            target,
+                            target.clone(),
                             ifindex,
                             x,
                             map.clone(),

@@ -38,10 +38,9 @@ pub struct AfXdpConfig {
     /// 64..=16384. Default 2048. Each queue's UMEM holds twice this many
     /// frames so the fill ring can cover every rx slot.
     pub ring_size: usize,
-    /// The vhost-user port whose guest receive buffers this port's rx
-    /// queues receive into (`zero_copy = "vnf1"`, see `zero_copy.rs`);
-    /// `None`: every frame is copied into the switch's packets.
-    pub zero_copy: Option<String>,
+    /// Whose guest receive buffers this port's rx queues receive into
+    /// (`zero_copy`, see `zero_copy.rs`).
+    pub zero_copy: ZeroCopy,
     /// With `zero_copy`: whether frames that VNF sends out of this port
     /// go with their tails read by the kernel from its transmit buffers
     /// (`zero_copy_tx.rs`). `auto`: on a zero-copy driver bind only — on
@@ -49,6 +48,28 @@ pub struct AfXdpConfig {
     /// anyway and its multi-buffer path costs more than the switch's copy
     /// (bench/README.md).
     pub send_in_place: SendInPlace,
+}
+
+/// `zero_copy`: where an AF_XDP port's rx queues receive.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum ZeroCopy {
+    /// Every frame is copied into the switch's packets (no key).
+    #[default]
+    Off,
+    /// Into the guest receive buffers of this vhost-user port
+    /// (`zero_copy = "vnf1"`).
+    Into(String),
+    /// Into those of the vhost-user port the flow table sends every frame
+    /// of this port to, while there is one (`zero_copy = "auto"`; the
+    /// queues follow rule changes, copying while no single port gets
+    /// everything).
+    Auto,
+}
+
+impl ZeroCopy {
+    /// The `zero_copy` value that asks for [`ZeroCopy::Auto`] (so no
+    /// vhost-user port called `auto` can be named).
+    pub const AUTO: &'static str = "auto";
 }
 
 /// See [`AfXdpConfig::send_in_place`].
@@ -65,7 +86,7 @@ impl AfXdpConfig {
             iface: iface.into(),
             mode: XdpBindMode::Auto,
             ring_size: 2048,
-            zero_copy: None,
+            zero_copy: ZeroCopy::Off,
             send_in_place: SendInPlace::Auto,
         }
     }
@@ -79,7 +100,10 @@ impl PortSettings for AfXdpConfig {
         Some(&self.iface)
     }
     fn borrows_from(&self) -> Option<&str> {
-        self.zero_copy.as_deref()
+        match &self.zero_copy {
+            ZeroCopy::Into(p) => Some(p),
+            ZeroCopy::Off | ZeroCopy::Auto => None,
+        }
     }
     fn eq_settings(&self, other: &dyn PortSettings) -> bool {
         same_settings(self, other)
@@ -120,7 +144,11 @@ impl PortType for AfXdpType {
                 d.mode,
             )?,
             ring_size: t.pow2_or("ring_size", 64..=16384, d.ring_size)?,
-            zero_copy: t.name("zero_copy", nfv_ports::config::MAX_PORT_NAME)?,
+            zero_copy: match t.name("zero_copy", nfv_ports::config::MAX_PORT_NAME)? {
+                None => ZeroCopy::Off,
+                Some(a) if a == ZeroCopy::AUTO => ZeroCopy::Auto,
+                Some(p) => ZeroCopy::Into(p),
+            },
             send_in_place: t.one_of_or(
                 "send_in_place",
                 &[
@@ -132,11 +160,7 @@ impl PortType for AfXdpType {
             )?,
         }))
     }
-    fn open(
-        &self,
-        cfg: &PortConfig,
-        _cx: &OpenContext<'_>,
-    ) -> Result<Arc<dyn Port>, PortOpenError> {
-        crate::open(cfg).map_err(PortOpenError::unavailable)
+    fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
+        crate::open_with_routes(cfg, cx.routes.clone()).map_err(PortOpenError::unavailable)
     }
 }

@@ -44,7 +44,7 @@ use crate::xsk::{Bind, Rings, RxRings, Unbound, Xsk};
 use crate::zero_copy_tx::{Source, TxInPlace, TxInPlaceCounters, reap, transmit_in_place};
 use nfv_mem::owner::OwnerId;
 use nfv_mem::{BATCH, Batch, PoolCache};
-use nfv_ports::{RxQueue, TxQueue};
+use nfv_ports::{Routes, RxQueue, TxQueue};
 use nfv_vhost::lend::{Borrower, Lease, Lender};
 use nfv_virtio::{GuestMemory, Lent, NotLendable};
 use std::collections::VecDeque;
@@ -150,6 +150,51 @@ fn add(c: &AtomicU64, n: u64) {
     c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
+/// Whose guest buffers a zero-copy queue receives into.
+#[derive(Clone)]
+pub(crate) enum Target {
+    /// `zero_copy = "vnf1"`.
+    Port(String),
+    /// `zero_copy = "auto"`: the vhost-user port the flow table sends
+    /// every frame received on port number `port` to, while it does.
+    Auto { routes: Arc<dyn Routes>, port: u16 },
+}
+
+impl Target {
+    /// The port to borrow from now (control plane: may walk the rules).
+    fn resolve(&self) -> Option<String> {
+        match self {
+            Target::Port(p) => Some(p.clone()),
+            Target::Auto { routes, port } => routes.sole_destination(*port),
+        }
+    }
+
+    /// The status while `resolve` finds nothing.
+    fn why_none(&self) -> String {
+        "copy: auto: the flow table does not send all of this port's frames to one port".to_string()
+    }
+
+    /// The status while `target` is no vhost-user port that lends.
+    fn waiting(&self, target: &str) -> String {
+        match self {
+            Target::Port(_) => format!("copy: waiting for vhost-user port {target}"),
+            // The node named a port that runs: it is of another type.
+            Target::Auto { .. } => format!(
+                "copy: auto: the flow table sends this port's frames to {target}, not a \
+                 vhost-user port"
+            ),
+        }
+    }
+
+    /// Appended to the zero-copy status.
+    fn suffix(&self) -> &'static str {
+        match self {
+            Target::Port(_) => "",
+            Target::Auto { .. } => ", chosen by the flow table",
+        }
+    }
+}
+
 /// The borrowed side of a guest socket.
 struct LendRx {
     lender: Lender,
@@ -214,7 +259,10 @@ pub struct ZcQueue {
     pub counters: ZcCounters,
     pub tx_counters: TxInPlaceCounters,
     port: String,
-    target: String,
+    target: Target,
+    /// The vhost-user port of the current claim (what `target` named
+    /// when it was made).
+    claimed: Mutex<Option<String>>,
     queue: u32,
     ifindex: u32,
     ring_size: u32,
@@ -230,7 +278,7 @@ impl ZcQueue {
     /// A queue that starts on an ordinary copy socket `xsk`.
     pub(crate) fn new(
         port: &str,
-        target: &str,
+        target: Target,
         ifindex: u32,
         xsk: Xsk,
         map: Arc<crate::bpf::XskMap>,
@@ -254,7 +302,8 @@ impl ZcQueue {
             counters: ZcCounters::default(),
             tx_counters: TxInPlaceCounters::default(),
             port: port.to_string(),
-            target: target.to_string(),
+            target,
+            claimed: Mutex::new(None),
             queue,
             ifindex,
             ring_size,
@@ -264,7 +313,7 @@ impl ZcQueue {
             map,
             lender: Mutex::new(None),
             status: Mutex::new(Status {
-                text: format!("copy: waiting for vhost-user port {target}"),
+                text: "copy: starting".to_string(),
                 failed_tag: 0,
             }),
         }
@@ -453,24 +502,34 @@ impl ZcQueue {
 
     /// One step of the manager (see the module doc).
     pub(crate) fn tick(self: &Arc<Self>) {
+        let want = self.target.resolve();
         let mut lender = self.lender.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(l) = lender.as_ref()
-            && l.is_closed()
+            && (l.is_closed() || want.as_deref() != Some(l.name()))
         {
-            // The VNF port was removed: let go, start over.
+            // The VNF port was removed, or the flow table now sends this
+            // port's frames elsewhere: let go, start over.
             self.close_quiet();
             l.unclaim(self.pair_of(l));
             *lender = None;
+            *self.claimed.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
+        let Some(target) = want else {
+            self.set_status(self.target.why_none());
+            self.ensure_socket();
+            return;
+        };
         if lender.is_none()
-            && let Some(l) = Lender::find(&self.target)
+            && let Some(l) = Lender::find(&target)
         {
             let me: Arc<dyn Borrower> = self.clone();
             match l.claim(self.pair_of(&l), me) {
-                Ok(()) => *lender = Some(l),
+                Ok(()) => {
+                    *lender = Some(l);
+                    *self.claimed.lock().unwrap_or_else(|p| p.into_inner()) = Some(target.clone());
+                }
                 Err(e) => self.set_status(format!(
-                    "copy: cannot borrow from vhost-user port {}: {e}",
-                    self.target
+                    "copy: cannot borrow from vhost-user port {target}: {e}"
                 )),
             }
         }
@@ -498,8 +557,8 @@ impl ZcQueue {
                         let tag = lease.tag;
                         match self.switch_to_guest(l, p, lease) {
                             Ok(()) => self.set_status(format!(
-                                "zero-copy into {} (queue pair {p})",
-                                self.target
+                                "zero-copy into {target} (queue pair {p}){}",
+                                self.target.suffix()
                             )),
                             Err(e) => {
                                 self.status
@@ -511,15 +570,35 @@ impl ZcQueue {
                         }
                     }
                 }
-                Err(e) => self.set_status(format!("copy: {}: {e}", self.target)),
+                Err(e) => self.set_status(format!("copy: {target}: {e}")),
             }
         } else if lender.is_none() {
-            self.set_status(format!("copy: waiting for vhost-user port {}", self.target));
+            self.set_status(self.target.waiting(&target));
         }
+        self.ensure_socket();
+    }
+
+    /// A copy socket when the queue has none (after a revoke or a failed
+    /// switch).
+    fn ensure_socket(&self) {
         if self.slot.lock().is_none()
             && let Err(e) = self.install_copy()
         {
             self.set_status(format!("no socket: {e}"));
+        }
+    }
+
+    /// The vhost-user port this queue receives into, or would: the
+    /// configured one, or for `auto` the current claim (else `auto`).
+    pub fn target_name(&self) -> String {
+        match &self.target {
+            Target::Port(p) => p.clone(),
+            Target::Auto { .. } => self
+                .claimed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+                .unwrap_or_else(|| "auto".to_string()),
         }
     }
 
@@ -544,7 +623,7 @@ impl Borrower for ZcQueue {
         // Closing the socket here (outside every lock) stops the kernel
         // writing lent buffers; the manager builds the next one.
         self.close_quiet();
-        self.set_status(format!("copy: {} ring stopped", self.target));
+        self.set_status(format!("copy: {} ring stopped", self.target_name()));
     }
 }
 
@@ -883,7 +962,10 @@ pub(crate) fn gauges<'a>(g: &mut nfv_ports::PortGauges, queues: impl Iterator<It
         qs.iter().map(|q| f(&q.counters).load(Relaxed)).sum()
     };
     let modes: Vec<String> = qs.iter().map(|q| q.mode_text()).collect();
-    g.push("zero_copy_target", qs[0].target.clone());
+    g.push("zero_copy_target", qs[0].target_name());
+    if matches!(qs[0].target, Target::Auto { .. }) {
+        g.push("zero_copy", "auto".to_string());
+    }
     g.push("rx_mode", modes.join("; "));
     g.push(
         nfv_ports::PortGauges::ZERO_COPY_PACKETS,

@@ -418,7 +418,7 @@ fn tap_port_reaches_a_host_stack() {
 /// it sends back), so ping and TCP cross two VNFs per round trip.
 #[test]
 fn afxdp_vhost_vnf_path_carries_kernel_traffic() {
-    vnf_path("afxdp_vhost_vnf_path_carries_kernel_traffic", false);
+    vnf_path("afxdp_vhost_vnf_path_carries_kernel_traffic", Rx::Copy);
 }
 
 /// The same path with `zero_copy`: each AF_XDP port receives straight
@@ -429,7 +429,29 @@ fn afxdp_vhost_vnf_path_carries_kernel_traffic() {
 /// other host): the stream must go on, with those buffers given back.
 #[test]
 fn afxdp_zero_copy_into_vnf_carries_kernel_traffic() {
-    vnf_path("afxdp_zero_copy_into_vnf_carries_kernel_traffic", true);
+    vnf_path(
+        "afxdp_zero_copy_into_vnf_carries_kernel_traffic",
+        Rx::ZeroCopy,
+    );
+}
+
+/// The same with `zero_copy = "auto"`: each AF_XDP port finds its VNF
+/// from the chains' rules; when a rule sends its frames elsewhere the
+/// queue lets go of the VNF and copies, and takes it again once the rule
+/// is deleted.
+#[test]
+fn afxdp_zero_copy_auto_follows_the_flow_table() {
+    vnf_path("afxdp_zero_copy_auto_follows_the_flow_table", Rx::Auto);
+}
+
+/// How `vnf_path`'s AF_XDP ports receive.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rx {
+    Copy,
+    /// `zero_copy = "<the chain's VNF>"`.
+    ZeroCopy,
+    /// `zero_copy = "auto"`.
+    Auto,
 }
 
 /// VNF → kernel port with no switch copy: each AF_XDP port's UMEM is the
@@ -571,7 +593,8 @@ fn afxdp_sends_vnf_frames_in_place() {
     drop((v1, v2, ns1, ns2));
 }
 
-fn vnf_path(test: &str, zero_copy: bool) {
+fn vnf_path(test: &str, rx: Rx) {
+    let zero_copy = rx != Rx::Copy;
     if let Some(why) = unavailable() {
         return skip(test, &why);
     }
@@ -580,7 +603,12 @@ fn vnf_path(test: &str, zero_copy: bool) {
             return skip(test, &format!("`{tool}` is not installed"));
         }
     }
-    let dir = TempDir::new(if zero_copy { "zc" } else { "vnf" });
+    let name = match rx {
+        Rx::Copy => "vnf",
+        Rx::ZeroCopy => "zc",
+        Rx::Auto => "zcauto",
+    };
+    let dir = TempDir::new(name);
     let (ns1, v1) = host(LEFT_IP).unwrap();
     let (ns2, v2) = host(RIGHT_IP).unwrap();
     let sock = |n: &str| dir.0.join(format!("{n}.sock"));
@@ -590,12 +618,10 @@ fn vnf_path(test: &str, zero_copy: bool) {
             sock(name).display()
         )
     };
-    let zc = |vnf: &str| {
-        if zero_copy {
-            format!("zero_copy = \"{vnf}\"\n")
-        } else {
-            String::new()
-        }
+    let zc = |vnf: &str| match rx {
+        Rx::Copy => String::new(),
+        Rx::ZeroCopy => format!("zero_copy = \"{vnf}\"\n"),
+        Rx::Auto => "zero_copy = \"auto\"\n".to_string(),
     };
     let body = format!(
         "{}{}{}{}{}{}\
@@ -608,7 +634,7 @@ fn vnf_path(test: &str, zero_copy: bool) {
         vhost("vnf_e", 11),
         vhost("vnf_w", 12),
     );
-    let node = Node::start(&dir.0, if zero_copy { "zc" } else { "vnf" }, &body);
+    let node = Node::start(&dir.0, name, &body);
     let vnf = |n: &str| {
         Proc::spawn(&[
             "--log",
@@ -707,12 +733,31 @@ fn vnf_path(test: &str, zero_copy: bool) {
             "no vnf_e buffer was given back after the flow changed ({})",
             node.port("vnf_e")["info"]
         );
+        if rx == Rx::Auto {
+            // `left`'s frames now all go to `right`, not a vhost-user
+            // port: the queue let go of vnf_e and copies.
+            let mode = || node.port("left")["info"]["rx_mode"].to_string();
+            assert!(
+                wait_until(WAIT, || mode().contains("copy: auto")),
+                "left still borrows after its frames went elsewhere: {}",
+                node.port("left")["info"]
+            );
+        }
 
         // The VNF behind `right` is SIGKILLed mid-stream with its buffers
         // on `right`'s fill ring, then started again: the node lives on,
         // the lent buffers were revoked, the stream (TCP retransmits)
         // completes byte-exact and the queue is back in zero-copy.
         ctl(&["del-flows", "priority=60000,in_port=1"]);
+        if rx == Rx::Auto {
+            assert!(
+                in_zero_copy(),
+                "left not back in zero-copy into vnf_e once the rule went: {}",
+                node.port("left")["info"]
+            );
+            let target = node.port("left")["info"]["zero_copy_target"].clone();
+            assert_eq!(target, "vnf_e", "{}", node.port("left")["info"]);
+        }
         let revokes = count("right", "zc_revokes");
         let rx_right = || node.port("right")["rx"]["packets"].as_u64().unwrap();
         let base = rx_right();

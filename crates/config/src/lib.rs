@@ -73,7 +73,10 @@
 //! #   xdp_mode = "auto"            # afxdp: "auto" | "copy" | "zero-copy"
 //! #   zero_copy = "vnf1"           # afxdp: receive straight into the buffers of this
 //! #                                #   vhost-user port's VNF (one borrower per VNF; the
-//! #                                #   VNF sees every frame of the port's queues)
+//! #                                #   VNF sees every frame of the port's queues);
+//! #                                #   "auto": of the vhost-user port the flow table
+//! #                                #   sends every frame of this port to, while one
+//! #                                #   does (copy otherwise)
 //! #   send_in_place = "auto"       # afxdp with zero_copy: frames that VNF sends out
 //! #                                #   here go with their tails read by the kernel from
 //! #                                #   its buffers: "auto" (zero-copy driver binds only)

@@ -509,6 +509,7 @@ type = "afxdp"
 iface = "eth1"
 xdp_mode = "zero-copy"
 ring_size = 4096
+zero_copy = "auto"
 send_in_place = "off"
 
 [[port]]
@@ -535,7 +536,7 @@ iface = "nfvtap0"
                     iface: "eth0".into(),
                     mode: XdpBindMode::Auto,
                     ring_size: 2048,
-                    zero_copy: None,
+                    zero_copy: nfv_afxdp::ZeroCopy::Off,
                     send_in_place: SendInPlace::Auto,
                 })
             ),
@@ -545,7 +546,7 @@ iface = "nfvtap0"
                     iface: "eth1".into(),
                     mode: XdpBindMode::ZeroCopy,
                     ring_size: 4096,
-                    zero_copy: None,
+                    zero_copy: nfv_afxdp::ZeroCopy::Auto,
                     send_in_place: SendInPlace::Off,
                 })
             ),

@@ -14,6 +14,7 @@ pub mod protocol;
 pub mod rates;
 mod reports;
 mod requests;
+mod routes;
 pub mod server;
 pub mod trial;
 

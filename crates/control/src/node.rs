@@ -24,6 +24,9 @@ pub struct Node {
     pub(crate) memory: MemoryConfig,
     pub(crate) datapath: Datapath,
     pub(crate) factory: PortFactory,
+    /// Where the flow table sends each port's packets, for ports that
+    /// follow it (`zero_copy = "auto"`).
+    pub(crate) routes: Arc<crate::routes::NodeRoutes>,
     /// Kernel-facing ports of the config that failed to open at start
     /// (interface missing, no permission, XDP busy, MTU): listed by
     /// `show ports` with their error, so the rest of the node runs.
@@ -70,6 +73,7 @@ impl Node {
             memory: cfg.memory.clone(),
             datapath,
             factory: PortFactory::new(),
+            routes: Arc::new(crate::routes::NodeRoutes::new(table.clone())),
             failed_ports: Mutex::new(BTreeMap::new()),
             port_changes: Mutex::new(()),
             rates: RateSampler::default(),

@@ -22,9 +22,11 @@ impl Node {
     pub(crate) fn open_port(&self, p: &PortConfig) -> Result<(), NodeError> {
         let kind = p.kind.type_name();
         let port_type = nfv_port_types::port_type(kind).ok_or(NodeError::UnregisteredType(kind))?;
+        let routes: Arc<dyn nfv_ports::Routes> = self.routes.clone();
         let cx = OpenContext {
             memory: &self.memory,
             factory: &self.factory,
+            routes: &routes,
         };
         let port = port_type.open(p, &cx).map_err(|e| match e {
             PortOpenError::Unavailable(why) => NodeError::KernelPort(why),
@@ -32,6 +34,7 @@ impl Node {
         })?;
         self.datapath
             .add_port(p.id, Configured::wrap(p.clone(), port))?;
+        self.routes.port_added(p.id, &p.name);
         self.failed().remove(&p.id);
         tracing::info!("port {} ({}) added as {}", p.name, p.kind.type_name(), p.id);
         Ok(())
@@ -74,7 +77,9 @@ impl Node {
                 return Ok(no);
             }
         }
-        Ok(self.datapath.del_port(name_or_no)?)
+        let no = self.datapath.del_port(name_or_no)?;
+        self.routes.port_removed(no);
+        Ok(no)
     }
 
     /// The run control of generator port `name_or_no`.

@@ -19,9 +19,9 @@
 //! private copy (see [`crate::table`]) and read concurrently only through
 //! shared references. Cloning costs O(rules): `Arc` clones plus the maps.
 
-use crate::key::FlowKey;
+use crate::key::{FlowKey, PortNo};
 use crate::parse::FlowFilter;
-use crate::rule::Rule;
+use crate::rule::{Match, Rule};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
@@ -280,6 +280,45 @@ impl Classifier {
                 .then(a.seq.cmp(&b.seq))
         });
         all
+    }
+
+    /// The one port every packet received on `in_port` is sent to, if
+    /// the rules say so: each rule that can match such a packet, from the
+    /// highest priority down to the first one that matches all of them,
+    /// is a plain `output:N` to the same port `N` (not `in_port`), or is
+    /// shadowed by rules above it (never takes a packet). `None`
+    /// when some packet from `in_port` could be dropped, edited, switched
+    /// by `normal`, sent to two ports or miss every rule. Control plane
+    /// only (walks every rule): an AF_XDP port with `zero_copy = "auto"`
+    /// asks it to find the VNF whose buffers its frames may land in.
+    pub fn sole_output(&self, in_port: PortNo) -> Option<PortNo> {
+        let mut out = None;
+        // Rules above that can match: a rule whose every packet one of
+        // them takes never decides anything.
+        let mut above: Vec<Match> = Vec::new();
+        for r in self.rules() {
+            let m = &r.spec.matches;
+            if in_port & m.mask.in_port() != m.key.in_port() {
+                continue;
+            }
+            let to = r.single_output.filter(|&p| p != in_port);
+            let conforms = to.is_some() && (out.is_none() || to == out);
+            if !conforms && above.iter().any(|a| m.is_covered_by(a)) {
+                continue;
+            }
+            above.push(*m);
+            let to = to?;
+            if out.is_some_and(|o| o != to) {
+                return None;
+            }
+            out = Some(to);
+            let mut rest = m.mask;
+            rest.set_in_port(0);
+            if rest == FlowKey::ZERO {
+                return out;
+            }
+        }
+        None
     }
 
     pub fn len(&self) -> usize {

@@ -445,3 +445,130 @@ proptest! {
         prop_assert_eq!(got, want.iter().map(|r| r.seq).collect::<Vec<_>>());
     }
 }
+
+/// `sole_output`: (name, rules, in_port, the one port all its packets go to).
+const SOLE_OUTPUT_CASES: &[(&str, &[&str], PortNo, Option<PortNo>)] = &[
+    ("no rules: a miss", &[], 1, None),
+    ("one catch-all", &["in_port=1,actions=output:2"], 1, Some(2)),
+    (
+        "another port's rule",
+        &["in_port=3,actions=output:2"],
+        1,
+        None,
+    ),
+    ("any in_port", &["actions=output:2"], 1, Some(2)),
+    (
+        "the port's own output is skipped",
+        &["actions=output:1"],
+        1,
+        None,
+    ),
+    (
+        "a narrower rule to the same port first",
+        &[
+            "priority=200,in_port=1,ip,actions=output:2",
+            "priority=100,in_port=1,actions=output:2",
+        ],
+        1,
+        Some(2),
+    ),
+    (
+        "a narrower rule elsewhere first",
+        &[
+            "priority=200,in_port=1,arp,actions=output:3",
+            "priority=100,in_port=1,actions=output:2",
+        ],
+        1,
+        None,
+    ),
+    (
+        "a narrower drop first",
+        &[
+            "priority=200,in_port=1,tcp,actions=drop",
+            "priority=100,in_port=1,actions=output:2",
+        ],
+        1,
+        None,
+    ),
+    (
+        "below the catch-all nothing counts",
+        &[
+            "priority=200,in_port=1,actions=output:2",
+            "priority=100,in_port=1,arp,actions=output:3",
+        ],
+        1,
+        Some(2),
+    ),
+    (
+        "other ports' rules above do not count",
+        &[
+            "priority=300,in_port=4,actions=output:5",
+            "in_port=1,actions=output:2",
+        ],
+        1,
+        Some(2),
+    ),
+    (
+        "an edit before the output",
+        &["in_port=1,actions=mod_dl_dst:00:00:00:00:00:02,output:2"],
+        1,
+        None,
+    ),
+    (
+        "two outputs",
+        &["in_port=1,actions=output:2,output:3"],
+        1,
+        None,
+    ),
+    (
+        "a shadowed rule elsewhere does not count",
+        &[
+            "priority=300,in_port=1,arp,actions=output:2",
+            "priority=200,in_port=1,arp,actions=output:3",
+            "priority=100,in_port=1,actions=output:2",
+        ],
+        1,
+        Some(2),
+    ),
+    (
+        "a drop above a wider rule still counts",
+        &[
+            "priority=300,in_port=1,actions=output:2",
+            "priority=400,in_port=1,tcp,actions=drop",
+        ],
+        1,
+        None,
+    ),
+    ("normal", &["in_port=1,actions=normal"], 1, None),
+    (
+        "only some packets covered",
+        &["in_port=1,ip,actions=output:2"],
+        1,
+        None,
+    ),
+    (
+        "equal priority: an older catch-all shadows a newer rule",
+        &[
+            "in_port=1,actions=output:2",
+            "in_port=1,ip,actions=output:3",
+        ],
+        1,
+        Some(2),
+    ),
+    (
+        "equal priority: an older narrower rule wins over the catch-all",
+        &[
+            "in_port=1,ip,actions=output:3",
+            "in_port=1,actions=output:2",
+        ],
+        1,
+        None,
+    ),
+];
+
+#[test]
+fn sole_output_follows_priorities_down_to_the_catch_all() {
+    for &(name, rules, in_port, want) in SOLE_OUTPUT_CASES {
+        assert_eq!(build(rules).sole_output(in_port), want, "{name}");
+    }
+}

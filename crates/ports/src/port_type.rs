@@ -27,6 +27,27 @@ use std::sync::Arc;
 pub struct OpenContext<'a> {
     pub memory: &'a MemoryConfig,
     pub factory: &'a PortFactory,
+    /// Where the flow table sends each port's packets (kept by the port
+    /// if it adapts to the rules, as `zero_copy = "auto"` does).
+    pub routes: &'a Arc<dyn Routes>,
+}
+
+/// What the node's flow table says about where a port's packets go.
+/// Control plane only: an answer may walk every rule.
+pub trait Routes: Send + Sync {
+    /// The name of the one port every packet received on port number
+    /// `port` is sent to, when the rules send them all to one port.
+    fn sole_destination(&self, port: u16) -> Option<String>;
+}
+
+/// Routes of a node without a flow table (tests, benches): nothing is
+/// known.
+pub struct NoRoutes;
+
+impl Routes for NoRoutes {
+    fn sole_destination(&self, _port: u16) -> Option<String> {
+        None
+    }
 }
 
 impl OpenContext<'_> {

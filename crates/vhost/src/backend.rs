@@ -251,7 +251,10 @@ impl Backend {
         let mut st = ring.lock();
         if revoked && let Some(dq) = st.dq.as_mut() {
             self.shared.lend.drain_returns(p, dq);
-            dq.return_all_lent();
+            let n = dq.return_all_lent();
+            if let Some(lp) = self.shared.lend.pairs.get(p) {
+                lp.returned_total.fetch_add(n as u64, Relaxed);
+            }
         }
         let keep_lent = !revoked;
         let Some(retired) = st.apply(

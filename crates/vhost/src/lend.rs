@@ -529,7 +529,8 @@ impl Lender {
         let ring = &self.shared.tx[pair];
         let mut st = ring.lock();
         if let Some(dq) = st.dq.as_mut() {
-            dq.return_all_lent();
+            let n = dq.return_all_lent();
+            lp.returned_total.fetch_add(n as u64, Relaxed);
         }
     }
 
