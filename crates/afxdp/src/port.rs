@@ -200,7 +200,7 @@ impl AfXdpPort {
                             x,
                             map.clone(),
                             max_frame,
-                            cfg.send_in_place,
+                            cfg,
                         ))
                     })
                     .collect();

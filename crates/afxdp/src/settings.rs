@@ -48,7 +48,16 @@ pub struct AfXdpConfig {
     /// anyway and its multi-buffer path costs more than the switch's copy
     /// (bench/README.md).
     pub send_in_place: SendInPlace,
+    /// With `zero_copy`: a queue whose frames average less than this many
+    /// bytes (over a second) receives on a copy socket instead — below
+    /// ~256 B lending a guest buffer costs more than the copy it saves
+    /// (bench/README.md) — and goes back to zero copy once they average
+    /// 64 B more. 0: always zero copy. Default [`MIN_FRAME_DEFAULT`].
+    pub zero_copy_min_frame: u32,
 }
+
+/// Default of [`AfXdpConfig::zero_copy_min_frame`].
+pub const MIN_FRAME_DEFAULT: u32 = 224;
 
 /// `zero_copy`: where an AF_XDP port's rx queues receive.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -88,6 +97,7 @@ impl AfXdpConfig {
             ring_size: 2048,
             zero_copy: ZeroCopy::Off,
             send_in_place: SendInPlace::Auto,
+            zero_copy_min_frame: MIN_FRAME_DEFAULT,
         }
     }
 }
@@ -128,6 +138,7 @@ impl PortType for AfXdpType {
             "xdp_mode",
             "zero_copy",
             "send_in_place",
+            "zero_copy_min_frame",
         ]
     }
     fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
@@ -157,6 +168,11 @@ impl PortType for AfXdpType {
                     ("off", SendInPlace::Off),
                 ],
                 d.send_in_place,
+            )?,
+            zero_copy_min_frame: t.int_or(
+                "zero_copy_min_frame",
+                0..=9216,
+                d.zero_copy_min_frame,
             )?,
         }))
     }

@@ -150,6 +150,68 @@ fn add(c: &AtomicU64, n: u64) {
     c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
+/// Every how long the manager averages a queue's frame sizes.
+const SIZE_WINDOW: Duration = Duration::from_secs(1);
+/// Fewer frames than this in a window decide nothing (the mode stays).
+const SIZE_MIN_FRAMES: u64 = 1000;
+/// Hysteresis of the small-frame switch: zero copy again from
+/// `min_frame` + this.
+const SIZE_HYSTERESIS: u32 = 64;
+
+/// Whether a queue's frames are too small for zero copy to pay
+/// (`zero_copy_min_frame`): decided per [`SIZE_WINDOW`] from the frames
+/// and bytes the queue received, with hysteresis.
+#[derive(Debug)]
+pub(crate) struct SizePolicy {
+    min_frame: u32,
+    since: Option<(Instant, u64, u64)>,
+    /// The average that made the queue copy, while it does.
+    small: Option<u32>,
+}
+
+impl SizePolicy {
+    pub(crate) fn new(min_frame: u32) -> SizePolicy {
+        SizePolicy {
+            min_frame,
+            since: None,
+            small: None,
+        }
+    }
+
+    /// The average frame size from which the queue lends again.
+    pub(crate) fn lend_from(&self) -> u32 {
+        self.min_frame + SIZE_HYSTERESIS
+    }
+
+    /// Takes the queue's running totals at `now`; `Some(average)` while
+    /// the queue should copy.
+    pub(crate) fn tick(&mut self, now: Instant, frames: u64, bytes: u64) -> Option<u32> {
+        if self.min_frame == 0 {
+            return None;
+        }
+        let Some((t0, f0, b0)) = self.since else {
+            self.since = Some((now, frames, bytes));
+            return self.small;
+        };
+        if now.duration_since(t0) < SIZE_WINDOW {
+            return self.small;
+        }
+        self.since = Some((now, frames, bytes));
+        let n = frames.wrapping_sub(f0);
+        if n < SIZE_MIN_FRAMES {
+            return self.small;
+        }
+        let avg = (bytes.wrapping_sub(b0) / n).min(u32::MAX as u64) as u32;
+        let limit = if self.small.is_some() {
+            self.lend_from()
+        } else {
+            self.min_frame
+        };
+        self.small = (avg < limit).then_some(avg);
+        self.small
+    }
+}
+
 /// Whose guest buffers a zero-copy queue receives into.
 #[derive(Clone)]
 pub(crate) enum Target {
@@ -269,13 +331,19 @@ pub struct ZcQueue {
     bind: Bind,
     max_frame: usize,
     send_in_place: crate::SendInPlace,
+    /// Frames and their bytes received (single writer: the rx PMD), read
+    /// by the manager's [`SizePolicy`].
+    rx_frames: AtomicU64,
+    rx_bytes: AtomicU64,
+    size_policy: Mutex<SizePolicy>,
     map: Arc<crate::bpf::XskMap>,
     lender: Mutex<Option<Lender>>,
     status: Mutex<Status>,
 }
 
 impl ZcQueue {
-    /// A queue that starts on an ordinary copy socket `xsk`.
+    /// A queue that starts on an ordinary copy socket `xsk`; `cfg` gives
+    /// its `send_in_place` and `zero_copy_min_frame`.
     pub(crate) fn new(
         port: &str,
         target: Target,
@@ -283,7 +351,7 @@ impl ZcQueue {
         xsk: Xsk,
         map: Arc<crate::bpf::XskMap>,
         max_frame: usize,
-        send_in_place: crate::SendInPlace,
+        cfg: &crate::AfXdpConfig,
     ) -> ZcQueue {
         let queue = xsk.queue;
         let ring_size = xsk.ring_size;
@@ -309,7 +377,10 @@ impl ZcQueue {
             ring_size,
             bind,
             max_frame,
-            send_in_place,
+            send_in_place: cfg.send_in_place,
+            rx_frames: AtomicU64::new(0),
+            rx_bytes: AtomicU64::new(0),
+            size_policy: Mutex::new(SizePolicy::new(cfg.zero_copy_min_frame)),
             map,
             lender: Mutex::new(None),
             status: Mutex::new(Status {
@@ -538,6 +609,29 @@ impl ZcQueue {
             let lend = g.as_ref().and_then(|s| s.lend.as_ref());
             (lend.is_some(), lend.is_some_and(|l| !l.ended))
         };
+        let small = {
+            let mut p = self.size_policy.lock().unwrap_or_else(|p| p.into_inner());
+            p.tick(
+                Instant::now(),
+                self.rx_frames.load(Relaxed),
+                self.rx_bytes.load(Relaxed),
+            )
+        };
+        if let Some(avg) = small {
+            // Small frames: a copy socket costs less than lending.
+            if guest {
+                self.close_quiet();
+            }
+            self.set_status(format!(
+                "copy: small frames ({avg} B on average; zero copy from {} B)",
+                self.size_policy
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .lend_from()
+            ));
+            self.ensure_socket();
+            return;
+        }
         if guest && (!lending || lender.is_none()) {
             // A guest socket whose lease ended: back to copy first.
             self.close_quiet();
@@ -654,6 +748,7 @@ impl RxQueue for ZcRxq {
         let Some(s) = g.as_mut() else {
             return 0;
         };
+        let start = batch.len();
         let n = match s.lend.as_mut() {
             None => receive_copies(&s.xsk, &mut s.rx, batch, pool),
             Some(l) => receive_lent(
@@ -666,6 +761,11 @@ impl RxQueue for ZcRxq {
                 pool,
             ),
         };
+        if n != 0 {
+            let bytes: usize = batch[start..].iter().map(|p| p.len()).sum();
+            add(&q.rx_frames, n as u64);
+            add(&q.rx_bytes, bytes as u64);
+        }
         if s.rx.fill.needs_wakeup() {
             s.xsk.wake_rx();
         }
@@ -1003,3 +1103,63 @@ const ZC_FALLBACK_KEYS: [&str; 6] = [
     "zc_fallback_bad_chain",
     "zc_fallback_page_cross",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (ms since the first tick, frames received so far, their bytes so
+    /// far, the copy decision after this tick: the window's average while
+    /// copying)
+    type Step = (u64, u64, u64, Option<u32>);
+
+    const CASES: &[(&str, u32, &[Step])] = &[
+        (
+            "small frames make the queue copy; big ones bring it back",
+            224,
+            &[
+                (0, 0, 0, None),
+                (500, 5_000, 300_000, None),
+                (1_000, 10_000, 600_000, Some(60)),
+                (2_000, 20_000, 15_600_000, None),
+            ],
+        ),
+        (
+            "between the threshold and the hysteresis the mode stays",
+            224,
+            &[
+                (0, 0, 0, None),
+                (1_000, 2_000, 400_000, Some(200)),
+                (2_000, 4_000, 920_000, Some(260)),
+                (3_000, 6_000, 1_500_000, None),
+                (4_000, 8_000, 1_960_000, None),
+            ],
+        ),
+        (
+            "a quiet window decides nothing",
+            224,
+            &[
+                (0, 0, 0, None),
+                (1_000, 2_000, 128_000, Some(64)),
+                (2_000, 2_500, 2_500_000, Some(64)),
+            ],
+        ),
+        (
+            "0 always lends",
+            0,
+            &[(0, 0, 0, None), (1_000, 10_000, 640_000, None)],
+        ),
+    ];
+
+    #[test]
+    fn size_policy_follows_the_average_frame_with_hysteresis() {
+        for &(name, min_frame, steps) in CASES {
+            let mut p = SizePolicy::new(min_frame);
+            let t0 = Instant::now();
+            for (i, &(ms, frames, bytes, want)) in steps.iter().enumerate() {
+                let now = t0 + Duration::from_millis(ms);
+                assert_eq!(p.tick(now, frames, bytes), want, "{name}, step {i}");
+            }
+        }
+    }
+}

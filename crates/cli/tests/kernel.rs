@@ -482,7 +482,8 @@ fn afxdp_sends_vnf_frames_in_place() {
         )
     };
     let body = format!(
-        "{}zero_copy = \"vnf_w\"\nsend_in_place = \"on\"\n{}zero_copy = \"vnf_e\"\nsend_in_place = \"on\"\n{}{}\
+        "{}zero_copy = \"vnf_w\"\nsend_in_place = \"on\"\nzero_copy_min_frame = 0\n\
+         {}zero_copy = \"vnf_e\"\nsend_in_place = \"on\"\nzero_copy_min_frame = 0\n{}{}\
          [[chain]]\nname = \"east\"\ningress = \"left\"\nvnfs = [\"vnf_e\"]\negress = \"right\"\n\
          [[chain]]\nname = \"west\"\ningress = \"right\"\nvnfs = [\"vnf_w\"]\negress = \"left\"\n",
         kernel_port("left", 1, "afxdp", &v1.host),
@@ -618,19 +619,28 @@ fn vnf_path(test: &str, rx: Rx) {
             sock(name).display()
         )
     };
-    let zc = |vnf: &str| match rx {
-        Rx::Copy => String::new(),
-        Rx::ZeroCopy => format!("zero_copy = \"{vnf}\"\n"),
-        Rx::Auto => "zero_copy = \"auto\"\n".to_string(),
+    // `right` receives TCP acks as much as data: it always lends
+    // (`zero_copy_min_frame = 0`); `left` keeps the small-frame switch.
+    let zc = |vnf: &str, always: bool| {
+        let min = if always {
+            "zero_copy_min_frame = 0\n"
+        } else {
+            ""
+        };
+        match rx {
+            Rx::Copy => String::new(),
+            Rx::ZeroCopy => format!("zero_copy = \"{vnf}\"\n{min}"),
+            Rx::Auto => format!("zero_copy = \"auto\"\n{min}"),
+        }
     };
     let body = format!(
         "{}{}{}{}{}{}\
          [[chain]]\nname = \"east\"\ningress = \"left\"\nvnfs = [\"vnf_e\"]\negress = \"right\"\n\
          [[chain]]\nname = \"west\"\ningress = \"right\"\nvnfs = [\"vnf_w\"]\negress = \"left\"\n",
         kernel_port("left", 1, "afxdp", &v1.host),
-        zc("vnf_e"),
+        zc("vnf_e", false),
         kernel_port("right", 2, "afxdp", &v2.host),
-        zc("vnf_w"),
+        zc("vnf_w", true),
         vhost("vnf_e", 11),
         vhost("vnf_w", 12),
     );
@@ -782,6 +792,40 @@ fn vnf_path(test: &str, rx: Rx) {
             node.port("right")["info"]
         );
         tcp_exchange(&ns1, &ns2, RIGHT_IP, 1 << 20, 1 << 20).unwrap();
+
+        if rx == Rx::ZeroCopy {
+            // Small frames (a flood of 58-byte pings, 16 in flight) make `left` copy
+            // (`zero_copy_min_frame`, default 224); a bulk stream brings
+            // it back to zero copy.
+            let mode = || node.port("left")["info"]["rx_mode"].to_string();
+            let flood = ns1
+                .command("ping")
+                .args([
+                    "-f",
+                    "-l",
+                    "16",
+                    "-s",
+                    "16",
+                    "-w",
+                    "3",
+                    &RIGHT_IP.to_string(),
+                ])
+                .output()
+                .unwrap();
+            assert!(flood.status.success(), "ping -f: {flood:?}");
+            assert!(
+                mode().contains("small frames"),
+                "left still lends after a flood of small frames ({}): {}",
+                String::from_utf8_lossy(&flood.stdout),
+                node.port("left")["info"]
+            );
+            tcp_exchange(&ns1, &ns2, RIGHT_IP, 16 << 20, 64 << 10).unwrap();
+            assert!(
+                in_zero_copy(),
+                "left not back in zero copy after a bulk stream: {}",
+                node.port("left")["info"]
+            );
+        }
     }
     drop(vnfs);
     drop(node);

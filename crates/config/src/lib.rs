@@ -81,6 +81,9 @@
 //! #                                #   here go with their tails read by the kernel from
 //! #                                #   its buffers: "auto" (zero-copy driver binds only)
 //! #                                #   | "on" | "off"
+//! #   zero_copy_min_frame = 224    # afxdp with zero_copy: a queue whose frames average
+//! #                                #   less (over 1 s) copies; zero copy again from 64 B
+//! #                                #   more; 0 = always zero copy
 //! # Each type reads its own keys (its crate's `PortType::parse`); a key of another
 //! # type is refused naming the types that take it.
 //!

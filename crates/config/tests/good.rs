@@ -511,6 +511,7 @@ xdp_mode = "zero-copy"
 ring_size = 4096
 zero_copy = "auto"
 send_in_place = "off"
+zero_copy_min_frame = 0
 
 [[port]]
 name = "raw"
@@ -538,6 +539,7 @@ iface = "nfvtap0"
                     ring_size: 2048,
                     zero_copy: nfv_afxdp::ZeroCopy::Off,
                     send_in_place: SendInPlace::Auto,
+                    zero_copy_min_frame: 224,
                 })
             ),
             (
@@ -548,6 +550,7 @@ iface = "nfvtap0"
                     ring_size: 4096,
                     zero_copy: nfv_afxdp::ZeroCopy::Auto,
                     send_in_place: SendInPlace::Off,
+                    zero_copy_min_frame: 0,
                 })
             ),
             (
