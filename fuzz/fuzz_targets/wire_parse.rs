@@ -127,6 +127,16 @@ fn views(data: &[u8]) {
             assert_eq!(buf[..], data[..28]);
         }
     }
+    // memif control messages and ring descriptors.
+    if let Some(m) = data.get(..nfv_wire::memif::MSG_LEN)
+        && let Ok(r) = nfv_wire::memif::MsgRepr::parse(m)
+    {
+        assert_eq!(nfv_wire::memif::MsgRepr::parse(&r.emit()), Ok(r));
+    }
+    let _ = nfv_wire::memif::MsgRepr::parse(data);
+    if let Ok(d) = nfv_wire::memif::DescRepr::parse(data) {
+        assert_eq!(d.emit()[..], data[..nfv_wire::memif::ring::DESC_LEN]);
+    }
     // Parse must also be safe on unchecked views of any length.
     let _ = EthernetRepr::parse(&EthernetFrame::new_unchecked(data));
     let _ = VlanRepr::parse(&VlanTag::new_unchecked(data));

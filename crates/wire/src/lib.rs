@@ -36,6 +36,7 @@ pub mod ethernet;
 pub mod icmpv4;
 pub mod ipv4;
 pub mod l2;
+pub mod memif;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;
