@@ -450,6 +450,20 @@ impl ZcQueue {
         }
     }
 
+    /// Closes a guest socket while keeping the claim, then gives the
+    /// guest every buffer still lent (on the fill or rx ring: the burst in
+    /// flight and its packets are done).
+    fn close_and_give_back(&self) {
+        let Some(s) = self.take_quiet() else {
+            return;
+        };
+        let lease = s.lend.as_ref().map(|l| (l.lender.clone(), l.pair, l.tag));
+        close_socket(s);
+        if let Some((lender, pair, tag)) = lease {
+            lender.with_ring(pair, tag, |dq| dq.return_all_lent());
+        }
+    }
+
     /// Binds `u`, retrying while the kernel still releases the queue's
     /// previous socket (EBUSY), then puts it in the XSKMAP.
     fn bind_and_map(&self, u: Unbound) -> Result<Xsk, String> {
@@ -620,7 +634,7 @@ impl ZcQueue {
         if let Some(avg) = small {
             // Small frames: a copy socket costs less than lending.
             if guest {
-                self.close_quiet();
+                self.close_and_give_back();
             }
             self.set_status(format!(
                 "copy: small frames ({avg} B on average; zero copy from {} B)",

@@ -798,6 +798,7 @@ fn vnf_path(test: &str, rx: Rx) {
             // (`zero_copy_min_frame`, default 224); a bulk stream brings
             // it back to zero copy.
             let mode = || node.port("left")["info"]["rx_mode"].to_string();
+            let returned = count("vnf_e", "zero_copy_returned");
             let flood = ns1
                 .command("ping")
                 .args([
@@ -818,6 +819,12 @@ fn vnf_path(test: &str, rx: Rx) {
                 "left still lends after a flood of small frames ({}): {}",
                 String::from_utf8_lossy(&flood.stdout),
                 node.port("left")["info"]
+            );
+            // The buffers still on the closed socket's rings went back.
+            assert!(
+                count("vnf_e", "zero_copy_returned") > returned,
+                "vnf_e's lent buffers were not given back: {}",
+                node.port("vnf_e")["info"]
             );
             tcp_exchange(&ns1, &ns2, RIGHT_IP, 16 << 20, 64 << 10).unwrap();
             assert!(
