@@ -668,6 +668,94 @@ mod tests {
         }
     }
 
+    /// A DPDK 22.11.11 testpmd `net_memif` client's handshake with a
+    /// testpmd server (`role=client,id=7,secret=abc,rsize=10,bsize=2048`),
+    /// as strace showed its `sendmsg`/`recvmsg` calls: (direction, the
+    /// message's bytes up to its last non-zero one, what it parses to).
+    fn dpdk_handshake() -> [(&'static str, &'static str, MsgRepr); 11] {
+        let dpdk = Name::new(b"DPDK 22.11.11");
+        let ring = |direction, offset| MsgRepr::AddRing {
+            direction,
+            other_flags: 0,
+            index: 0,
+            region: 0,
+            offset,
+            log2_ring_size: 10,
+            private_hdr_size: 0,
+        };
+        let if_name = Name::new(b"net_memif0");
+        [
+            (
+                "S->C",
+                "02004450444b2032322e31312e31310000000000000000000000000000000000000000020002ff00ff00ff000e",
+                MsgRepr::Hello {
+                    name: dpdk,
+                    min_version: VERSION,
+                    max_version: VERSION,
+                    max_region: 255,
+                    max_s2c_ring: 255,
+                    max_c2s_ring: 255,
+                    max_log2_ring_size: 14,
+                },
+            ),
+            (
+                "C->S",
+                "0300000207000000006162630000000000000000000000000000000000000000004450444b2032322e31312e3131",
+                MsgRepr::Init {
+                    version: VERSION,
+                    id: 7,
+                    mode: 0,
+                    secret: Secret::new(b"abc"),
+                    name: dpdk,
+                },
+            ),
+            ("S->C", "01", MsgRepr::Ack),
+            (
+                "C->S",
+                "04000000008140",
+                MsgRepr::AddRegion {
+                    index: 0,
+                    size: 0x40_8100,
+                },
+            ),
+            ("S->C", "01", MsgRepr::Ack),
+            (
+                "C->S",
+                "0500010000000000000000000a",
+                ring(Direction::C2s, 0),
+            ),
+            ("S->C", "01", MsgRepr::Ack),
+            (
+                "C->S",
+                "0500000000000000804000000a",
+                ring(Direction::S2c, 16_512),
+            ),
+            ("S->C", "01", MsgRepr::Ack),
+            (
+                "C->S",
+                "06006e65745f6d656d696630",
+                MsgRepr::Connect { if_name },
+            ),
+            (
+                "S->C",
+                "07006e65745f6d656d696630",
+                MsgRepr::Connected { if_name },
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_dpdk_handshake_parses_and_emits_byte_for_byte() {
+        for (way, hex, want) in dpdk_handshake() {
+            let mut b = [0u8; MSG_LEN];
+            for (i, byte) in b.iter_mut().enumerate().take(hex.len() / 2) {
+                *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+            }
+            assert_eq!(MsgRepr::parse(&b), Ok(want), "{way} {hex}");
+            assert_eq!(want.emit(), b, "{way} {want:?}");
+        }
+    }
+
     #[test]
     fn lengths_and_types_are_checked_first() {
         let ok = MsgRepr::Ack.emit();
