@@ -525,7 +525,8 @@ impl Lender {
         *lp.key.lock().unwrap_or_else(|p| p.into_inner()) = None;
         lp.tag.store(0, Release);
         *lp.borrower.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        // Buffers still lent go back at the ring's next change or tx burst.
+        // Buffers still lent go back now: the borrower closed its socket
+        // first, so nothing writes them any more.
         let ring = &self.shared.tx[pair];
         let mut st = ring.lock();
         if let Some(dq) = st.dq.as_mut() {
