@@ -5,7 +5,12 @@
 //!   what the server side accepts, in which order, and the DISCONNECT
 //!   reason for everything it refuses (the strings DPDK `net_memif` sends,
 //!   where it has one);
-//! * next: the socket (SCM_RIGHTS, one fd per message), the regions and
-//!   rings, the port's rx/tx queues and its `PortType` registration.
+//! * [`socket`]: the `SOCK_SEQPACKET` control socket (file or abstract
+//!   name, one fd per message) and [`serve`]: one connection's server side
+//!   from accept to CONNECTED;
+//! * next: the regions and rings, the port's rx/tx queues and its
+//!   `PortType` registration.
 
 pub mod handshake;
+pub mod serve;
+pub mod socket;
