@@ -32,6 +32,8 @@ pub mod tx;
 pub mod umem;
 pub mod xsk;
 pub mod zero_copy;
+mod zero_copy_choice;
+mod zero_copy_rx;
 pub mod zero_copy_tx;
 
 pub use bpf::AttachMode;

@@ -41,34 +41,20 @@ use crate::lock::SpinLock;
 use crate::rx::receive_copies;
 use crate::umem::Umem;
 use crate::xsk::{Bind, Rings, RxRings, Unbound, Xsk};
+use crate::zero_copy_choice::SizePolicy;
+pub(crate) use crate::zero_copy_choice::Target;
+use crate::zero_copy_rx::{FILL_TARGET, LendRx, receive_lent};
 use crate::zero_copy_tx::{Source, TxInPlace, TxInPlaceCounters, reap, transmit_in_place};
-use nfv_mem::owner::OwnerId;
-use nfv_mem::{BATCH, Batch, PoolCache};
-use nfv_ports::{Routes, RxQueue, TxQueue};
+use nfv_mem::{Batch, PoolCache};
+use nfv_ports::{RxQueue, TxQueue};
 use nfv_vhost::lend::{Borrower, Lease, Lender};
-use nfv_virtio::{GuestMemory, Lent, NotLendable};
+use nfv_virtio::NotLendable;
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Guest buffers lent per burst at most.
-const LEND_BURST: usize = 64;
-/// Fill-ring depth the queue keeps with guest buffers (at most half the
-/// guest's ring, the rest stays for the copy path: frames from other
-/// ports and own-frame fallbacks need guest buffers too). Deep enough for
-/// the kernel's bursts: a sender that was descheduled for a few ms
-/// catches up with hundreds of frames at once, faster than the PMD tops
-/// the ring up — at 128 the kernel dropped 6-23 % of a 100 kpps stream
-/// for want of a fill entry while the copy socket (2048 own frames) lost
-/// none (bench/README.md).
-const FILL_TARGET: u32 = 512;
-/// Below this fill-ring depth after lending (the guest has too few
-/// buffers posted: a VNF descheduled for a few ms), own frames top it up
-/// to twice this, so the kernel copies into them instead of dropping.
-const LOW_WATER: u32 = 64;
 /// How long a revoke waits for the PMD's burst in flight.
 const QUIESCE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -110,14 +96,14 @@ impl Fallback {
             Fallback::PageCross => "page_cross",
         }
     }
-    fn of_unfit(u: Unfit) -> Fallback {
+    pub(crate) fn of_unfit(u: Unfit) -> Fallback {
         match u {
             Unfit::ShortBuffer => Fallback::ShortBuffer,
             Unfit::OutsideUmem => Fallback::OutsideUmem,
             Unfit::PageCross => Fallback::PageCross,
         }
     }
-    fn of_not_lendable(n: NotLendable) -> Fallback {
+    pub(crate) fn of_not_lendable(n: NotLendable) -> Fallback {
         match n {
             NotLendable::Shape => Fallback::BufferShape,
             _ => Fallback::BadChain,
@@ -146,137 +132,8 @@ pub struct ZcCounters {
 }
 
 #[inline(always)]
-fn add(c: &AtomicU64, n: u64) {
+pub(crate) fn add(c: &AtomicU64, n: u64) {
     c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
-}
-
-/// Every how long the manager averages a queue's frame sizes.
-const SIZE_WINDOW: Duration = Duration::from_secs(1);
-/// Fewer frames than this in a window decide nothing (the mode stays).
-const SIZE_MIN_FRAMES: u64 = 1000;
-/// Hysteresis of the small-frame switch: zero copy again from
-/// `min_frame` + this.
-const SIZE_HYSTERESIS: u32 = 64;
-
-/// Whether a queue's frames are too small for zero copy to pay
-/// (`zero_copy_min_frame`): decided per [`SIZE_WINDOW`] from the frames
-/// and bytes the queue received, with hysteresis.
-#[derive(Debug)]
-pub(crate) struct SizePolicy {
-    min_frame: u32,
-    since: Option<(Instant, u64, u64)>,
-    /// The average that made the queue copy, while it does.
-    small: Option<u32>,
-}
-
-impl SizePolicy {
-    pub(crate) fn new(min_frame: u32) -> SizePolicy {
-        SizePolicy {
-            min_frame,
-            since: None,
-            small: None,
-        }
-    }
-
-    /// The average frame size from which the queue lends again.
-    pub(crate) fn lend_from(&self) -> u32 {
-        self.min_frame + SIZE_HYSTERESIS
-    }
-
-    /// Takes the queue's running totals at `now`; `Some(average)` while
-    /// the queue should copy.
-    pub(crate) fn tick(&mut self, now: Instant, frames: u64, bytes: u64) -> Option<u32> {
-        if self.min_frame == 0 {
-            return None;
-        }
-        let Some((t0, f0, b0)) = self.since else {
-            self.since = Some((now, frames, bytes));
-            return self.small;
-        };
-        if now.duration_since(t0) < SIZE_WINDOW {
-            return self.small;
-        }
-        self.since = Some((now, frames, bytes));
-        let n = frames.wrapping_sub(f0);
-        if n < SIZE_MIN_FRAMES {
-            return self.small;
-        }
-        let avg = (bytes.wrapping_sub(b0) / n).min(u32::MAX as u64) as u32;
-        let limit = if self.small.is_some() {
-            self.lend_from()
-        } else {
-            self.min_frame
-        };
-        self.small = (avg < limit).then_some(avg);
-        self.small
-    }
-}
-
-/// Whose guest buffers a zero-copy queue receives into.
-#[derive(Clone)]
-pub(crate) enum Target {
-    /// `zero_copy = "vnf1"`.
-    Port(String),
-    /// `zero_copy = "auto"`: the vhost-user port the flow table sends
-    /// every frame received on port number `port` to, while it does.
-    Auto { routes: Arc<dyn Routes>, port: u16 },
-}
-
-impl Target {
-    /// The port to borrow from now (control plane: may walk the rules).
-    fn resolve(&self) -> Option<String> {
-        match self {
-            Target::Port(p) => Some(p.clone()),
-            Target::Auto { routes, port } => routes.sole_destination(*port),
-        }
-    }
-
-    /// The status while `resolve` finds nothing.
-    fn why_none(&self) -> String {
-        "copy: auto: the flow table does not send all of this port's frames to one port".to_string()
-    }
-
-    /// The status while `target` is no vhost-user port that lends.
-    fn waiting(&self, target: &str) -> String {
-        match self {
-            Target::Port(_) => format!("copy: waiting for vhost-user port {target}"),
-            // The node named a port that runs: it is of another type.
-            Target::Auto { .. } => format!(
-                "copy: auto: the flow table sends this port's frames to {target}, not a \
-                 vhost-user port"
-            ),
-        }
-    }
-
-    /// Appended to the zero-copy status.
-    fn suffix(&self) -> &'static str {
-        match self {
-            Target::Port(_) => "",
-            Target::Auto { .. } => ", chosen by the flow table",
-        }
-    }
-}
-
-/// The borrowed side of a guest socket.
-struct LendRx {
-    lender: Lender,
-    owner: OwnerId,
-    pair: usize,
-    tag: u32,
-    mem: Arc<GuestMemory>,
-    hdr_len: usize,
-    placement: Placement,
-    /// Guest buffers on the fill ring, in posting order, with their fill
-    /// address. Capacity: the fill ring's size (never grows).
-    posted: VecDeque<(u64, Lent)>,
-    /// Own rx frames on the fill ring.
-    own_posted: u32,
-    /// Guest buffers kept on the fill ring: [`FILL_TARGET`], at most half
-    /// the guest's receive ring (learnt when lending).
-    fill_target: u32,
-    /// The lease ended under us (the ring went away without a revoke
-    /// yet): stop lending, receive into own frames.
-    ended: bool,
 }
 
 /// A socket of a zero-copy queue and what the rx side keeps with it.
@@ -797,226 +654,6 @@ impl RxQueue for ZcRxq {
     }
 }
 
-/// One burst over a guest socket: frames in guest buffers become packets
-/// over them, frames in own frames are copied; then the fill ring is
-/// topped up with the guest's next buffers (own frames when it has none).
-#[inline]
-#[allow(clippy::too_many_arguments)]
-fn receive_lent(
-    c: &ZcCounters,
-    xsk: &Xsk,
-    r: &mut RxRings,
-    l: &mut LendRx,
-    own_free: &mut Vec<u64>,
-    batch: &mut Batch,
-    pool: &mut PoolCache,
-) -> usize {
-    let room = batch.remaining_capacity().min(BATCH) as u32;
-    let n = r.rx.available(room);
-    let own_off = xsk.umem.frame_addr(0);
-    let lead = crate::umem::XDP_PACKET_HEADROOM as u64 + l.placement.headroom as u64;
-    let mut got = 0;
-    let mut copied = 0u64;
-    let mut bad = 0u64;
-    // Buffers to give back empty (bad descriptors): at most one burst.
-    let mut back = [0u16; BATCH];
-    let mut nback = 0;
-    if n > 0 {
-        xsk.umem.prefetch(Umem::data_addr(r.rx.read(0).addr));
-    }
-    for i in 0..n {
-        let d = r.rx.read(i);
-        if i + 1 < n {
-            // The next frame, written by the kernel likely on another
-            // core: copied out next, or parsed by the flow lookup.
-            xsk.umem.prefetch(Umem::data_addr(r.rx.read(i + 1).addr));
-        }
-        let fill = Umem::fill_of(d.addr);
-        if fill >= own_off {
-            // An own frame: copy, as the copy path does.
-            l.own_posted = l.own_posted.saturating_sub(1);
-            if let Some(mut p) = pool.alloc() {
-                let len = d.len as usize;
-                let room = p.room_mut();
-                if len <= room.len()
-                    && xsk
-                        .umem
-                        .read_into(Umem::data_addr(d.addr), &mut room[..len])
-                {
-                    let _ = p.set_len(len);
-                    batch.push(p);
-                    got += 1;
-                    copied += 1;
-                } else {
-                    bad += 1;
-                    pool.free(p);
-                }
-            }
-            own_free.push(Umem::chunk_of(fill));
-            continue;
-        }
-        // A guest buffer: nearly always the oldest posted one.
-        let pos = match l.posted.front() {
-            Some(&(f, _)) if f == fill => Some(0),
-            _ => l.posted.iter().position(|&(f, _)| f == fill),
-        };
-        let Some(pos) = pos else {
-            bad += 1;
-            continue;
-        };
-        let (_, lent) = l.posted.remove(pos).expect("found above");
-        let len = d.len as usize;
-        let fits = Umem::data_addr(d.addr) == fill + lead
-            && l.hdr_len + len <= lent.len as usize
-            && len <= l.placement.frame_room as usize;
-        let host = l
-            .mem
-            .translate(lent.gpa, lent.len as usize)
-            .and_then(NonNull::new);
-        match host {
-            Some(h) if fits => {
-                // SAFETY: `h` translates the lent buffer in the lease's
-                // memory, which `l.mem` keeps mapped until a revoke has
-                // waited for this burst's packets; the buffer is lent, so
-                // no other packet uses it; header + frame fit it (checked).
-                let p = unsafe {
-                    l.lender
-                        .packet(l.owner, l.pair, l.tag, &lent, h, l.hdr_len, len)
-                };
-                batch.push(p);
-                got += 1;
-            }
-            _ => {
-                bad += 1;
-                if nback < BATCH {
-                    back[nback] = lent.head;
-                    nback += 1;
-                }
-            }
-        }
-    }
-    r.rx.release(n);
-    add(&c.zero_copy, (got - copied as usize) as u64);
-    if copied != 0 {
-        add(&c.fallback[Fallback::NoGuestBuffer as usize], copied);
-    }
-    if bad != 0 {
-        add(&c.bad_descs, bad);
-    }
-    refill(c, xsk, r, l, own_free, &back[..nback]);
-    got
-}
-
-/// Tops the fill ring up: the guest's next buffers first, own frames when
-/// the guest has too few posted.
-#[inline]
-fn refill(
-    c: &ZcCounters,
-    xsk: &Xsk,
-    r: &mut RxRings,
-    l: &mut LendRx,
-    own_free: &mut Vec<u64>,
-    back: &[u16],
-) {
-    let cap = l.posted.capacity();
-    // What the kernel still has to fill: posted and not received back,
-    // minus frames already waiting on the rx ring (the kernel publishes
-    // its fill-ring consumer index lazily, so the fill ring's own count
-    // would overstate it).
-    let backlog = r.rx.available(u32::MAX);
-    let depth = (l.posted.len() as u32 + l.own_posted).saturating_sub(backlog);
-    let room = r.fill.free(LEND_BURST as u32).min(LEND_BURST as u32) as usize;
-    let want = room
-        .min(cap - l.posted.len())
-        .min(l.fill_target.saturating_sub(depth) as usize);
-    // Lend in batches: lending reads the guest's avail ring, lines the
-    // VNF's core writes, and takes its ring's lock — once per burst of a
-    // few frames that cost more than the copy it saves (bench/README.md).
-    let batch_min = (l.fill_target as usize / 4).clamp(1, LEND_BURST / 2);
-    if back.is_empty() && want < batch_min && depth >= LOW_WATER {
-        return;
-    }
-    let mut k = 0u32;
-    let mut stop = None;
-    let area = xsk.umem.guest().map(|(a, _)| a);
-    let placement = l.placement;
-    let LendRx {
-        lender,
-        pair,
-        tag,
-        posted,
-        fill_target,
-        ended,
-        ..
-    } = l;
-    let fill = &mut r.fill;
-    let done = !*ended
-        && lender
-            .with_ring(*pair, *tag, |dq| {
-                for &h in back {
-                    dq.return_lent(h);
-                }
-                if !back.is_empty() {
-                    dq.publish();
-                }
-                // At most half the guest's ring is lent: the other half
-                // stays for frames other ports send this VNF (copied in),
-                // however small its ring.
-                let half_ring = dq.size() as u32 / 2;
-                *fill_target = FILL_TARGET.min(half_ring).max(1);
-                let half = half_ring.saturating_sub(dq.lent_outstanding());
-                let pending = (dq.lend_pending() as u32).min(want as u32).min(half);
-                let Some(area) = area else {
-                    return;
-                };
-                while k < pending {
-                    let one = match dq.lend_peek(0) {
-                        Ok(x) => x,
-                        Err(e) => {
-                            stop = Some(Fallback::of_not_lendable(e));
-                            break;
-                        }
-                    };
-                    match placement.fill_addr(area, one.gpa, one.len) {
-                        Ok(f) => {
-                            dq.lend_take(std::slice::from_ref(&one));
-                            fill.write(k, f);
-                            posted.push_back((f, one));
-                            k += 1;
-                        }
-                        Err(u) => {
-                            stop = Some(Fallback::of_unfit(u));
-                            break;
-                        }
-                    }
-                }
-            })
-            .is_some();
-    if !done {
-        l.ended = true;
-    }
-    r.fill.submit(k);
-    if k != 0 {
-        add(&c.lent, k as u64);
-    }
-    if let Some(f) = stop {
-        add(&c.fallback[f as usize], 1);
-    }
-    // The kernel's reserve: own frames when the guest has too few posted.
-    let depth = depth + k;
-    if depth < LOW_WATER {
-        let n = (2 * LOW_WATER - depth)
-            .min(own_free.len() as u32)
-            .min(r.fill.free(2 * LOW_WATER));
-        for i in 0..n {
-            let f = own_free.pop().expect("counted");
-            r.fill.write(i, f);
-        }
-        r.fill.submit(n);
-        l.own_posted += n;
-    }
-}
-
 /// The tx queue of a zero-copy queue: the ordinary copy path over
 /// whichever socket the queue has (none while switching: nothing sent).
 pub struct ZcTxq {
@@ -1117,63 +754,3 @@ const ZC_FALLBACK_KEYS: [&str; 6] = [
     "zc_fallback_bad_chain",
     "zc_fallback_page_cross",
 ];
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// (ms since the first tick, frames received so far, their bytes so
-    /// far, the copy decision after this tick: the window's average while
-    /// copying)
-    type Step = (u64, u64, u64, Option<u32>);
-
-    const CASES: &[(&str, u32, &[Step])] = &[
-        (
-            "small frames make the queue copy; big ones bring it back",
-            224,
-            &[
-                (0, 0, 0, None),
-                (500, 5_000, 300_000, None),
-                (1_000, 10_000, 600_000, Some(60)),
-                (2_000, 20_000, 15_600_000, None),
-            ],
-        ),
-        (
-            "between the threshold and the hysteresis the mode stays",
-            224,
-            &[
-                (0, 0, 0, None),
-                (1_000, 2_000, 400_000, Some(200)),
-                (2_000, 4_000, 920_000, Some(260)),
-                (3_000, 6_000, 1_500_000, None),
-                (4_000, 8_000, 1_960_000, None),
-            ],
-        ),
-        (
-            "a quiet window decides nothing",
-            224,
-            &[
-                (0, 0, 0, None),
-                (1_000, 2_000, 128_000, Some(64)),
-                (2_000, 2_500, 2_500_000, Some(64)),
-            ],
-        ),
-        (
-            "0 always lends",
-            0,
-            &[(0, 0, 0, None), (1_000, 10_000, 640_000, None)],
-        ),
-    ];
-
-    #[test]
-    fn size_policy_follows_the_average_frame_with_hysteresis() {
-        for &(name, min_frame, steps) in CASES {
-            let mut p = SizePolicy::new(min_frame);
-            let t0 = Instant::now();
-            for (i, &(ms, frames, bytes, want)) in steps.iter().enumerate() {
-                let now = t0 + Duration::from_millis(ms);
-                assert_eq!(p.tick(now, frames, bytes), want, "{name}, step {i}");
-            }
-        }
-    }
-}
