@@ -21,6 +21,17 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nfvswitch");
 const WAIT: Duration = Duration::from_secs(20);
+
+/// The tests with VNF processes (a node, two VNFs, two namespaces) run one
+/// at a time: two at once oversubscribe a 2-core machine about threefold,
+/// and under that load the in-place test's TCP stream across a VNF
+/// restart stalled past the 20 s read timeout in about 1 run of 4 (not
+/// root-caused yet: see the closing note of 2026-11-26 night).
+static VNF_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_vnf_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    VNF_TESTS.lock().unwrap_or_else(|p| p.into_inner())
+}
 const LEFT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 const RIGHT_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 
@@ -465,6 +476,7 @@ enum Rx {
 #[test]
 fn afxdp_sends_vnf_frames_in_place() {
     let test = "afxdp_sends_vnf_frames_in_place";
+    let _serial = one_vnf_test_at_a_time();
     if let Some(why) = unavailable() {
         return skip(test, &why);
     }
@@ -571,7 +583,15 @@ fn afxdp_sends_vnf_frames_in_place() {
         vnfs[0] = vnf("vnf_e");
         t.join().unwrap()
     });
-    stream.unwrap();
+    if let Err(e) = stream {
+        panic!(
+            "the stream across vnf_e's restart: {e}\nleft {}\nright {}\nvnf_e {}\nvnf_w {}",
+            node.port("left"),
+            node.port("right"),
+            node.port("vnf_e"),
+            node.port("vnf_w")
+        );
+    }
     assert!(
         info("right", "zc_revokes") > revokes,
         "the dead VNF's ring was not revoked: {}",
@@ -595,6 +615,7 @@ fn afxdp_sends_vnf_frames_in_place() {
 }
 
 fn vnf_path(test: &str, rx: Rx) {
+    let _serial = one_vnf_test_at_a_time();
     let zero_copy = rx != Rx::Copy;
     if let Some(why) = unavailable() {
         return skip(test, &why);
