@@ -902,6 +902,81 @@ fn vhost_user_ports() {
 }
 
 #[test]
+fn memif_ports() {
+    let port = |extra: &str| -> &'static str {
+        Box::leak(
+            format!("[[port]]\nname = \"m\"\nid = 1\ntype = \"memif\"\n{extra}").into_boxed_str(),
+        )
+    };
+    check_all(&[
+        Bad {
+            name: "memif without socket",
+            text: port(""),
+            line: 1,
+            field: "port[0].socket",
+            msg: "a memif port needs `socket`",
+        },
+        Bad {
+            name: "memif client role",
+            text: port("socket = \"/tmp/m.sock\"\nrole = \"client\"\n"),
+            line: 6,
+            field: "port[0].role",
+            msg: "only \"server\" is supported",
+        },
+        Bad {
+            name: "memif secret too long",
+            text: port("socket = \"/tmp/m.sock\"\nsecret = \"0123456789012345678901234\"\n"),
+            line: 6,
+            field: "port[0].secret",
+            msg: "a memif secret is 1..=24 bytes, this one is 25",
+        },
+        Bad {
+            name: "memif empty abstract name",
+            text: port("socket = \"@\"\n"),
+            line: 5,
+            field: "port[0].socket",
+            msg: "an abstract socket name needs 1..106 bytes after the @",
+        },
+        Bad {
+            name: "memif id out of range",
+            text: port("socket = \"/tmp/m.sock\"\ninterface_id = 4294967296\n"),
+            line: 6,
+            field: "port[0].interface_id",
+            msg: "4294967296 is out of range 0..=4294967295",
+        },
+        Bad {
+            name: "memif queues",
+            text: port("socket = \"/tmp/m.sock\"\nqueues = 17\n"),
+            line: 6,
+            field: "port[0].queues",
+            msg: "17 is out of range 1..=16",
+        },
+        Bad {
+            name: "memif rxqs",
+            text: port("socket = \"/tmp/m.sock\"\nrxqs = 2\n"),
+            line: 6,
+            field: "port[0].rxqs",
+            msg: "its rx queues are the client's rings; set `queues`",
+        },
+        Bad {
+            name: "mrg_rxbuf on memif",
+            text: port("socket = \"/tmp/m.sock\"\nmrg_rxbuf = true\n"),
+            line: 6,
+            field: "port[0].mrg_rxbuf",
+            msg: "not valid for a port of type \"memif\" (only for type \"vhost-user\")",
+        },
+        Bad {
+            name: "memif socket shared with vhost",
+            text: "[[port]]\nname = \"a\"\nid = 1\ntype = \"memif\"\nsocket = \"/tmp/x.sock\"\n\
+                   [[port]]\nname = \"b\"\nid = 2\ntype = \"vhost-user\"\nsocket = \"/tmp/x.sock\"\n",
+            line: 10,
+            field: "port[1].socket",
+            msg: "/tmp/x.sock is already the socket of port[0] \"a\"",
+        },
+    ]);
+}
+
+#[test]
 fn kernel_ports() {
     let port = |kind: &str, extra: &str| -> &'static str {
         Box::leak(

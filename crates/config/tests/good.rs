@@ -9,6 +9,7 @@ use nfv_afpacket::AfPacketConfig;
 use nfv_afxdp::{AfXdpConfig, SendInPlace, XdpBindMode};
 use nfv_config::{NodeConfig, PmdConfig, parse_port_table, parse_str};
 use nfv_mem::{HugepageMode, MemoryConfig};
+use nfv_memif::MemifConfig;
 use nfv_ports::config::{GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig};
 use nfv_tap::TapConfig;
 use nfv_vhost::{VhostUserConfig, VhostUserMode};
@@ -489,6 +490,42 @@ mrg_rxbuf = false
     assert_eq!(p.rxqs, 2);
     let e = parse_port_table(r#"name="v",id=9,type="vhost-user",mode="client""#, &mem).unwrap_err();
     assert_eq!(e.field(), Some("socket"), "{e}");
+}
+
+#[test]
+fn memif_ports() {
+    let c = parse(
+        r#"
+[[port]]
+name = "m1"
+id = 1
+type = "memif"
+socket = "/run/m1.sock"
+
+[[port]]
+name = "m2"
+id = 2
+type = "memif"
+socket = "@/run/memif.sock"
+role = "server"
+interface_id = 7
+secret = "s3cr3t"
+queues = 2
+"#,
+    );
+    let m = |p: &PortConfig| p.kind.settings::<MemifConfig>().cloned();
+    assert_eq!(m(&c.ports[0]), Some(MemifConfig::new("/run/m1.sock")));
+    assert_eq!(c.ports[0].kind.type_name(), "memif");
+    assert_eq!(
+        m(&c.ports[1]),
+        Some(MemifConfig {
+            socket: "@/run/memif.sock".into(),
+            id: 7,
+            secret: Some("s3cr3t".into()),
+            queues: 2,
+        })
+    );
+    assert_eq!(c.ports[1].rxqs, 2);
 }
 
 #[test]

@@ -1,4 +1,7 @@
-//! The memif port type (issue 15), built in layers:
+//! `memif`: the shared-memory packet interface of FD.io VPP, DPDK
+//! `net_memif`, libmemif and gomemif — how container VNFs reach a
+//! userspace switch. This crate is the server role (the switch listens,
+//! the VNF connects and owns the shared memory), built in layers:
 //!
 //! * the message and ring layout live in `nfv_wire::memif` (pure);
 //! * [`handshake`]: the control protocol as a state machine with no I/O —
@@ -7,10 +10,22 @@
 //!   where it has one);
 //! * [`socket`]: the `SOCK_SEQPACKET` control socket (file or abstract
 //!   name, one fd per message) and [`serve`]: one connection's server side
-//!   from accept to CONNECTED;
-//! * next: the regions and rings, the port's rx/tx queues and its
-//!   `PortType` registration.
+//!   from accept to CONNECT;
+//! * `connection`: the client's regions mapped (with the SIGBUS guard of
+//!   `nfv_virtio`) and its rings checked; `ring`: one ring's header and
+//!   descriptors, the only place that touches them;
+//! * `queue`: the PMD's rx and tx bursts (copies, chained buffers, every
+//!   descriptor checked once), `port`: the control thread and the
+//!   [`MemifPort`]; `settings`: the `[[port]]` keys and [`MEMIF`].
 
+mod connection;
 pub mod handshake;
+mod port;
+mod queue;
+mod ring;
 pub mod serve;
+mod settings;
 pub mod socket;
+
+pub use port::{HANDSHAKE_TIMEOUT, MemifPort, OpenError};
+pub use settings::{MEMIF, MemifConfig, MemifType};

@@ -38,6 +38,31 @@ pub fn serve(
     offer: impl Fn(u32) -> Option<Offer>,
     timeout: Duration,
 ) -> Result<Setup<OwnedFd>, HandshakeError> {
+    let setup = until_connect(conn, limits, name, offer, timeout)?;
+    confirm(conn, if_name)?;
+    Ok(setup)
+}
+
+/// Answers CONNECT with CONNECTED (`if_name`: our interface's name).
+pub fn confirm(conn: &Conn, if_name: &str) -> std::io::Result<()> {
+    conn.send(
+        &MsgRepr::Connected {
+            if_name: Name::new(if_name.as_bytes()),
+        },
+        None,
+    )
+}
+
+/// [`serve`] up to the client's CONNECT, left unanswered: the caller maps
+/// the regions and checks the rings first, then sends [`confirm`] or a
+/// DISCONNECT.
+pub fn until_connect(
+    conn: &Conn,
+    limits: Limits,
+    name: &str,
+    offer: impl Fn(u32) -> Option<Offer>,
+    timeout: Duration,
+) -> Result<Setup<OwnedFd>, HandshakeError> {
     conn.send(&limits.hello(name), None)?;
     let mut h = ServerHandshake::new(limits);
     let mut buf = [0u8; 256];
@@ -54,13 +79,7 @@ pub fn serve(
         };
         match h.on_message(&buf[..len.min(buf.len())], fd, &offer) {
             Step::Reply(m) => conn.send(&m, None)?,
-            Step::Connect(setup) => {
-                let connected = MsgRepr::Connected {
-                    if_name: Name::new(if_name.as_bytes()),
-                };
-                conn.send(&connected, None)?;
-                return Ok(*setup);
-            }
+            Step::Connect(setup) => return Ok(*setup),
             Step::Refuse(r) => {
                 // The client may be gone already: the refusal stands.
                 let _ = conn.send(&r.message(), None);

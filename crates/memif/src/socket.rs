@@ -221,7 +221,10 @@ impl Conn {
         self.send_bytes(&bytes, fd)
     }
 
-    /// Sends raw bytes as one message (tests send malformed ones).
+    /// Sends raw bytes as one message (tests send malformed ones). Never
+    /// waits: a peer that stops reading fills its socket buffer and gets
+    /// an error here (`WouldBlock`), not our thread; a peer that has gone
+    /// gets an error, not a SIGPIPE.
     pub fn send_bytes(&self, bytes: &[u8], fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
         let iov = [IoSlice::new(bytes)];
         let raw = fd.map(|f| [f.as_raw_fd()]);
@@ -230,11 +233,29 @@ impl Conn {
             .map(|r| vec![ControlMessage::ScmRights(r)])
             .unwrap_or_default();
         loop {
-            match socket::sendmsg::<()>(self.fd.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None) {
+            match socket::sendmsg::<()>(
+                self.fd.as_raw_fd(),
+                &iov,
+                &cmsg,
+                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+                None,
+            ) {
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(e) => return Err(e.into()),
                 Ok(_) => return Ok(()),
             }
         }
+    }
+}
+
+impl AsFd for Listener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsFd for Conn {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }

@@ -18,6 +18,7 @@ pub static PORT_TYPES: &[&dyn PortType] = &[
     &nfv_afxdp::AFXDP,
     &nfv_afpacket::AFPACKET,
     &nfv_tap::TAP,
+    &nfv_memif::MEMIF,
 ];
 
 /// The registered type named `name` (a `type = "..."` value).

@@ -1,0 +1,328 @@
+//! The PMD side of a memif port (server role): rx queue `i` copies frames
+//! out of the client's C2S ring `i`, tx queue `q` copies frames into the
+//! buffers the client posted on S2C ring `q % rings`.
+//!
+//! Each burst checks the port's generation with one atomic load and only
+//! on a change takes the slow path (the new [`Connection`], or none). A
+//! queue keeps its connection in an `Arc`, so a disconnect never unmaps
+//! memory a PMD is reading; the memory goes when the last queue moves on.
+//!
+//! Everything in the rings is the client's claim: a head that claims more
+//! slots than the ring has, a descriptor outside its region, a chain that
+//! runs past the head or past the largest frame, a zero-length frame are
+//! each counted ([`Counters`]) and dropped, never followed. No loop runs
+//! longer than the ring, and nothing here waits on the client (interrupts
+//! go through the notifier thread).
+
+use crate::connection::Connection;
+use crate::port::Shared;
+use nfv_mem::{Batch, PoolCache};
+use nfv_ports::{RxQueue, TxQueue};
+use nfv_virtio::guard::fault_epoch;
+use nfv_wire::memif;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::*};
+
+/// Errors and events of one queue, written by its PMD only.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub(crate) struct Counters {
+    /// Descriptors outside their region (or naming no region).
+    pub bad_desc: AtomicU64,
+    /// Frames whose chain ran past the client's head.
+    pub bad_chain: AtomicU64,
+    /// Frames larger than a switch packet buffer (rx) or than the room the
+    /// client posted (tx never drops for that: it chains).
+    pub too_big: AtomicU64,
+    /// Frames of zero bytes.
+    pub empty: AtomicU64,
+    /// Bursts that found a head claiming more than the ring holds.
+    pub bad_head: AtomicU64,
+    /// Interrupts requested from the client's eventfd.
+    pub interrupts: AtomicU64,
+    /// Bursts that found the client's memory faulted (SIGBUS survived).
+    pub memory_faults: AtomicU64,
+}
+
+/// The counter names, in [`Counters::load`] order.
+pub(crate) const COUNTER_NAMES: [&str; 7] = [
+    "bad_desc",
+    "bad_chain",
+    "too_big",
+    "empty",
+    "bad_head",
+    "interrupts",
+    "memory_faults",
+];
+
+impl Counters {
+    pub fn load(&self) -> [u64; 7] {
+        [
+            &self.bad_desc,
+            &self.bad_chain,
+            &self.too_big,
+            &self.empty,
+            &self.bad_head,
+            &self.interrupts,
+            &self.memory_faults,
+        ]
+        .map(|c| c.load(Relaxed))
+    }
+}
+
+#[inline(always)]
+fn bump(c: &AtomicU64) {
+    c.store(c.load(Relaxed).wrapping_add(1), Relaxed);
+}
+
+/// What a queue follows of the port's connection.
+struct Follow {
+    shared: Arc<Shared>,
+    generation: u64,
+    fault_epoch: u64,
+    conn: Option<Arc<Connection>>,
+    counters: Arc<Counters>,
+}
+
+impl Follow {
+    fn new(shared: Arc<Shared>) -> Follow {
+        let counters = shared.register_counters();
+        Follow {
+            shared,
+            // Forces a resync on the first burst.
+            generation: u64::MAX,
+            fault_epoch: fault_epoch(),
+            conn: None,
+            counters,
+        }
+    }
+
+    /// True when the connection changed since the last burst (the caller
+    /// then resets its ring position).
+    #[inline(always)]
+    fn changed(&mut self) -> bool {
+        let g = self.shared.generation();
+        let f = fault_epoch();
+        if g == self.generation && f == self.fault_epoch {
+            return false;
+        }
+        self.resync(g, f);
+        true
+    }
+
+    #[cold]
+    fn resync(&mut self, generation: u64, epoch: u64) {
+        self.generation = generation;
+        self.fault_epoch = epoch;
+        self.conn = self.shared.current();
+        if self.conn.as_ref().is_some_and(|c| c.mem.faulted()) {
+            // The control thread disconnects the client; until then the
+            // rings (zeros now) are left alone.
+            bump(&self.counters.memory_faults);
+            self.conn = None;
+        }
+    }
+}
+
+/// Rx queue `index`: the client's C2S ring `index`.
+pub(crate) struct MemifRxq {
+    follow: Follow,
+    index: usize,
+    /// The next slot to read.
+    next: u16,
+}
+
+impl MemifRxq {
+    pub fn new(shared: Arc<Shared>, index: usize) -> MemifRxq {
+        MemifRxq {
+            follow: Follow::new(shared),
+            index,
+            next: 0,
+        }
+    }
+}
+
+impl RxQueue for MemifRxq {
+    fn rx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        if self.follow.changed()
+            && let Some(ring) = self.follow.conn.as_ref().and_then(|c| c.rx.get(self.index))
+        {
+            // Where the previous owner of this ring (if any) stopped: the
+            // tail is ours to write, so it is our position.
+            self.next = ring.view.tail();
+        }
+        let Some(conn) = self.follow.conn.as_deref() else {
+            return 0;
+        };
+        let Some(ring) = conn.rx.get(self.index) else {
+            return 0;
+        };
+        let c = &*self.follow.counters;
+        let view = &ring.view;
+        let head = view.head();
+        let mut avail = head.wrapping_sub(self.next);
+        if avail == 0 {
+            return 0;
+        }
+        if avail > view.size() {
+            // The client claims more frames than its ring holds: take
+            // nothing (its queue stalls, nobody else's does).
+            bump(&c.bad_head);
+            return 0;
+        }
+        let mut slot = self.next;
+        let mut n = 0;
+        while avail > 0 && !batch.is_full() {
+            let Some(mut pkt) = pool.alloc() else { break };
+            let room = pkt.room_mut();
+            let mut len = 0usize;
+            let mut fault: Option<&AtomicU64> = None;
+            loop {
+                if avail == 0 {
+                    // NEXT set on the last slot the client published.
+                    fault = Some(&c.bad_chain);
+                    break;
+                }
+                let d = view.desc(slot);
+                slot = slot.wrapping_add(1);
+                avail -= 1;
+                if fault.is_none() {
+                    match conn.buffer(d.region, d.offset, d.length) {
+                        None => fault = Some(&c.bad_desc),
+                        Some(_) if len + d.length as usize > room.len() => fault = Some(&c.too_big),
+                        Some(src) => {
+                            // SAFETY: `buffer` checked that `d.length`
+                            // bytes at `src` lie in a mapped region; the
+                            // destination has room (checked above); the
+                            // client's memory never overlaps our pool.
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(
+                                    src,
+                                    room.as_mut_ptr().add(len),
+                                    d.length as usize,
+                                )
+                            };
+                            len += d.length as usize;
+                        }
+                    }
+                }
+                if !d.next {
+                    break;
+                }
+            }
+            if fault.is_none() && len == 0 {
+                fault = Some(&c.empty);
+            }
+            match fault {
+                Some(counter) => {
+                    bump(counter);
+                    pool.free(pkt);
+                }
+                None => {
+                    // `len` fits: checked against the room above.
+                    let _ = pkt.set_len(len);
+                    batch.push(pkt);
+                    n += 1;
+                }
+            }
+        }
+        self.next = slot;
+        view.set_tail(slot);
+        n
+    }
+}
+
+/// Tx queue of PMD `pmd`: the client's S2C ring `pmd % rings`.
+pub(crate) struct MemifTxq {
+    follow: Follow,
+    pmd: usize,
+    max_frame: usize,
+}
+
+impl MemifTxq {
+    pub fn new(shared: Arc<Shared>, pmd: usize, max_frame: usize) -> MemifTxq {
+        MemifTxq {
+            follow: Follow::new(shared),
+            pmd,
+            max_frame,
+        }
+    }
+}
+
+impl TxQueue for MemifTxq {
+    fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        self.follow.changed();
+        let Some(conn) = self.follow.conn.as_deref() else {
+            return 0;
+        };
+        if conn.tx.is_empty() {
+            return 0;
+        }
+        let ring = &conn.tx[self.pmd % conn.tx.len()];
+        let c = &*self.follow.counters;
+        let view = &ring.view;
+        let mut turn = ring.take();
+        let mut slot = turn.tail();
+        let mut free = view.head().wrapping_sub(slot);
+        if free > view.size() {
+            bump(&c.bad_head);
+            return 0;
+        }
+        let mut sent = 0;
+        'frames: for pkt in batch.iter() {
+            let data = pkt.data();
+            let start = slot;
+            let mut done = 0usize;
+            loop {
+                if free == 0 {
+                    slot = start;
+                    break 'frames;
+                }
+                let d = view.desc(slot);
+                let Some(dst) = conn.buffer(d.region, d.offset, d.length) else {
+                    // A posted buffer outside its region: the ring stops
+                    // here (counted) until the client posts valid ones.
+                    bump(&c.bad_desc);
+                    slot = start;
+                    break 'frames;
+                };
+                let take = (data.len() - done).min(d.length as usize);
+                if take == 0 {
+                    // A buffer of no room cannot carry the frame on.
+                    bump(&c.bad_desc);
+                    slot = start;
+                    break 'frames;
+                }
+                // SAFETY: `buffer` checked `d.length` bytes at `dst` lie
+                // in a mapped region, and `take <= d.length`; the source
+                // is our packet, which never overlaps the client's memory.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(done), dst, take) };
+                done += take;
+                let more = done < data.len();
+                view.set_desc_len(slot, take as u32, more);
+                slot = slot.wrapping_add(1);
+                free -= 1;
+                if !more {
+                    break;
+                }
+            }
+            sent += 1;
+        }
+        if sent > 0 {
+            turn.set_tail(slot);
+            view.set_tail(slot);
+            if view.flags() & memif::ring::FLAG_MASK_INT == 0 && ring.call.signal() {
+                bump(&c.interrupts);
+            }
+        }
+        drop(turn);
+        for p in batch.drain(..sent) {
+            pool.free(p);
+        }
+        sent
+    }
+
+    fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+}

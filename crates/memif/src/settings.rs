@@ -1,0 +1,155 @@
+//! The `memif` port type: its settings, its `[[port]]` keys and its
+//! registration ([`MEMIF`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nfv_ports::config::{PortConfig, PortKind, PortSettings, same_settings};
+use nfv_ports::{OpenContext, Port, PortOpenError, PortType};
+use nfv_settings::{PortTable, SettingError};
+use nfv_wire::memif::Secret;
+
+use crate::port::MemifPort;
+use crate::socket::SocketPath;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemifConfig {
+    /// The control socket: a file path, or `@name` for an abstract name
+    /// (DPDK's default is `@/run/memif.sock`; abstract names belong to the
+    /// network namespace, so pods in their own need a file).
+    pub socket: PathBuf,
+    /// The interface id the client asks for (key `interface_id`; DPDK
+    /// `id=`, VPP `id`). Default 0.
+    pub id: u32,
+    /// The secret the client must give in INIT (at most 24 bytes; DPDK
+    /// `secret=`). Default: none required.
+    pub secret: Option<String>,
+    /// Most queue pairs (rings per direction) a client may add, 1..=16.
+    /// The port has this many rx queues. Default 1.
+    pub queues: usize,
+}
+
+impl MemifConfig {
+    pub const MAX_QUEUES: usize = 16;
+    /// Longest secret memif's INIT carries.
+    pub const MAX_SECRET: usize = 24;
+
+    pub fn new(socket: impl Into<PathBuf>) -> MemifConfig {
+        MemifConfig {
+            socket: socket.into(),
+            id: 0,
+            secret: None,
+            queues: 1,
+        }
+    }
+
+    /// The socket as the control code takes it (file or abstract).
+    pub fn socket_path(&self) -> SocketPath {
+        SocketPath::parse(&self.socket.to_string_lossy())
+    }
+
+    pub(crate) fn secret(&self) -> Option<Secret> {
+        self.secret.as_ref().map(|s| Secret::new(s.as_bytes()))
+    }
+}
+
+impl PortSettings for MemifConfig {
+    fn type_name(&self) -> &'static str {
+        "memif"
+    }
+    fn socket(&self) -> Option<&Path> {
+        Some(&self.socket)
+    }
+    fn faces_vnf(&self) -> bool {
+        true
+    }
+    fn rxqs(&self) -> Option<usize> {
+        Some(self.queues)
+    }
+    fn eq_settings(&self, other: &dyn PortSettings) -> bool {
+        same_settings(self, other)
+    }
+}
+
+/// The `memif` port type, listed in `nfv-port-types`.
+pub static MEMIF: MemifType = MemifType;
+
+pub struct MemifType;
+
+impl PortType for MemifType {
+    fn name(&self) -> &'static str {
+        "memif"
+    }
+    fn keys(&self) -> &'static [&'static str] {
+        &["socket", "role", "interface_id", "secret", "queues"]
+    }
+    fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
+        if t.has("rxqs") {
+            return Err(t.error(
+                "rxqs",
+                "not valid for a port of type \"memif\": its rx queues are the client's \
+                 rings; set `queues`",
+            ));
+        }
+        let raw: Option<String> = t.get("socket")?;
+        let raw = t.required(
+            "socket",
+            raw,
+            "a memif port needs `socket`, the path of its unix socket (or @name for an \
+             abstract one)",
+        )?;
+        let socket = match raw.strip_prefix('@') {
+            Some(name) if name.is_empty() || name.len() >= nfv_settings::MAX_SOCKET_PATH => {
+                return Err(t.error(
+                    "socket",
+                    format!(
+                        "an abstract socket name needs 1..{} bytes after the @",
+                        nfv_settings::MAX_SOCKET_PATH - 1
+                    ),
+                ));
+            }
+            Some(_) => PathBuf::from(raw),
+            None => t.socket_path("socket")?.unwrap_or_default(),
+        };
+        // Only the server role exists so far; saying so beats a port that
+        // silently listens when the user asked it to connect.
+        t.one_of_or("role", &[("server", ())], ()).map_err(|_| {
+            t.error(
+                "role",
+                "only \"server\" is supported (the switch listens; the VNF — DPDK net_memif \
+                 role=client, VPP memif slave, libmemif — connects)",
+            )
+        })?;
+        let secret: Option<String> = t.get("secret")?;
+        if let Some(s) = &secret
+            && (s.is_empty() || s.len() > MemifConfig::MAX_SECRET)
+        {
+            return Err(t.error(
+                "secret",
+                format!(
+                    "a memif secret is 1..={} bytes, this one is {}",
+                    MemifConfig::MAX_SECRET,
+                    s.len()
+                ),
+            ));
+        }
+        let d = MemifConfig::new("");
+        Ok(PortKind::typed(MemifConfig {
+            socket,
+            id: t.int_or("interface_id", 0..=i64::from(u32::MAX), d.id)?,
+            secret,
+            queues: t.int_or("queues", 1..=MemifConfig::MAX_QUEUES as i64, d.queues)?,
+        }))
+    }
+    fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
+        let Some(m) = cfg.kind.settings::<MemifConfig>() else {
+            return Err(PortOpenError::unavailable(format!(
+                "port {}: not a memif port",
+                cfg.name
+            )));
+        };
+        let port: Arc<dyn Port> = MemifPort::open(&cfg.name, m, cx.max_frame())
+            .map_err(|e| PortOpenError::unavailable(format!("port {}: {e}", cfg.name)))?;
+        Ok(port)
+    }
+}
