@@ -16,8 +16,11 @@
 //!   descriptors, the only place that touches them;
 //! * `queue`: the PMD's rx and tx bursts (copies, chained buffers, every
 //!   descriptor checked once), `port`: the control thread and the
-//!   [`MemifPort`]; `settings`: the `[[port]]` keys and [`MEMIF`].
+//!   [`MemifPort`]; `settings`: the `[[port]]` keys and [`MEMIF`];
+//! * [`client`]: the client role (creates the memory, connects), for the
+//!   built-in VNF and for tests that play a hostile client.
 
+pub mod client;
 mod connection;
 pub mod handshake;
 mod port;

@@ -42,6 +42,16 @@ impl RingView {
         }
     }
 
+    /// Where the header is (the client computes ring offsets from it).
+    pub fn header(&self) -> *mut u8 {
+        self.header
+    }
+
+    /// The producer's position, relaxed (the producer reading its own).
+    pub fn head_relaxed(&self) -> u16 {
+        self.u16_at(memif::ring::HEAD.start).load(Relaxed)
+    }
+
     /// Slots in the ring.
     pub fn size(&self) -> u16 {
         self.mask.wrapping_add(1)
@@ -70,9 +80,33 @@ impl RingView {
     }
 
     /// The consumer's position as stored in the ring (ours on both rings;
-    /// read once at connect).
+    /// read when a queue starts on the ring).
     pub fn tail(&self) -> u16 {
         self.u16_at(memif::ring::TAIL.start).load(Relaxed)
+    }
+
+    /// The consumer's position with acquire (the client side: the
+    /// server's writes up to it are visible after the load).
+    #[inline(always)]
+    pub fn tail_acquire(&self) -> u16 {
+        self.u16_at(memif::ring::TAIL.start).load(Acquire)
+    }
+
+    /// Publishes the producer's position (the client side) with release.
+    #[inline(always)]
+    pub fn set_head(&self, head: u16) {
+        self.u16_at(memif::ring::HEAD.start).store(head, Release)
+    }
+
+    /// Writes a whole header: cookie, flags, head and tail (the client,
+    /// before it announces the ring).
+    pub fn init(&self, flags: u16) {
+        // SAFETY: offset 0 is the header's aligned u32 cookie, inside the
+        // mapping (`new`'s contract).
+        unsafe { &*(self.header as *const AtomicU32) }.store(memif::COOKIE, Relaxed);
+        self.set_flags(flags);
+        self.u16_at(memif::ring::HEAD.start).store(0, Relaxed);
+        self.u16_at(memif::ring::TAIL.start).store(0, Release);
     }
 
     /// Publishes our position with release: our descriptor and buffer
@@ -109,6 +143,19 @@ impl RingView {
             unsafe { std::ptr::read_volatile(self.desc_ptr(slot) as *const _) };
         // 16 bytes always parse.
         DescRepr::parse(&b).unwrap_or_default()
+    }
+
+    /// Writes all of descriptor `slot` (the client side).
+    #[inline(always)]
+    pub fn set_desc(&self, slot: u16, d: &DescRepr) {
+        // SAFETY: `desc_ptr` is inside the mapping; a volatile write of the
+        // 16 bytes.
+        unsafe {
+            std::ptr::write_volatile(
+                self.desc_ptr(slot) as *mut [u8; memif::ring::DESC_LEN],
+                d.emit(),
+            )
+        }
     }
 
     /// Sets descriptor `slot`'s flags and length (what a server writes on

@@ -1,0 +1,392 @@
+//! The memif port against our own client ([`nfv_memif::client`]): frames
+//! both ways, then a hostile client — every kind of bad descriptor, head
+//! and chain written straight into its rings, its memory shrunk under the
+//! port, a second client, a message out of turn. Each must end as a
+//! counter (or a DISCONNECT with a reason), never a crash or a hang, and
+//! the port must carry good frames afterwards.
+
+use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
+use nfv_memif::client::{Client, ClientConfig, ClientError};
+use nfv_memif::socket::SocketPath;
+use nfv_memif::{MemifConfig, MemifPort};
+use nfv_ports::{Port, RxQueue, TxQueue};
+use nfv_wire::memif::DescRepr;
+use std::sync::Arc;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+struct Rig {
+    port: Arc<MemifPort>,
+    client: Client,
+    rx: Box<dyn RxQueue>,
+    tx: Box<dyn TxQueue>,
+    cache: PoolCache,
+    _dir: TempDir,
+}
+
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn rig(tag: &str) -> Rig {
+    let dir = std::env::temp_dir().join(format!("nfv-memif-port-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("m.sock");
+    let cfg = MemifConfig {
+        id: 3,
+        ..MemifConfig::new(&sock)
+    };
+    let port = MemifPort::open("m0", &cfg, 2048 - nfv_mem::HEADROOM).unwrap();
+    let client = Client::connect(
+        &ClientConfig {
+            id: 3,
+            log2_ring: 6,
+            // Frames over 1024 B are chained both ways.
+            buffer_size: 1024,
+            ..ClientConfig::new(SocketPath::File(sock))
+        },
+        WAIT,
+    )
+    .unwrap();
+    let pool = PacketPool::new(
+        &format!("memif-{tag}"),
+        &MemoryConfig {
+            frame_size: 2048,
+            frames: 1024,
+            hugepages: HugepageMode::Never,
+        },
+    )
+    .unwrap();
+    assert!(nfv_testutil::wait_until(WAIT, || port.is_connected()));
+    Rig {
+        rx: port.open_rxq(0),
+        tx: port.open_txq(0),
+        port,
+        client,
+        cache: pool.cache(),
+        _dir: TempDir(dir),
+    }
+}
+
+impl Rig {
+    /// What one rx burst of the port delivers.
+    fn receive(&mut self) -> Vec<Vec<u8>> {
+        let mut b = Batch::new();
+        self.rx.rx_burst(&mut b, &mut self.cache);
+        let out = b.iter().map(|p| p.data().to_vec()).collect();
+        self.cache.free_batch(&mut b);
+        self.rx.burst_done();
+        out
+    }
+
+    /// Sends `frames` from the port; returns how many went.
+    fn transmit(&mut self, frames: &[Vec<u8>]) -> usize {
+        let mut b = Batch::new();
+        for f in frames {
+            let mut p = self.cache.alloc().unwrap();
+            p.room_mut()[..f.len()].copy_from_slice(f);
+            p.set_len(f.len()).unwrap();
+            b.push(p);
+        }
+        let n = self.tx.tx_burst(&mut b, &mut self.cache);
+        self.cache.free_batch(&mut b);
+        n
+    }
+
+    fn client_receives(&mut self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        self.client.recv(0, 64, |f| out.push(f.to_vec()));
+        out
+    }
+
+    /// A good frame each way still goes through.
+    fn still_works(&mut self, what: &str) {
+        let f = frame(100, 7);
+        assert_eq!(self.client.send(0, [f.as_slice()]), 1, "{what}");
+        assert!(self.receive() == vec![f.clone()], "{what}: c2s after");
+        assert_eq!(self.transmit(std::slice::from_ref(&f)), 1, "{what}");
+        assert!(self.client_receives() == vec![f], "{what}: s2c after");
+    }
+}
+
+fn frame(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect()
+}
+
+#[test]
+fn frames_go_both_ways_chained_when_longer_than_a_buffer() {
+    let mut r = rig("both");
+    // Over the client's 1024 B buffers: 1514 and 1800 B take two slots.
+    let frames: Vec<Vec<u8>> = [60, 64, 1514, 1800]
+        .iter()
+        .map(|&l| frame(l, l as u8))
+        .collect();
+    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    assert_eq!(r.client.send(0, refs), 4);
+    assert!(r.receive() == frames, "c2s frames changed");
+    assert_eq!(r.transmit(&frames), 4);
+    assert!(r.client_receives() == frames, "s2c frames changed");
+    // Larger than a switch buffer (2048 B with headroom): dropped, counted.
+    let big = frame(2000, 1);
+    assert_eq!(r.client.send(0, [big.as_slice()]), 1);
+    assert!(r.receive().is_empty());
+    assert_eq!(r.port.counter("too_big"), 1);
+    // Fill the client's S2C ring (64 slots): the port sends what fits and
+    // leaves the rest in the batch.
+    let many: Vec<Vec<u8>> = (0..32).map(|i| frame(64, i)).collect();
+    assert_eq!(r.transmit(&many), 32);
+    assert_eq!(r.transmit(&many), 32);
+    assert_eq!(r.transmit(&many), 0, "ring full");
+    assert_eq!(r.client_receives().len(), 64);
+    r.still_works("after a full ring");
+    assert_eq!(r.port.gauges().count("bad_desc"), Some(0));
+}
+
+/// A hostile C2S ring: (case, what to write, counter that must move).
+struct Hostile {
+    name: &'static str,
+    /// Descriptors from the current head, then the new head's offset.
+    descs: fn(&Client) -> Vec<DescRepr>,
+    counter: &'static str,
+}
+
+fn good(c: &Client, len: u32) -> DescRepr {
+    let slot = c.raw().c2s_head(0);
+    DescRepr {
+        region: 0,
+        offset: c.raw().c2s_buffer(0, slot),
+        length: len,
+        ..DescRepr::default()
+    }
+}
+
+const HOSTILE_C2S: &[Hostile] = &[
+    Hostile {
+        name: "region that does not exist",
+        descs: |c| {
+            vec![DescRepr {
+                region: 5,
+                ..good(c, 64)
+            }]
+        },
+        counter: "bad_desc",
+    },
+    Hostile {
+        name: "buffer past the region's end",
+        descs: |c| {
+            vec![DescRepr {
+                offset: c.raw().region_len() as u32 - 10,
+                ..good(c, 64)
+            }]
+        },
+        counter: "bad_desc",
+    },
+    Hostile {
+        name: "offset and length that overflow 32 bits",
+        descs: |c| {
+            vec![DescRepr {
+                offset: u32::MAX - 8,
+                ..good(c, 64)
+            }]
+        },
+        counter: "bad_desc",
+    },
+    Hostile {
+        name: "huge length",
+        descs: |c| vec![good(c, u32::MAX)],
+        counter: "bad_desc",
+    },
+    Hostile {
+        name: "zero-length frame",
+        descs: |c| vec![good(c, 0)],
+        counter: "empty",
+    },
+    Hostile {
+        name: "chain longer than a switch buffer",
+        descs: |c| {
+            let d = DescRepr {
+                next: true,
+                ..good(c, 1500)
+            };
+            vec![d, d, DescRepr { next: false, ..d }]
+        },
+        counter: "too_big",
+    },
+    Hostile {
+        name: "NEXT on the last published slot",
+        descs: |c| {
+            vec![DescRepr {
+                next: true,
+                ..good(c, 64)
+            }]
+        },
+        counter: "bad_chain",
+    },
+];
+
+#[test]
+fn a_hostile_client_costs_a_counter_and_the_port_goes_on() {
+    let mut r = rig("hostile");
+    for h in HOSTILE_C2S {
+        let before = r.port.counter(h.counter);
+        let descs = (h.descs)(&r.client);
+        let head = r.client.raw().c2s_head(0);
+        for (i, d) in descs.iter().enumerate() {
+            r.client
+                .raw()
+                .set_c2s_desc(0, head.wrapping_add(i as u16), d);
+        }
+        let new_head = head.wrapping_add(descs.len() as u16);
+        r.client.raw().set_c2s_head(0, new_head);
+        assert!(r.receive().is_empty(), "{}: a frame came through", h.name);
+        assert_eq!(r.port.counter(h.counter), before + 1, "{}", h.name);
+        assert_eq!(
+            r.client.raw().c2s_tail(0),
+            new_head,
+            "{}: slots not given back",
+            h.name
+        );
+        // Our client's own head must follow what we wrote behind its back.
+        resync_client_head(&mut r, new_head);
+        r.still_works(h.name);
+    }
+
+    // A head claiming more than the ring holds: nothing is read, and the
+    // ring works again once the head is sane.
+    let head = r.client.raw().c2s_head(0);
+    r.client.raw().set_c2s_head(0, head.wrapping_add(1000));
+    assert!(r.receive().is_empty());
+    assert_eq!(r.port.counter("bad_head"), 1);
+    r.client.raw().set_c2s_head(0, head);
+    r.still_works("after a head past the ring");
+
+    // S2C: a posted buffer outside the region stops the ring (counted);
+    // valid buffers posted again bring it back.
+    let tail = r.client.raw().s2c_tail(0);
+    r.client.raw().set_s2c_desc(
+        0,
+        tail,
+        &DescRepr {
+            region: 9,
+            length: 2048,
+            ..DescRepr::default()
+        },
+    );
+    assert_eq!(r.transmit(&[frame(64, 1)]), 0);
+    assert_eq!(r.port.counter("bad_desc"), 5);
+    // The client's next receive re-posts every slot it owns with its own
+    // buffer (nothing arrived, so it re-posts none): post the slot again.
+    r.client.raw().set_s2c_desc(
+        0,
+        tail,
+        &DescRepr {
+            region: 0,
+            offset: r.client.raw().s2c_buffer(0, tail),
+            length: 2048,
+            ..DescRepr::default()
+        },
+    );
+    assert_eq!(r.transmit(&[frame(64, 1)]), 1);
+    assert_eq!(r.client_receives(), vec![frame(64, 1)]);
+    r.still_works("after a bad S2C buffer");
+}
+
+/// Moves the client's private C2S position to `head` (the test wrote
+/// descriptors and the head behind its back).
+fn resync_client_head(r: &mut Rig, head: u16) {
+    // Sending nothing re-reads nothing; the client keeps its position in
+    // the ring's head, which the raw writes already moved.
+    assert_eq!(r.client.raw().c2s_head(0), head);
+    r.client.resync();
+}
+
+#[test]
+fn memory_shrunk_under_the_port_disconnects_the_client() {
+    let mut r = rig("shrink");
+    r.still_works("before");
+    nix::unistd::ftruncate(r.client.raw().region_fd(), 0).unwrap();
+    // The port's next access faults, is survived, and the port lets go.
+    // (The client must not touch its memory now: its own mapping has no
+    // guard, and it shares this process.)
+    let _ = r.receive();
+    let _ = r.transmit(&[frame(64, 3)]);
+    assert!(
+        nfv_testutil::wait_until(WAIT, || !r.port.is_connected()),
+        "still connected after its memory shrank"
+    );
+    assert!(
+        nfv_testutil::wait_until(WAIT, || r
+            .client
+            .disconnected()
+            .is_some_and(|why| why.contains("memory"))),
+        "the client was not told"
+    );
+    assert!(
+        r.port
+            .gauges()
+            .text("last_event")
+            .is_some_and(|e| e.contains("memory")),
+        "{:?}",
+        r.port.gauges()
+    );
+}
+
+#[test]
+fn a_second_client_is_refused_and_a_message_out_of_turn_ends_the_first() {
+    let r = rig("second");
+    let sock = r.port.config().socket_path();
+    let second = Client::connect(
+        &ClientConfig {
+            id: 3,
+            ..ClientConfig::new(sock.clone())
+        },
+        WAIT,
+    );
+    match second {
+        Err(ClientError::Refused(why)) => assert_eq!(why, "Already connected"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a second client connected"),
+    }
+    assert!(
+        r.port.is_connected(),
+        "the first client lost its connection"
+    );
+    assert_eq!(r.port.gauges().count("refused"), Some(1));
+
+    // CONNECT again, out of turn: the port ends the connection.
+    r.client
+        .raw()
+        .conn()
+        .send(
+            &nfv_wire::memif::MsgRepr::Connect {
+                if_name: nfv_wire::memif::Name::new(b"again"),
+            },
+            None,
+        )
+        .unwrap();
+    assert!(nfv_testutil::wait_until(WAIT, || !r.port.is_connected()));
+    assert!(nfv_testutil::wait_until(WAIT, || r
+        .client
+        .disconnected()
+        .is_some_and(|why| why == "Unexpected message")));
+    // And the next client is welcome.
+    let third = Client::connect(
+        &ClientConfig {
+            id: 3,
+            ..ClientConfig::new(sock)
+        },
+        WAIT,
+    )
+    .unwrap();
+    assert!(nfv_testutil::wait_until(WAIT, || r.port.is_connected()));
+    assert_eq!(r.port.gauges().count("reconnects"), Some(1));
+    drop(third);
+    assert!(nfv_testutil::wait_until(WAIT, || !r.port.is_connected()));
+}
