@@ -14,8 +14,15 @@ use std::time::Instant;
 pub struct VnfArgs {
     /// The switch's vhost-user socket (client mode) or the one to listen
     /// on (server mode).
-    #[arg(long)]
-    socket: PathBuf,
+    #[arg(long, required_unless_present = "memif", conflicts_with = "memif")]
+    socket: Option<PathBuf>,
+    /// Reach the switch over memif instead: the switch's memif port socket
+    /// (a path, or @name for an abstract one). The VNF is the memif client.
+    #[arg(long, value_name = "SOCKET")]
+    memif: Option<PathBuf>,
+    /// The memif interface id to ask for (the port's `interface_id`).
+    #[arg(long, default_value_t = 0, requires = "memif")]
+    memif_id: u32,
     /// client: connect to the switch, retrying until the socket appears;
     /// server: listen and let the switch connect (testpmd `server=1`).
     #[arg(long, default_value = "client", value_parser = ["client", "server"])]
@@ -63,7 +70,9 @@ pub struct VnfArgs {
 impl From<VnfArgs> for VnfOptions {
     fn from(a: VnfArgs) -> VnfOptions {
         VnfOptions {
-            socket: a.socket,
+            socket: a.socket.unwrap_or_default(),
+            memif: a.memif,
+            memif_id: a.memif_id,
             mode: a.mode,
             app: a.app,
             next_hop: a.next_hop,

@@ -65,6 +65,16 @@ impl Drop for Proc {
 
 /// A node: generator (rate-limited) → vhost-user server port → sink.
 fn node(dir: &Path) -> Proc {
+    let port = format!(
+        "type = \"vhost-user\"\nsocket = \"{}/vnf0.sock\"\nmode = \"server\"",
+        dir.display()
+    );
+    node_with(dir, &port)
+}
+
+/// The same node with port `vnf0` of another type (`port`: its keys
+/// after `id`).
+fn node_with(dir: &Path, port: &str) -> Proc {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cfg = format!(
         r#"
@@ -85,9 +95,7 @@ rate_pps = 50000
 [[port]]
 name = "vnf0"
 id = 2
-type = "vhost-user"
-socket = "{dir}/vnf0.sock"
-mode = "server"
+{port}
 [[port]]
 name = "sink0"
 id = 3
@@ -202,5 +210,76 @@ fn vnf_process_forwards_reconnects_and_stops_on_sigterm() {
     );
     n2.signal(libc::SIGTERM);
     let _ = n2.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same VNF over memif: the node's memif port serves it; it forwards,
+/// comes back after the node restarts, and reports like the vhost one.
+#[test]
+fn vnf_over_memif_forwards_and_reconnects() {
+    let dir = tempdir("memif");
+    let stats = dir.join("vnf.json");
+    let sock = dir.join("vnf0.memif");
+    let port = format!(
+        "type = \"memif\"\nsocket = \"{}\"\ninterface_id = 5",
+        sock.display()
+    );
+    let vnf = Proc::spawn(&[
+        "--log",
+        "warn",
+        "vnf",
+        "--memif",
+        sock.to_str().unwrap(),
+        "--memif-id",
+        "5",
+        "--app",
+        "macswap",
+        "--ring-size",
+        "256",
+        "--stats-every",
+        "0.2",
+        "--json-stats",
+        stats.to_str().unwrap(),
+    ]);
+    let n1 = node_with(&dir, &port);
+    let rx = |min: u64| {
+        let stats = &stats;
+        move || {
+            json(stats).is_some_and(|v| {
+                v["connected"] == true
+                    && v["total"]["rx_packets"].as_u64().unwrap_or(0) >= min
+                    && v["total"]["tx_packets"].as_u64().unwrap_or(0) >= min
+            })
+        }
+    };
+    assert!(
+        wait_until(WAIT, rx(1000)),
+        "VNF forwarded nothing over memif: {:?}",
+        json(&stats)
+    );
+    n1.signal(libc::SIGKILL);
+    let _ = n1.wait();
+    assert!(
+        wait_until(WAIT, || json(&stats)
+            .is_some_and(|v| v["connected"] == false)),
+        "VNF did not notice the node going away"
+    );
+    let before = json(&stats).unwrap()["total"]["rx_packets"]
+        .as_u64()
+        .unwrap();
+    let n2 = node_with(&dir, &port);
+    assert!(
+        wait_until(WAIT, rx(before + 1000)),
+        "VNF did not reconnect over memif: {:?}",
+        json(&stats)
+    );
+    assert_eq!(json(&stats).unwrap()["connections"], 2);
+    vnf.signal(libc::SIGTERM);
+    let (ok, out, err) = vnf.wait();
+    assert!(ok, "VNF did not exit cleanly on SIGTERM: {err}");
+    assert!(out.contains("vnf macswap: rx "), "no stats line: {out}");
+    n2.signal(libc::SIGTERM);
+    let (_, _, node_err) = n2.wait();
+    assert!(!node_err.contains("panicked"), "{node_err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -19,6 +19,16 @@ pub enum Mode {
     Server,
 }
 
+/// How the VNF reaches the switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interface {
+    /// vhost-user: the VNF is the virtio-net driver (`--socket`).
+    VhostUser,
+    /// memif: the VNF is the memif client of the switch's memif port
+    /// (`--memif`), asking for interface `id` (`--memif-id`).
+    Memif { id: u32 },
+}
+
 /// Which app runs between the rx and tx virtqueues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AppKind {
@@ -89,6 +99,10 @@ impl Mac {
 #[derive(Clone, Debug)]
 pub struct VnfOptions {
     pub socket: PathBuf,
+    /// A memif socket instead of `socket` (the VNF is then a memif
+    /// client).
+    pub memif: Option<PathBuf>,
+    pub memif_id: u32,
     pub mode: String,
     pub app: String,
     pub next_hop: Option<String>,
@@ -108,6 +122,8 @@ impl Default for VnfOptions {
     fn default() -> Self {
         VnfOptions {
             socket: PathBuf::new(),
+            memif: None,
+            memif_id: 0,
             mode: "client".into(),
             app: "io".into(),
             next_hop: None,
@@ -131,7 +147,9 @@ pub const MAX_QUEUES: u32 = 16;
 /// A validated VNF configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VnfConfig {
+    /// The vhost-user or memif socket (`interface` says which).
     pub socket: PathBuf,
+    pub interface: Interface,
     pub mode: Mode,
     pub app: AppKind,
     /// Destination MAC for `l2fwd` (required there, rejected elsewhere).
@@ -176,14 +194,44 @@ impl TryFrom<VnfOptions> for VnfConfig {
     type Error = ConfigError;
 
     fn try_from(o: VnfOptions) -> Result<VnfConfig, ConfigError> {
-        if o.socket.as_os_str().is_empty() {
-            return Err(bad("socket", "a vhost-user socket path is required"));
-        }
+        let (socket, interface) = match (o.memif, o.socket.as_os_str().is_empty()) {
+            (Some(_), false) => {
+                return Err(bad(
+                    "memif",
+                    "give --socket (vhost-user) or --memif, not both",
+                ));
+            }
+            (Some(m), true) if m.as_os_str().is_empty() => {
+                return Err(bad("memif", "a memif socket path (or @name) is required"));
+            }
+            (Some(m), true) => (m, Interface::Memif { id: o.memif_id }),
+            (None, true) => {
+                return Err(bad(
+                    "socket",
+                    "a vhost-user socket path is required (or --memif SOCKET)",
+                ));
+            }
+            (None, false) => (o.socket, Interface::VhostUser),
+        };
         let mode = match o.mode.as_str() {
             "client" => Mode::Client,
             "server" => Mode::Server,
             m => return Err(bad("mode", format!("{m:?} is not client or server"))),
         };
+        if mode == Mode::Server && interface != Interface::VhostUser {
+            return Err(bad(
+                "mode",
+                "a memif VNF is always the client (the switch's memif port listens)",
+            ));
+        }
+        if let Interface::Memif { .. } = interface
+            && o.ring_size > 1 << nfv_wire::memif::ring::MAX_LOG2_SIZE
+        {
+            return Err(bad(
+                "ring-size",
+                format!("{} is more than a memif ring holds (16384)", o.ring_size),
+            ));
+        }
         let app = match o.app.as_str() {
             "io" => AppKind::Io,
             "macswap" => AppKind::MacSwap,
@@ -203,7 +251,7 @@ impl TryFrom<VnfOptions> for VnfConfig {
         };
         let mac = match &o.mac {
             Some(s) => s.parse().map_err(|e| bad("mac", e))?,
-            None => Mac::derived(o.socket.as_os_str().as_encoded_bytes()),
+            None => Mac::derived(socket.as_os_str().as_encoded_bytes()),
         };
         if mac.0[0] & 1 != 0 {
             return Err(bad("mac", format!("{mac} is a multicast address")));
@@ -237,7 +285,8 @@ impl TryFrom<VnfOptions> for VnfConfig {
             return Err(bad("cpu", format!("{c} is not a CPU number")));
         }
         Ok(VnfConfig {
-            socket: o.socket,
+            socket,
+            interface,
             mode,
             app,
             next_hop,
@@ -300,6 +349,23 @@ mod tests {
             (|o| o.stats_every = -1.0, "stats-every"),
             (|o| o.stats_every = 0.001, "stats-every"),
             (|o| o.exit_after = Some(f64::NAN), "exit-after"),
+            (|o| o.memif = Some("/tmp/m.sock".into()), "memif"),
+            (
+                |o| {
+                    o.socket = PathBuf::new();
+                    o.memif = Some("/tmp/m.sock".into());
+                    o.mode = "server".into();
+                },
+                "mode",
+            ),
+            (
+                |o| {
+                    o.socket = PathBuf::new();
+                    o.memif = Some("/tmp/m.sock".into());
+                    o.ring_size = 32768;
+                },
+                "ring-size",
+            ),
         ];
         for (edit, flag) in cases {
             let mut o = opts();
@@ -319,6 +385,18 @@ mod tests {
         let c = VnfConfig::try_from(o).unwrap();
         assert_eq!(c.next_hop, Some(Mac([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0x0f])));
         assert_eq!(c.mac.to_string(), "02:00:00:00:00:09");
+    }
+
+    #[test]
+    fn memif_takes_its_socket_and_id() {
+        let o = VnfOptions {
+            memif: Some("@/run/memif.sock".into()),
+            memif_id: 4,
+            ..Default::default()
+        };
+        let c = VnfConfig::try_from(o).unwrap();
+        assert_eq!(c.interface, Interface::Memif { id: 4 });
+        assert_eq!(c.socket, PathBuf::from("@/run/memif.sock"));
     }
 
     #[test]

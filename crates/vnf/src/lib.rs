@@ -10,6 +10,7 @@
 //! - [`stats`]: per-queue counters, the stats line and JSON file.
 //! - `queues`: one queue pair on nfv-virtio's `DriverQueue` (rx vq 2i, tx
 //!   vq 2i+1): rx → app → tx → reclaim → refill, kicks only when asked.
+//! - [`memif`]: the same apps over memif (the VNF as a memif client).
 //! - [`runner`]: the session loop (connect, negotiate, poll, reconnect),
 //!   adaptive sleeping on the call eventfds, and the stats reporter.
 //!
@@ -19,6 +20,7 @@
 
 pub mod app;
 pub mod config;
+pub mod memif;
 pub mod memory;
 mod queues;
 pub mod runner;
@@ -26,6 +28,6 @@ pub mod session;
 pub mod stats;
 
 pub use app::App;
-pub use config::{AppKind, ConfigError, Mac, Mode, PollMode, VnfConfig, VnfOptions};
+pub use config::{AppKind, ConfigError, Interface, Mac, Mode, PollMode, VnfConfig, VnfOptions};
 pub use runner::{VnfError, run};
 pub use stats::{Snapshot, VnfStats};

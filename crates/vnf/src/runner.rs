@@ -15,7 +15,7 @@
 //! disconnects and stats keep working while asleep.
 
 use crate::app::{self, App};
-use crate::config::{PollMode, VnfConfig};
+use crate::config::{Interface, PollMode, VnfConfig};
 use crate::memory::SharedMemory;
 use crate::queues::{self, QueuePair};
 use crate::session::{Endpoint, Session, SessionError};
@@ -39,6 +39,8 @@ pub enum VnfError {
     Memory(#[from] crate::memory::MemoryError),
     #[error(transparent)]
     Session(#[from] SessionError),
+    #[error(transparent)]
+    Memif(#[from] crate::memif::MemifError),
     #[error("--cpu {cpu}: {err}")]
     Affinity { cpu: usize, err: nix::Error },
 }
@@ -62,17 +64,14 @@ pub fn run(
 ) -> Result<Snapshot, VnfError> {
     let started = Instant::now();
     let deadline = cfg.exit_after.map(|d| started + d);
-    let mut mem = SharedMemory::new(cfg.queues, cfg.ring_size)?;
-    let endpoint = Endpoint::new(cfg)?;
-    let mut cache = mem.pool().cache();
     let mut app = app::build(cfg.app, cfg.mac, cfg.next_hop);
     tracing::info!(
-        "vnf {}: {} queue pair(s) x {} descriptors, mac {}, {} frames of packet memory, {:?} polling",
+        "vnf {}: {:?}, {} queue pair(s) x {} descriptors, mac {}, {:?} polling",
         app.name(),
+        cfg.interface,
         cfg.queues,
         cfg.ring_size,
         cfg.mac,
-        mem.pool().frames(),
         cfg.poll
     );
     let name = app.name();
@@ -95,15 +94,12 @@ pub fn run(
         // Pinned after the helper threads started: they inherit the
         // affinity of the thread that creates them.
         let r = cfg.cpu.map(pin).transpose().and_then(|old| {
-            let r = serve(
-                cfg,
-                stop,
-                stats,
-                &endpoint,
-                &mut mem,
-                &mut cache,
-                app.as_mut(),
-            );
+            let r = match cfg.interface {
+                Interface::VhostUser => serve_vhost(cfg, stop, stats, app.as_mut()),
+                Interface::Memif { id } => {
+                    crate::memif::serve(cfg, id, stop, stats, app.as_mut()).map_err(Into::into)
+                }
+            };
             if let Some(old) = old {
                 let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &old);
             }
@@ -127,6 +123,19 @@ fn pin(cpu: usize) -> Result<nix::sched::CpuSet, VnfError> {
         .and_then(|old| sched_setaffinity(me, &set).map(|()| old))
         .map_err(|err| VnfError::Affinity { cpu, err })?;
     Ok(old)
+}
+
+/// The vhost-user VNF: its memory, then sessions until stopped.
+fn serve_vhost(
+    cfg: &VnfConfig,
+    stop: &AtomicBool,
+    stats: &VnfStats,
+    app: &mut dyn App,
+) -> Result<(), VnfError> {
+    let mut mem = SharedMemory::new(cfg.queues, cfg.ring_size)?;
+    let endpoint = Endpoint::new(cfg)?;
+    let mut cache = mem.pool().cache();
+    serve(cfg, stop, stats, &endpoint, &mut mem, &mut cache, app)
 }
 
 /// Sessions one after another until stopped.
