@@ -23,6 +23,8 @@ const ID: u32 = 7;
 struct TestPmd {
     child: Child,
     log: PathBuf,
+    /// EAL's runtime directory (left behind by a killed testpmd).
+    runtime: PathBuf,
 }
 
 impl TestPmd {
@@ -49,6 +51,7 @@ impl TestPmd {
     ) -> std::io::Result<Self> {
         let log = dir.join(format!("testpmd-{tag}.log"));
         let out = std::fs::File::create(&log)?;
+        let prefix = format!("nfvmemif{}{tag}", std::process::id());
         let child = Command::new("dpdk-testpmd")
             .args([
                 "--no-pci",
@@ -57,7 +60,7 @@ impl TestPmd {
                 "512",
                 "-l",
                 "0-1",
-                &format!("--file-prefix=nfvmemif{}{tag}", std::process::id()),
+                &format!("--file-prefix={prefix}"),
                 "--log-level=pmd.net.memif:8",
                 &format!("--vdev={vdev}"),
                 "--",
@@ -72,7 +75,11 @@ impl TestPmd {
             .stdout(out.try_clone()?)
             .stderr(out)
             .spawn()?;
-        Ok(TestPmd { child, log })
+        Ok(TestPmd {
+            child,
+            log,
+            runtime: PathBuf::from("/var/run/dpdk").join(prefix),
+        })
     }
 
     /// testpmd says it forwards.
@@ -89,6 +96,7 @@ impl Drop for TestPmd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.runtime);
     }
 }
 
