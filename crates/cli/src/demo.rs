@@ -6,7 +6,7 @@
 //! summary table of the means over each run's window.
 
 use crate::ctl::{chains_text, pmd_text};
-use crate::topology::{Cores, Measurement, Run, Setup, Testbed, Topology, validate};
+use crate::topology::{Cores, Measurement, Run, Setup, Testbed, Topology, VnfInterface, validate};
 use clap::Args;
 use std::time::Duration;
 
@@ -33,6 +33,9 @@ pub struct DemoArgs {
     /// VNF poll mode: adaptive (poll while busy, sleep when idle) or busy.
     #[arg(long, default_value = "adaptive")]
     poll: String,
+    /// How the VNFs reach the switch: vhost (vhost-user) or memif.
+    #[arg(long, default_value_t = VnfInterface::Vhost)]
+    interface: VnfInterface,
 }
 
 fn gauge(mpps: f64, scale: f64) -> String {
@@ -81,6 +84,7 @@ pub fn demo(args: DemoArgs) -> Result<(), String> {
     let setup = Setup {
         app: args.app.clone(),
         poll: args.poll.clone(),
+        interface: args.interface,
         rate_pps: args.rate_pps,
         // Skip the first interval (connection, ring fill).
         warmup: Duration::from_millis(1500),

@@ -1,7 +1,8 @@
 //! The test bed that `nfvswitch demo` and `nfvswitch sweep` share: a node
 //! in this process (generator and sink ports stand in for the physical
 //! ports) and N VNF processes (`nfvswitch vnf`, connected over
-//! vhost-user), with the service chains installed.
+//! vhost-user or memif: [`VnfInterface`]), with the service chains
+//! installed.
 //!
 //! - `ns` (north-south, PVP): N chains in parallel, gen_i → vnf_i → sink_i.
 //! - `ew` (east-west): one chain gen → vnf1 → … → vnfN → sink.
@@ -70,6 +71,43 @@ impl std::str::FromStr for Topology {
     }
 }
 
+/// How the VNFs reach the switch (`--interface`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VnfInterface {
+    /// vhost-user ports (the switch listens, the VNF is the driver).
+    #[default]
+    Vhost,
+    /// memif ports (the switch listens, the VNF is the memif client).
+    Memif,
+}
+
+impl VnfInterface {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VnfInterface::Vhost => "vhost",
+            VnfInterface::Memif => "memif",
+        }
+    }
+}
+
+impl std::fmt::Display for VnfInterface {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for VnfInterface {
+    type Err = String;
+    fn from_str(s: &str) -> Result<VnfInterface, String> {
+        match s.trim() {
+            "vhost" | "vhost-user" => Ok(VnfInterface::Vhost),
+            "memif" => Ok(VnfInterface::Memif),
+            other => Err(format!("{other:?} is not vhost or memif")),
+        }
+    }
+}
+
 /// Checks `--vnfs` (1..=8) and `--sizes` (64..=1518).
 pub fn validate(vnfs: &[usize], sizes: &[usize]) -> Result<(), String> {
     if vnfs.is_empty() || sizes.is_empty() {
@@ -91,6 +129,8 @@ pub struct Setup {
     pub app: String,
     /// VNF poll mode: adaptive or busy.
     pub poll: String,
+    /// vhost-user or memif between the switch and the VNFs.
+    pub interface: VnfInterface,
     /// Offered load per generator in packets/s (0 = as fast as possible).
     pub rate_pps: u64,
     /// Traffic before the measurement starts (connection, ring fill).
@@ -215,7 +255,8 @@ fn port(name: String, id: u16, kind: PortKind) -> PortConfig {
     }
 }
 
-pub fn node_config(run: &Run, dir: &Path, rate: u64, switch_core: usize) -> NodeConfig {
+pub fn node_config(run: &Run, setup: &Setup, dir: &Path, switch_core: usize) -> NodeConfig {
+    let rate = setup.rate_pps;
     let generator = |i: usize| {
         let g = GeneratorConfig {
             frame_size: run.size,
@@ -227,15 +268,19 @@ pub fn node_config(run: &Run, dir: &Path, rate: u64, switch_core: usize) -> Node
     };
     let sink = |i: usize| port(format!("sink{i}"), 200 + i as u16, PortKind::Sink);
     let vnf = |i: usize| {
-        let v = VhostUserConfig {
-            socket: dir.join(format!("vnf{i}.sock")),
-            mode: VhostUserMode::Server,
-            queues: 1,
-            mrg_rxbuf: true,
-            tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
-            one_copy: true,
+        let socket = dir.join(format!("vnf{i}.sock"));
+        let kind = match setup.interface {
+            VnfInterface::Vhost => PortKind::typed(VhostUserConfig {
+                socket,
+                mode: VhostUserMode::Server,
+                queues: 1,
+                mrg_rxbuf: true,
+                tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
+                one_copy: true,
+            }),
+            VnfInterface::Memif => PortKind::typed(nfv_memif::MemifConfig::new(socket)),
         };
-        port(format!("vnf{i}"), 10 + i as u16, PortKind::typed(v))
+        port(format!("vnf{i}"), 10 + i as u16, kind)
     };
     let mut ports = Vec::new();
     let mut chains = Vec::new();
@@ -293,7 +338,11 @@ fn spawn_vnf(setup: &Setup, dir: &Path, i: usize, cores: &[usize]) -> Result<Vnf
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let stats = dir.join(format!("vnf{i}.json"));
     let mut cmd = Command::new(exe);
-    cmd.args(["--log", "warn", "vnf", "--socket"])
+    let socket_flag = match setup.interface {
+        VnfInterface::Vhost => "--socket",
+        VnfInterface::Memif => "--memif",
+    };
+    cmd.args(["--log", "warn", "vnf", socket_flag])
         .arg(dir.join(format!("vnf{i}.sock")))
         .args([
             "--mode",
@@ -404,7 +453,7 @@ impl Testbed {
         let dir = std::env::temp_dir().join(format!("nfvswitch-demo-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let cfg = node_config(run, &dir, setup.rate_pps, cores.switch);
+        let cfg = node_config(run, setup, &dir, cores.switch);
         let node = Node::start(&cfg).map_err(|e| e.to_string())?;
         let mut bed = Testbed {
             node,

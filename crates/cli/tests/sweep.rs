@@ -77,6 +77,7 @@ fn sweep_rejects_bad_arguments() {
         &["sweep", "--topology", "mesh"],
         &["sweep", "--app", "nat"],
         &["sweep", "--poll", "lazy"],
+        &["sweep", "--interface", "pipe"],
     ] {
         let t0 = Instant::now();
         let out = Command::new(BIN).args(args).output().unwrap();
@@ -86,4 +87,48 @@ fn sweep_rejects_bad_arguments() {
             "{args:?} was not refused at once"
         );
     }
+}
+
+/// The same test bed with memif between the switch and the VNFs: an
+/// east-west chain of two VNFs (memif → VNF → memif → VNF → memif), each
+/// VNF forwarding.
+#[test]
+fn sweep_runs_chains_over_memif() {
+    let dir = std::env::temp_dir().join(format!("nfvswitch-sweep-memif-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(BIN)
+        .args([
+            "sweep",
+            "--interface",
+            "memif",
+            "--vnfs",
+            "2",
+            "--sizes",
+            "64",
+            "--seconds",
+            "1",
+            "--warmup",
+            "0.5",
+            "--topology",
+            "ew",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("run nfvswitch sweep");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(json["parameters"]["interface"], "memif", "{json}");
+    let run = &json["runs"][0];
+    let m = &run["result"];
+    assert!(m["mpps"].as_f64().unwrap() > 0.0, "{run}");
+    for v in 0..2 {
+        assert!(m["vnfs"][v]["rx_mpps"].as_f64().unwrap() > 0.0, "VNF {v}: {run}");
+    }
+    let md = std::fs::read_to_string(dir.join("sweep.md")).unwrap();
+    assert!(md.contains("over memif"), "{md}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -108,8 +108,14 @@ impl Shared {
         }
     }
 
-    fn event(&self, what: String) {
-        eprintln!("memif port {}: {what}", self.name);
+    /// Records what happened for `show ports` and logs it (`warn`: a
+    /// refused client or a fault; `info`: connects and disconnects).
+    fn event(&self, warn: bool, what: String) {
+        if warn {
+            tracing::warn!("memif port {}: {what}", self.name);
+        } else {
+            tracing::info!("memif port {}: {what}", self.name);
+        }
         lock(&self.status).last_event = what;
     }
 }
@@ -239,7 +245,7 @@ fn run(shared: &Shared, listener: &Listener) {
             Ok(Some(conn)) => serve_client(shared, listener, conn),
             Ok(None) => {}
             Err(e) => {
-                shared.event(format!("accept failed: {e}"));
+                shared.event(true, format!("accept failed: {e}"));
                 std::thread::sleep(TICK);
             }
         }
@@ -248,7 +254,7 @@ fn run(shared: &Shared, listener: &Listener) {
 
 fn refuse(shared: &Shared, why: String) {
     lock(&shared.status).refused += 1;
-    shared.event(why);
+    shared.event(true, why);
 }
 
 fn serve_client(shared: &Shared, listener: &Listener, conn: Conn) {
@@ -285,12 +291,15 @@ fn serve_client(shared: &Shared, listener: &Listener, conn: Conn) {
         st.rings = (connection.rx.len(), connection.tx.len());
         st.ring_slots = slots;
     }
-    shared.event(format!(
-        "client {} connected: {} c2s and {} s2c rings",
-        connection.peer_name,
-        connection.rx.len(),
-        connection.tx.len()
-    ));
+    shared.event(
+        false,
+        format!(
+            "client {} connected: {} c2s and {} s2c rings",
+            connection.peer_name,
+            connection.rx.len(),
+            connection.tx.len()
+        ),
+    );
     let watch = connection.clone();
     shared.publish(Some(connection));
     let why = watch_client(shared, listener, &conn, &watch);
@@ -301,7 +310,7 @@ fn serve_client(shared: &Shared, listener: &Listener, conn: Conn) {
         st.connected = false;
         st.disconnects += 1;
     }
-    shared.event(format!("disconnected: {why}"));
+    shared.event(false, format!("disconnected: {why}"));
 }
 
 fn disconnect(reason: &str) -> MsgRepr {

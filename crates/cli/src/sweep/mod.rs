@@ -8,7 +8,7 @@
 pub mod chart;
 pub mod report;
 
-use crate::topology::{Cores, Run, Setup, Testbed, Topology, validate};
+use crate::topology::{Cores, Run, Setup, Testbed, Topology, VnfInterface, validate};
 use clap::Args;
 use report::{Machine, Parameters, RunResult, SweepReport};
 use std::path::{Path, PathBuf};
@@ -45,6 +45,9 @@ pub struct SweepArgs {
     /// VNF poll mode: adaptive (poll while busy, sleep when idle) or busy.
     #[arg(long, default_value = "adaptive")]
     poll: String,
+    /// How the VNFs reach the switch: vhost (vhost-user) or memif.
+    #[arg(long, default_value_t = VnfInterface::Vhost)]
+    interface: VnfInterface,
     /// Run nothing: rewrite sweep.md and the charts from the sweep.json
     /// already in --out (after installing a font, say).
     #[arg(long)]
@@ -131,6 +134,7 @@ pub fn sweep(args: SweepArgs) -> Result<(), String> {
     let setup = Setup {
         app: args.app.clone(),
         poll: args.poll.clone(),
+        interface: args.interface,
         rate_pps: args.rate_pps,
         warmup: Duration::from_secs_f64(args.warmup),
     };
@@ -146,6 +150,7 @@ pub fn sweep(args: SweepArgs) -> Result<(), String> {
             warmup_secs: args.warmup,
             app: args.app.clone(),
             poll: args.poll.clone(),
+            interface: args.interface,
             rate_pps: args.rate_pps,
         },
     );

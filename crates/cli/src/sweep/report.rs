@@ -1,7 +1,7 @@
 //! The sweep's results as data (`sweep.json`) and as markdown tables
 //! (`sweep.md`). Pure: no I/O but the two `write_*` functions.
 
-use crate::topology::{Measurement, Run, Topology};
+use crate::topology::{Measurement, Run, Topology, VnfInterface};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -74,6 +74,10 @@ pub struct Parameters {
     pub warmup_secs: f64,
     pub app: String,
     pub poll: String,
+    /// vhost-user or memif between the switch and the VNFs (sweeps from
+    /// before memif existed were vhost-user).
+    #[serde(default)]
+    pub interface: VnfInterface,
     /// Offered load per generator, packets/s; 0 = as fast as possible.
     pub rate_pps: u64,
 }
@@ -202,11 +206,12 @@ pub fn markdown(r: &SweepReport) -> String {
         )),
     ));
     s.push_str(&format!(
-        "Switch PMD busy-polls core {}; VNFs (`{}`, {} poll) share core(s) {:?}. \
+        "Switch PMD busy-polls core {}; VNFs (`{}`, {} poll, over {}) share core(s) {:?}. \
          Each run: {} s window (mean of 1 s samples) after {} s of warm-up; offered load {}.\n\n",
         m.switch_core,
         p.app,
         p.poll,
+        p.interface,
         m.vnf_cores,
         p.seconds,
         p.warmup_secs,
@@ -349,6 +354,7 @@ pub mod tests {
             warmup_secs: 1.5,
             app: "macswap".into(),
             poll: "adaptive".into(),
+            interface: VnfInterface::Vhost,
             rate_pps: 0,
         };
         let mut r = SweepReport::new(machine, params);
