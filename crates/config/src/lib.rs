@@ -33,7 +33,8 @@
 //! name = "gen0"                    # required, unique, [a-zA-Z0-9_.-]{1,32}
 //! id = 1                           # required, unique OpenFlow port number 1..=65279
 //! type = "generator"               # required: "generator" | "sink" | "receiver" | "pcap" | "ring" |
-//!                                  #   "vhost-user" | "afxdp" | "afpacket" | "tap" (nfv_port_types::PORT_TYPES)
+//!                                  #   "vhost-user" | "afxdp" | "afpacket" | "tap" | "memif"
+//!                                  #   (nfv_port_types::PORT_TYPES)
 //! rxqs = 1                         # 1..=64, default 1 (not for "vhost-user": see `queues`)
 //! # type = "generator" (all optional):
 //! #   frame_size = 64              # 64..=9000, and at most memory.frame_size - 128; or "imix":
@@ -66,6 +67,13 @@
 //! #   tx_retries = 8               # 0..=32 retries into a full guest RX ring (OVS tx-retries)
 //! #   one_copy = true              # frames this guest sends reach another guest in one copy
 //! #                                #   (false: through the switch's pool, for A/B runs)
+//! # type = "memif" (the switch is the memif server; the VNF connects and owns the memory):
+//! #   socket = "/run/m1.sock"      # required; a file, or "@name" for an abstract socket
+//! #                                #   (DPDK's default is @/run/memif.sock); unique
+//! #   role = "server"              # the only role so far
+//! #   interface_id = 0             # the id the client asks for (DPDK `id=`)
+//! #   secret = "s3cr3t"            # 1..=24 bytes the client must give (default: none)
+//! #   queues = 1                   # queue pairs 1..=16 a client may add; rx queues
 //! # type = "afxdp" | "afpacket" | "tap" (kernel-facing; one port per interface):
 //! #   iface = "eth0"               # required: 1..=15 bytes without '/', ':' or whitespace
 //! #   ring_size = 2048             # afxdp: power of two 64..=16384 (default 2048);
