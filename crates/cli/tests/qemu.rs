@@ -238,6 +238,10 @@ fn check_features(bed: &mut Bed, want_mrg: [bool; 2]) -> Result<String, String> 
     let mut summary = Vec::new();
     for (i, port) in PORTS.into_iter().enumerate() {
         let switch = bed.node.info(port, "features")?;
+        let layout = bed.node.info(port, "ring_layout")?;
+        if layout != "split" {
+            return Err(format!("{port}: ring_layout {layout:?}, the guest's is split"));
+        }
         let has = |f: &str| {
             switch
                 .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')

@@ -103,6 +103,16 @@ pub fn describe(features: u64) -> String {
     format!("{features:#x} [{}]", names.join(" "))
 }
 
+/// The ring layout the acked `features` select: `"packed"` with
+/// VIRTIO_F_RING_PACKED, else `"split"`; `"none"` before negotiation.
+pub fn ring_layout(features: u64, connected: bool) -> &'static str {
+    match (connected, features & VIRTIO_F_RING_PACKED != 0) {
+        (false, _) => "none",
+        (true, true) => "packed",
+        (true, false) => "split",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +143,13 @@ mod tests {
         );
         assert!(check_protocol_ack(protocol_offered().bits()).is_ok());
         assert!(check_protocol_ack(VhostUserProtocolFeatures::CONFIG.bits()).is_err());
+    }
+
+    #[test]
+    fn ring_layout_follows_the_packed_bit() {
+        assert_eq!(ring_layout(0, false), "none");
+        assert_eq!(ring_layout(VIRTIO_F_VERSION_1, true), "split");
+        assert_eq!(ring_layout(VIRTIO_F_RING_PACKED, true), "packed");
     }
 
     #[test]

@@ -356,6 +356,10 @@ impl Port for VhostUserPort {
         .with("socket", cfg.socket.display().to_string())
         .with("features", features::describe(st.features))
         .with(
+            "ring_layout",
+            features::ring_layout(st.features, st.connected),
+        )
+        .with(
             "queue_pairs",
             format!("{} of {} enabled", st.pairs_enabled, cfg.queues),
         )

@@ -46,6 +46,7 @@ fn negotiation_offers_what_is_implemented() {
     assert_eq!(get("mode"), "server");
     assert_eq!(gauges.connected, Some(true));
     assert!(get("features").contains("MRG_RXBUF"), "{gauges:?}");
+    assert_eq!(get("ring_layout"), "split");
     assert_eq!(get("queue_pairs"), "0 of 4 enabled");
 
     let path2 = sock("neg2");
