@@ -240,7 +240,9 @@ fn check_features(bed: &mut Bed, want_mrg: [bool; 2]) -> Result<String, String> 
         let switch = bed.node.info(port, "features")?;
         let layout = bed.node.info(port, "ring_layout")?;
         if layout != "split" {
-            return Err(format!("{port}: ring_layout {layout:?}, the guest's is split"));
+            return Err(format!(
+                "{port}: ring_layout {layout:?}, the guest's is split"
+            ));
         }
         let has = |f: &str| {
             switch

@@ -126,7 +126,10 @@ fn sweep_runs_chains_over_memif() {
     let m = &run["result"];
     assert!(m["mpps"].as_f64().unwrap() > 0.0, "{run}");
     for v in 0..2 {
-        assert!(m["vnfs"][v]["rx_mpps"].as_f64().unwrap() > 0.0, "VNF {v}: {run}");
+        assert!(
+            m["vnfs"][v]["rx_mpps"].as_f64().unwrap() > 0.0,
+            "VNF {v}: {run}"
+        );
     }
     let md = std::fs::read_to_string(dir.join("sweep.md")).unwrap();
     assert!(md.contains("over memif"), "{md}");

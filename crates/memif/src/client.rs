@@ -405,6 +405,49 @@ impl Client {
         }
     }
 
+    /// Asks the server to signal S2C ring `q`'s eventfd when it sends
+    /// (interrupt mode, before sleeping). Returns true if frames already
+    /// wait (then do not sleep): they may have come before the request
+    /// was seen.
+    pub fn arm(&self, q: usize) -> bool {
+        let r = &self.s2c[q];
+        r.view
+            .set_flags(r.view.flags() & !memif::ring::FLAG_MASK_INT);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        r.view.tail_acquire() != r.pos
+    }
+
+    /// Back to polling: the server need not signal S2C ring `q`.
+    pub fn disarm(&self, q: usize) {
+        let r = &self.s2c[q];
+        r.view
+            .set_flags(r.view.flags() | memif::ring::FLAG_MASK_INT);
+    }
+
+    /// S2C ring `q`'s eventfd (readable after the server signalled it).
+    pub fn s2c_eventfd(&self, q: usize) -> BorrowedFd<'_> {
+        self.s2c[q].eventfd.as_fd()
+    }
+
+    /// The control socket (readable when the server says something).
+    pub fn control_fd(&self) -> BorrowedFd<'_> {
+        self.conn.as_fd()
+    }
+
+    /// Empties S2C ring `q`'s eventfd after a wake-up.
+    pub fn drain_eventfd(&self, q: usize) {
+        let mut b = [0u8; 8];
+        // SAFETY: reads 8 bytes into a live buffer from our own eventfd,
+        // which is non-blocking.
+        let _ = unsafe {
+            libc::read(
+                std::os::fd::AsRawFd::as_raw_fd(&self.s2c[q].eventfd),
+                b.as_mut_ptr().cast(),
+                8,
+            )
+        };
+    }
+
     /// Takes the C2S heads as they stand in the rings as our positions
     /// (after a test wrote them through [`Client::raw`]).
     pub fn resync(&mut self) {

@@ -390,3 +390,36 @@ fn a_second_client_is_refused_and_a_message_out_of_turn_ends_the_first() {
     drop(third);
     assert!(nfv_testutil::wait_until(WAIT, || !r.port.is_connected()));
 }
+
+/// Interrupt mode: a client that unmasks its S2C ring is signalled when
+/// the port sends (through the notifier thread), and only then.
+#[test]
+fn an_unmasked_s2c_ring_is_signalled_and_a_masked_one_is_not() {
+    let mut r = rig("irq");
+    let readable = |c: &Client, ms: i32| {
+        let mut p = libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&c.s2c_eventfd(0)),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one initialised pollfd on the client's own eventfd.
+        unsafe { libc::poll(&mut p, 1, ms) > 0 }
+    };
+    // Masked (the client polls): no signal.
+    assert_eq!(r.transmit(&[frame(64, 1)]), 1);
+    assert!(!readable(&r.client, 200), "signalled while masked");
+    assert_eq!(r.port.counter("interrupts"), 0);
+    assert_eq!(r.client_receives().len(), 1);
+    // Unmasked with nothing pending: the next send wakes the client.
+    assert!(!r.client.arm(0), "frames pending after they were read");
+    assert_eq!(r.transmit(&[frame(64, 2)]), 1);
+    assert!(readable(&r.client, 5000), "not signalled while unmasked");
+    r.client.drain_eventfd(0);
+    assert_eq!(r.port.counter("interrupts"), 1);
+    // A frame that came before the request is seen by arm() itself.
+    r.client.disarm(0);
+    assert_eq!(r.transmit(&[frame(64, 3)]), 1);
+    assert!(r.client.arm(0), "a pending frame was missed");
+    r.client.disarm(0);
+    assert_eq!(r.client_receives().len(), 2);
+}

@@ -5,8 +5,10 @@
 //! Per poll and queue pair: receive ≤32 frames from S2C ring `i` (copied
 //! into the VNF's packets: the app works on a `Batch`), run the app,
 //! send what it left on C2S ring `i`; what finds no room is dropped as
-//! `tx_ring_full`. The client masks the switch's interrupts (it polls);
-//! an adaptive VNF sleeps 100 µs–1 ms at a time when idle. A disconnect
+//! `tx_ring_full`. The client masks the switch's interrupts while it
+//! polls; an adaptive VNF that found nothing `idle_polls` times in a row
+//! unmasks them and sleeps on the S2C eventfds (memif interrupt mode)
+//! until the switch signals, or 100 ms. A disconnect
 //! (the switch restarted or refused us) is followed by a reconnect.
 
 use crate::app::App;
@@ -123,14 +125,12 @@ fn drive(
         }
         rounds = rounds.wrapping_add(1);
         idle = if got == 0 { idle.saturating_add(1) } else { 0 };
-        if cfg.poll == PollMode::Adaptive && idle >= cfg.idle_polls {
-            stats.note_sleep();
-            // Short naps: memif has no wake-up from a poll-mode switch
-            // (it masks nothing on S2C for us), so sleeping long would
-            // cost latency when traffic resumes.
-            std::thread::sleep(Duration::from_micros(200));
+        let slept = cfg.poll == PollMode::Adaptive && idle >= cfg.idle_polls;
+        if slept {
+            idle = 0;
+            sleep(&client, queues, stats);
         }
-        if rounds.is_multiple_of(64) || idle >= cfg.idle_polls {
+        if rounds.is_multiple_of(64) || slept {
             let now = Instant::now();
             if now >= next_check {
                 next_check = now + HOUSEKEEPING;
@@ -146,6 +146,40 @@ fn drive(
                 }
             }
         }
+    }
+}
+
+/// Interrupt mode while idle: unmask the S2C rings (the switch then
+/// signals their eventfds when it sends), re-check them (a frame that came
+/// before the switch saw the request would otherwise wait), and block in
+/// `poll(2)` on the eventfds and the control socket for at most 100 ms.
+fn sleep(client: &Client, queues: usize, stats: &VnfStats) {
+    let mut pending = false;
+    for q in 0..queues {
+        pending |= client.arm(q);
+    }
+    if !pending {
+        stats.note_sleep();
+        let mut fds: Vec<libc::pollfd> = (0..queues)
+            .map(|q| client.s2c_eventfd(q))
+            .chain(std::iter::once(client.control_fd()))
+            .map(|fd| libc::pollfd {
+                fd: std::os::fd::AsRawFd::as_raw_fd(&fd),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `fds` is a valid array of initialised pollfds whose fds
+        // belong to `client` and stay open for the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+        for (q, fd) in fds.iter().take(queues).enumerate() {
+            if fd.revents & libc::POLLIN != 0 {
+                client.drain_eventfd(q);
+            }
+        }
+    }
+    for q in 0..queues {
+        client.disarm(q);
     }
 }
 
