@@ -83,8 +83,13 @@ impl Region {
 
     fn map(name: &str, len: usize, backing: Backing) -> Result<Region, RegionError> {
         let (page, flags) = match backing {
-            Backing::Hugepages2M => (HUGE_PAGE, libc::MFD_CLOEXEC | libc::MFD_HUGETLB),
-            Backing::Memfd4K => (PAGE, libc::MFD_CLOEXEC),
+            // Sealing allowed: a region shared with a peer can be sealed
+            // against shrinking ([`Region::seal_size`]).
+            Backing::Hugepages2M => (
+                HUGE_PAGE,
+                libc::MFD_CLOEXEC | libc::MFD_HUGETLB | libc::MFD_ALLOW_SEALING,
+            ),
+            Backing::Memfd4K => (PAGE, libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING),
         };
         let len = len.div_ceil(page).max(1) * page;
         let cname = CString::new(name).unwrap_or_else(|_| c"nfvswitch".to_owned());
@@ -111,6 +116,25 @@ impl Region {
                 err,
             })?;
         Ok(Region { map, backing, fd })
+    }
+
+    /// Seals the file's size (`F_SEAL_SHRINK | F_SEAL_GROW`) before it is
+    /// handed to a peer: a peer that holds the fd can then write the
+    /// memory but never truncate it under us (which would turn our next
+    /// access into SIGBUS).
+    pub fn seal_size(&self) -> io::Result<()> {
+        // SAFETY: plain fcntl on an fd we own.
+        let r = unsafe {
+            libc::fcntl(
+                self.fd.as_raw_fd(),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     pub fn base(&self) -> NonNull<u8> {
@@ -155,6 +179,16 @@ mod tests {
         }
         assert!(r.contains(r.base().as_ptr(), 12_288));
         assert!(!r.contains(r.base().as_ptr(), 12_289));
+    }
+
+    #[test]
+    fn a_sealed_region_cannot_be_truncated() {
+        let r = Region::new("t", 8192, HugepageMode::Never).unwrap();
+        r.seal_size().unwrap();
+        // SAFETY: plain syscall on the region's fd.
+        let shrink = unsafe { libc::ftruncate(r.fd().as_raw_fd(), 0) };
+        assert_eq!(shrink, -1);
+        assert_eq!(io::Error::last_os_error().raw_os_error(), Some(libc::EPERM));
     }
 
     #[test]

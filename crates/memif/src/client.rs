@@ -11,8 +11,12 @@
 use crate::ring::RingView;
 use crate::socket::{Conn, Received, SocketPath};
 use nfv_mem::{HugepageMode, Region};
+use nfv_virtio::notify::Call;
 use nfv_wire::memif::{self, DescRepr, Direction, MsgRepr, Name, Secret, VERSION};
+use std::cell::UnsafeCell;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::time::{Duration, Instant};
 
 /// What the client asks for.
@@ -30,6 +34,10 @@ pub struct ClientConfig {
     pub log2_ring: u8,
     /// Bytes per buffer.
     pub buffer_size: u32,
+    /// Seal the region's size before handing it over (the server can then
+    /// not truncate it under us). Tests that play a client shrinking its
+    /// memory turn it off.
+    pub seal: bool,
 }
 
 impl ClientConfig {
@@ -43,6 +51,7 @@ impl ClientConfig {
             queues: 1,
             log2_ring: 10,
             buffer_size: 2048,
+            seal: true,
         }
     }
 }
@@ -67,22 +76,224 @@ pub enum ClientError {
     Io(#[from] std::io::Error),
 }
 
-struct Ring {
-    view: RingView,
+/// One ring as the client keeps it.
+pub(crate) struct Ring {
+    pub(crate) view: RingView,
     /// Offset of slot 0's buffer in the region (slot `j` at `+ j * bsize`).
     buffers: u32,
     /// C2S: our head; S2C: the tail we have read up to.
     pos: u16,
+}
+
+/// A ring and who holds it: the client's rings are shared by the queues
+/// of a port in the client role (several PMDs may send on one C2S ring),
+/// so each is taken for a burst ([`RingSlot::take`]).
+pub(crate) struct RingSlot {
+    busy: AtomicBool,
+    ring: UnsafeCell<Ring>,
     eventfd: OwnedFd,
+    /// Signals `eventfd` through the notifier thread (C2S: the server
+    /// may have cleared O_NONBLOCK on the description it shares, so a
+    /// plain write could block; see `nfv_virtio::notify`).
+    kick: Call,
+}
+
+// SAFETY: `ring` is only reached through `take`, which holds `busy`
+// (Acquire/Release) for the life of the returned guard.
+unsafe impl Sync for RingSlot {}
+
+/// A ring taken for a burst; released on drop.
+pub(crate) struct Held<'a> {
+    slot: &'a RingSlot,
+}
+
+impl RingSlot {
+    /// Waits for the ring: its holder is another PMD inside one burst.
+    pub(crate) fn take(&self) -> Held<'_> {
+        while self
+            .busy
+            .compare_exchange_weak(false, true, Acquire, Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        Held { slot: self }
+    }
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = Ring;
+    fn deref(&self) -> &Ring {
+        // SAFETY: we hold `busy`.
+        unsafe { &*self.slot.ring.get() }
+    }
+}
+
+impl std::ops::DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut Ring {
+        // SAFETY: we hold `busy`, so this is the only reference.
+        unsafe { &mut *self.slot.ring.get() }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.slot.busy.store(false, Release);
+    }
+}
+
+/// What receiving one frame found.
+pub(crate) enum Received1 {
+    /// A frame of this many bytes, copied.
+    Frame(usize),
+    /// Longer than the room given (the slots are consumed).
+    TooBig,
+    /// A descriptor the server rewrote to point outside our region.
+    BadDesc,
+}
+
+/// The client's shared memory and rings: what the data path needs, apart
+/// from the control connection. Shared by a port's queues in an `Arc`.
+pub struct ClientRings {
+    region: Region,
+    bsize: u32,
+    pub(crate) c2s: Vec<RingSlot>,
+    pub(crate) s2c: Vec<RingSlot>,
+}
+
+impl ClientRings {
+    /// Queue pairs.
+    pub fn queues(&self) -> usize {
+        self.c2s.len()
+    }
+
+    /// Sends `frames` on C2S ring `q` (each chained over as many buffers
+    /// as it needs); returns how many went (the rest found no room).
+    /// Signals the server if it has not masked the ring's interrupts.
+    pub(crate) fn send<'a>(&self, q: usize, frames: impl IntoIterator<Item = &'a [u8]>) -> usize {
+        let slot = &self.c2s[q];
+        let mut r = slot.take();
+        let base = self.region.base().as_ptr();
+        let bsize = self.bsize as usize;
+        let size = r.view.size();
+        // The server's tail, trusted only as far as the ring size: a tail
+        // ahead of our head or behind it by more than the ring frees
+        // nothing.
+        let used = r.pos.wrapping_sub(r.view.tail_acquire());
+        let mut free = size.saturating_sub(used.min(size));
+        let mut head = r.pos;
+        let mut sent = 0;
+        for f in frames {
+            let need = f.len().div_ceil(bsize).max(1);
+            if need > usize::from(free) {
+                break;
+            }
+            for (k, chunk) in f.chunks(bsize).enumerate() {
+                let offset = r.buffers + u32::from(head & (size - 1)) * self.bsize;
+                // SAFETY: the buffer of this slot lies inside our region
+                // (laid out in `connect`) and `chunk.len() <= bsize`.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        chunk.as_ptr(),
+                        base.add(offset as usize),
+                        chunk.len(),
+                    )
+                };
+                r.view.set_desc(
+                    head,
+                    &DescRepr {
+                        next: k + 1 < need,
+                        region: 0,
+                        offset,
+                        length: chunk.len() as u32,
+                        ..DescRepr::default()
+                    },
+                );
+                head = head.wrapping_add(1);
+            }
+            free -= need as u16;
+            sent += 1;
+        }
+        if sent > 0 {
+            r.pos = head;
+            r.view.set_head(head);
+            if r.view.flags() & memif::ring::FLAG_MASK_INT == 0 {
+                slot.kick.signal();
+            }
+        }
+        sent
+    }
+
+    /// Frames waiting on S2C ring `r` (the server's tail, trusted only as
+    /// far as the ring size).
+    pub(crate) fn waiting(r: &Ring) -> u16 {
+        let n = r.view.tail_acquire().wrapping_sub(r.pos);
+        n.min(r.view.size())
+    }
+
+    /// Copies the next frame of S2C ring `r` (which has one waiting) into
+    /// `dst`, following its chain for at most `*left` slots.
+    pub(crate) fn recv_one(&self, r: &mut Ring, left: &mut u16, dst: &mut [u8]) -> Received1 {
+        let base = self.region.base().as_ptr();
+        let region_len = self.region.len();
+        let mut len = 0usize;
+        let mut fault = None;
+        loop {
+            let d = r.view.desc(r.pos);
+            r.pos = r.pos.wrapping_add(1);
+            *left -= 1;
+            let (off, l) = (d.offset as usize, d.length as usize);
+            if fault.is_none() {
+                if d.region != 0 || off.checked_add(l).is_none_or(|end| end > region_len) {
+                    fault = Some(Received1::BadDesc);
+                } else if len + l > dst.len() {
+                    fault = Some(Received1::TooBig);
+                } else {
+                    // SAFETY: `off + l` is inside our region (checked
+                    // above) and `dst` has room for `l` more bytes.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(base.add(off), dst.as_mut_ptr().add(len), l)
+                    };
+                    len += l;
+                }
+            }
+            if !d.next || *left == 0 {
+                break;
+            }
+        }
+        fault.unwrap_or(Received1::Frame(len))
+    }
+
+    /// Gives every S2C slot read so far back to the server, each with its
+    /// own buffer and full room (whatever the server wrote into them).
+    pub(crate) fn refill(&self, r: &mut Ring) {
+        let mask = r.view.size() - 1;
+        let head = r.pos.wrapping_add(r.view.size());
+        let mut slot = r.view.head_relaxed();
+        // At most one ring's worth, whatever the head says.
+        for _ in 0..r.view.size() {
+            if slot == head {
+                break;
+            }
+            r.view.set_desc(
+                slot,
+                &DescRepr {
+                    region: 0,
+                    offset: r.buffers + u32::from(slot & mask) * self.bsize,
+                    length: self.bsize,
+                    ..DescRepr::default()
+                },
+            );
+            slot = slot.wrapping_add(1);
+        }
+        r.view.set_head(head);
+    }
 }
 
 /// A connected memif client interface.
 pub struct Client {
     conn: Conn,
-    region: Region,
-    c2s: Vec<Ring>,
-    s2c: Vec<Ring>,
-    buffer_size: u32,
+    rings: Arc<ClientRings>,
     /// Where a received chain is assembled (at most [`MAX_FRAME`]).
     scratch: Vec<u8>,
     /// The server's HELLO name.
@@ -142,74 +353,56 @@ impl Client {
             HugepageMode::Never,
         )
         .map_err(|e| ClientError::Memory(e.to_string()))?;
+        if cfg.seal {
+            region
+                .seal_size()
+                .map_err(|e| ClientError::Memory(format!("sealing the region: {e}")))?;
+        }
         let base = region.base().as_ptr();
-        let make = |i: usize| -> Result<Ring, ClientError> {
+        let make = |i: usize| -> Result<RingSlot, ClientError> {
             let off = i * ring_len;
             // SAFETY: `off + ring_len <= rings_len <= region.len()`, and
             // `off` is a multiple of `ring_len` (128 + 16 * slots), so
             // 8-byte aligned from the page-aligned base; the views live
-            // in `Client` beside the region.
+            // in `ClientRings` beside the region.
             let view = unsafe { RingView::new(base.add(off), log2) };
-            Ok(Ring {
-                view,
-                buffers: (rings_len + i * slots * cfg.buffer_size as usize) as u32,
-                pos: 0,
-                eventfd: eventfd()?,
+            let eventfd = eventfd()?;
+            let kick = Call::new(eventfd.try_clone()?);
+            Ok(RingSlot {
+                busy: AtomicBool::new(false),
+                ring: UnsafeCell::new(Ring {
+                    view,
+                    buffers: (rings_len + i * slots * cfg.buffer_size as usize) as u32,
+                    pos: 0,
+                }),
+                eventfd,
+                kick,
             })
         };
-        let mut c2s = Vec::new();
-        let mut s2c = Vec::new();
-        for q in 0..usize::from(queues) {
-            c2s.push(make(q)?);
-        }
-        for q in 0..usize::from(queues) {
-            s2c.push(make(usize::from(queues) + q)?);
-        }
-        let mut client = Client {
-            conn,
+        let q = usize::from(queues);
+        let c2s = (0..q).map(make).collect::<Result<Vec<_>, _>>()?;
+        let s2c = (q..2 * q).map(make).collect::<Result<Vec<_>, _>>()?;
+        let rings = ClientRings {
             region,
+            bsize: cfg.buffer_size,
             c2s,
             s2c,
-            buffer_size: cfg.buffer_size,
-            scratch: Vec::with_capacity(MAX_FRAME),
+        };
+        rings.init();
+        let mut client = Client {
+            conn,
+            rings: Arc::new(rings),
+            scratch: vec![0; MAX_FRAME],
             server_name,
             server_if_name: String::new(),
         };
-        client.init_rings();
         client.announce(cfg, timeout)?;
         Ok(client)
     }
 
-    fn init_rings(&mut self) {
-        for (dir, rings) in [
-            (Direction::C2s, &mut self.c2s),
-            (Direction::S2c, &mut self.s2c),
-        ] {
-            for r in rings.iter_mut() {
-                // We poll S2C: the server need not signal.
-                let flags = if dir == Direction::S2c {
-                    memif::ring::FLAG_MASK_INT
-                } else {
-                    0
-                };
-                r.view.init(flags);
-                for slot in 0..r.view.size() {
-                    r.view.set_desc(
-                        slot,
-                        &DescRepr {
-                            region: 0,
-                            offset: r.buffers + u32::from(slot) * self.buffer_size,
-                            length: self.buffer_size,
-                            ..DescRepr::default()
-                        },
-                    );
-                }
-            }
-        }
-        // Every S2C buffer is the server's to fill.
-        for r in &self.s2c {
-            r.view.set_head(r.view.size());
-        }
+    /// The shared memory and rings (a port's queues hold them).
+    pub fn rings(&self) -> &Arc<ClientRings> {
+        &self.rings
     }
 
     fn announce(&mut self, cfg: &ClientConfig, timeout: Duration) -> Result<(), ClientError> {
@@ -225,34 +418,32 @@ impl Client {
             None,
             timeout,
         )?;
-        let region_fd = self.region.fd().try_clone()?;
+        let rings = self.rings.clone();
+        let region_fd = rings.region.fd().try_clone()?;
         self.request(
             &MsgRepr::AddRegion {
                 index: 0,
-                size: self.region.len() as u64,
+                size: rings.region.len() as u64,
             },
             Some(region_fd.as_fd()),
             timeout,
         )?;
-        let base = self.region.base().as_ptr() as usize;
-        let mut rings = Vec::new();
-        for (direction, list) in [(Direction::C2s, &self.c2s), (Direction::S2c, &self.s2c)] {
-            for (i, r) in list.iter().enumerate() {
-                let offset = (r.view.header() as usize - base) as u32;
+        let base = rings.region.base().as_ptr() as usize;
+        for (direction, list) in [(Direction::C2s, &rings.c2s), (Direction::S2c, &rings.s2c)] {
+            for (i, slot) in list.iter().enumerate() {
+                let r = slot.take();
                 let msg = MsgRepr::AddRing {
                     direction,
                     other_flags: 0,
                     index: i as u16,
                     region: 0,
-                    offset,
+                    offset: (r.view.header() as usize - base) as u32,
                     log2_ring_size: r.view.size().trailing_zeros() as u8,
                     private_hdr_size: 0,
                 };
-                rings.push((msg, r.eventfd.try_clone()?));
+                drop(r);
+                self.request(&msg, Some(slot.eventfd.as_fd()), timeout)?;
             }
-        }
-        for (msg, fd) in &rings {
-            self.request(msg, Some(fd.as_fd()), timeout)?;
         }
         self.conn.send(
             &MsgRepr::Connect {
@@ -287,108 +478,83 @@ impl Client {
 
     /// Queue pairs in use.
     pub fn queues(&self) -> usize {
-        self.c2s.len()
+        self.rings.queues()
     }
 
     /// Sends `frames` on C2S ring `q` (each chained over as many buffers
     /// as it needs); returns how many went (the rest found no room).
     pub fn send<'a>(&mut self, q: usize, frames: impl IntoIterator<Item = &'a [u8]>) -> usize {
-        let base = self.region.base().as_ptr();
-        let bsize = self.buffer_size as usize;
-        let r = &mut self.c2s[q];
-        let size = r.view.size();
-        let mut free = size.wrapping_sub(r.pos.wrapping_sub(r.view.tail_acquire()));
-        let mut head = r.pos;
-        let mut sent = 0;
-        for f in frames {
-            let need = f.len().div_ceil(bsize).max(1);
-            if need > usize::from(free) {
-                break;
-            }
-            for (k, chunk) in f.chunks(bsize).enumerate() {
-                let slot = head & (size - 1);
-                let offset = r.buffers + u32::from(slot) * self.buffer_size;
-                // SAFETY: the buffer of `slot` lies inside our region
-                // (laid out in `connect`) and `chunk.len() <= bsize`.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        chunk.as_ptr(),
-                        base.add(offset as usize),
-                        chunk.len(),
-                    )
-                };
-                r.view.set_desc(
-                    head,
-                    &DescRepr {
-                        next: k + 1 < need,
-                        region: 0,
-                        offset,
-                        length: chunk.len() as u32,
-                        ..DescRepr::default()
-                    },
-                );
-                head = head.wrapping_add(1);
-            }
-            free -= need as u16;
-            sent += 1;
-        }
-        if sent > 0 {
-            r.pos = head;
-            r.view.set_head(head);
-            if r.view.flags() & memif::ring::FLAG_MASK_INT == 0 {
-                kick(&r.eventfd);
-            }
-        }
-        sent
+        self.rings.send(q, frames)
     }
 
     /// Receives up to `max` frames from S2C ring `q`, handing each to
-    /// `f`; gives the buffers back to the server. Returns the count.
+    /// `f` (frames the server mangled are skipped); gives the buffers
+    /// back to the server. Returns the count handed over.
     pub fn recv(&mut self, q: usize, max: usize, mut f: impl FnMut(&[u8])) -> usize {
-        let base = self.region.base().as_ptr();
-        let len = self.region.len();
-        let r = &mut self.s2c[q];
-        let mask = r.view.size() - 1;
-        let tail = r.view.tail_acquire();
+        let rings = &*self.rings;
+        let mut r = rings.s2c[q].take();
+        let mut left = ClientRings::waiting(&r);
         let mut n = 0;
-        while r.pos != tail && n < max {
-            self.scratch.clear();
-            loop {
-                let d = r.view.desc(r.pos);
-                r.pos = r.pos.wrapping_add(1);
-                let (off, l) = (d.offset as usize, d.length as usize);
-                // The server writes lengths: keep them inside the region
-                // and the frame limit.
-                if off + l <= len && self.scratch.len() + l <= MAX_FRAME {
-                    // SAFETY: checked against the region's length above.
-                    let src = unsafe { std::slice::from_raw_parts(base.add(off), l) };
-                    self.scratch.extend_from_slice(src);
-                }
-                if !d.next || r.pos == tail {
-                    break;
-                }
+        while left > 0 && n < max {
+            if let Received1::Frame(len) = rings.recv_one(&mut r, &mut left, &mut self.scratch) {
+                f(&self.scratch[..len]);
+                n += 1;
             }
-            f(&self.scratch);
-            n += 1;
         }
-        // Give every read slot back, with its room restored.
-        let head = r.pos.wrapping_add(r.view.size());
-        let mut slot = r.view.head_relaxed();
-        while slot != head {
-            let s = slot & mask;
-            r.view.set_desc(
-                slot,
-                &DescRepr {
-                    region: 0,
-                    offset: r.buffers + u32::from(s) * self.buffer_size,
-                    length: self.buffer_size,
-                    ..DescRepr::default()
-                },
-            );
-            slot = slot.wrapping_add(1);
-        }
-        r.view.set_head(head);
+        rings.refill(&mut r);
         n
+    }
+
+    /// Asks the server to signal S2C ring `q`'s eventfd when it sends
+    /// (interrupt mode, before sleeping). Returns true if frames already
+    /// wait (then do not sleep): they may have come before the request
+    /// was seen.
+    pub fn arm(&self, q: usize) -> bool {
+        let r = self.rings.s2c[q].take();
+        r.view
+            .set_flags(r.view.flags() & !memif::ring::FLAG_MASK_INT);
+        std::sync::atomic::fence(SeqCst);
+        ClientRings::waiting(&r) != 0
+    }
+
+    /// Back to polling: the server need not signal S2C ring `q`.
+    pub fn disarm(&self, q: usize) {
+        let r = self.rings.s2c[q].take();
+        r.view
+            .set_flags(r.view.flags() | memif::ring::FLAG_MASK_INT);
+    }
+
+    /// S2C ring `q`'s eventfd (readable after the server signalled it).
+    pub fn s2c_eventfd(&self, q: usize) -> BorrowedFd<'_> {
+        self.rings.s2c[q].eventfd.as_fd()
+    }
+
+    /// The control socket (readable when the server says something).
+    pub fn control_fd(&self) -> BorrowedFd<'_> {
+        self.conn.as_fd()
+    }
+
+    /// Empties S2C ring `q`'s eventfd after a wake-up.
+    pub fn drain_eventfd(&self, q: usize) {
+        let mut b = [0u8; 8];
+        // SAFETY: reads 8 bytes into a live buffer from our own eventfd,
+        // which is non-blocking.
+        let _ = unsafe {
+            libc::read(
+                std::os::fd::AsRawFd::as_raw_fd(&self.rings.s2c[q].eventfd),
+                b.as_mut_ptr().cast(),
+                8,
+            )
+        };
+    }
+
+    /// Takes the C2S heads as they stand in the rings as our positions
+    /// (after a test wrote them through [`Client::raw`]).
+    pub fn resync(&mut self) {
+        for slot in &self.rings.c2s {
+            let mut r = slot.take();
+            r.pos = r.view.head_relaxed();
+        }
     }
 
     /// The server's DISCONNECT reason, `Some("")` on EOF, `None` while the
@@ -405,57 +571,6 @@ impl Client {
         }
     }
 
-    /// Asks the server to signal S2C ring `q`'s eventfd when it sends
-    /// (interrupt mode, before sleeping). Returns true if frames already
-    /// wait (then do not sleep): they may have come before the request
-    /// was seen.
-    pub fn arm(&self, q: usize) -> bool {
-        let r = &self.s2c[q];
-        r.view
-            .set_flags(r.view.flags() & !memif::ring::FLAG_MASK_INT);
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        r.view.tail_acquire() != r.pos
-    }
-
-    /// Back to polling: the server need not signal S2C ring `q`.
-    pub fn disarm(&self, q: usize) {
-        let r = &self.s2c[q];
-        r.view
-            .set_flags(r.view.flags() | memif::ring::FLAG_MASK_INT);
-    }
-
-    /// S2C ring `q`'s eventfd (readable after the server signalled it).
-    pub fn s2c_eventfd(&self, q: usize) -> BorrowedFd<'_> {
-        self.s2c[q].eventfd.as_fd()
-    }
-
-    /// The control socket (readable when the server says something).
-    pub fn control_fd(&self) -> BorrowedFd<'_> {
-        self.conn.as_fd()
-    }
-
-    /// Empties S2C ring `q`'s eventfd after a wake-up.
-    pub fn drain_eventfd(&self, q: usize) {
-        let mut b = [0u8; 8];
-        // SAFETY: reads 8 bytes into a live buffer from our own eventfd,
-        // which is non-blocking.
-        let _ = unsafe {
-            libc::read(
-                std::os::fd::AsRawFd::as_raw_fd(&self.s2c[q].eventfd),
-                b.as_mut_ptr().cast(),
-                8,
-            )
-        };
-    }
-
-    /// Takes the C2S heads as they stand in the rings as our positions
-    /// (after a test wrote them through [`Client::raw`]).
-    pub fn resync(&mut self) {
-        for r in &mut self.c2s {
-            r.pos = r.view.head_relaxed();
-        }
-    }
-
     /// Hooks for tests that play a hostile client.
     pub fn raw(&self) -> Raw<'_> {
         Raw { client: self }
@@ -468,58 +583,53 @@ pub struct Raw<'a> {
 }
 
 impl Raw<'_> {
+    fn c2s(&self, q: usize) -> Held<'_> {
+        self.client.rings.c2s[q].take()
+    }
+    fn s2c(&self, q: usize) -> Held<'_> {
+        self.client.rings.s2c[q].take()
+    }
     /// Writes descriptor `slot` of C2S ring `q`.
     pub fn set_c2s_desc(&self, q: usize, slot: u16, d: &DescRepr) {
-        self.client.c2s[q].view.set_desc(slot, d)
+        self.c2s(q).view.set_desc(slot, d)
     }
-    /// Sets C2S ring `q`'s head (and our own position with it).
+    /// Sets C2S ring `q`'s head (see [`Client::resync`]).
     pub fn set_c2s_head(&self, q: usize, head: u16) {
-        self.client.c2s[q].view.set_head(head)
+        self.c2s(q).view.set_head(head)
     }
     pub fn c2s_head(&self, q: usize) -> u16 {
-        self.client.c2s[q].view.head_relaxed()
+        self.c2s(q).view.head_relaxed()
     }
     pub fn c2s_tail(&self, q: usize) -> u16 {
-        self.client.c2s[q].view.tail_acquire()
+        self.c2s(q).view.tail_acquire()
     }
     /// Writes descriptor `slot` of S2C ring `q`.
     pub fn set_s2c_desc(&self, q: usize, slot: u16, d: &DescRepr) {
-        self.client.s2c[q].view.set_desc(slot, d)
+        self.s2c(q).view.set_desc(slot, d)
     }
     pub fn set_s2c_head(&self, q: usize, head: u16) {
-        self.client.s2c[q].view.set_head(head)
+        self.s2c(q).view.set_head(head)
     }
     pub fn s2c_tail(&self, q: usize) -> u16 {
-        self.client.s2c[q].view.tail_acquire()
+        self.s2c(q).view.tail_acquire()
     }
     /// The offset of C2S ring `q`'s buffer for `slot`.
     pub fn c2s_buffer(&self, q: usize, slot: u16) -> u32 {
-        let r = &self.client.c2s[q];
-        r.buffers + u32::from(slot & (r.view.size() - 1)) * self.client.buffer_size
+        let r = self.c2s(q);
+        r.buffers + u32::from(slot & (r.view.size() - 1)) * self.client.rings.bsize
     }
     /// The offset of S2C ring `q`'s buffer for `slot`.
     pub fn s2c_buffer(&self, q: usize, slot: u16) -> u32 {
-        let r = &self.client.s2c[q];
-        r.buffers + u32::from(slot & (r.view.size() - 1)) * self.client.buffer_size
+        let r = self.s2c(q);
+        r.buffers + u32::from(slot & (r.view.size() - 1)) * self.client.rings.bsize
     }
-    /// Writes `bytes` at `offset` of the region.
-    pub fn write(&self, offset: usize, bytes: &[u8]) {
-        assert!(offset + bytes.len() <= self.client.region.len());
-        // SAFETY: inside our own region (checked above).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.client.region.base().as_ptr().add(offset),
-                bytes.len(),
-            )
-        }
-    }
-    /// The region's memfd (to shrink it under the server).
+    /// The region's memfd (to shrink it under the server: see
+    /// [`ClientConfig::seal`]).
     pub fn region_fd(&self) -> BorrowedFd<'_> {
-        self.client.region.fd().as_fd()
+        self.client.rings.region.fd().as_fd()
     }
     pub fn region_len(&self) -> usize {
-        self.client.region.len()
+        self.client.rings.region.len()
     }
     /// The control connection (to send what a client should not).
     pub fn conn(&self) -> &Conn {
@@ -527,12 +637,37 @@ impl Raw<'_> {
     }
 }
 
-/// Signals an eventfd we created (non-blocking: ours, never the peer's
-/// description).
-fn kick(fd: &OwnedFd) {
-    let one = 1u64.to_ne_bytes();
-    // SAFETY: writes 8 bytes from a live buffer to our own eventfd.
-    let _ = unsafe { libc::write(std::os::fd::AsRawFd::as_raw_fd(fd), one.as_ptr().cast(), 8) };
+impl ClientRings {
+    /// Writes every ring's header and descriptors (each slot with its
+    /// own buffer) and posts every S2C buffer to the server.
+    fn init(&self) {
+        for (dir, list) in [(Direction::C2s, &self.c2s), (Direction::S2c, &self.s2c)] {
+            for slot in list {
+                let r = slot.take();
+                // We poll S2C: the server need not signal.
+                let flags = if dir == Direction::S2c {
+                    memif::ring::FLAG_MASK_INT
+                } else {
+                    0
+                };
+                r.view.init(flags);
+                for j in 0..r.view.size() {
+                    r.view.set_desc(
+                        j,
+                        &DescRepr {
+                            region: 0,
+                            offset: r.buffers + u32::from(j) * self.bsize,
+                            length: self.bsize,
+                            ..DescRepr::default()
+                        },
+                    );
+                }
+                if dir == Direction::S2c {
+                    r.view.set_head(r.view.size());
+                }
+            }
+        }
+    }
 }
 
 fn lossy(b: &[u8]) -> String {
