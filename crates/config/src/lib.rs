@@ -67,10 +67,14 @@
 //! #   tx_retries = 8               # 0..=32 retries into a full guest RX ring (OVS tx-retries)
 //! #   one_copy = true              # frames this guest sends reach another guest in one copy
 //! #                                #   (false: through the switch's pool, for A/B runs)
-//! # type = "memif" (the switch is the memif server; the VNF connects and owns the memory):
+//! # type = "memif":
 //! #   socket = "/run/m1.sock"      # required; a file, or "@name" for an abstract socket
 //! #                                #   (DPDK's default is @/run/memif.sock); unique
-//! #   role = "server"              # the only role so far
+//! #   role = "server"              # "server": we listen, the VNF connects and owns the
+//! #                                #   memory (default) | "client": the VNF listens (DPDK
+//! #                                #   role=server), we connect, retrying every second
+//! #   ring_size = 1024             # client role: slots per ring, power of two 2..=16384
+//! #   buffer_size = 2048           # client role: bytes per buffer 128..=65535 (chained beyond)
 //! #   interface_id = 0             # the id the client asks for (DPDK `id=`)
 //! #   secret = "s3cr3t"            # 1..=24 bytes the client must give (default: none)
 //! #   queues = 1                   # queue pairs 1..=16 a client may add; rx queues

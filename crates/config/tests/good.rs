@@ -511,6 +511,15 @@ role = "server"
 interface_id = 7
 secret = "s3cr3t"
 queues = 2
+
+[[port]]
+name = "m3"
+id = 3
+type = "memif"
+socket = "/run/vnf3/memif.sock"
+role = "client"
+ring_size = 256
+buffer_size = 9216
 "#,
     );
     let m = |p: &PortConfig| p.kind.settings::<MemifConfig>().cloned();
@@ -523,9 +532,19 @@ queues = 2
             id: 7,
             secret: Some("s3cr3t".into()),
             queues: 2,
+            ..MemifConfig::new("")
         })
     );
     assert_eq!(c.ports[1].rxqs, 2);
+    assert_eq!(
+        m(&c.ports[2]),
+        Some(MemifConfig {
+            role: nfv_memif::MemifRole::Client,
+            ring_size: 256,
+            buffer_size: 9216,
+            ..MemifConfig::new("/run/vnf3/memif.sock")
+        })
+    );
 }
 
 #[test]

@@ -85,6 +85,13 @@ pub(crate) struct Ring {
     pos: u16,
 }
 
+impl Ring {
+    /// The S2C head with every slot not yet read posted to the server.
+    pub(crate) fn posted_head(&self) -> u16 {
+        self.pos.wrapping_add(self.view.size())
+    }
+}
+
 /// A ring and who holds it: the client's rings are shared by the queues
 /// of a port in the client role (several PMDs may send on one C2S ring),
 /// so each is taken for a burst ([`RingSlot::take`]).
@@ -268,7 +275,7 @@ impl ClientRings {
     /// own buffer and full room (whatever the server wrote into them).
     pub(crate) fn refill(&self, r: &mut Ring) {
         let mask = r.view.size() - 1;
-        let head = r.pos.wrapping_add(r.view.size());
+        let head = r.posted_head();
         let mut slot = r.view.head_relaxed();
         // At most one ring's worth, whatever the head says.
         for _ in 0..r.view.size() {
@@ -454,6 +461,13 @@ impl Client {
         match recv(&self.conn, timeout)? {
             MsgRepr::Connected { if_name } => {
                 self.server_if_name = lossy(if_name.as_bytes());
+                // A server may zero the heads and tails when it connects
+                // (DPDK does): post the S2C buffers (again).
+                for slot in &self.rings.s2c {
+                    let mut r = slot.take();
+                    r.pos = r.view.tail_acquire();
+                    self.rings.refill(&mut r);
+                }
                 Ok(())
             }
             m => Err(ClientError::Unexpected(format!(

@@ -1,7 +1,8 @@
 //! `memif`: the shared-memory packet interface of FD.io VPP, DPDK
 //! `net_memif`, libmemif and gomemif — how container VNFs reach a
-//! userspace switch. This crate is the server role (the switch listens,
-//! the VNF connects and owns the shared memory), built in layers:
+//! userspace switch. The port takes either role: server (the switch
+//! listens, the VNF connects and owns the shared memory) or client (the
+//! VNF listens, the switch connects and owns the memory). In layers:
 //!
 //! * the message and ring layout live in `nfv_wire::memif` (pure);
 //! * [`handshake`]: the control protocol as a state machine with no I/O —
@@ -17,10 +18,12 @@
 //! * `queue`: the PMD's rx and tx bursts (copies, chained buffers, every
 //!   descriptor checked once), `port`: the control thread and the
 //!   [`MemifPort`]; `settings`: the `[[port]]` keys and [`MEMIF`];
-//! * [`client`]: the client role (creates the memory, connects), for the
-//!   built-in VNF and for tests that play a hostile client.
+//! * [`client`]: the client role (creates the memory, connects): the
+//!   port's client role (`client_queue`: its PMD side), the built-in VNF
+//!   and tests that play a hostile client.
 
 pub mod client;
+mod client_queue;
 mod connection;
 pub mod handshake;
 mod port;
@@ -31,4 +34,4 @@ mod settings;
 pub mod socket;
 
 pub use port::{HANDSHAKE_TIMEOUT, MemifPort, OpenError};
-pub use settings::{MEMIF, MemifConfig, MemifType};
+pub use settings::{MEMIF, MemifConfig, MemifRole, MemifType};

@@ -13,11 +13,14 @@
 //! * A refused or failed client costs a counter and a reason in
 //!   `show ports`; the port keeps listening.
 
+use crate::client::{Client, ClientConfig, ClientRings};
+use crate::client_queue::{ClientRxq, ClientTxq};
 use crate::connection::Connection;
 use crate::handshake::{Limits, Offer};
 use crate::queue::{COUNTER_NAMES, Counters, MemifRxq, MemifTxq};
 use crate::serve::{self, HandshakeError};
 use crate::settings::MemifConfig;
+use crate::settings::MemifRole;
 use crate::socket::{Conn, Listener, Received};
 use nfv_ports::{Port, PortGauges, RxQueue, TxQueue};
 use nfv_wire::memif::{self, MsgRepr, Reason};
@@ -43,16 +46,49 @@ pub enum OpenError {
     Spawn(std::io::Error),
 }
 
+/// What a port's queues work on while connected: the server role's
+/// [`Connection`] (the client's memory, mapped) or the client role's
+/// [`ClientRings`] (our own memory).
+pub(crate) trait Link: Send + Sync + 'static {
+    /// The memory faulted (SIGBUS survived): stop touching it.
+    fn faulted(&self) -> bool;
+}
+
+impl Link for Connection {
+    fn faulted(&self) -> bool {
+        self.mem.faulted()
+    }
+}
+
+impl Link for ClientRings {
+    /// Our own region, sealed against shrinking: it cannot fault.
+    fn faulted(&self) -> bool {
+        false
+    }
+}
+
 /// What the control thread and the queues share.
-pub(crate) struct Shared {
+pub(crate) struct Shared<L> {
+    common: Common,
+    generation: AtomicU64,
+    current: Mutex<Option<Arc<L>>>,
+}
+
+/// The role-independent part: identity, stop flag, counters, status.
+pub(crate) struct Common {
     name: String,
     cfg: MemifConfig,
-    generation: AtomicU64,
-    current: Mutex<Option<Arc<Connection>>>,
     stop: AtomicBool,
     /// Every queue's counters (queues register when they open).
     counters: Mutex<Vec<Arc<Counters>>>,
     status: Mutex<Status>,
+}
+
+impl<L> std::ops::Deref for Shared<L> {
+    type Target = Common;
+    fn deref(&self) -> &Common {
+        &self.common
+    }
 }
 
 /// What the control thread reports (`show ports`).
@@ -71,26 +107,36 @@ struct Status {
     last_event: String,
 }
 
-impl Shared {
+impl<L> Shared<L> {
+    fn new(common: Common) -> Shared<L> {
+        Shared {
+            common,
+            generation: AtomicU64::new(0),
+            current: Mutex::new(None),
+        }
+    }
+
     #[inline(always)]
     pub fn generation(&self) -> u64 {
         self.generation.load(Acquire)
     }
 
     /// The connection now (slow path: on a generation change).
-    pub fn current(&self) -> Option<Arc<Connection>> {
+    pub fn current(&self) -> Option<Arc<L>> {
         lock(&self.current).clone()
     }
 
+    fn publish(&self, conn: Option<Arc<L>>) {
+        *lock(&self.current) = conn;
+        self.generation.fetch_add(1, Release);
+    }
+}
+
+impl Common {
     pub fn register_counters(&self) -> Arc<Counters> {
         let c = Arc::new(Counters::default());
         lock(&self.counters).push(c.clone());
         c
-    }
-
-    fn publish(&self, conn: Option<Arc<Connection>>) {
-        *lock(&self.current) = conn;
-        self.generation.fetch_add(1, Release);
     }
 
     fn offer(&self, id: u32) -> Option<Offer> {
@@ -124,48 +170,75 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A memif port, server role.
+/// The port's shared state, by role.
+enum Role {
+    Server(Arc<Shared<Connection>>),
+    Client(Arc<Shared<ClientRings>>),
+}
+
+/// A memif port, in the server or the client role.
 pub struct MemifPort {
-    shared: Arc<Shared>,
+    role: Role,
     max_frame: usize,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl MemifPort {
-    /// Listens on the configured socket and starts the control thread.
+    /// Listens on the configured socket (server role) or starts
+    /// connecting to it (client role) from the port's control thread.
     pub fn open(
         name: &str,
         cfg: &MemifConfig,
         max_frame: usize,
     ) -> Result<Arc<MemifPort>, OpenError> {
-        let path = cfg.socket_path();
-        let listener = Listener::bind(&path).map_err(|err| OpenError::Listen {
-            socket: path.to_string(),
-            err,
-        })?;
-        let shared = Arc::new(Shared {
+        let common = Common {
             name: name.to_string(),
             cfg: cfg.clone(),
-            generation: AtomicU64::new(0),
-            current: Mutex::new(None),
             stop: AtomicBool::new(false),
             counters: Mutex::new(Vec::new()),
             status: Mutex::new(Status::default()),
-        });
-        let s = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("memif-{name}"))
-            .spawn(move || run(&s, &listener))
-            .map_err(OpenError::Spawn)?;
+        };
+        let spawn = |f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(format!("memif-{name}"))
+                .spawn(f)
+                .map_err(OpenError::Spawn)
+        };
+        let (role, thread) = match cfg.role {
+            MemifRole::Server => {
+                let path = cfg.socket_path();
+                let listener = Listener::bind(&path).map_err(|err| OpenError::Listen {
+                    socket: path.to_string(),
+                    err,
+                })?;
+                let shared = Arc::new(Shared::new(common));
+                let s = shared.clone();
+                let t = spawn(Box::new(move || run(&s, &listener)))?;
+                (Role::Server(shared), t)
+            }
+            MemifRole::Client => {
+                let shared = Arc::new(Shared::new(common));
+                let s = shared.clone();
+                let t = spawn(Box::new(move || run_client(&s)))?;
+                (Role::Client(shared), t)
+            }
+        };
         Ok(Arc::new(MemifPort {
-            shared,
+            role,
             max_frame,
             thread: Mutex::new(Some(thread)),
         }))
     }
 
+    fn common(&self) -> &Common {
+        match &self.role {
+            Role::Server(s) => s,
+            Role::Client(s) => s,
+        }
+    }
+
     pub fn config(&self) -> &MemifConfig {
-        &self.shared.cfg
+        &self.common().cfg
     }
 
     /// A queue counter ([`COUNTER_NAMES`]) summed over the queues.
@@ -173,20 +246,20 @@ impl MemifPort {
         let Some(i) = COUNTER_NAMES.iter().position(|n| *n == name) else {
             return 0;
         };
-        lock(&self.shared.counters)
+        lock(&self.common().counters)
             .iter()
             .map(|c| c.load()[i])
             .sum()
     }
 
     pub fn is_connected(&self) -> bool {
-        lock(&self.shared.status).connected
+        lock(&self.common().status).connected
     }
 }
 
 impl Drop for MemifPort {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Release);
+        self.common().stop.store(true, Release);
         if let Some(t) = lock(&self.thread).take() {
             let _ = t.join();
         }
@@ -195,28 +268,34 @@ impl Drop for MemifPort {
 
 impl Port for MemifPort {
     fn name(&self) -> &str {
-        &self.shared.name
+        &self.common().name
     }
     fn type_name(&self) -> &'static str {
         "memif"
     }
     fn n_rxq(&self) -> usize {
-        self.shared.cfg.queues
+        self.common().cfg.queues
     }
     fn open_rxq(&self, q: usize) -> Box<dyn RxQueue> {
-        Box::new(MemifRxq::new(self.shared.clone(), q))
+        match &self.role {
+            Role::Server(s) => Box::new(MemifRxq::new(s.clone(), q)),
+            Role::Client(s) => Box::new(ClientRxq::new(s.clone(), q)),
+        }
     }
     fn open_txq(&self, q: usize) -> Box<dyn TxQueue> {
-        Box::new(MemifTxq::new(self.shared.clone(), q, self.max_frame))
+        match &self.role {
+            Role::Server(s) => Box::new(MemifTxq::new(s.clone(), q, self.max_frame)),
+            Role::Client(s) => Box::new(ClientTxq::new(s.clone(), q, self.max_frame)),
+        }
     }
     fn gauges(&self) -> PortGauges {
-        let st = lock(&self.shared.status).clone();
-        let cfg = &self.shared.cfg;
+        let st = lock(&self.common().status).clone();
+        let cfg = &self.common().cfg;
         let mut g = PortGauges {
             connected: Some(st.connected),
             ..PortGauges::default()
         }
-        .with("role", "server")
+        .with("role", cfg.role.as_str())
         .with("socket", cfg.socket.display().to_string())
         .with("id", u64::from(cfg.id))
         .with("peer", st.peer)
@@ -239,7 +318,7 @@ impl Port for MemifPort {
 }
 
 /// The control thread: one client at a time until the port is dropped.
-fn run(shared: &Shared, listener: &Listener) {
+fn run(shared: &Shared<Connection>, listener: &Listener) {
     while !shared.stop.load(Acquire) {
         match listener.accept(TICK) {
             Ok(Some(conn)) => serve_client(shared, listener, conn),
@@ -252,12 +331,12 @@ fn run(shared: &Shared, listener: &Listener) {
     }
 }
 
-fn refuse(shared: &Shared, why: String) {
+fn refuse(shared: &Common, why: String) {
     lock(&shared.status).refused += 1;
     shared.event(true, why);
 }
 
-fn serve_client(shared: &Shared, listener: &Listener, conn: Conn) {
+fn serve_client(shared: &Shared<Connection>, listener: &Listener, conn: Conn) {
     let hello_name = concat!("nfvswitch ", env!("CARGO_PKG_VERSION"));
     let setup = match serve::until_connect(
         &conn,
@@ -321,7 +400,7 @@ fn disconnect(reason: &str) -> MsgRepr {
 }
 
 /// Watches a connected client until the connection ends; returns why.
-fn watch_client(shared: &Shared, listener: &Listener, conn: &Conn, c: &Connection) -> String {
+fn watch_client(shared: &Common, listener: &Listener, conn: &Conn, c: &Connection) -> String {
     let mut buf = [0u8; 256];
     loop {
         if shared.stop.load(Acquire) {
@@ -359,4 +438,93 @@ fn watch_client(shared: &Shared, listener: &Listener, conn: &Conn, c: &Connectio
 /// A client waiting on the listener, if any (never waits).
 fn poll_listener(listener: &Listener) -> Option<Conn> {
     listener.accept(Duration::ZERO).ok().flatten()
+}
+
+/// How often the client role tries again to reach its server.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// The control thread of the client role: connect (again and again while
+/// the server is absent or after it left), serve the connection, repeat.
+fn run_client(shared: &Shared<ClientRings>) {
+    let cfg = &shared.cfg;
+    let client_cfg = ClientConfig {
+        id: cfg.id,
+        secret: cfg.secret.clone(),
+        if_name: shared.name.clone(),
+        queues: cfg.queues as u16,
+        log2_ring: cfg.ring_size.trailing_zeros() as u8,
+        buffer_size: cfg.buffer_size,
+        ..ClientConfig::new(cfg.socket_path())
+    };
+    let mut last_failure = String::new();
+    while !shared.stop.load(Acquire) {
+        let client = match Client::connect(&client_cfg, HANDSHAKE_TIMEOUT) {
+            Ok(c) => c,
+            Err(e) => {
+                // Logged once per kind of failure, not every second.
+                let why = format!("cannot connect: {e}");
+                if why != last_failure {
+                    shared.event(false, why.clone());
+                    last_failure = why;
+                }
+                sleep_unless(&shared.stop, RETRY);
+                continue;
+            }
+        };
+        last_failure.clear();
+        let rings = client.rings().clone();
+        {
+            let mut st = lock(&shared.status);
+            st.connected = true;
+            st.connects += 1;
+            st.peer = format!("{} ({})", client.server_if_name, client.server_name);
+            st.rings = (rings.queues(), rings.queues());
+            st.ring_slots = cfg.ring_size;
+        }
+        shared.event(
+            false,
+            format!(
+                "connected to {} ({}): {} queue pair(s)",
+                client.server_if_name,
+                client.server_name,
+                rings.queues()
+            ),
+        );
+        shared.publish(Some(rings));
+        let why = loop {
+            if shared.stop.load(Acquire) {
+                let _ = client
+                    .raw()
+                    .conn()
+                    .send(&disconnect("Interface deleted"), None);
+                break "the port was removed".to_string();
+            }
+            if let Some(why) = client.disconnected() {
+                break if why.is_empty() {
+                    "the server closed the socket".to_string()
+                } else {
+                    format!("the server disconnected: {why}")
+                };
+            }
+            std::thread::sleep(TICK);
+        };
+        shared.publish(None);
+        {
+            let mut st = lock(&shared.status);
+            st.connected = false;
+            st.disconnects += 1;
+        }
+        shared.event(false, format!("disconnected: {why}"));
+        // The queues let go of the rings at their next burst; the memory
+        // goes with the last of them.
+        drop(client);
+        sleep_unless(&shared.stop, TICK);
+    }
+}
+
+fn sleep_unless(stop: &AtomicBool, d: Duration) {
+    let end = std::time::Instant::now() + d;
+    while !stop.load(Acquire) && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }

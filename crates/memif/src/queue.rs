@@ -15,7 +15,7 @@
 //! go through the notifier thread).
 
 use crate::connection::Connection;
-use crate::port::Shared;
+use crate::port::{Link, Shared};
 use nfv_mem::{Batch, PoolCache};
 use nfv_ports::{RxQueue, TxQueue};
 use nfv_virtio::guard::fault_epoch;
@@ -71,21 +71,22 @@ impl Counters {
 }
 
 #[inline(always)]
-fn bump(c: &AtomicU64) {
+pub(crate) fn bump(c: &AtomicU64) {
     c.store(c.load(Relaxed).wrapping_add(1), Relaxed);
 }
 
-/// What a queue follows of the port's connection.
-struct Follow {
-    shared: Arc<Shared>,
+/// What a queue follows of the port's connection (`L`: the server's
+/// [`Connection`] or the client's `ClientRings`).
+pub(crate) struct Follow<L> {
+    shared: Arc<Shared<L>>,
     generation: u64,
     fault_epoch: u64,
-    conn: Option<Arc<Connection>>,
-    counters: Arc<Counters>,
+    pub conn: Option<Arc<L>>,
+    pub counters: Arc<Counters>,
 }
 
-impl Follow {
-    fn new(shared: Arc<Shared>) -> Follow {
+impl<L: Link> Follow<L> {
+    pub fn new(shared: Arc<Shared<L>>) -> Follow<L> {
         let counters = shared.register_counters();
         Follow {
             shared,
@@ -100,7 +101,7 @@ impl Follow {
     /// True when the connection changed since the last burst (the caller
     /// then resets its ring position).
     #[inline(always)]
-    fn changed(&mut self) -> bool {
+    pub fn changed(&mut self) -> bool {
         let g = self.shared.generation();
         let f = fault_epoch();
         if g == self.generation && f == self.fault_epoch {
@@ -115,7 +116,7 @@ impl Follow {
         self.generation = generation;
         self.fault_epoch = epoch;
         self.conn = self.shared.current();
-        if self.conn.as_ref().is_some_and(|c| c.mem.faulted()) {
+        if self.conn.as_ref().is_some_and(|c| c.faulted()) {
             // The control thread disconnects the client; until then the
             // rings (zeros now) are left alone.
             bump(&self.counters.memory_faults);
@@ -126,14 +127,14 @@ impl Follow {
 
 /// Rx queue `index`: the client's C2S ring `index`.
 pub(crate) struct MemifRxq {
-    follow: Follow,
+    follow: Follow<Connection>,
     index: usize,
     /// The next slot to read.
     next: u16,
 }
 
 impl MemifRxq {
-    pub fn new(shared: Arc<Shared>, index: usize) -> MemifRxq {
+    pub fn new(shared: Arc<Shared<Connection>>, index: usize) -> MemifRxq {
         MemifRxq {
             follow: Follow::new(shared),
             index,
@@ -234,13 +235,13 @@ impl RxQueue for MemifRxq {
 
 /// Tx queue of PMD `pmd`: the client's S2C ring `pmd % rings`.
 pub(crate) struct MemifTxq {
-    follow: Follow,
+    follow: Follow<Connection>,
     pmd: usize,
     max_frame: usize,
 }
 
 impl MemifTxq {
-    pub fn new(shared: Arc<Shared>, pmd: usize, max_frame: usize) -> MemifTxq {
+    pub fn new(shared: Arc<Shared<Connection>>, pmd: usize, max_frame: usize) -> MemifTxq {
         MemifTxq {
             follow: Follow::new(shared),
             pmd,

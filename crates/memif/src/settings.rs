@@ -12,6 +12,28 @@ use nfv_wire::memif::Secret;
 use crate::port::MemifPort;
 use crate::socket::SocketPath;
 
+/// Which side of the memif connection the switch takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MemifRole {
+    /// The switch listens on `socket`; the VNF connects and owns the
+    /// shared memory (DPDK `role=client`, VPP slave, libmemif apps).
+    #[default]
+    Server,
+    /// The VNF listens (DPDK `role=server`, VPP master); the switch
+    /// connects, retrying every second while it is absent and after it
+    /// leaves, and owns the memory (`ring_size`, `buffer_size`).
+    Client,
+}
+
+impl MemifRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemifRole::Server => "server",
+            MemifRole::Client => "client",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemifConfig {
     /// The control socket: a file path, or `@name` for an abstract name
@@ -24,9 +46,17 @@ pub struct MemifConfig {
     /// The secret the client must give in INIT (at most 24 bytes; DPDK
     /// `secret=`). Default: none required.
     pub secret: Option<String>,
-    /// Most queue pairs (rings per direction) a client may add, 1..=16.
-    /// The port has this many rx queues. Default 1.
+    /// Server role: most queue pairs (rings per direction) a client may
+    /// add; client role: the pairs we ask for. 1..=16, default 1. The
+    /// port has this many rx queues.
     pub queues: usize,
+    pub role: MemifRole,
+    /// Client role: slots per ring, a power of two 2..=16384 (default
+    /// 1024, DPDK's).
+    pub ring_size: usize,
+    /// Client role: bytes per buffer, 128..=65535 (default 2048, DPDK's);
+    /// longer frames are chained.
+    pub buffer_size: u32,
 }
 
 impl MemifConfig {
@@ -40,6 +70,9 @@ impl MemifConfig {
             id: 0,
             secret: None,
             queues: 1,
+            role: MemifRole::Server,
+            ring_size: 1024,
+            buffer_size: 2048,
         }
     }
 
@@ -81,7 +114,15 @@ impl PortType for MemifType {
         "memif"
     }
     fn keys(&self) -> &'static [&'static str] {
-        &["socket", "role", "interface_id", "secret", "queues"]
+        &[
+            "socket",
+            "role",
+            "interface_id",
+            "secret",
+            "queues",
+            "ring_size",
+            "buffer_size",
+        ]
     }
     fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
         if t.has("rxqs") {
@@ -111,15 +152,22 @@ impl PortType for MemifType {
             Some(_) => PathBuf::from(raw),
             None => t.socket_path("socket")?.unwrap_or_default(),
         };
-        // Only the server role exists so far; saying so beats a port that
-        // silently listens when the user asked it to connect.
-        t.one_of_or("role", &[("server", ())], ()).map_err(|_| {
-            t.error(
-                "role",
-                "only \"server\" is supported (the switch listens; the VNF — DPDK net_memif \
-                 role=client, VPP memif slave, libmemif — connects)",
-            )
-        })?;
+        let role = t.one_of_or(
+            "role",
+            &[("server", MemifRole::Server), ("client", MemifRole::Client)],
+            MemifRole::Server,
+        )?;
+        if role == MemifRole::Server {
+            for key in ["ring_size", "buffer_size"] {
+                if t.has(key) {
+                    return Err(t.error(
+                        key,
+                        "only for role = \"client\": in the server role the client (the \
+                         VNF) owns the memory and chooses its rings and buffers",
+                    ));
+                }
+            }
+        }
         let secret: Option<String> = t.get("secret")?;
         if let Some(s) = &secret
             && (s.is_empty() || s.len() > MemifConfig::MAX_SECRET)
@@ -139,6 +187,9 @@ impl PortType for MemifType {
             id: t.int_or("interface_id", 0..=i64::from(u32::MAX), d.id)?,
             secret,
             queues: t.int_or("queues", 1..=MemifConfig::MAX_QUEUES as i64, d.queues)?,
+            role,
+            ring_size: t.pow2_or("ring_size", 2..=16384, d.ring_size)?,
+            buffer_size: t.int_or("buffer_size", 128..=65535, d.buffer_size)?,
         }))
     }
     fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {

@@ -425,3 +425,85 @@ fn an_unmasked_s2c_ring_is_signalled_and_a_masked_one_is_not() {
     r.client.disarm(0);
     assert_eq!(r.client_receives().len(), 2);
 }
+
+/// The client role against the server role, both ports of this process:
+/// frames both ways (chained over the client port's 512 B buffers), the
+/// server port removed and opened again (the client reconnects).
+#[test]
+fn a_client_role_port_talks_to_a_server_role_port() {
+    use nfv_memif::MemifRole;
+    let dir = std::env::temp_dir().join(format!("nfv-memif-roles-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _cleanup = TempDir(dir.clone());
+    let sock = dir.join("s.sock");
+    let max = 2048 - nfv_mem::HEADROOM;
+    let server_cfg = MemifConfig {
+        id: 9,
+        secret: Some("pw".into()),
+        ..MemifConfig::new(&sock)
+    };
+    let client_cfg = MemifConfig {
+        role: MemifRole::Client,
+        ring_size: 128,
+        buffer_size: 512,
+        ..server_cfg.clone()
+    };
+    // The client first: it retries until the server is there.
+    let client = MemifPort::open("c0", &client_cfg, max).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!client.is_connected());
+    let server = MemifPort::open("s0", &server_cfg, max).unwrap();
+    assert!(nfv_testutil::wait_until(WAIT, || client.is_connected() && server.is_connected()));
+    assert_eq!(client.gauges().text("role").as_deref(), Some("client"));
+    let pool = PacketPool::new(
+        "memif-roles",
+        &MemoryConfig {
+            frame_size: 2048,
+            frames: 1024,
+            hugepages: HugepageMode::Never,
+        },
+    )
+    .unwrap();
+    let mut cache = pool.cache();
+    let frames: Vec<Vec<u8>> = [60, 600, 1514].iter().map(|&l| frame(l, l as u8)).collect();
+    let send = |port: &MemifPort, cache: &mut PoolCache| {
+        let mut tx = port.open_txq(0);
+        let mut b = Batch::new();
+        for f in &frames {
+            let mut p = cache.alloc().unwrap();
+            p.room_mut()[..f.len()].copy_from_slice(f);
+            p.set_len(f.len()).unwrap();
+            b.push(p);
+        }
+        let n = tx.tx_burst(&mut b, cache);
+        cache.free_batch(&mut b);
+        n
+    };
+    let recv = |port: &MemifPort, cache: &mut PoolCache| {
+        let mut rx = port.open_rxq(0);
+        let mut got = Vec::new();
+        assert!(nfv_testutil::wait_until(WAIT, || {
+            let mut b = Batch::new();
+            rx.rx_burst(&mut b, cache);
+            got.extend(b.iter().map(|p| p.data().to_vec()));
+            cache.free_batch(&mut b);
+            got.len() >= 3
+        }));
+        got
+    };
+    assert_eq!(send(&client, &mut cache), 3);
+    assert!(recv(&server, &mut cache) == frames, "client -> server");
+    assert_eq!(send(&server, &mut cache), 3);
+    assert!(recv(&client, &mut cache) == frames, "server -> client");
+    // The server goes away and comes back: the client follows.
+    drop(server);
+    assert!(nfv_testutil::wait_until(WAIT, || !client.is_connected()));
+    let server = MemifPort::open("s0", &server_cfg, max).unwrap();
+    assert!(nfv_testutil::wait_until(WAIT, || client.is_connected()));
+    assert_eq!(send(&client, &mut cache), 3);
+    assert!(recv(&server, &mut cache) == frames, "after the reconnect");
+    assert_eq!(client.gauges().count("reconnects"), Some(1));
+    for c in ["bad_desc", "bad_chain", "too_big", "empty", "bad_head"] {
+        assert_eq!(client.counter(c) + server.counter(c), 0, "{c}");
+    }
+}

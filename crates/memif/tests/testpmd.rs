@@ -6,7 +6,8 @@
 //! testpmd's io forwarding and back, byte-exact and in order, over one
 //! and two queue pairs, file and abstract sockets, 2048 and 1024 B
 //! buffers, up to 9000 B frames chained over several buffers both ways,
-//! and a testpmd killed and started again (the port reconnects). SKIPPED
+//! the switch as the client of a testpmd server, and a testpmd killed
+//! and started again (the port reconnects). SKIPPED
 //! when testpmd is missing or cannot start.
 
 use nfv_memif::handshake::{Limits, Offer, Refusal};
@@ -223,7 +224,7 @@ fn a_testpmd_client_connects_and_a_wrong_secret_is_refused() {
 // ---- The port: frames through testpmd and back -------------------------
 
 use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
-use nfv_memif::{MemifConfig, MemifPort};
+use nfv_memif::{MemifConfig, MemifPort, MemifRole};
 use nfv_ports::{Port, RxQueue, TxQueue};
 use std::sync::Arc;
 use std::time::Instant;
@@ -309,6 +310,8 @@ fn round_trip(
 
 struct PortRun {
     name: &'static str,
+    /// Our port's role (testpmd takes the other).
+    role: MemifRole,
     abstract_socket: bool,
     queues: usize,
     rsize: u8,
@@ -319,6 +322,7 @@ struct PortRun {
 const PORT_RUNS: &[PortRun] = &[
     PortRun {
         name: "1 queue, file socket, 2048 B buffers, 64..9000 B frames",
+        role: MemifRole::Server,
         abstract_socket: false,
         queues: 1,
         rsize: 10,
@@ -327,11 +331,21 @@ const PORT_RUNS: &[PortRun] = &[
     },
     PortRun {
         name: "2 queues, abstract socket, 1024 B buffers, small ring",
+        role: MemifRole::Server,
         abstract_socket: true,
         queues: 2,
         rsize: 8,
         bsize: 1024,
         sizes: &[60, 1514, 3000],
+    },
+    PortRun {
+        name: "the switch as client of a testpmd server, 2048 B buffers, 64..9000 B frames",
+        role: MemifRole::Client,
+        abstract_socket: false,
+        queues: 1,
+        rsize: 10,
+        bsize: 2048,
+        sizes: &[64, 1518, 9000],
     },
 ];
 
@@ -351,6 +365,9 @@ fn frames_cross_a_testpmd_client_and_come_back_byte_exact() {
         let cfg = MemifConfig {
             queues: r.queues,
             id: ID,
+            role: r.role,
+            ring_size: 1 << r.rsize,
+            buffer_size: r.bsize as u32,
             ..MemifConfig::new(&sock)
         };
         let pool = big_pool(&format!("memif-port-{n}"));
@@ -359,8 +376,12 @@ fn frames_cross_a_testpmd_client_and_come_back_byte_exact() {
             Some(name) => (name.to_string(), "yes"),
             None => (sock.clone(), "no"),
         };
+        let their_role = match r.role {
+            MemifRole::Server => "client",
+            MemifRole::Client => "server",
+        };
         let vdev = format!(
-            "net_memif0,role=client,socket={path},socket-abstract={is_abstract},id={ID},\
+            "net_memif0,role={their_role},socket={path},socket-abstract={is_abstract},id={ID},\
              rsize={},bsize={}",
             r.rsize, r.bsize
         );
@@ -442,6 +463,11 @@ fn frames_cross_a_testpmd_client_and_come_back_byte_exact() {
             "{}: still connected after testpmd was killed",
             r.name
         );
+        if r.role == MemifRole::Client && !r.abstract_socket {
+            // A killed DPDK server leaves its socket file, and a new one
+            // will not bind over it (an operator removes it too).
+            let _ = std::fs::remove_file(&path);
+        }
         let again = TestPmd::spawn(
             &dir.0,
             &format!("io{n}b"),
