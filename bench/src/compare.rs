@@ -158,7 +158,11 @@ pub fn prepare(c: &Common, scenarios: &[Scenario]) -> Result<Prepared, String> {
     }
     let mut nfvswitch = PathBuf::new();
     let mut nfvswitch_source = String::new();
-    let nfv_scenarios = [Scenario::Nfvswitch, Scenario::NfvswitchCopy];
+    let nfv_scenarios = [
+        Scenario::Nfvswitch,
+        Scenario::NfvswitchCopy,
+        Scenario::NfvswitchMemif,
+    ];
     if nfv_scenarios.iter().any(|s| scenarios.contains(s)) {
         match scenario::nfvswitch_binary(c.nfvswitch.clone())
             .and_then(|b| scenario::snapshot(&b, &run_dir))
@@ -262,7 +266,11 @@ pub fn one(p: &Prepared, sc: Scenario, spec: &Spec, rep: usize) -> Record {
     let t = Instant::now();
     let r = std::fs::create_dir_all(&dir)
         .map_err(|e| format!("{}: {e}", dir.display()))
-        .and_then(|_| trial::run(&dir, &prefix, spec, &|lay| sc.start(&p.nfvswitch, lay)));
+        .and_then(|_| {
+            trial::run(&dir, &prefix, spec, sc.vnif(), &|lay| {
+                sc.start(&p.nfvswitch, lay)
+            })
+        });
     match r {
         Ok(o) => {
             println!(

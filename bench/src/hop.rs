@@ -22,16 +22,28 @@ pub struct HopArgs {
     /// A/B the one-copy path (the default) against copy mode (every
     /// port's `one_copy = false`): both run in each rep, order alternating
     /// by rep, and the paired ratios are printed.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "memif_ab")]
     pub copy_ab: bool,
+    /// A/B the vhost-user hop against the memif hop (the endpoint's ports
+    /// are net_memif servers and the switch's memif ports connect to
+    /// them): same layout, paired ratios printed.
+    #[arg(long)]
+    pub memif_ab: bool,
 }
 
 pub fn hop(a: HopArgs) -> Result<(), String> {
     let c = &a.common;
-    let modes: &[Scenario] = if a.copy_ab {
-        &[Scenario::Nfvswitch, Scenario::NfvswitchCopy]
+    // The B side of the A/B, with what its ratio is called.
+    let b: Option<(Scenario, &str)> = if a.copy_ab {
+        Some((Scenario::NfvswitchCopy, "one-copy / copy"))
+    } else if a.memif_ab {
+        Some((Scenario::NfvswitchMemif, "vhost / memif"))
     } else {
-        &[Scenario::Nfvswitch]
+        None
+    };
+    let modes: &[Scenario] = match b {
+        Some((sc, _)) => &[Scenario::Nfvswitch, sc],
+        None => &[Scenario::Nfvswitch],
     };
     let p = compare::prepare(c, modes)?;
     if let Some(why) = p.skipped(Scenario::Nfvswitch) {
@@ -109,34 +121,26 @@ pub fn hop(a: HopArgs) -> Result<(), String> {
     }
     let elapsed = t0.elapsed().as_secs_f64();
     println!(
-        "\nnfvswitch vhost->vhost hop, chain {}: medians over {} reps ({:.1} min)",
+        "\nnfvswitch hop, chain {}: medians over {} reps ({:.1} min)",
         a.chain,
         c.reps,
         elapsed / 60.0
     );
     print!("{}", report::text_table(&head, &rows));
     let mut pairs = Vec::new();
-    if a.copy_ab {
-        let ab = (Scenario::Nfvswitch.name(), Scenario::NfvswitchCopy.name());
+    if let Some((b_sc, what)) = b {
+        let ab = (Scenario::Nfvswitch.name(), b_sc.name());
+        let cyc = format!("cyc/pkt {what}");
+        let e2e = format!("e2e Mpps {what}");
         for &size in &c.sizes {
             let case = (size, a.chain);
-            pairs.extend(paired::paired(
-                &records,
-                case,
-                "cyc/pkt one-copy / copy",
-                ab,
-                |o| o.pmd.as_ref().map(|p| p.cycles_per_packet),
-            ));
-            pairs.extend(paired::paired(
-                &records,
-                case,
-                "e2e Mpps one-copy / copy",
-                ab,
-                |o| Some(o.mpps),
-            ));
+            pairs.extend(paired::paired(&records, case, &cyc, ab, |o| {
+                o.pmd.as_ref().map(|p| p.cycles_per_packet)
+            }));
+            pairs.extend(paired::paired(&records, case, &e2e, ab, |o| Some(o.mpps)));
         }
         let pair_rows: Vec<Vec<String>> = pairs.iter().map(paired::Paired::row).collect();
-        println!("\none-copy vs copy, paired within each rep and vCPU placement:");
+        println!("\n{what}, paired within each rep and vCPU placement:");
         print!("{}", report::text_table(&paired::HEAD, &pair_rows));
     }
     let ts = host::timestamp();

@@ -4,6 +4,7 @@
 
 use crate::dut::{Dut, Layout, NfvSwitch, Wire};
 use crate::proc;
+use crate::testpmd::Vnif;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -17,6 +18,9 @@ pub enum Scenario {
     /// copied into the switch's pool and out again (two copies per hop),
     /// for A/B against the default.
     NfvswitchCopy,
+    /// nfvswitch with memif ports (client role) to the endpoint's
+    /// net_memif servers instead of vhost-user: the memif hop.
+    NfvswitchMemif,
     /// OVS-DPDK 3.1, netdev bridge, dpdkvhostuserclient ports.
     Ovs,
     /// testpmd io forwarding on net_vhost client ports (no switch).
@@ -28,6 +32,7 @@ impl Scenario {
         match self {
             Scenario::Nfvswitch => "nfvswitch",
             Scenario::NfvswitchCopy => "nfvswitch (copy)",
+            Scenario::NfvswitchMemif => "nfvswitch (memif)",
             Scenario::Ovs => "ovs-dpdk",
             Scenario::Wire => "wire (testpmd)",
         }
@@ -37,8 +42,17 @@ impl Scenario {
         match self {
             Scenario::Nfvswitch => "nfv",
             Scenario::NfvswitchCopy => "nfvc",
+            Scenario::NfvswitchMemif => "nfvm",
             Scenario::Ovs => "ovs",
             Scenario::Wire => "wire",
+        }
+    }
+
+    /// How the endpoint's ports reach this scenario's switch.
+    pub fn vnif(self) -> Vnif {
+        match self {
+            Scenario::NfvswitchMemif => Vnif::Memif,
+            _ => Vnif::Vhost,
         }
     }
 
@@ -47,6 +61,7 @@ impl Scenario {
         Ok(match self {
             Scenario::Nfvswitch => Box::new(NfvSwitch::start(nfvswitch, lay, true)?),
             Scenario::NfvswitchCopy => Box::new(NfvSwitch::start(nfvswitch, lay, false)?),
+            Scenario::NfvswitchMemif => Box::new(NfvSwitch::start_memif(nfvswitch, lay)?),
             Scenario::Ovs => Box::new(crate::ovs::Ovs::start(lay)?),
             Scenario::Wire => Box::new(Wire::start(lay)?),
         })

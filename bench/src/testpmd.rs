@@ -63,7 +63,18 @@ pub fn sock(sock_dir: &Path, i: usize) -> String {
     format!("{}/p{i}.sock", sock_dir.display())
 }
 
-/// Arguments of the endpoint with `nports` virtio-user ports.
+/// How the endpoint's ports p1..pn reach the switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vnif {
+    /// virtio-user `server=1`: the switch connects as vhost-user client.
+    Vhost,
+    /// net_memif `role=server` on a socket file: the switch connects as
+    /// memif client (and owns the memory).
+    Memif,
+}
+
+/// Arguments of the endpoint with `nports` virtio-user (or memif) ports.
+#[allow(clippy::too_many_arguments)]
 pub fn endpoint_args(
     prefix: &str,
     mem: Mem,
@@ -72,6 +83,7 @@ pub fn endpoint_args(
     nports: usize,
     ep_cpu: usize,
     main_cpu: usize,
+    vnif: Vnif,
 ) -> Vec<String> {
     let mut a = eal(prefix, mem, main_cpu, ep_cpu);
     a.push(format!(
@@ -79,10 +91,16 @@ pub fn endpoint_args(
         pcap.display()
     ));
     for i in 1..=nports {
-        a.push(format!(
-            "--vdev=net_virtio_user{i},path={},server=1,queues=1",
-            sock(sock_dir, i)
-        ));
+        a.push(match vnif {
+            Vnif::Vhost => format!(
+                "--vdev=net_virtio_user{i},path={},server=1,queues=1",
+                sock(sock_dir, i)
+            ),
+            Vnif::Memif => format!(
+                "--vdev=net_memif{i},role=server,socket={},socket-abstract=no,id=0",
+                sock(sock_dir, i)
+            ),
+        });
     }
     a.push("--vdev=net_null0,no-rx=1".into());
     a.extend(fwd("chained"));
@@ -208,6 +226,7 @@ Port statistics ====================================
             2,
             0,
             1,
+            Vnif::Vhost,
         );
         let s = a.join(" ");
         assert!(s.contains("--lcores=0@1,1@0"));
@@ -216,5 +235,8 @@ Port statistics ====================================
         assert!(s.find("net_pcap0").unwrap() < s.find("net_virtio_user1").unwrap());
         assert!(s.find("net_virtio_user2").unwrap() < s.find("net_null0").unwrap());
         assert_eq!(sink_port(2), 2);
+        let m = endpoint_args("x", Mem::NoHuge, Path::new("/f.pcap"), Path::new("/s"), 2, 0, 1, Vnif::Memif)
+            .join(" ");
+        assert!(m.contains("--vdev=net_memif2,role=server,socket=/s/p2.sock,socket-abstract=no,id=0"));
     }
 }

@@ -78,7 +78,13 @@ pub struct Outcome {
 pub type StartDut<'a> = &'a dyn Fn(&Layout) -> Result<Box<dyn Dut>, String>;
 
 /// Runs one trial in `dir` with the switch that `start` starts.
-pub fn run(dir: &Path, prefix: &str, spec: &Spec, start: StartDut<'_>) -> Result<Outcome, String> {
+pub fn run(
+    dir: &Path,
+    prefix: &str,
+    spec: &Spec,
+    vnif: testpmd::Vnif,
+    start: StartDut<'_>,
+) -> Result<Outcome, String> {
     let sock_dir = dir.join("sock");
     std::fs::create_dir_all(&sock_dir).map_err(|e| format!("{}: {e}", sock_dir.display()))?;
     let pcap = dir.join("frame.pcap");
@@ -106,6 +112,7 @@ pub fn run(dir: &Path, prefix: &str, spec: &Spec, start: StartDut<'_>) -> Result
         spec.nports(),
         spec.endpoint_cpu,
         spec.switch_cpu,
+        vnif,
     );
     let ep_log = dir.join("endpoint.log");
     let mut ep = TestPmd::spawn("testpmd (endpoint)", args, &ep_prefix, &ep_log)?;
