@@ -235,8 +235,19 @@ Port statistics ====================================
         assert!(s.find("net_pcap0").unwrap() < s.find("net_virtio_user1").unwrap());
         assert!(s.find("net_virtio_user2").unwrap() < s.find("net_null0").unwrap());
         assert_eq!(sink_port(2), 2);
-        let m = endpoint_args("x", Mem::NoHuge, Path::new("/f.pcap"), Path::new("/s"), 2, 0, 1, Vnif::Memif)
-            .join(" ");
-        assert!(m.contains("--vdev=net_memif2,role=server,socket=/s/p2.sock,socket-abstract=no,id=0"));
+        let m = endpoint_args(
+            "x",
+            Mem::NoHuge,
+            Path::new("/f.pcap"),
+            Path::new("/s"),
+            2,
+            0,
+            1,
+            Vnif::Memif,
+        )
+        .join(" ");
+        assert!(
+            m.contains("--vdev=net_memif2,role=server,socket=/s/p2.sock,socket-abstract=no,id=0")
+        );
     }
 }

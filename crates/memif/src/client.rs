@@ -8,6 +8,7 @@
 //! rings through [`Client::raw`] to play a hostile client. Single
 //! threaded: one `Client` is driven by one thread.
 
+use crate::queue::copy_range;
 use crate::ring::RingView;
 use crate::socket::{Conn, Received, SocketPath};
 use nfv_mem::{HugepageMode, Region};
@@ -178,6 +179,23 @@ impl ClientRings {
     /// as it needs); returns how many went (the rest found no room).
     /// Signals the server if it has not masked the ring's interrupts.
     pub(crate) fn send<'a>(&self, q: usize, frames: impl IntoIterator<Item = &'a [u8]>) -> usize {
+        let parts = frames
+            .into_iter()
+            .map(|f| [(f.as_ptr(), f.len()), (std::ptr::null(), 0)]);
+        // SAFETY: every part is a live slice.
+        unsafe { self.send_parts(q, parts) }
+    }
+
+    /// [`ClientRings::send`] of frames given as parts (a split packet's
+    /// head and tail).
+    ///
+    /// # Safety
+    /// Every part must be readable for its length for the whole call.
+    pub(crate) unsafe fn send_parts(
+        &self,
+        q: usize,
+        frames: impl IntoIterator<Item = [(*const u8, usize); 2]>,
+    ) -> usize {
         let slot = &self.c2s[q];
         let mut r = slot.take();
         let base = self.region.base().as_ptr();
@@ -190,29 +208,27 @@ impl ClientRings {
         let mut free = size.saturating_sub(used.min(size));
         let mut head = r.pos;
         let mut sent = 0;
-        for f in frames {
-            let need = f.len().div_ceil(bsize).max(1);
+        for parts in frames {
+            let len = parts[0].1 + parts[1].1;
+            let need = len.div_ceil(bsize).max(1);
             if need > usize::from(free) {
                 break;
             }
-            for (k, chunk) in f.chunks(bsize).enumerate() {
+            for k in 0..need {
+                let chunk = (len - k * bsize).min(bsize);
                 let offset = r.buffers + u32::from(head & (size - 1)) * self.bsize;
                 // SAFETY: the buffer of this slot lies inside our region
-                // (laid out in `connect`) and `chunk.len() <= bsize`.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        chunk.as_ptr(),
-                        base.add(offset as usize),
-                        chunk.len(),
-                    )
-                };
+                // (laid out in `connect`) and `chunk <= bsize`; the parts
+                // are readable (the caller's contract) and never this
+                // slot, which is ours until the head moves past it.
+                unsafe { copy_range(&parts, k * bsize, base.add(offset as usize), chunk) };
                 r.view.set_desc(
                     head,
                     &DescRepr {
                         next: k + 1 < need,
                         region: 0,
                         offset,
-                        length: chunk.len() as u32,
+                        length: chunk as u32,
                         ..DescRepr::default()
                     },
                 );
@@ -229,6 +245,26 @@ impl ClientRings {
             }
         }
         sent
+    }
+
+    /// The next frame of S2C ring `r`, if it is one buffer of more than
+    /// `min` bytes inside our region: its address and length (to lend;
+    /// the caller then moves past it).
+    #[inline(always)]
+    pub(crate) fn single(&self, r: &Ring, min: usize) -> Option<(*const u8, u32)> {
+        let d = r.view.desc(r.pos);
+        let (off, len) = (d.offset as usize, d.length as usize);
+        if d.next || d.region != 0 || len <= min || off.checked_add(len)? > self.region.len() {
+            return None;
+        }
+        // In bounds: checked above.
+        Some((self.region.base().as_ptr().wrapping_add(off), d.length))
+    }
+
+    /// Moves past the frame [`ClientRings::single`] returned.
+    pub(crate) fn skip_one(r: &mut Ring, left: &mut u16) {
+        r.pos = r.pos.wrapping_add(1);
+        *left -= 1;
     }
 
     /// Frames waiting on S2C ring `r` (the server's tail, trusted only as

@@ -11,28 +11,52 @@
 
 use crate::client::{ClientRings, Received1};
 use crate::port::Shared;
-use crate::queue::{Follow, bump};
-use nfv_mem::{Batch, PoolCache};
+use crate::queue::{Follow, bump, parts};
+use nfv_mem::{Batch, PoolCache, SPLIT_HEAD};
 use nfv_ports::{RxQueue, TxQueue};
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Rx queue `index`: the server's S2C ring `index`.
 pub(crate) struct ClientRxq {
     follow: Follow<ClientRings>,
     index: usize,
+    /// Lend frames in one buffer (split packets) instead of copying them.
+    one_copy: bool,
+    /// Buffers lent in the last burst: post them back when it ends.
+    pending_refill: bool,
 }
 
 impl ClientRxq {
-    pub fn new(shared: Arc<Shared<ClientRings>>, index: usize) -> ClientRxq {
+    pub fn new(shared: Arc<Shared<ClientRings>>, index: usize, one_copy: bool) -> ClientRxq {
         ClientRxq {
             follow: Follow::new(shared),
             index,
+            one_copy,
+            pending_refill: false,
+        }
+    }
+
+    /// Gives the buffers of the last burst back to the server.
+    #[inline(always)]
+    fn finish(&mut self) {
+        if std::mem::take(&mut self.pending_refill)
+            && let Some(rings) = self.follow.conn.as_deref()
+            && let Some(slot) = rings.s2c.get(self.index)
+        {
+            rings.refill(&mut slot.take());
         }
     }
 }
 
 impl RxQueue for ClientRxq {
+    fn burst_done(&mut self) {
+        self.finish();
+    }
+
     fn rx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        // The previous burst ends here at the latest.
+        self.finish();
         self.follow.changed();
         let Some(rings) = self.follow.conn.as_deref() else {
             return 0;
@@ -52,8 +76,28 @@ impl RxQueue for ClientRxq {
             return 0;
         }
         let mut n = 0;
+        let mut lent = 0u64;
         while left > 0 && !batch.is_full() {
             let Some(mut pkt) = pool.alloc() else { break };
+            if self.one_copy
+                && let Some((src, len)) = rings.single(&ring, SPLIT_HEAD)
+                && len as usize <= pkt.max_len()
+            {
+                ClientRings::skip_one(&mut ring, &mut left);
+                // SAFETY: `single` checked the buffer lies in our region;
+                // the packet has room for the head (`max_len`); the tail
+                // stays ours until this burst ends (`finish` posts it back)
+                // and the region stays mapped while this queue holds it.
+                unsafe {
+                    std::ptr::copy(src, pkt.room_mut().as_mut_ptr(), SPLIT_HEAD);
+                    let _ = pkt.set_len(SPLIT_HEAD);
+                    pkt.set_tail(src.add(SPLIT_HEAD), len - SPLIT_HEAD as u32);
+                }
+                batch.push(pkt);
+                n += 1;
+                lent += 1;
+                continue;
+            }
             match rings.recv_one(&mut ring, &mut left, pkt.room_mut()) {
                 Received1::Frame(0) => {
                     bump(&c.empty);
@@ -75,7 +119,13 @@ impl RxQueue for ClientRxq {
                 }
             }
         }
-        rings.refill(&mut ring);
+        if lent > 0 {
+            c.one_copy
+                .store(c.one_copy.load(Relaxed).wrapping_add(lent), Relaxed);
+            self.pending_refill = true;
+        } else {
+            rings.refill(&mut ring);
+        }
         n
     }
 }
@@ -106,7 +156,9 @@ impl TxQueue for ClientTxq {
         if rings.queues() == 0 {
             return 0;
         }
-        let sent = rings.send(self.pmd % rings.queues(), batch.iter().map(|p| p.data()));
+        // SAFETY: heads are our packets; split tails are readable within
+        // their producer's burst, which outlasts this call.
+        let sent = unsafe { rings.send_parts(self.pmd % rings.queues(), batch.iter().map(parts)) };
         for p in batch.drain(..sent) {
             pool.free(p);
         }
@@ -115,5 +167,10 @@ impl TxQueue for ClientTxq {
 
     fn max_frame(&self) -> usize {
         self.max_frame
+    }
+
+    /// Split packets are copied (head, then tail) within `tx_burst`.
+    fn takes_split(&self) -> bool {
+        true
     }
 }

@@ -278,8 +278,8 @@ impl Port for MemifPort {
     }
     fn open_rxq(&self, q: usize) -> Box<dyn RxQueue> {
         match &self.role {
-            Role::Server(s) => Box::new(MemifRxq::new(s.clone(), q)),
-            Role::Client(s) => Box::new(ClientRxq::new(s.clone(), q)),
+            Role::Server(s) => Box::new(MemifRxq::new(s.clone(), q, s.cfg.one_copy)),
+            Role::Client(s) => Box::new(ClientRxq::new(s.clone(), q, s.cfg.one_copy)),
         }
     }
     fn open_txq(&self, q: usize) -> Box<dyn TxQueue> {

@@ -16,7 +16,7 @@
 
 use crate::connection::Connection;
 use crate::port::{Link, Shared};
-use nfv_mem::{Batch, PoolCache};
+use nfv_mem::{Batch, PoolCache, SPLIT_HEAD};
 use nfv_ports::{RxQueue, TxQueue};
 use nfv_virtio::guard::fault_epoch;
 use nfv_wire::memif;
@@ -42,10 +42,13 @@ pub(crate) struct Counters {
     pub interrupts: AtomicU64,
     /// Bursts that found the client's memory faulted (SIGBUS survived).
     pub memory_faults: AtomicU64,
+    /// Frames received as split packets: head copied, tail left in the
+    /// peer's buffer until the burst ends (one copy per hop).
+    pub one_copy: AtomicU64,
 }
 
 /// The counter names, in [`Counters::load`] order.
-pub(crate) const COUNTER_NAMES: [&str; 7] = [
+pub(crate) const COUNTER_NAMES: [&str; 8] = [
     "bad_desc",
     "bad_chain",
     "too_big",
@@ -53,10 +56,11 @@ pub(crate) const COUNTER_NAMES: [&str; 7] = [
     "bad_head",
     "interrupts",
     "memory_faults",
+    nfv_ports::PortGauges::ONE_COPY_PACKETS,
 ];
 
 impl Counters {
-    pub fn load(&self) -> [u64; 7] {
+    pub fn load(&self) -> [u64; 8] {
         [
             &self.bad_desc,
             &self.bad_chain,
@@ -65,8 +69,48 @@ impl Counters {
             &self.bad_head,
             &self.interrupts,
             &self.memory_faults,
+            &self.one_copy,
         ]
         .map(|c| c.load(Relaxed))
+    }
+}
+
+/// A frame as its parts: the packet's head and, for a split packet, the
+/// tail still in its sender's buffer.
+#[inline(always)]
+pub(crate) fn parts(p: &nfv_mem::Packet) -> [(*const u8, usize); 2] {
+    [(p.data_ptr(), p.len()), p.tail()]
+}
+
+/// Copies `len` bytes of the frame `parts`, from byte `from` on, to `dst`.
+///
+/// # Safety
+/// `dst` must be valid for `len` bytes of writes; the parts must be
+/// readable (a split tail within its producer's burst), hold at least
+/// `from + len` bytes together, and not overlap `dst`.
+#[inline(always)]
+pub(crate) unsafe fn copy_range(
+    parts: &[(*const u8, usize); 2],
+    mut from: usize,
+    mut dst: *mut u8,
+    mut len: usize,
+) {
+    for &(p, n) in parts {
+        if len == 0 {
+            break;
+        }
+        if from >= n {
+            from -= n;
+            continue;
+        }
+        let k = (n - from).min(len);
+        // SAFETY: the caller's contract; a peer's bytes are copied, never
+        // borrowed (`ptr::copy`: the tail may be in memory the peer also
+        // writes).
+        unsafe { std::ptr::copy(p.add(from), dst, k) };
+        dst = dst.wrapping_add(k);
+        len -= k;
+        from = 0;
     }
 }
 
@@ -131,20 +175,44 @@ pub(crate) struct MemifRxq {
     index: usize,
     /// The next slot to read.
     next: u16,
+    /// Lend frames (split packets) instead of copying them whole.
+    one_copy: bool,
+    /// The tail to publish when the burst ends: slots whose buffers split
+    /// packets still borrow go back to the client only then.
+    pending: Option<u16>,
 }
 
 impl MemifRxq {
-    pub fn new(shared: Arc<Shared<Connection>>, index: usize) -> MemifRxq {
+    pub fn new(shared: Arc<Shared<Connection>>, index: usize, one_copy: bool) -> MemifRxq {
         MemifRxq {
             follow: Follow::new(shared),
             index,
             next: 0,
+            one_copy,
+            pending: None,
+        }
+    }
+
+    /// Gives the slots of the last burst back to the client.
+    #[inline(always)]
+    fn finish(&mut self) {
+        if let Some(tail) = self.pending.take()
+            && let Some(ring) = self.follow.conn.as_ref().and_then(|c| c.rx.get(self.index))
+        {
+            ring.view.set_tail(tail);
         }
     }
 }
 
 impl RxQueue for MemifRxq {
+    fn burst_done(&mut self) {
+        self.finish();
+    }
+
     fn rx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        // The previous burst ends here at the latest (before the
+        // connection may change under it).
+        self.finish();
         if self.follow.changed()
             && let Some(ring) = self.follow.conn.as_ref().and_then(|c| c.rx.get(self.index))
         {
@@ -173,8 +241,35 @@ impl RxQueue for MemifRxq {
         }
         let mut slot = self.next;
         let mut n = 0;
+        let mut lent = 0u64;
         while avail > 0 && !batch.is_full() {
             let Some(mut pkt) = pool.alloc() else { break };
+            let first = view.desc(slot);
+            // One buffer, longer than the head the switch needs: lend its
+            // tail (the common case; chains are copied whole).
+            if self.one_copy
+                && !first.next
+                && first.length as usize > SPLIT_HEAD
+                && (first.length as usize) <= pkt.max_len()
+                && let Some(src) = conn.buffer(first.region, first.offset, first.length)
+            {
+                slot = slot.wrapping_add(1);
+                avail -= 1;
+                // SAFETY: `buffer` checked `first.length` bytes at `src`
+                // lie in a mapped region; the packet has room for the head
+                // (checked against `max_len`); the tail stays readable until
+                // this burst ends (the slot goes back in `finish`) and its
+                // memory stays mapped while this queue holds `conn`.
+                unsafe {
+                    std::ptr::copy(src, pkt.room_mut().as_mut_ptr(), SPLIT_HEAD);
+                    let _ = pkt.set_len(SPLIT_HEAD);
+                    pkt.set_tail(src.add(SPLIT_HEAD), first.length - SPLIT_HEAD as u32);
+                }
+                batch.push(pkt);
+                n += 1;
+                lent += 1;
+                continue;
+            }
             let room = pkt.room_mut();
             let mut len = 0usize;
             let mut fault: Option<&AtomicU64> = None;
@@ -228,7 +323,13 @@ impl RxQueue for MemifRxq {
             }
         }
         self.next = slot;
-        view.set_tail(slot);
+        if lent > 0 {
+            c.one_copy
+                .store(c.one_copy.load(Relaxed).wrapping_add(lent), Relaxed);
+            self.pending = Some(slot);
+        } else {
+            view.set_tail(slot);
+        }
         n
     }
 }
@@ -271,7 +372,8 @@ impl TxQueue for MemifTxq {
         }
         let mut sent = 0;
         'frames: for pkt in batch.iter() {
-            let data = pkt.data();
+            let parts = parts(pkt);
+            let frame_len = pkt.frame_len();
             let start = slot;
             let mut done = 0usize;
             loop {
@@ -287,7 +389,7 @@ impl TxQueue for MemifTxq {
                     slot = start;
                     break 'frames;
                 };
-                let take = (data.len() - done).min(d.length as usize);
+                let take = (frame_len - done).min(d.length as usize);
                 if take == 0 {
                     // A buffer of no room cannot carry the frame on.
                     bump(&c.bad_desc);
@@ -295,11 +397,13 @@ impl TxQueue for MemifTxq {
                     break 'frames;
                 }
                 // SAFETY: `buffer` checked `d.length` bytes at `dst` lie
-                // in a mapped region, and `take <= d.length`; the source
-                // is our packet, which never overlaps the client's memory.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(done), dst, take) };
+                // in a mapped region, and `take <= d.length`; the sources
+                // are our packet's head and (split packets, within their
+                // producer's burst) its tail, never this client's ring
+                // slot (we own those slots until we publish the tail).
+                unsafe { copy_range(&parts, done, dst, take) };
                 done += take;
-                let more = done < data.len();
+                let more = done < frame_len;
                 view.set_desc_len(slot, take as u32, more);
                 slot = slot.wrapping_add(1);
                 free -= 1;
@@ -325,5 +429,10 @@ impl TxQueue for MemifTxq {
 
     fn max_frame(&self) -> usize {
         self.max_frame
+    }
+
+    /// Split packets are copied (head, then tail) within `tx_burst`.
+    fn takes_split(&self) -> bool {
+        true
     }
 }

@@ -57,6 +57,12 @@ pub struct MemifConfig {
     /// Client role: bytes per buffer, 128..=65535 (default 2048, DPDK's);
     /// longer frames are chained.
     pub buffer_size: u32,
+    /// Forward frames in one copy: a frame received in one buffer is
+    /// lent to the switch as a split packet (its head copied, its tail
+    /// read from the peer's buffer by the output port) and the buffer goes
+    /// back to the peer when the burst ends. False: every frame is copied
+    /// into the switch's pool first, for A/B runs. Default true.
+    pub one_copy: bool,
 }
 
 impl MemifConfig {
@@ -73,6 +79,7 @@ impl MemifConfig {
             role: MemifRole::Server,
             ring_size: 1024,
             buffer_size: 2048,
+            one_copy: true,
         }
     }
 
@@ -122,6 +129,7 @@ impl PortType for MemifType {
             "queues",
             "ring_size",
             "buffer_size",
+            "one_copy",
         ]
     }
     fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
@@ -190,6 +198,7 @@ impl PortType for MemifType {
             role,
             ring_size: t.pow2_or("ring_size", 2..=16384, d.ring_size)?,
             buffer_size: t.int_or("buffer_size", 128..=65535, d.buffer_size)?,
+            one_copy: t.bool_or("one_copy", d.one_copy)?,
         }))
     }
     fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
