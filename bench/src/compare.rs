@@ -162,6 +162,7 @@ pub fn prepare(c: &Common, scenarios: &[Scenario]) -> Result<Prepared, String> {
         Scenario::Nfvswitch,
         Scenario::NfvswitchCopy,
         Scenario::NfvswitchMemif,
+        Scenario::NfvswitchMemifCopy,
     ];
     if nfv_scenarios.iter().any(|s| scenarios.contains(s)) {
         match scenario::nfvswitch_binary(c.nfvswitch.clone())

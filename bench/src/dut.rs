@@ -108,10 +108,15 @@ pub fn nfvswitch_config(lay: &Layout, name: &str, control_socket: &Path, one_cop
 
 /// The same node with memif ports in the client role (the endpoint's
 /// net_memif ports are the servers).
-pub fn nfvswitch_memif_config(lay: &Layout, name: &str, control_socket: &Path) -> String {
+pub fn nfvswitch_memif_config(
+    lay: &Layout,
+    name: &str,
+    control_socket: &Path,
+    one_copy: bool,
+) -> String {
     nfvswitch_config_with(lay, name, control_socket, |i| {
         format!(
-            "type = \"memif\"\nsocket = {:?}\nrole = \"client\"\n",
+            "type = \"memif\"\nsocket = {:?}\nrole = \"client\"\none_copy = {one_copy}\n",
             testpmd::sock(&lay.sock_dir, i)
         )
     })
@@ -153,9 +158,9 @@ impl NfvSwitch {
     }
 
     /// With memif ports (client role) instead of vhost-user.
-    pub fn start_memif(bin: &Path, lay: &Layout) -> Result<NfvSwitch, String> {
+    pub fn start_memif(bin: &Path, lay: &Layout, one_copy: bool) -> Result<NfvSwitch, String> {
         Self::start_with(bin, lay, |name, socket| {
-            nfvswitch_memif_config(lay, name, socket)
+            nfvswitch_memif_config(lay, name, socket, one_copy)
         })
     }
 

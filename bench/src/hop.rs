@@ -27,8 +27,12 @@ pub struct HopArgs {
     /// A/B the vhost-user hop against the memif hop (the endpoint's ports
     /// are net_memif servers and the switch's memif ports connect to
     /// them): same layout, paired ratios printed.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "memif_copy_ab")]
     pub memif_ab: bool,
+    /// A/B the memif hop in one copy (the default) against memif ports
+    /// with `one_copy = false`.
+    #[arg(long, conflicts_with = "copy_ab")]
+    pub memif_copy_ab: bool,
 }
 
 pub fn hop(a: HopArgs) -> Result<(), String> {
@@ -38,15 +42,24 @@ pub fn hop(a: HopArgs) -> Result<(), String> {
         Some((Scenario::NfvswitchCopy, "one-copy / copy"))
     } else if a.memif_ab {
         Some((Scenario::NfvswitchMemif, "vhost / memif"))
+    } else if a.memif_copy_ab {
+        Some((Scenario::NfvswitchMemifCopy, "memif one-copy / copy"))
     } else {
         None
     };
-    let modes: &[Scenario] = match b {
-        Some((sc, _)) => &[Scenario::Nfvswitch, sc],
-        None => &[Scenario::Nfvswitch],
+    // The A side: the memif one-copy hop when A/B-ing memif modes.
+    let a_sc = if a.memif_copy_ab {
+        Scenario::NfvswitchMemif
+    } else {
+        Scenario::Nfvswitch
     };
+    let modes: Vec<Scenario> = match b {
+        Some((sc, _)) => vec![a_sc, sc],
+        None => vec![a_sc],
+    };
+    let modes = &modes[..];
     let p = compare::prepare(c, modes)?;
-    if let Some(why) = p.skipped(Scenario::Nfvswitch) {
+    if let Some(why) = p.skipped(a_sc) {
         println!("nfv-bench hop: SKIPPED: {why}");
         return Ok(());
     }
@@ -129,7 +142,7 @@ pub fn hop(a: HopArgs) -> Result<(), String> {
     print!("{}", report::text_table(&head, &rows));
     let mut pairs = Vec::new();
     if let Some((b_sc, what)) = b {
-        let ab = (Scenario::Nfvswitch.name(), b_sc.name());
+        let ab = (a_sc.name(), b_sc.name());
         let cyc = format!("cyc/pkt {what}");
         let e2e = format!("e2e Mpps {what}");
         for &size in &c.sizes {

@@ -21,6 +21,9 @@ pub enum Scenario {
     /// nfvswitch with memif ports (client role) to the endpoint's
     /// net_memif servers instead of vhost-user: the memif hop.
     NfvswitchMemif,
+    /// The memif scenario with `one_copy = false` (every frame through
+    /// the switch's pool), for A/B.
+    NfvswitchMemifCopy,
     /// OVS-DPDK 3.1, netdev bridge, dpdkvhostuserclient ports.
     Ovs,
     /// testpmd io forwarding on net_vhost client ports (no switch).
@@ -33,6 +36,7 @@ impl Scenario {
             Scenario::Nfvswitch => "nfvswitch",
             Scenario::NfvswitchCopy => "nfvswitch (copy)",
             Scenario::NfvswitchMemif => "nfvswitch (memif)",
+            Scenario::NfvswitchMemifCopy => "nfvswitch (memif copy)",
             Scenario::Ovs => "ovs-dpdk",
             Scenario::Wire => "wire (testpmd)",
         }
@@ -43,6 +47,7 @@ impl Scenario {
             Scenario::Nfvswitch => "nfv",
             Scenario::NfvswitchCopy => "nfvc",
             Scenario::NfvswitchMemif => "nfvm",
+            Scenario::NfvswitchMemifCopy => "nfvmc",
             Scenario::Ovs => "ovs",
             Scenario::Wire => "wire",
         }
@@ -51,7 +56,7 @@ impl Scenario {
     /// How the endpoint's ports reach this scenario's switch.
     pub fn vnif(self) -> Vnif {
         match self {
-            Scenario::NfvswitchMemif => Vnif::Memif,
+            Scenario::NfvswitchMemif | Scenario::NfvswitchMemifCopy => Vnif::Memif,
             _ => Vnif::Vhost,
         }
     }
@@ -61,7 +66,10 @@ impl Scenario {
         Ok(match self {
             Scenario::Nfvswitch => Box::new(NfvSwitch::start(nfvswitch, lay, true)?),
             Scenario::NfvswitchCopy => Box::new(NfvSwitch::start(nfvswitch, lay, false)?),
-            Scenario::NfvswitchMemif => Box::new(NfvSwitch::start_memif(nfvswitch, lay)?),
+            Scenario::NfvswitchMemif => Box::new(NfvSwitch::start_memif(nfvswitch, lay, true)?),
+            Scenario::NfvswitchMemifCopy => {
+                Box::new(NfvSwitch::start_memif(nfvswitch, lay, false)?)
+            }
             Scenario::Ovs => Box::new(crate::ovs::Ovs::start(lay)?),
             Scenario::Wire => Box::new(Wire::start(lay)?),
         })
