@@ -75,6 +75,8 @@
 //! #                                #   role=server), we connect, retrying every second
 //! #   ring_size = 1024             # client role: slots per ring, power of two 2..=16384
 //! #   buffer_size = 2048           # client role: bytes per buffer 128..=65535 (chained beyond)
+//! #   one_copy = true              # frames in one buffer reach the next port in one copy
+//! #                                #   (false: through the switch's pool, for A/B runs)
 //! #   interface_id = 0             # the id the client asks for (DPDK `id=`)
 //! #   secret = "s3cr3t"            # 1..=24 bytes the client must give (default: none)
 //! #   queues = 1                   # queue pairs 1..=16 a client may add; rx queues

@@ -2,6 +2,15 @@
 //! out of the client's C2S ring `i`, tx queue `q` copies frames into the
 //! buffers the client posted on S2C ring `q % rings`.
 //!
+//! One copy per hop (`one_copy`): a frame in one buffer and longer than
+//! [`SPLIT_HEAD`] is not copied out whole: its head goes into a switch
+//! buffer and its tail stays in the client's buffer (a split packet),
+//! whose slot the rx queue gives back only when the burst ends
+//! (`burst_done`, or the next `rx_burst`). The output port copies the
+//! tail straight into its own peer (memif and vhost-user tx queues take
+//! split packets); ports that keep packets get them joined by the
+//! datapath. Shared helpers for both roles: [`parts`], [`copy_range`].
+//!
 //! Each burst checks the port's generation with one atomic load and only
 //! on a change takes the slow path (the new [`Connection`], or none). A
 //! queue keeps its connection in an `Arc`, so a disconnect never unmaps
