@@ -69,7 +69,8 @@
 //! #                                #   (false: through the switch's pool, for A/B runs)
 //! # type = "memif":
 //! #   socket = "/run/m1.sock"      # required; a file, or "@name" for an abstract socket
-//! #                                #   (DPDK's default is @/run/memif.sock); unique
+//! #                                #   (DPDK's default is @/run/memif.sock); server ports
+//! #                                #   may share one if their interface_ids differ
 //! #   role = "server"              # "server": we listen, the VNF connects and owns the
 //! #                                #   memory (default) | "client": the VNF listens (DPDK
 //! #                                #   role=server), we connect, retrying every second

@@ -11,7 +11,7 @@ use nfv_settings::PortTable;
 use crate::check::{self, Result, path};
 use crate::error::Doc;
 use crate::port_set::{
-    ConflictKind, Peers, check_port_set, port_iface, port_ring_peer, port_ring_size, port_socket,
+    ConflictKind, Peers, check_port_set, port_iface, port_ring_peer, port_ring_size,
 };
 use crate::raw::{RawPort, S};
 
@@ -131,10 +131,10 @@ pub(crate) fn check_set(doc: &Doc<'_>, raws: &[S<RawPort>], ports: &[PortConfig]
         ),
         ConflictKind::Socket => (
             span(raw.span_of("socket")),
-            format!(
-                "{} is already the socket of port[{j}] {:?}",
-                port_socket(p).unwrap_or(Path::new("")).display(),
-                other.name
+            crate::port_set::socket_conflict(
+                p,
+                Some(&other.kind),
+                &format!("port[{j}] {:?}", other.name),
             ),
         ),
         ConflictKind::Iface => (

@@ -91,10 +91,9 @@ impl PortConflict {
             (ConflictKind::Id, _) => {
                 format!("port number {} is already in use (by {other_name:?})", p.id)
             }
-            (ConflictKind::Socket, _) => format!(
-                "{} is already the socket of port {other_name:?}",
-                port_socket(p).map_or_else(String::new, |s| s.display().to_string())
-            ),
+            (ConflictKind::Socket, other) => {
+                socket_conflict(p, other, &format!("port {other_name:?}"))
+            }
             (ConflictKind::Iface, _) => format!(
                 "interface {:?} is already used by port {other_name:?}; one port per kernel \
                  interface",
@@ -176,7 +175,7 @@ pub fn check_port_set(ports: &[PortConfig], peers: Peers) -> Result<(), PortConf
             return Err(conflict(ConflictKind::Id, i, Some(j)));
         }
     }
-    unique(ports, port_socket).map_err(|(i, j)| conflict(ConflictKind::Socket, i, Some(j)))?;
+    shared_sockets(ports).map_err(|(i, j)| conflict(ConflictKind::Socket, i, Some(j)))?;
     unique(ports, port_iface).map_err(|(i, j)| conflict(ConflictKind::Iface, i, Some(j)))?;
     for (i, p) in ports.iter().enumerate() {
         let Some(peer) = port_ring_peer(p) else {
@@ -218,6 +217,48 @@ pub fn check_port_set(ports: &[PortConfig], peers: Peers) -> Result<(), PortConf
         if let Some(j) = borrowed.insert(target, i) {
             return Err(conflict(ConflictKind::LenderTaken, i, Some(j)));
         }
+    }
+    Ok(())
+}
+
+/// Why `p` may not have its socket: `other` (called `other_label`) has
+/// it, and either may not share it or serves the same member.
+pub(crate) fn socket_conflict(
+    p: &PortConfig,
+    other: Option<&PortKind>,
+    other_label: &str,
+) -> String {
+    let sock = port_socket(p).map_or_else(String::new, |s| s.display().to_string());
+    match (p.kind.socket_share(), other.and_then(|o| o.socket_share())) {
+        (Some(a), Some(b)) if a.group == b.group => format!(
+            "{sock} already serves {} {} for {other_label}; ports sharing a socket need \
+             different ones",
+            a.member_name, a.member
+        ),
+        _ => format!("{sock} is already the socket of {other_label}"),
+    }
+}
+
+/// The first port whose socket an earlier port already has and may not
+/// share with it ([`nfv_ports::config::SocketShare`]: same group, another
+/// member): (later, earlier).
+fn shared_sockets(ports: &[PortConfig]) -> Result<(), (usize, usize)> {
+    let mut seen: HashMap<&Path, Vec<usize>> = HashMap::new();
+    for (i, p) in ports.iter().enumerate() {
+        let Some(sock) = port_socket(p) else {
+            continue;
+        };
+        let earlier = seen.entry(sock).or_default();
+        for &j in earlier.iter() {
+            let may_share = match (p.kind.socket_share(), ports[j].kind.socket_share()) {
+                (Some(a), Some(b)) => a.group == b.group && a.member != b.member,
+                _ => false,
+            };
+            if !may_share {
+                return Err((i, j));
+            }
+        }
+        earlier.push(i);
     }
     Ok(())
 }

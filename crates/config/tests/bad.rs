@@ -980,6 +980,22 @@ fn memif_ports() {
             msg: "not valid for a port of type \"memif\" (only for type \"vhost-user\")",
         },
         Bad {
+            name: "memif servers with the same id on one socket",
+            text: "[[port]]\nname = \"a\"\nid = 1\ntype = \"memif\"\nsocket = \"/tmp/x.sock\"\n\
+                   [[port]]\nname = \"b\"\nid = 2\ntype = \"memif\"\nsocket = \"/tmp/x.sock\"\n",
+            line: 10,
+            field: "port[1].socket",
+            msg: "/tmp/x.sock already serves interface_id 0 for port[0] \"a\"; ports sharing a socket need different ones",
+        },
+        Bad {
+            name: "a memif client on a server's socket",
+            text: "[[port]]\nname = \"a\"\nid = 1\ntype = \"memif\"\nsocket = \"/tmp/x.sock\"\n\
+                   [[port]]\nname = \"b\"\nid = 2\ntype = \"memif\"\nsocket = \"/tmp/x.sock\"\nrole = \"client\"\ninterface_id = 1\n",
+            line: 10,
+            field: "port[1].socket",
+            msg: "/tmp/x.sock is already the socket of port[0] \"a\"",
+        },
+        Bad {
             name: "memif socket shared with vhost",
             text: "[[port]]\nname = \"a\"\nid = 1\ntype = \"memif\"\nsocket = \"/tmp/x.sock\"\n\
                    [[port]]\nname = \"b\"\nid = 2\ntype = \"vhost-user\"\nsocket = \"/tmp/x.sock\"\n",

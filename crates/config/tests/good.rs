@@ -548,6 +548,28 @@ buffer_size = 9216
 }
 
 #[test]
+fn memif_servers_share_a_socket_by_interface_id() {
+    let c = parse(
+        r#"
+[[port]]
+name = "m1"
+id = 1
+type = "memif"
+socket = "/run/memif.sock"
+interface_id = 1
+
+[[port]]
+name = "m2"
+id = 2
+type = "memif"
+socket = "/run/memif.sock"
+interface_id = 2
+"#,
+    );
+    assert_eq!(c.ports.len(), 2);
+}
+
+#[test]
 fn kernel_ports() {
     let c = parse(
         r#"

@@ -16,8 +16,9 @@
 //!   `nfv_virtio`) and its rings checked; `ring`: one ring's header and
 //!   descriptors, the only place that touches them;
 //! * `queue`: the PMD's rx and tx bursts (copies, chained buffers, every
-//!   descriptor checked once), `port`: the control thread and the
-//!   [`MemifPort`]; `settings`: the `[[port]]` keys and [`MEMIF`];
+//!   descriptor checked once), `hub`: the server role's sockets (one per
+//!   path, interfaces told apart by id), `port`: [`MemifPort`] and the
+//!   client role's thread; `settings`: the `[[port]]` keys and [`MEMIF`];
 //! * [`client`]: the client role (creates the memory, connects): the
 //!   port's client role (`client_queue`: its PMD side), the built-in VNF
 //!   and tests that play a hostile client.
@@ -26,6 +27,7 @@ pub mod client;
 mod client_queue;
 mod connection;
 pub mod handshake;
+mod hub;
 mod port;
 mod queue;
 mod ring;
@@ -33,5 +35,6 @@ pub mod serve;
 mod settings;
 pub mod socket;
 
-pub use port::{HANDSHAKE_TIMEOUT, MemifPort, OpenError};
+pub use hub::HANDSHAKE_TIMEOUT;
+pub use port::{MemifPort, OpenError};
 pub use settings::{MEMIF, MemifConfig, MemifRole, MemifType};

@@ -1,47 +1,45 @@
-//! A memif port in the server role: the socket, the control thread that
-//! serves one client at a time, and what it shares with the PMD queues.
+//! A memif port: what its control side shares with the PMD queues, in
+//! either role.
 //!
-//! * The control thread accepts a client, runs the handshake with a
-//!   deadline ([`crate::serve`]), maps its regions and checks its rings
-//!   ([`Connection::open`]), answers CONNECTED and *publishes* the
-//!   connection: stores it and bumps [`Shared::generation`], which every
-//!   queue compares once per burst. It then watches the socket: a
-//!   DISCONNECT, EOF or any other message from the client, a memory fault,
-//!   or the port being removed ends the connection (published as none).
-//! * A second client while one is connected is told "Already connected"
-//!   at once (no handshake is held open for it).
-//! * A refused or failed client costs a counter and a reason in
-//!   `show ports`; the port keeps listening.
+//! * Server role: the port joins the [`crate::hub`] of its socket (one
+//!   listener per path, shared by ports with different interface ids);
+//!   the hub's connection thread runs the handshake, maps the client's
+//!   memory ([`Connection::open`]) and *publishes* the connection: stores
+//!   it and bumps [`Shared::generation`], which every queue compares once
+//!   per burst, then unpublishes it when the connection ends.
+//! * Client role: the port's own thread connects (again after every
+//!   disconnect), publishes its [`ClientRings`] and watches the socket.
+//! * A refused or failed peer costs a counter and a reason in `show
+//!   ports`; the port keeps serving.
 
 use crate::client::{Client, ClientConfig, ClientRings};
 use crate::client_queue::{ClientRxq, ClientTxq};
 use crate::connection::Connection;
-use crate::handshake::{Limits, Offer};
+use crate::hub::{self, HANDSHAKE_TIMEOUT, Hub};
 use crate::queue::{COUNTER_NAMES, Counters, MemifRxq, MemifTxq};
-use crate::serve::{self, HandshakeError};
 use crate::settings::MemifConfig;
 use crate::settings::MemifRole;
-use crate::socket::{Conn, Listener, Received};
 use nfv_ports::{Port, PortGauges, RxQueue, TxQueue};
-use nfv_wire::memif::{self, MsgRepr, Reason};
+use nfv_wire::memif::{MsgRepr, Reason};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How long a client has from accept to CONNECT.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often the control thread looks at the stop flag and the memory.
+/// How often the client role's thread looks at its connection.
 const TICK: Duration = Duration::from_millis(100);
-/// Regions a client may add: DPDK uses 1 (copy) or 2 (zero-copy client),
-/// VPP one per buffer pool; each takes a slot of the SIGBUS guard's table.
-const MAX_REGIONS: u16 = 16;
 
 /// Why the port opened no socket.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("cannot listen on memif socket {socket}: {err}")]
     Listen { socket: String, err: std::io::Error },
+    #[error("memif socket {socket} already serves interface_id {id} for port {port:?}")]
+    IdTaken {
+        socket: String,
+        id: u32,
+        port: String,
+    },
     #[error("cannot start its control thread: {0}")]
     Spawn(std::io::Error),
 }
@@ -76,12 +74,15 @@ pub(crate) struct Shared<L> {
 
 /// The role-independent part: identity, stop flag, counters, status.
 pub(crate) struct Common {
-    name: String,
-    cfg: MemifConfig,
-    stop: AtomicBool,
+    pub name: String,
+    pub cfg: MemifConfig,
+    pub stop: AtomicBool,
+    /// A client holds the interface (server role; set by the hub's
+    /// connection thread, so two clients cannot both get it).
+    pub claimed: AtomicBool,
     /// Every queue's counters (queues register when they open).
     counters: Mutex<Vec<Arc<Counters>>>,
-    status: Mutex<Status>,
+    pub status: Mutex<Status>,
 }
 
 impl<L> std::ops::Deref for Shared<L> {
@@ -91,20 +92,20 @@ impl<L> std::ops::Deref for Shared<L> {
     }
 }
 
-/// What the control thread reports (`show ports`).
+/// What the control side reports (`show ports`).
 #[derive(Debug, Default, Clone)]
-struct Status {
-    connected: bool,
-    connects: u64,
-    disconnects: u64,
-    /// Clients refused (handshake refusals, bad rings, timeouts).
-    refused: u64,
-    /// The last client that connected: its INIT name and interface name.
-    peer: String,
-    rings: (usize, usize),
-    ring_slots: usize,
-    /// Why the last connection ended or the last client was refused.
-    last_event: String,
+pub(crate) struct Status {
+    pub connected: bool,
+    pub connects: u64,
+    pub disconnects: u64,
+    /// Peers refused (handshake refusals, bad rings, timeouts).
+    pub refused: u64,
+    /// The last peer: its interface name and its name.
+    pub peer: String,
+    pub rings: (usize, usize),
+    pub ring_slots: usize,
+    /// Why the last connection ended or the last peer was refused.
+    pub last_event: String,
 }
 
 impl<L> Shared<L> {
@@ -126,7 +127,7 @@ impl<L> Shared<L> {
         lock(&self.current).clone()
     }
 
-    fn publish(&self, conn: Option<Arc<L>>) {
+    pub(crate) fn publish(&self, conn: Option<Arc<L>>) {
         *lock(&self.current) = conn;
         self.generation.fetch_add(1, Release);
     }
@@ -139,24 +140,9 @@ impl Common {
         c
     }
 
-    fn offer(&self, id: u32) -> Option<Offer> {
-        (id == self.cfg.id).then(|| Offer {
-            secret: self.cfg.secret(),
-            taken: false,
-        })
-    }
-
-    fn limits(&self) -> Limits {
-        Limits {
-            max_regions: MAX_REGIONS,
-            max_rings: self.cfg.queues as u16,
-            max_log2_ring: memif::ring::MAX_LOG2_SIZE,
-        }
-    }
-
     /// Records what happened for `show ports` and logs it (`warn`: a
     /// refused client or a fault; `info`: connects and disconnects).
-    fn event(&self, warn: bool, what: String) {
+    pub(crate) fn event(&self, warn: bool, what: String) {
         if warn {
             tracing::warn!("memif port {}: {what}", self.name);
         } else {
@@ -166,7 +152,7 @@ impl Common {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -180,7 +166,10 @@ enum Role {
 pub struct MemifPort {
     role: Role,
     max_frame: usize,
+    /// The client role's thread.
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The server role's socket.
+    hub: Option<Arc<Hub>>,
 }
 
 impl MemifPort {
@@ -195,6 +184,7 @@ impl MemifPort {
             name: name.to_string(),
             cfg: cfg.clone(),
             stop: AtomicBool::new(false),
+            claimed: AtomicBool::new(false),
             counters: Mutex::new(Vec::new()),
             status: Mutex::new(Status::default()),
         };
@@ -204,29 +194,24 @@ impl MemifPort {
                 .spawn(f)
                 .map_err(OpenError::Spawn)
         };
-        let (role, thread) = match cfg.role {
+        let (role, thread, hub) = match cfg.role {
             MemifRole::Server => {
-                let path = cfg.socket_path();
-                let listener = Listener::bind(&path).map_err(|err| OpenError::Listen {
-                    socket: path.to_string(),
-                    err,
-                })?;
                 let shared = Arc::new(Shared::new(common));
-                let s = shared.clone();
-                let t = spawn(Box::new(move || run(&s, &listener)))?;
-                (Role::Server(shared), t)
+                let hub = hub::join(&cfg.socket_path(), cfg.id, &shared)?;
+                (Role::Server(shared), None, Some(hub))
             }
             MemifRole::Client => {
                 let shared = Arc::new(Shared::new(common));
                 let s = shared.clone();
                 let t = spawn(Box::new(move || run_client(&s)))?;
-                (Role::Client(shared), t)
+                (Role::Client(shared), Some(t), None)
             }
         };
         Ok(Arc::new(MemifPort {
             role,
             max_frame,
-            thread: Mutex::new(Some(thread)),
+            thread: Mutex::new(thread),
+            hub,
         }))
     }
 
@@ -259,7 +244,12 @@ impl MemifPort {
 
 impl Drop for MemifPort {
     fn drop(&mut self) {
+        // A connection thread (server role) sees this within a tick, says
+        // "Interface deleted" and unpublishes.
         self.common().stop.store(true, Release);
+        if let Some(hub) = &self.hub {
+            hub.leave(self.common().cfg.id);
+        }
         if let Some(t) = lock(&self.thread).take() {
             let _ = t.join();
         }
@@ -317,127 +307,11 @@ impl Port for MemifPort {
     }
 }
 
-/// The control thread: one client at a time until the port is dropped.
-fn run(shared: &Shared<Connection>, listener: &Listener) {
-    while !shared.stop.load(Acquire) {
-        match listener.accept(TICK) {
-            Ok(Some(conn)) => serve_client(shared, listener, conn),
-            Ok(None) => {}
-            Err(e) => {
-                shared.event(true, format!("accept failed: {e}"));
-                std::thread::sleep(TICK);
-            }
-        }
-    }
-}
-
-fn refuse(shared: &Common, why: String) {
-    lock(&shared.status).refused += 1;
-    shared.event(true, why);
-}
-
-fn serve_client(shared: &Shared<Connection>, listener: &Listener, conn: Conn) {
-    let hello_name = concat!("nfvswitch ", env!("CARGO_PKG_VERSION"));
-    let setup = match serve::until_connect(
-        &conn,
-        shared.limits(),
-        hello_name,
-        |id| shared.offer(id),
-        HANDSHAKE_TIMEOUT,
-    ) {
-        Ok(s) => s,
-        Err(HandshakeError::PeerLeft(r)) => {
-            return refuse(shared, format!("client left during the handshake: {r}"));
-        }
-        Err(e) => return refuse(shared, format!("client {e}")),
-    };
-    let slots = setup.c2s.first().map_or(0, |r| 1usize << r.log2_size);
-    let connection = match Connection::open(setup) {
-        Ok(c) => Arc::new(c),
-        Err(reason) => {
-            let _ = conn.send(&disconnect(reason), None);
-            return refuse(shared, format!("client refused: {reason}"));
-        }
-    };
-    if let Err(e) = serve::confirm(&conn, &shared.name) {
-        return refuse(shared, format!("client gone before CONNECTED: {e}"));
-    }
-    {
-        let mut st = lock(&shared.status);
-        st.connected = true;
-        st.connects += 1;
-        st.peer = format!("{} ({})", connection.peer_if_name, connection.peer_name);
-        st.rings = (connection.rx.len(), connection.tx.len());
-        st.ring_slots = slots;
-    }
-    shared.event(
-        false,
-        format!(
-            "client {} connected: {} c2s and {} s2c rings",
-            connection.peer_name,
-            connection.rx.len(),
-            connection.tx.len()
-        ),
-    );
-    let watch = connection.clone();
-    shared.publish(Some(connection));
-    let why = watch_client(shared, listener, &conn, &watch);
-    drop(watch);
-    shared.publish(None);
-    {
-        let mut st = lock(&shared.status);
-        st.connected = false;
-        st.disconnects += 1;
-    }
-    shared.event(false, format!("disconnected: {why}"));
-}
-
-fn disconnect(reason: &str) -> MsgRepr {
+pub(crate) fn disconnect(reason: &str) -> MsgRepr {
     MsgRepr::Disconnect {
         code: 0,
         reason: Reason::new(reason.as_bytes()),
     }
-}
-
-/// Watches a connected client until the connection ends; returns why.
-fn watch_client(shared: &Common, listener: &Listener, conn: &Conn, c: &Connection) -> String {
-    let mut buf = [0u8; 256];
-    loop {
-        if shared.stop.load(Acquire) {
-            let _ = conn.send(&disconnect("Interface deleted"), None);
-            return "the port was removed".into();
-        }
-        if c.mem.faulted() {
-            let _ = conn.send(&disconnect("Shared memory fault"), None);
-            return "its shared memory faulted (a region file shrank under us)".into();
-        }
-        if let Some(other) = poll_listener(listener) {
-            let _ = other.send(&disconnect("Already connected"), None);
-            refuse(shared, "a second client refused: already connected".into());
-        }
-        match conn.recv(&mut buf, TICK) {
-            Ok(Received::Nothing) => {}
-            Ok(Received::Eof) => return "the client closed the socket".into(),
-            Err(e) => return format!("socket error: {e}"),
-            Ok(Received::Msg { len, .. }) => {
-                return match MsgRepr::parse(&buf[..len.min(buf.len())]) {
-                    Ok(MsgRepr::Disconnect { reason, .. }) => format!(
-                        "the client disconnected: {}",
-                        String::from_utf8_lossy(reason.as_bytes())
-                    ),
-                    _ => {
-                        let _ = conn.send(&disconnect("Unexpected message"), None);
-                        "the client sent an unexpected message".into()
-                    }
-                };
-            }
-        }
-    }
-}
-
-/// A client waiting on the listener, if any (never waits).
-fn poll_listener(listener: &Listener) -> Option<Conn> {
-    listener.accept(Duration::ZERO).ok().flatten()
 }
 
 /// How often the client role tries again to reach its server.

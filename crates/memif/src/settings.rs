@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use nfv_ports::config::{PortConfig, PortKind, PortSettings, same_settings};
+use nfv_ports::config::{PortConfig, PortKind, PortSettings, SocketShare, same_settings};
 use nfv_ports::{OpenContext, Port, PortOpenError, PortType};
 use nfv_settings::{PortTable, SettingError};
 use nfv_wire::memif::Secret;
@@ -99,6 +99,14 @@ impl PortSettings for MemifConfig {
     }
     fn socket(&self) -> Option<&Path> {
         Some(&self.socket)
+    }
+    /// Server-role ports share a socket when their interface ids differ.
+    fn socket_share(&self) -> Option<SocketShare> {
+        (self.role == MemifRole::Server).then_some(SocketShare {
+            group: "memif server",
+            member: u64::from(self.id),
+            member_name: "interface_id",
+        })
     }
     fn faces_vnf(&self) -> bool {
         true

@@ -537,3 +537,97 @@ fn whole(p: &mut nfv_mem::Packet) -> Vec<u8> {
     assert!(p.join_tail(), "a split packet that does not fit its buffer");
     p.data().to_vec()
 }
+
+/// Several interfaces on one socket, told apart by id: each client
+/// reaches its own port, an unknown id is refused, one port can leave
+/// while the other serves on, and the socket file goes with the last.
+#[test]
+fn ports_share_a_socket_by_interface_id() {
+    let dir = std::env::temp_dir().join(format!("nfv-memif-shared-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _cleanup = TempDir(dir.clone());
+    let sock = dir.join("shared.sock");
+    let max = 2048 - nfv_mem::HEADROOM;
+    let port = |name: &str, id: u32| {
+        let cfg = MemifConfig {
+            id,
+            ..MemifConfig::new(&sock)
+        };
+        MemifPort::open(name, &cfg, max).unwrap()
+    };
+    let a = port("a", 1);
+    let b = port("b", 2);
+    // The same id again is refused at open.
+    let dup = MemifPort::open(
+        "c",
+        &MemifConfig {
+            id: 2,
+            ..MemifConfig::new(&sock)
+        },
+        max,
+    );
+    assert!(
+        matches!(&dup, Err(e) if e.to_string().contains("already serves interface_id 2 for port \"b\"")),
+        "{:?}",
+        dup.err().map(|e| e.to_string())
+    );
+    let client = |id: u32| {
+        Client::connect(
+            &ClientConfig {
+                id,
+                ..ClientConfig::new(SocketPath::File(sock.clone()))
+            },
+            WAIT,
+        )
+    };
+    let mut ca = client(1).unwrap();
+    let mut cb = client(2).unwrap();
+    assert_eq!(ca.server_if_name, "a");
+    assert_eq!(cb.server_if_name, "b");
+    match client(3) {
+        Err(ClientError::Refused(why)) => assert_eq!(why, "ID not found"),
+        other => panic!("id 3: {:?}", other.err()),
+    }
+    assert!(nfv_testutil::wait_until(WAIT, || a.is_connected() && b.is_connected()));
+    let pool = PacketPool::new(
+        "memif-shared",
+        &MemoryConfig {
+            frame_size: 2048,
+            frames: 1024,
+            hugepages: HugepageMode::Never,
+        },
+    )
+    .unwrap();
+    let mut cache = pool.cache();
+    // Each client's frames reach its own port only.
+    let fa = frame(100, 1);
+    let fb = frame(100, 2);
+    assert_eq!(ca.send(0, [fa.as_slice()]), 1);
+    assert_eq!(cb.send(0, [fb.as_slice()]), 1);
+    let receive = |p: &MemifPort, cache: &mut PoolCache| {
+        let mut rx = p.open_rxq(0);
+        let mut b = Batch::new();
+        rx.rx_burst(&mut b, cache);
+        let out: Vec<Vec<u8>> = b.iter_mut().map(whole).collect();
+        cache.free_batch(&mut b);
+        rx.burst_done();
+        out
+    };
+    assert!(receive(&a, &mut cache) == vec![fa.clone()], "port a");
+    assert!(receive(&b, &mut cache) == vec![fb.clone()], "port b");
+    // Port a leaves: its client is told, b's keeps working.
+    drop(a);
+    assert!(nfv_testutil::wait_until(WAIT, || ca
+        .disconnected()
+        .is_some_and(|w| w == "Interface deleted")));
+    assert!(b.is_connected());
+    assert_eq!(cb.send(0, [fb.as_slice()]), 1);
+    assert!(receive(&b, &mut cache) == vec![fb], "port b after a left");
+    assert!(sock.exists(), "the socket went while b still serves it");
+    drop(b);
+    assert!(!sock.exists(), "the socket file outlived its last port");
+    // The path can be served again at once.
+    let again = port("a2", 1);
+    assert!(client(1).is_ok());
+    drop(again);
+}

@@ -73,6 +73,14 @@ impl PortKind {
         }
     }
 
+    /// See [`PortSettings::socket_share`].
+    pub fn socket_share(&self) -> Option<SocketShare> {
+        match self {
+            PortKind::Typed(t) => t.0.socket_share(),
+            _ => None,
+        }
+    }
+
     /// See [`PortSettings::iface`].
     pub fn iface(&self) -> Option<&str> {
         match self {
@@ -111,6 +119,17 @@ impl PortKind {
     }
 }
 
+/// Which ports may share a socket ([`PortSettings::socket_share`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SocketShare {
+    /// Ports share only within a group (e.g. "memif server").
+    pub group: &'static str,
+    /// And each must be a different member (e.g. the memif interface id).
+    pub member: u64,
+    /// What a member is called in messages (the config key).
+    pub member_name: &'static str,
+}
+
 /// The validated settings of a port type that lives in its own crate. The
 /// node's cross-port checks ask them only these questions; everything
 /// else is the type's business.
@@ -120,6 +139,12 @@ pub trait PortSettings: Any + Debug + Send + Sync {
     /// The Unix socket the port serves or connects to: no two ports of a
     /// node share one.
     fn socket(&self) -> Option<&Path> {
+        None
+    }
+    /// How this port may share its socket with other ports: ports whose
+    /// shares name the same `group` and differ in `member` may (memif
+    /// servers, one interface id each); `None`: the socket is its alone.
+    fn socket_share(&self) -> Option<SocketShare> {
         None
     }
     /// The kernel interface the port binds: one port per interface.
