@@ -13,6 +13,7 @@
 
 use crate::app::App;
 use crate::config::{PollMode, VnfConfig};
+use crate::runner::sleep_unless;
 use crate::stats::VnfStats;
 use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
 use nfv_memif::client::{Client, ClientConfig, ClientError};
@@ -96,13 +97,6 @@ pub fn serve(
         }
     }
     Ok(())
-}
-
-fn sleep_unless(stop: &AtomicBool, d: Duration) {
-    let end = Instant::now() + d;
-    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// One connection's poll loop; `None` when stopped, else why it ended.

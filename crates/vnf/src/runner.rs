@@ -190,7 +190,8 @@ fn serve(
     Ok(())
 }
 
-fn sleep_unless(stop: &AtomicBool, d: Duration) {
+/// Sleeps for `d`, waking early when `stop` is set (checked every 10 ms).
+pub(crate) fn sleep_unless(stop: &AtomicBool, d: Duration) {
     let end = Instant::now() + d;
     while !stop.load(Ordering::Relaxed) && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(10));
