@@ -35,6 +35,7 @@ pub mod layout;
 pub mod memory;
 pub mod net;
 pub mod notify;
+pub mod packed;
 mod ring;
 
 pub use device::{

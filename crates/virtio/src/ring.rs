@@ -31,8 +31,10 @@ pub enum SetupError {
         addr: u64,
         align: usize,
     },
-    #[error("packed virtqueues (VIRTIO_F_RING_PACKED) are not supported")]
+    #[error("packed virtqueues (VIRTIO_F_RING_PACKED) are not supported here")]
     PackedRing,
+    #[error("packed ring position {idx} is outside the ring of {size}")]
+    PackedBase { idx: u16, size: u16 },
 }
 
 /// Host pointers to the three ring parts.

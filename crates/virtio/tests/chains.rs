@@ -231,7 +231,7 @@ fn legacy_header_without_version_1_is_ten_bytes() {
 }
 
 #[test]
-fn setup_rejects_unmapped_misaligned_and_packed_rings() {
+fn setup_rejects_unmapped_and_misaligned_rings_split_and_packed() {
     use nfv_virtio::{QueueSetup, SetupError};
     let m = Mock::new(8, 4096);
     let base = QueueSetup {
@@ -271,10 +271,44 @@ fn setup_rejects_unmapped_misaligned_and_packed_rings() {
         try_(&|s| s.used_uva = common::UVA + m.area.len() as u64 - 32),
         SetupError::NotMapped { .. }
     ));
+    // Packed: any size up to 32768, the event areas 4-aligned and
+    // mapped, the position inside the ring.
+    let packed = |f: &dyn Fn(&mut QueueSetup)| {
+        try_(&|s| {
+            s.features |= nfv_virtio::layout::VIRTIO_F_RING_PACKED;
+            f(s)
+        })
+    };
+    assert!(matches!(packed(&|s| s.size = 0), SetupError::Layout(_)));
     assert!(matches!(
-        try_(&|s| s.features |= nfv_virtio::layout::VIRTIO_F_RING_PACKED),
-        SetupError::PackedRing
+        packed(&|s| s.avail_uva += 2),
+        SetupError::Misaligned { .. }
     ));
+    assert!(matches!(
+        packed(&|s| s.used_uva = 0),
+        SetupError::NotMapped { .. }
+    ));
+    assert!(matches!(
+        packed(&|s| s.last_avail_idx = 8),
+        SetupError::PackedBase { idx: 8, size: 8 }
+    ));
+    let mut six = QueueSetup {
+        mem: base.mem.clone(),
+        call: None,
+        size: 6,
+        features: V1 | nfv_virtio::layout::VIRTIO_F_RING_PACKED,
+        last_avail_idx: 0x8005,
+        ..base
+    };
+    let q = nfv_virtio::DeviceQueue::new(six).expect("a packed ring of 6");
+    assert!(q.is_packed());
+    assert_eq!(q.last_avail_idx(), 0x8005, "slot 5, wrap counter 1");
+    six = QueueSetup {
+        mem: base.mem.clone(),
+        call: None,
+        ..base
+    };
+    assert!(!nfv_virtio::DeviceQueue::new(six).unwrap().is_packed());
     assert!(nfv_virtio::DeviceQueue::new(base).is_ok());
 }
 

@@ -113,6 +113,32 @@ pub fn chain_cost(steps: u32) -> u32 {
     steps + steps.saturating_sub(LONG_CHAIN_DESCS) * LONG_CHAIN_WEIGHT
 }
 
+/// A walk over one chain's buffers, split (`Chain`) or packed
+/// (`super::packed::PackedChain`): what the copy loops need.
+pub(crate) trait Walk: Copy {
+    /// The next buffer of the chain, `None` at its end.
+    fn next(&mut self, mem: &GuestMemory, hint: &mut usize) -> Result<Option<Seg>, ChainError>;
+    /// True once the walk has returned the chain's last buffer.
+    fn is_done(&self) -> bool;
+    /// Descriptors visited (charged to the burst's budget).
+    fn steps(&self) -> u32;
+}
+
+impl Walk for Chain {
+    #[inline(always)]
+    fn next(&mut self, mem: &GuestMemory, hint: &mut usize) -> Result<Option<Seg>, ChainError> {
+        Chain::next(self, mem, hint)
+    }
+    #[inline(always)]
+    fn is_done(&self) -> bool {
+        self.done
+    }
+    #[inline(always)]
+    fn steps(&self) -> u32 {
+        self.steps
+    }
+}
+
 /// Iterator state over one chain.
 #[derive(Clone, Copy)]
 pub(crate) struct Chain {
@@ -144,12 +170,6 @@ impl Chain {
             indirect: false,
             done: false,
         }
-    }
-
-    /// True once the walk has returned the chain's last buffer.
-    #[inline(always)]
-    pub fn is_done(&self) -> bool {
-        self.done
     }
 
     /// Descriptors visited, including those of the earlier chains passed

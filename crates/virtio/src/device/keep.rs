@@ -20,12 +20,13 @@ use crate::layout::VIRTIO_F_IN_ORDER;
 
 impl DeviceQueue {
     /// Turns keep mode on or off; returns whether it is on. Refused (off)
-    /// with `VIRTIO_F_IN_ORDER`: kept chains come back out of order.
+    /// with `VIRTIO_F_IN_ORDER` (kept chains come back out of order) and
+    /// on packed rings.
     /// Turning it off keeps the chains already kept (they come back
     /// through the return calls).
     pub fn set_keep(&mut self, on: bool) -> bool {
         self.complete_held();
-        self.keep = on && self.features & VIRTIO_F_IN_ORDER == 0;
+        self.keep = on && self.features & VIRTIO_F_IN_ORDER == 0 && self.packed.is_none();
         if self.keep && self.kept.is_empty() {
             self.kept = vec![0; (self.ring.size as usize).div_ceil(64)];
         }

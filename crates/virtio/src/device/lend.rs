@@ -43,6 +43,8 @@ pub struct Lent {
 pub enum NotLendable {
     /// `VIRTIO_F_IN_ORDER` was negotiated.
     InOrder,
+    /// A packed ring: lending is implemented for split rings only.
+    Packed,
     /// The queue is quarantined.
     Quarantined,
     /// The chain is not one device-writable buffer (several descriptors,
@@ -58,6 +60,7 @@ impl NotLendable {
     pub fn as_str(self) -> &'static str {
         match self {
             NotLendable::InOrder => "in_order",
+            NotLendable::Packed => "packed_ring",
             NotLendable::Quarantined => "quarantined",
             NotLendable::Shape => "buffer_shape",
             NotLendable::BadChain => "bad_chain",
@@ -71,6 +74,9 @@ const NOT_LENT: u64 = u64::MAX;
 impl DeviceQueue {
     /// Whether this queue may lend its buffers at all.
     pub fn lendable(&self) -> Result<(), NotLendable> {
+        if self.packed.is_some() {
+            return Err(NotLendable::Packed);
+        }
         if self.features & VIRTIO_F_IN_ORDER != 0 {
             return Err(NotLendable::InOrder);
         }

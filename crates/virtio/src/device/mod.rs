@@ -22,6 +22,7 @@
 mod chain;
 mod keep;
 mod lend;
+mod packed;
 mod rx;
 mod tx;
 
@@ -232,6 +233,10 @@ pub struct DeviceQueue {
     /// TX: a bit per kept head; empty until keep mode first starts.
     kept: Vec<u64>,
     kept_count: u32,
+    /// Set for a packed ring (`packed.rs`): every entry point goes there.
+    packed: Option<Box<packed::PackedState>>,
+    /// The stand-in split ring of a packed queue (see `new`).
+    _dummy: Option<Box<[u64; 8]>>,
 }
 
 // SAFETY: the raw pointers point into `mem`, which the queue keeps alive
@@ -257,34 +262,66 @@ impl DeviceQueue {
     /// where the driver expects the next used entry). Kicks are turned off
     /// (poll mode); see [`DeviceQueue::set_kick_wanted`].
     pub fn new(setup: QueueSetup) -> Result<DeviceQueue, SetupError> {
-        if setup.features & VIRTIO_F_RING_PACKED != 0 {
-            return Err(SetupError::PackedRing);
-        }
         let event_idx = setup.features & VIRTIO_RING_F_EVENT_IDX != 0;
-        let ring = Ring::new(
-            &setup.mem,
-            setup.size,
-            [setup.desc_uva, setup.avail_uva, setup.used_uva],
-            event_idx,
-            true,
-        )?;
-        let used = ring.used_idx().load(Ordering::Acquire);
+        let addrs = [setup.desc_uva, setup.avail_uva, setup.used_uva];
+        let mut last_avail = setup.last_avail_idx;
+        let (ring, packed, dummy) = if setup.features & VIRTIO_F_RING_PACKED != 0 {
+            let pr = crate::packed::PackedRing::new(&setup.mem, setup.size, addrs, true)?;
+            let (idx, wrap) = crate::packed::decode_base(setup.last_avail_idx);
+            if idx >= setup.size {
+                return Err(SetupError::PackedBase {
+                    idx,
+                    size: setup.size,
+                });
+            }
+            last_avail = idx;
+            // The split-ring code never runs on a packed queue (every
+            // entry point checks `packed` first); should it, it finds a
+            // one-entry split ring of its own here, not guest memory.
+            let mut dummy = Box::new([0u64; 8]);
+            let p = dummy.as_mut_ptr().cast::<u8>();
+            let ring = Ring {
+                desc: p.cast(),
+                // SAFETY: offsets 16 and 32 are inside the 64-byte box,
+                // which the queue keeps (`_dummy`) as long as `ring`.
+                avail: unsafe { p.add(16) }.cast(),
+                used: unsafe { p.add(32) },
+                size: 1,
+                mask: 0,
+            };
+            let st = packed::PackedState::new(pr, idx, wrap);
+            (ring, Some(Box::new(st)), Some(dummy))
+        } else {
+            let ring = Ring::new(&setup.mem, setup.size, addrs, event_idx, true)?;
+            (ring, None, None)
+        };
+        let used = if packed.is_some() {
+            0
+        } else {
+            ring.used_idx().load(Ordering::Acquire)
+        };
         let mut q = DeviceQueue {
             ring,
             mem: setup.mem,
             hint: 0,
-            last_avail: setup.last_avail_idx,
+            last_avail,
             published: used,
             shadow: [UsedElem::default(); SHADOW],
             shadow_len: 0,
             shadow_base: used,
-            hdr_len: crate::net::hdr_len(setup.features),
+            // Packed rings imply VERSION_1: the 12-byte header, even when a
+            // hostile frontend did not say VERSION_1.
+            hdr_len: if packed.is_some() {
+                crate::net::HDR_LEN_V1
+            } else {
+                crate::net::hdr_len(setup.features)
+            },
             mrg: setup.features & VIRTIO_NET_F_MRG_RXBUF != 0,
             event_idx,
             features: setup.features,
             call: setup.call.map(Call::new),
             kick_wanted: true,
-            avail_event_base: setup.last_avail_idx,
+            avail_event_base: last_avail,
             quarantined: false,
             last_pending: 0,
             errors: QueueErrors::default(),
@@ -299,6 +336,8 @@ impl DeviceQueue {
             n_splits: 0,
             kept: Vec::new(),
             kept_count: 0,
+            packed,
+            _dummy: dummy,
         };
         q.set_kick_wanted(false);
         Ok(q)
@@ -311,18 +350,32 @@ impl DeviceQueue {
         if !on {
             self.complete_held();
         }
-        self.one_copy = on;
+        // Packed rings always copy (see `packed.rs`).
+        self.one_copy = on && self.packed.is_none();
+    }
+
+    /// Whether the ring is packed (`VIRTIO_F_RING_PACKED`).
+    pub fn is_packed(&self) -> bool {
+        self.packed.is_some()
     }
 
     /// Where the next chain will be taken from (`VHOST_USER_GET_VRING_BASE`).
     /// Every chain taken has been returned once the burst that took it
     /// ended ([`DeviceQueue::complete_held`]): no chain stays in flight
     /// between bursts.
+    /// On a packed ring: the slot in bits 0-14 and the avail wrap counter
+    /// in bit 15, as vhost-user encodes it.
     pub fn last_avail_idx(&self) -> u16 {
-        self.last_avail
+        match &self.packed {
+            Some(p) => crate::packed::encode_base(self.last_avail, p.avail_wrap),
+            None => self.last_avail,
+        }
     }
     pub fn size(&self) -> u16 {
-        self.ring.size
+        match &self.packed {
+            Some(p) => p.ring.size,
+            None => self.ring.size,
+        }
     }
     pub fn features(&self) -> u64 {
         self.features
@@ -356,6 +409,9 @@ impl DeviceQueue {
         self.kick_wanted = on;
         if self.quarantined {
             return;
+        }
+        if self.packed.is_some() {
+            return self.set_kick_wanted_packed(on);
         }
         let flags = if on { 0 } else { VIRTQ_USED_F_NO_NOTIFY };
         self.ring.used_flags().store(flags, Ordering::Relaxed);
@@ -398,6 +454,9 @@ impl DeviceQueue {
     pub fn has_avail(&self) -> bool {
         if self.quarantined {
             return false;
+        }
+        if self.packed.is_some() {
+            return self.has_avail_packed();
         }
         fence(Ordering::SeqCst);
         self.ring.avail_idx().load(Ordering::Acquire) != self.last_avail

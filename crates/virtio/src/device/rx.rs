@@ -7,13 +7,13 @@
 //! available) and leave the packet and the rest of the batch to the caller.
 
 use super::DeviceQueue;
-use super::chain::{Chain, ChainError, RX_BURST_DESC_BUDGET, chain_cost};
+use super::chain::{Chain, ChainError, RX_BURST_DESC_BUDGET, Walk, chain_cost};
 use super::tx::PREFETCH_AHEAD;
 use crate::ring::prefetch;
 use nfv_mem::{BATCH, Batch, Packet, PoolCache};
 
 /// Outcome of delivering one packet.
-enum Rx {
+pub(super) enum Rx {
     Delivered,
     Dropped,
     NoBuffers,
@@ -31,6 +31,9 @@ impl DeviceQueue {
     /// went over skips its next bursts until the excess is repaid.
     #[inline]
     pub fn enqueue_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        if self.packed.is_some() {
+            return self.enqueue_packed(batch, pool);
+        }
         if self.quarantined || batch.is_empty() || self.in_debt() {
             return 0;
         }
@@ -133,23 +136,10 @@ impl DeviceQueue {
         heads: &[u16],
         steps: &mut u32,
     ) -> Rx {
-        let hdr_len = self.hdr_len;
-        // virtio-net header: no offloads; num_buffers = 1 (virtio 1.x wants
-        // it set even without MRG_RXBUF); patched below for merged packets.
-        let mut hdr = [0u8; 12];
-        if hdr_len == 12 {
-            hdr[10] = 1;
-        }
-        // The frame: the packet's data, then its tail if it is split (the
-        // rest of the frame, still in the sender's buffer).
-        let mut src = pkt.data_ptr();
-        let mut left = pkt.len();
-        let (tail, mut tail_left) = pkt.tail();
-        let mut hdr_done = 0usize;
+        let mut fill = Fill::new(pkt, self.hdr_len);
         let mark_avail = *cur;
         let mark_used = self.used_cursor();
         let mut nbufs: u16 = 0;
-        let mut nb_at = [std::ptr::null_mut::<u8>(); 2];
         loop {
             if *cur == end {
                 *cur = mark_avail;
@@ -176,7 +166,7 @@ impl DeviceQueue {
                 return Rx::Delivered;
             }
             let mut written = 0usize;
-            while hdr_done < hdr_len || left != 0 {
+            while !fill.complete() {
                 let seg = match chain.next(&self.mem, &mut self.hint) {
                     Ok(Some(s)) => s,
                     Ok(None) => break,
@@ -191,58 +181,13 @@ impl DeviceQueue {
                     *steps = chain.steps();
                     return self.rx_fail(mark_avail, *cur, mark_used);
                 }
-                let (mut p, mut room) = (seg.ptr, seg.len as usize);
-                if hdr_done == 0 && room >= hdr_len {
-                    // SAFETY: `hdr_len <= room` bytes of the buffer.
-                    unsafe { write_header(p, hdr_len) };
-                    nb_at = [p.wrapping_add(10), p.wrapping_add(11)];
-                    hdr_done = hdr_len;
-                    p = p.wrapping_add(hdr_len);
-                    room -= hdr_len;
-                    written += hdr_len;
-                } else if hdr_done < hdr_len {
-                    let n = (hdr_len - hdr_done).min(room);
-                    for (b, at) in nb_at.iter_mut().enumerate() {
-                        let pos = 10 + b;
-                        if (hdr_done..hdr_done + n).contains(&pos) {
-                            *at = p.wrapping_add(pos - hdr_done);
-                        }
-                    }
-                    // SAFETY: `n <= room`, inside the translated buffer;
-                    // the source is our local header.
-                    unsafe { std::ptr::copy_nonoverlapping(hdr.as_ptr().add(hdr_done), p, n) };
-                    hdr_done += n;
-                    p = p.wrapping_add(n);
-                    room -= n;
-                    written += n;
-                }
-                loop {
-                    let n = left.min(room);
-                    if n != 0 {
-                        // SAFETY: `n <= room` bytes remain in the guest
-                        // buffer and `n <= left` in the packet's current
-                        // span (data or tail: readable, `Packet::set_tail`);
-                        // `copy` tolerates overlap, should the packet live
-                        // in guest memory, and makes no reference to bytes
-                        // a guest may be writing.
-                        unsafe { std::ptr::copy(src, p, n) };
-                        src = src.wrapping_add(n);
-                        p = p.wrapping_add(n);
-                        left -= n;
-                        room -= n;
-                        written += n;
-                    }
-                    if left != 0 || tail_left == 0 {
-                        break;
-                    }
-                    (src, left, tail_left) = (tail, tail_left, 0);
-                }
+                written += fill.fill(seg.ptr, seg.len as usize);
             }
             *steps = chain.steps();
             nbufs += 1;
             // written <= 12 + 65535: fits u32.
             self.push_used(head, written as u32);
-            if hdr_done == hdr_len && left == 0 {
+            if fill.complete() {
                 break;
             }
             if !self.mrg {
@@ -254,14 +199,7 @@ impl DeviceQueue {
             }
         }
         if self.mrg && nbufs > 1 {
-            let v = nbufs.to_le_bytes();
-            // SAFETY: with MRG_RXBUF the header is 12 bytes and was fully
-            // written above, so both pointers were set to bytes inside
-            // buffers of this packet.
-            unsafe {
-                nb_at[0].write(v[0]);
-                nb_at[1].write(v[1]);
-            }
+            fill.set_num_buffers(nbufs);
         }
         Rx::Delivered
     }
@@ -273,7 +211,11 @@ impl DeviceQueue {
     /// `chain` untouched) sends the packet down the general walk, which
     /// reads the descriptor again and reports whatever is wrong with it.
     #[inline(always)]
-    fn rx_into_first_buffer(&mut self, chain: &mut Chain, pkt: &Packet) -> Option<usize> {
+    pub(super) fn rx_into_first_buffer<W: Walk>(
+        &mut self,
+        chain: &mut W,
+        pkt: &Packet,
+    ) -> Option<usize> {
         let hdr_len = self.hdr_len;
         let (tail, tail_len) = pkt.tail();
         let data_len = pkt.len();
@@ -334,6 +276,120 @@ pub(super) unsafe fn write_header(p: *mut u8, hdr_len: usize) {
             p.add(8).cast::<u32>().write_unaligned(1 << 16);
         } else {
             p.add(8).cast::<u16>().write_unaligned(0);
+        }
+    }
+}
+
+/// Writing one packet — virtio-net header, then its data and tail — into
+/// guest buffers handed over one at a time, whatever their sizes (a
+/// header may straddle buffers). Shared by the split and packed rings.
+pub(super) struct Fill {
+    hdr: [u8; 12],
+    hdr_len: usize,
+    hdr_done: usize,
+    /// Where the header's `num_buffers` bytes landed (patched for merged
+    /// packets).
+    nb_at: [*mut u8; 2],
+    /// The span being copied (data, then tail) and what follows it.
+    src: *const u8,
+    left: usize,
+    tail: *const u8,
+    tail_left: usize,
+}
+
+impl Fill {
+    #[inline(always)]
+    pub(super) fn new(pkt: &Packet, hdr_len: usize) -> Fill {
+        // virtio-net header: no offloads; num_buffers = 1 (virtio 1.x wants
+        // it set even without MRG_RXBUF); patched for merged packets.
+        let mut hdr = [0u8; 12];
+        if hdr_len == 12 {
+            hdr[10] = 1;
+        }
+        let (tail, tail_left) = pkt.tail();
+        Fill {
+            hdr,
+            hdr_len,
+            hdr_done: 0,
+            nb_at: [std::ptr::null_mut(); 2],
+            src: pkt.data_ptr(),
+            left: pkt.len(),
+            tail,
+            tail_left,
+        }
+    }
+
+    /// True once header and frame are all written.
+    #[inline(always)]
+    pub(super) fn complete(&self) -> bool {
+        self.hdr_done == self.hdr_len && self.left == 0
+    }
+
+    /// Writes what fits of the rest into the `room` writable bytes at `p`
+    /// (a translated, device-writable guest buffer); returns the bytes
+    /// written.
+    #[inline(always)]
+    pub(super) fn fill(&mut self, mut p: *mut u8, mut room: usize) -> usize {
+        let hdr_len = self.hdr_len;
+        let mut written = 0;
+        if self.hdr_done == 0 && room >= hdr_len {
+            // SAFETY: `hdr_len <= room` bytes of the buffer.
+            unsafe { write_header(p, hdr_len) };
+            self.nb_at = [p.wrapping_add(10), p.wrapping_add(11)];
+            self.hdr_done = hdr_len;
+            p = p.wrapping_add(hdr_len);
+            room -= hdr_len;
+            written += hdr_len;
+        } else if self.hdr_done < hdr_len {
+            let done = self.hdr_done;
+            let n = (hdr_len - done).min(room);
+            for (b, at) in self.nb_at.iter_mut().enumerate() {
+                let pos = 10 + b;
+                if (done..done + n).contains(&pos) {
+                    *at = p.wrapping_add(pos - done);
+                }
+            }
+            // SAFETY: `n <= room`, inside the translated buffer; the
+            // source is our local header.
+            unsafe { std::ptr::copy_nonoverlapping(self.hdr.as_ptr().add(done), p, n) };
+            self.hdr_done += n;
+            p = p.wrapping_add(n);
+            room -= n;
+            written += n;
+        }
+        loop {
+            let n = self.left.min(room);
+            if n != 0 {
+                // SAFETY: `n <= room` bytes remain in the guest buffer and
+                // `n <= left` in the packet's current span (data or tail:
+                // readable, `Packet::set_tail`); `copy` tolerates overlap,
+                // should the packet live in guest memory, and makes no
+                // reference to bytes a guest may be writing.
+                unsafe { std::ptr::copy(self.src, p, n) };
+                self.src = self.src.wrapping_add(n);
+                p = p.wrapping_add(n);
+                self.left -= n;
+                room -= n;
+                written += n;
+            }
+            if self.left != 0 || self.tail_left == 0 {
+                break;
+            }
+            (self.src, self.left, self.tail_left) = (self.tail, self.tail_left, 0);
+        }
+        written
+    }
+
+    /// Patches `num_buffers` of a packet merged into `n` buffers.
+    #[inline(always)]
+    pub(super) fn set_num_buffers(&self, n: u16) {
+        let v = n.to_le_bytes();
+        // SAFETY: with MRG_RXBUF the header is 12 bytes and was fully
+        // written (`complete`), so both pointers were set to bytes inside
+        // buffers of this packet.
+        unsafe {
+            self.nb_at[0].write(v[0]);
+            self.nb_at[1].write(v[1]);
         }
     }
 }

@@ -17,7 +17,7 @@
 //! entries follow avail order and every chain is returned exactly once.
 
 use super::DeviceQueue;
-use super::chain::{BURST_DESC_BUDGET, Chain, ChainError, chain_cost};
+use super::chain::{BURST_DESC_BUDGET, Chain, ChainError, Walk, chain_cost};
 use crate::ring::prefetch;
 pub use nfv_mem::SPLIT_HEAD;
 use nfv_mem::{BATCH, Batch, Packet, PoolCache};
@@ -30,7 +30,7 @@ pub(super) const PREFETCH_AHEAD: usize = 2;
 pub const SPLIT_MIN_TAIL: usize = 128;
 
 /// Outcome of reading one chain.
-enum Tx {
+pub(super) enum Tx {
     Frame,
     /// Head copied, tail left in the guest's buffer.
     Split,
@@ -51,6 +51,9 @@ impl DeviceQueue {
     pub fn dequeue_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
         // A new burst ends the last one (its split packets are gone).
         self.complete_held();
+        if self.packed.is_some() {
+            return self.dequeue_packed(batch, pool);
+        }
         if self.quarantined || self.in_debt() {
             return 0;
         }
@@ -175,7 +178,11 @@ impl DeviceQueue {
     /// The whole chain is walked and checked even when the frame does not
     /// fit.
     #[inline(always)]
-    fn read_tx_chain(&mut self, chain: &mut Chain, pkt: &mut Packet) -> Result<Tx, ChainError> {
+    pub(super) fn read_tx_chain<W: Walk>(
+        &mut self,
+        chain: &mut W,
+        pkt: &mut Packet,
+    ) -> Result<Tx, ChainError> {
         let room = pkt.room_mut();
         let (dst, cap) = (room.as_mut_ptr(), room.len());
         let head_max = if self.one_copy {

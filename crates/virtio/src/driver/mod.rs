@@ -17,6 +17,7 @@
 //! `used.idx` are validated and counted in [`DriverErrors`]; an impossible
 //! `used.idx` quarantines the queue.
 
+mod packed;
 mod rx;
 mod tx;
 
@@ -38,9 +39,12 @@ pub const MIN_RX_BUF: u32 = 64;
 pub struct DriverSetup {
     /// The driver's shared memory (rings and packet pool).
     pub mem: Arc<GuestMemory>,
-    /// Power of two, 1..=32768.
+    /// Split ring: a power of two, 1..=32768; packed: any of 1..=32768.
     pub size: u16,
-    /// Guest-physical ring addresses (with virtio-user: our own VAs).
+    /// Guest-physical ring addresses (with virtio-user: our own VAs); for
+    /// a packed ring (`VIRTIO_F_RING_PACKED` in `features`) the ring and
+    /// the driver and device event areas
+    /// ([`crate::packed::layout_packed`]).
     pub rings: RingAddrs,
     /// Negotiated virtio features.
     pub features: u64,
@@ -125,6 +129,10 @@ pub struct DriverQueue {
     quarantined: bool,
     errors: DriverErrors,
     stats: DriverStats,
+    /// Set for a packed ring (`packed.rs`).
+    packed: Option<Box<packed::PackedDriver>>,
+    /// The stand-in split ring of a packed queue (see `new`).
+    _dummy: Option<Box<[u64; 8]>>,
 }
 
 // SAFETY: the raw ring pointers point into `mem`, kept alive by the `Arc`
@@ -149,27 +157,55 @@ impl DriverQueue {
     /// Checks the ring addresses against `mem`, zeroes the rings and starts
     /// with interrupts disabled (poll mode). No allocation after this.
     pub fn new(setup: DriverSetup) -> Result<DriverQueue, SetupError> {
-        if setup.features & VIRTIO_F_RING_PACKED != 0 {
-            return Err(SetupError::PackedRing);
-        }
         let event_idx = setup.features & VIRTIO_RING_F_EVENT_IDX != 0;
         let r = setup.rings;
-        let ring = Ring::new(
-            &setup.mem,
-            setup.size,
-            [r.desc, r.avail, r.used],
-            event_idx,
-            false,
-        )?;
         let size = setup.size;
-        let ev = if event_idx { 0 } else { 2 };
-        // SAFETY: `Ring::new` checked these exact ranges are inside our
-        // memory; nobody uses the rings before the device is told of them.
-        unsafe {
-            std::ptr::write_bytes(ring.desc.cast::<u8>(), 0, desc_table_bytes(size));
-            std::ptr::write_bytes(ring.avail.cast::<u8>(), 0, avail_ring_bytes(size) - ev);
-            std::ptr::write_bytes(ring.used, 0, used_ring_bytes(size) - ev);
-        }
+        let (ring, packed, dummy) = if setup.features & VIRTIO_F_RING_PACKED != 0 {
+            let pr = crate::packed::PackedRing::new(
+                &setup.mem,
+                size,
+                [r.desc, r.avail, r.used],
+                false,
+            )?;
+            // SAFETY: `PackedRing::new` checked these ranges are inside
+            // our memory; nobody uses the ring before the device is told.
+            unsafe {
+                std::ptr::write_bytes(pr.desc.cast::<u8>(), 0, 16 * size as usize);
+                std::ptr::write_bytes(pr.driver.cast::<u8>(), 0, 4);
+                std::ptr::write_bytes(pr.device.cast::<u8>(), 0, 4);
+            }
+            // As on the device side: the split-ring code never runs on a
+            // packed queue, and would find a one-entry ring of its own.
+            let mut dummy = Box::new([0u64; 8]);
+            let p = dummy.as_mut_ptr().cast::<u8>();
+            let ring = Ring {
+                desc: p.cast(),
+                // SAFETY: offsets 16 and 32 are inside the 64-byte box,
+                // kept by the queue (`_dummy`) as long as `ring`.
+                avail: unsafe { p.add(16) }.cast(),
+                used: unsafe { p.add(32) },
+                size: 1,
+                mask: 0,
+            };
+            (ring, Some(Box::new(packed::PackedDriver::new(pr))), Some(dummy))
+        } else {
+            let ring = Ring::new(
+                &setup.mem,
+                size,
+                [r.desc, r.avail, r.used],
+                event_idx,
+                false,
+            )?;
+            let ev = if event_idx { 0 } else { 2 };
+            // SAFETY: `Ring::new` checked these exact ranges are inside our
+            // memory; nobody uses the rings before the device is told of them.
+            unsafe {
+                std::ptr::write_bytes(ring.desc.cast::<u8>(), 0, desc_table_bytes(size));
+                std::ptr::write_bytes(ring.avail.cast::<u8>(), 0, avail_ring_bytes(size) - ev);
+                std::ptr::write_bytes(ring.used, 0, used_ring_bytes(size) - ev);
+            }
+            (ring, None, None)
+        };
         let mut q = DriverQueue {
             ring,
             mem: setup.mem,
@@ -194,13 +230,22 @@ impl DriverQueue {
             quarantined: false,
             errors: DriverErrors::default(),
             stats: DriverStats::default(),
+            packed,
+            _dummy: dummy,
         };
         q.disable_interrupts();
         Ok(q)
     }
 
     pub fn size(&self) -> u16 {
-        self.ring.size
+        match &self.packed {
+            Some(p) => p.ring.size,
+            None => self.ring.size,
+        }
+    }
+    /// Whether the ring is packed.
+    pub fn is_packed(&self) -> bool {
+        self.packed.is_some()
     }
     pub fn features(&self) -> u64 {
         self.features
@@ -216,11 +261,15 @@ impl DriverQueue {
     }
     /// Descriptors posted and not yet returned by the device.
     pub fn outstanding(&self) -> usize {
-        self.ring.size as usize - self.free.len()
+        self.slots.len() - self.free.len()
     }
-    /// Next avail index (what the device's `last_avail_idx` will reach).
+    /// Next avail index (what the device's `last_avail_idx` will reach;
+    /// on a packed ring the slot with the wrap counter in bit 15).
     pub fn avail_idx(&self) -> u16 {
-        self.avail_idx
+        match &self.packed {
+            Some(p) => crate::packed::encode_base(p.avail, p.avail_wrap),
+            None => self.avail_idx,
+        }
     }
 
     /// After posting (`refill_rx`, `transmit_burst`): whether the device
@@ -228,6 +277,11 @@ impl DriverQueue {
     /// `VIRTQ_USED_F_NO_NOTIFY`, or `avail_event` with EVENT_IDX. The kick
     /// itself (an eventfd write) is the caller's.
     pub fn needs_kick(&mut self) -> bool {
+        if self.packed.is_some() {
+            let kick = !self.quarantined && self.needs_kick_packed();
+            self.stats.kicks += u64::from(kick);
+            return kick;
+        }
         let (new, old) = (self.avail_idx, self.kick_old);
         self.kick_old = new;
         if new == old || self.quarantined {
@@ -256,6 +310,9 @@ impl DriverQueue {
         if self.quarantined {
             return;
         }
+        if self.packed.is_some() {
+            return self.set_interrupts_packed(true);
+        }
         self.ring.avail_flags().store(0, Ordering::Relaxed);
         if self.event_idx {
             self.write_used_event();
@@ -270,6 +327,9 @@ impl DriverQueue {
         if self.quarantined {
             return;
         }
+        if self.packed.is_some() {
+            return self.set_interrupts_packed(false);
+        }
         self.ring
             .avail_flags()
             .store(VIRTQ_AVAIL_F_NO_INTERRUPT, Ordering::Relaxed);
@@ -282,6 +342,9 @@ impl DriverQueue {
     pub fn has_used(&self) -> bool {
         if self.quarantined {
             return false;
+        }
+        if self.packed.is_some() {
+            return self.has_used_packed();
         }
         fence(Ordering::SeqCst);
         self.ring.used_idx().load(Ordering::Acquire) != self.last_used
@@ -302,7 +365,7 @@ impl DriverQueue {
 
     #[inline(always)]
     fn after_harvest(&mut self) {
-        if self.event_idx {
+        if self.event_idx && self.packed.is_none() {
             let moved = self.last_used.wrapping_sub(self.used_event_base);
             if (self.interrupts && moved != 0) || moved >= 0x4000 {
                 self.write_used_event();
@@ -314,6 +377,10 @@ impl DriverQueue {
     /// claims more than we have outstanding.
     #[inline(always)]
     fn used_pending(&mut self) -> Option<u16> {
+        if self.packed.is_some() {
+            // Counted by polling flags: it cannot claim too much.
+            return Some(self.used_pending_packed());
+        }
         let idx = self.ring.used_idx().load(Ordering::Acquire);
         let n = idx.wrapping_sub(self.last_used);
         if n as usize > self.outstanding() {
@@ -324,11 +391,32 @@ impl DriverQueue {
         Some(n)
     }
 
+    /// The used entry at the harvest position (validated by the caller).
     #[inline(always)]
-    fn read_used(&self, i: u16) -> UsedElem {
+    fn peek_used(&self) -> UsedElem {
+        if self.packed.is_some() {
+            return self.peek_used_packed();
+        }
         // SAFETY: `used_elem` masks the index into the used ring; one
         // volatile copy, validated by the caller.
-        unsafe { self.ring.used_elem(i).read_volatile() }
+        unsafe { self.ring.used_elem(self.last_used).read_volatile() }
+    }
+
+    /// Moves the harvest position past one used entry.
+    #[inline(always)]
+    fn skip_used(&mut self) {
+        if self.packed.is_some() {
+            return self.skip_used_packed();
+        }
+        self.last_used = self.last_used.wrapping_add(1);
+    }
+
+    /// The used entry at the harvest position, moving past it.
+    #[inline(always)]
+    fn pop_used(&mut self) -> UsedElem {
+        let e = self.peek_used();
+        self.skip_used();
+        e
     }
 
     /// Validates a used id; `Some(id)` when it names a posted descriptor.
@@ -359,6 +447,11 @@ impl DriverQueue {
     /// Posts one single-descriptor buffer (not yet published).
     #[inline(always)]
     fn post(&mut self, id: u16, gpa: u64, len: u32, flags: u16, pkt: Packet) {
+        self.posted_len[id as usize] = len;
+        self.slots[id as usize] = Some(pkt);
+        if self.packed.is_some() {
+            return self.post_packed(id, gpa, len, flags);
+        }
         let d = crate::layout::Desc {
             addr: gpa,
             len,
@@ -373,12 +466,14 @@ impl DriverQueue {
             self.ring.avail_entry_ptr(self.avail_idx).write(id);
         }
         self.avail_idx = self.avail_idx.wrapping_add(1);
-        self.posted_len[id as usize] = len;
-        self.slots[id as usize] = Some(pkt);
     }
 
     #[inline(always)]
     fn publish_avail(&mut self) {
+        if self.packed.is_some() {
+            // Each descriptor was published by its own flags.
+            return;
+        }
         self.ring
             .avail_idx()
             .store(self.avail_idx, Ordering::Release);

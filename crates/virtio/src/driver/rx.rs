@@ -59,9 +59,9 @@ impl DriverQueue {
         let hdr = self.hdr_len;
         let mut got = 0;
         while pending > 0 && batch.remaining_capacity() > 0 {
-            let e = self.read_used(self.last_used);
+            let e = self.peek_used();
             let Some(id) = self.check_used_id(e.id) else {
-                self.last_used = self.last_used.wrapping_add(1);
+                self.skip_used();
                 pending -= 1;
                 continue;
             };
@@ -95,7 +95,7 @@ impl DriverQueue {
                     break;
                 }
             }
-            self.last_used = self.last_used.wrapping_add(1);
+            self.skip_used();
             pending -= 1;
             let Some(mut pkt) = self.take_slot(id) else {
                 continue;
@@ -109,8 +109,7 @@ impl DriverQueue {
             pkt.trim_front(hdr);
             let mut oversize = false;
             for _ in 1..nb {
-                let e2 = self.read_used(self.last_used);
-                self.last_used = self.last_used.wrapping_add(1);
+                let e2 = self.pop_used();
                 pending -= 1;
                 let Some(id2) = self.check_used_id(e2.id) else {
                     bad = true;

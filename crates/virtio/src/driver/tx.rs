@@ -99,8 +99,7 @@ impl DriverQueue {
         };
         let mut n = 0;
         for _ in 0..pending {
-            let e = self.read_used(self.last_used);
-            self.last_used = self.last_used.wrapping_add(1);
+            let e = self.pop_used();
             if let Some(p) = self.check_used_id(e.id).and_then(|id| self.take_slot(id)) {
                 pool.free(p);
                 n += 1;

@@ -171,7 +171,12 @@ impl Loopback {
     pub fn new(cfg: LoopbackCfg) -> Loopback {
         let drv_pool = pool("vnf", cfg.frame_size, cfg.frames);
         let sw_pool = pool("switch", cfg.frame_size, cfg.frames);
-        let per = ring_area_bytes(cfg.size);
+        let packed = cfg.features & nfv_virtio::layout::VIRTIO_F_RING_PACKED != 0;
+        let per = if packed {
+            nfv_virtio::packed::packed_area_bytes(cfg.size)
+        } else {
+            ring_area_bytes(cfg.size)
+        };
         let rings = Guarded::new(2 * per);
         let r = drv_pool.region();
         let (pb, pl) = (r.base().as_ptr(), r.len());
@@ -193,7 +198,11 @@ impl Loopback {
         );
         let mk = |i: usize, call: Option<OwnedFd>| {
             let area = rings.ptr() as u64 + (i * per) as u64;
-            let addrs = layout_rings(area, per, cfg.size).unwrap();
+            let addrs = if packed {
+                nfv_virtio::packed::layout_packed(area, per, cfg.size).unwrap()
+            } else {
+                layout_rings(area, per, cfg.size).unwrap()
+            };
             let drv = DriverQueue::new(DriverSetup {
                 mem: mem.clone(),
                 size: cfg.size,
@@ -208,7 +217,9 @@ impl Loopback {
                 desc_uva: addrs.desc,
                 avail_uva: addrs.avail,
                 used_uva: addrs.used,
-                last_avail_idx: 0,
+                // Packed rings start in lap 1 (wrap counter in bit 15), as
+                // QEMU and DPDK virtio-user send it.
+                last_avail_idx: if packed { 0x8000 } else { 0 },
                 features: cfg.features,
                 call,
             })

@@ -1,0 +1,566 @@
+//! The device side of a packed virtqueue (virtio §2.8): the same
+//! [`DeviceQueue`] API, bursts and counters as the split ring, over one
+//! descriptor ring (see [`crate::packed`] for the format).
+//!
+//! Differences from the split ring, and what we chose:
+//! * There is no avail index: a burst polls the next slot's flags (one
+//!   acquire load) and takes chains while they are available.
+//!   [`DeviceQueue::last_pending`] is therefore a lower bound: the chains
+//!   taken by the last burst, plus one if another was waiting.
+//! * Chains are used in the order they were made available, so the used
+//!   descriptor of a chain goes to its own first slot and the used
+//!   position always equals the avail position between bursts. Each chain
+//!   gets its own used descriptor, with or without `VIRTIO_F_IN_ORDER`
+//!   (one per batch is allowed, never required), written as soon as its
+//!   packet is complete: deferring them hurt Linux NAPI in DPDK's vhost.
+//! * Buffer ids are the driver's cookies: the device copies the id of a
+//!   chain's last descriptor into its used descriptor and never indexes
+//!   anything with it.
+//! * A bad chain is walked to its end (NEXT flags only) and returned with
+//!   length 0, its error counted, as on split rings. A chain whose NEXT
+//!   flags run around the whole ring has no end: the position cannot be
+//!   resynchronised, so the queue is quarantined (`chain_too_long`).
+//! * No one-copy split packets, lending or keeping on packed rings: the
+//!   queue copies both ways.
+//! * Position after a reconnect: `VHOST_USER_GET_VRING_BASE` reports the
+//!   avail position and wrap counter ([`crate::packed::encode_base`]);
+//!   since nothing is in flight between bursts, the used position is the
+//!   same. A backend that restarts without that value (a crash) cannot
+//!   recover the ring: the frontend must reset the device.
+
+use super::DeviceQueue;
+use super::chain::{
+    BURST_DESC_BUDGET, ChainError, MAX_CHAIN_DESCS, RX_BURST_DESC_BUDGET, Seg, Walk, chain_cost,
+};
+use super::rx::{Fill, Rx};
+use super::tx::Tx;
+use crate::memory::GuestMemory;
+use crate::packed::{
+    DESC_F_INDIRECT, DESC_F_NEXT, DESC_F_WRITE, EVENT_F_DESC, EVENT_F_DISABLE, EVENT_F_ENABLE,
+    PackedDesc, PackedRing, is_avail, need_event_packed, step, used_flags,
+};
+use crate::ring::prefetch;
+use nfv_mem::{Batch, PoolCache};
+use std::sync::atomic::{Ordering, fence};
+
+/// Most entries accepted in an indirect table (as on split rings).
+const MAX_INDIRECT: u32 = 65536;
+
+/// A used descriptor waiting for its packet to complete.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct PendingUsed {
+    id: u16,
+    len: u32,
+    /// Ring slots the chain took.
+    descs: u16,
+}
+
+/// The packed ring and the positions of one device queue.
+#[derive(Debug)]
+pub(super) struct PackedState {
+    pub ring: PackedRing,
+    /// Lap of `DeviceQueue::last_avail` (the next slot to take).
+    pub avail_wrap: bool,
+    /// Next slot a used descriptor goes to, and its lap.
+    pub used: u16,
+    pub used_wrap: bool,
+    /// RX: the used descriptors of the packet being written (at most one
+    /// per descriptor the packet may visit).
+    pending: Vec<PendingUsed>,
+}
+
+impl PackedState {
+    pub fn new(ring: PackedRing, idx: u16, wrap: bool) -> PackedState {
+        PackedState {
+            ring,
+            avail_wrap: wrap,
+            used: idx,
+            used_wrap: wrap,
+            pending: Vec::with_capacity(MAX_CHAIN_DESCS as usize),
+        }
+    }
+}
+
+/// A walk over one packed chain: ring descriptors linked by NEXT, any of
+/// them possibly an indirect table (whose entries follow one another; only
+/// their WRITE flag counts, §2.8.7). Each descriptor is read once and
+/// bounds-checked once; the walk fails after [`MAX_CHAIN_DESCS`]
+/// descriptors, and a chain cannot take more ring slots than the ring has.
+#[derive(Clone, Copy)]
+pub(super) struct PackedChain {
+    ring: *const PackedDesc,
+    size: u16,
+    /// Next ring slot and its lap.
+    slot: u16,
+    wrap: bool,
+    /// Ring slots taken so far.
+    descs: u16,
+    /// The last ring descriptor read had NEXT.
+    more: bool,
+    started: bool,
+    /// Buffer id of the last ring descriptor read.
+    id: u16,
+    table: *const PackedDesc,
+    table_len: u32,
+    table_next: u32,
+    steps: u32,
+}
+
+impl PackedChain {
+    /// A chain starting at `slot` (lap `wrap`), whose first descriptor the
+    /// caller saw available; `used` descriptors of the cap are already
+    /// spent (earlier chains of the same RX packet).
+    #[inline(always)]
+    fn new(ring: &PackedRing, slot: u16, wrap: bool, used: u32) -> PackedChain {
+        PackedChain {
+            ring: ring.desc,
+            size: ring.size,
+            slot,
+            wrap,
+            descs: 0,
+            more: false,
+            started: false,
+            id: 0,
+            table: std::ptr::null(),
+            table_len: 0,
+            table_next: 0,
+            steps: used,
+        }
+    }
+
+    /// Reads ring slot `self.slot` (flags with acquire) and moves past it.
+    #[inline(always)]
+    fn take_slot(&mut self) -> PackedDesc {
+        // SAFETY: `slot < size` (it starts below and `step` wraps it), and
+        // the ring of `size` descriptors was checked at setup; integer
+        // copies, volatile (flags with acquire, so the rest is what the
+        // driver published with them).
+        let d = unsafe {
+            let p = self.ring.add(self.slot as usize);
+            let flags = std::sync::atomic::AtomicU16::from_ptr(
+                std::ptr::addr_of!((*p).flags).cast_mut(),
+            )
+            .load(Ordering::Acquire);
+            PackedDesc {
+                addr: std::ptr::addr_of!((*p).addr).read_volatile(),
+                len: std::ptr::addr_of!((*p).len).read_volatile(),
+                id: std::ptr::addr_of!((*p).id).read_volatile(),
+                flags,
+            }
+        };
+        step(&mut self.slot, &mut self.wrap, self.size);
+        self.descs += 1;
+        self.started = true;
+        self.id = d.id;
+        self.more = d.flags & DESC_F_NEXT != 0;
+        d
+    }
+
+    /// Moves past the rest of the chain (after the buffers needed, or
+    /// after an error), reading only flags and ids, so the next chain's
+    /// slot and this chain's id are known. `Err` when the NEXT flags run
+    /// past a whole ring: the chain has no end.
+    #[inline(always)]
+    fn skip_rest(&mut self) -> Result<(), ()> {
+        self.table_len = 0;
+        while self.more || !self.started {
+            if self.descs >= self.size {
+                return Err(());
+            }
+            self.steps += 1;
+            self.take_slot();
+        }
+        Ok(())
+    }
+}
+
+impl Walk for PackedChain {
+    #[inline(always)]
+    fn next(&mut self, mem: &GuestMemory, hint: &mut usize) -> Result<Option<Seg>, ChainError> {
+        loop {
+            if self.table_next < self.table_len {
+                if self.steps >= MAX_CHAIN_DESCS {
+                    return Err(ChainError::TooLong);
+                }
+                self.steps += 1;
+                // SAFETY: `table_next < table_len` entries of a table
+                // translated and 8-aligned below; one volatile copy.
+                let d = unsafe { self.table.add(self.table_next as usize).read_volatile() };
+                self.table_next += 1;
+                let ptr = mem
+                    .translate_hinted(d.addr, d.len as usize, hint)
+                    .ok_or(ChainError::BadAddr)?;
+                return Ok(Some(Seg {
+                    ptr,
+                    len: d.len,
+                    write: d.flags & DESC_F_WRITE != 0,
+                }));
+            }
+            if self.started && !self.more {
+                return Ok(None);
+            }
+            if self.steps >= MAX_CHAIN_DESCS || self.descs >= self.size {
+                return Err(ChainError::TooLong);
+            }
+            self.steps += 1;
+            let d = self.take_slot();
+            if d.flags & DESC_F_INDIRECT != 0 {
+                if d.len == 0 || d.len & 15 != 0 || d.len / 16 > MAX_INDIRECT {
+                    return Err(ChainError::IndirectLen);
+                }
+                let p = mem
+                    .translate_hinted(d.addr, d.len as usize, hint)
+                    .ok_or(ChainError::IndirectAddr)?;
+                if (p as usize) & (std::mem::align_of::<PackedDesc>() - 1) != 0 {
+                    return Err(ChainError::IndirectAddr);
+                }
+                self.table = p.cast();
+                self.table_len = d.len / 16;
+                self.table_next = 0;
+                continue;
+            }
+            let ptr = mem
+                .translate_hinted(d.addr, d.len as usize, hint)
+                .ok_or(ChainError::BadAddr)?;
+            return Ok(Some(Seg {
+                ptr,
+                len: d.len,
+                write: d.flags & DESC_F_WRITE != 0,
+            }));
+        }
+    }
+
+    #[inline(always)]
+    fn is_done(&self) -> bool {
+        self.started && !self.more && self.table_next >= self.table_len
+    }
+
+    #[inline(always)]
+    fn steps(&self) -> u32 {
+        self.steps
+    }
+}
+
+impl DeviceQueue {
+    #[inline(always)]
+    fn packed(&self) -> &PackedState {
+        // Only called on packed queues (`self.packed` is set in `new`).
+        self.packed.as_deref().expect("a packed queue")
+    }
+
+    /// `dequeue_burst` on a packed ring.
+    #[inline]
+    pub(super) fn dequeue_packed(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        if self.quarantined || self.in_debt() {
+            return 0;
+        }
+        let room = batch.remaining_capacity();
+        if room == 0 {
+            return 0;
+        }
+        let (mut cur, mut wrap) = (self.last_avail, self.packed().avail_wrap);
+        let start = (cur, wrap);
+        let mut got = 0;
+        let mut taken = 0u16;
+        let mut bytes = 0u64;
+        let mut spent = 0u32;
+        while (taken as usize) < room {
+            let ring = &self.packed().ring;
+            if !is_avail(ring.flags(cur), wrap) {
+                break;
+            }
+            if spent >= BURST_DESC_BUDGET {
+                self.stats.budget_exhausted += 1;
+                break;
+            }
+            let Some(mut pkt) = pool.alloc() else {
+                self.stats.alloc_failures += 1;
+                break;
+            };
+            let mut chain = PackedChain::new(ring, cur, wrap, 0);
+            prefetch(ring.slot_ptr(cur.wrapping_add(2)));
+            let r = self.read_tx_chain(&mut chain, &mut pkt);
+            if chain.skip_rest().is_err() {
+                pool.free(pkt);
+                self.quarantine_packed();
+                break;
+            }
+            spent += chain_cost(chain.steps());
+            match r {
+                Ok(Tx::Frame) => {
+                    bytes += pkt.len() as u64;
+                    batch.push(pkt);
+                    got += 1;
+                }
+                // One-copy mode is never on for packed rings.
+                Ok(Tx::Split) | Ok(Tx::Oversize) => {
+                    self.stats.oversize += 1;
+                    pool.free(pkt);
+                }
+                Err(e) => {
+                    self.errors.record(e);
+                    pool.free(pkt);
+                }
+            }
+            self.write_used_packed(chain.id, 0, chain.descs, false);
+            (cur, wrap) = (chain.slot, chain.wrap);
+            taken += 1;
+        }
+        self.last_avail = cur;
+        self.packed_mut().avail_wrap = wrap;
+        self.note_pending(taken, cur, wrap);
+        self.stats.packets += got as u64;
+        self.stats.bytes += bytes;
+        self.owe(spent, BURST_DESC_BUDGET);
+        self.finish_packed(start);
+        got
+    }
+
+    /// `enqueue_burst` on a packed ring.
+    #[inline]
+    pub(super) fn enqueue_packed(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        if self.quarantined || batch.is_empty() || self.in_debt() {
+            return 0;
+        }
+        let start = (self.last_avail, self.packed().avail_wrap);
+        let (mut cur, mut wrap) = start;
+        let mut done = 0;
+        let mut delivered = 0;
+        let mut bytes = 0u64;
+        let mut spent = 0u32;
+        let mut taken = 0u16;
+        while done < batch.len() {
+            if spent >= RX_BURST_DESC_BUDGET {
+                if is_avail(self.packed().ring.flags(cur), wrap) {
+                    self.stats.budget_exhausted += 1;
+                }
+                break;
+            }
+            if let Some(next) = batch.get(done + 1) {
+                prefetch(next.data_ptr());
+            }
+            let mut steps = 0;
+            let before = cur;
+            let r = self.rx_packet_packed(&batch[done], &mut cur, &mut wrap, &mut steps);
+            spent += chain_cost(steps);
+            if cur != before {
+                taken += 1;
+            }
+            match r {
+                Rx::Delivered => {
+                    bytes += batch[done].frame_len() as u64;
+                    delivered += 1;
+                }
+                Rx::Dropped => {}
+                Rx::NoBuffers => break,
+            }
+            done += 1;
+            if self.quarantined {
+                break;
+            }
+        }
+        self.last_avail = cur;
+        self.packed_mut().avail_wrap = wrap;
+        self.note_pending(taken, cur, wrap);
+        self.stats.packets += delivered as u64;
+        self.stats.bytes += bytes;
+        for p in batch.drain(..done) {
+            pool.free(p);
+        }
+        self.owe(spent, RX_BURST_DESC_BUDGET);
+        self.finish_packed(start);
+        delivered
+    }
+
+    /// Writes `pkt` (header + frame) into the chains available from
+    /// `*cur`: one without MRG_RXBUF, as many as needed with it. Their used
+    /// descriptors are written only once the packet is complete: a packet
+    /// that runs out of buffers leaves every chain it looked at available.
+    #[inline(always)]
+    fn rx_packet_packed(
+        &mut self,
+        pkt: &nfv_mem::Packet,
+        cur: &mut u16,
+        wrap: &mut bool,
+        steps: &mut u32,
+    ) -> Rx {
+        let mut fill = Fill::new(pkt, self.hdr_len);
+        let mark = (*cur, *wrap);
+        self.packed_mut().pending.clear();
+        loop {
+            let ring = &self.packed().ring;
+            if !is_avail(ring.flags(*cur), *wrap) {
+                (*cur, *wrap) = mark;
+                return Rx::NoBuffers;
+            }
+            let mut chain = PackedChain::new(ring, *cur, *wrap, *steps);
+            let first = self.packed().pending.is_empty();
+            let mut written = 0usize;
+            let mut failed = None;
+            let mut fast = false;
+            if first && let Some(total) = self.rx_into_first_buffer(&mut chain, pkt) {
+                // Header and frame went into the first buffer.
+                written = total;
+                fast = true;
+            } else {
+                while !fill.complete() {
+                    match chain.next(&self.mem, &mut self.hint) {
+                        Ok(Some(seg)) if seg.write => {
+                            written += fill.fill(seg.ptr, seg.len as usize);
+                        }
+                        Ok(Some(_)) => {
+                            failed = Some(ChainError::WrongDirection);
+                            break;
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            failed = Some(e);
+                            break;
+                        }
+                    }
+                }
+            }
+            let walked = chain.skip_rest();
+            *steps = chain.steps();
+            (*cur, *wrap) = (chain.slot, chain.wrap);
+            if walked.is_err() {
+                self.quarantine_packed();
+                return Rx::Dropped;
+            }
+            let st = self.packed_mut();
+            if st.pending.len() == st.pending.capacity() {
+                // Cannot happen: each chain visits a descriptor and the
+                // packet's chains together stop at MAX_CHAIN_DESCS.
+                failed = Some(ChainError::TooLong);
+            }
+            if let Some(e) = failed {
+                // Return every chain of the packet empty.
+                self.errors.record(e);
+                self.stats.bad_chain_drops += 1;
+                self.commit_pending(Some(chain.id), chain.descs, true);
+                return Rx::Dropped;
+            }
+            st.pending.push(PendingUsed {
+                id: chain.id,
+                // written <= 12 + 65535: fits u32.
+                len: written as u32,
+                descs: chain.descs,
+            });
+            if fast || fill.complete() {
+                break;
+            }
+            if !self.mrg {
+                // The chain stays available for the next (smaller) packet.
+                (*cur, *wrap) = mark;
+                self.stats.no_room += 1;
+                return Rx::Dropped;
+            }
+        }
+        let n = self.packed().pending.len();
+        if self.mrg && n > 1 {
+            fill.set_num_buffers(n as u16);
+        }
+        self.commit_pending(None, 0, false);
+        Rx::Delivered
+    }
+
+    /// Writes the used descriptors of the packet's chains (`pending`),
+    /// then, for a failed packet, that of the failing chain; `empty`
+    /// returns them all with length 0.
+    #[inline(always)]
+    fn commit_pending(&mut self, last: Option<u16>, last_descs: u16, empty: bool) {
+        let mut pending = std::mem::take(&mut self.packed_mut().pending);
+        for p in &pending {
+            let len = if empty { 0 } else { p.len };
+            self.write_used_packed(p.id, len, p.descs, true);
+        }
+        if let Some(id) = last {
+            self.write_used_packed(id, 0, last_descs, true);
+        }
+        pending.clear();
+        self.packed_mut().pending = pending;
+    }
+
+    #[inline(always)]
+    fn packed_mut(&mut self) -> &mut PackedState {
+        self.packed.as_deref_mut().expect("a packed queue")
+    }
+
+    /// Writes one used descriptor at the used position and moves it past
+    /// the chain's `descs` slots. RX descriptors carry WRITE: their
+    /// length counts.
+    #[inline(always)]
+    fn write_used_packed(&mut self, id: u16, len: u32, descs: u16, rx: bool) {
+        let st = self.packed_mut();
+        let mut flags = used_flags(st.used_wrap);
+        if rx {
+            flags |= DESC_F_WRITE;
+        }
+        st.ring.write_used(st.used, len, id, flags);
+        for _ in 0..descs {
+            step(&mut st.used, &mut st.used_wrap, st.ring.size);
+        }
+    }
+
+    /// `last_pending` after a burst that took `taken` chains and stopped
+    /// at `cur`: those plus one if the next is available (the ring has no
+    /// count of what the driver posted).
+    #[inline(always)]
+    fn note_pending(&mut self, taken: u16, cur: u16, wrap: bool) {
+        let more = !self.quarantined && is_avail(self.packed().ring.flags(cur), wrap);
+        self.last_pending = taken + u16::from(more);
+    }
+
+    #[cold]
+    fn quarantine_packed(&mut self) {
+        self.errors.chain_too_long += 1;
+        self.quarantined = true;
+        self.last_pending = 0;
+    }
+
+    /// Ends a burst that started at `start` (position and lap): interrupts
+    /// the driver if it asked for it, by its driver event area.
+    #[inline(always)]
+    fn finish_packed(&mut self, start: (u16, bool)) {
+        let st = self.packed();
+        let (new, new_wrap) = (st.used, st.used_wrap);
+        if (new, new_wrap) == start || self.call.is_none() {
+            return;
+        }
+        // Our used flags must be visible before we read the driver's wish.
+        fence(Ordering::SeqCst);
+        let (off_wrap, flags) = st.ring.driver_event();
+        let want = match flags.load(Ordering::Relaxed) {
+            EVENT_F_DISABLE => false,
+            EVENT_F_DESC if self.event_idx => need_event_packed(
+                off_wrap.load(Ordering::Relaxed),
+                start.0,
+                start.1,
+                new,
+                new_wrap,
+                st.ring.size,
+            ),
+            // ENABLE, DESC without EVENT_IDX, or a reserved value: the
+            // driver gets an interrupt rather than a lost one.
+            _ => true,
+        };
+        if want {
+            self.interrupt();
+        }
+    }
+
+    /// `set_kick_wanted` on a packed ring: the device event area says
+    /// ENABLE or DISABLE (we never ask for a kick at a given position).
+    pub(super) fn set_kick_wanted_packed(&mut self, on: bool) {
+        let v = if on { EVENT_F_ENABLE } else { EVENT_F_DISABLE };
+        self.packed().ring.device_event().1.store(v, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+    }
+
+    /// `has_avail` on a packed ring: is the next slot available?
+    pub(super) fn has_avail_packed(&self) -> bool {
+        fence(Ordering::SeqCst);
+        let st = self.packed();
+        is_avail(st.ring.flags(self.last_avail), st.avail_wrap)
+    }
+}
