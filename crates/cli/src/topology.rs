@@ -277,6 +277,7 @@ pub fn node_config(run: &Run, setup: &Setup, dir: &Path, switch_core: usize) -> 
                 mrg_rxbuf: true,
                 tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
                 one_copy: true,
+                packed_ring: true,
             }),
             VnfInterface::Memif => PortKind::typed(nfv_memif::MemifConfig::new(socket)),
         };

@@ -460,6 +460,7 @@ mrg_rxbuf = false
                 mrg_rxbuf: true,
                 tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
                 one_copy: true,
+                packed_ring: true,
             }),
         }
     );
@@ -477,6 +478,7 @@ mrg_rxbuf = false
                 mrg_rxbuf: false,
                 tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
                 one_copy: true,
+                packed_ring: true,
             }),
         }
     );

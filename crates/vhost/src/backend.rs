@@ -344,7 +344,7 @@ impl Backend {
     /// guest's receive buffers.
     pub fn get_features(&self) -> u64 {
         let lent = self.shared.lend.claimed.load(Acquire);
-        features::offered(self.shared.cfg.mrg_rxbuf, !lent)
+        features::offered(self.shared.cfg.mrg_rxbuf, !lent, self.shared.cfg.packed_ring)
     }
 
     /// SET_FEATURES may come more than once (a guest driver that reloads
@@ -356,7 +356,7 @@ impl Backend {
             features,
             // IN_ORDER stays acceptable: a borrower may have claimed the
             // port between GET_FEATURES and now (its rings then do not lend).
-            features::offered(self.shared.cfg.mrg_rxbuf, true),
+            features::offered(self.shared.cfg.mrg_rxbuf, true, self.shared.cfg.packed_ring),
         ) {
             return Err(self.negotiation_error(e));
         }
@@ -412,7 +412,9 @@ impl Backend {
 
     pub fn set_vring_num(&mut self, index: u32, num: u32) -> Answer<()> {
         let i = self.vring_index(index, "SET_VRING_NUM")?;
-        let ok = (1..=MAX_QUEUE_SIZE).contains(&num) && num.is_power_of_two();
+        // Packed rings may have any size; split rings a power of two.
+        let packed = self.acked & nfv_virtio::layout::VIRTIO_F_RING_PACKED != 0;
+        let ok = (1..=MAX_QUEUE_SIZE).contains(&num) && (packed || num.is_power_of_two());
         self.change(i, |v| v.num = if ok { num as u16 } else { 0 });
         if ok {
             Ok(())
@@ -429,6 +431,9 @@ impl Backend {
         Ok(())
     }
 
+    /// On a packed ring `base` carries the avail wrap counter in bit 15
+    /// (`nfv_virtio::packed::encode_base`); the device queue decodes it,
+    /// and GET_VRING_BASE answers in the same form.
     pub fn set_vring_base(&mut self, index: u32, base: u32) -> Answer<()> {
         let i = self.vring_index(index, "SET_VRING_BASE")?;
         let epoch = self.next();

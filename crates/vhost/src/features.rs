@@ -7,8 +7,9 @@ use nfv_virtio::layout::{
 };
 use vhost::vhost_user::VhostUserProtocolFeatures;
 
-/// Virtio feature bits offered to every frontend. `RING_PACKED` is never
-/// offered: the rings are split rings only. `IN_ORDER` is: our device
+/// Virtio feature bits offered to every frontend. `RING_PACKED` when the
+/// port allows packed rings (`packed_ring`, default on): the frontend
+/// chooses (QEMU `packed=on`, testpmd `packed_vq=1`). `IN_ORDER` too: our device
 /// queues use chains strictly in avail order (bad ones included, returned
 /// with length 0), and DPDK's virtio PMD runs cheaper in-order paths with
 /// it. Its testpmd endpoint in `nfv-bench hop` is the bottleneck of a 64 B
@@ -17,7 +18,7 @@ use vhost::vhost_user::VhostUserProtocolFeatures;
 /// (`in_order` false) once another port borrows the guest's receive
 /// buffers (`crate::lend`): lent buffers complete in the order the kernel
 /// fills them.
-pub fn offered(mrg_rxbuf: bool, in_order: bool) -> u64 {
+pub fn offered(mrg_rxbuf: bool, in_order: bool, packed: bool) -> u64 {
     let mut f = VIRTIO_F_VERSION_1
         | VIRTIO_RING_F_INDIRECT_DESC
         | VIRTIO_RING_F_EVENT_IDX
@@ -28,6 +29,9 @@ pub fn offered(mrg_rxbuf: bool, in_order: bool) -> u64 {
     }
     if in_order {
         f |= VIRTIO_F_IN_ORDER;
+    }
+    if packed {
+        f |= VIRTIO_F_RING_PACKED;
     }
     f
 }
@@ -45,10 +49,13 @@ pub fn protocol_offered() -> VhostUserProtocolFeatures {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NegotiationError {
     #[error(
-        "the frontend acked VIRTIO_F_RING_PACKED (bit 34), which is not offered: \
-         only split virtqueues are supported (e.g. drop testpmd's packed_vq=1)"
+        "the frontend acked VIRTIO_F_RING_PACKED (bit 34), which this port does not offer \
+         (packed_ring = false): use split virtqueues (e.g. drop testpmd's packed_vq=1) \
+         or set packed_ring = true"
     )]
     RingPacked,
+    #[error("the frontend acked VIRTIO_F_RING_PACKED without VIRTIO_F_VERSION_1")]
+    PackedWithoutVersion1,
     #[error("the frontend acked virtio features {0:#x} that were not offered")]
     Unoffered(u64),
     #[error("the frontend acked vhost-user protocol features {0:#x} that were not offered")]
@@ -63,6 +70,9 @@ pub fn check_ack(acked: u64, offered: u64) -> Result<(), NegotiationError> {
     }
     if extra != 0 {
         return Err(NegotiationError::Unoffered(extra));
+    }
+    if acked & VIRTIO_F_RING_PACKED != 0 && acked & VIRTIO_F_VERSION_1 == 0 {
+        return Err(NegotiationError::PackedWithoutVersion1);
     }
     Ok(())
 }
@@ -119,23 +129,30 @@ mod tests {
 
     #[test]
     fn offered_bits() {
-        let f = offered(true, true);
+        let f = offered(true, true, false);
         assert_eq!(f & VIRTIO_F_RING_PACKED, 0);
         assert_ne!(f & VIRTIO_NET_F_MRG_RXBUF, 0);
-        assert_eq!(offered(false, true) & VIRTIO_NET_F_MRG_RXBUF, 0);
+        assert_eq!(offered(false, true, false) & VIRTIO_NET_F_MRG_RXBUF, 0);
         assert_ne!(f & VIRTIO_F_IN_ORDER, 0);
         assert_eq!(f, 0x9_7040_8000);
+        assert_eq!(offered(true, true, true), 0xd_7040_8000);
     }
 
     #[test]
     fn acks_are_checked() {
-        let f = offered(false, true);
+        let f = offered(false, true, false);
         assert_eq!(check_ack(f, f), Ok(()));
         assert_eq!(check_ack(VIRTIO_F_VERSION_1, f), Ok(()));
         assert_eq!(check_ack(0, f), Ok(()));
         assert_eq!(
             check_ack(f | VIRTIO_F_RING_PACKED, f),
             Err(NegotiationError::RingPacked)
+        );
+        let p = offered(false, true, true);
+        assert_eq!(check_ack(p, p), Ok(()));
+        assert_eq!(
+            check_ack(VIRTIO_F_RING_PACKED, p),
+            Err(NegotiationError::PackedWithoutVersion1)
         );
         assert_eq!(
             check_ack(VIRTIO_NET_F_MRG_RXBUF, f),

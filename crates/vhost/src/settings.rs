@@ -55,6 +55,10 @@ pub struct VhostUserConfig {
     /// every frame is copied into the switch's pool first (two copies per
     /// hop), for A/B comparisons. Default true.
     pub one_copy: bool,
+    /// Offer packed virtqueues (VIRTIO_F_RING_PACKED); the frontend
+    /// chooses which layout to use. Packed rings always copy (no one-copy
+    /// split packets, no lending to AF_XDP ports). Default true.
+    pub packed_ring: bool,
 }
 
 impl VhostUserConfig {
@@ -74,6 +78,7 @@ impl VhostUserConfig {
             mrg_rxbuf: true,
             tx_retries: Self::DEFAULT_TX_RETRIES,
             one_copy: true,
+            packed_ring: true,
         }
     }
 }
@@ -116,6 +121,7 @@ impl PortType for VhostUserType {
             "mrg_rxbuf",
             "tx_retries",
             "one_copy",
+            "packed_ring",
         ]
     }
     fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
@@ -151,6 +157,7 @@ impl PortType for VhostUserType {
                 d.tx_retries,
             )?,
             one_copy: t.bool_or("one_copy", d.one_copy)?,
+            packed_ring: t.bool_or("packed_ring", d.packed_ring)?,
         }))
     }
     fn open(

@@ -1,5 +1,6 @@
 //! The port against the `vhost` crate's frontend over real unix sockets,
-//! in server and client mode: negotiation, packed rings refused, traffic
+//! in server and client mode: negotiation, packed rings (served, or
+//! refused when turned off), traffic
 //! through the port's own queues byte-exact (64 and 1518 B, MRG_RXBUF on
 //! and off, 1 and 2 queue pairs), ring positions, shared virtqueues,
 //! disconnect + reconnect, and ring fill in the port's gauges.
@@ -29,8 +30,8 @@ fn negotiation_offers_what_is_implemented() {
     let mut fe = connect(&path);
     fe.set_owner().unwrap();
     let offered = fe.get_features().unwrap();
-    assert_eq!(offered, features::offered(true, true));
-    assert_eq!(offered & VIRTIO_F_RING_PACKED, 0);
+    assert_eq!(offered, features::offered(true, true, true));
+    assert_ne!(offered & VIRTIO_F_RING_PACKED, 0, "packed rings offered");
     fe.set_features(offered).unwrap();
     let pf = fe.get_protocol_features().unwrap();
     assert_eq!(
@@ -46,7 +47,8 @@ fn negotiation_offers_what_is_implemented() {
     assert_eq!(get("mode"), "server");
     assert_eq!(gauges.connected, Some(true));
     assert!(get("features").contains("MRG_RXBUF"), "{gauges:?}");
-    assert_eq!(get("ring_layout"), "split");
+    // Everything offered was acked, packed rings included.
+    assert_eq!(get("ring_layout"), "packed");
     assert_eq!(get("queue_pairs"), "0 of 4 enabled");
 
     let path2 = sock("neg2");
@@ -58,11 +60,15 @@ fn negotiation_offers_what_is_implemented() {
 }
 
 #[test]
-fn ring_packed_is_refused_and_the_port_stays_up() {
+fn ring_packed_is_refused_when_turned_off_and_the_port_stays_up() {
     for mode in [Server, Client] {
         let path = sock(&format!("packed-{mode:?}"));
         let listener = (mode == Client).then(|| listen(&path));
-        let mut sw = SwitchSide::open("packed", &cfg(&path, mode, 1, true), 1);
+        let no_packed = nfv_vhost::VhostUserConfig {
+            packed_ring: false,
+            ..cfg(&path, mode, 1, true)
+        };
+        let mut sw = SwitchSide::open("packed", &no_packed, 1);
         let fresh = || match &listener {
             Some(l) => accept(l),
             None => connect(&path),
@@ -70,6 +76,7 @@ fn ring_packed_is_refused_and_the_port_stays_up() {
         let fe = fresh();
         fe.set_owner().unwrap();
         let offered = fe.get_features().unwrap();
+        assert_eq!(offered & VIRTIO_F_RING_PACKED, 0, "not offered");
         // No REPLY_ACK yet: the refusal shows as the connection closing.
         let _ = fe.set_features(offered | VIRTIO_F_RING_PACKED);
         let port = sw.port.clone();
@@ -84,6 +91,84 @@ fn ring_packed_is_refused_and_the_port_stays_up() {
         assert_eq!(g.features & VIRTIO_F_RING_PACKED, 0);
         round_trip(&mut g, &mut sw, 0, 0, 0, &[frame(64, 1), frame(1518, 2)]);
         assert_eq!(port.status().negotiation_errors, 1);
+    }
+}
+
+/// Packed rings through the port's own queues: MRG_RXBUF on and off, 1
+/// and 2 pairs, a ring size that is not a power of two, frames of 64 to
+/// 1518 bytes byte-exact; `show ports` says `packed`; GET_VRING_BASE
+/// answers with the wrap counter in bit 15, and a ring restarted from it
+/// carries on.
+#[test]
+fn packed_rings_round_trip_byte_exact() {
+    for mrg in [true, false] {
+        for pairs in [1, 2] {
+            for size in [256u16, 300] {
+                let tag = format!("pk-{mrg}-{pairs}-{size}");
+                let path = sock(&tag);
+                let mut sw = SwitchSide::open(&tag, &cfg(&path, Server, pairs, mrg), pairs);
+                let fe = connect(&path);
+                let offered = fe.get_features().unwrap();
+                let f = guest_features(offered) | VIRTIO_F_RING_PACKED;
+                let opts = GuestOpts {
+                    pairs,
+                    size,
+                    rx_buf_len: if mrg { 512 } else { 0 },
+                    features: Some(f),
+                };
+                fe.set_owner().unwrap();
+                let mut g = Guest::setup(fe, &tag, &opts);
+                assert_ne!(g.features & VIRTIO_F_RING_PACKED, 0);
+                wait_status(&sw.port, "pairs enabled", |s| s.pairs_enabled == pairs);
+                assert_eq!(sw.port.gauges().text("ring_layout").unwrap(), "packed");
+                for p in 0..pairs {
+                    let frames: Vec<_> = (0..1200)
+                        .map(|i| frame([64, 65, 700, 1518][i % 4], (p * 10000 + i) as u32))
+                        .collect();
+                    for chunk in frames.chunks(200) {
+                        round_trip(&mut g, &mut sw, p, p, p, chunk);
+                    }
+                }
+                let st = sw.port.status();
+                assert!(st.vrings.iter().all(|v| v.violations() == 0), "{st:#?}");
+                assert_eq!((st.protocol_errors, st.ring_errors), (0, 0), "{st:#?}");
+                // 1200 chains through the guest TX ring of pair 0.
+                let (slot, wrap) = (1200 % size, (1200 / size) % 2 == 0);
+                let stop = std::sync::atomic::AtomicBool::new(false);
+                std::thread::scope(|s| {
+                    let pmd = s.spawn(|| {
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            sw.poll();
+                        }
+                    });
+                    let base = g.fe.get_vring_base(1).unwrap() as u16;
+                    assert_eq!(base, nfv_virtio::packed::encode_base(slot, wrap), "{tag}");
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    pmd.join().unwrap();
+                });
+                // Restart vring 1 where it stopped: traffic carries on.
+                let a = g.ring_addrs[1];
+                g.fe.set_vring_base(1, nfv_virtio::packed::encode_base(slot, wrap))
+                    .unwrap();
+                g.fe.set_vring_addr(
+                    1,
+                    &vhost::VringConfigData {
+                        queue_max_size: size,
+                        queue_size: size,
+                        flags: 0,
+                        desc_table_addr: a.desc,
+                        used_ring_addr: a.used,
+                        avail_ring_addr: a.avail,
+                        log_addr: None,
+                    },
+                )
+                .unwrap();
+                let kick = vmm_sys_util::eventfd::EventFd::new(libc::EFD_NONBLOCK).unwrap();
+                g.fe.set_vring_kick(1, &kick).unwrap();
+                let more: Vec<_> = (0..100).map(|i| frame(128, 50000 + i)).collect();
+                round_trip(&mut g, &mut sw, 0, 0, 0, &more);
+            }
+        }
     }
 }
 

@@ -51,14 +51,33 @@ struct Run {
     extra: &'static str,
     queues: usize,
     mrg: bool,
-    len: usize,
+    /// Frame lengths, in turn.
+    lens: &'static [usize],
     count: usize,
     /// Two VNFs (testpmd ports 0↔1 and 2↔3) with the switch between
     /// them: p2 → p3 is a vhost-user → vhost-user hop (one copy).
     chain: bool,
 }
 
+impl Run {
+    fn packed(&self) -> bool {
+        self.extra.contains("packed_vq=1")
+    }
+}
+
 /// The switch's port numbers for the generator and the checker.
+/// A packed-ring run: frames of 64 to 1518 bytes.
+fn packed(extra: &'static str, queues: usize, mrg: bool) -> Run {
+    Run {
+        extra,
+        queues,
+        mrg,
+        lens: &[64, 1518, 128, 700, 65, 1500],
+        count: 1200,
+        chain: false,
+    }
+}
+
 const GEN: u16 = 10;
 const CHECK: u16 = 20;
 
@@ -106,7 +125,7 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
         .collect();
     let (p1, p2) = (&ports[0], &ports[1]);
     let frames: Arc<Vec<Vec<u8>>> =
-        Arc::new((0..r.count).map(|i| frame(r.len, i as u32)).collect());
+        Arc::new((0..r.count).map(|i| frame(r.lens[i % r.lens.len()], i as u32)).collect());
     let state = Arc::new(AtomicU8::new(IDLE));
     let got = Arc::new(Mutex::new(Vec::new()));
     let gen_port = frames_port(frames.clone(), state.clone());
@@ -149,7 +168,15 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
         )));
     }
     let st = p1.status();
-    assert_eq!(st.features & nfv_virtio::layout::VIRTIO_F_RING_PACKED, 0);
+    assert_eq!(
+        st.features & nfv_virtio::layout::VIRTIO_F_RING_PACKED != 0,
+        r.packed(),
+        "packed rings negotiated iff testpmd asked for them"
+    );
+    let layout = if r.packed() { "packed" } else { "split" };
+    for p in &ports {
+        assert_eq!(p.gauges().text("ring_layout").as_deref(), Some(layout));
+    }
     eprintln!(
         "testpmd connected: features {}",
         nfv_vhost::features::describe(st.features)
@@ -260,9 +287,10 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
     }
     // Frames the VNFs sent went on in one copy when long enough to split
     // (the probes are 64 B: never split).
+    let long = r.lens.iter().all(|&l| l >= nfv_mem::SPLIT_HEAD + nfv_virtio::SPLIT_MIN_TAIL);
     for p in ports.iter().skip(1).step_by(2) {
         let st = p.status();
-        if r.len >= nfv_mem::SPLIT_HEAD + nfv_virtio::SPLIT_MIN_TAIL {
+        if long && !r.packed() {
             assert!(
                 st.one_copy >= got.len() as u64,
                 "{}: {} of {} frames forwarded in one copy",
@@ -274,7 +302,7 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
             assert_eq!(
                 st.one_copy,
                 0,
-                "{}: short frames are copied whole",
+                "{}: short frames (and all on packed rings) are copied whole",
                 p.name()
             );
         }
@@ -308,7 +336,7 @@ fn interop_with_testpmd() {
             extra: "",
             queues: 1,
             mrg: true,
-            len: 1518,
+            lens: &[1518],
             count: 2000,
             chain: false,
         },
@@ -316,7 +344,7 @@ fn interop_with_testpmd() {
             extra: "",
             queues: 2,
             mrg: false,
-            len: 64,
+            lens: &[64],
             count: 2000,
             chain: false,
         },
@@ -326,7 +354,7 @@ fn interop_with_testpmd() {
             extra: "",
             queues: 1,
             mrg: true,
-            len: 1518,
+            lens: &[1518],
             count: 2000,
             chain: true,
         },
@@ -334,19 +362,24 @@ fn interop_with_testpmd() {
             extra: "",
             queues: 2,
             mrg: false,
-            len: 700,
+            lens: &[700],
             count: 2000,
             chain: true,
         },
-        // testpmd asking for packed rings: RING_PACKED is not offered, and
-        // DPDK 22.11 virtio-user then falls back to split rings.
+        // Packed rings (testpmd packed_vq=1): in_order 0/1 × mrg_rxbuf
+        // 0/1 × 1-2 queue pairs, frames of 64 to 1518 bytes.
+        packed(",packed_vq=1,in_order=0", 1, true),
+        packed(",packed_vq=1,in_order=0", 2, false),
+        packed(",packed_vq=1,in_order=1", 1, false),
+        packed(",packed_vq=1,in_order=1", 2, true),
+        packed(",packed_vq=1,in_order=0", 1, false),
+        packed(",packed_vq=1,in_order=0", 2, true),
+        packed(",packed_vq=1,in_order=1", 1, true),
+        packed(",packed_vq=1,in_order=1", 2, false),
+        // A chain of two VNFs on packed rings.
         Run {
-            extra: ",packed_vq=1",
-            queues: 1,
-            mrg: true,
-            len: 200,
-            count: 500,
-            chain: false,
+            chain: true,
+            ..packed(",packed_vq=1,in_order=1", 1, true)
         },
     ];
     for (n, r) in runs.iter().enumerate() {
@@ -357,8 +390,8 @@ fn interop_with_testpmd() {
                 return;
             }
             Err(Failure::Fail(e)) => panic!(
-                "run {n} (queues {}, mrg {}, {} B{}, chain {}): {e}",
-                r.queues, r.mrg, r.len, r.extra, r.chain
+                "run {n} (queues {}, mrg {}, {:?} B{}, chain {}): {e}",
+                r.queues, r.mrg, r.lens, r.extra, r.chain
             ),
         }
     }

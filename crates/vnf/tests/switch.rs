@@ -197,6 +197,7 @@ impl Switch {
             mrg_rxbuf: true,
             tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
             one_copy: true,
+            packed_ring: true,
         };
         let port = VhostUserPort::open("vnf0", &cfg).expect("vhost-user port");
         self.dp.add_port(VHOST, port.clone()).expect("add vhost");

@@ -16,7 +16,7 @@ use nfv_vhost::{VhostStatus, VhostUserPort};
 use nfv_vhost::{VhostUserConfig, VhostUserMode};
 use nfv_virtio::layout::{
     VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF,
-    VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
+    VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC, VIRTIO_F_RING_PACKED,
 };
 use nfv_virtio::{DriverQueue, DriverSetup, GuestMemory, RingAddrs, layout_rings, ring_area_bytes};
 use vhost::vhost_user::message::VhostUserHeaderFlag;
@@ -41,6 +41,7 @@ pub fn cfg(socket: &Path, mode: VhostUserMode, queues: usize, mrg: bool) -> Vhos
         mrg_rxbuf: mrg,
         tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
         one_copy: true,
+        packed_ring: true,
     }
 }
 
@@ -182,8 +183,12 @@ pub struct GuestMem {
 
 impl GuestMem {
     pub fn new(tag: &str, opts: &GuestOpts, features: u64) -> GuestMem {
-        let pool = pool(&format!("guest-{tag}"), 1024);
+        // Every ring full (RX posted, TX not yet reclaimed) and a burst to
+        // spare.
+        let frames = (2 * opts.pairs * opts.size as usize + 256).max(1024);
+        let pool = pool(&format!("guest-{tag}"), frames);
         let cache = pool.cache();
+        // Large enough for either layout (a packed ring needs less).
         let area = ring_area_bytes(opts.size);
         let n = 2 * opts.pairs;
         let rings = Region::new("guest-rings", area * n, HugepageMode::Never).expect("rings");
@@ -202,8 +207,14 @@ impl GuestMem {
         );
         let mut ring_addrs = Vec::new();
         let (mut rx, mut tx) = (Vec::new(), Vec::new());
+        let packed = features & VIRTIO_F_RING_PACKED != 0;
         for i in 0..n {
-            let a = layout_rings(rb as u64 + (i * area) as u64, area, opts.size).unwrap();
+            let at = rb as u64 + (i * area) as u64;
+            let a = if packed {
+                nfv_virtio::packed::layout_packed(at, area, opts.size).unwrap()
+            } else {
+                layout_rings(at, area, opts.size).unwrap()
+            };
             ring_addrs.push(a);
             let q = DriverQueue::new(DriverSetup {
                 mem: mem.clone(),
@@ -361,7 +372,13 @@ impl Guest {
         );
         self.fe.set_vring_call(i, &call)?;
         self.fe.set_vring_num(i, opts.size)?;
-        self.fe.set_vring_base(i, 0)?;
+        // Packed rings start in lap 1: the wrap counter in bit 15.
+        let base = if self.features & VIRTIO_F_RING_PACKED != 0 {
+            0x8000
+        } else {
+            0
+        };
+        self.fe.set_vring_base(i, base)?;
         self.fe.set_vring_addr(
             i,
             &VringConfigData {
