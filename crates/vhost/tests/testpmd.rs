@@ -410,6 +410,7 @@ fn interop_with_testpmd() {
 
 const RESTART_CLIENT: &str = "testpmd::testpmd_killed_and_restarted_client_mode";
 const RESTART_SERVER: &str = "testpmd::testpmd_killed_and_restarted_server_mode";
+const RESTART_PACKED: &str = "testpmd::testpmd_killed_and_restarted_packed_rings";
 
 /// How long traffic may take to resume after the new testpmd starts.
 const RESUME: Duration = Duration::from_secs(20);
@@ -435,6 +436,8 @@ struct RestartRun {
     mode: VhostUserMode,
     queues: usize,
     mrg: bool,
+    /// testpmd asks for packed rings (packed_vq=1).
+    packed: bool,
     /// Kill/restart cycles.
     cycles: usize,
 }
@@ -484,15 +487,16 @@ fn restart_run(r: &RestartRun, tag: &str) -> Result<(), Failure> {
 
     let server = if r.mode == Client { ",server=1" } else { "" };
     let mrg = if r.mrg { 1 } else { 0 };
+    let packed = if r.packed { ",packed_vq=1" } else { "" };
     let args = |prefix: &str| {
         testpmd_args(
             prefix,
             format!(
-                "--vdev=net_virtio_user0,path={}{server},queues={q},mrg_rxbuf={mrg}",
+                "--vdev=net_virtio_user0,path={}{server},queues={q},mrg_rxbuf={mrg}{packed}",
                 s1.display()
             ),
             format!(
-                "--vdev=net_virtio_user1,path={}{server},queues={q},mrg_rxbuf={mrg}",
+                "--vdev=net_virtio_user1,path={}{server},queues={q},mrg_rxbuf={mrg}{packed}",
                 s2.display()
             ),
             q,
@@ -526,6 +530,8 @@ fn restart_run(r: &RestartRun, tag: &str) -> Result<(), Failure> {
     };
 
     let mut tp = start(0)?;
+    let layout = if r.packed { "packed" } else { "split" };
+    assert_eq!(info(&*p1, "ring_layout").as_deref(), Some(layout));
     gen_on.store(true, Release);
     if !nfv_testutil::wait_until(Duration::from_secs(30), || check.good() >= FLOWING) {
         let (out, err) = tp.stop();
@@ -698,9 +704,27 @@ fn testpmd_killed_and_restarted_client_mode() {
             mode: Client,
             queues: 1,
             mrg: true,
+            packed: false,
             cycles: 2,
         },
         "rc",
+    );
+}
+
+/// The same on packed rings: a new testpmd starts its rings afresh
+/// (SET_VRING_BASE slot 0, wrap counter 1), and the ports serve them.
+#[test]
+fn testpmd_killed_and_restarted_packed_rings() {
+    restart_test(
+        RESTART_PACKED,
+        &RestartRun {
+            mode: Client,
+            queues: 2,
+            mrg: true,
+            packed: true,
+            cycles: 2,
+        },
+        "rp",
     );
 }
 
@@ -713,6 +737,7 @@ fn testpmd_killed_and_restarted_server_mode() {
             mode: Server,
             queues: 2,
             mrg: false,
+            packed: false,
             cycles: 2,
         },
         "rs",
