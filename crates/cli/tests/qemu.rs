@@ -86,6 +86,7 @@ impl Bed {
             qemu_server,
             queues: 2,
             mrg_rxbuf: true,
+            packed: false,
         };
         let specs = [
             spec(PORTS[0], "52:54:00:00:00:0a", "198.18.0.1/24", false),
@@ -186,6 +187,7 @@ const CASES: &[(&str, Case)] = &[
         "QEMU SIGKILLed and restarted (vm-a mrg_rxbuf=off)",
         qemu_restart,
     ),
+    ("vm-a restarted with packed virtqueues (packed=on)", packed_guest),
     ("switch counters: traffic, no errors", switch_health),
 ];
 
@@ -239,9 +241,14 @@ fn check_features(bed: &mut Bed, want_mrg: [bool; 2]) -> Result<String, String> 
     for (i, port) in PORTS.into_iter().enumerate() {
         let switch = bed.node.info(port, "features")?;
         let layout = bed.node.info(port, "ring_layout")?;
-        if layout != "split" {
+        let want = if bed.specs[i].packed {
+            "packed"
+        } else {
+            "split"
+        };
+        if layout != want {
             return Err(format!(
-                "{port}: ring_layout {layout:?}, the guest's is split"
+                "{port}: ring_layout {layout:?}, the guest's is {want}"
             ));
         }
         let has = |f: &str| {
@@ -545,6 +552,35 @@ fn qemu_restart(bed: &mut Bed) -> Result<String, String> {
     Ok(format!(
         "{boot}; reconnects {before:?} -> {after:?}; {summary}; {features}"
     ))
+}
+
+/// vm-a comes back with `packed=on` (and mergeable buffers again): the
+/// Linux driver runs packed virtqueues on both queue pairs, the switch
+/// reports `ring_layout = packed` for vm-a and `split` for vm-b, and
+/// traffic flows both ways between the two layouts.
+fn packed_guest(bed: &mut Bed) -> Result<String, String> {
+    if let Some(a) = bed.a.take() {
+        a.kill();
+    }
+    let gone = nfv_testutil::wait_until(CONNECT, || {
+        bed.node
+            .info(PORTS[0], "connected")
+            .is_ok_and(|c| c == "false")
+    });
+    if !gone {
+        return Err("vm-a: the switch did not notice its QEMU die".into());
+    }
+    bed.specs[0].packed = true;
+    bed.specs[0].mrg_rxbuf = true;
+    let spec = bed.specs[0].clone();
+    let g = Guest::boot(&bed.image, spec, &bed.dir.0, BOOT)?;
+    let boot = g.boot_secs;
+    bed.a = Some(g);
+    bed.node.wait_connected(PORTS[0], 1, CONNECT)?;
+    let features = check_features(bed, [true, false])?;
+    let (a, b) = bed.guests()?;
+    let summary = traffic::both_ways(a, b)?;
+    Ok(format!("boot {boot:.1} s; {summary}; {features}"))
 }
 
 /// Per-vring counters that a well-behaved guest never causes: the ring

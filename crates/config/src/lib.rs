@@ -67,6 +67,8 @@
 //! #   tx_retries = 8               # 0..=32 retries into a full guest RX ring (OVS tx-retries)
 //! #   one_copy = true              # frames this guest sends reach another guest in one copy
 //! #                                #   (false: through the switch's pool, for A/B runs)
+//! #   packed_ring = true           # offer packed virtqueues (VIRTIO_F_RING_PACKED); the guest
+//! #                                #   chooses (QEMU packed=on, testpmd packed_vq=1)
 //! # type = "memif":
 //! #   socket = "/run/m1.sock"      # required; a file, or "@name" for an abstract socket
 //! #                                #   (DPDK's default is @/run/memif.sock); server ports

@@ -884,6 +884,13 @@ fn vhost_user_ports() {
             msg: "invalid type: integer `1`, expected a boolean",
         },
         Bad {
+            name: "packed_ring type",
+            text: vhost("socket = \"/tmp/v.sock\"\npacked_ring = \"yes\"\n"),
+            line: 6,
+            field: "port[0].packed_ring",
+            msg: "invalid type: string \"yes\", expected a boolean",
+        },
+        Bad {
             name: "rxqs",
             text: vhost("socket = \"/tmp/v.sock\"\nrxqs = 2\n"),
             line: 6,

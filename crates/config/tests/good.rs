@@ -445,6 +445,7 @@ socket = "vm2.sock"
 mode = "server"
 queues = 16
 mrg_rxbuf = false
+packed_ring = false
 "#,
     );
     assert_eq!(
@@ -478,7 +479,7 @@ mrg_rxbuf = false
                 mrg_rxbuf: false,
                 tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
                 one_copy: true,
-                packed_ring: true,
+                packed_ring: false,
             }),
         }
     );

@@ -1,4 +1,5 @@
-//! Split virtqueues for virtio-net, written by hand for the fast path.
+//! Virtqueues for virtio-net, split and packed, written by hand for the
+//! fast path.
 //!
 //! Ring processing is library code: it knows nothing of threads, sockets or
 //! processes (cloud-hypervisor's lesson), so the same code serves
@@ -12,10 +13,13 @@
 //! (no loops), indexes are validated, and a queue that misbehaves is
 //! quarantined with a counter ([`device::QueueErrors`]) instead of panicking.
 //!
-//! Only split rings are implemented (no packed rings); the device side
-//! always uses chains in the order they were made available, so it can
-//! offer VIRTIO_F_IN_ORDER. Data is copied between the ring buffers and
-//! pool packets (no zero-copy yet).
+//! Split rings (`ring.rs`, §2.7) and packed rings ([`packed`], §2.8) sit
+//! behind the same queue types: a queue whose features include
+//! `VIRTIO_F_RING_PACKED` runs the packed code (`device/packed.rs`,
+//! `driver/packed.rs`) and everything else is shared (counters, budgets,
+//! the copy loops). The device side always uses chains in the order they
+//! were made available, so it can offer VIRTIO_F_IN_ORDER. Split rings
+//! also do one-copy forwarding and lending (`device/`); packed rings copy.
 //!
 //! Nothing the peer controls can block or kill the thread running a queue:
 //! - interrupts and kicks go through [`notify`]: the queue marks a

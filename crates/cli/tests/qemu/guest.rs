@@ -61,6 +61,8 @@ pub struct Spec {
     pub queues: u16,
     /// `mrg_rxbuf=off` on the device when false.
     pub mrg_rxbuf: bool,
+    /// `packed=on`: the guest driver uses packed virtqueues.
+    pub packed: bool,
 }
 
 impl Spec {
@@ -179,6 +181,9 @@ fn qemu_args(image: &Image, spec: &Spec, console_log: &Path, serial: &Path) -> V
     );
     if !spec.mrg_rxbuf {
         device.push_str(",mrg_rxbuf=off");
+    }
+    if spec.packed {
+        device.push_str(",packed=on");
     }
     let args = [
         "-machine",
