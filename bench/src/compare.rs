@@ -161,6 +161,7 @@ pub fn prepare(c: &Common, scenarios: &[Scenario]) -> Result<Prepared, String> {
     let nfv_scenarios = [
         Scenario::Nfvswitch,
         Scenario::NfvswitchCopy,
+        Scenario::NfvswitchPacked,
         Scenario::NfvswitchMemif,
         Scenario::NfvswitchMemifCopy,
     ];

@@ -93,6 +93,9 @@ pub struct NfvSwitch {
     proc: Proc,
     socket: PathBuf,
     start: Counters,
+    /// The ring layout the vhost-user ports must run (see
+    /// [`NfvSwitch::expecting_layout`]).
+    layout: Option<&'static str>,
 }
 
 /// The node config (TOML) for `nports` vhost-user ports (`one_copy`:
@@ -197,7 +200,38 @@ impl NfvSwitch {
             proc,
             socket,
             start: Counters::default(),
+            layout: None,
         })
+    }
+
+    /// Every measured window first checks that the vhost-user ports run
+    /// this ring layout (`split`/`packed`): an endpoint that silently fell
+    /// back would make an A/B of layouts meaningless.
+    pub fn expecting_layout(mut self, layout: &'static str) -> NfvSwitch {
+        self.layout = Some(layout);
+        self
+    }
+
+    fn check_layout(&self, want: &str) -> Result<(), String> {
+        let reply = nfv_control::request(&self.socket, &nfv_control::Request::ShowPorts)?;
+        let data = match reply {
+            nfv_control::Response::Ok { data } => data,
+            nfv_control::Response::Error { message } => {
+                return Err(format!("show ports: {message}"));
+            }
+        };
+        let ports: Vec<nfv_control::protocol::PortReport> =
+            serde_json::from_value(data).map_err(|e| format!("show ports: {e}"))?;
+        for p in ports.iter().filter(|p| p.type_name == "vhost-user") {
+            let got = p.info.get("ring_layout").map_or("?", String::as_str);
+            if got != want {
+                return Err(format!(
+                    "port {}: ring layout {got}, this scenario needs {want}",
+                    p.name
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn counters(&self) -> Result<Counters, String> {
@@ -229,6 +263,9 @@ impl Dut for NfvSwitch {
         self.proc.ensure_alive()
     }
     fn window_start(&mut self) -> Result<(), String> {
+        if let Some(l) = self.layout {
+            self.check_layout(l)?;
+        }
         self.start = self.counters()?;
         Ok(())
     }

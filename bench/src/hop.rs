@@ -33,6 +33,10 @@ pub struct HopArgs {
     /// with `one_copy = false`.
     #[arg(long, conflicts_with = "copy_ab")]
     pub memif_copy_ab: bool,
+    /// A/B the split-ring hop against the packed-ring hop (the endpoint's
+    /// virtio-user ports with `packed_vq=1`).
+    #[arg(long, conflicts_with_all = ["copy_ab", "memif_ab", "memif_copy_ab"])]
+    pub packed_ab: bool,
 }
 
 pub fn hop(a: HopArgs) -> Result<(), String> {
@@ -44,6 +48,8 @@ pub fn hop(a: HopArgs) -> Result<(), String> {
         Some((Scenario::NfvswitchMemif, "vhost / memif"))
     } else if a.memif_copy_ab {
         Some((Scenario::NfvswitchMemifCopy, "memif one-copy / copy"))
+    } else if a.packed_ab {
+        Some((Scenario::NfvswitchPacked, "split / packed"))
     } else {
         None
     };

@@ -18,6 +18,9 @@ pub enum Scenario {
     /// copied into the switch's pool and out again (two copies per hop),
     /// for A/B against the default.
     NfvswitchCopy,
+    /// nfvswitch as by default, the endpoint's virtio-user ports asking
+    /// for packed virtqueues (`packed_vq=1`): the packed-ring hop.
+    NfvswitchPacked,
     /// nfvswitch with memif ports (client role) to the endpoint's
     /// net_memif servers instead of vhost-user: the memif hop.
     NfvswitchMemif,
@@ -35,6 +38,7 @@ impl Scenario {
         match self {
             Scenario::Nfvswitch => "nfvswitch",
             Scenario::NfvswitchCopy => "nfvswitch (copy)",
+            Scenario::NfvswitchPacked => "nfvswitch (packed)",
             Scenario::NfvswitchMemif => "nfvswitch (memif)",
             Scenario::NfvswitchMemifCopy => "nfvswitch (memif copy)",
             Scenario::Ovs => "ovs-dpdk",
@@ -46,6 +50,7 @@ impl Scenario {
         match self {
             Scenario::Nfvswitch => "nfv",
             Scenario::NfvswitchCopy => "nfvc",
+            Scenario::NfvswitchPacked => "nfvp",
             Scenario::NfvswitchMemif => "nfvm",
             Scenario::NfvswitchMemifCopy => "nfvmc",
             Scenario::Ovs => "ovs",
@@ -57,6 +62,7 @@ impl Scenario {
     pub fn vnif(self) -> Vnif {
         match self {
             Scenario::NfvswitchMemif | Scenario::NfvswitchMemifCopy => Vnif::Memif,
+            Scenario::NfvswitchPacked => Vnif::VhostPacked,
             _ => Vnif::Vhost,
         }
     }
@@ -64,7 +70,12 @@ impl Scenario {
     /// Starts the switch of this scenario.
     pub fn start(self, nfvswitch: &Path, lay: &Layout) -> Result<Box<dyn Dut>, String> {
         Ok(match self {
-            Scenario::Nfvswitch => Box::new(NfvSwitch::start(nfvswitch, lay, true)?),
+            Scenario::Nfvswitch => {
+                Box::new(NfvSwitch::start(nfvswitch, lay, true)?.expecting_layout("split"))
+            }
+            Scenario::NfvswitchPacked => {
+                Box::new(NfvSwitch::start(nfvswitch, lay, true)?.expecting_layout("packed"))
+            }
             Scenario::NfvswitchCopy => Box::new(NfvSwitch::start(nfvswitch, lay, false)?),
             Scenario::NfvswitchMemif => Box::new(NfvSwitch::start_memif(nfvswitch, lay, true)?),
             Scenario::NfvswitchMemifCopy => {

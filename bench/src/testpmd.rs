@@ -68,6 +68,8 @@ pub fn sock(sock_dir: &Path, i: usize) -> String {
 pub enum Vnif {
     /// virtio-user `server=1`: the switch connects as vhost-user client.
     Vhost,
+    /// The same with `packed_vq=1`: packed virtqueues.
+    VhostPacked,
     /// net_memif `role=server` on a socket file: the switch connects as
     /// memif client (and owns the memory).
     Memif,
@@ -94,6 +96,10 @@ pub fn endpoint_args(
         a.push(match vnif {
             Vnif::Vhost => format!(
                 "--vdev=net_virtio_user{i},path={},server=1,queues=1",
+                sock(sock_dir, i)
+            ),
+            Vnif::VhostPacked => format!(
+                "--vdev=net_virtio_user{i},path={},server=1,queues=1,packed_vq=1",
                 sock(sock_dir, i)
             ),
             Vnif::Memif => format!(

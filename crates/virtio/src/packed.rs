@@ -252,12 +252,6 @@ impl PackedRing {
         }
     }
 
-    /// Address of slot `i`, for prefetching.
-    #[inline(always)]
-    pub fn slot_ptr(&self, i: u16) -> *const PackedDesc {
-        self.slot(i)
-    }
-
     /// The driver area's `off_wrap` and `flags`.
     #[inline(always)]
     pub fn driver_event(&self) -> (&AtomicU16, &AtomicU16) {

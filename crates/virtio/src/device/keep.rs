@@ -56,6 +56,10 @@ impl DeviceQueue {
             return;
         }
         self.held = false;
+        if self.packed.is_some() {
+            // No keep mode on packed rings: every chain goes back.
+            return self.return_taken_packed();
+        }
         let n = std::mem::take(&mut self.n_splits);
         if self.quarantined {
             return;

@@ -350,8 +350,7 @@ impl DeviceQueue {
         if !on {
             self.complete_held();
         }
-        // Packed rings always copy (see `packed.rs`).
-        self.one_copy = on && self.packed.is_none();
+        self.one_copy = on;
     }
 
     /// Whether the ring is packed (`VIRTIO_F_RING_PACKED`).

@@ -20,8 +20,9 @@
 //!   length 0, its error counted, as on split rings. A chain whose NEXT
 //!   flags run around the whole ring has no end: the position cannot be
 //!   resynchronised, so the queue is quarantined (`chain_too_long`).
-//! * No one-copy split packets, lending or keeping on packed rings: the
-//!   queue copies both ways.
+//! * One-copy mode works as on split rings: a burst that handed out split
+//!   packets returns its chains (all of them, in order) only at
+//!   `complete_held`. No lending or keeping on packed rings.
 //! * Position after a reconnect: `VHOST_USER_GET_VRING_BASE` reports the
 //!   avail position and wrap counter ([`crate::packed::encode_base`]);
 //!   since nothing is in flight between bursts, the used position is the
@@ -67,6 +68,13 @@ pub(super) struct PackedState {
     /// RX: the used descriptors of the packet being written (at most one
     /// per descriptor the packet may visit).
     pending: Vec<PendingUsed>,
+    /// TX: the chains of the last burst (id, ring slots), returned at its
+    /// end — or, when split packets of the burst still read their tails,
+    /// by `complete_held` — in the order they were taken.
+    taken: [(u16, u16); nfv_mem::BATCH],
+    n_taken: usize,
+    /// Position and lap of the used position when that burst started.
+    burst_start: (u16, bool),
 }
 
 impl PackedState {
@@ -77,6 +85,9 @@ impl PackedState {
             used: idx,
             used_wrap: wrap,
             pending: Vec::with_capacity(MAX_CHAIN_DESCS as usize),
+            taken: [(0, 0); nfv_mem::BATCH],
+            n_taken: 0,
+            burst_start: (idx, wrap),
         }
     }
 }
@@ -260,10 +271,12 @@ impl DeviceQueue {
         }
         let (mut cur, mut wrap) = (self.last_avail, self.packed().avail_wrap);
         let start = (cur, wrap);
+        self.warm_packed(cur, wrap, room, false);
         let mut got = 0;
         let mut taken = 0u16;
         let mut bytes = 0u64;
         let mut spent = 0u32;
+        let mut split = 0u64;
         while (taken as usize) < room {
             let ring = &self.packed().ring;
             if !is_avail(ring.flags(cur), wrap) {
@@ -278,7 +291,6 @@ impl DeviceQueue {
                 break;
             };
             let mut chain = PackedChain::new(ring, cur, wrap, 0);
-            prefetch(ring.slot_ptr(cur.wrapping_add(2)));
             let r = self.read_tx_chain(&mut chain, &mut pkt);
             if chain.skip_rest().is_err() {
                 pool.free(pkt);
@@ -292,8 +304,13 @@ impl DeviceQueue {
                     batch.push(pkt);
                     got += 1;
                 }
-                // One-copy mode is never on for packed rings.
-                Ok(Tx::Split) | Ok(Tx::Oversize) => {
+                Ok(Tx::Split) => {
+                    bytes += pkt.frame_len() as u64;
+                    split += 1;
+                    batch.push(pkt);
+                    got += 1;
+                }
+                Ok(Tx::Oversize) => {
                     self.stats.oversize += 1;
                     pool.free(pkt);
                 }
@@ -302,7 +319,9 @@ impl DeviceQueue {
                     pool.free(pkt);
                 }
             }
-            self.write_used_packed(chain.id, 0, chain.descs, false);
+            let st = self.packed_mut();
+            st.taken[st.n_taken] = (chain.id, chain.descs);
+            st.n_taken += 1;
             (cur, wrap) = (chain.slot, chain.wrap);
             taken += 1;
         }
@@ -312,8 +331,32 @@ impl DeviceQueue {
         self.stats.packets += got as u64;
         self.stats.bytes += bytes;
         self.owe(spent, BURST_DESC_BUDGET);
-        self.finish_packed(start);
+        self.packed_mut().burst_start = start;
+        if split == 0 {
+            self.return_taken_packed();
+        } else {
+            // Their tails are still read: the chains go back at
+            // `complete_held`.
+            self.stats.one_copy += split;
+            self.held = true;
+        }
         got
+    }
+
+    /// Returns the chains of the last TX burst (used descriptors in the
+    /// order they were taken) and interrupts the driver if it asked.
+    #[inline(always)]
+    pub(super) fn return_taken_packed(&mut self) {
+        let n = std::mem::take(&mut self.packed_mut().n_taken);
+        if self.quarantined {
+            return;
+        }
+        for k in 0..n {
+            let (id, descs) = self.packed().taken[k];
+            self.write_used_packed(id, 0, descs, false);
+        }
+        let start = self.packed().burst_start;
+        self.finish_packed(start);
     }
 
     /// `enqueue_burst` on a packed ring.
@@ -324,6 +367,7 @@ impl DeviceQueue {
         }
         let start = (self.last_avail, self.packed().avail_wrap);
         let (mut cur, mut wrap) = start;
+        self.warm_packed(cur, wrap, batch.len(), true);
         let mut done = 0;
         let mut delivered = 0;
         let mut bytes = 0u64;
@@ -384,6 +428,25 @@ impl DeviceQueue {
         wrap: &mut bool,
         steps: &mut u32,
     ) -> Rx {
+        let ring = &self.packed().ring;
+        if !is_avail(ring.flags(*cur), *wrap) {
+            return Rx::NoBuffers;
+        }
+        // The common case: header and frame fit the first buffer of the
+        // next chain. Its used descriptor goes out at once.
+        let mut chain = PackedChain::new(ring, *cur, *wrap, *steps);
+        if let Some(total) = self.rx_into_first_buffer(&mut chain, pkt) {
+            let walked = chain.skip_rest();
+            *steps = chain.steps();
+            (*cur, *wrap) = (chain.slot, chain.wrap);
+            if walked.is_err() {
+                self.quarantine_packed();
+                return Rx::Dropped;
+            }
+            // total <= 12 + 65535: fits u32.
+            self.write_used_packed(chain.id, total as u32, chain.descs, true);
+            return Rx::Delivered;
+        }
         let mut fill = Fill::new(pkt, self.hdr_len);
         let mark = (*cur, *wrap);
         self.packed_mut().pending.clear();
@@ -394,29 +457,21 @@ impl DeviceQueue {
                 return Rx::NoBuffers;
             }
             let mut chain = PackedChain::new(ring, *cur, *wrap, *steps);
-            let first = self.packed().pending.is_empty();
             let mut written = 0usize;
             let mut failed = None;
-            let mut fast = false;
-            if first && let Some(total) = self.rx_into_first_buffer(&mut chain, pkt) {
-                // Header and frame went into the first buffer.
-                written = total;
-                fast = true;
-            } else {
-                while !fill.complete() {
-                    match chain.next(&self.mem, &mut self.hint) {
-                        Ok(Some(seg)) if seg.write => {
-                            written += fill.fill(seg.ptr, seg.len as usize);
-                        }
-                        Ok(Some(_)) => {
-                            failed = Some(ChainError::WrongDirection);
-                            break;
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            failed = Some(e);
-                            break;
-                        }
+            while !fill.complete() {
+                match chain.next(&self.mem, &mut self.hint) {
+                    Ok(Some(seg)) if seg.write => {
+                        written += fill.fill(seg.ptr, seg.len as usize);
+                    }
+                    Ok(Some(_)) => {
+                        failed = Some(ChainError::WrongDirection);
+                        break;
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
                     }
                 }
             }
@@ -446,7 +501,7 @@ impl DeviceQueue {
                 len: written as u32,
                 descs: chain.descs,
             });
-            if fast || fill.complete() {
+            if fill.complete() {
                 break;
             }
             if !self.mrg {
@@ -484,6 +539,27 @@ impl DeviceQueue {
     #[inline(always)]
     fn packed_mut(&mut self) -> &mut PackedState {
         self.packed.as_deref_mut().expect("a packed queue")
+    }
+
+    /// Reads ahead over up to `max` available slots from `(cur, wrap)` and
+    /// prefetches the buffer each points to (for writing on RX): the
+    /// descriptors and buffers were written by the driver's core, and
+    /// issuing every miss of the burst before the first copy overlaps
+    /// them instead of paying them one packet at a time (as the split
+    /// ring's bursts do). Addresses are only prefetched, never
+    /// dereferenced: no check needed here.
+    #[inline(always)]
+    fn warm_packed(&self, cur: u16, wrap: bool, max: usize, write: bool) {
+        let ring = &self.packed().ring;
+        let (mut i, mut w) = (cur, wrap);
+        for _ in 0..max {
+            if !is_avail(ring.flags(i), w) {
+                break;
+            }
+            let (addr, _, _) = ring.read(i);
+            self.mem.prefetch_packet(addr, self.hint, write);
+            step(&mut i, &mut w, ring.size);
+        }
     }
 
     /// Writes one used descriptor at the used position and moves it past
