@@ -46,6 +46,10 @@ pub struct VnfArgs {
     /// Ask for VIRTIO_NET_F_MRG_RXBUF.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     mrg_rxbuf: bool,
+    /// Use packed virtqueues (VIRTIO_F_RING_PACKED; the switch must offer
+    /// them) instead of split ones.
+    #[arg(long)]
+    packed: bool,
     /// busy: spin; adaptive: spin while packets flow, sleep on the call
     /// eventfd when idle.
     #[arg(long, default_value = "adaptive", value_parser = ["busy", "adaptive"])]
@@ -80,6 +84,7 @@ impl From<VnfArgs> for VnfOptions {
             queues: a.queues,
             ring_size: a.ring_size,
             mrg_rxbuf: a.mrg_rxbuf,
+            packed: a.packed,
             poll: a.poll,
             idle_polls: a.idle_polls,
             stats_every: a.stats_every,

@@ -110,6 +110,8 @@ pub struct VnfOptions {
     pub queues: u32,
     pub ring_size: u32,
     pub mrg_rxbuf: bool,
+    /// Ask for packed virtqueues (VIRTIO_F_RING_PACKED).
+    pub packed: bool,
     pub poll: String,
     pub idle_polls: u32,
     pub stats_every: f64,
@@ -131,6 +133,7 @@ impl Default for VnfOptions {
             queues: 1,
             ring_size: 1024,
             mrg_rxbuf: true,
+            packed: false,
             poll: "adaptive".into(),
             idle_polls: 1000,
             stats_every: 1.0,
@@ -161,6 +164,8 @@ pub struct VnfConfig {
     /// Descriptors per virtqueue (power of two).
     pub ring_size: u16,
     pub mrg_rxbuf: bool,
+    /// Packed virtqueues instead of split ones (vhost-user only).
+    pub packed: bool,
     pub poll: PollMode,
     /// Empty polls in a row before an adaptive VNF goes to sleep.
     pub idle_polls: u32,
@@ -223,6 +228,9 @@ impl TryFrom<VnfOptions> for VnfConfig {
                 "mode",
                 "a memif VNF is always the client (the switch's memif port listens)",
             ));
+        }
+        if o.packed && interface != Interface::VhostUser {
+            return Err(bad("packed", "packed virtqueues are a vhost-user feature"));
         }
         if let Interface::Memif { .. } = interface
             && o.ring_size > 1 << nfv_wire::memif::ring::MAX_LOG2_SIZE
@@ -294,6 +302,7 @@ impl TryFrom<VnfOptions> for VnfConfig {
             queues: o.queues as u16,
             ring_size: o.ring_size as u16,
             mrg_rxbuf: o.mrg_rxbuf,
+            packed: o.packed,
             poll,
             idle_polls: o.idle_polls,
             stats_every,

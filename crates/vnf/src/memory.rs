@@ -46,8 +46,9 @@ pub struct SharedMemory {
 }
 
 impl SharedMemory {
-    /// Maps the pool and the rings for `queues` pairs of `ring_size`.
-    pub fn new(queues: u16, ring_size: u16) -> Result<SharedMemory, MemoryError> {
+    /// Maps the pool and the rings for `queues` pairs of `ring_size`, laid
+    /// out as packed rings when `packed`.
+    pub fn new(queues: u16, ring_size: u16, packed: bool) -> Result<SharedMemory, MemoryError> {
         let pool = PacketPool::new(
             "nfv-vnf-packets",
             &MemoryConfig {
@@ -60,8 +61,15 @@ impl SharedMemory {
         let n_vqs = 2 * queues as usize;
         let rings = Region::new("nfv-vnf-rings", n_vqs * per_vq, HugepageMode::Never)?;
         let base = rings.base().as_ptr() as u64;
+        let layout = |at: u64| {
+            if packed {
+                nfv_virtio::packed::layout_packed(at, per_vq, ring_size)
+            } else {
+                layout_rings(at, per_vq, ring_size)
+            }
+        };
         let vqs = (0..n_vqs)
-            .map(|i| layout_rings(base + (i * per_vq) as u64, per_vq, ring_size))
+            .map(|i| layout(base + (i * per_vq) as u64))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(SharedMemory {
             pool,
@@ -136,7 +144,7 @@ mod tests {
 
     #[test]
     fn layout_is_disjoint_aligned_and_inside_the_rings_region() {
-        let m = SharedMemory::new(2, 256).unwrap();
+        let m = SharedMemory::new(2, 256, false).unwrap();
         let t = m.mem_table();
         assert_eq!(t.len(), 2);
         let rings = t[1];

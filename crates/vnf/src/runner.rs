@@ -132,7 +132,7 @@ fn serve_vhost(
     stats: &VnfStats,
     app: &mut dyn App,
 ) -> Result<(), VnfError> {
-    let mut mem = SharedMemory::new(cfg.queues, cfg.ring_size)?;
+    let mut mem = SharedMemory::new(cfg.queues, cfg.ring_size, cfg.packed)?;
     let endpoint = Endpoint::new(cfg)?;
     let mut cache = mem.pool().cache();
     serve(cfg, stop, stats, &endpoint, &mut mem, &mut cache, app)

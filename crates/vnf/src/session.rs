@@ -38,6 +38,11 @@ pub enum SessionError {
         step: &'static str,
         err: vhost::Error,
     },
+    #[error(
+        "--packed: the switch does not offer VIRTIO_F_RING_PACKED (features {0:#x}; \
+         its port may say packed_ring = false)"
+    )]
+    NoPacked(u64),
     #[error("the switch does not offer VIRTIO_F_VERSION_1 (features {0:#x})")]
     NoVersion1(u64),
     #[error("{want} queue pairs asked for, but the switch offers {have}{why}")]
@@ -68,7 +73,14 @@ pub fn wanted_features(offered: u64, cfg: &VnfConfig) -> Result<u64, SessionErro
     if cfg.queues > 1 {
         want |= VIRTIO_NET_F_MQ;
     }
-    Ok(want & offered & !VIRTIO_F_RING_PACKED)
+    if cfg.packed {
+        if offered & VIRTIO_F_RING_PACKED == 0 {
+            return Err(SessionError::NoPacked(offered));
+        }
+        // Not IN_ORDER (never asked for): one used descriptor per buffer.
+        want |= VIRTIO_F_RING_PACKED;
+    }
+    Ok(want & offered)
 }
 
 /// Where a session comes from: the switch's socket (client mode) or our
@@ -257,7 +269,14 @@ impl Session {
             let a = mem.vq(vq);
             fe.set_vring_num(vq, mem.ring_size())
                 .map_err(proto("SET_VRING_NUM"))?;
-            fe.set_vring_base(vq, 0).map_err(proto("SET_VRING_BASE"))?;
+            // A packed ring starts in lap 1: the wrap counter in bit 15.
+            let base = if features & VIRTIO_F_RING_PACKED != 0 {
+                nfv_virtio::packed::encode_base(0, true)
+            } else {
+                0
+            };
+            fe.set_vring_base(vq, base)
+                .map_err(proto("SET_VRING_BASE"))?;
             let addrs = VringConfigData {
                 queue_max_size: mem.ring_size(),
                 queue_size: mem.ring_size(),
@@ -416,7 +435,7 @@ mod tests {
                 | VHOST_USER_F_PROTOCOL_FEATURES
                 | VIRTIO_NET_F_MRG_RXBUF
         );
-        assert_eq!(f & VIRTIO_F_RING_PACKED, 0, "never packed rings");
+        assert_eq!(f & VIRTIO_F_RING_PACKED, 0, "packed rings only with --packed");
         let f = wanted_features(all, &cfg(2, false)).unwrap();
         assert_ne!(f & VIRTIO_NET_F_MQ, 0);
         assert_eq!(f & VIRTIO_NET_F_MRG_RXBUF, 0);
@@ -426,6 +445,18 @@ mod tests {
         assert!(matches!(
             wanted_features(all & !VIRTIO_F_VERSION_1, &cfg(1, true)),
             Err(SessionError::NoVersion1(_))
+        ));
+        // --packed: asked for, and an error when the switch does not offer it.
+        let packed = VnfConfig {
+            packed: true,
+            ..cfg(1, true)
+        };
+        let f = wanted_features(all, &packed).unwrap();
+        assert_ne!(f & VIRTIO_F_RING_PACKED, 0);
+        assert_eq!(f & nfv_virtio::layout::VIRTIO_F_IN_ORDER, 0);
+        assert!(matches!(
+            wanted_features(all & !VIRTIO_F_RING_PACKED, &packed),
+            Err(SessionError::NoPacked(_))
         ));
     }
 

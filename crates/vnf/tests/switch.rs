@@ -345,7 +345,7 @@ fn check_chain(sw: &Switch, vnf: &Vnf, n: u64, frame_len: u64) -> (u64, Snapshot
 // ---------------------------------------------------------------------------
 // Tests.
 
-fn macswap_round_trip(tag: &str, poll: &str, frame_size: usize, n: u64) -> Snapshot {
+fn macswap_round_trip(tag: &str, poll: &str, frame_size: usize, n: u64, packed: bool) -> Snapshot {
     let _g = serial();
     let socket = sock(tag);
     let g = GeneratorConfig {
@@ -356,12 +356,17 @@ fn macswap_round_trip(tag: &str, poll: &str, frame_size: usize, n: u64) -> Snaps
     };
     let sw = Switch::start(macswapped(&generated_frame(&g)));
     let port = sw.add_vhost(&socket, VhostUserMode::Server);
-    let vnf = Vnf::start(opts(&socket, "client", "macswap", poll));
+    let vnf = Vnf::start(VnfOptions {
+        packed,
+        ..opts(&socket, "client", "macswap", poll)
+    });
     wait(
         || format!("{:?}", port.status()),
         || port.status().pairs_enabled == 1,
     );
     assert!(vnf.snap().connected);
+    let layout = if packed { "packed" } else { "split" };
+    assert_eq!(port.gauges().text("ring_layout").as_deref(), Some(layout));
     sw.start_traffic(g);
     let (delivered, v) = check_chain(&sw, &vnf, n, frame_size as u64);
     // Rate-limited traffic into 1024-descriptor rings is normally lossless,
@@ -385,21 +390,36 @@ fn macswap_round_trip(tag: &str, poll: &str, frame_size: usize, n: u64) -> Snaps
 
 #[test]
 fn macswap_through_the_switch_busy() {
-    let s = macswap_round_trip("busy", "busy", 64, 20_000);
+    let s = macswap_round_trip("busy", "busy", 64, 20_000, false);
     assert_eq!(s.sleeps, 0, "busy polling never sleeps");
 }
 
 #[test]
 fn macswap_through_the_switch_adaptive_1500_bytes() {
-    macswap_round_trip("adaptive", "adaptive", 1500, 10_000);
+    macswap_round_trip("adaptive", "adaptive", 1500, 10_000, false);
+}
+
+/// The VNF on packed virtqueues (`--packed`), busy and adaptive.
+#[test]
+fn macswap_through_the_switch_on_packed_rings() {
+    let s = macswap_round_trip("packed-busy", "busy", 64, 20_000, true);
+    assert_eq!(s.sleeps, 0, "busy polling never sleeps");
+    macswap_round_trip("packed-adaptive", "adaptive", 1500, 10_000, true);
 }
 
 /// Slow traffic: the VNF sleeps between packets and the switch's call
-/// eventfd wakes it for every one (no lost wake-up: all arrive).
+/// eventfd wakes it for every one (no lost wake-up: all arrive), on split
+/// and on packed rings (whose interrupts follow the event areas).
 #[test]
 fn adaptive_vnf_sleeps_and_is_woken_by_the_switch() {
+    for packed in [false, true] {
+        sleepy(packed);
+    }
+}
+
+fn sleepy(packed: bool) {
     let _g = serial();
-    let socket = sock("sleepy");
+    let socket = sock(if packed { "sleepy-packed" } else { "sleepy" });
     const N: u64 = 300;
     let g = GeneratorConfig {
         count: Some(N),
@@ -410,6 +430,7 @@ fn adaptive_vnf_sleeps_and_is_woken_by_the_switch() {
     let port = sw.add_vhost(&socket, VhostUserMode::Server);
     let mut o = opts(&socket, "client", "io", "adaptive");
     o.idle_polls = 50;
+    o.packed = packed;
     let vnf = Vnf::start(o);
     wait(
         || format!("{:?}", port.status()),
