@@ -56,8 +56,8 @@ pub struct VhostUserConfig {
     /// hop), for A/B comparisons. Default true.
     pub one_copy: bool,
     /// Offer packed virtqueues (VIRTIO_F_RING_PACKED); the frontend
-    /// chooses which layout to use. Packed rings always copy (no one-copy
-    /// split packets, no lending to AF_XDP ports). Default true.
+    /// chooses which layout to use. Packed rings are not lent to AF_XDP
+    /// ports (`zero_copy` falls back to copying). Default true.
     pub packed_ring: bool,
 }
 

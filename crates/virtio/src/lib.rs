@@ -18,8 +18,8 @@
 //! `VIRTIO_F_RING_PACKED` runs the packed code (`device/packed.rs`,
 //! `driver/packed.rs`) and everything else is shared (counters, budgets,
 //! the copy loops). The device side always uses chains in the order they
-//! were made available, so it can offer VIRTIO_F_IN_ORDER. Split rings
-//! also do one-copy forwarding and lending (`device/`); packed rings copy.
+//! were made available, so it can offer VIRTIO_F_IN_ORDER. Both do
+//! one-copy forwarding; only split rings lend their buffers (`device/`).
 //!
 //! Nothing the peer controls can block or kill the thread running a queue:
 //! - interrupts and kicks go through [`notify`]: the queue marks a

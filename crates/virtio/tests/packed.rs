@@ -156,6 +156,9 @@ fn a_device_restarted_in_the_wrong_lap_takes_nothing_and_counts_nothing() {
 fn one_copy_on_packed_rings_returns_the_chains_when_the_burst_completes() {
     let mut l = loopback(256, MRG, 0);
     l.tx_dev.set_one_copy(true);
+    // Lending and keeping are split-ring only: refused, never half-done.
+    assert_eq!(l.rx_dev.lendable(), Err(nfv_virtio::NotLendable::Packed));
+    assert!(!l.tx_dev.set_keep(true));
     let sent: Vec<_> = (0..10u32)
         .map(|i| frame(if i % 2 == 0 { 1500 } else { 100 }, i))
         .collect();
