@@ -187,7 +187,10 @@ const CASES: &[(&str, Case)] = &[
         "QEMU SIGKILLed and restarted (vm-a mrg_rxbuf=off)",
         qemu_restart,
     ),
-    ("vm-a restarted with packed virtqueues (packed=on)", packed_guest),
+    (
+        "vm-a restarted with packed virtqueues (packed=on)",
+        packed_guest,
+    ),
     ("switch counters: traffic, no errors", switch_health),
 ];
 

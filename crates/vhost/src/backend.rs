@@ -344,7 +344,11 @@ impl Backend {
     /// guest's receive buffers.
     pub fn get_features(&self) -> u64 {
         let lent = self.shared.lend.claimed.load(Acquire);
-        features::offered(self.shared.cfg.mrg_rxbuf, !lent, self.shared.cfg.packed_ring)
+        features::offered(
+            self.shared.cfg.mrg_rxbuf,
+            !lent,
+            self.shared.cfg.packed_ring,
+        )
     }
 
     /// SET_FEATURES may come more than once (a guest driver that reloads

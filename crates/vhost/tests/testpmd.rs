@@ -124,8 +124,11 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
         })
         .collect();
     let (p1, p2) = (&ports[0], &ports[1]);
-    let frames: Arc<Vec<Vec<u8>>> =
-        Arc::new((0..r.count).map(|i| frame(r.lens[i % r.lens.len()], i as u32)).collect());
+    let frames: Arc<Vec<Vec<u8>>> = Arc::new(
+        (0..r.count)
+            .map(|i| frame(r.lens[i % r.lens.len()], i as u32))
+            .collect(),
+    );
     let state = Arc::new(AtomicU8::new(IDLE));
     let got = Arc::new(Mutex::new(Vec::new()));
     let gen_port = frames_port(frames.clone(), state.clone());
@@ -287,7 +290,10 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
     }
     // Frames the VNFs sent went on in one copy when long enough to split
     // (the probes are 64 B: never split).
-    let long = r.lens.iter().all(|&l| l >= nfv_mem::SPLIT_HEAD + nfv_virtio::SPLIT_MIN_TAIL);
+    let long = r
+        .lens
+        .iter()
+        .all(|&l| l >= nfv_mem::SPLIT_HEAD + nfv_virtio::SPLIT_MIN_TAIL);
     for p in ports.iter().skip(1).step_by(2) {
         let st = p.status();
         if long && !r.packed() {

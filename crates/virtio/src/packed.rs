@@ -306,7 +306,11 @@ pub fn need_event_packed(
     // Unwrap relative to `new`'s lap: positions in the previous lap sit
     // `size` lower.
     let lin = |i: u16, w: bool| -> i32 { i as i32 - if w == new_wrap { 0 } else { size } };
-    let (o, n, e) = (lin(old, old_wrap), new as i32, off - if off_w == new_wrap { 0 } else { size });
+    let (o, n, e) = (
+        lin(old, old_wrap),
+        new as i32,
+        off - if off_w == new_wrap { 0 } else { size },
+    );
     // Notify when the event position is in [old, new).
     e >= o && e < n
 }

@@ -92,6 +92,28 @@ impl Ring {
         })
     }
 
+    /// A one-entry split ring in a small box of its own, for a queue that
+    /// runs a packed ring: the split-ring code never runs on such a queue
+    /// (every entry point checks for the packed ring first), and should it
+    /// ever, it touches this box, never guest memory. Keep the box as long
+    /// as the ring.
+    pub fn stand_in() -> (Ring, Box<[u64; 8]>) {
+        let mut b = Box::new([0u64; 8]);
+        let p = b.as_mut_ptr().cast::<u8>();
+        // SAFETY: offsets 16 and 32 (desc: 16 bytes; avail: 6 + event;
+        // used: 4 + 8 + event) are inside the 64-byte box, whose heap
+        // allocation does not move when the box does.
+        let (avail, used) = unsafe { (p.add(16).cast(), p.add(32)) };
+        let ring = Ring {
+            desc: p.cast(),
+            avail,
+            used,
+            size: 1,
+            mask: 0,
+        };
+        (ring, b)
+    }
+
     #[inline(always)]
     pub fn avail_flags(&self) -> &AtomicU16 {
         // SAFETY: `avail` is valid and 2-aligned for the queue's lifetime

@@ -64,15 +64,17 @@ fn case() -> impl Strategy<Value = Case> {
             proptest::collection::vec(any::<u8>(), 4096),
             proptest::collection::vec(1u16..3000, 1..8),
         )
-            .prop_map(|(size, start, wrap, descs, features, noise, rx_lens)| Case {
-                size,
-                start,
-                wrap,
-                descs,
-                features,
-                noise,
-                rx_lens,
-            })
+            .prop_map(
+                |(size, start, wrap, descs, features, noise, rx_lens)| Case {
+                    size,
+                    start,
+                    wrap,
+                    descs,
+                    features,
+                    noise,
+                    rx_lens,
+                },
+            )
     })
 }
 
@@ -85,8 +87,17 @@ fn build(c: &Case) -> Mock {
     for (i, &(off, raw, len, id, flags, avail)) in c.descs.iter().enumerate() {
         // Slots before the start were made available in this lap too (the
         // device must not see them as new: they are behind it).
-        let lap = if (i as u16) < c.start { !c.wrap } else { c.wrap };
-        let f = flags | if avail { avail_flags(lap) } else { avail_flags(!lap) };
+        let lap = if (i as u16) < c.start {
+            !c.wrap
+        } else {
+            c.wrap
+        };
+        let f = flags
+            | if avail {
+                avail_flags(lap)
+            } else {
+                avail_flags(!lap)
+            };
         let addr = off.map_or(raw, |o| data + o as u64);
         let d = (m.host.desc as *mut PackedDesc).wrapping_add(i);
         // SAFETY: slot `i < size <= MOCK_SIZE` of the mock's descriptor

@@ -13,8 +13,9 @@ use nfv_virtio::layout::{
     VIRTIO_NET_F_MRG_RXBUF as MRG, VIRTIO_RING_F_EVENT_IDX as EVIDX,
 };
 use nfv_virtio::packed::{
-    DESC_F_AVAIL, DESC_F_INDIRECT, DESC_F_NEXT, DESC_F_WRITE, EVENT_F_DESC, EVENT_F_DISABLE, EVENT_F_ENABLE,
-    PackedDesc, avail_flags, encode_base, is_used, layout_packed, packed_area_bytes, used_flags,
+    DESC_F_AVAIL, DESC_F_INDIRECT, DESC_F_NEXT, DESC_F_WRITE, EVENT_F_DESC, EVENT_F_DISABLE,
+    EVENT_F_ENABLE, PackedDesc, avail_flags, encode_base, is_used, layout_packed,
+    packed_area_bytes, used_flags,
 };
 use nfv_virtio::{DeviceQueue, QueueErrors};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -43,7 +44,14 @@ fn loopback(size: u16, features: u64, rx_buf_len: u32) -> Loopback {
 
 #[test]
 fn frames_round_trip_on_packed_rings_for_every_feature_set_and_odd_ring_size() {
-    for features in [0, MRG, IN_ORDER, MRG | IN_ORDER, EVIDX, MRG | EVIDX | IN_ORDER] {
+    for features in [
+        0,
+        MRG,
+        IN_ORDER,
+        MRG | IN_ORDER,
+        EVIDX,
+        MRG | EVIDX | IN_ORDER,
+    ] {
         // 13: fewer slots than a burst and not a power of two, so every
         // round wraps; 1000: the size DPDK's fix for modulo arithmetic used.
         for size in [13u16, 256, 1000] {
@@ -185,7 +193,11 @@ fn one_copy_on_packed_rings_returns_the_chains_when_the_burst_completes() {
     l.sw.free_batch(&mut got);
     l.tx_dev.complete_held();
     assert!(!l.tx_dev.holds_chains());
-    assert_eq!(l.tx_drv.reclaim_tx(&mut l.drv), 10, "all returned, in order");
+    assert_eq!(
+        l.tx_drv.reclaim_tx(&mut l.drv),
+        10,
+        "all returned, in order"
+    );
     assert_eq!(l.tx_drv.errors().total() + l.tx_dev.errors().total(), 0);
 }
 
@@ -206,7 +218,11 @@ fn put(m: &Mock, slot: u16, addr: u64, len: u32, id: u16, flags: u16) {
 
 fn get(m: &Mock, slot: u16) -> PackedDesc {
     // SAFETY: inside the mock's descriptor area.
-    unsafe { (m.host.desc as *const PackedDesc).add(slot as usize).read_volatile() }
+    unsafe {
+        (m.host.desc as *const PackedDesc)
+            .add(slot as usize)
+            .read_volatile()
+    }
 }
 
 /// The flags of a descriptor available in lap 1 (the first).
@@ -219,11 +235,14 @@ fn tx_frame(m: &mut Mock, len: usize, seed: u32) -> (u64, Vec<u8>) {
     (m.buf_with(&b), f)
 }
 
+/// A descriptor as a test writes it: addr, len, id, flags (without AVAIL).
+type RawDesc = (u64, u32, u16, u16);
+
 /// One row of the hostile table (TX: the device dequeues).
 struct Case {
     name: &'static str,
-    /// Descriptors from slot 0: addr, len, id, flags (without AVAIL).
-    build: fn(&mut Mock) -> Vec<(u64, u32, u16, u16)>,
+    /// Descriptors from slot 0.
+    build: fn(&mut Mock) -> Vec<RawDesc>,
     frames: usize,
     error: fn(&QueueErrors) -> u64,
     /// Slot the device stops at, and whether it quarantined the queue.
@@ -269,7 +288,11 @@ fn hostile_cases() -> Vec<Case> {
             name: "bad address mid-chain: the rest is skipped",
             build: |m| {
                 let h = m.buf_with(&[0; 12]);
-                vec![(h, 12, 0, DESC_F_NEXT), (0, 64, 0, DESC_F_NEXT), (h, 4, 3, 0)]
+                vec![
+                    (h, 12, 0, DESC_F_NEXT),
+                    (0, 64, 0, DESC_F_NEXT),
+                    (h, 4, 3, 0),
+                ]
             },
             frames: 0,
             error: |e| e.desc_out_of_memory,
@@ -369,7 +392,7 @@ fn hostile_cases() -> Vec<Case> {
 }
 
 /// An indirect table of packed descriptors: its gpa.
-fn table(m: &mut Mock, descs: &[(u64, u32, u16, u16)]) -> u64 {
+fn table(m: &mut Mock, descs: &[RawDesc]) -> u64 {
     let (g, p) = m.buf(16 * descs.len());
     for (i, &(addr, len, id, flags)) in descs.iter().enumerate() {
         // SAFETY: inside the buffer just reserved, 16-aligned.
@@ -418,7 +441,12 @@ fn hostile_tx_descriptors_are_counted_skipped_and_never_read_out_of_bounds() {
             // The chain went back: a used descriptor in its first slot,
             // with the id of its last descriptor.
             let u = get(&m, 0);
-            assert!(is_used(u.flags, true), "{}: used flags {:#x}", c.name, u.flags);
+            assert!(
+                is_used(u.flags, true),
+                "{}: used flags {:#x}",
+                c.name,
+                u.flags
+            );
             assert_eq!(u.id, descs.last().unwrap().2, "{}: used id", c.name);
         }
     }

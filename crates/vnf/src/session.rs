@@ -435,7 +435,11 @@ mod tests {
                 | VHOST_USER_F_PROTOCOL_FEATURES
                 | VIRTIO_NET_F_MRG_RXBUF
         );
-        assert_eq!(f & VIRTIO_F_RING_PACKED, 0, "packed rings only with --packed");
+        assert_eq!(
+            f & VIRTIO_F_RING_PACKED,
+            0,
+            "packed rings only with --packed"
+        );
         let f = wanted_features(all, &cfg(2, false)).unwrap();
         assert_ne!(f & VIRTIO_NET_F_MQ, 0);
         assert_eq!(f & VIRTIO_NET_F_MRG_RXBUF, 0);

@@ -15,8 +15,8 @@ use nfv_ports::{Port, RxQueue, TxQueue};
 use nfv_vhost::{VhostStatus, VhostUserPort};
 use nfv_vhost::{VhostUserConfig, VhostUserMode};
 use nfv_virtio::layout::{
-    VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF,
-    VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC, VIRTIO_F_RING_PACKED,
+    VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ,
+    VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
 };
 use nfv_virtio::{DriverQueue, DriverSetup, GuestMemory, RingAddrs, layout_rings, ring_area_bytes};
 use vhost::vhost_user::message::VhostUserHeaderFlag;

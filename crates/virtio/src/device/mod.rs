@@ -278,17 +278,7 @@ impl DeviceQueue {
             // The split-ring code never runs on a packed queue (every
             // entry point checks `packed` first); should it, it finds a
             // one-entry split ring of its own here, not guest memory.
-            let mut dummy = Box::new([0u64; 8]);
-            let p = dummy.as_mut_ptr().cast::<u8>();
-            let ring = Ring {
-                desc: p.cast(),
-                // SAFETY: offsets 16 and 32 are inside the 64-byte box,
-                // which the queue keeps (`_dummy`) as long as `ring`.
-                avail: unsafe { p.add(16) }.cast(),
-                used: unsafe { p.add(32) },
-                size: 1,
-                mask: 0,
-            };
+            let (ring, dummy) = Ring::stand_in();
             let st = packed::PackedState::new(pr, idx, wrap);
             (ring, Some(Box::new(st)), Some(dummy))
         } else {

@@ -148,10 +148,9 @@ impl PackedChain {
         // driver published with them).
         let d = unsafe {
             let p = self.ring.add(self.slot as usize);
-            let flags = std::sync::atomic::AtomicU16::from_ptr(
-                std::ptr::addr_of!((*p).flags).cast_mut(),
-            )
-            .load(Ordering::Acquire);
+            let flags =
+                std::sync::atomic::AtomicU16::from_ptr(std::ptr::addr_of!((*p).flags).cast_mut())
+                    .load(Ordering::Acquire);
             PackedDesc {
                 addr: std::ptr::addr_of!((*p).addr).read_volatile(),
                 len: std::ptr::addr_of!((*p).len).read_volatile(),
@@ -629,7 +628,11 @@ impl DeviceQueue {
     /// ENABLE or DISABLE (we never ask for a kick at a given position).
     pub(super) fn set_kick_wanted_packed(&mut self, on: bool) {
         let v = if on { EVENT_F_ENABLE } else { EVENT_F_DISABLE };
-        self.packed().ring.device_event().1.store(v, Ordering::Relaxed);
+        self.packed()
+            .ring
+            .device_event()
+            .1
+            .store(v, Ordering::Relaxed);
         fence(Ordering::SeqCst);
     }
 

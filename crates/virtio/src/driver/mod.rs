@@ -161,12 +161,8 @@ impl DriverQueue {
         let r = setup.rings;
         let size = setup.size;
         let (ring, packed, dummy) = if setup.features & VIRTIO_F_RING_PACKED != 0 {
-            let pr = crate::packed::PackedRing::new(
-                &setup.mem,
-                size,
-                [r.desc, r.avail, r.used],
-                false,
-            )?;
+            let pr =
+                crate::packed::PackedRing::new(&setup.mem, size, [r.desc, r.avail, r.used], false)?;
             // SAFETY: `PackedRing::new` checked these ranges are inside
             // our memory; nobody uses the ring before the device is told.
             unsafe {
@@ -176,18 +172,12 @@ impl DriverQueue {
             }
             // As on the device side: the split-ring code never runs on a
             // packed queue, and would find a one-entry ring of its own.
-            let mut dummy = Box::new([0u64; 8]);
-            let p = dummy.as_mut_ptr().cast::<u8>();
-            let ring = Ring {
-                desc: p.cast(),
-                // SAFETY: offsets 16 and 32 are inside the 64-byte box,
-                // kept by the queue (`_dummy`) as long as `ring`.
-                avail: unsafe { p.add(16) }.cast(),
-                used: unsafe { p.add(32) },
-                size: 1,
-                mask: 0,
-            };
-            (ring, Some(Box::new(packed::PackedDriver::new(pr))), Some(dummy))
+            let (ring, dummy) = Ring::stand_in();
+            (
+                ring,
+                Some(Box::new(packed::PackedDriver::new(pr))),
+                Some(dummy),
+            )
         } else {
             let ring = Ring::new(
                 &setup.mem,

@@ -59,7 +59,8 @@ impl DriverQueue {
     #[inline(always)]
     pub(super) fn post_packed(&mut self, id: u16, gpa: u64, len: u32, flags: u16) {
         let p = self.pk_mut();
-        p.ring.write(p.avail, gpa, len, id, flags | avail_flags(p.avail_wrap));
+        p.ring
+            .write(p.avail, gpa, len, id, flags | avail_flags(p.avail_wrap));
         step(&mut p.avail, &mut p.avail_wrap, p.ring.size);
     }
 
