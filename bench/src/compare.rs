@@ -91,6 +91,11 @@ pub struct Common {
     /// thread over every window; printed per packet.
     #[arg(long)]
     pub perf_stat: Option<String>,
+    /// The endpoint's virtio-user ports ask for packed virtqueues
+    /// (`packed_vq=1`) in every vhost-user scenario (nfvswitch, OVS, the
+    /// wire).
+    #[arg(long)]
+    pub packed: bool,
 }
 
 #[derive(clap::Args, Clone, Debug)]
@@ -231,6 +236,7 @@ pub fn spec(c: &Common, size: usize, chain: usize, mem: Mem) -> Spec {
         quiet: (c.quiet_below, c.quiet_wait),
         perf: c.perf.clone(),
         perf_stat: c.perf_stat.clone(),
+        packed: c.packed,
     }
 }
 

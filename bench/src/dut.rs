@@ -45,6 +45,8 @@ pub struct Layout {
     pub switch_hugepages: &'static str,
     /// Unique DPDK --file-prefix stem.
     pub prefix: String,
+    /// The endpoint's vhost-user ports run packed virtqueues.
+    pub packed: bool,
 }
 
 pub trait Dut {
@@ -393,6 +395,7 @@ mod tests {
             mem: Mem::NoHuge,
             switch_hugepages: "never",
             prefix: "t".into(),
+            packed: false,
         };
         let text = nfvswitch_config(&lay, "bench-t", &dir.join("ctl.sock"), true);
         let path = dir.join("node.toml");

@@ -70,11 +70,9 @@ impl Scenario {
     /// Starts the switch of this scenario.
     pub fn start(self, nfvswitch: &Path, lay: &Layout) -> Result<Box<dyn Dut>, String> {
         Ok(match self {
-            Scenario::Nfvswitch => {
-                Box::new(NfvSwitch::start(nfvswitch, lay, true)?.expecting_layout("split"))
-            }
-            Scenario::NfvswitchPacked => {
-                Box::new(NfvSwitch::start(nfvswitch, lay, true)?.expecting_layout("packed"))
+            Scenario::Nfvswitch | Scenario::NfvswitchPacked => {
+                let layout = if lay.packed { "packed" } else { "split" };
+                Box::new(NfvSwitch::start(nfvswitch, lay, true)?.expecting_layout(layout))
             }
             Scenario::NfvswitchCopy => Box::new(NfvSwitch::start(nfvswitch, lay, false)?),
             Scenario::NfvswitchMemif => Box::new(NfvSwitch::start_memif(nfvswitch, lay, true)?),

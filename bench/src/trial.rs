@@ -36,6 +36,9 @@ pub struct Spec {
     /// Comma-separated events for `perf stat` of the PMD thread over the
     /// window (reported per packet the PMD received).
     pub perf_stat: Option<String>,
+    /// The endpoint's virtio-user ports ask for packed virtqueues
+    /// (`packed_vq=1`) in every vhost-user scenario.
+    pub packed: bool,
 }
 
 impl Spec {
@@ -89,6 +92,10 @@ pub fn run(
     std::fs::create_dir_all(&sock_dir).map_err(|e| format!("{}: {e}", sock_dir.display()))?;
     let pcap = dir.join("frame.pcap");
     crate::frame::write_pcap(spec.size, &pcap)?;
+    let vnif = match vnif {
+        testpmd::Vnif::Vhost if spec.packed => testpmd::Vnif::VhostPacked,
+        v => v,
+    };
     let lay = Layout {
         dir: dir.to_path_buf(),
         sock_dir: sock_dir.clone(),
@@ -98,6 +105,7 @@ pub fn run(
         mem: spec.mem,
         switch_hugepages: spec.switch_hugepages,
         prefix: prefix.to_string(),
+        packed: vnif == testpmd::Vnif::VhostPacked,
     };
     let quiet_wait_secs = crate::host::wait_quiet(spec.quiet.0, Duration::from_secs(spec.quiet.1))?;
     let c2c_ns = crate::host::cache_line_round_trip_ns(spec.endpoint_cpu, spec.switch_cpu);

@@ -159,9 +159,31 @@ pub struct Conn {
 
 impl Conn {
     /// Connects to a server at `path` (the client role; tests).
+    /// Never blocks: a peer that listens but does not accept (its
+    /// backlog full) gets `WouldBlock`, like a missing socket gets
+    /// `NotFound`, and the caller retries — a blocking `connect(2)` would
+    /// hold the port's thread, and port removal that joins it.
     pub fn connect(path: &SocketPath) -> io::Result<Conn> {
-        let fd = seqpacket()?;
-        socket::connect(fd.as_raw_fd(), &path.addr()?)?;
+        let fd = socket::socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+            None,
+        )?;
+        match socket::connect(fd.as_raw_fd(), &path.addr()?) {
+            Ok(()) => {}
+            Err(nix::errno::Errno::EAGAIN) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "the peer listens but does not accept connections (its backlog is full)",
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        nix::fcntl::fcntl(
+            &fd,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
+        )?;
         Ok(Conn { fd })
     }
 

@@ -631,3 +631,32 @@ fn ports_share_a_socket_by_interface_id() {
     assert!(client(1).is_ok());
     drop(again);
 }
+
+/// A memif server that listens but never accepts, its backlog full: the
+/// client-role port retries without blocking in connect, and removing it
+/// (which joins its thread) returns at once.
+#[test]
+fn client_role_port_removal_does_not_hang_on_a_peer_that_never_accepts() {
+    let dir = std::env::temp_dir().join(format!("nfv-memif-stuck-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _cleanup = TempDir(dir.clone());
+    let sock = dir.join("stuck.sock");
+    let _stuck =
+        nfv_testutil::stuck::StuckListener::new(&sock, nix::sys::socket::SockType::SeqPacket);
+    let cfg = MemifConfig {
+        role: nfv_memif::MemifRole::Client,
+        ..MemifConfig::new(&sock)
+    };
+    let port = MemifPort::open("stuck", &cfg, 2048 - nfv_mem::HEADROOM).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!port.is_connected());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(port);
+        let _ = tx.send(());
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(5)).is_ok(),
+        "dropping the port hung (its thread is stuck in connect)"
+    );
+}

@@ -4,6 +4,7 @@
 
 pub mod netns;
 pub mod rawsock;
+pub mod stuck;
 
 use std::io::Write;
 use std::time::{Duration, Instant};

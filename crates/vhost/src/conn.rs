@@ -127,12 +127,41 @@ pub fn backoff(early: u32) -> Duration {
     RETRY.saturating_mul(1u32 << early.min(8)).min(MAX_BACKOFF)
 }
 
+/// Connects without ever blocking: a peer that listens but does not
+/// accept (its backlog full) would otherwise hold this thread in
+/// `connect(2)` — and with it port removal and switch shutdown, which
+/// join the thread. A full backlog is an error like a missing socket;
+/// the caller retries.
+pub(crate) fn connect(path: &Path) -> std::io::Result<UnixStream> {
+    use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+    use std::os::fd::AsRawFd;
+    let fd = socket::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )?;
+    match socket::connect(fd.as_raw_fd(), &UnixAddr::new(path)?) {
+        Ok(()) => {}
+        Err(nix::errno::Errno::EAGAIN) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "the peer listens but does not accept connections (its backlog is full)",
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let s = UnixStream::from(fd);
+    s.set_nonblocking(false)?;
+    Ok(s)
+}
+
 fn client(shared: &Arc<Shared>, backend: &Mutex<Backend>) {
     let path = &shared.cfg.socket;
     let mut waiting_logged = false;
     let mut early = 0u32;
     while !stopped(shared) {
-        match UnixStream::connect(path) {
+        match connect(path) {
             Ok(s) => {
                 waiting_logged = false;
                 let started = Instant::now();

@@ -442,3 +442,24 @@ fn full_guest_rx_ring_is_retried_a_bounded_number_of_times() {
         assert_eq!(g.recv(0).len(), 8);
     }
 }
+
+/// A VNF that listens but never accepts, its backlog full: the client-mode
+/// port keeps retrying without ever blocking in connect, and removing the
+/// port (which joins its thread) returns at once.
+#[test]
+fn client_mode_port_removal_does_not_hang_on_a_peer_that_never_accepts() {
+    let path = sock("stuck");
+    let _stuck = nfv_testutil::stuck::StuckListener::new(&path, nix::sys::socket::SockType::Stream);
+    let port = VhostUserPort::open("stuck", &cfg(&path, Client, 1, true)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(!port.status().connected);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(port);
+        let _ = tx.send(());
+    });
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok(),
+        "dropping the port hung (its thread is stuck in connect)"
+    );
+}
