@@ -84,15 +84,12 @@ impl RxQueue for ClientRxq {
                 && len as usize <= pkt.max_len()
             {
                 ClientRings::skip_one(&mut ring, &mut left);
-                // SAFETY: `single` checked the buffer lies in our region;
-                // the packet has room for the head (`max_len`); the tail
-                // stays ours until this burst ends (`finish` posts it back)
-                // and the region stays mapped while this queue holds it.
-                unsafe {
-                    std::ptr::copy(src, pkt.room_mut().as_mut_ptr(), SPLIT_HEAD);
-                    let _ = pkt.set_len(SPLIT_HEAD);
-                    pkt.set_tail(src.add(SPLIT_HEAD), len - SPLIT_HEAD as u32);
-                }
+                // SAFETY: `single` checked the buffer (longer than
+                // SPLIT_HEAD) lies in our region; the packet has room for
+                // it (`max_len`); `finish` posts it back only at the
+                // burst's end, and the region stays mapped while this
+                // queue holds it.
+                unsafe { crate::queue::lend_tail(&mut pkt, src, len) };
                 batch.push(pkt);
                 n += 1;
                 lent += 1;

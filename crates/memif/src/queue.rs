@@ -265,15 +265,11 @@ impl RxQueue for MemifRxq {
                 slot = slot.wrapping_add(1);
                 avail -= 1;
                 // SAFETY: `buffer` checked `first.length` bytes at `src`
-                // lie in a mapped region; the packet has room for the head
-                // (checked against `max_len`); the tail stays readable until
-                // this burst ends (the slot goes back in `finish`) and its
-                // memory stays mapped while this queue holds `conn`.
-                unsafe {
-                    std::ptr::copy(src, pkt.room_mut().as_mut_ptr(), SPLIT_HEAD);
-                    let _ = pkt.set_len(SPLIT_HEAD);
-                    pkt.set_tail(src.add(SPLIT_HEAD), first.length - SPLIT_HEAD as u32);
-                }
+                // lie in a mapped region; the packet has room for them
+                // (`max_len`); the slot goes back only in `finish`, at the
+                // burst's end, and the memory stays mapped while this
+                // queue holds `conn`.
+                unsafe { lend_tail(&mut pkt, src, first.length) };
                 batch.push(pkt);
                 n += 1;
                 lent += 1;
@@ -443,5 +439,26 @@ impl TxQueue for MemifTxq {
     /// Split packets are copied (head, then tail) within `tx_burst`.
     fn takes_split(&self) -> bool {
         true
+    }
+}
+
+/// Makes `pkt` a split packet over the peer's buffer of `len` bytes at
+/// `src` (`len > SPLIT_HEAD`): the head is copied into the packet, the rest
+/// stays in the buffer as the packet's tail (one copy, `nfv_mem::packet`).
+///
+/// # Safety
+/// `src..src + len` must lie in mapped shared memory that stays mapped,
+/// and the buffer must not be handed back to the peer, until the packet's
+/// burst is over; `len` must fit the packet (`max_len`).
+#[inline(always)]
+pub(crate) unsafe fn lend_tail(pkt: &mut nfv_mem::Packet, src: *const u8, len: u32) {
+    debug_assert!(len as usize > SPLIT_HEAD);
+    // SAFETY: the caller guarantees `len > SPLIT_HEAD` readable bytes at
+    // `src` for the packet's burst and room in the packet; `copy` makes no
+    // reference to bytes the peer may be writing.
+    unsafe {
+        std::ptr::copy(src, pkt.room_mut().as_mut_ptr(), SPLIT_HEAD);
+        let _ = pkt.set_len(SPLIT_HEAD);
+        pkt.set_tail(src.add(SPLIT_HEAD), len - SPLIT_HEAD as u32);
     }
 }
