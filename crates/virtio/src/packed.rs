@@ -166,20 +166,7 @@ impl PackedRing {
             ("driver event", 4, 4),
             ("device event", 4, 4),
         ];
-        let mut host = [std::ptr::null_mut::<u8>(); 3];
-        for (i, &(ring, len, align)) in parts.iter().enumerate() {
-            let addr = addrs[i];
-            let p = if uva {
-                mem.translate_uva(addr, len)
-            } else {
-                mem.translate(addr, len)
-            };
-            let p = p.ok_or(SetupError::NotMapped { ring, addr, len })?;
-            if (p as usize) & (align - 1) != 0 || addr & (align as u64 - 1) != 0 {
-                return Err(SetupError::Misaligned { ring, addr, align });
-            }
-            host[i] = p;
-        }
+        let host = crate::ring::map_parts(mem, &parts, addrs, uva)?;
         Ok(PackedRing {
             desc: host[0].cast(),
             driver: host[1].cast(),

@@ -37,6 +37,32 @@ pub enum SetupError {
     PackedBase { idx: u16, size: u16 },
 }
 
+/// Translates the three parts of a ring (`(name, bytes, alignment)` at
+/// `addrs`, through the user-address table when `uva`, else
+/// guest-physical): each must lie entirely in one region, aligned.
+pub(crate) fn map_parts(
+    mem: &GuestMemory,
+    parts: &[(&'static str, usize, usize); 3],
+    addrs: [u64; 3],
+    uva: bool,
+) -> Result<[*mut u8; 3], SetupError> {
+    let mut host = [std::ptr::null_mut::<u8>(); 3];
+    for (i, &(ring, len, align)) in parts.iter().enumerate() {
+        let addr = addrs[i];
+        let p = if uva {
+            mem.translate_uva(addr, len)
+        } else {
+            mem.translate(addr, len)
+        };
+        let p = p.ok_or(SetupError::NotMapped { ring, addr, len })?;
+        if (p as usize) & (align - 1) != 0 || addr & (align as u64 - 1) != 0 {
+            return Err(SetupError::Misaligned { ring, addr, align });
+        }
+        host[i] = p;
+    }
+    Ok(host)
+}
+
 /// Host pointers to the three ring parts.
 #[derive(Debug)]
 pub(crate) struct Ring {
@@ -69,20 +95,7 @@ impl Ring {
             ("avail", avail_ring_bytes(size) - ev, 2),
             ("used", used_ring_bytes(size) - ev, 4),
         ];
-        let mut host = [std::ptr::null_mut::<u8>(); 3];
-        for (i, &(ring, len, align)) in parts.iter().enumerate() {
-            let addr = addrs[i];
-            let p = if uva {
-                mem.translate_uva(addr, len)
-            } else {
-                mem.translate(addr, len)
-            };
-            let p = p.ok_or(SetupError::NotMapped { ring, addr, len })?;
-            if (p as usize) & (align - 1) != 0 || addr & (align as u64 - 1) != 0 {
-                return Err(SetupError::Misaligned { ring, addr, align });
-            }
-            host[i] = p;
-        }
+        let host = map_parts(mem, &parts, addrs, uva)?;
         Ok(Ring {
             desc: host[0].cast(),
             avail: host[1].cast(),

@@ -139,6 +139,28 @@ impl Walk for Chain {
     }
 }
 
+/// Checks an indirect table of `len` bytes at guest address `addr` (split
+/// and packed descriptors are both 16 bytes, 8-aligned): its host address
+/// and number of entries, or why it is refused.
+#[inline(always)]
+pub(crate) fn indirect_table(
+    mem: &GuestMemory,
+    addr: u64,
+    len: u32,
+    hint: &mut usize,
+) -> Result<(*mut u8, u32), ChainError> {
+    if len == 0 || len & 15 != 0 || len / 16 > MAX_INDIRECT {
+        return Err(ChainError::IndirectLen);
+    }
+    let p = mem
+        .translate_hinted(addr, len as usize, hint)
+        .ok_or(ChainError::IndirectAddr)?;
+    if (p as usize) & (std::mem::align_of::<Desc>() - 1) != 0 {
+        return Err(ChainError::IndirectAddr);
+    }
+    Ok((p, len / 16))
+}
+
 /// Iterator state over one chain.
 #[derive(Clone, Copy)]
 pub(crate) struct Chain {
@@ -204,17 +226,9 @@ impl Chain {
                 if self.indirect {
                     return Err(ChainError::IndirectNested);
                 }
-                if d.len == 0 || d.len & 15 != 0 || d.len / 16 > MAX_INDIRECT {
-                    return Err(ChainError::IndirectLen);
-                }
-                let p = mem
-                    .translate_hinted(d.addr, d.len as usize, hint)
-                    .ok_or(ChainError::IndirectAddr)?;
-                if (p as usize) & (std::mem::align_of::<Desc>() - 1) != 0 {
-                    return Err(ChainError::IndirectAddr);
-                }
+                let (p, n) = indirect_table(mem, d.addr, d.len, hint)?;
                 self.table = p.cast();
-                self.table_len = d.len / 16;
+                self.table_len = n;
                 self.next = 0;
                 self.limit = (self.steps + self.table_len).min(MAX_CHAIN_DESCS);
                 self.indirect = true;

@@ -32,6 +32,7 @@
 use super::DeviceQueue;
 use super::chain::{
     BURST_DESC_BUDGET, ChainError, MAX_CHAIN_DESCS, RX_BURST_DESC_BUDGET, Seg, Walk, chain_cost,
+    indirect_table,
 };
 use super::rx::{Fill, Rx};
 use super::tx::Tx;
@@ -43,9 +44,6 @@ use crate::packed::{
 use crate::ring::prefetch;
 use nfv_mem::{Batch, PoolCache};
 use std::sync::atomic::{Ordering, fence};
-
-/// Most entries accepted in an indirect table (as on split rings).
-const MAX_INDIRECT: u32 = 65536;
 
 /// A used descriptor waiting for its packet to complete.
 #[derive(Clone, Copy, Debug, Default)]
@@ -215,17 +213,9 @@ impl Walk for PackedChain {
             self.steps += 1;
             let d = self.take_slot();
             if d.flags & DESC_F_INDIRECT != 0 {
-                if d.len == 0 || d.len & 15 != 0 || d.len / 16 > MAX_INDIRECT {
-                    return Err(ChainError::IndirectLen);
-                }
-                let p = mem
-                    .translate_hinted(d.addr, d.len as usize, hint)
-                    .ok_or(ChainError::IndirectAddr)?;
-                if (p as usize) & (std::mem::align_of::<PackedDesc>() - 1) != 0 {
-                    return Err(ChainError::IndirectAddr);
-                }
+                let (p, n) = indirect_table(mem, d.addr, d.len, hint)?;
                 self.table = p.cast();
-                self.table_len = d.len / 16;
+                self.table_len = n;
                 self.table_next = 0;
                 continue;
             }
