@@ -31,6 +31,28 @@ pub(crate) struct Seg {
     pub write: bool,
 }
 
+impl Seg {
+    /// The buffer a descriptor names (`flags`: its WRITE bit, 2 in both
+    /// ring layouts), checked against guest memory once.
+    #[inline(always)]
+    pub(crate) fn of(
+        mem: &GuestMemory,
+        addr: u64,
+        len: u32,
+        flags: u16,
+        hint: &mut usize,
+    ) -> Result<Seg, ChainError> {
+        let ptr = mem
+            .translate_hinted(addr, len as usize, hint)
+            .ok_or(ChainError::BadAddr)?;
+        Ok(Seg {
+            ptr,
+            len,
+            write: flags & VIRTQ_DESC_F_WRITE != 0,
+        })
+    }
+}
+
 /// Most entries accepted in an indirect table: `next` is a u16, so no
 /// chain can use more (Linux vhost has the same limit).
 const MAX_INDIRECT: u32 = 65536;
@@ -242,14 +264,7 @@ impl Chain {
             } else {
                 self.done = true;
             }
-            let ptr = mem
-                .translate_hinted(d.addr, d.len as usize, hint)
-                .ok_or(ChainError::BadAddr)?;
-            return Ok(Some(Seg {
-                ptr,
-                len: d.len,
-                write: d.flags & VIRTQ_DESC_F_WRITE != 0,
-            }));
+            return Seg::of(mem, d.addr, d.len, d.flags, hint).map(Some);
         }
     }
 }

@@ -195,14 +195,7 @@ impl Walk for PackedChain {
                 // translated and 8-aligned below; one volatile copy.
                 let d = unsafe { self.table.add(self.table_next as usize).read_volatile() };
                 self.table_next += 1;
-                let ptr = mem
-                    .translate_hinted(d.addr, d.len as usize, hint)
-                    .ok_or(ChainError::BadAddr)?;
-                return Ok(Some(Seg {
-                    ptr,
-                    len: d.len,
-                    write: d.flags & DESC_F_WRITE != 0,
-                }));
+                return Seg::of(mem, d.addr, d.len, d.flags, hint).map(Some);
             }
             if self.started && !self.more {
                 return Ok(None);
@@ -219,14 +212,7 @@ impl Walk for PackedChain {
                 self.table_next = 0;
                 continue;
             }
-            let ptr = mem
-                .translate_hinted(d.addr, d.len as usize, hint)
-                .ok_or(ChainError::BadAddr)?;
-            return Ok(Some(Seg {
-                ptr,
-                len: d.len,
-                write: d.flags & DESC_F_WRITE != 0,
-            }));
+            return Seg::of(mem, d.addr, d.len, d.flags, hint).map(Some);
         }
     }
 
