@@ -325,20 +325,8 @@ impl Backend {
                 v.base
             }
         } else {
+            self.wait_rx_ack(p, generation, "release vring");
             let r = &self.shared.rx[p];
-            let deadline = Instant::now() + ACK_TIMEOUT;
-            while r.attached.load(Acquire) && r.acked_gen.load(Acquire) < generation {
-                if Instant::now() > deadline {
-                    Status::bump(&self.shared.status.ack_timeouts);
-                    tracing::warn!(
-                        "vhost-user port {}: rx queue {p} did not release vring {i} within {:?}",
-                        self.name(),
-                        ACK_TIMEOUT
-                    );
-                    break;
-                }
-                std::thread::sleep(Duration::from_micros(20));
-            }
             if r.pos_epoch.load(Acquire) == v.base_epoch {
                 r.position.load(Acquire) as u16
             } else {
@@ -350,6 +338,37 @@ impl Backend {
         v.base = pos;
         v.base_epoch = epoch;
         pos
+    }
+
+    /// Waits (at most [`ACK_TIMEOUT`]) until rx queue `p`'s PMD has moved
+    /// to `generation` (or has no PMD), so its old device queue is gone.
+    fn wait_rx_ack(&self, p: usize, generation: u64, what: &str) {
+        let r = &self.shared.rx[p];
+        let deadline = Instant::now() + ACK_TIMEOUT;
+        while r.attached.load(Acquire) && r.acked_gen.load(Acquire) < generation {
+            if Instant::now() > deadline {
+                Status::bump(&self.shared.status.ack_timeouts);
+                tracing::warn!(
+                    "vhost-user port {}: rx queue {p} did not {what} within {:?}",
+                    self.name(),
+                    ACK_TIMEOUT
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+
+    /// After logging started, stopped or moved to a new log: every rx
+    /// queue runs a device queue built with the new state before the
+    /// frontend hears back, so no write made after it believes logging is
+    /// on escapes the log. (Guest RX rings are rebuilt synchronously in
+    /// `publish`.)
+    fn wait_logging_applied(&self) {
+        let generation = self.shared.generation.load(Relaxed);
+        for p in 0..self.shared.cfg.queues {
+            self.wait_rx_ack(p, generation, "start or stop logging");
+        }
     }
 
     fn change(&mut self, i: usize, f: impl FnOnce(&mut Vring)) {
@@ -398,6 +417,7 @@ impl Backend {
         ) {
             return Err(self.negotiation_error(e));
         }
+        let logging_changed = (self.acked ^ features) & VHOST_F_LOG_ALL != 0;
         self.acked = features;
         self.shared.status.features.store(features, Relaxed);
         tracing::info!(
@@ -407,6 +427,9 @@ impl Backend {
         );
         self.touch_all();
         self.publish();
+        if logging_changed {
+            self.wait_logging_applied();
+        }
         Ok(())
     }
 
@@ -560,6 +583,9 @@ impl Backend {
             }
         };
         self.publish();
+        if self.acked & VHOST_F_LOG_ALL != 0 {
+            self.wait_logging_applied();
+        }
         out
     }
 
