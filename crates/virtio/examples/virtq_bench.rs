@@ -79,7 +79,10 @@ fn eventfd() -> std::os::fd::OwnedFd {
 const LOG_GPA_BASE: u64 = 1 << 32;
 
 /// A dirty log covering the dirty-log rows' guest-physical addresses.
-fn dirty_log() -> (std::fs::File, std::sync::Arc<nfv_virtio::dirty_log::DirtyLog>) {
+fn dirty_log() -> (
+    std::fs::File,
+    std::sync::Arc<nfv_virtio::dirty_log::DirtyLog>,
+) {
     use std::os::fd::FromRawFd;
     let bytes = (LOG_GPA_BASE + (1 << 32) + (1 << 24)) / nfv_virtio::dirty_log::LOG_PAGE / 8;
     // SAFETY: a literal name; the fd is checked and then owned.
