@@ -227,3 +227,98 @@ fn send_rarp_announces_the_mac_once_per_request() {
     assert_eq!(sw.port.status().rarp_requests, 2);
     assert_eq!(features::protocol_offered().bits() & (1 << 2), 1 << 2);
 }
+
+/// The rings are rebuilt many times while a migration starts and ends
+/// (SET_LOG_BASE, SET_FEATURES and SET_VRING_ADDR each rebuild them).
+/// With a PMD thread forwarding the guest's frames back to it the whole
+/// time, every frame must come back intact and the guest driver must see
+/// no used entry it did not post: a rebuild that resumed at a wrong
+/// position would write into buffers the guest owns again.
+#[test]
+fn ring_rebuilds_under_traffic_keep_every_buffer_accounted_for() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (sw, mut g) = migrating_guest("storm");
+    let log = memfd(LOG_BYTES);
+    let stop = AtomicBool::new(false);
+    let SwitchSide {
+        port,
+        mut cache,
+        mut rxq,
+        mut txq,
+    } = sw;
+    let addrs = g.ring_addrs.clone();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // The PMD: guest TX -> guest RX, what does not fit is dropped.
+            while !stop.load(Ordering::Relaxed) {
+                let mut b = nfv_mem::Batch::new();
+                rxq[0].rx_burst(&mut b, &mut cache);
+                txq[0].tx_burst(&mut b, &mut cache);
+                cache.free_batch(&mut b);
+            }
+        });
+        let mut sent = 0u32;
+        let mut back = 0u64;
+        for round in 0..2000u32 {
+            // Keep about a ring's worth in flight.
+            let frames: Vec<Vec<u8>> = (0..64)
+                .map(|i| {
+                    let seq = sent + i;
+                    frame(60 + (seq as usize * 37) % 1400, seq)
+                })
+                .collect();
+            sent += g.send(0, &frames) as u32;
+            for f in g.recv(0) {
+                let seq = u32::from_be_bytes(f[14..18].try_into().unwrap());
+                assert_eq!(f, frame(f.len(), seq), "frame {seq} changed");
+                back += 1;
+            }
+            // A migration starting (every 10th round: ending).
+            let logging = round % 10 != 9;
+            if logging {
+                g.fe.set_log_base(
+                    0,
+                    Some(VhostUserDirtyLogRegion {
+                        mmap_size: LOG_BYTES,
+                        mmap_offset: 0,
+                        mmap_handle: log.as_raw_fd(),
+                    }),
+                )
+                .unwrap();
+            }
+            let f = if logging {
+                g.features | VHOST_F_LOG_ALL
+            } else {
+                g.features
+            };
+            g.fe.set_features(f).unwrap();
+            for (i, a) in addrs.iter().enumerate().take(2) {
+                g.fe.set_vring_addr(
+                    i,
+                    &vhost::VringConfigData {
+                        queue_max_size: 256,
+                        queue_size: 256,
+                        flags: u32::from(logging),
+                        desc_table_addr: a.desc,
+                        used_ring_addr: a.used,
+                        avail_ring_addr: a.avail,
+                        log_addr: logging.then_some(a.used),
+                    },
+                )
+                .unwrap();
+            }
+        }
+        // Drain what is still in flight.
+        nfv_testutil::wait_until(WAIT, || {
+            back += g.recv(0).len() as u64;
+            back as u32 >= sent
+        });
+        stop.store(true, Ordering::Relaxed);
+        let drv = g.rx[0].errors().total() + g.tx[0].errors().total();
+        assert_eq!(drv, 0, "the guest driver saw bad used entries: rx {:?} tx {:?}", g.rx[0].errors(), g.tx[0].errors());
+        assert!(back > 0);
+        eprintln!("storm: {sent} sent, {back} back");
+    });
+    let st = port.status();
+    assert!(st.vrings.iter().all(|v| v.violations() == 0), "{st:#?}");
+}
