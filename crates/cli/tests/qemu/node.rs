@@ -1,5 +1,6 @@
-//! The switch under test: `nfvswitch run` as a child process with two
-//! vhost-user ports joined by NORMAL, read through `nfvswitch ctl --json`.
+//! The switch under test: `nfvswitch run` as a child process with
+//! vhost-user ports (and, for a test bed of several nodes, memif ports
+//! linking them) joined by NORMAL, read through `nfvswitch ctl --json`.
 //! SIGTERM then SIGKILL on drop; its stderr goes to a file kept for
 //! diagnostics.
 
@@ -19,6 +20,27 @@ pub struct PortSpec {
     pub switch_server: bool,
     pub queues: u16,
     pub mrg_rxbuf: bool,
+}
+
+/// One memif port of the node: two nodes on the same socket, one in each
+/// role, are linked by it.
+#[allow(dead_code)] // only the migration test links two nodes
+pub struct MemifSpec {
+    pub name: &'static str,
+    pub id: u16,
+    pub socket: PathBuf,
+    /// The switch listens (`role = "server"`); otherwise it connects and
+    /// owns the shared memory (`role = "client"`).
+    pub server: bool,
+}
+
+/// How a node differs from the single node of `qemu.rs`.
+pub struct NodeOpts {
+    /// Part of the node's name: several nodes of one test differ by it.
+    pub tag: &'static str,
+    /// The PMD's CPU.
+    pub core: usize,
+    pub memif: Vec<MemifSpec>,
 }
 
 pub struct Node {
@@ -41,16 +63,29 @@ impl Drop for Node {
 }
 
 impl Node {
+    /// A node on the last CPU with `ports` only; its files in `dir`.
     pub fn start(dir: &Path, ports: &[PortSpec]) -> Result<Node, String> {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let opts = NodeOpts {
+            tag: "",
+            core: cpus - 1,
+            memif: Vec::new(),
+        };
+        Node::start_with(dir, ports, &opts)
+    }
+
+    /// A node with `ports` and what `opts` adds; its files (config,
+    /// control socket, log) in `dir`, which must be its own.
+    pub fn start_with(dir: &Path, ports: &[PortSpec], opts: &NodeOpts) -> Result<Node, String> {
         let socket = dir.join("ctl.sock");
         let mut cfg = format!(
             "flows = [\"priority=0,actions=normal\"]\n\
-             [node]\nname = \"qemu{}\"\ncontrol_socket = \"{}\"\napi = \"off\"\n\
+             [node]\nname = \"qemu{}{}\"\ncontrol_socket = \"{}\"\napi = \"off\"\n\
              [memory]\nframes = 8192\nhugepages = \"never\"\n[pmd]\ncores = [{}]\n",
             std::process::id(),
+            opts.tag,
             socket.display(),
-            cpus - 1
+            opts.core
         );
         for p in ports {
             cfg.push_str(&format!(
@@ -62,6 +97,16 @@ impl Node {
                 if p.switch_server { "server" } else { "client" },
                 p.queues,
                 p.mrg_rxbuf
+            ));
+        }
+        for m in &opts.memif {
+            cfg.push_str(&format!(
+                "[[port]]\nname = \"{}\"\nid = {}\ntype = \"memif\"\nsocket = \"{}\"\n\
+                 role = \"{}\"\n",
+                m.name,
+                m.id,
+                m.socket.display(),
+                if m.server { "server" } else { "client" }
             ));
         }
         let path = dir.join("node.toml");
