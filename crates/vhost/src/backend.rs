@@ -19,8 +19,10 @@ use std::sync::atomic::Ordering::*;
 use std::time::{Duration, Instant};
 
 use nfv_virtio::GuestMemory;
+use nfv_virtio::dirty_log::DirtyLog;
 use nfv_virtio::layout::{
-    VHOST_USER_F_PROTOCOL_FEATURES, avail_ring_bytes, desc_table_bytes, used_ring_bytes,
+    VHOST_F_LOG_ALL, VHOST_USER_F_PROTOCOL_FEATURES, avail_ring_bytes, desc_table_bytes,
+    used_ring_bytes,
 };
 use vhost::vhost_user::message::VhostUserMemoryRegion;
 
@@ -59,6 +61,12 @@ pub(crate) struct Backend {
     acked: u64,
     protocol: u64,
     mem: Option<Arc<GuestMemory>>,
+    /// The dirty log from SET_LOG_BASE, used while VHOST_F_LOG_ALL is
+    /// acked (a live migration).
+    log: Option<Arc<DirtyLog>>,
+    /// Why the last SET_LOG_BASE gave no usable log (rings that must log
+    /// stay stopped; see `setup`).
+    log_refused: Option<String>,
     vrings: Vec<Vring>,
     next_id: u64,
 }
@@ -69,6 +77,8 @@ impl Backend {
             acked: 0,
             protocol: 0,
             mem: None,
+            log: None,
+            log_refused: None,
             vrings: Vec::new(),
             next_id: 1,
             shared,
@@ -92,6 +102,9 @@ impl Backend {
         self.acked = 0;
         self.protocol = 0;
         self.mem = None;
+        self.log = None;
+        self.log_refused = None;
+        self.shared.status.log_bytes.store(0, Relaxed);
         let n = 2 * self.shared.cfg.queues;
         self.vrings = (0..n).map(|_| Vring::default()).collect();
         for i in 0..n {
@@ -157,6 +170,26 @@ impl Backend {
         if v.num == 0 || !v.kicked || !self.enabled(v) {
             return None;
         }
+        // A migrating guest whose writes we cannot log gets none: its
+        // rings stop rather than change pages the copy would miss.
+        let logging = self.acked & VHOST_F_LOG_ALL != 0;
+        if logging && self.log.is_none() {
+            if v.failed_id != v.id {
+                let id = v.id;
+                self.vrings[i].failed_id = id;
+                let why = self
+                    .log_refused
+                    .clone()
+                    .unwrap_or_else(|| "no SET_LOG_BASE was received".into());
+                let msg = format!(
+                    "vring {i}: VHOST_F_LOG_ALL is acked but there is no dirty log ({why}); \
+                     the ring stays stopped while the migration lasts"
+                );
+                tracing::warn!("vhost-user port {}: {msg}", self.name());
+                self.shared.status.set_error(msg);
+            }
+            return None;
+        }
         let n = v.num;
         let parts = [
             ("descriptor table", addr[0], desc_table_bytes(n), 16),
@@ -197,6 +230,7 @@ impl Backend {
             features: self.acked,
             mem: mem.clone(),
             call: v.call.clone(),
+            dirty_log: if logging { self.log.clone() } else { None },
         }))
     }
 
@@ -291,20 +325,8 @@ impl Backend {
                 v.base
             }
         } else {
+            self.wait_rx_ack(p, generation, "release vring");
             let r = &self.shared.rx[p];
-            let deadline = Instant::now() + ACK_TIMEOUT;
-            while r.attached.load(Acquire) && r.acked_gen.load(Acquire) < generation {
-                if Instant::now() > deadline {
-                    Status::bump(&self.shared.status.ack_timeouts);
-                    tracing::warn!(
-                        "vhost-user port {}: rx queue {p} did not release vring {i} within {:?}",
-                        self.name(),
-                        ACK_TIMEOUT
-                    );
-                    break;
-                }
-                std::thread::sleep(Duration::from_micros(20));
-            }
             if r.pos_epoch.load(Acquire) == v.base_epoch {
                 r.position.load(Acquire) as u16
             } else {
@@ -316,6 +338,37 @@ impl Backend {
         v.base = pos;
         v.base_epoch = epoch;
         pos
+    }
+
+    /// Waits (at most [`ACK_TIMEOUT`]) until rx queue `p`'s PMD has moved
+    /// to `generation` (or has no PMD), so its old device queue is gone.
+    fn wait_rx_ack(&self, p: usize, generation: u64, what: &str) {
+        let r = &self.shared.rx[p];
+        let deadline = Instant::now() + ACK_TIMEOUT;
+        while r.attached.load(Acquire) && r.acked_gen.load(Acquire) < generation {
+            if Instant::now() > deadline {
+                Status::bump(&self.shared.status.ack_timeouts);
+                tracing::warn!(
+                    "vhost-user port {}: rx queue {p} did not {what} within {:?}",
+                    self.name(),
+                    ACK_TIMEOUT
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+
+    /// After logging started, stopped or moved to a new log: every rx
+    /// queue runs a device queue built with the new state before the
+    /// frontend hears back, so no write made after it believes logging is
+    /// on escapes the log. (Guest RX rings are rebuilt synchronously in
+    /// `publish`.)
+    fn wait_logging_applied(&self) {
+        let generation = self.shared.generation.load(Relaxed);
+        for p in 0..self.shared.cfg.queues {
+            self.wait_rx_ack(p, generation, "start or stop logging");
+        }
     }
 
     fn change(&mut self, i: usize, f: impl FnOnce(&mut Vring)) {
@@ -364,6 +417,7 @@ impl Backend {
         ) {
             return Err(self.negotiation_error(e));
         }
+        let logging_changed = (self.acked ^ features) & VHOST_F_LOG_ALL != 0;
         self.acked = features;
         self.shared.status.features.store(features, Relaxed);
         tracing::info!(
@@ -373,6 +427,9 @@ impl Backend {
         );
         self.touch_all();
         self.publish();
+        if logging_changed {
+            self.wait_logging_applied();
+        }
         Ok(())
     }
 
@@ -491,6 +548,73 @@ impl Backend {
             .status
             .protocol_features
             .store(features, Relaxed);
+        Ok(())
+    }
+
+    /// SET_LOG_BASE with its fd (LOG_SHMFD): maps the dirty log. Queues
+    /// start logging into it once VHOST_F_LOG_ALL is acked (QEMU sends
+    /// this first, then the features), and move to a new log when the
+    /// frontend resizes it (another SET_LOG_BASE). A log that cannot be
+    /// mapped is counted and logged; rings that must log then stop.
+    pub fn set_log_base(&mut self, size: u64, offset: u64, fd: OwnedFd) -> Answer<()> {
+        let file = File::from(fd);
+        let res = DirtyLog::map(&file, size, offset);
+        self.touch_all();
+        let out = match res {
+            Ok(log) => {
+                tracing::info!(
+                    "vhost-user port {}: dirty log of {} KiB (guest memory up to {} MiB)",
+                    self.name(),
+                    size >> 10,
+                    (size * 8 * nfv_virtio::dirty_log::LOG_PAGE) >> 20
+                );
+                self.shared.status.log_bytes.store(size, Relaxed);
+                self.log = Some(Arc::new(log));
+                self.log_refused = None;
+                Ok(())
+            }
+            Err(e) => {
+                self.log = None;
+                self.shared.status.log_bytes.store(0, Relaxed);
+                let msg = format!("SET_LOG_BASE refused: {e}");
+                self.log_refused = Some(msg.clone());
+                Status::bump(&self.shared.status.log_errors);
+                Err(self.refuse(msg))
+            }
+        };
+        self.publish();
+        if self.acked & VHOST_F_LOG_ALL != 0 {
+            self.wait_logging_applied();
+        }
+        out
+    }
+
+    /// SET_LOG_BASE without an fd: a kernel-style log address we cannot
+    /// map (the frontend did not negotiate LOG_SHMFD).
+    pub fn log_base_without_fd(&mut self) -> Refused {
+        Status::bump(&self.shared.status.log_errors);
+        let msg = "SET_LOG_BASE without a file descriptor (VHOST_USER_PROTOCOL_F_LOG_SHMFD \
+                   not negotiated): no dirty log"
+            .to_string();
+        self.log_refused = Some(msg.clone());
+        self.refuse(msg)
+    }
+
+    /// SEND_RARP: the guest has just migrated in; queue pair 0's rx queue
+    /// announces its MAC as if the guest had sent the announcement
+    /// (`crate::rarp`), so MAC learning here and in the network beyond
+    /// follows the move.
+    pub fn send_rarp(&mut self, mac: [u8; 6]) -> Answer<()> {
+        Status::bump(&self.shared.status.rarp_requests);
+        self.shared.rarp.store(crate::rarp::encode(mac), Release);
+        tracing::info!(
+            "vhost-user port {}: SEND_RARP for {}",
+            self.name(),
+            crate::rarp::mac_string(mac)
+        );
+        // A new generation makes the rx queues resync, where the
+        // announcement is picked up (no per-burst check).
+        self.publish();
         Ok(())
     }
 

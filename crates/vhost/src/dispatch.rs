@@ -101,6 +101,30 @@ pub(crate) fn handle(b: &mut Backend, h: &Header, req: Request) -> Outcome {
         Request::SetVringEnable { index, enable } => {
             Outcome::ack(h, b.set_vring_enable(index, enable))
         }
+        Request::SetLogBase { size, offset, fd } => match fd {
+            // With LOG_SHMFD the frontend waits for a reply, whatever
+            // became of the log: QEMU aborts the VM when starting the log
+            // fails, so a log we cannot use is answered like any other and
+            // the rings stop instead (`Backend::set_log_base`). The reply
+            // echoes the request's payload: QEMU reads a reply of any size
+            // and ignores it, rust-vmm's frontend wants the 16 bytes.
+            Some(fd) => {
+                let res = b.set_log_base(size, offset, fd);
+                let mut echo = [0u8; 16];
+                echo[..8].copy_from_slice(&size.to_le_bytes());
+                echo[8..].copy_from_slice(&offset.to_le_bytes());
+                Outcome {
+                    reply: Some(message::reply(h.request, &echo)),
+                    next: match res {
+                        Err(Refused { msg, fatal: true }) => Next::Close(msg),
+                        _ => Next::Continue,
+                    },
+                }
+            }
+            None => Outcome::ack(h, Err(b.log_base_without_fd())),
+        },
+        Request::SetLogFd => Outcome::ack(h, Ok(())),
+        Request::SendRarp(mac) => Outcome::ack(h, b.send_rarp(mac)),
     }
 }
 

@@ -2,8 +2,9 @@
 //! checks applied to what a frontend acks. Pure functions, no I/O.
 
 use nfv_virtio::layout::{
-    VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_IN_ORDER, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1,
-    VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
+    VHOST_F_LOG_ALL, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_IN_ORDER, VIRTIO_F_RING_PACKED,
+    VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
+    VIRTIO_RING_F_INDIRECT_DESC,
 };
 use vhost::vhost_user::VhostUserProtocolFeatures;
 
@@ -17,9 +18,12 @@ use vhost::vhost_user::VhostUserProtocolFeatures;
 /// from ~8.5 to ~10.3 Mpps (4 interleaved pairs). Not offered
 /// (`in_order` false) once another port borrows the guest's receive
 /// buffers (`crate::lend`): lent buffers complete in the order the kernel
-/// fills them.
+/// fills them. `VHOST_F_LOG_ALL` always: without it QEMU refuses to
+/// migrate the VM (it acks the bit only while a migration runs, and we
+/// then log our writes into guest memory, `nfv_virtio::dirty_log`).
 pub fn offered(mrg_rxbuf: bool, in_order: bool, packed: bool) -> u64 {
     let mut f = VIRTIO_F_VERSION_1
+        | VHOST_F_LOG_ALL
         | VIRTIO_RING_F_INDIRECT_DESC
         | VIRTIO_RING_F_EVENT_IDX
         | VIRTIO_NET_F_MQ
@@ -39,10 +43,19 @@ pub fn offered(mrg_rxbuf: bool, in_order: bool, packed: bool) -> u64 {
 /// `VHOST_USER_PROTOCOL_F_REPLY_ACK` as a bit mask.
 pub const PROTOCOL_REPLY_ACK: u64 = VhostUserProtocolFeatures::REPLY_ACK.bits();
 
-/// vhost-user protocol features offered: MQ (several queue pairs) and
-/// REPLY_ACK (acks on request, see `crate::dispatch`).
+/// `VHOST_USER_PROTOCOL_F_LOG_SHMFD` as a bit mask.
+pub const PROTOCOL_LOG_SHMFD: u64 = VhostUserProtocolFeatures::LOG_SHMFD.bits();
+
+/// vhost-user protocol features offered: MQ (several queue pairs),
+/// REPLY_ACK (acks on request, see `crate::dispatch`), and for live
+/// migration LOG_SHMFD (the dirty log comes as a shared-memory fd with
+/// SET_LOG_BASE) and RARP (SEND_RARP: announce the guest's MAC from its
+/// new place, see `crate::rarp`).
 pub fn protocol_offered() -> VhostUserProtocolFeatures {
-    VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK
+    VhostUserProtocolFeatures::MQ
+        | VhostUserProtocolFeatures::REPLY_ACK
+        | VhostUserProtocolFeatures::LOG_SHMFD
+        | VhostUserProtocolFeatures::RARP
 }
 
 /// Why a frontend's SET_FEATURES / SET_PROTOCOL_FEATURES was refused.
@@ -88,8 +101,9 @@ pub fn check_protocol_ack(acked: u64) -> Result<(), NegotiationError> {
 
 /// Names of the virtio-net feature bits we know, for `show ports`.
 pub fn describe(features: u64) -> String {
-    const NAMES: [(u64, &str); 8] = [
+    const NAMES: [(u64, &str); 9] = [
         (VIRTIO_F_VERSION_1, "VERSION_1"),
+        (VHOST_F_LOG_ALL, "LOG_ALL"),
         (VIRTIO_F_IN_ORDER, "IN_ORDER"),
         (VIRTIO_NET_F_MRG_RXBUF, "MRG_RXBUF"),
         (VIRTIO_RING_F_INDIRECT_DESC, "INDIRECT_DESC"),
@@ -134,8 +148,8 @@ mod tests {
         assert_ne!(f & VIRTIO_NET_F_MRG_RXBUF, 0);
         assert_eq!(offered(false, true, false) & VIRTIO_NET_F_MRG_RXBUF, 0);
         assert_ne!(f & VIRTIO_F_IN_ORDER, 0);
-        assert_eq!(f, 0x9_7040_8000);
-        assert_eq!(offered(true, true, true), 0xd_7040_8000);
+        assert_eq!(f, 0x9_7440_8000);
+        assert_eq!(offered(true, true, true), 0xd_7440_8000);
     }
 
     #[test]

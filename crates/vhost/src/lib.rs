@@ -76,6 +76,7 @@ mod memtable;
 pub mod message;
 mod ownership;
 mod queue;
+pub mod rarp;
 pub mod ratelimit;
 mod settings;
 mod shared;
@@ -178,6 +179,13 @@ pub struct VhostStatus {
     /// Virtqueues refused at start (addresses outside memory, ...).
     pub ring_errors: u64,
     pub ack_timeouts: u64,
+    /// Bytes of the dirty log the frontend gave (0: none).
+    pub log_bytes: u64,
+    /// SET_LOG_BASE requests refused.
+    pub log_errors: u64,
+    /// SEND_RARP requests, and announcements injected for them.
+    pub rarp_requests: u64,
+    pub rarp_sent: u64,
     pub last_error: String,
     /// Sum over the guest's TX virtqueues of the chains it had queued that
     /// the switch had not taken, as each ring's last rx burst found them
@@ -198,6 +206,21 @@ pub struct VhostStatus {
 }
 
 impl VhostStatus {
+    /// True while the frontend has VHOST_F_LOG_ALL acked (the guest is
+    /// migrating): every write into its memory is logged.
+    pub fn dirty_logging(&self) -> bool {
+        self.features & nfv_virtio::layout::VHOST_F_LOG_ALL != 0
+    }
+
+    /// The `dirty_log` gauge: `off`, or `on (N KiB log)`.
+    pub fn dirty_log_state(&self) -> String {
+        match (self.dirty_logging(), self.log_bytes) {
+            (false, _) => "off".into(),
+            (true, 0) => "on, but no usable log: rings stopped".into(),
+            (true, b) => format!("on ({} KiB log)", b.div_ceil(1024)),
+        }
+    }
+
     /// Connections after the first.
     pub fn reconnects(&self) -> u64 {
         self.connects.saturating_sub(1)
@@ -295,6 +318,10 @@ impl VhostUserPort {
             mem_table_errors: s.mem_table_errors.load(Relaxed),
             ring_errors: s.ring_errors.load(Relaxed),
             ack_timeouts: s.ack_timeouts.load(Relaxed),
+            log_bytes: s.log_bytes.load(Relaxed),
+            log_errors: s.log_errors.load(Relaxed),
+            rarp_requests: s.rarp_requests.load(Relaxed),
+            rarp_sent: s.rarp_sent.load(Relaxed),
             last_error: s
                 .last_error
                 .lock()
@@ -374,6 +401,9 @@ impl Port for VhostUserPort {
         .with("memory_faults", st.counter("memory_fault"))
         .with("tx_retries", st.tx_retries)
         .with("copy_mode", if cfg.one_copy { "one-copy" } else { "copy" })
+        .with("dirty_log", st.dirty_log_state())
+        .with("log_errors", st.log_errors)
+        .with("rarp_sent", st.rarp_sent)
         .with(PortGauges::ONE_COPY_PACKETS, st.one_copy);
         let lend = &self.shared.lend;
         if lend.claimed.load(Acquire) {

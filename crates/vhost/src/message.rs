@@ -212,6 +212,8 @@ impl DecodeError {
             // an answer is unknowable, so the connection ends rather than
             // leave it blocked.
             DecodeError::Unsupported(_, "UNKNOWN") => false,
+            // QEMU waits for a reply to SET_LOG_BASE (with LOG_SHMFD).
+            _ if header.request == code::SET_LOG_BASE => false,
             _ => !has_own_reply(header.request),
         }
     }
@@ -270,6 +272,18 @@ pub enum Request {
     /// SET_BACKEND_REQ_FD: accepted and closed (no backend-initiated
     /// requests are offered).
     BackendReqFd,
+    /// SET_LOG_BASE: the dirty log, `size` bytes at `offset` in `fd`
+    /// (with LOG_SHMFD; without it there is no fd and nothing we can map).
+    SetLogBase {
+        size: u64,
+        offset: u64,
+        fd: Option<OwnedFd>,
+    },
+    /// SET_LOG_FD: an eventfd for log-change notices we never send;
+    /// accepted and closed.
+    SetLogFd,
+    /// SEND_RARP: announce this MAC from here (the guest just migrated in).
+    SendRarp([u8; 6]),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -383,6 +397,28 @@ pub fn decode(h: &Header, payload: &[u8], mut fds: Vec<OwnedFd>) -> Result<Reque
         SET_BACKEND_REQ_FD => {
             fds_exactly(h, &fds, 1)?;
             return Ok(Request::BackendReqFd);
+        }
+        SET_LOG_BASE => {
+            // mmap_size, mmap_offset (VhostUserLog); the fd with LOG_SHMFD.
+            need(h, payload, 16)?;
+            if fds.len() > 1 {
+                fds_exactly(h, &fds, 1)?;
+            }
+            return Ok(Request::SetLogBase {
+                size: u64_at(payload, 0),
+                offset: u64_at(payload, 8),
+                fd: fds.pop(),
+            });
+        }
+        SET_LOG_FD => {
+            fds_exactly(h, &fds, 1)?;
+            return Ok(Request::SetLogFd);
+        }
+        SEND_RARP => {
+            need(h, payload, 8)?;
+            let mut mac = [0u8; 6];
+            mac.copy_from_slice(&payload[..6]);
+            Request::SendRarp(mac)
         }
         other => return Err(DecodeError::Unsupported(other, name(other))),
     };

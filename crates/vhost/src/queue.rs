@@ -69,6 +69,8 @@ pub(crate) struct VhostRxq {
     owner: RingOwner,
     /// The queue's `one_copy` count already added to the ring's.
     one_copy_seen: u64,
+    /// A guest MAC to announce at the next burst (SEND_RARP; pair 0).
+    rarp: Option<[u8; 6]>,
 }
 
 impl VhostRxq {
@@ -87,7 +89,34 @@ impl VhostRxq {
                 ..RingOwner::default()
             },
             one_copy_seen: 0,
+            rarp: None,
         }
+    }
+
+    /// Appends the announcement of the guest's MAC to `batch` as if the
+    /// guest had sent it (see `crate::rarp`). Tried again next burst when
+    /// the batch is full or the pool empty.
+    #[cold]
+    fn inject_rarp(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        let Some(mac) = self.rarp else {
+            return 0;
+        };
+        if batch.remaining_capacity() == 0 {
+            return 0;
+        }
+        let Some(mut p) = pool.alloc() else {
+            return 0;
+        };
+        let f = crate::rarp::frame(mac);
+        if p.set_len(f.len()).is_err() {
+            pool.free(p);
+            return 0;
+        }
+        p.data_mut().copy_from_slice(&f);
+        batch.push(p);
+        self.rarp = None;
+        crate::shared::Status::bump(&self.shared.status.rarp_sent);
+        1
     }
 
     /// Moves to the current generation: keeps, rebuilds or drops the
@@ -112,6 +141,11 @@ impl VhostRxq {
         if self.owner.dq.is_none() {
             ring.queued.0.store(0, Relaxed);
         }
+        if self.pair == 0
+            && let Some(mac) = crate::rarp::decode(self.shared.rarp.swap(0, AcqRel))
+        {
+            self.rarp = Some(mac);
+        }
         self.generation = snap.generation;
         ring.acked_gen.store(snap.generation, Release);
     }
@@ -123,9 +157,14 @@ impl RxQueue for VhostRxq {
         if self.shared.generation.load(Acquire) != self.generation {
             self.resync();
         }
+        let announced = if self.rarp.is_some() {
+            self.inject_rarp(batch, pool)
+        } else {
+            0
+        };
         let o = &mut self.owner;
         let Some(dq) = o.dq.as_mut() else {
-            return 0;
+            return announced;
         };
         let epoch = fault_epoch();
         if epoch != o.fault_epoch {
@@ -160,7 +199,7 @@ impl RxQueue for VhostRxq {
             let vring = 2 * self.pair + 1;
             publish(&self.shared, vring, &ring.errors, dq, &mut o.error_base);
         }
-        n
+        n + announced
     }
 
     #[inline]

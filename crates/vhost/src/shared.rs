@@ -43,6 +43,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::VhostUserConfig;
+use nfv_virtio::dirty_log::DirtyLog;
 use nfv_virtio::{DeviceQueue, GuestMemory, QueueSetup};
 
 use crate::ratelimit::RateLimitedLog;
@@ -64,6 +65,8 @@ pub(crate) struct RingSetup {
     pub features: u64,
     pub mem: Arc<GuestMemory>,
     pub call: Option<Arc<OwnedFd>>,
+    /// While the guest migrates: the dirty log every write is marked in.
+    pub dirty_log: Option<Arc<DirtyLog>>,
 }
 
 impl RingSetup {
@@ -80,7 +83,7 @@ impl RingSetup {
             Some(fd) => Some(fd.try_clone().map_err(|e| format!("dup of call fd: {e}"))?),
             None => None,
         };
-        DeviceQueue::new(QueueSetup {
+        let mut dq = DeviceQueue::new(QueueSetup {
             mem: self.mem.clone(),
             size: self.size,
             desc_uva: self.desc,
@@ -90,7 +93,9 @@ impl RingSetup {
             features: self.features,
             call,
         })
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+        dq.set_dirty_log(self.dirty_log.clone());
+        Ok(dq)
     }
 }
 
@@ -246,6 +251,14 @@ pub(crate) struct Status {
     pub mem_table_errors: AtomicU64,
     pub ring_errors: AtomicU64,
     pub ack_timeouts: AtomicU64,
+    /// SET_LOG_BASE refused (no fd, a log we cannot map).
+    pub log_errors: AtomicU64,
+    /// SEND_RARP requests, and announcements injected for them.
+    pub rarp_requests: AtomicU64,
+    pub rarp_sent: AtomicU64,
+    /// Bytes of the current dirty log (0: none), and whether the queues
+    /// log into it (VHOST_F_LOG_ALL acked).
+    pub log_bytes: AtomicU64,
     pub last_error: Mutex<String>,
 }
 
@@ -287,6 +300,9 @@ pub(crate) struct Shared {
     pub log: RateLimitedLog,
     /// Guest RX buffers lent to other ports' rx queues (`lend.rs`).
     pub lend: crate::lend::LendState,
+    /// A MAC to announce (SEND_RARP), taken by queue pair 0's rx queue at
+    /// its next resync: `1 << 48 | mac` (see `crate::rarp`), 0 for none.
+    pub rarp: AtomicU64,
 }
 
 impl Shared {
@@ -308,6 +324,7 @@ impl Shared {
             conn: Mutex::new(None),
             log: RateLimitedLog::new(format!("vhost-user port {name}")),
             lend: crate::lend::LendState::new(pairs),
+            rarp: AtomicU64::new(0),
         }
     }
 

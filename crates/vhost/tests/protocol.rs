@@ -36,7 +36,10 @@ fn negotiation_offers_what_is_implemented() {
     let pf = fe.get_protocol_features().unwrap();
     assert_eq!(
         pf,
-        VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK
+        VhostUserProtocolFeatures::MQ
+            | VhostUserProtocolFeatures::REPLY_ACK
+            | VhostUserProtocolFeatures::LOG_SHMFD
+            | VhostUserProtocolFeatures::RARP
     );
     fe.set_protocol_features(pf).unwrap();
     // Queue pairs, as DPDK and QEMU read it.

@@ -18,6 +18,8 @@ pub const VIRTIO_F_RING_PACKED: u64 = 1 << 34;
 /// virtio PMD switches to its in-order rx/tx functions).
 pub const VIRTIO_F_IN_ORDER: u64 = 1 << 35;
 pub const VHOST_USER_F_PROTOCOL_FEATURES: u64 = 1 << 30;
+/// vhost: the backend logs its writes into guest memory (live migration).
+pub const VHOST_F_LOG_ALL: u64 = 1 << 26;
 
 /// A descriptor (16 bytes, little-endian in memory; x86 only here).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

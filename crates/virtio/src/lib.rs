@@ -33,6 +33,7 @@
 //!   the queues' owner stops them.
 
 pub mod device;
+pub mod dirty_log;
 pub mod driver;
 pub mod guard;
 pub mod layout;

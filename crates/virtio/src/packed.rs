@@ -175,6 +175,12 @@ impl PackedRing {
         })
     }
 
+    /// Host address of slot `i` (for the dirty log).
+    #[inline(always)]
+    pub fn slot_ptr(&self, i: u16) -> *const u8 {
+        self.slot(i).cast()
+    }
+
     #[inline(always)]
     fn slot(&self, i: u16) -> *mut PackedDesc {
         let i = if i < self.size { i } else { i % self.size };

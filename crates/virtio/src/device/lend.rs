@@ -26,7 +26,8 @@
 
 use super::DeviceQueue;
 use crate::layout::{
-    Desc, VIRTIO_F_IN_ORDER, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE,
+    Desc, VHOST_F_LOG_ALL, VIRTIO_F_IN_ORDER, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT,
+    VIRTQ_DESC_F_WRITE,
 };
 
 /// A guest receive buffer lent out.
@@ -54,6 +55,10 @@ pub enum NotLendable {
     /// already lent (a driver posting one buffer twice): left for the copy
     /// path, which returns it with its error counted.
     BadChain,
+    /// The guest is migrating (`VHOST_F_LOG_ALL`): the kernel's writes
+    /// into lent buffers would escape the dirty log, so frames are copied
+    /// (and logged) until logging stops.
+    DirtyLog,
 }
 
 impl NotLendable {
@@ -64,6 +69,7 @@ impl NotLendable {
             NotLendable::Quarantined => "quarantined",
             NotLendable::Shape => "buffer_shape",
             NotLendable::BadChain => "bad_chain",
+            NotLendable::DirtyLog => "dirty_logging",
         }
     }
 }
@@ -82,6 +88,9 @@ impl DeviceQueue {
         }
         if self.quarantined {
             return Err(NotLendable::Quarantined);
+        }
+        if self.dirty_log.is_some() || self.features & VHOST_F_LOG_ALL != 0 {
+            return Err(NotLendable::DirtyLog);
         }
         Ok(())
     }

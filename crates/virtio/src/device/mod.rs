@@ -26,6 +26,7 @@ mod packed;
 mod rx;
 mod tx;
 
+use crate::dirty_log::DirtyLog;
 use crate::layout::{
     UsedElem, VIRTIO_F_RING_PACKED, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
     VIRTQ_AVAIL_F_NO_INTERRUPT, VIRTQ_USED_F_NO_NOTIFY,
@@ -237,6 +238,9 @@ pub struct DeviceQueue {
     packed: Option<Box<packed::PackedState>>,
     /// The stand-in split ring of a packed queue (see `new`).
     _dummy: Option<Box<[u64; 8]>>,
+    /// While the guest migrates: every write into its memory is marked
+    /// here (see [`crate::dirty_log`]).
+    dirty_log: Option<Arc<DirtyLog>>,
 }
 
 // SAFETY: the raw pointers point into `mem`, which the queue keeps alive
@@ -328,6 +332,7 @@ impl DeviceQueue {
             kept_count: 0,
             packed,
             _dummy: dummy,
+            dirty_log: None,
         };
         q.set_kick_wanted(false);
         Ok(q)
@@ -404,10 +409,42 @@ impl DeviceQueue {
         }
         let flags = if on { 0 } else { VIRTQ_USED_F_NO_NOTIFY };
         self.ring.used_flags().store(flags, Ordering::Relaxed);
+        self.logged(self.ring.used_flags().as_ptr().cast(), 2);
         if self.event_idx {
             self.write_avail_event();
         }
         fence(Ordering::SeqCst);
+    }
+
+    /// Logs every later write into guest memory in `log` (the guest is
+    /// migrating, `VHOST_F_LOG_ALL`), or stops logging (`None`). Buffers
+    /// are not lent while logging (see [`DeviceQueue::lendable`]).
+    pub fn set_dirty_log(&mut self, log: Option<Arc<DirtyLog>>) {
+        self.dirty_log = log;
+    }
+
+    /// True while writes are logged.
+    pub fn dirty_logging(&self) -> bool {
+        self.dirty_log.is_some()
+    }
+
+    /// Marks `[ptr, ptr + len)`, just written, in the dirty log if there
+    /// is one: one predictable branch when there is none.
+    #[inline(always)]
+    fn logged(&self, ptr: *const u8, len: usize) {
+        if let Some(log) = &self.dirty_log {
+            log.mark_host(&self.mem, ptr, len);
+        }
+    }
+
+    /// Logs the `num_buffers` bytes a merged packet patched.
+    #[inline(always)]
+    fn logged_num_buffers(&self, fill: &rx::Fill) {
+        if self.dirty_log.is_some() {
+            for p in fill.num_buffers_at() {
+                self.logged(p, 1);
+            }
+        }
     }
 
     /// Replaces the eventfd used to interrupt the driver
@@ -516,6 +553,7 @@ impl DeviceQueue {
             // used ring; the driver reads it only after `used.idx` is
             // released past it.
             unsafe { slot.write(*e) };
+            self.logged(slot.cast(), 8);
         }
         self.shadow_base = self.used_cursor();
         self.shadow_len = 0;
@@ -543,6 +581,7 @@ impl DeviceQueue {
         let old = self.published;
         if new != old {
             self.ring.used_idx().store(new, Ordering::Release);
+            self.logged(self.ring.used_idx().as_ptr().cast(), 2);
             self.published = new;
             // Without a call fd the driver polls (vhost-user's "no call
             // fd"): nobody to interrupt, so no fence and no check.
@@ -569,6 +608,7 @@ impl DeviceQueue {
             self.last_avail.wrapping_sub(1)
         };
         self.ring.avail_event().store(v, Ordering::Relaxed);
+        self.logged(self.ring.avail_event().as_ptr().cast(), 2);
         self.avail_event_base = self.last_avail;
     }
 

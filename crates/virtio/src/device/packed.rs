@@ -437,7 +437,9 @@ impl DeviceQueue {
             while !fill.complete() {
                 match chain.next(&self.mem, &mut self.hint) {
                     Ok(Some(seg)) if seg.write => {
-                        written += fill.fill(seg.ptr, seg.len as usize);
+                        let n = fill.fill(seg.ptr, seg.len as usize);
+                        self.logged(seg.ptr, n);
+                        written += n;
                     }
                     Ok(Some(_)) => {
                         failed = Some(ChainError::WrongDirection);
@@ -489,6 +491,7 @@ impl DeviceQueue {
         let n = self.packed().pending.len();
         if self.mrg && n > 1 {
             fill.set_num_buffers(n as u16);
+            self.logged_num_buffers(&fill);
         }
         self.commit_pending(None, 0, false);
         Rx::Delivered
@@ -547,9 +550,14 @@ impl DeviceQueue {
         if rx {
             flags |= DESC_F_WRITE;
         }
-        st.ring.write_used(st.used, len, id, flags);
+        let slot = st.used;
+        st.ring.write_used(slot, len, id, flags);
         for _ in 0..descs {
             step(&mut st.used, &mut st.used_wrap, st.ring.size);
+        }
+        if self.dirty_log.is_some() {
+            let p = self.packed().ring.slot_ptr(slot);
+            self.logged(p, 16);
         }
     }
 
@@ -604,12 +612,10 @@ impl DeviceQueue {
     /// ENABLE or DISABLE (we never ask for a kick at a given position).
     pub(super) fn set_kick_wanted_packed(&mut self, on: bool) {
         let v = if on { EVENT_F_ENABLE } else { EVENT_F_DISABLE };
-        self.packed()
-            .ring
-            .device_event()
-            .1
-            .store(v, Ordering::Relaxed);
+        let flags = self.packed().ring.device_event().1;
+        flags.store(v, Ordering::Relaxed);
         fence(Ordering::SeqCst);
+        self.logged(flags.as_ptr().cast(), 2);
     }
 
     /// `has_avail` on a packed ring: is the next slot available?

@@ -181,7 +181,9 @@ impl DeviceQueue {
                     *steps = chain.steps();
                     return self.rx_fail(mark_avail, *cur, mark_used);
                 }
-                written += fill.fill(seg.ptr, seg.len as usize);
+                let n = fill.fill(seg.ptr, seg.len as usize);
+                self.logged(seg.ptr, n);
+                written += n;
             }
             *steps = chain.steps();
             nbufs += 1;
@@ -200,6 +202,7 @@ impl DeviceQueue {
         }
         if self.mrg && nbufs > 1 {
             fill.set_num_buffers(nbufs);
+            self.logged_num_buffers(&fill);
         }
         Rx::Delivered
     }
@@ -238,6 +241,7 @@ impl DeviceQueue {
                 std::ptr::copy(tail, p.add(hdr_len + data_len), tail_len);
             }
         }
+        self.logged(p, total);
         *chain = probe;
         Some(total)
     }
@@ -378,6 +382,12 @@ impl Fill {
             (self.src, self.left, self.tail_left) = (self.tail, self.tail_left, 0);
         }
         written
+    }
+
+    /// Where `num_buffers` was written (for the dirty log).
+    #[inline(always)]
+    pub(super) fn num_buffers_at(&self) -> [*mut u8; 2] {
+        self.nb_at
     }
 
     /// Patches `num_buffers` of a packet merged into `n` buffers.

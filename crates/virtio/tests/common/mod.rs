@@ -151,6 +151,9 @@ pub struct LoopbackCfg {
     pub rx_buf_len: u32,
     pub rx_call: Option<OwnedFd>,
     pub tx_call: Option<OwnedFd>,
+    /// Guest-physical address of the pool (the rings 4 GiB above it);
+    /// 0: guest-physical = host address.
+    pub gpa_base: u64,
 }
 
 impl Default for LoopbackCfg {
@@ -163,6 +166,7 @@ impl Default for LoopbackCfg {
             rx_buf_len: 0,
             rx_call: None,
             tx_call: None,
+            gpa_base: 0,
         }
     }
 }
@@ -185,9 +189,22 @@ impl Loopback {
         let mem = Arc::new(
             unsafe {
                 GuestMemory::from_raw(&[
-                    (pb as u64, pb as u64, pb, pl),
                     (
-                        rings.ptr() as u64,
+                        if cfg.gpa_base == 0 {
+                            pb as u64
+                        } else {
+                            cfg.gpa_base
+                        },
+                        pb as u64,
+                        pb,
+                        pl,
+                    ),
+                    (
+                        if cfg.gpa_base == 0 {
+                            rings.ptr() as u64
+                        } else {
+                            cfg.gpa_base + (1 << 32)
+                        },
                         rings.ptr() as u64,
                         rings.ptr(),
                         rings.len(),
@@ -203,10 +220,21 @@ impl Loopback {
             } else {
                 layout_rings(area, per, cfg.size).unwrap()
             };
+            // The driver names its rings by guest-physical address, the
+            // device by user address (= host here).
+            let gpa_area = match cfg.gpa_base {
+                0 => area,
+                b => b + (1 << 32) + (i * per) as u64,
+            };
+            let drv_addrs = if packed {
+                nfv_virtio::packed::layout_packed(gpa_area, per, cfg.size).unwrap()
+            } else {
+                layout_rings(gpa_area, per, cfg.size).unwrap()
+            };
             let drv = DriverQueue::new(DriverSetup {
                 mem: mem.clone(),
                 size: cfg.size,
-                rings: addrs,
+                rings: drv_addrs,
                 features: cfg.features,
                 rx_buf_len: cfg.rx_buf_len,
             })
