@@ -82,6 +82,9 @@ const LINK: &str = "link";
 const BLOCKS: u32 = 256;
 const PACE: &str = "0.05";
 const TCP_PORT: u16 = 5002;
+/// B → A during the migration as fast as TCP goes (zeros, unchecked):
+/// the switch writes into A's memory all the time the dirty log is on.
+const FLOOD_PORT: u16 = 5003;
 /// B's ping interval during the migration, ms (busybox ping takes
 /// fractions of a second).
 const PING_MS: u64 = 50;
@@ -506,15 +509,20 @@ fn join<T>(h: std::thread::ScopedJoinHandle<'_, Result<T, String>>) -> Result<T,
 
 /// A listens on TCP; B writes fresh random data and starts sending it to
 /// A paced (a 64 KiB block, a pause, ...) in the background; returns the
-/// md5 of the data. Also starts B's ping stream to A.
+/// md5 of the data. Also starts B's ping stream and its flood of zeros
+/// to A.
 fn start_traffic(a: &mut Guest, b: &mut Guest) -> Result<String, String> {
-    // The listener's stdin stays open (busybox nc would half-close when
-    // its stdin ends); its `sleep` is killed once the data is in.
+    // The listeners' stdin stays open (busybox nc would half-close when
+    // its stdin ends); their `sleep` is killed once the data is in.
     a.ok(
         &format!(
             "rm -f /tmp/mig.rx /tmp/mig.done; \
              sleep 900 | (nc -l -p {TCP_PORT} >/tmp/mig.rx 2>/tmp/mig.err; touch /tmp/mig.done) & \
-             for i in $(seq 100); do netstat -ltn | grep -q ':{TCP_PORT} ' && exit 0; sleep 0.1; done; exit 1"
+             sleep 900 | nc -l -p {FLOOD_PORT} >/dev/null 2>&1 & \
+             for i in $(seq 100); do \
+               netstat -ltn | grep -q ':{TCP_PORT} ' && netstat -ltn | grep -q ':{FLOOD_PORT} ' && exit 0; \
+               sleep 0.1; \
+             done; exit 1"
         ),
         CMD,
     )
@@ -539,7 +547,8 @@ fn start_traffic(a: &mut Guest, b: &mut Guest) -> Result<String, String> {
                  dd if=/tmp/mig.tx bs=65536 skip=$i count=1 2>/dev/null; i=$((i+1)); sleep {PACE}; \
                done | nc -w 10 {ip_a} {TCP_PORT} >/dev/null 2>/tmp/mig.nc.err; \
                echo $? >/tmp/mig.sent ) >/dev/null 2>&1 & \
-             ping -i {interval} {ip_a} >/tmp/mig.ping 2>&1 &",
+             ping -i {interval} {ip_a} >/tmp/mig.ping 2>&1 & \
+             nc {ip_a} {FLOOD_PORT} </dev/zero >/dev/null 2>&1 & echo $! >/tmp/mig.flood",
             interval = PING_MS as f64 / 1000.0
         ),
         CMD,
@@ -551,6 +560,9 @@ fn start_traffic(a: &mut Guest, b: &mut Guest) -> Result<String, String> {
 struct PingStream {
     sent: u64,
     answered: u64,
+    /// Replies to a request already answered: what a guest answering
+    /// requests from stale receive buffers would send.
+    duplicates: u64,
     /// The most sequence numbers between two answers in a row (1: none
     /// lost).
     widest_step: u64,
@@ -568,10 +580,11 @@ fn stop_ping(b: &mut Guest) -> Result<PingStream, String> {
     let out = b.ok(
         "killall -INT ping; \
          for i in $(seq 50); do grep -q 'packets transmitted' /tmp/mig.ping && break; sleep 0.1; done; \
-         awk '/seq=/ { split($0, f, \"seq=\"); split(f[2], g, \" \"); s = g[1] + 0; \
+         awk '/DUP!/ { d++; next } \
+              /seq=/ { split($0, f, \"seq=\"); split(f[2], g, \" \"); s = g[1] + 0; \
                        if (n > 0 && s - p > w) w = s - p; p = s; n++ } \
               /packets transmitted/ { t = $1 } \
-              END { print \"PINGS\", t + 0, n + 0, w + 0, p + 0 }' /tmp/mig.ping",
+              END { print \"PINGS\", t + 0, n + 0, d + 0, w + 0, p + 0 }' /tmp/mig.ping",
         CMD,
     )?;
     let v: Vec<u64> = out
@@ -580,14 +593,44 @@ fn stop_ping(b: &mut Guest) -> Result<PingStream, String> {
         .map(|l| l.split(' ').filter_map(|x| x.parse().ok()).collect())
         .unwrap_or_default();
     match v[..] {
-        [sent, answered, widest_step, last_answered] if sent > 0 => Ok(PingStream {
+        [sent, answered, duplicates, widest_step, last_answered] if sent > 0 => Ok(PingStream {
             sent,
             answered,
+            duplicates,
             widest_step,
             last_answered,
         }),
         _ => Err(format!("no ping totals from B: {out}")),
     }
+}
+
+/// Stops B's flood of zeros to A.
+fn stop_flood(b: &mut Guest) -> Result<(), String> {
+    b.ok("kill $(cat /tmp/mig.flood)", CMD).map(|_| ())
+}
+
+/// The guest's counts of received IP headers and TCP, UDP and ICMP
+/// messages with a bad checksum (/proc/net/snmp), as "Proto:Counter=N"
+/// words. A frame the switch wrote into a page the dirty log missed
+/// arrives on the destination as whatever the page held before: mostly a
+/// checksum error.
+fn checksum_errors(g: &mut Guest) -> Result<(u64, String), String> {
+    let out = g.ok(
+        "awk 'NR % 2 == 1 { for (i = 2; i <= NF; i++) h[i] = $i; next } \
+              { for (i = 2; i <= NF; i++) \
+                  if (h[i] == \"InCsumErrors\" || h[i] == \"InHdrErrors\") printf \"%s%s=%s \", $1, h[i], $i } \
+              END { print \"\" }' /proc/net/snmp",
+        CMD,
+    )?;
+    let words: Vec<&str> = out.split_whitespace().filter(|w| w.contains('=')).collect();
+    if words.len() < 4 {
+        return Err(format!("no checksum counters in /proc/net/snmp: {out:?}"));
+    }
+    let sum = words
+        .iter()
+        .filter_map(|w| w.split('=').nth(1)?.parse::<u64>().ok())
+        .sum();
+    Ok((sum, words.join(" ")))
 }
 
 /// Waits for A to have received the whole transfer; returns its md5.
@@ -609,23 +652,26 @@ fn received_md5(a: &mut Guest) -> Result<String, String> {
 /// Stops whatever [`start_traffic`] left running (a case that skips).
 fn stop_traffic(bed: &mut Bed) {
     if let Ok((a, b)) = bed.guests() {
-        let _ = b.ok("killall ping nc; true", CMD);
+        let _ = b.ok("killall ping nc; rm -f /tmp/mig.tx; true", CMD);
         let _ = a.ok("killall sleep nc; rm -f /tmp/mig.rx; true", CMD);
     }
 }
 
-/// A migrates to node 2 while B sends it a paced TCP transfer and pings
-/// it 20 times a second. The migration must complete; the transfer must
-/// finish with the same md5 behind node 2 (through the memif link); the
-/// ping stream must be answered again at its end.
+/// A migrates to node 2 while B sends it a paced TCP transfer, a flood
+/// of zeros and pings 20 times a second. The migration must complete;
+/// the transfer must finish with the same md5 behind node 2 (through the
+/// memif link); the ping stream must be answered again at its end, with
+/// no duplicate replies and no new checksum errors in A; the source port
+/// must have had its dirty log on, the destination port must have sent
+/// the RARP announcement.
 fn migrate_under_traffic(bed: &mut Bed) -> Result<Outcome, String> {
     let (from, to) = (bed.a_site, bed.a_site.other());
     let uri = bed.start_destination("vm-a-at-node2", to)?;
     let link_before = packets(bed.node(from), LINK)?;
     let (a, b) = bed.guests()?;
+    let csum_before = checksum_errors(a)?;
     let md5 = start_traffic(a, b)?;
     // The transfer is under way before the migration starts.
-    let a = &mut bed.a.as_mut().ok_or("no guest A")?.guest;
     a.ok(
         "for i in $(seq 100); do [ -s /tmp/mig.rx ] && exit 0; sleep 0.1; done; exit 1",
         CMD,
@@ -639,7 +685,32 @@ fn migrate_under_traffic(bed: &mut Bed) -> Result<Outcome, String> {
             "QEMU refused to migrate: {refusal}"
         )));
     }
-    let end = wait_migration_end(bed.source_qmp()?, MIGRATE)?;
+    // What the source port says of its dirty log, sampled while QEMU
+    // migrates (borrowing the node and A's QMP, two fields of the bed).
+    let source_node = match from {
+        Site::Node1 => &bed.node1,
+        Site::Node2 => &bed.node2,
+    };
+    let qmp = &mut bed.a.as_mut().ok_or("no guest A")?.qmp;
+    let over = std::sync::atomic::AtomicBool::new(false);
+    let (end, log_states) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut seen: Vec<String> = Vec::new();
+            while !over.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(v) = source_node.info(from.port(), "dirty_log")
+                    && seen.last() != Some(&v)
+                {
+                    seen.push(v);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            seen
+        });
+        let end = wait_migration_end(qmp, MIGRATE);
+        over.store(true, std::sync::atomic::Ordering::Relaxed);
+        (end, sampler.join().unwrap_or_default())
+    });
+    let end = end?;
     let migrate_secs = t.elapsed().as_secs_f64();
     if end["status"] != "completed" {
         return Err(format!("the migration ended {end}"));
@@ -653,13 +724,24 @@ fn migrate_under_traffic(bed: &mut Bed) -> Result<Outcome, String> {
         ));
     }
     bed.switch_to_destination(to)?;
+    // The flood's connection outlived the migration (its nc still runs).
+    stop_flood(bed.b.as_mut().ok_or("no guest B")?)?;
     let got = received_md5(&mut bed.a.as_mut().ok_or("no guest A")?.guest)?;
     let b = bed.b.as_mut().ok_or("no guest B")?;
     let sent = b.ok("cat /tmp/mig.sent; rm -f /tmp/mig.tx", CMD)?;
     let pings = stop_ping(b)?;
+    let a = &mut bed.a.as_mut().ok_or("no guest A")?.guest;
+    a.ok("killall sleep; true", CMD)?;
+    let csum_after = checksum_errors(a)?;
     if got != md5 {
         return Err(format!(
             "B -> A across the migration: sent md5 {md5}, A received {got:?} (sender: {sent:?})"
+        ));
+    }
+    if csum_after.0 != csum_before.0 {
+        return Err(format!(
+            "A's checksum errors across the migration: {} -> {}",
+            csum_before.1, csum_after.1
         ));
     }
     // The stream is answered again: its last pings came back.
@@ -670,7 +752,33 @@ fn migrate_under_traffic(bed: &mut Bed) -> Result<Outcome, String> {
             pings.sent, pings.answered, pings.last_answered
         ));
     }
-    let port = bed.node(to).port(to.port())?;
+    if pings.duplicates > 0 {
+        return Err(format!(
+            "{} duplicate ping replies from A across the migration",
+            pings.duplicates
+        ));
+    }
+    if !log_states.iter().any(|s| s.starts_with("on (")) {
+        return Err(format!(
+            "{} on node 1 never showed its dirty log on during the migration: {log_states:?}",
+            from.port()
+        ));
+    }
+    let (src, dst) = (bed.node(from), bed.node(to));
+    for (node, port) in [(src, from.port()), (dst, to.port())] {
+        let errors = node.info(port, "log_errors")?;
+        if errors != "0" {
+            return Err(format!("{port}: log_errors {errors}"));
+        }
+    }
+    let rarp = dst.info(to.port(), "rarp_sent")?;
+    if rarp.parse::<u64>().unwrap_or(0) == 0 {
+        return Err(format!(
+            "{} on node 2 sent no RARP announcement for A (rarp_sent {rarp:?})",
+            to.port()
+        ));
+    }
+    let port = dst.port(to.port())?;
     let (rx, tx) = (
         port["rx"]["packets"].as_u64().unwrap_or(0),
         port["tx"]["packets"].as_u64().unwrap_or(0),
@@ -685,7 +793,7 @@ fn migrate_under_traffic(bed: &mut Bed) -> Result<Outcome, String> {
     // B's frames to A now leave node 1 by the link: node 1 learned A's
     // MAC there (an unlearned MAC would still go to vm-a, whose QEMU is
     // gone).
-    let link_after = packets(bed.node(from), LINK)?;
+    let link_after = packets(src, LINK)?;
     let over_link = link_after.1 - link_before.1;
     if over_link < pings.answered.min(100) / 2 {
         return Err(format!(
@@ -696,16 +804,21 @@ fn migrate_under_traffic(bed: &mut Bed) -> Result<Outcome, String> {
     let ram = &end["ram"];
     Ok(Outcome::Done(format!(
         "completed in {migrate_secs:.1} s (QEMU: total {} ms, downtime {downtime} ms, \
-         {} MiB sent, {} dirty syncs); TCP {} KiB B->A md5-equal across it; \
-         pings every {PING_MS} ms: {} sent, {} lost, longest gap {} ms; \
-         {} on node 2: rx {rx}, tx {tx}; node 1 -> node 2 over memif: {over_link} frames",
+         {} MiB sent, {} dirty syncs); {} dirty log: {}; \
+         TCP {} KiB B->A md5-equal across it (with a flood of zeros alongside); \
+         pings every {PING_MS} ms: {} sent, {} lost, longest gap {} ms, no duplicates; \
+         A's checksum errors unchanged ({}); {} on node 2: rx {rx}, tx {tx}, rarp_sent {rarp}; \
+         node 1 -> node 2 over memif: {over_link} frames",
         end["total-time"],
         ram["transferred"].as_u64().unwrap_or(0) >> 20,
         ram["dirty-sync-count"],
+        from.port(),
+        log_states.join(" -> "),
         BLOCKS * 64,
         pings.sent,
         pings.sent - pings.answered,
         pings.gap_ms(),
+        csum_after.1,
         to.port(),
     )))
 }
@@ -724,7 +837,12 @@ fn migrate_cancelled(bed: &mut Bed) -> Result<Outcome, String> {
             "QEMU refused to migrate: {refusal}"
         )));
     }
-    let qmp = bed.source_qmp()?;
+    // A's QMP and the source node: two fields of the bed borrowed at once.
+    let source_node = match from {
+        Site::Node1 => &bed.node1,
+        Site::Node2 => &bed.node2,
+    };
+    let qmp = &mut bed.a.as_mut().ok_or("no guest A")?.qmp;
     // Half way: RAM is being sent and much of it is left.
     let mut state;
     let deadline = Instant::now() + CMD;
@@ -742,6 +860,13 @@ fn migrate_cancelled(bed: &mut Bed) -> Result<Outcome, String> {
     if !half_way {
         return Err(format!("the throttled migration is not under way: {state}"));
     }
+    let log_during = source_node.info(from.port(), "dirty_log")?;
+    if !log_during.starts_with("on (") {
+        return Err(format!(
+            "{}: dirty_log {log_during:?} while QEMU migrates",
+            from.port()
+        ));
+    }
     qmp.run("migrate_cancel", json!({}))?;
     let end = wait_migration_end(qmp, CONNECT)?;
     if end["status"] != "cancelled" {
@@ -752,6 +877,8 @@ fn migrate_cancelled(bed: &mut Bed) -> Result<Outcome, String> {
     if status["status"] != "running" {
         return Err(format!("the source after the cancel: {status}"));
     }
+    // QEMU stops the log when the migration is over.
+    wait_info(source_node, from.port(), "dirty_log", "off", CONNECT)?;
     // The destination's incoming stream broke: it ends by itself.
     let dest = &mut bed.dest.as_mut().ok_or("no destination")?.guest;
     let mut exit = None;
@@ -776,11 +903,12 @@ fn migrate_cancelled(bed: &mut Bed) -> Result<Outcome, String> {
         ));
     }
     Ok(Outcome::Done(format!(
-        "cancelled at {} of {} MiB; source {}; {dest_end}; \
-         ping RTT a->b {ab:.2} ms, b->a {ba:.2} ms, through {}",
-        end["ram"]["transferred"].as_u64().unwrap_or(0) >> 20,
-        end["ram"]["total"].as_u64().unwrap_or(0) >> 20,
+        "cancelled with {} of {} MiB sent; source {}; {} dirty log {log_during:?} during, \
+         \"off\" after; {dest_end}; ping RTT a->b {ab:.2} ms, b->a {ba:.2} ms, through {}",
+        state["ram"]["transferred"].as_u64().unwrap_or(0) >> 20,
+        state["ram"]["total"].as_u64().unwrap_or(0) >> 20,
         status["status"],
+        from.port(),
         from.port()
     )))
 }
@@ -881,6 +1009,7 @@ fn switch_health(bed: &mut Bed) -> Result<Outcome, String> {
             "mem_table_errors",
             "ring_errors",
             "memory_faults",
+            "log_errors",
         ] {
             if info[key] != "0" {
                 return Err(format!("{node_name} {port}: {key} = {}: {info}", info[key]));
