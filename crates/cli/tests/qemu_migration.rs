@@ -16,11 +16,15 @@
 //! its vhost-user socket on the other node and `-incoming unix:PATH`.
 //!
 //! Cases, in order, sharing one boot of the two guests: ping through node
-//! 1; A migrated to node 2 while B sends it a paced TCP transfer and a
-//! 20/s ping stream (md5 of the data, QEMU's downtime, the longest ping
-//! gap and the loss); a migration back cancelled half way (bandwidth
-//! throttled); a migration to a destination whose switch is not running.
-//! The source guest must keep working after each failed migration.
+//! 1; A migrated to node 2 while B sends it a paced TCP transfer, a flood
+//! of zeros and a 20/s ping stream (md5 of the data, QEMU's downtime, the
+//! longest ping gap and the loss; the source port's dirty log on, RARP
+//! sent by the destination port, no checksum errors or duplicate replies
+//! in A); a migration back cancelled half way (bandwidth throttled); a
+//! migration to a destination whose switch is not running; a new A with
+//! packed virtqueues migrated back to node 1 under the same traffic; the
+//! switches' error counters. The source guest must keep working after
+//! each failed migration.
 //!
 //! Without the guest image or QEMU the test prints SKIPPED. A migration
 //! case prints SKIPPED only when QEMU refuses to migrate because the
@@ -91,8 +95,16 @@ const PING_MS: u64 = 50;
 
 struct TempDir(PathBuf);
 
+/// Set, a failed run leaves its temp dir (consoles, QEMU and switch
+/// logs) for a post-mortem; otherwise the dir always goes.
+const KEEP_DIR_ENV: &str = "NFVSWITCH_KEEP_TEST_DIR";
+
 impl Drop for TempDir {
     fn drop(&mut self) {
+        if std::thread::panicking() && std::env::var_os(KEEP_DIR_ENV).is_some() {
+            eprintln!("{KEEP_DIR_ENV}: kept {}", self.0.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
@@ -109,6 +121,13 @@ impl Site {
         match self {
             Site::Node1 => Site::Node2,
             Site::Node2 => Site::Node1,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Site::Node1 => "node 1",
+            Site::Node2 => "node 2",
         }
     }
 
@@ -144,6 +163,8 @@ struct Bed {
     node2: Node,
     image: Image,
     a_site: Site,
+    /// Guest A's NIC runs packed virtqueues (`packed=on`).
+    a_packed: bool,
     /// What every QEMU that has ended wrote to stderr, in order.
     qemu_messages: Vec<String>,
     dir: TempDir,
@@ -201,6 +222,7 @@ impl Bed {
             node2,
             image,
             a_site: Site::Node1,
+            a_packed: false,
             qemu_messages: Vec::new(),
             dir: tmp,
         })
@@ -223,7 +245,7 @@ impl Bed {
             qemu_server: false,
             queues: 2,
             mrg_rxbuf: true,
-            packed: false,
+            packed: self.a_packed,
         }
     }
 
@@ -272,6 +294,8 @@ impl Bed {
     /// `site`, waits until that node's port has it connected; returns the
     /// URI to migrate to.
     fn start_destination(&mut self, name: &'static str, site: Site) -> Result<String, String> {
+        // A previous QEMU on that port is gone before a new one connects.
+        wait_info(self.node(site), site.port(), "connected", "false", CONNECT)?;
         let spec = self.spec_a(name, site);
         let incoming = self.dir.0.join(format!("{name}.migrate"));
         let uri = format!("unix:{}", incoming.display());
@@ -389,13 +413,21 @@ fn start_migration(qmp: &mut Qmp, uri: &str, bandwidth: u64) -> Result<Option<St
 /// failed or cancelled); returns QEMU's last answer.
 fn wait_migration_end(qmp: &mut Qmp, timeout: Duration) -> Result<Value, String> {
     let deadline = Instant::now() + timeout;
+    let mut completed_at = None;
     loop {
         let v = qmp.run("query-migrate", json!({}))?;
-        if matches!(
-            v["status"].as_str(),
-            Some("completed" | "failed" | "cancelled")
-        ) {
-            return Ok(v);
+        match v["status"].as_str() {
+            Some("failed" | "cancelled") => return Ok(v),
+            // QEMU 7.2 says `completed` a moment before it has worked out
+            // the total time and the downtime (0 until then).
+            Some("completed") => {
+                let at = *completed_at.get_or_insert_with(Instant::now);
+                let timed = v["total-time"].as_u64().unwrap_or(0) > 0;
+                if timed || at.elapsed() > Duration::from_secs(2) {
+                    return Ok(v);
+                }
+            }
+            _ => {}
         }
         if Instant::now() >= deadline {
             return Err(format!("migration not over after {timeout:?}: {v}"));
@@ -421,6 +453,10 @@ const CASES: &[(&str, Case)] = &[
     (
         "migration to a destination whose switch is not running",
         destination_switch_down,
+    ),
+    (
+        "A restarted with packed virtqueues, migrated back under traffic",
+        packed_migration,
     ),
     ("switch counters: no errors on either node", switch_health),
 ];
@@ -612,8 +648,9 @@ fn stop_flood(b: &mut Guest) -> Result<(), String> {
 /// The guest's counts of received IP headers and TCP, UDP and ICMP
 /// messages with a bad checksum (/proc/net/snmp), as "Proto:Counter=N"
 /// words. A frame the switch wrote into a page the dirty log missed
-/// arrives on the destination as whatever the page held before: mostly a
-/// checksum error.
+/// arrives on the destination as whatever the page held before: a
+/// checksum error, or an older frame again (see
+/// [`PingStream::duplicates`]).
 fn checksum_errors(g: &mut Guest) -> Result<(u64, String), String> {
     let out = g.ok(
         "awk 'NR % 2 == 1 { for (i = 2; i <= NF; i++) h[i] = $i; next } \
@@ -665,9 +702,22 @@ fn stop_traffic(bed: &mut Bed) {
 /// must have had its dirty log on, the destination port must have sent
 /// the RARP announcement.
 fn migrate_under_traffic(bed: &mut Bed) -> Result<Outcome, String> {
+    migrate_a_under_traffic(bed, "vm-a-at-node2")
+}
+
+/// Guest A, wherever it is, migrated under traffic to a destination QEMU
+/// named `dest_name` on the other node.
+fn migrate_a_under_traffic(bed: &mut Bed, dest_name: &'static str) -> Result<Outcome, String> {
     let (from, to) = (bed.a_site, bed.a_site.other());
-    let uri = bed.start_destination("vm-a-at-node2", to)?;
-    let link_before = packets(bed.node(from), LINK)?;
+    let uri = bed.start_destination(dest_name, to)?;
+    // Where node 1 sends B's frames for A once it has learned A's new
+    // place: the link, or A's port on node 1.
+    let toward_a = match to {
+        Site::Node1 => to.port(),
+        Site::Node2 => LINK,
+    };
+    let toward_a_before = packets(&bed.node1, toward_a)?;
+    let dest_before = packets(bed.node(to), to.port())?;
     let (a, b) = bed.guests()?;
     let csum_before = checksum_errors(a)?;
     let md5 = start_traffic(a, b)?;
@@ -774,30 +824,29 @@ fn migrate_under_traffic(bed: &mut Bed) -> Result<Outcome, String> {
     let rarp = dst.info(to.port(), "rarp_sent")?;
     if rarp.parse::<u64>().unwrap_or(0) == 0 {
         return Err(format!(
-            "{} on node 2 sent no RARP announcement for A (rarp_sent {rarp:?})",
-            to.port()
+            "{} on {} sent no RARP announcement for A (rarp_sent {rarp:?})",
+            to.port(),
+            to.name()
         ));
     }
     let port = dst.port(to.port())?;
-    let (rx, tx) = (
-        port["rx"]["packets"].as_u64().unwrap_or(0),
-        port["tx"]["packets"].as_u64().unwrap_or(0),
-    );
+    let dest_after = packets(dst, to.port())?;
+    let (rx, tx) = (dest_after.0 - dest_before.0, dest_after.1 - dest_before.1);
     if port["info"]["connected"] != "true" || rx == 0 || tx == 0 {
         return Err(format!(
-            "{} on node 2 after the migration: rx {rx}, tx {tx}: {}",
+            "{} on {} after the migration: rx {rx}, tx {tx}: {}",
             to.port(),
+            to.name(),
             port["info"]
         ));
     }
-    // B's frames to A now leave node 1 by the link: node 1 learned A's
-    // MAC there (an unlearned MAC would still go to vm-a, whose QEMU is
-    // gone).
-    let link_after = packets(src, LINK)?;
-    let over_link = link_after.1 - link_before.1;
-    if over_link < pings.answered.min(100) / 2 {
+    // B's frames to A follow it: node 1 learned A's MAC at its new place
+    // (an unlearned MAC would still go where A was, whose QEMU is gone).
+    let toward_a_after = packets(&bed.node1, toward_a)?;
+    let followed = toward_a_after.1 - toward_a_before.1;
+    if followed < pings.answered.min(100) / 2 {
         return Err(format!(
-            "node 1 sent only {over_link} frames over the link during and after the migration"
+            "node 1 sent only {followed} frames to {toward_a} during and after the migration"
         ));
     }
     let downtime = end["downtime"].as_u64().unwrap_or(0);
@@ -807,8 +856,8 @@ fn migrate_under_traffic(bed: &mut Bed) -> Result<Outcome, String> {
          {} MiB sent, {} dirty syncs); {} dirty log: {}; \
          TCP {} KiB B->A md5-equal across it (with a flood of zeros alongside); \
          pings every {PING_MS} ms: {} sent, {} lost, longest gap {} ms, no duplicates; \
-         A's checksum errors unchanged ({}); {} on node 2: rx {rx}, tx {tx}, rarp_sent {rarp}; \
-         node 1 -> node 2 over memif: {over_link} frames",
+         A's checksum errors unchanged ({}); {} on {}: rx {rx}, tx {tx}, rarp_sent {rarp}; \
+         node 1 -> A through {toward_a}: {followed} frames",
         end["total-time"],
         ram["transferred"].as_u64().unwrap_or(0) >> 20,
         ram["dirty-sync-count"],
@@ -820,6 +869,7 @@ fn migrate_under_traffic(bed: &mut Bed) -> Result<Outcome, String> {
         pings.gap_ms(),
         csum_after.1,
         to.port(),
+        to.name(),
     )))
 }
 
@@ -828,8 +878,6 @@ fn migrate_under_traffic(bed: &mut Bed) -> Result<Outcome, String> {
 /// up, and A answers pings from B behind the node it never left.
 fn migrate_cancelled(bed: &mut Bed) -> Result<Outcome, String> {
     let (from, to) = (bed.a_site, bed.a_site.other());
-    // A previous QEMU of A's on `to` is gone before a new one connects.
-    wait_info(bed.node(to), to.port(), "connected", "false", CONNECT)?;
     let uri = bed.start_destination("vm-a-cancelled", to)?;
     if let Some(refusal) = start_migration(bed.source_qmp()?, &uri, CRAWL)? {
         bed.drop_destination();
@@ -991,9 +1039,50 @@ fn destination_switch_down(bed: &mut Bed) -> Result<Outcome, String> {
     )))
 }
 
-/// Every vhost-user port that carried A or B, on both nodes, and the
-/// memif link: traffic counted and no protocol, negotiation, memory-table,
-/// ring or guest-memory errors.
+/// A new guest A with `packed=on` (the switch logs packed-ring writes
+/// apart from split-ring ones) where A is, then migrated to the other
+/// node under the same traffic as the split-ring migration.
+fn packed_migration(bed: &mut Bed) -> Result<Outcome, String> {
+    let site = bed.a_site;
+    if let Some(old) = bed.a.take() {
+        bed.retire(old.guest);
+    }
+    wait_info(bed.node(site), site.port(), "connected", "false", CONNECT)?;
+    bed.a_packed = true;
+    let name = "vm-a-packed";
+    let extras = Extras {
+        qmp: Some(bed.qmp_path(name)),
+        incoming: None,
+    };
+    let spec = bed.spec_a(name, site);
+    let guest = Guest::boot_with(&bed.image, spec, &bed.dir.0, BOOT, extras)?;
+    let boot = guest.boot_secs;
+    let qmp = Qmp::connect(&bed.qmp_path(name), CONNECT).map_err(|e| format!("{name}: {e}"))?;
+    bed.a = Some(Vm { qmp, guest });
+    bed.node(site).wait_connected(site.port(), 1, CONNECT)?;
+    let layout = bed.node(site).info(site.port(), "ring_layout")?;
+    if layout != "packed" {
+        return Err(format!(
+            "{}: ring_layout {layout:?} for a packed=on guest",
+            site.port()
+        ));
+    }
+    let (a, b) = bed.guests()?;
+    traffic::ping(b, a)?;
+    match migrate_a_under_traffic(bed, "vm-a-packed-moved")? {
+        Outcome::Done(what) => Ok(Outcome::Done(format!(
+            "boot {boot:.1} s, {} ring_layout packed; {what}",
+            site.port()
+        ))),
+        skipped => Ok(skipped),
+    }
+}
+
+/// Every vhost-user port that carried A or B, on both nodes: no protocol,
+/// negotiation, memory-table, ring, guest-memory or dirty-log errors, no
+/// quarantined or stuck rings, no vring faults ([`node::VRING_FAULTS`]); the
+/// memif link on both sides: no bad descriptors, chains or heads, no
+/// oversized or empty frames, no faults.
 fn switch_health(bed: &mut Bed) -> Result<Outcome, String> {
     let mut summary = Vec::new();
     for (node_name, node, port) in [
@@ -1015,14 +1104,53 @@ fn switch_health(bed: &mut Bed) -> Result<Outcome, String> {
                 return Err(format!("{node_name} {port}: {key} = {}: {info}", info[key]));
             }
         }
+        for key in ["quarantined", "call_stuck"] {
+            if info[key] != "[]" {
+                return Err(format!("{node_name} {port}: {key} = {}: {info}", info[key]));
+            }
+        }
+        if let Some(fault) = node::vring_fault(info) {
+            return Err(format!("{node_name} {port}: {fault}"));
+        }
+        let last_error = info["last_error"]
+            .as_str()
+            .map(|e| format!(", last_error {e:?}"))
+            .unwrap_or_default();
         summary.push(format!(
-            "{node_name} {port}: rx {} tx {}",
+            "{node_name} {port}: rx {} tx {}{last_error}",
             p["rx"]["packets"], p["tx"]["packets"]
         ));
     }
     for (node_name, node) in [("node 1", &bed.node1), ("node 2", &bed.node2)] {
-        let (rx, tx) = packets(node, LINK)?;
-        summary.push(format!("{node_name} {LINK}: rx {rx} tx {tx}"));
+        let p = node.port(LINK)?;
+        let info = &p["info"];
+        for key in [
+            "bad_desc",
+            "bad_chain",
+            "too_big",
+            "empty",
+            "bad_head",
+            "memory_faults",
+        ] {
+            if info[key] != "0" {
+                return Err(format!("{node_name} {LINK}: {key} = {}: {info}", info[key]));
+            }
+        }
+        summary.push(format!(
+            "{node_name} {LINK}: rx {} tx {}",
+            p["rx"]["packets"], p["tx"]["packets"]
+        ));
+    }
+    // Not errors of themselves (a QEMU killed mid-connection is worth a
+    // warning), but worth reading.
+    for (node_name, node) in [("node 1", &bed.node1), ("node 2", &bed.node2)] {
+        let warnings = node.log_warnings();
+        summary.push(format!(
+            "{node_name} logged {} warning(s){}{}",
+            warnings.len(),
+            if warnings.is_empty() { "" } else { ":\n    " },
+            warnings.join("\n    ")
+        ));
     }
     Ok(Outcome::Done(summary.join("; ")))
 }
