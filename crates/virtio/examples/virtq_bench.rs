@@ -75,6 +75,26 @@ fn eventfd() -> std::os::fd::OwnedFd {
     unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
 }
 
+/// Guest-physical base of the pool in the dirty-log rows (rings 4 GiB up).
+const LOG_GPA_BASE: u64 = 1 << 32;
+
+/// A dirty log covering the dirty-log rows' guest-physical addresses.
+fn dirty_log() -> (
+    std::fs::File,
+    std::sync::Arc<nfv_virtio::dirty_log::DirtyLog>,
+) {
+    use std::os::fd::FromRawFd;
+    let bytes = (LOG_GPA_BASE + (1 << 32) + (1 << 24)) / nfv_virtio::dirty_log::LOG_PAGE / 8;
+    // SAFETY: a literal name; the fd is checked and then owned.
+    let fd = unsafe { libc::memfd_create(c"virtq-bench-log".as_ptr(), 0) };
+    assert!(fd >= 0);
+    // SAFETY: a fresh fd nobody else owns.
+    let f = unsafe { std::fs::File::from_raw_fd(fd) };
+    f.set_len(bytes).unwrap();
+    let log = nfv_virtio::dirty_log::DirtyLog::map(&f, bytes, 0).unwrap();
+    (f, std::sync::Arc::new(log))
+}
+
 fn median(mut v: Vec<u32>) -> f64 {
     v.sort_unstable();
     v[v.len() / 2] as f64 / BATCH as f64
@@ -175,19 +195,23 @@ fn main() {
     // (name, features, with call eventfds: the driver polls (interrupts
     // disabled) but the device must fence and check each burst; one-copy:
     // long frames leave dequeue split and enqueue copies them straight
-    // from the TX buffer)
+    // from the TX buffer; dirty log: the guest migrating, every device
+    // write marked in a log — compare with the V1+MRG+EVENT_IDX row)
     let configs = [
-        ("V1", V1, false, false),
-        ("V1+MRG", V1 | MRG, false, false),
-        ("V1+MRG one-copy", V1 | MRG, false, true),
-        ("V1+MRG+EVENT_IDX", V1 | MRG | EVIDX, false, false),
-        ("V1+MRG+EVIDX+call", V1 | MRG | EVIDX, true, false),
+        ("V1", V1, false, false, false),
+        ("V1+MRG", V1 | MRG, false, false, false),
+        ("V1+MRG one-copy", V1 | MRG, false, true, false),
+        ("V1+MRG+EVENT_IDX", V1 | MRG | EVIDX, false, false, false),
+        ("V1+MRG+EVIDX+call", V1 | MRG | EVIDX, true, false, false),
+        ("V1+MRG+EVIDX+log", V1 | MRG | EVIDX, false, false, true),
     ];
     let only: Option<usize> = std::env::var("VIRTQ_BENCH_LEN")
         .ok()
         .and_then(|v| v.parse().ok());
     let mut setups: Vec<(&str, usize, Loopback, Batch, Vec<Sample>)> = Vec::new();
-    for &(name, features, call, one_copy) in &configs {
+    // Keeps the logs' files open while the setups run.
+    let mut logs = Vec::new();
+    for &(name, features, call, one_copy, log) in &configs {
         for len in [0usize, 64, 1518] {
             if only.is_some_and(|o| o != len) {
                 continue;
@@ -199,9 +223,17 @@ fn main() {
                 frames: 4096,
                 rx_call: call.then(eventfd),
                 tx_call: call.then(eventfd),
+                // Small guest-physical addresses keep the log small.
+                gpa_base: if log { LOG_GPA_BASE } else { 0 },
                 ..Default::default()
             });
             l.tx_dev.set_one_copy(one_copy);
+            if log {
+                let (file, log) = dirty_log();
+                l.tx_dev.set_dirty_log(Some(log.clone()));
+                l.rx_dev.set_dirty_log(Some(log));
+                logs.push(file);
+            }
             l.rx_drv.refill_rx(&mut l.drv);
             let mut pkts = Batch::new();
             for i in 0..BATCH {

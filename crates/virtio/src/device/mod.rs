@@ -432,6 +432,17 @@ impl DeviceQueue {
     /// is one: one predictable branch when there is none.
     #[inline(always)]
     fn logged(&self, ptr: *const u8, len: usize) {
+        if self.dirty_log.is_some() {
+            self.log_write(ptr, len);
+        }
+    }
+
+    /// The marking itself, out of line: the packet path only carries the
+    /// branch (inlined, the translation and bit loops cost the copy loops
+    /// registers and code space even when nothing is logged).
+    #[cold]
+    #[inline(never)]
+    fn log_write(&self, ptr: *const u8, len: usize) {
         if let Some(log) = &self.dirty_log {
             log.mark_host(&self.mem, ptr, len);
         }
@@ -553,10 +564,21 @@ impl DeviceQueue {
             // used ring; the driver reads it only after `used.idx` is
             // released past it.
             unsafe { slot.write(*e) };
-            self.logged(slot.cast(), 8);
+        }
+        if self.dirty_log.is_some() {
+            self.log_used_elems();
         }
         self.shadow_base = self.used_cursor();
         self.shadow_len = 0;
+    }
+
+    /// Marks the used entries `flush_shadow` is writing.
+    #[cold]
+    fn log_used_elems(&self) {
+        for i in 0..self.shadow_len {
+            let slot = self.ring.used_elem(self.shadow_base.wrapping_add(i as u16));
+            self.logged(slot.cast(), 8);
+        }
     }
 
     /// Forgets used entries from `mark` on (not yet published).
