@@ -42,9 +42,17 @@ impl Qmp {
             writer,
             events: Vec::new(),
         };
-        let greeting = qmp.read_message(deadline)?;
-        if greeting.get("QMP").is_none() {
-            return Err(format!("not a QMP greeting: {greeting}"));
+        // QEMU may write an event on a fresh connection before the
+        // greeting (a destination's MIGRATION "setup" as it starts).
+        loop {
+            let m = qmp.read_message(deadline)?;
+            if m.get("QMP").is_some() {
+                break;
+            }
+            if m.get("event").is_none() {
+                return Err(format!("not a QMP greeting: {m}"));
+            }
+            qmp.events.push(m);
         }
         qmp.execute("qmp_capabilities", json!({}))?
             .map_err(|e| format!("qmp_capabilities: {e}"))?;
