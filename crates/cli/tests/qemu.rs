@@ -23,7 +23,7 @@ mod traffic;
 
 use guest::{Guest, Image, Spec};
 use nfv_testutil::skip;
-use node::{Node, PortSpec};
+use node::{Node, PortSpec, VRING_FAULTS};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -585,27 +585,6 @@ fn packed_guest(bed: &mut Bed) -> Result<String, String> {
     let summary = traffic::both_ways(a, b)?;
     Ok(format!("boot {boot:.1} s; {summary}; {features}"))
 }
-
-/// Per-vring counters that a well-behaved guest never causes: the ring
-/// protocol violations, chains dropped as bad, failed interrupts and
-/// faults on guest memory, rings that failed to start (`no_room_drops`, a full guest rx ring, is
-/// allowed: TCP recovers from it).
-const VRING_FAULTS: [&str; 14] = [
-    "avail_idx_jump",
-    "desc_id_out_of_range",
-    "desc_out_of_memory",
-    "chain_too_long",
-    "indirect_bad_len",
-    "indirect_nested",
-    "indirect_out_of_memory",
-    "len_overflow",
-    "wrong_direction",
-    "short_chain",
-    "bad_chain_drops",
-    "interrupt_errors",
-    "memory_fault",
-    "setup_failures",
-];
 
 /// Packets went both ways on both ports and the switch saw no protocol,
 /// negotiation, memory-table, ring or guest-memory errors.

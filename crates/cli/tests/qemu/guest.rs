@@ -1,12 +1,13 @@
 //! A QEMU guest (TCG) with one vhost-user virtio-net NIC, driven through
 //! a shell on its second serial port. The kernel console (first serial
 //! port) goes to a file kept for diagnostics. The QEMU process is killed
-//! and reaped on drop.
+//! and reaped on drop. A QEMU may also be started with a QMP socket and as
+//! the destination of a live migration ([`Extras`], [`Guest::incoming`]).
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// What `scripts/qemu-guest` prepared: the QEMU binary, kernel and initrd.
@@ -72,14 +73,31 @@ impl Spec {
     }
 }
 
+/// What a QEMU is started with beyond its [`Spec`]; nothing by default
+/// (as `qemu.rs` starts its guests).
+#[derive(Clone, Debug, Default)]
+#[allow(dead_code)] // only the migration test sets these
+pub struct Extras {
+    /// `-qmp unix:PATH,server=on,wait=off`.
+    pub qmp: Option<PathBuf>,
+    /// `-incoming URI` (e.g. `unix:PATH`): the QEMU waits, stopped, for a
+    /// migration stream instead of booting.
+    pub incoming: Option<String>,
+}
+
 /// A running QEMU with its serial console connected.
 pub struct Guest {
     pub spec: Spec,
     child: Child,
     pub console: Console,
     pub console_log: PathBuf,
+    qemu_log: PathBuf,
+    serial: PathBuf,
     /// Seconds from QEMU's start to the guest's shell answering.
     pub boot_secs: f64,
+    /// The QMP socket, when started with one.
+    #[allow(dead_code)] // only the migration test uses QMP
+    pub qmp: Option<PathBuf>,
 }
 
 impl Drop for Guest {
@@ -93,39 +111,112 @@ impl Guest {
     /// Starts QEMU and waits (at most `boot`) until the guest's shell
     /// answers on the serial port.
     pub fn boot(image: &Image, spec: Spec, dir: &Path, boot: Duration) -> Result<Guest, String> {
+        Guest::boot_with(image, spec, dir, boot, Extras::default())
+    }
+
+    /// [`Guest::boot`] with `extras` on QEMU's command line.
+    pub fn boot_with(
+        image: &Image,
+        spec: Spec,
+        dir: &Path,
+        boot: Duration,
+        extras: Extras,
+    ) -> Result<Guest, String> {
+        let started = Instant::now();
+        let mut guest = Guest::spawn(image, spec, dir, extras)?;
+        let deadline = started + boot;
+        // A guest that never answers takes its QEMU down with it (drop), so
+        // its console and QEMU's words go into the error.
+        if let Err(e) = guest.connect_console(deadline) {
+            return Err(guest.failed(e));
+        }
+        if let Err(e) = guest.console.wait_ready(deadline) {
+            return Err(guest.failed(e));
+        }
+        guest.boot_secs = started.elapsed().as_secs_f64();
+        Ok(guest)
+    }
+
+    /// Starts QEMU as a migration destination (`extras.incoming` must be
+    /// set) and connects its serial console, without waiting for a shell:
+    /// there is none until the migrated guest runs here
+    /// ([`Guest::wait_shell`]). Fails when QEMU exits at start (e.g. its
+    /// vhost-user socket has no switch behind it), with QEMU's words.
+    #[allow(dead_code)] // only the migration test migrates
+    pub fn incoming(
+        image: &Image,
+        spec: Spec,
+        dir: &Path,
+        extras: Extras,
+        timeout: Duration,
+    ) -> Result<Guest, String> {
+        if extras.incoming.is_none() {
+            return Err("Guest::incoming without an incoming URI".into());
+        }
+        let mut guest = Guest::spawn(image, spec, dir, extras)?;
+        if let Err(e) = guest.connect_console(Instant::now() + timeout) {
+            return Err(guest.failed(e));
+        }
+        Ok(guest)
+    }
+
+    fn spawn(image: &Image, spec: Spec, dir: &Path, extras: Extras) -> Result<Guest, String> {
         let console_log = dir.join(format!("{}-console.log", spec.name));
+        let qemu_log = qemu_log(dir, spec.name);
         let serial = dir.join(format!("{}-serial.sock", spec.name));
         let _ = std::fs::remove_file(&serial);
-        let qemu_err = std::fs::File::create(dir.join(format!("{}-qemu.log", spec.name)))
-            .map_err(|e| e.to_string())?;
-        let started = Instant::now();
+        if let Some(q) = &extras.qmp {
+            let _ = std::fs::remove_file(q);
+        }
+        let qemu_err = std::fs::File::create(&qemu_log).map_err(|e| e.to_string())?;
         let child = Command::new(&image.qemu)
-            .args(qemu_args(image, &spec, &console_log, &serial))
+            .args(qemu_args(image, &spec, &console_log, &serial, &extras))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(qemu_err)
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", image.qemu.display()))?;
-        let mut guest = Guest {
+        Ok(Guest {
             spec,
             child,
             console: Console::unconnected(),
             console_log,
+            qemu_log,
+            serial,
             boot_secs: 0.0,
-        };
-        let deadline = started + boot;
-        // A guest that never answers takes its QEMU down with it (drop), so
-        // its console and QEMU's words go into the error.
-        let failed = |g: &Guest, e: String| format!("{}: {e}\n{}", g.spec.name, g.diagnostics());
-        guest.console = match Console::connect(&serial, deadline, &mut guest.child) {
-            Ok(c) => c,
-            Err(e) => return Err(failed(&guest, e)),
-        };
-        if let Err(e) = guest.console.wait_ready(deadline) {
-            return Err(failed(&guest, e));
-        }
-        guest.boot_secs = started.elapsed().as_secs_f64();
-        Ok(guest)
+            qmp: extras.qmp,
+        })
+    }
+
+    fn connect_console(&mut self, deadline: Instant) -> Result<(), String> {
+        self.console = Console::connect(&self.serial, deadline, &mut self.child)?;
+        Ok(())
+    }
+
+    fn failed(&self, e: String) -> String {
+        format!("{}: {e}\n{}", self.spec.name, self.diagnostics())
+    }
+
+    /// Waits (at most `timeout`) until the guest's shell answers, as at
+    /// boot: for a guest that has just arrived by migration.
+    #[allow(dead_code)] // only the migration test migrates
+    pub fn wait_shell(&mut self, timeout: Duration) -> Result<(), String> {
+        let name = self.spec.name;
+        self.console
+            .wait_ready(Instant::now() + timeout)
+            .map_err(|e| format!("{name}: {e}"))
+    }
+
+    /// QEMU's exit status, if it has exited (reaped here).
+    #[allow(dead_code)] // only the migration test waits for a QEMU to end
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Everything QEMU wrote to stderr so far.
+    #[allow(dead_code)] // only the migration test reads QEMU's errors
+    pub fn qemu_stderr(&self) -> String {
+        std::fs::read_to_string(&self.qemu_log).unwrap_or_default()
     }
 
     /// Runs a shell command in the guest; a non-zero status is an error.
@@ -149,23 +240,33 @@ impl Guest {
             let lines: Vec<&str> = s.lines().collect();
             lines[lines.len().saturating_sub(15)..].join("\n")
         };
-        let qemu_log = self
-            .console_log
-            .with_file_name(format!("{}-qemu.log", self.spec.name));
         format!(
             "--- {} console (tail) ---\n{}\n--- {} qemu stderr ---\n{}",
             self.spec.name,
             tail(&self.console_log),
             self.spec.name,
-            tail(&qemu_log)
+            tail(&self.qemu_log)
         )
     }
 }
 
+/// Where the QEMU named `name` (its [`Spec`]'s) writes its stderr.
+pub fn qemu_log(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}-qemu.log"))
+}
+
 /// The QEMU command line: TCG, 256 MiB shared memfd memory (vhost-user
 /// maps it), and `vectors=0` on the NIC because Debian's QEMU 7.2 under
-/// TCG crashes with MSI-X on a vhost-user virtio-net-pci device.
-fn qemu_args(image: &Image, spec: &Spec, console_log: &Path, serial: &Path) -> Vec<String> {
+/// TCG crashes with MSI-X on a vhost-user virtio-net-pci device. A
+/// migration destination gets the same line (QEMU requires the same
+/// machine and devices on both ends) plus `-incoming`.
+fn qemu_args(
+    image: &Image,
+    spec: &Spec,
+    console_log: &Path,
+    serial: &Path,
+    extras: &Extras,
+) -> Vec<String> {
     let chardev = if spec.qemu_server {
         format!(
             "socket,id=vu,path={},server=on,wait=off",
@@ -221,6 +322,15 @@ fn qemu_args(image: &Image, spec: &Spec, console_log: &Path, serial: &Path) -> V
         "-device".into(),
         device,
     ]);
+    if let Some(q) = &extras.qmp {
+        v.extend([
+            "-qmp".into(),
+            format!("unix:{},server=on,wait=off", q.display()),
+        ]);
+    }
+    if let Some(uri) = &extras.incoming {
+        v.extend(["-incoming".into(), uri.clone()]);
+    }
     v
 }
 

@@ -1,5 +1,6 @@
-//! The switch under test: `nfvswitch run` as a child process with two
-//! vhost-user ports joined by NORMAL, read through `nfvswitch ctl --json`.
+//! The switch under test: `nfvswitch run` as a child process with
+//! vhost-user ports (and, for a test bed of several nodes, memif ports
+//! linking them) joined by NORMAL, read through `nfvswitch ctl --json`.
 //! SIGTERM then SIGKILL on drop; its stderr goes to a file kept for
 //! diagnostics.
 
@@ -10,6 +11,42 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// Per-vring counters that a well-behaved guest never causes: the ring
+/// protocol violations, chains dropped as bad, failed interrupts and
+/// faults on guest memory, rings that failed to start (`no_room_drops`, a full guest rx ring, is
+/// allowed: TCP recovers from it).
+pub const VRING_FAULTS: [&str; 14] = [
+    "avail_idx_jump",
+    "desc_id_out_of_range",
+    "desc_out_of_memory",
+    "chain_too_long",
+    "indirect_bad_len",
+    "indirect_nested",
+    "indirect_out_of_memory",
+    "len_overflow",
+    "wrong_direction",
+    "short_chain",
+    "bad_chain_drops",
+    "interrupt_errors",
+    "memory_fault",
+    "setup_failures",
+];
+
+/// The first of a vhost-user port's vrings (in its `show ports` info) that
+/// counts one of [`VRING_FAULTS`], as "vringN: its counters".
+#[allow(dead_code)] // qemu.rs checks its vrings inline
+pub fn vring_fault(info: &Value) -> Option<String> {
+    info.as_object()?
+        .iter()
+        .filter(|(k, _)| k.starts_with("vring"))
+        .find_map(|(k, v)| {
+            let text = v.as_str().unwrap_or("");
+            text.split_whitespace()
+                .any(|kv| VRING_FAULTS.contains(&kv.split('=').next().unwrap_or("")))
+                .then(|| format!("{k}: {text}"))
+        })
+}
+
 /// One vhost-user port of the node.
 pub struct PortSpec {
     pub name: &'static str,
@@ -19,6 +56,27 @@ pub struct PortSpec {
     pub switch_server: bool,
     pub queues: u16,
     pub mrg_rxbuf: bool,
+}
+
+/// One memif port of the node: two nodes on the same socket, one in each
+/// role, are linked by it.
+#[allow(dead_code)] // only the migration test links two nodes
+pub struct MemifSpec {
+    pub name: &'static str,
+    pub id: u16,
+    pub socket: PathBuf,
+    /// The switch listens (`role = "server"`); otherwise it connects and
+    /// owns the shared memory (`role = "client"`).
+    pub server: bool,
+}
+
+/// How a node differs from the single node of `qemu.rs`.
+pub struct NodeOpts {
+    /// Part of the node's name: several nodes of one test differ by it.
+    pub tag: &'static str,
+    /// The PMD's CPU.
+    pub core: usize,
+    pub memif: Vec<MemifSpec>,
 }
 
 pub struct Node {
@@ -41,16 +99,29 @@ impl Drop for Node {
 }
 
 impl Node {
+    /// A node on the last CPU with `ports` only; its files in `dir`.
     pub fn start(dir: &Path, ports: &[PortSpec]) -> Result<Node, String> {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let opts = NodeOpts {
+            tag: "",
+            core: cpus - 1,
+            memif: Vec::new(),
+        };
+        Node::start_with(dir, ports, &opts)
+    }
+
+    /// A node with `ports` and what `opts` adds; its files (config,
+    /// control socket, log) in `dir`, which must be its own.
+    pub fn start_with(dir: &Path, ports: &[PortSpec], opts: &NodeOpts) -> Result<Node, String> {
         let socket = dir.join("ctl.sock");
         let mut cfg = format!(
             "flows = [\"priority=0,actions=normal\"]\n\
-             [node]\nname = \"qemu{}\"\ncontrol_socket = \"{}\"\napi = \"off\"\n\
+             [node]\nname = \"qemu{}{}\"\ncontrol_socket = \"{}\"\napi = \"off\"\n\
              [memory]\nframes = 8192\nhugepages = \"never\"\n[pmd]\ncores = [{}]\n",
             std::process::id(),
+            opts.tag,
             socket.display(),
-            cpus - 1
+            opts.core
         );
         for p in ports {
             cfg.push_str(&format!(
@@ -64,12 +135,25 @@ impl Node {
                 p.mrg_rxbuf
             ));
         }
+        for m in &opts.memif {
+            cfg.push_str(&format!(
+                "[[port]]\nname = \"{}\"\nid = {}\ntype = \"memif\"\nsocket = \"{}\"\n\
+                 role = \"{}\"\n",
+                m.name,
+                m.id,
+                m.socket.display(),
+                if m.server { "server" } else { "client" }
+            ));
+        }
         let path = dir.join("node.toml");
         std::fs::write(&path, cfg).map_err(|e| e.to_string())?;
         let log = dir.join("switch.log");
         let err = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+        // A debugging run may ask for more (e.g. "debug": every vhost-user
+        // message).
+        let level = std::env::var("NFVSWITCH_TEST_LOG").unwrap_or_else(|_| "info".into());
         let child = Command::new(BIN)
-            .args(["--log", "info", "run"])
+            .args(["--log", &level, "run"])
             .arg(&path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -163,6 +247,17 @@ impl Node {
                 .map(|p| p["info"].to_string())
                 .unwrap_or_else(|e| e)
         ))
+    }
+
+    /// Every line the switch logged at WARN or ERROR level.
+    #[allow(dead_code)] // only the migration test lists them
+    pub fn log_warnings(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(" WARN") || l.contains("ERROR"))
+            .map(str::to_string)
+            .collect()
     }
 
     /// The last lines the switch logged.
