@@ -17,6 +17,7 @@ mod common;
 #[path = "qemu/guest.rs"]
 mod guest;
 #[path = "qemu/node.rs"]
+#[allow(dead_code)] // `packets`, `wait_info`: for qemu_migration.rs
 mod node;
 #[path = "qemu/traffic.rs"]
 mod traffic;

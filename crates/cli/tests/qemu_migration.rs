@@ -35,6 +35,8 @@
 mod common;
 #[path = "qemu/guest.rs"]
 mod guest;
+#[path = "qemu/migration_traffic.rs"]
+mod migration_traffic;
 #[path = "qemu/node.rs"]
 #[allow(dead_code)] // `start` (a lone node), `ctl`, `info_count`: for qemu.rs
 mod node;
@@ -45,8 +47,9 @@ mod qmp;
 mod traffic;
 
 use guest::{Extras, Guest, Image, Spec};
+use migration_traffic::*;
 use nfv_testutil::{skip, wait_until};
-use node::{MemifSpec, Node, NodeOpts, PortSpec};
+use node::{MemifSpec, Node, NodeOpts, PortSpec, packets, wait_info};
 use qmp::Qmp;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -79,19 +82,6 @@ const NO_DIRTY_LOG: [&str; 2] = [
 const MAC_A: &str = "52:54:00:00:00:0a";
 const MAC_B: &str = "52:54:00:00:00:0b";
 const LINK: &str = "link";
-
-/// B → A during the migration: 64 KiB blocks, one about every
-/// [`PACE`], so the transfer spans the migration whatever the TCP
-/// throughput of the guests.
-const BLOCKS: u32 = 256;
-const PACE: &str = "0.05";
-const TCP_PORT: u16 = 5002;
-/// B → A during the migration as fast as TCP goes (zeros, unchecked):
-/// the switch writes into A's memory all the time the dirty log is on.
-const FLOOD_PORT: u16 = 5003;
-/// B's ping interval during the migration, ms (busybox ping takes
-/// fractions of a second).
-const PING_MS: u64 = 50;
 
 struct TempDir(PathBuf);
 
@@ -372,27 +362,6 @@ impl Bed {
     }
 }
 
-fn wait_info(node: &Node, port: &str, key: &str, want: &str, t: Duration) -> Result<(), String> {
-    if wait_until(t, || node.info(port, key).is_ok_and(|v| v == want)) {
-        return Ok(());
-    }
-    Err(format!(
-        "{port}: {key} not {want:?} within {t:?}: {}",
-        node.port(port)
-            .map(|p| p["info"].to_string())
-            .unwrap_or_else(|e| e)
-    ))
-}
-
-/// A port's (rx, tx) packet counters.
-fn packets(node: &Node, port: &str) -> Result<(u64, u64), String> {
-    let p = node.port(port)?;
-    Ok((
-        p["rx"]["packets"].as_u64().unwrap_or(0),
-        p["tx"]["packets"].as_u64().unwrap_or(0),
-    ))
-}
-
 /// Starts a migration of the guest behind `qmp` to `uri` as fast as
 /// `bandwidth` allows. `Ok(Some(refusal))`: QEMU refused because the
 /// switch cannot log dirty pages (the one reason to skip); any other
@@ -541,157 +510,6 @@ fn boot_and_ping(bed: &mut Bed) -> Result<Outcome, String> {
 fn join<T>(h: std::thread::ScopedJoinHandle<'_, Result<T, String>>) -> Result<T, String> {
     h.join()
         .unwrap_or_else(|_| Err("boot thread panicked".into()))
-}
-
-/// A listens on TCP; B writes fresh random data and starts sending it to
-/// A paced (a 64 KiB block, a pause, ...) in the background; returns the
-/// md5 of the data. Also starts B's ping stream and its flood of zeros
-/// to A.
-fn start_traffic(a: &mut Guest, b: &mut Guest) -> Result<String, String> {
-    // The listeners' stdin stays open (busybox nc would half-close when
-    // its stdin ends); their `sleep` is killed once the data is in.
-    a.ok(
-        &format!(
-            "rm -f /tmp/mig.rx /tmp/mig.done; \
-             sleep 900 | (nc -l -p {TCP_PORT} >/tmp/mig.rx 2>/tmp/mig.err; touch /tmp/mig.done) & \
-             sleep 900 | nc -l -p {FLOOD_PORT} >/dev/null 2>&1 & \
-             for i in $(seq 100); do \
-               netstat -ltn | grep -q ':{TCP_PORT} ' && netstat -ltn | grep -q ':{FLOOD_PORT} ' && exit 0; \
-               sleep 0.1; \
-             done; exit 1"
-        ),
-        CMD,
-    )
-    .map_err(|e| format!("A did not listen: {e}"))?;
-    let out = b.ok(
-        &format!(
-            "dd if=/dev/urandom of=/tmp/mig.tx bs=65536 count={BLOCKS} 2>/dev/null && md5sum /tmp/mig.tx"
-        ),
-        CMD,
-    )?;
-    let md5 = out
-        .split_whitespace()
-        .next()
-        .filter(|m| m.len() == 32)
-        .ok_or_else(|| format!("md5sum said {out:?}"))?
-        .to_string();
-    let ip_a = a.spec.addr();
-    b.ok(
-        &format!(
-            "rm -f /tmp/mig.sent /tmp/mig.ping; \
-             ( i=0; while [ $i -lt {BLOCKS} ]; do \
-                 dd if=/tmp/mig.tx bs=65536 skip=$i count=1 2>/dev/null; i=$((i+1)); sleep {PACE}; \
-               done | nc -w 10 {ip_a} {TCP_PORT} >/dev/null 2>/tmp/mig.nc.err; \
-               echo $? >/tmp/mig.sent ) >/dev/null 2>&1 & \
-             ping -i {interval} {ip_a} >/tmp/mig.ping 2>&1 & \
-             nc {ip_a} {FLOOD_PORT} </dev/zero >/dev/null 2>&1 & echo $! >/tmp/mig.flood",
-            interval = PING_MS as f64 / 1000.0
-        ),
-        CMD,
-    )?;
-    Ok(md5)
-}
-
-/// B's ping stream stopped and summed up.
-struct PingStream {
-    sent: u64,
-    answered: u64,
-    /// Replies to a request already answered: what a guest answering
-    /// requests from stale receive buffers would send.
-    duplicates: u64,
-    /// The most sequence numbers between two answers in a row (1: none
-    /// lost).
-    widest_step: u64,
-    last_answered: u64,
-}
-
-impl PingStream {
-    fn gap_ms(&self) -> u64 {
-        self.widest_step * PING_MS
-    }
-}
-
-/// Stops B's ping (SIGINT: it prints its totals) and reads its output.
-fn stop_ping(b: &mut Guest) -> Result<PingStream, String> {
-    let out = b.ok(
-        "killall -INT ping; \
-         for i in $(seq 50); do grep -q 'packets transmitted' /tmp/mig.ping && break; sleep 0.1; done; \
-         awk '/DUP!/ { d++; next } \
-              /seq=/ { split($0, f, \"seq=\"); split(f[2], g, \" \"); s = g[1] + 0; \
-                       if (n > 0 && s - p > w) w = s - p; p = s; n++ } \
-              /packets transmitted/ { t = $1 } \
-              END { print \"PINGS\", t + 0, n + 0, d + 0, w + 0, p + 0 }' /tmp/mig.ping",
-        CMD,
-    )?;
-    let v: Vec<u64> = out
-        .lines()
-        .find_map(|l| l.strip_prefix("PINGS "))
-        .map(|l| l.split(' ').filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_default();
-    match v[..] {
-        [sent, answered, duplicates, widest_step, last_answered] if sent > 0 => Ok(PingStream {
-            sent,
-            answered,
-            duplicates,
-            widest_step,
-            last_answered,
-        }),
-        _ => Err(format!("no ping totals from B: {out}")),
-    }
-}
-
-/// Stops B's flood of zeros to A.
-fn stop_flood(b: &mut Guest) -> Result<(), String> {
-    b.ok("kill $(cat /tmp/mig.flood)", CMD).map(|_| ())
-}
-
-/// The guest's counts of received IP headers and TCP, UDP and ICMP
-/// messages with a bad checksum (/proc/net/snmp), as "Proto:Counter=N"
-/// words. A frame the switch wrote into a page the dirty log missed
-/// arrives on the destination as whatever the page held before: a
-/// checksum error, or an older frame again (see
-/// [`PingStream::duplicates`]).
-fn checksum_errors(g: &mut Guest) -> Result<(u64, String), String> {
-    let out = g.ok(
-        "awk 'NR % 2 == 1 { for (i = 2; i <= NF; i++) h[i] = $i; next } \
-              { for (i = 2; i <= NF; i++) \
-                  if (h[i] == \"InCsumErrors\" || h[i] == \"InHdrErrors\") printf \"%s%s=%s \", $1, h[i], $i } \
-              END { print \"\" }' /proc/net/snmp",
-        CMD,
-    )?;
-    let words: Vec<&str> = out.split_whitespace().filter(|w| w.contains('=')).collect();
-    if words.len() < 4 {
-        return Err(format!("no checksum counters in /proc/net/snmp: {out:?}"));
-    }
-    let sum = words
-        .iter()
-        .filter_map(|w| w.split('=').nth(1)?.parse::<u64>().ok())
-        .sum();
-    Ok((sum, words.join(" ")))
-}
-
-/// Waits for A to have received the whole transfer; returns its md5.
-fn received_md5(a: &mut Guest) -> Result<String, String> {
-    let out = a.ok(
-        "for i in $(seq 900); do [ -e /tmp/mig.done ] && break; sleep 0.1; done; \
-         [ -e /tmp/mig.done ] || { ls -l /tmp/mig.rx; cat /tmp/mig.err; exit 1; }; \
-         killall sleep; md5sum /tmp/mig.rx; rm -f /tmp/mig.rx",
-        Duration::from_secs(120),
-    )?;
-    Ok(out
-        .lines()
-        .find(|l| l.ends_with("/tmp/mig.rx"))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or("")
-        .to_string())
-}
-
-/// Stops whatever [`start_traffic`] left running (a case that skips).
-fn stop_traffic(bed: &mut Bed) {
-    if let Ok((a, b)) = bed.guests() {
-        let _ = b.ok("killall ping nc; rm -f /tmp/mig.tx; true", CMD);
-        let _ = a.ok("killall sleep nc; rm -f /tmp/mig.rx; true", CMD);
-    }
 }
 
 /// A migrates to node 2 while B sends it a paced TCP transfer, a flood
@@ -854,7 +672,7 @@ fn migrate_a_under_traffic(bed: &mut Bed, dest_name: &'static str) -> Result<Out
     Ok(Outcome::Done(format!(
         "completed in {migrate_secs:.1} s (QEMU: total {} ms, downtime {downtime} ms, \
          {} MiB sent, {} dirty syncs); {} dirty log: {}; \
-         TCP {} KiB B->A md5-equal across it (with a flood of zeros alongside); \
+         TCP {} KiB B->A md5-equal across it{}; \
          pings every {PING_MS} ms: {} sent, {} lost, longest gap {} ms, no duplicates; \
          A's checksum errors unchanged ({}); {} on {}: rx {rx}, tx {tx}, rarp_sent {rarp}; \
          node 1 -> A through {toward_a}: {followed} frames",
@@ -864,6 +682,11 @@ fn migrate_a_under_traffic(bed: &mut Bed, dest_name: &'static str) -> Result<Out
         from.port(),
         log_states.join(" -> "),
         BLOCKS * 64,
+        if flood() {
+            " (with a flood of zeros alongside)"
+        } else {
+            ""
+        },
         pings.sent,
         pings.sent - pings.answered,
         pings.gap_ms(),

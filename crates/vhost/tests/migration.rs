@@ -315,7 +315,13 @@ fn ring_rebuilds_under_traffic_keep_every_buffer_accounted_for() {
         });
         stop.store(true, Ordering::Relaxed);
         let drv = g.rx[0].errors().total() + g.tx[0].errors().total();
-        assert_eq!(drv, 0, "the guest driver saw bad used entries: rx {:?} tx {:?}", g.rx[0].errors(), g.tx[0].errors());
+        assert_eq!(
+            drv,
+            0,
+            "the guest driver saw bad used entries: rx {:?} tx {:?}",
+            g.rx[0].errors(),
+            g.tx[0].errors()
+        );
         assert!(back > 0);
         eprintln!("storm: {sent} sent, {back} back");
     });

@@ -267,3 +267,30 @@ impl Node {
         lines[lines.len().saturating_sub(30)..].join("\n")
     }
 }
+
+pub fn wait_info(
+    node: &Node,
+    port: &str,
+    key: &str,
+    want: &str,
+    t: Duration,
+) -> Result<(), String> {
+    if wait_until(t, || node.info(port, key).is_ok_and(|v| v == want)) {
+        return Ok(());
+    }
+    Err(format!(
+        "{port}: {key} not {want:?} within {t:?}: {}",
+        node.port(port)
+            .map(|p| p["info"].to_string())
+            .unwrap_or_else(|e| e)
+    ))
+}
+
+/// A port's (rx, tx) packet counters.
+pub fn packets(node: &Node, port: &str) -> Result<(u64, u64), String> {
+    let p = node.port(port)?;
+    Ok((
+        p["rx"]["packets"].as_u64().unwrap_or(0),
+        p["tx"]["packets"].as_u64().unwrap_or(0),
+    ))
+}
