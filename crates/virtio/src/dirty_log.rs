@@ -165,11 +165,11 @@ impl DirtyLog {
             // SAFETY: `byte < len`: inside the mapped bitmap, which lives
             // as long as `self`; only ever accessed atomically.
             let cell = unsafe { AtomicU8::from_ptr(self.bits.add(byte as usize)) };
-            // Set bits are common (a page written again): a load first
-            // keeps the line shared with the frontend reading it.
-            if cell.load(Ordering::Relaxed) & bit == 0 {
-                cell.fetch_or(bit, Ordering::Release);
-            }
+            // Always the atomic OR, even when the bit looks set: a plain
+            // load could see a bit the frontend is about to take while
+            // our write still sits in the store buffer, and the page be
+            // copied without it. The locked OR drains our stores first.
+            cell.fetch_or(bit, Ordering::Release);
         }
     }
 
