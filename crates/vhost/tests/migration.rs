@@ -35,6 +35,18 @@ fn memfd(len: u64) -> File {
     f
 }
 
+/// SET_LOG_BASE with `size` bytes of `log` (LOG_SHMFD: the fd rides along).
+fn send_log_base(g: &Guest, log: &File, size: u64) -> vhost::Result<()> {
+    g.fe.set_log_base(
+        0,
+        Some(VhostUserDirtyLogRegion {
+            mmap_size: size,
+            mmap_offset: 0,
+            mmap_handle: log.as_raw_fd(),
+        }),
+    )
+}
+
 /// Pages marked in `log` for guest-physical `[from, from + len)`.
 fn marked_pages(log: &File, from: u64, len: u64) -> u64 {
     let first = from / LOG_PAGE;
@@ -92,15 +104,7 @@ fn marks(g: &Guest, log: &File) -> (u64, u64) {
 fn the_dirty_log_marks_switch_writes_only_while_the_frontend_asks() {
     let (mut sw, mut g) = migrating_guest("log");
     let log = memfd(LOG_BYTES);
-    g.fe.set_log_base(
-        0,
-        Some(VhostUserDirtyLogRegion {
-            mmap_size: LOG_BYTES,
-            mmap_offset: 0,
-            mmap_handle: log.as_raw_fd(),
-        }),
-    )
-    .expect("SET_LOG_BASE answered as rust-vmm expects");
+    send_log_base(&g, &log, LOG_BYTES).expect("SET_LOG_BASE answered as rust-vmm expects");
     // A log but no LOG_ALL yet (QEMU sends the log first): not logging.
     round_trip(&mut g, &mut sw, 0, 0, 0, &frames(40, 1));
     assert_eq!(marks(&g, &log), (0, 0), "marked before LOG_ALL");
@@ -160,15 +164,7 @@ fn log_all_without_a_usable_log_stops_the_rings_and_they_resume_after() {
     // answered (QEMU would abort the VM otherwise), counted, rings stay
     // stopped.
     let small = memfd(4096);
-    g.fe.set_log_base(
-        0,
-        Some(VhostUserDirtyLogRegion {
-            mmap_size: 8192,
-            mmap_offset: 0,
-            mmap_handle: small.as_raw_fd(),
-        }),
-    )
-    .expect("a refused log is still answered");
+    send_log_base(&g, &small, 8192).expect("a refused log is still answered");
     let st = sw.port.status();
     assert_eq!(st.log_errors, 1);
     assert!(st.last_error.contains("past the end"), "{}", st.last_error);
@@ -176,15 +172,7 @@ fn log_all_without_a_usable_log_stops_the_rings_and_they_resume_after() {
     // A good log: the rings run again, logging; the guest's traffic is
     // intact across the stop.
     let log = memfd(LOG_BYTES);
-    g.fe.set_log_base(
-        0,
-        Some(VhostUserDirtyLogRegion {
-            mmap_size: LOG_BYTES,
-            mmap_offset: 0,
-            mmap_handle: log.as_raw_fd(),
-        }),
-    )
-    .unwrap();
+    send_log_base(&g, &log, LOG_BYTES).unwrap();
     wait_status(&sw.port, "rings running", |s| s.pairs_enabled == 1);
     round_trip(&mut g, &mut sw, 0, 0, 0, &frames(8, 50));
     assert!(marks(&g, &log).0 > 0);
@@ -276,15 +264,7 @@ fn ring_rebuilds_under_traffic_keep_every_buffer_accounted_for() {
             // A migration starting (every 10th round: ending).
             let logging = round % 10 != 9;
             if logging {
-                g.fe.set_log_base(
-                    0,
-                    Some(VhostUserDirtyLogRegion {
-                        mmap_size: LOG_BYTES,
-                        mmap_offset: 0,
-                        mmap_handle: log.as_raw_fd(),
-                    }),
-                )
-                .unwrap();
+                send_log_base(&g, &log, LOG_BYTES).unwrap();
             }
             let f = if logging {
                 g.features | VHOST_F_LOG_ALL
