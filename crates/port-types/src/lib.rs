@@ -19,6 +19,7 @@ pub static PORT_TYPES: &[&dyn PortType] = &[
     &nfv_afpacket::AFPACKET,
     &nfv_tap::TAP,
     &nfv_memif::MEMIF,
+    &nfv_vxlan::VXLAN,
 ];
 
 /// The registered type named `name` (a `type = "..."` value).

@@ -40,6 +40,7 @@ pub mod memif;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;
+pub mod vxlan;
 
 use core::fmt;
 
@@ -50,6 +51,7 @@ pub use l2::{L2Info, MAX_VLAN_TAGS};
 pub use tcp::{TcpFlags, TcpPacket};
 pub use udp::{UdpPacket, UdpRepr};
 pub use vlan::{VlanRepr, VlanTag};
+pub use vxlan::{VxlanPacket, VxlanRepr};
 
 /// `Ipv4Addr` as used by every accessor of this crate (re-exported from `core::net`).
 pub use core::net::Ipv4Addr;
