@@ -1,0 +1,298 @@
+//! Shared by the tests that run a node against kernel network namespaces
+//! (`kernel.rs`, `vxlan.rs`): the node as a child process with its control
+//! socket, hosts (a namespace with a veth), ping and a checked TCP
+//! exchange between namespaces. Everything is removed on drop.
+#![allow(dead_code)]
+
+use nfv_testutil::netns::{Netns, Veth};
+use nfv_testutil::wait_until;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_nfvswitch");
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// A child process stopped on drop: SIGTERM (so the switch flushes its
+/// captures and detaches), then SIGKILL if it is still there after a
+/// while; always reaped.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // SAFETY: signals our own child, which is not reaped yet.
+        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+        if !wait_until(Duration::from_secs(5), || {
+            matches!(self.0.try_wait(), Ok(Some(_)))
+        }) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    pub fn spawn(args: &[&str]) -> Proc {
+        Proc::spawn_command(Command::new(BIN).args(args))
+    }
+
+    /// The switch run inside network namespace `netns` (`ip netns exec`
+    /// execs it, so the child is the switch itself).
+    pub fn spawn_in(netns: &str, args: &[&str]) -> Proc {
+        Proc::spawn_command(
+            Command::new("ip")
+                .args(["netns", "exec", netns, BIN])
+                .args(args),
+        )
+    }
+
+    fn spawn_command(c: &mut Command) -> Proc {
+        Proc(
+            c.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn nfvswitch"),
+        )
+    }
+
+    /// Everything it wrote to stderr (kills it first).
+    pub fn stderr(mut self) -> String {
+        let _ = self.0.kill();
+        let mut s = String::new();
+        if let Some(mut e) = self.0.stderr.take() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    }
+}
+
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("nfvswitch-kern-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Why these tests cannot run here.
+pub fn unavailable() -> Option<String> {
+    nfv_testutil::netns::unavailable()
+}
+
+/// A running node with its control socket.
+pub struct Node {
+    pub proc: Option<Proc>,
+    pub socket: PathBuf,
+}
+
+impl Node {
+    /// Starts `nfvswitch run` on a config made of `body` (ports, flows,
+    /// chains) and waits for the control socket.
+    pub fn start(dir: &Path, tag: &str, body: &str) -> Node {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Node::start_in(dir, tag, body, None, cpus - 1)
+    }
+
+    /// [`Node::start`] inside network namespace `netns` (if any), its PMD
+    /// on `core`.
+    pub fn start_in(dir: &Path, tag: &str, body: &str, netns: Option<&str>, core: usize) -> Node {
+        let socket = dir.join("ctl.sock");
+        let cfg = format!(
+            "[node]\nname = \"k{tag}\"\ncontrol_socket = \"{}\"\napi = \"off\"\n\
+             [memory]\nframes = 8192\nhugepages = \"never\"\n[pmd]\ncores = [{}]\n{body}",
+            socket.display(),
+            core
+        );
+        let path = dir.join("node.toml");
+        std::fs::write(&path, cfg).unwrap();
+        let args = ["--log", "info", "run", path.to_str().unwrap()];
+        let proc = match netns {
+            None => Proc::spawn(&args),
+            Some(ns) => Proc::spawn_in(ns, &args),
+        };
+        let node = Node {
+            proc: Some(proc),
+            socket,
+        };
+        if !wait_until(WAIT, || {
+            std::os::unix::net::UnixStream::connect(&node.socket).is_ok()
+        }) {
+            let err = node.into_stderr();
+            panic!("control socket never appeared; node said:\n{err}");
+        }
+        node
+    }
+
+    pub fn into_stderr(mut self) -> String {
+        self.proc.take().map(Proc::stderr).unwrap_or_default()
+    }
+
+    pub fn ports(&self) -> Value {
+        let out = Command::new(BIN)
+            .args(["ctl", "--json", "--socket"])
+            .arg(&self.socket)
+            .args(["show", "ports"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "show ports: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    pub fn port(&self, name: &str) -> Value {
+        self.ports()
+            .as_array()
+            .and_then(|a| a.iter().find(|p| p["name"] == name).cloned())
+            .unwrap_or_else(|| panic!("no port {name}"))
+    }
+}
+
+/// `[[flow]]` tables for `rules`.
+pub fn flows(rules: &[&str]) -> String {
+    rules
+        .iter()
+        .map(|r| format!("[[flow]]\nrule = \"{r}\"\n"))
+        .collect()
+}
+
+/// The `[[port]]` table of a kernel-facing port on `iface`.
+pub fn kernel_port(name: &str, id: u16, kind: &str, iface: &str) -> String {
+    let extra = if kind == "afxdp" {
+        "xdp_mode = \"copy\"\n"
+    } else {
+        ""
+    };
+    format!(
+        "[[port]]\nname = \"{name}\"\nid = {id}\ntype = \"{kind}\"\niface = \"{iface}\"\n{extra}"
+    )
+}
+
+/// A namespace with one veth into it, tx checksum offload off inside (a
+/// veth hands partially checksummed TCP to the peer; a switch in between
+/// forwards raw frames, so the sender must fill the checksum in — as with
+/// OVS's AF_XDP and AF_PACKET ports).
+pub fn host(ip: Ipv4Addr) -> Result<(Netns, Veth), String> {
+    let ns = Netns::new("nvk")?;
+    let veth = Veth::into_ns(&ns, &format!("{ip}/24"))?;
+    ns.run(&["ethtool", "-K", &veth.inner, "tx", "off"])?;
+    Ok((ns, veth))
+}
+
+/// Pings `to` from `ns` until one reply arrives or `WAIT` passes, then
+/// sends `count` pings with a payload pattern; returns the replies got.
+pub fn ping(ns: &Netns, to: Ipv4Addr, count: u32) -> Result<u32, String> {
+    ping_sized(ns, to, count, 1000, &[])
+}
+
+/// [`ping`] with `size` bytes of payload and more `ping` options.
+pub fn ping_sized(
+    ns: &Netns,
+    to: Ipv4Addr,
+    count: u32,
+    size: usize,
+    more: &[&str],
+) -> Result<u32, String> {
+    let to = to.to_string();
+    let first = wait_until(WAIT, || {
+        ns.run(&["ping", "-c", "1", "-W", "1", &to]).is_ok()
+    });
+    if !first {
+        return Err(format!("no reply from {to} within {WAIT:?}"));
+    }
+    let out = ns
+        .command("ping")
+        .args(["-c", &count.to_string(), "-i", "0.05", "-W", "2"])
+        .args(["-p", "6e667673776974636821", "-s", &size.to_string()])
+        .args(more)
+        .arg(&to)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "N packets transmitted, M received"
+    let received = text
+        .split(',')
+        .find_map(|part| part.trim().strip_suffix(" received"))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or(format!("cannot read ping output: {text}"))?;
+    Ok(received)
+}
+
+/// Deterministic bytes for stream `seed` (checked by the other end).
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A TCP stream from `client_ns` to `server_ip` in `server_ns`: `up`
+/// bytes one way, `down` bytes back, every byte compared at the receiver.
+pub fn tcp_exchange(
+    client_ns: &Netns,
+    server_ns: &Netns,
+    server_ip: Ipv4Addr,
+    up: usize,
+    down: usize,
+) -> Result<(), String> {
+    let (tx, rx) = std::sync::mpsc::channel::<u16>();
+    let server = server_ns.spawn_in(move || -> Result<(), String> {
+        let l = TcpListener::bind((server_ip, 0)).map_err(|e| format!("bind: {e}"))?;
+        tx.send(l.local_addr().unwrap().port()).unwrap();
+        let (mut s, _) = l.accept().map_err(|e| format!("accept: {e}"))?;
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let mut got = Vec::with_capacity(up);
+        s.read_to_end(&mut got)
+            .map_err(|e| format!("server read: {e}"))?;
+        if got != pattern(1, up) {
+            return Err(format!(
+                "server got {} bytes, want {up}; first difference at {:?}",
+                got.len(),
+                got.iter().zip(pattern(1, up)).position(|(a, b)| *a != b)
+            ));
+        }
+        s.write_all(&pattern(2, down))
+            .map_err(|e| format!("server write: {e}"))
+    });
+    let port = rx
+        .recv_timeout(WAIT)
+        .map_err(|e| format!("server port: {e}"))?;
+    let client = client_ns.spawn_in(move || -> Result<(), String> {
+        let addr = SocketAddr::from((server_ip, port));
+        let mut s = TcpStream::connect_timeout(&addr, WAIT).map_err(|e| format!("connect: {e}"))?;
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        s.write_all(&pattern(1, up))
+            .map_err(|e| format!("client write: {e}"))?;
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut got = Vec::with_capacity(down);
+        s.read_to_end(&mut got)
+            .map_err(|e| format!("client read: {e}"))?;
+        if got != pattern(2, down) {
+            return Err(format!("client got {} bytes back, want {down}", got.len()));
+        }
+        Ok(())
+    });
+    let c = client.join().map_err(|_| "client panicked".to_string())??;
+    let s = server.join().map_err(|_| "server panicked".to_string())??;
+    c.and(s)
+}
