@@ -15,7 +15,8 @@ use nfv_wire::vxlan::{self, Strictness, VxlanError, VxlanRepr};
 use nfv_wire::{EthernetAddress, Ipv4Addr, UdpPacket, checksum, udp};
 
 /// Bytes of outer headers over IPv4.
-pub const OUTER_LEN: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN + vxlan::HEADER_LEN;
+pub const OUTER_LEN: usize =
+    ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN + vxlan::HEADER_LEN;
 const IP_AT: usize = ethernet::HEADER_LEN;
 const UDP_AT: usize = IP_AT + ipv4::HEADER_LEN;
 const VXLAN_AT: usize = UDP_AT + udp::HEADER_LEN;
@@ -69,7 +70,9 @@ impl Template {
         let mut u = UdpPacket::new_unchecked(&mut bytes[UDP_AT..VXLAN_AT]);
         u.set_dst_port(h.dst_port);
         u.set_checksum(0);
-        VxlanRepr { vni: h.vni }.emit(&mut vxlan::VxlanPacket::new_unchecked(&mut bytes[VXLAN_AT..]));
+        VxlanRepr { vni: h.vni }.emit(&mut vxlan::VxlanPacket::new_unchecked(
+            &mut bytes[VXLAN_AT..],
+        ));
         Template {
             bytes,
             ip_csum,
@@ -92,7 +95,8 @@ impl Template {
     /// hashes to `hash` into `out`.
     #[inline]
     pub fn write(&self, out: &mut [u8], inner_len: usize, hash: u32) {
-        let out: &mut [u8; OUTER_LEN] = (&mut out[..OUTER_LEN]).try_into().expect("OUTER_LEN bytes");
+        let out: &mut [u8; OUTER_LEN] =
+            (&mut out[..OUTER_LEN]).try_into().expect("OUTER_LEN bytes");
         *out = self.bytes;
         // At most 64 KiB frames (the pool's limit): the lengths fit in 16 bits.
         let ip_len = (inner_len + OUTER_LEN - IP_AT) as u16;
@@ -143,7 +147,9 @@ pub fn flow_hash(frame: &[u8]) -> u32 {
         let proto = frame.get(ip + 9).copied().unwrap_or(0);
         h = (h ^ u64::from(proto)).wrapping_mul(K);
         let ihl = usize::from(frame.get(ip).copied().unwrap_or(0) & 0x0f) * 4;
-        let first_fragment = frame.get(ip + 6..ip + 8).is_some_and(|f| f[0] & 0x1f == 0 && f[1] == 0);
+        let first_fragment = frame
+            .get(ip + 6..ip + 8)
+            .is_some_and(|f| f[0] & 0x1f == 0 && f[1] == 0);
         if matches!(proto, 6 | 17 | 132) && ihl >= ipv4::HEADER_LEN && first_fragment {
             h = (h ^ word(ip + ihl, 4)).wrapping_mul(K);
         }
@@ -211,7 +217,10 @@ impl Refusal {
 pub enum Class {
     /// A frame of this tunnel: the inner frame is `len` bytes at `offset`
     /// (Ethernet padding after the outer IP packet excluded).
-    Tunnel { offset: usize, len: usize },
+    Tunnel {
+        offset: usize,
+        len: usize,
+    },
     /// An ARP packet (for the neighbour code).
     Arp,
     Refused(Refusal),
@@ -262,7 +271,8 @@ pub fn classify(frame: &[u8], expect: &Expect) -> Class {
     if len < ethernet::HEADER_LEN {
         return Refused(Refusal::Malformed);
     }
-    let offset = ethernet::HEADER_LEN + usize::from(ip.header_len()) + udp::HEADER_LEN + vxlan::HEADER_LEN;
+    let offset =
+        ethernet::HEADER_LEN + usize::from(ip.header_len()) + udp::HEADER_LEN + vxlan::HEADER_LEN;
     Class::Tunnel { offset, len }
 }
 
@@ -333,21 +343,36 @@ mod tests {
             let p = SlicedPacket::from_ethernet(&out).unwrap();
             let eth = p.link.as_ref().unwrap().to_header().unwrap();
             let eth = eth.ethernet2().unwrap();
-            assert_eq!((eth.source, eth.destination), ([2, 0, 0, 0, 0, 0x64], [2, 0, 0, 0, 0, 1]));
-            let Some(NetSlice::Ipv4(ip)) = &p.net else { panic!("not IPv4") };
+            assert_eq!(
+                (eth.source, eth.destination),
+                ([2, 0, 0, 0, 0, 0x64], [2, 0, 0, 0, 0, 1])
+            );
+            let Some(NetSlice::Ipv4(ip)) = &p.net else {
+                panic!("not IPv4")
+            };
             let h = ip.header().to_header();
             assert_eq!((h.source, h.destination), (LOCAL.octets(), REMOTE.octets()));
             assert!(h.dont_fragment, "DF");
             assert_eq!(h.time_to_live, 64);
             assert_eq!(h.identification, 0);
-            assert_eq!(h.header_checksum, h.calc_header_checksum(), "IP checksum, {size} B");
+            assert_eq!(
+                h.header_checksum,
+                h.calc_header_checksum(),
+                "IP checksum, {size} B"
+            );
             assert_eq!(usize::from(h.total_len), out.len() - 14);
-            let Some(TransportSlice::Udp(u)) = &p.transport else { panic!("not UDP") };
+            let Some(TransportSlice::Udp(u)) = &p.transport else {
+                panic!("not UDP")
+            };
             assert_eq!(u.destination_port(), 4789);
             assert!((32768..=61000).contains(&u.source_port()));
             assert_eq!(u.checksum(), 0, "no UDP checksum over IPv4");
             assert_eq!(usize::from(u.length()), out.len() - 34);
-            assert_eq!(&u.payload()[..8], &[0x08, 0, 0, 0, 0, 0, 100, 0], "VXLAN header");
+            assert_eq!(
+                &u.payload()[..8],
+                &[0x08, 0, 0, 0, 0, 0, 100, 0],
+                "VXLAN header"
+            );
             assert_eq!(&u.payload()[8..], &frame[..], "inner frame");
         }
     }
@@ -396,35 +421,114 @@ mod tests {
         let t = Template::new(&from_remote());
         let frame = inner(1234, 100);
         let good = encap(&t, &frame);
-        let tunnel = Class::Tunnel { offset: OUTER_LEN, len: frame.len() };
+        let tunnel = Class::Tunnel {
+            offset: OUTER_LEN,
+            len: frame.len(),
+        };
         type Edit = fn(&mut Vec<u8>);
         let cases: &[(&str, Edit, Class)] = &[
             ("as sent", |_| {}, tunnel),
-            ("with Ethernet padding after it", |f| f.extend_from_slice(&[0; 20]), tunnel),
-            ("ARP", |f| f[12..14].copy_from_slice(&[0x08, 0x06]), Class::Arp),
-            ("IPv6", |f| f[12..14].copy_from_slice(&[0x86, 0xdd]), Class::Refused(Refusal::NotForUs)),
-            ("VLAN tagged", |f| f[12..14].copy_from_slice(&[0x81, 0x00]), Class::Refused(Refusal::NotForUs)),
-            ("to another address", |f| fix_ip(f, |ip| ip[19] = 7), Class::Refused(Refusal::NotForUs)),
-            ("TCP", |f| fix_ip(f, |ip| ip[9] = 6), Class::Refused(Refusal::NotForUs)),
-            ("another UDP port", |f| f[36..38].copy_from_slice(&4790u16.to_be_bytes()), Class::Refused(Refusal::NotForUs)),
-            ("bad IP checksum", |f| f[24] ^= 1, Class::Refused(Refusal::BadIpChecksum)),
-            ("a first fragment", |f| fix_ip(f, |ip| ip[6] = 0x20), Class::Refused(Refusal::Fragment)),
-            ("a later fragment", |f| fix_ip(f, |ip| ip[7] = 1), Class::Refused(Refusal::Fragment)),
-            ("from another VTEP", |f| fix_ip(f, |ip| ip[15] = 9), Class::Refused(Refusal::UnknownRemote)),
-            ("I flag clear", |f| f[42] = 0, Class::Refused(Refusal::BadFlags)),
-            ("reserved VNI byte", |f| f[49] = 1, Class::Refused(Refusal::ReservedVni)),
-            ("another VNI", |f| f[48] = 101, Class::Refused(Refusal::OtherVni)),
-            ("cut inside the inner frame", |f| f.truncate(60), Class::Refused(Refusal::Malformed)),
-            ("cut inside the outer IP header", |f| f.truncate(20), Class::Refused(Refusal::Malformed)),
-            ("cut inside Ethernet", |f| f.truncate(10), Class::Refused(Refusal::Malformed)),
-            ("UDP length short of the VXLAN header", |f| f[38..40].copy_from_slice(&12u16.to_be_bytes()), Class::Refused(Refusal::Malformed)),
-            ("inner frame shorter than Ethernet", |f| {
-                f.truncate(OUTER_LEN + 10);
-                let n = f.len();
-                f[16..18].copy_from_slice(&((n - 14) as u16).to_be_bytes());
-                f[38..40].copy_from_slice(&((n - 34) as u16).to_be_bytes());
-                fix_ip(f, |_| {});
-            }, Class::Refused(Refusal::Malformed)),
+            (
+                "with Ethernet padding after it",
+                |f| f.extend_from_slice(&[0; 20]),
+                tunnel,
+            ),
+            (
+                "ARP",
+                |f| f[12..14].copy_from_slice(&[0x08, 0x06]),
+                Class::Arp,
+            ),
+            (
+                "IPv6",
+                |f| f[12..14].copy_from_slice(&[0x86, 0xdd]),
+                Class::Refused(Refusal::NotForUs),
+            ),
+            (
+                "VLAN tagged",
+                |f| f[12..14].copy_from_slice(&[0x81, 0x00]),
+                Class::Refused(Refusal::NotForUs),
+            ),
+            (
+                "to another address",
+                |f| fix_ip(f, |ip| ip[19] = 7),
+                Class::Refused(Refusal::NotForUs),
+            ),
+            (
+                "TCP",
+                |f| fix_ip(f, |ip| ip[9] = 6),
+                Class::Refused(Refusal::NotForUs),
+            ),
+            (
+                "another UDP port",
+                |f| f[36..38].copy_from_slice(&4790u16.to_be_bytes()),
+                Class::Refused(Refusal::NotForUs),
+            ),
+            (
+                "bad IP checksum",
+                |f| f[24] ^= 1,
+                Class::Refused(Refusal::BadIpChecksum),
+            ),
+            (
+                "a first fragment",
+                |f| fix_ip(f, |ip| ip[6] = 0x20),
+                Class::Refused(Refusal::Fragment),
+            ),
+            (
+                "a later fragment",
+                |f| fix_ip(f, |ip| ip[7] = 1),
+                Class::Refused(Refusal::Fragment),
+            ),
+            (
+                "from another VTEP",
+                |f| fix_ip(f, |ip| ip[15] = 9),
+                Class::Refused(Refusal::UnknownRemote),
+            ),
+            (
+                "I flag clear",
+                |f| f[42] = 0,
+                Class::Refused(Refusal::BadFlags),
+            ),
+            (
+                "reserved VNI byte",
+                |f| f[49] = 1,
+                Class::Refused(Refusal::ReservedVni),
+            ),
+            (
+                "another VNI",
+                |f| f[48] = 101,
+                Class::Refused(Refusal::OtherVni),
+            ),
+            (
+                "cut inside the inner frame",
+                |f| f.truncate(60),
+                Class::Refused(Refusal::Malformed),
+            ),
+            (
+                "cut inside the outer IP header",
+                |f| f.truncate(20),
+                Class::Refused(Refusal::Malformed),
+            ),
+            (
+                "cut inside Ethernet",
+                |f| f.truncate(10),
+                Class::Refused(Refusal::Malformed),
+            ),
+            (
+                "UDP length short of the VXLAN header",
+                |f| f[38..40].copy_from_slice(&12u16.to_be_bytes()),
+                Class::Refused(Refusal::Malformed),
+            ),
+            (
+                "inner frame shorter than Ethernet",
+                |f| {
+                    f.truncate(OUTER_LEN + 10);
+                    let n = f.len();
+                    f[16..18].copy_from_slice(&((n - 14) as u16).to_be_bytes());
+                    f[38..40].copy_from_slice(&((n - 34) as u16).to_be_bytes());
+                    fix_ip(f, |_| {});
+                },
+                Class::Refused(Refusal::Malformed),
+            ),
         ];
         for (name, edit, want) in cases {
             let mut f = good.clone();
@@ -434,7 +538,10 @@ mod tests {
         // RFC strictness takes what OVS refuses.
         let mut f = good.clone();
         f[49] = 1;
-        let rfc = Expect { strictness: Strictness::Rfc, ..expect() };
+        let rfc = Expect {
+            strictness: Strictness::Rfc,
+            ..expect()
+        };
         assert_eq!(classify(&f, &rfc), tunnel);
     }
 
@@ -464,6 +571,12 @@ mod tests {
         f[24..26].copy_from_slice(&[0, 0]);
         let c = !nfv_wire::checksum::data(&f[14..38]);
         f[24..26].copy_from_slice(&c.to_be_bytes());
-        assert_eq!(classify(&f, &expect()), Class::Tunnel { offset: OUTER_LEN + 4, len: frame.len() });
+        assert_eq!(
+            classify(&f, &expect()),
+            Class::Tunnel {
+                offset: OUTER_LEN + 4,
+                len: frame.len()
+            }
+        );
     }
 }

@@ -57,7 +57,10 @@ pub struct Lookup {
 pub enum State {
     /// Never learnt, or expired and not learnt again.
     Incomplete,
-    Reachable { mac: [u8; 6], age_ms: u64 },
+    Reachable {
+        mac: [u8; 6],
+        age_ms: u64,
+    },
 }
 
 /// What an ARP packet from the underlay asks of the tunnel.
@@ -114,7 +117,8 @@ impl Neighbour {
     /// Records `mac` as the next hop's, confirmed at `now`.
     pub fn learn(&self, mac: [u8; 6], now: u64) {
         self.confirmed_ms.store(now, Relaxed);
-        self.entry.store(VALID | EthernetAddress(mac).to_u64(), Relaxed);
+        self.entry
+            .store(VALID | EthernetAddress(mac).to_u64(), Relaxed);
     }
 
     /// Forgets the entry (the next burst sends a request).
@@ -140,7 +144,13 @@ impl Neighbour {
     /// from it and says whether to answer. A sender address of zero
     /// (probes), broadcast or multicast sender MACs and packets about
     /// other hosts teach nothing.
-    pub fn on_arp(&self, arp: &ArpRepr, local_ip: Ipv4Addr, local_mac: [u8; 6], now: u64) -> ArpOutcome {
+    pub fn on_arp(
+        &self,
+        arp: &ArpRepr,
+        local_ip: Ipv4Addr,
+        local_mac: [u8; 6],
+        now: u64,
+    ) -> ArpOutcome {
         let from_next_hop = arp.spa == self.ip && arp.sha.is_unicast();
         let to_us = arp.tpa == local_ip;
         let gratuitous = arp.spa == arp.tpa;
@@ -148,8 +158,11 @@ impl Neighbour {
         if learnt {
             self.learn(arp.sha.0, now);
         }
-        let reply = (arp.op == ArpOperation::REQUEST && to_us && !arp.spa.is_unspecified() && arp.sha.is_unicast())
-            .then(|| arp.reply(EthernetAddress(local_mac)));
+        let reply = (arp.op == ArpOperation::REQUEST
+            && to_us
+            && !arp.spa.is_unspecified()
+            && arp.sha.is_unicast())
+        .then(|| arp.reply(EthernetAddress(local_mac)));
         ArpOutcome { learnt, reply }
     }
 }
@@ -195,14 +208,39 @@ mod tests {
         let reply = arp(ArpOperation::REPLY, HOP_MAC, HOP, US);
         assert!(n.on_arp(&reply, US, US_MAC, 10).learnt);
         for t in [10, 2 * SECOND, 54 * SECOND] {
-            assert_eq!(n.lookup(t), Lookup { mac: Some(HOP_MAC), send_request: false }, "at {t} ms");
+            assert_eq!(
+                n.lookup(t),
+                Lookup {
+                    mac: Some(HOP_MAC),
+                    send_request: false
+                },
+                "at {t} ms"
+            );
         }
         // The last 5 s: still used, re-verified once per second.
-        assert_eq!(n.lookup(55 * SECOND + 10), Lookup { mac: Some(HOP_MAC), send_request: true });
-        assert_eq!(n.lookup(55 * SECOND + 500), Lookup { mac: Some(HOP_MAC), send_request: false });
+        assert_eq!(
+            n.lookup(55 * SECOND + 10),
+            Lookup {
+                mac: Some(HOP_MAC),
+                send_request: true
+            }
+        );
+        assert_eq!(
+            n.lookup(55 * SECOND + 500),
+            Lookup {
+                mac: Some(HOP_MAC),
+                send_request: false
+            }
+        );
         // The next hop answers: a new minute.
         n.on_arp(&reply, US, US_MAC, 56 * SECOND);
-        assert_eq!(n.state(100 * SECOND), State::Reachable { mac: HOP_MAC, age_ms: 44 * SECOND });
+        assert_eq!(
+            n.state(100 * SECOND),
+            State::Reachable {
+                mac: HOP_MAC,
+                age_ms: 44 * SECOND
+            }
+        );
         // It does not: the entry expires and traffic waits for ARP again.
         assert_eq!(n.lookup(116 * SECOND + 10).mac, None);
         assert_eq!(n.state(116 * SECOND + 10), State::Incomplete);
@@ -218,16 +256,71 @@ mod tests {
         }
         let other = Ipv4Addr::new(172, 31, 1, 7);
         let cases = [
-            Case { name: "reply to us", arp: arp(ArpOperation::REPLY, HOP_MAC, HOP, US), learnt: true, answered: false },
-            Case { name: "request for us from the hop", arp: arp(ArpOperation::REQUEST, HOP_MAC, HOP, US), learnt: true, answered: true },
-            Case { name: "gratuitous request", arp: arp(ArpOperation::REQUEST, HOP_MAC, HOP, HOP), learnt: true, answered: false },
-            Case { name: "gratuitous reply", arp: arp(ArpOperation::REPLY, HOP_MAC, HOP, HOP), learnt: true, answered: false },
-            Case { name: "reply to another host", arp: arp(ArpOperation::REPLY, HOP_MAC, HOP, other), learnt: false, answered: false },
-            Case { name: "another host asks for us", arp: arp(ArpOperation::REQUEST, [2, 0, 0, 0, 0, 7], other, US), learnt: false, answered: true },
-            Case { name: "request for someone else", arp: arp(ArpOperation::REQUEST, [2, 0, 0, 0, 0, 7], other, HOP), learnt: false, answered: false },
-            Case { name: "probe for us (sender 0.0.0.0)", arp: arp(ArpOperation::REQUEST, [2, 0, 0, 0, 0, 7], Ipv4Addr::UNSPECIFIED, US), learnt: false, answered: false },
-            Case { name: "broadcast sender MAC", arp: arp(ArpOperation::REPLY, [0xff; 6], HOP, US), learnt: false, answered: false },
-            Case { name: "multicast sender MAC", arp: arp(ArpOperation::REPLY, [1, 0, 0x5e, 0, 0, 1], HOP, US), learnt: false, answered: false },
+            Case {
+                name: "reply to us",
+                arp: arp(ArpOperation::REPLY, HOP_MAC, HOP, US),
+                learnt: true,
+                answered: false,
+            },
+            Case {
+                name: "request for us from the hop",
+                arp: arp(ArpOperation::REQUEST, HOP_MAC, HOP, US),
+                learnt: true,
+                answered: true,
+            },
+            Case {
+                name: "gratuitous request",
+                arp: arp(ArpOperation::REQUEST, HOP_MAC, HOP, HOP),
+                learnt: true,
+                answered: false,
+            },
+            Case {
+                name: "gratuitous reply",
+                arp: arp(ArpOperation::REPLY, HOP_MAC, HOP, HOP),
+                learnt: true,
+                answered: false,
+            },
+            Case {
+                name: "reply to another host",
+                arp: arp(ArpOperation::REPLY, HOP_MAC, HOP, other),
+                learnt: false,
+                answered: false,
+            },
+            Case {
+                name: "another host asks for us",
+                arp: arp(ArpOperation::REQUEST, [2, 0, 0, 0, 0, 7], other, US),
+                learnt: false,
+                answered: true,
+            },
+            Case {
+                name: "request for someone else",
+                arp: arp(ArpOperation::REQUEST, [2, 0, 0, 0, 0, 7], other, HOP),
+                learnt: false,
+                answered: false,
+            },
+            Case {
+                name: "probe for us (sender 0.0.0.0)",
+                arp: arp(
+                    ArpOperation::REQUEST,
+                    [2, 0, 0, 0, 0, 7],
+                    Ipv4Addr::UNSPECIFIED,
+                    US,
+                ),
+                learnt: false,
+                answered: false,
+            },
+            Case {
+                name: "broadcast sender MAC",
+                arp: arp(ArpOperation::REPLY, [0xff; 6], HOP, US),
+                learnt: false,
+                answered: false,
+            },
+            Case {
+                name: "multicast sender MAC",
+                arp: arp(ArpOperation::REPLY, [1, 0, 0x5e, 0, 0, 1], HOP, US),
+                learnt: false,
+                answered: false,
+            },
         ];
         for c in cases {
             let n = Neighbour::new(HOP, 900 * SECOND, SECOND);
@@ -239,7 +332,12 @@ mod tests {
                 Some(r) => {
                     assert!(c.answered, "{}: replied", c.name);
                     assert_eq!(r.op, ArpOperation::REPLY);
-                    assert_eq!((r.sha.0, r.spa, r.tha, r.tpa), (US_MAC, US, c.arp.sha, c.arp.spa), "{}", c.name);
+                    assert_eq!(
+                        (r.sha.0, r.spa, r.tha, r.tpa),
+                        (US_MAC, US, c.arp.sha, c.arp.spa),
+                        "{}",
+                        c.name
+                    );
                 }
             }
         }

@@ -19,7 +19,9 @@
 //! queue: its `max_frame` is the underlay's minus the outer headers, so
 //! the datapath drops them as `too_big`, counted per port.
 
-use crate::header::{Class, Expect, OUTER_LEN, Refusal, Template, TunnelHeader, classify, flow_hash};
+use crate::header::{
+    Class, Expect, OUTER_LEN, Refusal, Template, TunnelHeader, classify, flow_hash,
+};
 use crate::neigh::{Neighbour, State};
 use crate::settings::VxlanConfig;
 use nfv_afpacket::AfPacketConfig;
@@ -51,7 +53,12 @@ pub fn open(cfg: &PortConfig, max_frame: usize) -> Result<Arc<dyn Port>, VxlanOp
             what: format!("type {:?} is not vxlan", cfg.kind.type_name()),
         });
     };
-    Ok(Arc::new(VxlanPort::open(cfg, v.clone(), max_frame, Clock::tsc())?))
+    Ok(Arc::new(VxlanPort::open(
+        cfg,
+        v.clone(),
+        max_frame,
+        Clock::tsc(),
+    )?))
 }
 
 /// Per-queue receive counters (one allocation per queue).
@@ -152,16 +159,22 @@ impl VxlanPort {
                 ring_size: v.ring_size,
             }),
         };
-        let underlay = nfv_afpacket::open_with(&under_cfg, max_frame).map_err(|e| VxlanOpenError::Underlay {
-            port: port.clone(),
-            err: e.to_string(),
+        let underlay = nfv_afpacket::open_with(&under_cfg, max_frame).map_err(|e| {
+            VxlanOpenError::Underlay {
+                port: port.clone(),
+                err: e.to_string(),
+            }
         })?;
         let expect = Expect {
             local_ip: v.local_ip,
             remote_ip: v.remote_ip,
             dst_port: v.dst_port,
             vni: v.vni,
-            strictness: if v.strict { Strictness::Exact } else { Strictness::Rfc },
+            strictness: if v.strict {
+                Strictness::Exact
+            } else {
+                Strictness::Rfc
+            },
         };
         tracing::info!(
             "port {port}: VXLAN vni {} {} -> {} (next hop {}) over {}, UDP {}",
@@ -221,7 +234,10 @@ impl Port for VxlanPort {
         let counters = Arc::new(TxCounters::default());
         lock(&self.shared.tx_counters).push(counters.clone());
         let under = self.underlay.open_txq(q);
-        let max_frame = self.shared.max_inner_frame().min(under.max_frame().saturating_sub(OUTER_LEN));
+        let max_frame = self
+            .shared
+            .max_inner_frame()
+            .min(under.max_frame().saturating_sub(OUTER_LEN));
         Box::new(VxlanTx {
             under,
             template: Template::new(&self.shared.header([0; 6])),
@@ -233,19 +249,31 @@ impl Port for VxlanPort {
     fn gauges(&self) -> PortGauges {
         let s = &self.shared;
         let rx = lock(&s.rx_counters);
-        let rx_sum = |f: &dyn Fn(&RxCounters) -> &AtomicU64| -> u64 { rx.iter().map(|c| f(c).load(Relaxed)).sum() };
+        let rx_sum = |f: &dyn Fn(&RxCounters) -> &AtomicU64| -> u64 {
+            rx.iter().map(|c| f(c).load(Relaxed)).sum()
+        };
         let tx = lock(&s.tx_counters);
-        let tx_sum = |f: &dyn Fn(&TxCounters) -> &AtomicU64| -> u64 { tx.iter().map(|c| f(c).load(Relaxed)).sum() };
+        let tx_sum = |f: &dyn Fn(&TxCounters) -> &AtomicU64| -> u64 {
+            tx.iter().map(|c| f(c).load(Relaxed)).sum()
+        };
         let next_hop = match s.neigh.state(s.now_ms()) {
             State::Incomplete => format!("{} incomplete (waiting for ARP)", s.neigh.ip),
             State::Reachable { mac, age_ms } => {
-                format!("{} at {} (confirmed {} s ago)", s.neigh.ip, EthernetAddress(mac), age_ms / 1000)
+                format!(
+                    "{} at {} (confirmed {} s ago)",
+                    s.neigh.ip,
+                    EthernetAddress(mac),
+                    age_ms / 1000
+                )
             }
         };
         let mut g = PortGauges::default()
             .with("underlay", s.cfg.underlay.as_str())
             .with("vni", u64::from(s.cfg.vni))
-            .with("local", format!("{} ({})", s.cfg.local_ip, EthernetAddress(s.local_mac)))
+            .with(
+                "local",
+                format!("{} ({})", s.cfg.local_ip, EthernetAddress(s.local_mac)),
+            )
             .with("remote", format!("{}:{}", s.cfg.remote_ip, s.cfg.dst_port))
             .with("next_hop", next_hop)
             .with("underlay_mtu", s.underlay_mtu)
@@ -317,15 +345,19 @@ impl VxlanRx {
     #[cold]
     fn on_arp(&mut self, mut p: Packet, pool: &mut PoolCache) {
         let s = &self.shared;
-        let parsed = EthernetFrame::new_checked(p.data())
-            .ok()
-            .and_then(|eth| ArpPacket::new_checked(eth.payload()).ok().and_then(|a| ArpRepr::parse(&a).ok()));
+        let parsed = EthernetFrame::new_checked(p.data()).ok().and_then(|eth| {
+            ArpPacket::new_checked(eth.payload())
+                .ok()
+                .and_then(|a| ArpRepr::parse(&a).ok())
+        });
         let Some(arp) = parsed else {
             bump(&self.counters.arp_ignored, 1);
             pool.free(p);
             return;
         };
-        let out = s.neigh.on_arp(&arp, s.cfg.local_ip, s.local_mac, s.now_ms());
+        let out = s
+            .neigh
+            .on_arp(&arp, s.cfg.local_ip, s.local_mac, s.now_ms());
         if out.learnt {
             bump(&self.counters.arp_learnt, 1);
         }
@@ -419,7 +451,14 @@ impl VxlanTx {
     /// Encapsulates `batch[i]` into a fresh buffer (its own has no room in
     /// front). False when the pool is empty.
     #[cold]
-    fn encap_copy(&mut self, batch: &mut Batch, i: usize, pool: &mut PoolCache, inner_len: usize, hash: u32) -> bool {
+    fn encap_copy(
+        &mut self,
+        batch: &mut Batch,
+        i: usize,
+        pool: &mut PoolCache,
+        inner_len: usize,
+        hash: u32,
+    ) -> bool {
         let Some(mut fresh) = pool.alloc() else {
             bump(&self.counters.no_buffers, 1);
             return false;

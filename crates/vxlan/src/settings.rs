@@ -116,7 +116,10 @@ const KEYS: &[&str] = &[
 /// An address a tunnel endpoint or next hop can have: unicast.
 fn unicast(t: &PortTable<'_>, key: &str, ip: Ipv4Addr) -> Result<Ipv4Addr, SettingError> {
     if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() || ip.is_loopback() {
-        return Err(t.error(key, format!("{ip} is not a unicast address a tunnel endpoint can have")));
+        return Err(t.error(
+            key,
+            format!("{ip} is not a unicast address a tunnel endpoint can have"),
+        ));
     }
     Ok(ip)
 }

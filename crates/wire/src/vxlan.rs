@@ -191,7 +191,10 @@ mod tests {
         let mut buf = [0u8; 8];
         VxlanRepr { vni: MAX_VNI }.emit(&mut VxlanPacket::new_unchecked(&mut buf[..]));
         assert_eq!(buf, [0x08, 0, 0, 0, 0xff, 0xff, 0xff, 0]);
-        assert_eq!(VxlanRepr::parse(&buf, Strictness::Exact).unwrap().vni, MAX_VNI);
+        assert_eq!(
+            VxlanRepr::parse(&buf, Strictness::Exact).unwrap().vni,
+            MAX_VNI
+        );
     }
 
     #[test]
@@ -252,6 +255,9 @@ mod tests {
         let mut buf = [0u8; 12];
         buf[..8].copy_from_slice(&VNI_100);
         buf[8..].copy_from_slice(&[1, 2, 3, 4]);
-        assert_eq!(VxlanPacket::new_checked(&buf[..]).unwrap().payload(), &[1, 2, 3, 4]);
+        assert_eq!(
+            VxlanPacket::new_checked(&buf[..]).unwrap().payload(),
+            &[1, 2, 3, 4]
+        );
     }
 }
