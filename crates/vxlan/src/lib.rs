@@ -21,5 +21,5 @@ pub mod port;
 pub mod settings;
 
 pub use header::OUTER_LEN;
-pub use port::{VxlanOpenError, VxlanPort};
+pub use port::{Underlay, VxlanOpenError, VxlanPort};
 pub use settings::{VXLAN, VxlanConfig, VxlanType};

@@ -122,6 +122,14 @@ impl Shared {
     }
 }
 
+/// What a tunnel runs over: a port, the MAC its frames come from and
+/// the MTU its outer IP packets must fit.
+pub struct Underlay {
+    pub port: Arc<dyn Port>,
+    pub mac: [u8; 6],
+    pub mtu: usize,
+}
+
 pub struct VxlanPort {
     shared: Arc<Shared>,
     underlay: Arc<dyn Port>,
@@ -139,17 +147,15 @@ impl VxlanPort {
         clock: Clock,
     ) -> Result<VxlanPort, VxlanOpenError> {
         let port = cfg.name.clone();
-        let local_mac = match v.local_mac {
-            Some(m) => m,
-            None => nfv_netdev::mac(&v.underlay).map_err(|e| VxlanOpenError::Underlay {
-                port: port.clone(),
-                err: e.to_string(),
-            })?,
-        };
-        let underlay_mtu = nfv_netdev::mtu(&v.underlay).map_err(|e| VxlanOpenError::Underlay {
+        let os_err = |e: nfv_netdev::IfaceError| VxlanOpenError::Underlay {
             port: port.clone(),
             err: e.to_string(),
-        })?;
+        };
+        let local_mac = match v.local_mac {
+            Some(m) => m,
+            None => nfv_netdev::mac(&v.underlay).map_err(os_err)?,
+        };
+        let underlay_mtu = nfv_netdev::mtu(&v.underlay).map_err(os_err)?;
         let under_cfg = PortConfig {
             name: format!("{port} (underlay {})", v.underlay),
             id: cfg.id,
@@ -165,6 +171,30 @@ impl VxlanPort {
                 err: e.to_string(),
             }
         })?;
+        tracing::info!(
+            "port {port}: VXLAN vni {} {} -> {} (next hop {}) over {}, UDP {}",
+            v.vni,
+            v.local_ip,
+            v.remote_ip,
+            v.next_hop(),
+            v.underlay,
+            v.dst_port
+        );
+        Ok(VxlanPort::over(
+            &port,
+            v,
+            Underlay {
+                port: underlay,
+                mac: local_mac,
+                mtu: underlay_mtu,
+            },
+            clock,
+        ))
+    }
+
+    /// The tunnel over any port as its underlay (benchmarks and tests use
+    /// an in-process ring).
+    pub fn over(name: &str, v: VxlanConfig, underlay: Underlay, clock: Clock) -> VxlanPort {
         let expect = Expect {
             local_ip: v.local_ip,
             remote_ip: v.remote_ip,
@@ -176,31 +206,27 @@ impl VxlanPort {
                 Strictness::Rfc
             },
         };
-        tracing::info!(
-            "port {port}: VXLAN vni {} {} -> {} (next hop {}) over {}, UDP {}",
-            v.vni,
-            v.local_ip,
-            v.remote_ip,
-            v.next_hop(),
-            v.underlay,
-            v.dst_port
-        );
         let neigh = Neighbour::new(v.next_hop(), v.arp_ageing_ms, v.arp_retry_ms);
-        Ok(VxlanPort {
+        VxlanPort {
             shared: Arc::new(Shared {
-                name: port,
+                name: name.to_string(),
                 cfg: v,
-                local_mac,
+                local_mac: underlay.mac,
                 expect,
                 neigh,
                 clock,
-                underlay_mtu,
+                underlay_mtu: underlay.mtu,
                 rx_counters: Mutex::default(),
                 tx_counters: Mutex::default(),
             }),
-            underlay,
+            underlay: underlay.port,
             ctl_txq_base: 1 << 16,
-        })
+        }
+    }
+
+    /// The time the port's clock says, in its neighbour entry's unit.
+    pub fn now_ms(&self) -> u64 {
+        self.shared.now_ms()
     }
 
     /// The next hop's entry (tests, `show ports`).
