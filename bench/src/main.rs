@@ -12,6 +12,8 @@
 //! * `kernel-port` — rx and tx Mpps of kernel-interface ports (AF_XDP,
 //!   AF_PACKET) over a veth pair into a namespace (see [`kernel_port`];
 //!   the namespace traffic is in [`kernel_traffic`]).
+//! * `vxlan` — the cycles a VXLAN port adds per packet (encapsulation and
+//!   decapsulation), in process over a ring underlay (see [`vxlan`]).
 //! * `soak` — minutes of traffic through vhost-user VNFs under VNF kills,
 //!   port and rule churn, then leak and panic checks (see [`soak`]).
 //!
@@ -46,6 +48,7 @@ mod starve;
 mod switch;
 mod testpmd;
 mod trial;
+mod vxlan;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -95,6 +98,8 @@ enum Cmd {
     /// restarted, ports added and removed and rules churned; then fds,
     /// mappings, RSS, pool fill and panics of the switch (not a CI test).
     Soak(soak::SoakArgs),
+    /// VXLAN encap and decap cycles/packet, in process over a ring.
+    Vxlan(vxlan::VxlanArgs),
 }
 
 fn main() -> ExitCode {
@@ -120,6 +125,7 @@ fn main() -> ExitCode {
         Cmd::KernelPort(a) => kernel_port::kernel_port(a),
         Cmd::Starve(a) => starve::starve(a),
         Cmd::Soak(a) => soak::soak(a),
+        Cmd::Vxlan(a) => vxlan::vxlan(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

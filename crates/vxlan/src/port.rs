@@ -20,7 +20,7 @@
 //! the datapath drops them as `too_big`, counted per port.
 
 use crate::header::{
-    Class, Expect, OUTER_LEN, Refusal, Template, TunnelHeader, classify, flow_hash,
+    Class, Expect, OUTER_LEN, Refusal, Template, TunnelHeader, classify, fast_tunnel, flow_hash,
 };
 use crate::neigh::{Neighbour, State};
 use crate::settings::VxlanConfig;
@@ -252,6 +252,7 @@ impl Port for VxlanPort {
             under: self.underlay.open_rxq(q),
             ctl: self.underlay.open_txq(self.ctl_txq_base + q),
             ctl_batch: Batch::new(),
+            expect: self.shared.expect,
             shared: self.shared.clone(),
             counters,
         })
@@ -331,6 +332,8 @@ struct VxlanRx {
     /// This queue's own underlay socket, for ARP answers.
     ctl: Box<dyn TxQueue>,
     ctl_batch: Batch,
+    /// The port's, copied next to the queue's other hot fields.
+    expect: Expect,
     shared: Arc<Shared>,
     counters: Arc<RxCounters>,
 }
@@ -341,11 +344,39 @@ impl RxQueue for VxlanRx {
         if self.under.rx_burst(batch, pool) == 0 {
             return 0;
         }
-        let mut raw: Batch = batch.drain(start..).collect();
-        for mut p in raw.drain(..) {
-            match classify(p.data(), &self.shared.expect) {
+        // Tunnel frames are decapsulated in place and kept in order at the
+        // front; anything else is swapped behind them and handled after.
+        let mut kept = start;
+        for i in start..batch.len() {
+            let p = &mut batch[i];
+            let Some(len) = fast_tunnel(p.data(), &self.expect) else {
+                continue;
+            };
+            // Cannot fail: the frame holds the outer headers and `len`.
+            let _ = p.trim_front(OUTER_LEN) && p.set_len(len).is_ok();
+            batch.swap(kept, i);
+            kept += 1;
+        }
+        if kept < batch.len() {
+            self.rest_of_burst(batch, kept, pool);
+        }
+        batch.len() - start
+    }
+
+    fn burst_done(&mut self) {
+        self.under.burst_done();
+    }
+}
+
+impl VxlanRx {
+    /// The frames from `from` on that the fast path did not take: tunnel
+    /// frames in a less common shape (IP options), ARP, and refusals.
+    #[cold]
+    fn rest_of_burst(&mut self, batch: &mut Batch, from: usize, pool: &mut PoolCache) {
+        let rest: Batch = batch.drain(from..).collect();
+        for mut p in rest {
+            match classify(p.data(), &self.expect) {
                 Class::Tunnel { offset, len } => {
-                    // Cannot fail: classify saw `offset + len` bytes.
                     let _ = p.trim_front(offset) && p.set_len(len).is_ok();
                     batch.push(p);
                 }
@@ -359,15 +390,8 @@ impl RxQueue for VxlanRx {
         if !self.ctl_batch.is_empty() {
             self.flush_ctl(pool);
         }
-        batch.len() - start
     }
 
-    fn burst_done(&mut self) {
-        self.under.burst_done();
-    }
-}
-
-impl VxlanRx {
     #[cold]
     fn on_arp(&mut self, mut p: Packet, pool: &mut PoolCache) {
         let s = &self.shared;
