@@ -30,6 +30,7 @@
 //! [`ApiServer::start`] (the daemon's main thread, which is not pinned).
 
 mod assets;
+mod attachments;
 mod metrics;
 mod routes;
 

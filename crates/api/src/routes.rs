@@ -2,12 +2,13 @@
 //! back; node operations run on tokio's blocking threads (they take the
 //! control plane's locks and may open files and sockets).
 
+use crate::attachments;
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use nfv_control::rates::HISTORY;
 use nfv_control::{Node, Request};
 use serde::Deserialize;
@@ -18,18 +19,18 @@ use std::sync::Arc;
 /// socket.
 const MAX_BODY: usize = 16 << 20;
 
-struct AppState {
+pub struct AppState {
     node: Arc<Node>,
     metrics: prometheus_client::registry::Registry,
 }
 
-type St = State<Arc<AppState>>;
+pub type St = State<Arc<AppState>>;
 
 /// A refusal: status and message, sent as `{"error": message}`.
-pub struct ApiError(StatusCode, String);
+pub struct ApiError(pub StatusCode, pub String);
 
 impl ApiError {
-    fn bad(msg: impl Into<String>) -> ApiError {
+    pub fn bad(msg: impl Into<String>) -> ApiError {
         ApiError(StatusCode::BAD_REQUEST, msg.into())
     }
 }
@@ -52,6 +53,12 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/v1/node", get(show_node))
         .route("/api/v1/ports", get(show_ports).post(add_port))
         .route("/api/v1/ports/{port}", delete(del_port))
+        .route("/api/v1/attachments", get(attachments::list))
+        .route("/api/v1/attachments/gc", post(attachments::gc))
+        .route(
+            "/api/v1/attachments/{container_id}/{ifname}",
+            put(attachments::attach).delete(attachments::detach),
+        )
         .route("/api/v1/pmd", get(show_pmd))
         .route("/api/v1/chains", get(show_chains))
         .route("/api/v1/traffic", get(show_traffic))
@@ -69,7 +76,7 @@ pub fn router(node: Arc<Node>) -> Router {
 }
 
 /// Runs `f` on a blocking thread.
-async fn blocking<T: Send + 'static>(
+pub async fn blocking<T: Send + 'static>(
     st: &Arc<AppState>,
     f: impl FnOnce(&Node) -> T + Send + 'static,
 ) -> Result<T, ApiError> {
@@ -94,6 +101,10 @@ async fn index() -> axum::Json<Value> {
             "GET /api/v1/ports",
             "POST /api/v1/ports",
             "DELETE /api/v1/ports/{name or number}",
+            "GET /api/v1/attachments",
+            "PUT /api/v1/attachments/{container_id}/{ifname}",
+            "DELETE /api/v1/attachments/{container_id}/{ifname}",
+            "POST /api/v1/attachments/gc",
             "GET /api/v1/pmd",
             "GET /api/v1/chains",
             "GET /api/v1/traffic",

@@ -320,6 +320,7 @@ pub fn node_config(run: &Run, setup: &Setup, dir: &Path, switch_core: usize) -> 
         control_socket: Some(dir.join("ctl.sock")),
         // The demo and sweeps do not serve the REST API.
         api: None,
+        state_file: None,
         memory: MemoryConfig {
             frames: 65536,
             ..Default::default()

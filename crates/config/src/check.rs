@@ -70,6 +70,11 @@ pub(crate) fn name(doc: &Doc<'_>, v: &S<String>, field: &str, max: usize) -> Res
 
 pub(crate) use check::is_valid_name;
 
+/// A file path, relative ones taken from the config file's directory.
+pub(crate) fn file_path(doc: &Doc<'_>, v: &S<String>, field: &str, base: &Path) -> Result<PathBuf> {
+    check::file_path(v.get_ref(), base).map_err(|m| doc.err(v.span(), field, m))
+}
+
 /// A Unix socket path, at most [`nfv_settings::MAX_SOCKET_PATH`] bytes.
 pub(crate) fn socket_path(
     doc: &Doc<'_>,

@@ -148,6 +148,9 @@ pub struct NodeConfig {
     /// `[node] api`: where the REST API listens; `None` = off. Default
     /// [`DEFAULT_API`].
     pub api: Option<SocketAddr>,
+    /// `[node] state_file`: where the node keeps what outlives it (the
+    /// ports made for CNI attachments); `None` = nothing is kept.
+    pub state_file: Option<PathBuf>,
     pub memory: MemoryConfig,
     pub pmd: PmdConfig,
     /// In file order.
@@ -249,6 +252,14 @@ pub fn parse_str(
         Some(v) => parse_api_addr(v.get_ref()).map_err(|m| doc.err(v.span(), "node.api", m))?,
         None => Some(DEFAULT_API),
     };
+    let state_file = match raw
+        .node
+        .as_ref()
+        .and_then(|n| n.get_ref().state_file.as_ref())
+    {
+        Some(v) => Some(check::file_path(&doc, v, "node.state_file", base)?),
+        None => None,
+    };
     let memory = memory(&doc, raw.memory.as_ref())?;
     let pmd = pmd(&doc, raw.pmd.as_ref(), cpu_count)?;
 
@@ -280,6 +291,7 @@ pub fn parse_str(
         name,
         control_socket,
         api,
+        state_file,
         memory,
         pmd,
         chains: chain::chains(&doc, &raw.chain, &ports)?,

@@ -34,6 +34,7 @@ pub(crate) struct RawNode {
     pub name: Option<S<String>>,
     pub control_socket: Option<S<String>>,
     pub api: Option<S<String>>,
+    pub state_file: Option<S<String>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -28,6 +28,7 @@ fn an_empty_file_gets_every_default() {
             name: "node".into(),
             control_socket: None,
             api: Some(nfv_config::DEFAULT_API),
+            state_file: None,
             memory: MemoryConfig::default(),
             pmd: PmdConfig {
                 cores: vec![1],

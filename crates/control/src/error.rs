@@ -7,6 +7,9 @@ use nfv_flow::{FlowParseError, PortNo};
 /// The node could not start, or a port could not open.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
+    /// The state file's attachments could not be read back.
+    #[error(transparent)]
+    Attachments(Box<crate::attachments::AttachError>),
     /// A service chain's steering rule does not parse.
     #[error("chain {chain}: {source}")]
     Chain {
@@ -77,4 +80,10 @@ pub enum RequestError {
 
 fn flow_prefix(index: Option<usize>) -> String {
     index.map_or_else(String::new, |i| format!("flow {i}: "))
+}
+
+impl From<crate::attachments::AttachError> for NodeError {
+    fn from(e: crate::attachments::AttachError) -> NodeError {
+        NodeError::Attachments(Box::new(e))
+    }
 }

@@ -5,6 +5,7 @@
 //! control socket ([`server`]), rate sampling ([`rates`]) and RFC 2544
 //! trials against a running node ([`trial`]).
 
+pub mod attachments;
 pub mod chains;
 pub mod error;
 pub mod node;

@@ -38,6 +38,8 @@ pub struct Node {
     pub(crate) rates: RateSampler,
     pub(crate) chains: Vec<nfv_config::ChainConfig>,
     pub(crate) meta: NodeMeta,
+    /// Ports made for CNI attachments, and their state file.
+    pub(crate) attachments: Mutex<crate::attachments::Attachments>,
 }
 
 /// Facts about the node kept for `show node`.
@@ -79,6 +81,10 @@ impl Node {
             rates: RateSampler::default(),
             chains: cfg.chains.clone(),
             meta: NodeMeta::new(),
+            attachments: Mutex::new(crate::attachments::Attachments {
+                state_file: cfg.state_file.clone(),
+                ..Default::default()
+            }),
         };
         // Rules first, so the first packets find them.
         table.add_flows(cfg.flows.iter().cloned());
@@ -97,6 +103,9 @@ impl Node {
         for p in cfg.ports.iter().filter(is_gen) {
             node.open_port(p)?;
         }
+        // A state file that cannot be read stops the start: running on
+        // would forget the attachments it lists at the next change.
+        node.restore_attachments()?;
         let node = Arc::new(node);
         RateSampler::start(&node);
         Ok(node)
