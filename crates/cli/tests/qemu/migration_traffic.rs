@@ -17,13 +17,16 @@ pub const TCP_PORT: u16 = 5002;
 /// the switch writes into A's memory all the time the dirty log is on.
 pub const FLOOD_PORT: u16 = 5003;
 /// Set, B also floods A with zeros during each migration. Off by default:
-/// with it about one migration in twenty leaves the destination guest
-/// with corrupted memory (kernel oopses, list corruption; on packed rings
-/// "id is not a head"), which the paced transfer alone has not shown.
-/// Not explained yet (issue 19 stays open): rings rebuilt under traffic
-/// keep every buffer accounted for (`crates/vhost/tests/migration.rs`),
-/// and every device write goes through the dirty log
-/// (`crates/virtio/tests/dirty_log.rs`). This switch reproduces it.
+/// with it, in the two-node topology, a few migrations in twenty leave the
+/// destination guest with corrupted memory (kernel oopses, list
+/// corruption; on packed rings "id is not a head"). It is QEMU 7.2 under
+/// TCG, not the switch: DPDK's vhost-user backend (testpmd `net_vhost` on
+/// both nodes, `net_memif` between them) corrupts at the same rate (3 of
+/// 21 against 4 of 30), and comparing the two guests' RAM after a paused
+/// destination showed stale pages in exactly the migrations whose
+/// `query-migrate` dirty-sync-count was 4 or 5 (7 of 7; 0 of 69 with 3),
+/// the same guest pages with either backend, kernel data only the guest's
+/// vCPU writes (2026-11-27, see the issue 19 closing note).
 pub const FLOOD_ENV: &str = "NFVSWITCH_MIGRATION_FLOOD";
 
 pub fn flood() -> bool {
