@@ -212,3 +212,115 @@ fn add_check_del_gc_status_version() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// testpmd killed (by PID) when the test ends, also on panic.
+struct Testpmd(std::process::Child);
+
+impl Drop for Testpmd {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn port_rx(node: &Running, name: &str) -> u64 {
+    let nfv_control::Response::Ok { data } = node.node.handle(&nfv_control::Request::ShowPorts)
+    else {
+        panic!("show ports refused");
+    };
+    data.as_array()
+        .and_then(|a| a.iter().find(|p| p["name"] == name))
+        .and_then(|p| p["rx"]["packets"].as_u64())
+        .unwrap_or(0)
+}
+
+/// Two "pods" get ports by ADD; DPDK testpmd opens a virtio-user device on
+/// each returned socket and forwards between them (`--tx-first` starts a
+/// burst looping pod A → switch → pod B → testpmd → pod A …): traffic
+/// crosses both ports. Then DEL removes them with testpmd still attached.
+#[test]
+fn a_dpdk_app_connects_to_the_sockets_add_returns() {
+    let test = "plugin::a_dpdk_app_connects_to_the_sockets_add_returns";
+    let Some(testpmd) = nfv_testutil::which("dpdk-testpmd") else {
+        return nfv_testutil::skip(
+            test,
+            "dpdk-testpmd is not installed (Debian package dpdk-dev)",
+        );
+    };
+    let dir: PathBuf = std::env::temp_dir().join(format!("nfv-cni-dpdk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let node = start(&dir);
+    let conf = json!({
+        "cniVersion": "1.1.0", "name": "nfv", "type": "nfvswitch-cni",
+        "api": node.url, "interface": "vhost-user", "socketDir": dir.join("pods"),
+    });
+    let mut sockets = Vec::new();
+    for pod in ["podaaaa", "podbbbb"] {
+        let (ok, r) = plugin("ADD", pod, "net1", &conf);
+        assert!(ok, "{r}");
+        sockets.push(
+            r["interfaces"][0]["socketPath"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    node.node
+        .add_flows(&[
+            "in_port=1000,actions=output:1001".into(),
+            "in_port=1001,actions=output:1000".into(),
+        ])
+        .unwrap();
+    let prefix = format!("cni{}", std::process::id());
+    let run = Testpmd(
+        Command::new(testpmd)
+            .args([
+                "--no-pci",
+                "--no-huge",
+                "-m",
+                "512",
+                &format!("--file-prefix={prefix}"),
+                "-l",
+                "0,1",
+            ])
+            .arg(format!("--vdev=net_virtio_user0,path={}", sockets[0]))
+            .arg(format!("--vdev=net_virtio_user1,path={}", sockets[1]))
+            .args([
+                "--",
+                "--forward-mode=io",
+                "--port-topology=paired",
+                "--nb-cores=1",
+                "--tx-first",
+            ])
+            .args([
+                "--stats-period=1",
+                "--total-num-mbufs=16384",
+                "--no-lsc-interrupt",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let flowing = nfv_testutil::wait_until(std::time::Duration::from_secs(30), || {
+        port_rx(&node, "c-podaaaa-net1") > 1000 && port_rx(&node, "c-podbbbb-net1") > 1000
+    });
+    assert!(
+        flowing,
+        "traffic through both pods' ports: rx {} and {}",
+        port_rx(&node, "c-podaaaa-net1"),
+        port_rx(&node, "c-podbbbb-net1")
+    );
+    // DEL while the app is still attached.
+    for pod in ["podaaaa", "podbbbb"] {
+        let (ok, v) = plugin("DEL", pod, "net1", &conf);
+        assert!(ok, "{v}");
+    }
+    assert!(!ports(&node).iter().any(|p| p.starts_with("c-")));
+    drop(run);
+    drop(node);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
+}
