@@ -977,7 +977,7 @@ fn kernel_ports() {
             text: port("tap", "iface = \"tap0\"\nring_size = 64\n"),
             line: 6,
             field: "port[0].ring_size",
-            msg: "(only for type \"afxdp\" or \"afpacket\" or \"memif\")",
+            msg: "(only for type \"afxdp\" or \"afpacket\" or \"memif\" or \"vxlan\")",
         },
         Bad {
             name: "iface on sink",
