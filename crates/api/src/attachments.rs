@@ -3,14 +3,18 @@
 //!
 //! * `GET /api/v1/attachments`: every attachment.
 //! * `PUT /api/v1/attachments/{container_id}/{ifname}` with
-//!   `{"type": "vhost-user"|"memif", "mode": "server"|"client", "socket": PATH}`:
-//!   201 and the attachment when the port was made, 200 when the same
-//!   request had made it before, 409 when the key holds another request.
+//!   `{"type": "vhost-user"|"memif", "mode": "server"|"client", "socket": PATH,
+//!   "network": NAME}` (`network`: the CNI network's name, what GC is
+//!   scoped by): 201 and the attachment when the port was made, 200 when
+//!   the same request had made it before, 409 when the key holds another
+//!   request.
 //! * `DELETE /api/v1/attachments/{container_id}/{ifname}`: 200 with
 //!   `{"deleted": true|false}` (false: nothing was attached; not an error,
 //!   as CNI DEL requires).
-//! * `POST /api/v1/attachments/gc` with `{"valid": [{"container_id", "ifname"}, ...]}`:
-//!   every other attachment is removed; 200 with `{"removed": [...]}`.
+//! * `POST /api/v1/attachments/gc` with
+//!   `{"network": NAME, "valid": [{"container_id", "ifname"}, ...]}`: every
+//!   other attachment of that network is removed (other networks' stay);
+//!   200 with `{"removed": [...]}`.
 
 use crate::routes::{ApiError, St, blocking};
 use axum::extract::{Path, State};
@@ -47,7 +51,7 @@ pub async fn attach(
 ) -> Result<Response, ApiError> {
     let req: AttachRequest = json_body(
         &body,
-        "{\"type\": \"vhost-user\" or \"memif\", \"mode\": \"server\" or \"client\", \"socket\": PATH}",
+        "{\"type\": \"vhost-user\" or \"memif\", \"mode\": \"server\" or \"client\", \"socket\": PATH, \"network\": NAME}",
     )?;
     let key = AttachmentKey {
         container_id,
@@ -82,13 +86,14 @@ pub async fn gc(State(st): St, body: axum::body::Bytes) -> Result<Response, ApiE
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Body {
+        network: String,
         valid: Vec<AttachmentKey>,
     }
     let b: Body = json_body(
         &body,
-        "{\"valid\": [{\"container_id\": ID, \"ifname\": NAME}, ...]}",
+        "{\"network\": NAME, \"valid\": [{\"container_id\": ID, \"ifname\": NAME}, ...]}",
     )?;
-    let removed = blocking(&st, move |n| n.gc_attachments(&b.valid))
+    let removed = blocking(&st, move |n| n.gc_attachments(&b.network, &b.valid))
         .await?
         .map_err(refused)?;
     Ok(axum::Json(json!({ "removed": removed })).into_response())

@@ -1,7 +1,8 @@
 //! Attachments through the REST API, as the CNI plugin uses them: made
 //! idempotently by container id and interface name, refused when the same
 //! key asks for something else, removed (also when unknown), garbage
-//! collected, and re-created by a node restarted on the same state file.
+//! collected one network at a time, and re-created by a node restarted on
+//! the same state file.
 
 use nfv_api::ApiServer;
 use nfv_control::Node;
@@ -100,9 +101,10 @@ impl Drop for Running {
     }
 }
 
+/// A vhost-user request of network `net-a`.
 fn vhost(socket: &Path) -> String {
     format!(
-        r#"{{"type": "vhost-user", "mode": "server", "socket": "{}"}}"#,
+        r#"{{"type": "vhost-user", "mode": "server", "socket": "{}", "network": "net-a"}}"#,
         socket.display()
     )
 }
@@ -133,12 +135,16 @@ fn attachments_are_idempotent_collected_and_outlive_a_restart() {
         Some(&vhost(&sock("c1"))),
     );
     assert_eq!((s, &again), (200, &first));
-    // The same key asking for something else.
+    // The same key asking for something else: another port, or the same
+    // port for another network.
     let memif = format!(
-        r#"{{"type": "memif", "socket": "{}"}}"#,
+        r#"{{"type": "memif", "socket": "{}", "network": "net-b"}}"#,
         sock("m2").display()
     );
     let (s, v) = node.call("PUT", "/api/v1/attachments/c1abc/net1", Some(&memif));
+    assert_eq!(s, 409, "{v}");
+    let other_net = vhost(&sock("c1")).replace("net-a", "net-b");
+    let (s, v) = node.call("PUT", "/api/v1/attachments/c1abc/net1", Some(&other_net));
     assert_eq!(s, 409, "{v}");
     let (s, v) = node.call("PUT", "/api/v1/attachments/c2def/net1", Some(&memif));
     assert_eq!((s, v["id"].as_u64()), (201, Some(1001)), "{v}");
@@ -214,21 +220,33 @@ fn attachments_are_idempotent_collected_and_outlive_a_restart() {
         "ADD after the restart answers the same port"
     );
 
-    // GC keeps what is valid and removes the rest.
-    let (s, v) = node.call(
-        "POST",
-        "/api/v1/attachments/gc",
-        Some(r#"{"valid": [{"container_id": "c2def", "ifname": "net1"}]}"#),
-    );
-    assert_eq!(s, 200, "{v}");
-    let removed: Vec<&str> = v["removed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["port"].as_str().unwrap())
-        .collect();
-    assert_eq!(removed, ["c-c1abc-net1"]);
+    // GC is scoped to one network: net-a's GC with nothing valid removes
+    // c1abc (net-a) and leaves c2def (net-b); net-b's GC keeps what is
+    // valid. A GC without a network is refused.
+    let gc = |body: &str| {
+        let (s, v) = node.call("POST", "/api/v1/attachments/gc", Some(body));
+        let removed: Vec<String> = v["removed"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .map(|a| a["port"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        (s, removed, v)
+    };
+    let (s, _, v) = gc(r#"{"valid": []}"#);
+    assert_eq!(s, 400, "{v}");
+    let (s, removed, v) = gc(r#"{"network": "", "valid": []}"#);
+    assert_eq!((s, removed.len()), (400, 0), "{v}");
+    let (s, removed, v) = gc(r#"{"network": "net-a", "valid": []}"#);
+    assert_eq!((s, removed), (200, vec!["c-c1abc-net1".to_string()]), "{v}");
     assert!(!node.port_names().contains(&"c-c1abc-net1".to_string()));
+    assert!(node.port_names().contains(&"c-c2def-net1".to_string()));
+    let (s, removed, v) =
+        gc(r#"{"network": "net-b", "valid": [{"container_id": "c2def", "ifname": "net1"}]}"#);
+    assert_eq!((s, removed.len()), (200, 0), "{v}");
+    assert!(node.port_names().contains(&"c-c2def-net1".to_string()));
     let (s, v) = node.call("DELETE", "/api/v1/attachments/c2def/net1", None);
     assert_eq!((s, v["deleted"].as_bool()), (200, Some(true)), "{v}");
     assert!(!node.port_names().iter().any(|p| p.starts_with("c-")));
@@ -239,6 +257,61 @@ fn attachments_are_idempotent_collected_and_outlive_a_restart() {
         Some(0),
         "{state}"
     );
+    drop(node);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A state file from before attachments kept their network: the node
+/// restores the port, no network's GC removes it, and the next ADD for the
+/// same port gives it that ADD's network (then that network's GC does).
+#[test]
+fn attachments_from_an_old_state_file_take_the_network_of_the_next_add() {
+    let dir: PathBuf = std::env::temp_dir().join(format!("nfv-attach-old-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("old.sock");
+    std::fs::write(
+        dir.join("state.json"),
+        format!(
+            r#"{{"version": 1, "attachments": [{{"container_id": "old1", "ifname": "net1",
+                "type": "vhost-user", "mode": "server", "socket": "{}",
+                "port": "c-old1-net1", "id": 1000}}]}}"#,
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let node = Running::start(&dir);
+    assert!(node.port_names().contains(&"c-old1-net1".to_string()));
+    let (s, v) = node.call(
+        "POST",
+        "/api/v1/attachments/gc",
+        Some(r#"{"network": "net-a", "valid": []}"#),
+    );
+    assert_eq!(
+        (s, v["removed"].as_array().map(Vec::len)),
+        (200, Some(0)),
+        "{v}"
+    );
+    let (s, v) = node.call("PUT", "/api/v1/attachments/old1/net1", Some(&vhost(&sock)));
+    assert_eq!(
+        (s, v["port"].as_str(), v["network"].as_str()),
+        (200, Some("c-old1-net1"), Some("net-a")),
+        "{v}"
+    );
+    let state: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("state.json")).unwrap()).unwrap();
+    assert_eq!(state["attachments"][0]["network"], "net-a", "{state}");
+    let (s, v) = node.call(
+        "POST",
+        "/api/v1/attachments/gc",
+        Some(r#"{"network": "net-a", "valid": []}"#),
+    );
+    assert_eq!(
+        (s, v["removed"].as_array().map(Vec::len)),
+        (200, Some(1)),
+        "{v}"
+    );
+    assert!(!node.port_names().contains(&"c-old1-net1".to_string()));
     drop(node);
     let _ = std::fs::remove_dir_all(&dir);
 }

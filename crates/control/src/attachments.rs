@@ -6,8 +6,11 @@
 //!   the port already made; with a different request it is refused
 //!   ([`AttachError::Conflict`]). Detaching an unknown key is not an error
 //!   (CNI DEL must succeed for what is already gone).
-//! * **Garbage collection.** [`Node::gc_attachments`] removes every
-//!   attachment not in the orchestrator's list of valid ones (CNI GC).
+//! * **Garbage collection, per network.** Each attachment carries the name
+//!   of the CNI network that asked for it; [`Node::gc_attachments`]
+//!   removes the attachments of one network that are not in the
+//!   orchestrator's list of valid ones (CNI GC, which the spec scopes to
+//!   the network in the config), and leaves other networks' alone.
 //! * **Persisted.** With `[node] state_file`, every change rewrites the
 //!   file (a temporary file renamed over it, so a crash leaves the old or
 //!   the new list, never half of one), and a node that starts re-creates
@@ -34,6 +37,8 @@ pub const FIRST_ATTACHMENT_ID: PortNo = 1000;
 pub const MAX_SOCKET_PATH: usize = 107;
 /// CNI allows container ids of any length; ours keep state files sane.
 pub const MAX_CONTAINER_ID: usize = 256;
+/// Network names are short in practice; ours keep state files sane.
+pub const MAX_NETWORK_NAME: usize = 256;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct AttachmentKey {
@@ -69,6 +74,12 @@ pub struct AttachRequest {
     pub mode: SwitchRole,
     /// Absolute, at most [`MAX_SOCKET_PATH`] bytes.
     pub socket: PathBuf,
+    /// The CNI network (`name` in its config) the attachment belongs to;
+    /// GC is scoped by it. Empty in state files written before networks
+    /// were kept: such an attachment takes the network of the next ADD
+    /// that asks for the same port, and no GC removes it until then.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub network: String,
 }
 
 /// An attachment as the node keeps and reports it.
@@ -156,7 +167,18 @@ impl AttachmentKey {
 }
 
 impl AttachRequest {
+    /// The same port asked for, whatever the network.
+    fn same_port(&self, other: &AttachRequest) -> bool {
+        (self.kind, self.mode, &self.socket) == (other.kind, other.mode, &other.socket)
+    }
+
     fn check(&self) -> Result<(), AttachError> {
+        if self.network.len() > MAX_NETWORK_NAME {
+            return Err(AttachError::Invalid(format!(
+                "network name of {} bytes: at most {MAX_NETWORK_NAME}",
+                self.network.len()
+            )));
+        }
         let s = self.socket.as_os_str().len();
         if !self.socket.is_absolute() || s > MAX_SOCKET_PATH {
             return Err(AttachError::Invalid(format!(
@@ -262,9 +284,17 @@ impl Node {
         key.check()?;
         req.check()?;
         let mut all = self.attachments();
-        if let Some(a) = all.list.get(&key) {
+        if let Some(a) = all.list.get_mut(&key) {
             if a.request == req {
                 return Ok((a.clone(), false));
+            }
+            if a.request.network.is_empty() && a.request.same_port(&req) {
+                a.request.network = req.network;
+                let a = a.clone();
+                if let Err(e) = all.save() {
+                    tracing::error!("attachment {}: {e}", a.port);
+                }
+                return Ok((a, false));
             }
             return Err(AttachError::Conflict {
                 container_id: key.container_id,
@@ -319,14 +349,24 @@ impl Node {
         Ok(Some(a))
     }
 
-    /// Detaches every attachment whose key is not in `valid`; returns them.
-    pub fn gc_attachments(&self, valid: &[AttachmentKey]) -> Result<Vec<Attachment>, AttachError> {
+    /// Detaches every attachment of `network` whose key is not in `valid`;
+    /// returns them. Other networks' attachments stay.
+    pub fn gc_attachments(
+        &self,
+        network: &str,
+        valid: &[AttachmentKey],
+    ) -> Result<Vec<Attachment>, AttachError> {
+        if network.is_empty() {
+            return Err(AttachError::Invalid(
+                "GC needs the network's name (CNI GC is scoped to one network)".into(),
+            ));
+        }
         let stale: Vec<AttachmentKey> = self
             .attachments()
             .list
-            .keys()
-            .filter(|k| !valid.contains(k))
-            .cloned()
+            .values()
+            .filter(|a| a.request.network == network && !valid.contains(&a.key))
+            .map(|a| a.key.clone())
             .collect();
         let mut removed = Vec::new();
         for k in stale {
@@ -405,6 +445,7 @@ mod tests {
             kind,
             mode,
             socket: socket.into(),
+            network: "nfv".into(),
         };
         assert!(
             req(AttachKind::VhostUser, SwitchRole::Client, "/run/x.sock")
@@ -433,6 +474,9 @@ mod tests {
                 .check()
                 .is_ok()
         );
+        let mut named = req(AttachKind::VhostUser, SwitchRole::Server, "/run/x.sock");
+        named.network = "n".repeat(MAX_NETWORK_NAME + 1);
+        assert!(named.check().is_err());
     }
 
     #[test]
@@ -446,6 +490,7 @@ mod tests {
             kind: AttachKind::VhostUser,
             mode: SwitchRole::Client,
             socket: "/var/run/nfv/a \"b\".sock".into(),
+            network: String::new(),
         };
         assert_eq!(
             r.port_table("c-x-net1", 1000),
@@ -480,5 +525,43 @@ mod tests {
             serde_json::from_str::<AttachRequest>(r#"{"type": "memif", "socket": "/a", "x": 1}"#)
                 .is_err()
         );
+        assert_eq!(r.network, "", "the network is optional");
+        let r: AttachRequest = serde_json::from_str(
+            r#"{"type": "memif", "socket": "/run/a.sock", "network": "nfv-memif"}"#,
+        )
+        .unwrap();
+        assert_eq!(r.network, "nfv-memif");
+    }
+
+    /// A state file written before attachments kept their network still
+    /// loads (network empty); one written now keeps it.
+    #[test]
+    fn state_files_with_and_without_networks_load() {
+        let dir = std::env::temp_dir().join(format!("nfv-attach-state-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.json");
+        std::fs::write(
+            &path,
+            r#"{"version": 1, "attachments": [{"container_id": "c1", "ifname": "net1",
+                "type": "vhost-user", "mode": "server", "socket": "/run/c1.sock",
+                "port": "c-c1-net1", "id": 1000}]}"#,
+        )
+        .unwrap();
+        let old = Attachments::load(&path).unwrap();
+        assert_eq!(old.len(), 1);
+        assert_eq!(
+            (old[0].port.as_str(), old[0].request.network.as_str()),
+            ("c-c1-net1", "")
+        );
+
+        let mut a = old[0].clone();
+        a.request.network = "nfv".into();
+        let state = Attachments {
+            state_file: Some(path.clone()),
+            list: [(a.key.clone(), a.clone())].into(),
+        };
+        state.save().unwrap();
+        assert_eq!(Attachments::load(&path).unwrap(), vec![a]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
