@@ -216,7 +216,9 @@ fn vxlan_port_interops_with_the_kernel_vxlan_driver() {
         "{}{}{}",
         kernel_port("host", 1, "afpacket", &host_veth.host),
         vxlan_port("vxlan0", 2, &underlay.host, SWITCH_IP, VTEP_IP),
-        flows(&["in_port=1,actions=output:2", "in_port=2,actions=output:1"]),
+        // The tunnel named by its VNI, as OVS users write it: out with
+        // set_field, back in with a tun_id match (added below, at run time).
+        flows(&["in_port=1,actions=set_field:100->tun_id,output:2"]),
     );
     let node = Node::start(&dir.0, "vxlan", &body);
     let port = node.port("vxlan0");
@@ -224,6 +226,20 @@ fn vxlan_port_interops_with_the_kernel_vxlan_driver() {
         port.get("error").is_none(),
         "vxlan0 failed: {}",
         port["error"]
+    );
+    let refused = node.ctl(&["add-flow", "tun_id=101,actions=output:1"]);
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("no tunnel port carries VNI 101 (tunnel ports: port 2 VNI 100)")),
+        "{refused:?}"
+    );
+    node.ctl(&["add-flow", "tun_id=100,actions=output:1"])
+        .unwrap();
+    let dump = node.ctl(&["dump-flows"]).unwrap();
+    assert!(
+        dump.contains("tun_id=0x64,in_port=2") && dump.contains("set_field:0x64->tun_id,output:2"),
+        "{dump}"
     );
 
     // Both directions of ping, at sizes that fit and sizes that the

@@ -1,7 +1,9 @@
 //! Flow rules: `flows = [...]` strings and `[[flow]] rule = "..."` tables,
-//! parsed with [`nfv_flow::parse_flow`] and checked against the ports.
+//! parsed with [`nfv_flow::parse_flow`], checked against the ports, and
+//! `tun_id` resolved to the tunnel ports carrying it
+//! ([`nfv_flow::tunnel`]).
 
-use nfv_flow::{Action, FlowSpec};
+use nfv_flow::{Action, FlowSpec, TunnelPort};
 use nfv_ports::config::PortConfig;
 
 use crate::check::Result;
@@ -9,13 +11,14 @@ use crate::error::Doc;
 use crate::port::MAX_PORT_ID;
 use crate::raw::S;
 
-/// Parses one rule at `field` and checks that every port it names exists.
+/// Parses one rule at `field`, checks that every port it names exists
+/// and resolves its `tun_id` (one rule per tunnel port it selects).
 pub(crate) fn flow(
     doc: &Doc<'_>,
     field: &str,
     rule: &S<String>,
     ports: &[PortConfig],
-) -> Result<FlowSpec> {
+) -> Result<Vec<FlowSpec>> {
     let spec = nfv_flow::parse_flow(rule.get_ref()).map_err(|e| {
         doc.err(
             rule.span(),
@@ -39,7 +42,16 @@ pub(crate) fn flow(
             return Err(doc.err(rule.span(), field, no_such_port("output", p, ports)));
         }
     }
-    Ok(spec)
+    nfv_flow::tunnel::resolve(spec, &tunnel_ports(ports))
+        .map_err(|e| doc.err(rule.span(), field, e.to_string()))
+}
+
+/// The tunnel ports among `ports`, for [`nfv_flow::tunnel::resolve`].
+pub(crate) fn tunnel_ports(ports: &[PortConfig]) -> Vec<TunnelPort> {
+    ports
+        .iter()
+        .filter_map(|p| p.kind.tunnel_id().map(|vni| TunnelPort { no: p.id, vni }))
+        .collect()
 }
 
 fn no_such_port(what: &str, id: u16, ports: &[PortConfig]) -> String {

@@ -284,7 +284,10 @@ pub fn parse_str(
     let flows = from_list
         .chain(from_tables)
         .map(|(field, rule)| flows::flow(&doc, &field, rule, &ports))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
 
     Ok(NodeConfig {
         source: source.to_path_buf(),

@@ -155,3 +155,59 @@ fn bad_tunnels_are_rejected() {
         },
     ]);
 }
+
+/// Two tunnels (VNI 100 on eth1, VNI 200 on eth2) and a VNF-side sink;
+/// the `flows` line goes first (line 1).
+fn tunnels_and(flows: &str) -> &'static str {
+    let text = format!(
+        "flows = [{flows}]\n\
+         [[port]]\nname = \"vx100\"\nid = 5\ntype = \"vxlan\"\n{GOOD}\
+         [[port]]\nname = \"vx200\"\nid = 6\ntype = \"vxlan\"\n\
+         underlay = \"eth2\"\nlocal_ip = \"192.0.2.1\"\nremote_ip = \"192.0.2.3\"\nvni = 200\n\
+         [[port]]\nname = \"vnf\"\nid = 1\ntype = \"sink\"\n"
+    );
+    Box::leak(text.into_boxed_str())
+}
+
+#[test]
+fn tun_id_rules_resolve_to_the_tunnel_ports_carrying_the_vni() {
+    let c = parse(tunnels_and(
+        "\"tun_id=200,actions=output:1\", \"in_port=1,actions=set_field:100->tun_id,output:5\"",
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let rules: Vec<String> = c.flows.iter().map(|f| f.to_string()).collect();
+    assert_eq!(
+        rules,
+        [
+            "priority=32768,tun_id=0xc8,in_port=6,actions=output:1",
+            "priority=32768,in_port=1,actions=set_field:0x64->tun_id,output:5",
+        ]
+    );
+}
+
+#[test]
+fn tun_id_rules_that_cannot_work_are_rejected() {
+    check_all(&[
+        Bad {
+            name: "no tunnel carries the VNI",
+            text: tunnels_and("\"tun_id=300,actions=output:1\""),
+            line: 1,
+            field: "flows[0]",
+            msg: "tun_id=300: no tunnel port carries VNI 300 (tunnel ports: port 5 VNI 100, port 6 VNI 200)",
+        },
+        Bad {
+            name: "in_port carries another VNI",
+            text: tunnels_and("\"tun_id=100,in_port=6,actions=output:1\""),
+            line: 1,
+            field: "flows[0]",
+            msg: "port 6 is not a tunnel port carrying VNI 100, so the rule could never match",
+        },
+        Bad {
+            name: "output sends with another VNI",
+            text: tunnels_and("\"in_port=1,actions=set_tunnel:200,output:5\""),
+            line: 1,
+            field: "flows[0]",
+            msg: "set_field:200->tun_id then output:5: tunnel port 5 sends with VNI 100",
+        },
+    ]);
+}

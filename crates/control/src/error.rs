@@ -43,6 +43,13 @@ pub enum RequestError {
         index: Option<usize>,
         source: FlowParseError,
     },
+    /// Rule `index`'s `tun_id` selects no tunnel port, or contradicts its
+    /// `in_port` or a tunnel output.
+    #[error("{}{source}", flow_prefix(*index))]
+    FlowTunnel {
+        index: Option<usize>,
+        source: nfv_flow::TunnelError,
+    },
     /// Rule `index` matches on (`what` = `in_port=`) or outputs to
     /// (`output:`) a port that does not exist.
     #[error("{}{what}{port}: no such port", flow_prefix(*index))]

@@ -4,7 +4,7 @@
 use crate::error::RequestError;
 use crate::node::Node;
 use crate::protocol::{Request, Response};
-use nfv_flow::{Action, FlowSpec, PortNo, parse_filter, parse_flow};
+use nfv_flow::{Action, FlowSpec, PortNo, TunnelPort, parse_filter, parse_flow};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -40,14 +40,26 @@ impl Node {
 
     /// Parses and checks every rule against the ports present, then
     /// installs them all in one table generation.
+    /// A `tun_id` match becomes one rule per tunnel port carrying it
+    /// (`nfv_flow::tunnel`); the count returned is of rules installed.
     pub fn add_flows(&self, flows: &[String]) -> Result<usize, RequestError> {
-        let ports: BTreeSet<PortNo> = self.datapath.port_views().iter().map(|v| v.no).collect();
+        let views = self.datapath.port_views();
+        let ports: BTreeSet<PortNo> = views.iter().map(|v| v.no).collect();
+        let tunnels: Vec<TunnelPort> = views
+            .iter()
+            .filter_map(|v| {
+                let vni = v.port.config()?.kind.tunnel_id()?;
+                Some(TunnelPort { no: v.no, vni })
+            })
+            .collect();
         let mut specs = Vec::with_capacity(flows.len());
         for (i, text) in flows.iter().enumerate() {
             let index = (flows.len() > 1).then_some(i + 1);
             let spec = parse_flow(text).map_err(|source| RequestError::Flow { index, source })?;
             check_ports(&spec, &ports, index)?;
-            specs.push(spec);
+            let rules = nfv_flow::tunnel::resolve(spec, &tunnels)
+                .map_err(|source| RequestError::FlowTunnel { index, source })?;
+            specs.extend(rules);
         }
         let n = specs.len();
         self.datapath.table().add_flows(specs);

@@ -73,6 +73,8 @@ impl Interpreter<'_> {
                 Action::SetVlanVid(v) => actions::set_vlan_vid(&mut pkt, *v).into(),
                 Action::PushVlan(t) => actions::push_vlan(&mut pkt, *t).into(),
                 Action::StripVlan => actions::strip_vlan(&mut pkt).into(),
+                // Checked at install; the tunnel port writes its own VNI.
+                Action::SetTunnel(_) => Step::Next,
                 // OpenFlow: never back out of the in_port.
                 Action::Output(out) if *out == self.in_port => Step::Next,
                 Action::Output(out) if last => {

@@ -22,10 +22,16 @@ pub enum Action {
     StripVlan,
     /// `normal` — MAC-learning L2 switching.
     Normal,
+    /// `set_field:VNI->tun_id` (or `set_tunnel:VNI`) — the VNI the
+    /// following tunnel outputs send with. Each tunnel port carries one
+    /// VNI, so this is checked when the rule is installed
+    /// ([`crate::tunnel::resolve`]) and does nothing to the packet.
+    SetTunnel(u32),
 }
 
 impl Action {
-    /// True for actions that change packet bytes.
+    /// True for actions that change packet bytes (`SetTunnel` does not:
+    /// the tunnel port writes its own VNI).
     pub fn modifies_packet(&self) -> bool {
         matches!(
             self,

@@ -408,7 +408,7 @@ proptest! {
         for (seq, op) in ops.into_iter().enumerate() {
             match op {
                 Op::Insert(matches, priority) => {
-                    let spec = FlowSpec { priority, cookie: 0, matches, actions: vec![] };
+                    let spec = FlowSpec { priority, cookie: 0, matches, tun_id: None, actions: vec![] };
                     let rule = Arc::new(Rule::new(spec, seq as u64));
                     let same = model.iter().position(|r| r.spec.matches == matches && r.spec.priority == priority);
                     let old = c.insert(rule.clone());

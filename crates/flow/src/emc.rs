@@ -112,6 +112,7 @@ mod tests {
                 priority: p,
                 cookie: 0,
                 matches: Match::ANY,
+                tun_id: None,
                 actions: vec![],
             },
             p as u64,

@@ -1,7 +1,7 @@
 //! `ovs-ofctl`-style text for rules, matches, filters and actions.
 //!
 //! The output parses back with [`crate::parse_flow`] / [`crate::parse_filter`]
-//! to the same value. Order is stable: priority, cookie, protocol shorthand
+//! to the same value. Order is stable: priority, cookie, tun_id, protocol shorthand
 //! (`udp` for dl_type=0x0800,nw_proto=17) or dl_type, in_port, VLAN, MACs,
 //! IPv4, nw_proto, L4 ports, then `actions=`. Items are separated by commas.
 //!
@@ -27,6 +27,7 @@ impl fmt::Display for Action {
             Action::PushVlan(t) => write!(f, "push_vlan:0x{t:04x}"),
             Action::StripVlan => f.write_str("strip_vlan"),
             Action::Normal => f.write_str("normal"),
+            Action::SetTunnel(vni) => write!(f, "set_field:0x{vni:x}->tun_id"),
         }
     }
 }
@@ -173,6 +174,9 @@ impl fmt::Display for FlowSpec {
         items.item(format_args!("priority={}", self.priority))?;
         if self.cookie != 0 {
             items.item(format_args!("cookie=0x{:x}", self.cookie))?;
+        }
+        if let Some(vni) = self.tun_id {
+            items.item(format_args!("tun_id=0x{vni:x}"))?;
         }
         write_match(&mut items, &self.matches)?;
         items.item(format_args!("actions={}", ActionList(&self.actions)))

@@ -20,6 +20,7 @@ pub mod key;
 pub mod parse;
 pub mod rule;
 pub mod table;
+pub mod tunnel;
 
 pub use action::Action;
 pub use classifier::Classifier;
@@ -27,3 +28,4 @@ pub use extract::extract;
 pub use key::{FlowKey, PortNo};
 pub use parse::{FlowParseError, parse_filter, parse_flow};
 pub use rule::{DEFAULT_PRIORITY, FlowSpec, Match, Rule};
+pub use tunnel::{TunnelError, TunnelPort};

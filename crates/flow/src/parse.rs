@@ -10,11 +10,15 @@
 //! Fields: `priority`, `cookie`, `table` (0 only), `in_port`, `dl_src`,
 //! `dl_dst` (MAC[/MASK]), `dl_type`, `dl_vlan` (VID, or 0xffff for "no
 //! tag"), `dl_vlan_pcp`, `vlan_tci` (TCI[/MASK]), `nw_src`, `nw_dst`
-//! (A.B.C.D[/PREFIX|/MASK]), `nw_proto`, `tp_src`, `tp_dst` (N[/MASK]).
+//! (A.B.C.D[/PREFIX|/MASK]), `nw_proto`, `tp_src`, `tp_dst` (N[/MASK]),
+//! `tun_id` (a VNI, exact; not in filters).
 //! Numbers are decimal or `0x` hex. Actions: `output:N` or bare `N`,
 //! `drop` (alone), `mod_dl_src:MAC`, `mod_dl_dst:MAC`, `mod_vlan_vid:VID`,
-//! `push_vlan:0x8100|0x88a8`, `strip_vlan`, `normal` (action names are
+//! `push_vlan:0x8100|0x88a8`, `strip_vlan`, `normal`,
+//! `set_field:VNI->tun_id` or `set_tunnel:VNI` (action names are
 //! case-insensitive, as in OVS). An empty action list means drop.
+//! `tun_id` in a match and in `set_field` are resolved against the
+//! tunnel ports when the rule is installed ([`crate::tunnel`]).
 //!
 //! OpenFlow prerequisites are enforced as `ovs-ofctl` does: `nw_*` fields
 //! need `ip` or `arp`; `tp_*` fields need `ip` with `nw_proto` tcp, udp,
@@ -102,6 +106,7 @@ pub fn parse_flow(text: &str) -> Result<FlowSpec, FlowParseError> {
         priority: b.priority.unwrap_or(DEFAULT_PRIORITY),
         cookie: b.cookie.unwrap_or(0),
         matches: b.finish()?,
+        tun_id: b.tun_id,
         actions,
     })
 }
@@ -227,6 +232,7 @@ struct Builder {
     priority: Option<u16>,
     cookie: Option<u64>,
     table: bool,
+    tun_id: Option<u32>,
 }
 
 impl Builder {
@@ -263,8 +269,8 @@ impl Builder {
             }
             return Ok(());
         }
-        let known =
-            FIELDS.iter().any(|f| f.0 == word) || matches!(word, "priority" | "cookie" | "table");
+        let known = FIELDS.iter().any(|f| f.0 == word)
+            || matches!(word, "priority" | "cookie" | "table" | "tun_id");
         Err(if known {
             E::MissingValue(word.into())
         } else {
@@ -285,6 +291,25 @@ impl Builder {
             "cookie" => {
                 let c = uint_in(name, value, u64::MAX, "a 64-bit number")?;
                 if self.cookie.replace(c).is_some() {
+                    return Err(E::DuplicateField(name.into()));
+                }
+                return Ok(());
+            }
+            "tun_id" if filter => {
+                return Err(invalid(
+                    name,
+                    "not supported in a filter (select the tunnel port with in_port=)",
+                ));
+            }
+            "tun_id" => {
+                if value.contains('/') {
+                    return Err(invalid(
+                        name,
+                        "masks are not supported (each tunnel port carries one VNI)",
+                    ));
+                }
+                let vni = vni(name, value)?;
+                if self.tun_id.replace(vni).is_some() {
                     return Err(E::DuplicateField(name.into()));
                 }
                 return Ok(());
@@ -532,12 +557,34 @@ fn parse_actions(text: &str) -> Result<Vec<Action>, E> {
                 }
             }
             "strip_vlan" => none(Action::StripVlan)?,
+            "set_tunnel" => Action::SetTunnel(vni("actions: set_tunnel", need("a VNI")?)?),
+            "set_field" => {
+                let a = need("VALUE->FIELD")?;
+                match a.split_once("->") {
+                    Some((v, "tun_id")) => Action::SetTunnel(vni("actions: set_field", v)?),
+                    Some((_, field)) => {
+                        return Err(invalid(
+                            "actions: set_field",
+                            format!(
+                                "field \"{field}\" is not supported (tun_id only; \
+                                 mod_dl_src, mod_dl_dst and mod_vlan_vid set the others)"
+                            ),
+                        ));
+                    }
+                    None => return Err(bad("actions: set_field", a, "VALUE->FIELD")),
+                }
+            }
             "normal" => none(Action::Normal)?,
             _ => return Err(E::UnknownAction(tok.into())),
         };
         out.push(action);
     }
     Ok(out)
+}
+
+/// A VXLAN network identifier: 24 bits.
+fn vni(field: &str, s: &str) -> Result<u32, E> {
+    Ok(uint_in(field, s, 0xff_ffff, "a VNI (0..16777215)")? as u32)
 }
 
 /// Decimal or `0x` hex, digits only (no sign, no spaces).

@@ -80,6 +80,7 @@ fn spec(priority: u16, cookie: u64, m: M, actions: &[Action]) -> FlowSpec {
         priority,
         cookie,
         matches: m.done(),
+        tun_id: None,
         actions: actions.to_vec(),
     }
 }
@@ -305,6 +306,20 @@ fn good_cases() -> Vec<(&'static str, FlowSpec)> {
                 &[StripVlan, SetDlDst([2, 0, 0, 0, 0, 9]), Output(4)],
             ),
         ),
+        (
+            "tun_id=100,tcp,actions=set_tunnel:0x65,output:3",
+            FlowSpec {
+                tun_id: Some(100),
+                ..spec(D, 0, M::any().ip().nw_proto(6), &[SetTunnel(0x65), Output(3)])
+            },
+        ),
+        (
+            "tun_id=0xffffff actions=SET_FIELD:7->tun_id,output:2,set_field:0->tun_id,output:5",
+            FlowSpec {
+                tun_id: Some(0xff_ffff),
+                ..spec(D, 0, M::any(), &[SetTunnel(7), Output(2), SetTunnel(0), Output(5)])
+            },
+        ),
     ]
 }
 
@@ -525,6 +540,29 @@ const BAD_CASES: &[(&str, &str)] = &[
         "cookie=0xg,actions=drop",
         "cookie: \"0xg\" is not a 64-bit number",
     ),
+    (
+        "tun_id=0x1000000,actions=drop",
+        "tun_id: \"0x1000000\" is not a VNI (0..16777215)",
+    ),
+    (
+        "tun_id=5/0xff,actions=drop",
+        "tun_id: masks are not supported",
+    ),
+    ("tun_id=5,tun_id=5,actions=drop", "duplicate field \"tun_id\""),
+    ("tun_id,actions=drop", "tun_id: missing value"),
+    (
+        "actions=set_field:5->nw_dst",
+        "set_field: field \"nw_dst\" is not supported",
+    ),
+    (
+        "actions=set_field:5",
+        "set_field: \"5\" is not VALUE->FIELD",
+    ),
+    (
+        "actions=set_tunnel:16777216",
+        "set_tunnel: \"16777216\" is not a VNI",
+    ),
+    ("actions=set_tunnel", "\"set_tunnel\" needs a VNI"),
 ];
 
 #[test]
@@ -597,6 +635,7 @@ fn filters() {
         ),
         ("actions", Err("actions= is not allowed in a filter")),
         ("cookie=1", Err("cookie: not supported in a filter")),
+        ("tun_id=5", Err("tun_id: not supported in a filter")),
         ("tp_dst=80", Err("tp_dst: needs tcp")),
         ("nw_dsst=1", Err("unknown field \"nw_dsst\"")),
     ];
@@ -626,6 +665,7 @@ fn arb_action() -> impl Strategy<Value = Action> {
         prop_oneof![Just(0x8100u16), Just(0x88a8u16)].prop_map(PushVlan),
         Just(StripVlan),
         Just(Normal),
+        (0..=0xff_ffffu32).prop_map(SetTunnel),
     ]
 }
 
@@ -652,6 +692,7 @@ prop_compose! {
         priority in any::<u16>(),
         cookie in prop_oneof![Just(0u64), any::<u64>()],
         in_port in prop::option::of(1..=MAX_PORT),
+        tun_id in prop::option::of(0..=0xff_ffffu32),
         (dl_type, nw_proto) in arb_proto(),
         vlan in arb_masked(0xffff),
         dl_src in arb_masked((1 << 48) - 1),
@@ -676,7 +717,7 @@ prop_compose! {
         if dl_type == Some(0x0800) && matches!(nw_proto, Some(1 | 6 | 17 | 132)) {
             m = m.tp_src(tp_src.0 as u16, tp_src.1 as u16).tp_dst(tp_dst.0 as u16, tp_dst.1 as u16);
         }
-        spec(priority, cookie, m, &actions)
+        FlowSpec { tun_id, ..spec(priority, cookie, m, &actions) }
     }
 }
 

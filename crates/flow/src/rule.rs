@@ -43,6 +43,11 @@ pub struct FlowSpec {
     pub priority: u16,
     pub cookie: u64,
     pub matches: Match,
+    /// `tun_id=VNI`: only packets that arrived through a tunnel with this
+    /// VNI. Not a key field: [`crate::tunnel::resolve`] turns it into the
+    /// `in_port` of each tunnel port carrying the VNI before the rule is
+    /// installed, and it stays here for display.
+    pub tun_id: Option<u32>,
     /// Empty means drop.
     pub actions: Vec<Action>,
 }
@@ -50,9 +55,14 @@ pub struct FlowSpec {
 impl FlowSpec {
     /// The port of a rule whose only action is one `output:N`: the datapath
     /// sends such packets without running the action interpreter.
+    /// `SetTunnel` does nothing at run time, so it does not count.
     pub fn single_output(&self) -> Option<PortNo> {
-        match self.actions.as_slice() {
-            [Action::Output(p)] => Some(*p),
+        let mut acts = self
+            .actions
+            .iter()
+            .filter(|a| !matches!(a, Action::SetTunnel(_)));
+        match (acts.next(), acts.next()) {
+            (Some(Action::Output(p)), None) => Some(*p),
             _ => None,
         }
     }

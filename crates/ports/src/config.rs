@@ -89,6 +89,14 @@ impl PortKind {
         }
     }
 
+    /// See [`PortSettings::tunnel_id`].
+    pub fn tunnel_id(&self) -> Option<u32> {
+        match self {
+            PortKind::Typed(t) => t.0.tunnel_id(),
+            _ => None,
+        }
+    }
+
     /// See [`PortSettings::borrows_from`].
     pub fn borrows_from(&self) -> Option<&str> {
         match self {
@@ -149,6 +157,11 @@ pub trait PortSettings: Any + Debug + Send + Sync {
     }
     /// The kernel interface the port binds: one port per interface.
     fn iface(&self) -> Option<&str> {
+        None
+    }
+    /// The one tunnel id (VXLAN VNI) a tunnel port receives and sends
+    /// with: rules' `tun_id` resolve to such ports (`nfv_flow::tunnel`).
+    fn tunnel_id(&self) -> Option<u32> {
         None
     }
     /// Whether the port leads to a VNF (may be a hop of a `[[chain]]`).

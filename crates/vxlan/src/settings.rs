@@ -84,6 +84,9 @@ impl PortSettings for VxlanConfig {
     fn iface(&self) -> Option<&str> {
         Some(&self.underlay)
     }
+    fn tunnel_id(&self) -> Option<u32> {
+        Some(self.vni)
+    }
     fn eq_settings(&self, other: &dyn PortSettings) -> bool {
         same_settings(self, other)
     }

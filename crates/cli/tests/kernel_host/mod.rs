@@ -140,6 +140,24 @@ impl Node {
         self.proc.take().map(Proc::stderr).unwrap_or_default()
     }
 
+    /// `nfvswitch ctl ARGS` against this node: stdout, or stderr when it
+    /// fails.
+    #[allow(dead_code)] // not every test binary that includes this uses it
+    pub fn ctl(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(BIN)
+            .args(["ctl", "--socket"])
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        if out.status.success() {
+            Ok(text(&out.stdout))
+        } else {
+            Err(text(&out.stderr))
+        }
+    }
+
     pub fn ports(&self) -> Value {
         let out = Command::new(BIN)
             .args(["ctl", "--json", "--socket"])
