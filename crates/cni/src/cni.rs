@@ -1,6 +1,7 @@
 //! The plugin's logic over its inputs (environment, stdin) and output
 //! (stdout): one function per CNI command, errors as the spec's codes.
 
+use crate::ipam::{self, Ipam};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -21,7 +22,7 @@ pub struct CniError {
     pub details: String,
 }
 
-fn err(code: u32, msg: impl Into<String>, details: impl Into<String>) -> CniError {
+pub(crate) fn err(code: u32, msg: impl Into<String>, details: impl Into<String>) -> CniError {
     CniError {
         code,
         msg: msg.into(),
@@ -31,9 +32,9 @@ fn err(code: u32, msg: impl Into<String>, details: impl Into<String>) -> CniErro
 
 const INCOMPATIBLE_VERSION: u32 = 1;
 const INVALID_ENV: u32 = 4;
-const IO_ERROR: u32 = 5;
+pub(crate) const IO_ERROR: u32 = 5;
 const DECODE: u32 = 6;
-const INVALID_CONFIG: u32 = 7;
+pub(crate) const INVALID_CONFIG: u32 = 7;
 const TRY_AGAIN: u32 = 11;
 const UNAVAILABLE: u32 = 50;
 /// Plugin-specific: CHECK found the attachment or its socket missing.
@@ -43,7 +44,8 @@ const ATTACHMENT_MISSING: u32 = 100;
 #[serde(rename_all = "camelCase")]
 struct NetConf {
     cni_version: String,
-    #[allow(dead_code)]
+    /// The network's name: the node keeps it with each attachment and
+    /// scopes GC by it.
     name: String,
     #[serde(default = "default_api")]
     api: String,
@@ -55,8 +57,18 @@ struct NetConf {
     socket_dir: PathBuf,
     #[serde(default)]
     runtime_config: RuntimeConfig,
+    /// Delegated IP address management: `{"type": PLUGIN, ...}`.
+    #[serde(default)]
+    ipam: Option<Value>,
+    /// What the runtime had from ADD (CHECK, DEL; ADD when chained).
+    #[serde(default)]
+    prev_result: Option<Value>,
     #[serde(default, rename = "cni.dev/valid-attachments")]
-    valid_attachments: Vec<ValidAttachment>,
+    valid_attachments: Option<Vec<ValidAttachment>>,
+    /// The key's name before spec 1.1.0 was corrected; read when the right
+    /// one is absent.
+    #[serde(default, rename = "cni.dev/attachments")]
+    attachments: Option<Vec<ValidAttachment>>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -102,15 +114,17 @@ pub fn run(env: HashMap<String, String>, stdin: &mut dyn Read, stdout: &mut dyn 
             "cannot read the network config from stdin",
             e.to_string(),
         )),
-        ("ADD" | "DEL" | "CHECK" | "GC" | "STATUS", Ok(_)) => {
-            conf(&input).and_then(|c| match command.as_str() {
-                "ADD" => add(&c, &env),
-                "DEL" => del(&c, &env),
-                "CHECK" => check(&c, &env),
-                "GC" => gc(&c),
-                _ => status(&c),
-            })
-        }
+        ("ADD" | "DEL" | "CHECK" | "GC" | "STATUS", Ok(_)) => conf(&input).and_then(|c| {
+            let ipam = Ipam::from(c.ipam.as_ref(), &env, &input)?;
+            let ipam = ipam.as_ref();
+            match command.as_str() {
+                "ADD" => add(&c, &env, ipam),
+                "DEL" => del(&c, &env, ipam),
+                "CHECK" => check(&c, &env, ipam),
+                "GC" => gc(&c, ipam),
+                _ => status(&c, ipam),
+            }
+        }),
         (other, _) => Err(err(
             INVALID_ENV,
             format!("CNI_COMMAND {other:?} is not one of ADD, DEL, CHECK, GC, STATUS, VERSION"),
@@ -279,10 +293,86 @@ fn node_refused(status: u16, v: &Value) -> CniError {
     )
 }
 
-fn add(c: &NetConf, env: &HashMap<String, String>) -> Result<Value, CniError> {
+fn add(c: &NetConf, env: &HashMap<String, String>, ipam: Option<&Ipam>) -> Result<Value, CniError> {
     let key = Key::from(env)?;
     let netns = need(env, "CNI_NETNS")?;
     let socket = key.socket(c)?;
+    let known = attachment(c, &key)?;
+    // Addresses: those the node kept from an earlier ADD of this key (an
+    // IPAM plugin refuses to allocate twice), else the IPAM plugin's; a
+    // failure after a new allocation releases it (spec section 4: a
+    // delegated plugin that fails ADD is called with DEL).
+    let kept = known.as_ref().map(|a| a["addresses"].clone());
+    let (addresses, allocated) = match (ipam, kept) {
+        (Some(_), Some(v)) if !v.is_null() => (Some(v), false),
+        (Some(i), _) => match i.exec("ADD") {
+            Ok(v) => (Some(v), true),
+            Err(e) => {
+                if known.is_none() {
+                    let _ = i.exec("DEL");
+                }
+                return Err(e);
+            }
+        },
+        (None, _) => (None, false),
+    };
+    let port = match (attach(c, &key, &socket, addresses.as_ref()), ipam) {
+        (Ok(p), _) => p,
+        (Err(e), Some(i)) if allocated => {
+            let _ = i.exec("DEL");
+            return Err(e);
+        }
+        (Err(e), _) => return Err(e),
+    };
+    // The result of the plugins before us in a chain, with our interface
+    // (and its addresses) added.
+    let mut result = match &c.prev_result {
+        Some(v @ Value::Object(_)) => v.clone(),
+        _ => json!({}),
+    };
+    result["cniVersion"] = json!(c.cni_version);
+    let iface = json!({ "name": key.ifname, "sandbox": netns, "socketPath": socket });
+    let index = match result["interfaces"].as_array_mut() {
+        Some(all) => {
+            all.push(iface);
+            all.len() - 1
+        }
+        None => {
+            result["interfaces"] = json!([iface]);
+            0
+        }
+    };
+    if ipam.is_some() && port["addresses"].is_object() {
+        ipam::merge(&mut result, &port["addresses"], index);
+    }
+    if result["ips"].is_null() {
+        result["ips"] = json!([]);
+    }
+    Ok(result)
+}
+
+/// The node's attachment of `key`, if it has one.
+fn attachment(c: &NetConf, key: &Key) -> Result<Option<Value>, CniError> {
+    let (status, v) = call(c, "GET", "/api/v1/attachments", None)?;
+    if status != 200 {
+        return Err(node_refused(status, &v));
+    }
+    Ok(v["attachments"].as_array().and_then(|all| {
+        all.iter()
+            .find(|a| a["container_id"] == key.container_id && a["ifname"] == key.ifname)
+            .cloned()
+    }))
+}
+
+/// Asks the node for the port (the attachment it answers: the addresses
+/// it keeps are the first ADD's) and writes the device-info file; a port
+/// made by this call is removed again if the file cannot be written.
+fn attach(
+    c: &NetConf,
+    key: &Key,
+    socket: &Path,
+    addresses: Option<&Value>,
+) -> Result<Value, CniError> {
     std::fs::create_dir_all(&c.socket_dir).map_err(|e| {
         err(
             IO_ERROR,
@@ -290,19 +380,24 @@ fn add(c: &NetConf, env: &HashMap<String, String>) -> Result<Value, CniError> {
             e.to_string(),
         )
     })?;
-    let req = json!({ "type": c.interface, "mode": c.switch_role, "socket": socket });
+    let mut req = json!({ "type": c.interface, "mode": c.switch_role, "socket": socket,
+                          "network": c.name });
+    if let Some(a) = addresses {
+        req["addresses"] = a.clone();
+    }
     let (status, v) = call(c, "PUT", &key.path(), Some(req))?;
     if status != 200 && status != 201 {
         return Err(node_refused(status, &v));
     }
-    if let Some(file) = &c.runtime_config.device_info_file {
-        write_device_info(file, c, &socket)?;
+    if let Some(file) = &c.runtime_config.device_info_file
+        && let Err(e) = write_device_info(file, c, socket)
+    {
+        if status == 201 {
+            let _ = call(c, "DELETE", &key.path(), None);
+        }
+        return Err(e);
     }
-    Ok(json!({
-        "cniVersion": c.cni_version,
-        "interfaces": [{ "name": key.ifname, "sandbox": netns, "socketPath": socket }],
-        "ips": [],
-    }))
+    Ok(v)
 }
 
 /// The NPWG device-info file (spec 1.1.0), from the application's view.
@@ -331,29 +426,34 @@ fn write_device_info(file: &Path, c: &NetConf, socket: &Path) -> Result<(), CniE
     })
 }
 
-fn del(c: &NetConf, env: &HashMap<String, String>) -> Result<Value, CniError> {
+/// Removes the port (success when there is none), the device-info file
+/// and the addresses: each is tried whatever the others did (DEL is best
+/// effort); the first error is answered.
+fn del(c: &NetConf, env: &HashMap<String, String>, ipam: Option<&Ipam>) -> Result<Value, CniError> {
     let key = Key::from(env)?;
-    let (status, v) = call(c, "DELETE", &key.path(), None)?;
-    if status != 200 {
-        return Err(node_refused(status, &v));
-    }
+    let port = call(c, "DELETE", &key.path(), None).and_then(|(status, v)| {
+        if status == 200 {
+            Ok(())
+        } else {
+            Err(node_refused(status, &v))
+        }
+    });
     if let Some(file) = &c.runtime_config.device_info_file {
         let _ = std::fs::remove_file(file);
     }
-    Ok(Value::Null)
+    let addresses = ipam.map_or(Ok(Value::Null), |i| i.exec("DEL"));
+    port.and(addresses).map(|_| Value::Null)
 }
 
-fn check(c: &NetConf, env: &HashMap<String, String>) -> Result<Value, CniError> {
+/// The node has the port, the socket is there (the switch as server), the
+/// port is the one `prevResult` names, and the IPAM plugin agrees.
+fn check(
+    c: &NetConf,
+    env: &HashMap<String, String>,
+    ipam: Option<&Ipam>,
+) -> Result<Value, CniError> {
     let key = Key::from(env)?;
-    let (status, v) = call(c, "GET", "/api/v1/attachments", None)?;
-    if status != 200 {
-        return Err(node_refused(status, &v));
-    }
-    let found = v["attachments"].as_array().and_then(|all| {
-        all.iter()
-            .find(|a| a["container_id"] == key.container_id && a["ifname"] == key.ifname)
-    });
-    let Some(a) = found else {
+    let Some(a) = attachment(c, &key)? else {
         return Err(err(
             ATTACHMENT_MISSING,
             format!(
@@ -371,35 +471,70 @@ fn check(c: &NetConf, env: &HashMap<String, String>) -> Result<Value, CniError> 
             "",
         ));
     }
+    let promised = c.prev_result.as_ref().and_then(|r| {
+        r["interfaces"].as_array()?.iter().find_map(|i| {
+            (i["name"] == key.ifname).then(|| i["socketPath"].as_str().map(str::to_string))?
+        })
+    });
+    if let Some(p) = promised
+        && p != socket
+    {
+        return Err(err(
+            ATTACHMENT_MISSING,
+            format!("prevResult gave socket {p}; the node's port is on {socket}"),
+            "",
+        ));
+    }
+    if let Some(i) = ipam {
+        i.exec("CHECK")?;
+    }
     Ok(Value::Null)
 }
 
-fn gc(c: &NetConf) -> Result<Value, CniError> {
+/// Removes this network's attachments not in the valid list, then
+/// forwards GC to the IPAM plugin (spec: GC goes to delegated plugins).
+fn gc(c: &NetConf, ipam: Option<&Ipam>) -> Result<Value, CniError> {
     let valid: Vec<Value> = c
         .valid_attachments
+        .as_ref()
+        .or(c.attachments.as_ref())
+        .map(Vec::as_slice)
+        .unwrap_or_default()
         .iter()
         .map(|a| json!({ "container_id": a.container_id, "ifname": a.ifname }))
         .collect();
-    let (status, v) = call(
+    let ports = call(
         c,
         "POST",
         "/api/v1/attachments/gc",
-        Some(json!({ "valid": valid })),
-    )?;
-    if status != 200 {
-        return Err(node_refused(status, &v));
-    }
-    Ok(Value::Null)
+        Some(json!({ "network": c.name, "valid": valid })),
+    )
+    .and_then(|(status, v)| {
+        if status == 200 {
+            Ok(())
+        } else {
+            Err(node_refused(status, &v))
+        }
+    });
+    let addresses = ipam.map_or(Ok(Value::Null), |i| i.exec("GC"));
+    ports.and(addresses).map(|_| Value::Null)
 }
 
-fn status(c: &NetConf) -> Result<Value, CniError> {
+/// Up when the node answers and the IPAM plugin (if any) says it is.
+fn status(c: &NetConf, ipam: Option<&Ipam>) -> Result<Value, CniError> {
     match call(c, "GET", "/api/v1/node", None) {
-        Ok((200, _)) => Ok(Value::Null),
-        Ok((s, _)) => Err(err(
-            UNAVAILABLE,
-            format!("the nfvswitch node answers HTTP {s}"),
-            "",
-        )),
-        Err(e) => Err(err(UNAVAILABLE, e.msg, e.details)),
+        Ok((200, _)) => {}
+        Ok((s, _)) => {
+            return Err(err(
+                UNAVAILABLE,
+                format!("the nfvswitch node answers HTTP {s}"),
+                "",
+            ));
+        }
+        Err(e) => return Err(err(UNAVAILABLE, e.msg, e.details)),
     }
+    if let Some(i) = ipam {
+        i.exec("STATUS")?;
+    }
+    Ok(Value::Null)
 }

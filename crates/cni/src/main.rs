@@ -22,10 +22,18 @@
 //! server means the application is the client), or `memif` with the
 //! application's `role` (`slave`: the switch is the server).
 //!
-//! Not done here: IP address management (the result has no `ips`; chain an
-//! IPAM plugin in a conflist if the application needs one).
+//! With `ipam: {"type": PLUGIN, ...}` the plugin delegates IP address
+//! management (spec section 4): PLUGIN from `CNI_PATH` runs with the same
+//! environment and config for ADD (its `ips` are put on our interface, its
+//! `routes` and `dns` into our result), DEL (also when the port is already
+//! gone), CHECK, GC and STATUS; a failure after its ADD releases with its
+//! DEL; its errors are answered with their own codes.
+//!
+//! The node keeps the network's `name` with each port: GC removes only
+//! this network's ports missing from `cni.dev/valid-attachments`.
 
 mod cni;
+mod ipam;
 
 fn main() {
     std::process::exit(cni::run(

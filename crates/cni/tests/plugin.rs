@@ -2,96 +2,17 @@
 //! and the network config on stdin, the result or error JSON on stdout,
 //! against a node serving its REST API in this process.
 
-use nfv_api::ApiServer;
-use nfv_control::Node;
+mod common;
+
+use common::{TempDir, plugin, plugin_in, port_rx, ports, start};
 use serde_json::{Value, json};
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::Arc;
-
-const PLUGIN: &str = env!("CARGO_BIN_EXE_nfvswitch-cni");
-
-struct Running {
-    node: Arc<Node>,
-    api: Option<ApiServer>,
-    url: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(api) = self.api.take() {
-            api.stop();
-        }
-        self.node.shutdown();
-    }
-}
-
-fn start(dir: &Path) -> Running {
-    let text = format!(
-        "flows = [\"priority=10,in_port=1,actions=output:2\"]\n[node]\nname = \"cni\"\napi = \"127.0.0.1:0\"\n\
-         state_file = \"{}\"\n[memory]\nframes = 4096\nhugepages = \"never\"\n\
-         [[port]]\nname = \"gen\"\nid = 1\ntype = \"generator\"\nrate_pps = 1000\n\
-         [[port]]\nname = \"sink\"\nid = 2\ntype = \"sink\"\n",
-        dir.join("state.json").display()
-    );
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let cfg = nfv_config::parse_str(&text, &dir.join("node.toml"), cpus)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let node = Node::start(&cfg).expect("node starts");
-    let api = ApiServer::start(cfg.api.expect("api on"), node.clone()).expect("API binds");
-    let url = format!("http://{}", api.addr());
-    Running {
-        node,
-        api: Some(api),
-        url,
-    }
-}
-
-/// Runs the plugin: (exit success, stdout as JSON or Null).
-fn plugin(command: &str, container: &str, ifname: &str, conf: &Value) -> (bool, Value) {
-    let mut child = Command::new(PLUGIN)
-        .env_clear()
-        .env("CNI_COMMAND", command)
-        .env("CNI_CONTAINERID", container)
-        .env("CNI_IFNAME", ifname)
-        .env("CNI_NETNS", format!("/var/run/netns/{container}"))
-        .env("CNI_PATH", "/opt/cni/bin")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(conf.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v = if text.trim().is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{command}: not JSON ({e}): {text}"))
-    };
-    (out.status.success(), v)
-}
-
-fn ports(n: &Running) -> Vec<String> {
-    n.node
-        .datapath()
-        .port_views()
-        .iter()
-        .map(|v| v.port.name().to_string())
-        .collect()
-}
+use std::path::Path;
 
 #[test]
 fn add_check_del_gc_status_version() {
-    let dir: PathBuf = std::env::temp_dir().join(format!("nfv-cni-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let node = start(&dir);
+    let tmp = TempDir::new("plugin");
+    let dir = &tmp.0;
+    let node = start(dir);
     let devinfo = dir.join("devinfo/net1.json");
     let conf = json!({
         "cniVersion": "1.1.0", "name": "nfv", "type": "nfvswitch-cni",
@@ -148,17 +69,24 @@ fn add_check_del_gc_status_version() {
     let (ok, v) = plugin("CHECK", "0123456789abcdef", "net1", &conf);
     assert!(!ok && v["code"] == 100, "{v}");
 
-    // GC: only the valid attachment stays.
+    // GC: of this network, only the valid attachment stays; another
+    // network's attachment is not this GC's business.
     for c in ["aaaa", "bbbb"] {
         assert!(plugin("ADD", c, "net1", &conf).0);
     }
+    let mut other = conf.clone();
+    other["name"] = json!("other");
+    other["runtimeConfig"] = json!({});
+    assert!(plugin("ADD", "oooo", "net1", &other).0);
     let mut gc = conf.clone();
     gc["cni.dev/valid-attachments"] = json!([{ "containerID": "bbbb", "ifname": "net1" }]);
     let (ok, v) = plugin("GC", "", "", &gc);
     assert!(ok, "{v}");
     let names = ports(&node);
     assert!(
-        !names.contains(&"c-aaaa-net1".to_string()) && names.contains(&"c-bbbb-net1".to_string()),
+        !names.contains(&"c-aaaa-net1".to_string())
+            && names.contains(&"c-bbbb-net1".to_string())
+            && names.contains(&"c-oooo-net1".to_string()),
         "{names:?}"
     );
 
@@ -210,28 +138,6 @@ fn add_check_del_gc_status_version() {
         !ok && v["code"] == 11,
         "ADD with the node down: try again later; {v}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// testpmd killed (by PID) when the test ends, also on panic.
-struct Testpmd(std::process::Child);
-
-impl Drop for Testpmd {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn port_rx(node: &Running, name: &str) -> u64 {
-    let nfv_control::Response::Ok { data } = node.node.handle(&nfv_control::Request::ShowPorts)
-    else {
-        panic!("show ports refused");
-    };
-    data.as_array()
-        .and_then(|a| a.iter().find(|p| p["name"] == name))
-        .and_then(|p| p["rx"]["packets"].as_u64())
-        .unwrap_or(0)
 }
 
 /// Two "pods" get ports by ADD; DPDK testpmd opens a virtio-user device on
@@ -247,10 +153,9 @@ fn a_dpdk_app_connects_to_the_sockets_add_returns() {
             "dpdk-testpmd is not installed (Debian package dpdk-dev)",
         );
     };
-    let dir: PathBuf = std::env::temp_dir().join(format!("nfv-cni-dpdk-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let node = start(&dir);
+    let tmp = TempDir::new("dpdk");
+    let dir = &tmp.0;
+    let node = start(dir);
     let conf = json!({
         "cniVersion": "1.1.0", "name": "nfv", "type": "nfvswitch-cni",
         "api": node.url, "interface": "vhost-user", "socketDir": dir.join("pods"),
@@ -273,37 +178,8 @@ fn a_dpdk_app_connects_to_the_sockets_add_returns() {
         ])
         .unwrap();
     let prefix = format!("cni{}", std::process::id());
-    let run = Testpmd(
-        Command::new(testpmd)
-            .args([
-                "--no-pci",
-                "--no-huge",
-                "-m",
-                "512",
-                &format!("--file-prefix={prefix}"),
-                "-l",
-                "0,1",
-            ])
-            .arg(format!("--vdev=net_virtio_user0,path={}", sockets[0]))
-            .arg(format!("--vdev=net_virtio_user1,path={}", sockets[1]))
-            .args([
-                "--",
-                "--forward-mode=io",
-                "--port-topology=paired",
-                "--nb-cores=1",
-                "--tx-first",
-            ])
-            .args([
-                "--stats-period=1",
-                "--total-num-mbufs=16384",
-                "--no-lsc-interrupt",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let socks: Vec<&str> = sockets.iter().map(String::as_str).collect();
+    let run = common::Testpmd::start(&testpmd, &prefix, &socks);
     let flowing = nfv_testutil::wait_until(std::time::Duration::from_secs(30), || {
         port_rx(&node, "c-podaaaa-net1") > 1000 && port_rx(&node, "c-podbbbb-net1") > 1000
     });
@@ -321,6 +197,122 @@ fn a_dpdk_app_connects_to_the_sockets_add_returns() {
     assert!(!ports(&node).iter().any(|p| p.starts_with("c-")));
     drop(run);
     drop(node);
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
+}
+
+/// The IP files host-local keeps for `network` in `data_dir` (one per
+/// reserved address, named by it).
+fn reserved(data_dir: &Path, network: &str) -> Vec<String> {
+    let mut ips: Vec<String> = std::fs::read_dir(data_dir.join(network))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.parse::<std::net::IpAddr>().is_ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ips.sort();
+    ips
+}
+
+/// IPAM delegated to the reference host-local plugin: the address lands
+/// on our interface, ADD twice keeps it, CHECK passes prevResult on, a
+/// failure after IPAM ADD releases, the IPAM's own errors come up with
+/// their code, DEL releases also when the port is gone, GC is forwarded.
+#[test]
+fn ipam_is_delegated_to_host_local() {
+    let test = "plugin::ipam_is_delegated_to_host_local";
+    let Some(plugins) = common::reference_plugins() else {
+        return nfv_testutil::skip(
+            test,
+            "the reference host-local IPAM plugin is not installed (scripts/test installs it \
+             with go install into target/cni-tools, or set NFVSWITCH_CNI_PLUGINS)",
+        );
+    };
+    let cni_path = format!("/nonexistent:{}", plugins.display());
+    let tmp = TempDir::new("ipam");
+    let dir = &tmp.0;
+    let data = dir.join("ipam");
+    let node = start(dir);
+    let conf = json!({
+        "cniVersion": "1.1.0", "name": "nfv-ipam", "type": "nfvswitch-cni",
+        "api": node.url, "socketDir": dir.join("pods"),
+        "ipam": { "type": "host-local", "dataDir": data,
+                  "ranges": [[{ "subnet": "10.250.7.0/29", "rangeStart": "10.250.7.2",
+                                "rangeEnd": "10.250.7.4", "gateway": "10.250.7.1" }]],
+                  "routes": [{ "dst": "0.0.0.0/0" }] },
+    });
+    let run = |cmd: &str, c: &str, conf: &Value| plugin_in(cmd, c, "net1", conf, &cni_path);
+
+    let (ok, first) = run("ADD", "ipam1", &conf);
+    assert!(ok, "{first}");
+    assert_eq!(
+        first["ips"],
+        json!([{ "address": "10.250.7.2/29", "gateway": "10.250.7.1", "interface": 0 }]),
+        "{first}"
+    );
+    assert_eq!(first["routes"], json!([{ "dst": "0.0.0.0/0" }]), "{first}");
+    assert_eq!(first["interfaces"][0]["name"], "net1");
+    assert_eq!(reserved(&data, "nfv-ipam"), ["10.250.7.2"]);
+    let (ok, again) = run("ADD", "ipam1", &conf);
+    assert!(ok && again == first, "ADD twice: the same address; {again}");
+    let mut with_prev = conf.clone();
+    with_prev["prevResult"] = first.clone();
+    let (ok, v) = run("CHECK", "ipam1", &with_prev);
+    assert!(ok, "{v}");
+
+    // The last addresses, then none left: host-local's error comes up
+    // with its code, and no port is made.
+    assert!(run("ADD", "ipam2", &conf).0);
+    assert!(run("ADD", "samesamesame1", &conf).0);
+    let (ok, v) = run("ADD", "ipam3", &conf);
+    assert!(!ok && v["code"].as_u64().is_some_and(|c| c != 0), "{v}");
+    assert!(
+        v["msg"].as_str().is_some_and(|m| m.contains("host-local ADD")),
+        "{v}"
+    );
+    assert!(!ports(&node).contains(&"c-ipam3-net1".to_string()));
+    let all = ["10.250.7.2", "10.250.7.3", "10.250.7.4"];
+    assert_eq!(reserved(&data, "nfv-ipam"), all);
+
+    // The node refuses the port (its socket would be samesamesame1's: the
+    // same first 12 characters of the id): the address just taken for it
+    // is released.
+    assert!(run("DEL", "ipam2", &conf).0);
+    let (ok, v) = run("ADD", "samesamesame2", &conf);
+    assert!(!ok && v["code"] == 7, "{v}");
+    assert_eq!(reserved(&data, "nfv-ipam"), ["10.250.7.2", "10.250.7.4"]);
+    assert!(run("DEL", "samesamesame1", &conf).0);
+    assert_eq!(reserved(&data, "nfv-ipam"), ["10.250.7.2"]);
+
+    // The port already gone (removed on the node's side): DEL still
+    // releases the address; DEL again is fine.
+    let key = nfv_control::attachments::AttachmentKey {
+        container_id: "ipam1".into(),
+        ifname: "net1".into(),
+    };
+    assert!(node.node.detach(&key).unwrap().is_some());
+    let mut del = conf.clone();
+    del["prevResult"] = first.clone();
+    for _ in 0..2 {
+        let (ok, v) = run("DEL", "ipam1", &del);
+        assert!(ok, "{v}");
+    }
+    assert!(reserved(&data, "nfv-ipam").is_empty());
+
+    // An IPAM plugin that is not in CNI_PATH: invalid config, no port.
+    let (ok, v) = plugin_in("ADD", "ipam4", "net1", &conf, "/nonexistent");
+    assert!(!ok && v["code"] == 7, "{v}");
+    assert!(!ports(&node).iter().any(|p| p.starts_with("c-")));
+
+    // GC reaches host-local too: an attachment not listed loses its port
+    // and its address; STATUS asks host-local as well.
+    assert!(run("ADD", "ipam5", &conf).0);
+    assert_eq!(reserved(&data, "nfv-ipam").len(), 1);
+    let mut gc = conf.clone();
+    gc["cni.dev/valid-attachments"] = json!([]);
+    let (ok, v) = plugin_in("GC", "", "", &gc, &cni_path);
+    assert!(ok, "{v}");
+    assert!(!ports(&node).iter().any(|p| p.starts_with("c-")));
+    assert!(reserved(&data, "nfv-ipam").is_empty());
+    let (ok, v) = plugin_in("STATUS", "", "", &conf, &cni_path);
+    assert!(ok, "{v}");
 }

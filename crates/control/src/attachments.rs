@@ -80,6 +80,12 @@ pub struct AttachRequest {
     /// that asks for the same port, and no GC removes it until then.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub network: String,
+    /// What the plugin's delegated IPAM plugin answered for this
+    /// attachment, kept so that ADD again answers the same addresses
+    /// (IPAM plugins refuse a second allocation). Not compared when a
+    /// request is repeated: the first one stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addresses: Option<serde_json::Value>,
 }
 
 /// An attachment as the node keeps and reports it.
@@ -285,13 +291,18 @@ impl Node {
         req.check()?;
         let mut all = self.attachments();
         if let Some(a) = all.list.get_mut(&key) {
-            if a.request == req {
-                return Ok((a.clone(), false));
-            }
-            if a.request.network.is_empty() && a.request.same_port(&req) {
-                a.request.network = req.network;
+            let same_network = a.request.network == req.network || a.request.network.is_empty();
+            if a.request.same_port(&req) && same_network {
+                // An old state file's attachment takes the network; one
+                // made without addresses takes them.
+                let adopt = (a.request.network.is_empty() && !req.network.is_empty())
+                    || (a.request.addresses.is_none() && req.addresses.is_some());
+                if adopt {
+                    a.request.network = req.network;
+                    a.request.addresses = a.request.addresses.take().or(req.addresses);
+                }
                 let a = a.clone();
-                if let Err(e) = all.save() {
+                if adopt && let Err(e) = all.save() {
                     tracing::error!("attachment {}: {e}", a.port);
                 }
                 return Ok((a, false));
@@ -446,6 +457,7 @@ mod tests {
             mode,
             socket: socket.into(),
             network: "nfv".into(),
+            addresses: None,
         };
         assert!(
             req(AttachKind::VhostUser, SwitchRole::Client, "/run/x.sock")
@@ -491,6 +503,7 @@ mod tests {
             mode: SwitchRole::Client,
             socket: "/var/run/nfv/a \"b\".sock".into(),
             network: String::new(),
+            addresses: None,
         };
         assert_eq!(
             r.port_table("c-x-net1", 1000),
