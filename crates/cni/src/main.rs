@@ -16,7 +16,7 @@
 //!
 //! The socket is `<socketDir>/<container id, 12>-<ifname>.sock`, at most
 //! 107 bytes (a unix socket path's limit), in a directory the pod mounts.
-//! With `runtimeConfig.CNIDeviceInfoFile` (the `deviceInfo` capability)
+//! With `runtimeConfig.CNIDeviceInfoFile` (the `CNIDeviceInfoFile` capability)
 //! the plugin writes the Network Plumbing WG device-info file (spec
 //! 1.1.0): `vhost-user` with the application's `mode` (the switch as
 //! server means the application is the client), or `memif` with the
