@@ -14,6 +14,8 @@
 //!   the namespace traffic is in [`kernel_traffic`]).
 //! * `vxlan` — the cycles a VXLAN port adds per packet (encapsulation and
 //!   decapsulation), in process over a ring underlay (see [`vxlan`]).
+//! * `cni` — CNI ADD time and ADD → first frame forwarded from the new
+//!   port, with DPDK testpmd as the pod's application (see [`cni`]).
 //! * `soak` — minutes of traffic through vhost-user VNFs under VNF kills,
 //!   port and rule churn, then leak and panic checks (see [`soak`]).
 //!
@@ -30,6 +32,7 @@
 //! hugepages set up for OVS are put back; private files live in
 //! `/tmp/nfv-bench/<pid>/`.
 
+mod cni;
 mod compare;
 mod dut;
 mod frame;
@@ -100,6 +103,8 @@ enum Cmd {
     Soak(soak::SoakArgs),
     /// VXLAN encap and decap cycles/packet, in process over a ring.
     Vxlan(vxlan::VxlanArgs),
+    /// CNI ADD wall time and ADD → first frame forwarded from the new port.
+    Cni(cni::CniArgs),
 }
 
 fn main() -> ExitCode {
@@ -126,6 +131,7 @@ fn main() -> ExitCode {
         Cmd::Starve(a) => starve::starve(a),
         Cmd::Soak(a) => soak::soak(a),
         Cmd::Vxlan(a) => vxlan::vxlan(a),
+        Cmd::Cni(a) => cni::cni(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -197,8 +197,7 @@ mod tests {
             .unwrap()
             .unwrap()
             .exec("ADD")
-            .err()
-            .expect("no CNI_PATH");
+            .expect_err("no CNI_PATH");
         assert_eq!(e.code, INVALID_CONFIG);
     }
 }
