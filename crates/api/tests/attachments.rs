@@ -301,6 +301,33 @@ fn attachments_from_an_old_state_file_take_the_network_of_the_next_add() {
     let state: Value =
         serde_json::from_slice(&std::fs::read(dir.join("state.json")).unwrap()).unwrap();
     assert_eq!(state["attachments"][0]["network"], "net-a", "{state}");
+    // Addresses given with a later ADD are kept; the first ones stay.
+    let with = |ip: &str| {
+        vhost(&sock).replace(
+            "\"network\"",
+            &format!(r#""addresses": {{"ips": [{{"address": "{ip}"}}]}}, "network""#),
+        )
+    };
+    let (s, v) = node.call(
+        "PUT",
+        "/api/v1/attachments/old1/net1",
+        Some(&with("10.0.0.2/24")),
+    );
+    assert_eq!(
+        (s, &v["addresses"]["ips"][0]["address"]),
+        (200, &Value::from("10.0.0.2/24")),
+        "{v}"
+    );
+    let (s, v) = node.call(
+        "PUT",
+        "/api/v1/attachments/old1/net1",
+        Some(&with("10.0.0.3/24")),
+    );
+    assert_eq!(
+        (s, &v["addresses"]["ips"][0]["address"]),
+        (200, &Value::from("10.0.0.2/24")),
+        "{v}"
+    );
     let (s, v) = node.call(
         "POST",
         "/api/v1/attachments/gc",

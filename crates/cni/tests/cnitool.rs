@@ -159,11 +159,17 @@ fn cnitool_add_traffic_check_restart_del_gc() {
             format!("in_port={},actions=output:{}", ids[1], ids[0]),
         ])
         .unwrap();
-    let names: Vec<String> = node
-        .node
-        .list_attachments()
+    // Port names in pod order (the node lists attachments by key).
+    let attachments = node.node.list_attachments();
+    let names: Vec<String> = sockets
         .iter()
-        .map(|a| a.port.clone())
+        .map(|s| {
+            attachments
+                .iter()
+                .find(|a| a.request.socket == Path::new(s))
+                .map(|a| a.port.clone())
+                .unwrap_or_else(|| panic!("no attachment on {s}"))
+        })
         .collect();
 
     // Traffic: testpmd on both sockets, looping through the switch.

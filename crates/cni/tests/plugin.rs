@@ -58,6 +58,14 @@ fn add_check_del_gc_status_version() {
     assert!(ok && again == added, "{again}");
     let (ok, v) = plugin("CHECK", "0123456789abcdef", "net1", &conf);
     assert!(ok && v.is_null(), "{v}");
+    // CHECK with the prevResult ADD gave passes; one naming another socket
+    // does not.
+    let mut prev = conf.clone();
+    prev["prevResult"] = added.clone();
+    assert!(plugin("CHECK", "0123456789abcdef", "net1", &prev).0);
+    prev["prevResult"]["interfaces"][0]["socketPath"] = json!("/elsewhere.sock");
+    let (ok, v) = plugin("CHECK", "0123456789abcdef", "net1", &prev);
+    assert!(!ok && v["code"] == 100, "{v}");
 
     // DEL, DEL again, DEL of something never added: all succeed.
     for c in ["0123456789abcdef", "0123456789abcdef", "neveradded"] {
@@ -266,7 +274,9 @@ fn ipam_is_delegated_to_host_local() {
     let (ok, v) = run("ADD", "ipam3", &conf);
     assert!(!ok && v["code"].as_u64().is_some_and(|c| c != 0), "{v}");
     assert!(
-        v["msg"].as_str().is_some_and(|m| m.contains("host-local ADD")),
+        v["msg"]
+            .as_str()
+            .is_some_and(|m| m.contains("host-local ADD")),
         "{v}"
     );
     assert!(!ports(&node).contains(&"c-ipam3-net1".to_string()));
@@ -315,4 +325,24 @@ fn ipam_is_delegated_to_host_local() {
     assert!(reserved(&data, "nfv-ipam").is_empty());
     let (ok, v) = plugin_in("STATUS", "", "", &conf, &cni_path);
     assert!(ok, "{v}");
+
+    // Chained after another plugin: its result stays, our interface is
+    // appended and our address points at it.
+    let mut chained = conf.clone();
+    chained["prevResult"] = json!({
+        "cniVersion": "1.1.0",
+        "interfaces": [{ "name": "eth0", "sandbox": "/var/run/netns/chain1" }],
+        "ips": [{ "address": "192.0.2.10/24", "interface": 0 }],
+    });
+    let (ok, r) = run("ADD", "chain1", &chained);
+    assert!(ok, "{r}");
+    assert_eq!(r["interfaces"][0]["name"], "eth0", "{r}");
+    assert_eq!(r["interfaces"][1]["name"], "net1", "{r}");
+    assert_eq!(
+        r["ips"][0],
+        json!({ "address": "192.0.2.10/24", "interface": 0 })
+    );
+    assert_eq!(r["ips"][1]["interface"], 1, "{r}");
+    assert!(run("DEL", "chain1", &chained).0);
+    assert!(reserved(&data, "nfv-ipam").is_empty());
 }
