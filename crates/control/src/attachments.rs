@@ -2,8 +2,9 @@
 //! behalf (the CNI plugin's ADD), keyed by container id and interface
 //! name as the CNI spec keys an attachment.
 //!
-//! * **Idempotent.** Attaching a key again with the same request answers
-//!   the port already made; with a different request it is refused
+//! * **Idempotent.** Attaching a key again with the same request (port and
+//!   network; the kept IPAM `addresses` are the first request's) answers
+//!   the port already made; with a different one it is refused
 //!   ([`AttachError::Conflict`]). Detaching an unknown key is not an error
 //!   (CNI DEL must succeed for what is already gone).
 //! * **Garbage collection, per network.** Each attachment carries the name
