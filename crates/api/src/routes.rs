@@ -60,6 +60,9 @@ pub fn router(node: Arc<Node>) -> Router {
             put(attachments::attach).delete(attachments::detach),
         )
         .route("/api/v1/pmd", get(show_pmd))
+        .route("/api/v1/rxqs", get(show_rxqs))
+        .route("/api/v1/pmd/rebalance", post(pmd_rebalance))
+        .route("/api/v1/pmd/rxq-move", post(pmd_rxq_move))
         .route("/api/v1/chains", get(show_chains))
         .route("/api/v1/traffic", get(show_traffic))
         .route(
@@ -106,6 +109,9 @@ async fn index() -> axum::Json<Value> {
             "DELETE /api/v1/attachments/{container_id}/{ifname}",
             "POST /api/v1/attachments/gc",
             "GET /api/v1/pmd",
+            "GET /api/v1/rxqs",
+            "POST /api/v1/pmd/rebalance?dry_run=true",
+            "POST /api/v1/pmd/rxq-move {port, queue, pmd}",
             "GET /api/v1/chains",
             "GET /api/v1/traffic",
             "GET /api/v1/flows",
@@ -127,6 +133,46 @@ async fn show_ports(State(st): St) -> ApiResult {
 async fn show_pmd(State(st): St) -> ApiResult {
     handle(&st, Request::ShowPmd).await
 }
+async fn show_rxqs(State(st): St) -> ApiResult {
+    handle(&st, Request::ShowRxqs).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RebalanceQuery {
+    #[serde(default)]
+    dry_run: bool,
+}
+
+async fn pmd_rebalance(
+    State(st): St,
+    q: Result<Query<RebalanceQuery>, QueryRejection>,
+) -> ApiResult {
+    let Query(q) = q.map_err(|e| ApiError::bad(e.body_text()))?;
+    handle(&st, Request::PmdRebalance { dry_run: q.dry_run }).await
+}
+
+async fn pmd_rxq_move(State(st): St, body: axum::body::Bytes) -> ApiResult {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Move {
+        port: String,
+        queue: usize,
+        pmd: usize,
+    }
+    let m: Move = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad(format!("expected {{\"port\", \"queue\", \"pmd\"}}: {e}")))?;
+    handle(
+        &st,
+        Request::PmdRxqMove {
+            port: m.port,
+            queue: m.queue,
+            pmd: m.pmd,
+        },
+    )
+    .await
+}
+
 async fn show_chains(State(st): St) -> ApiResult {
     handle(&st, Request::ShowChains).await
 }

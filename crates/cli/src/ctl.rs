@@ -4,7 +4,8 @@
 use crate::table::{Table, fmt_opt};
 use clap::{Args, Subcommand};
 use nfv_control::protocol::{
-    ChainReport, FlowReport, NodeReport, PmdReport, PortReport, TrafficReport,
+    ChainReport, FlowReport, NodeReport, PmdReport, PortReport, RebalanceReport, RxqsReport,
+    TrafficReport,
 };
 use nfv_control::{Request, Response, request};
 use std::path::{Path, PathBuf};
@@ -49,6 +50,22 @@ enum CtlCommand {
     DelPort { port: String },
     /// Zero the PMD counters and the receiver ports' traffic counters.
     ClearStats,
+    /// Place every rx queue again by measured load, with the node's
+    /// `pmd.rxq_assign` algorithm (OVS pmd-rxq-rebalance).
+    PmdRebalance {
+        /// Only print what would move, and the load variance before and
+        /// after.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Move one rx queue to a PMD (by index, as `show rxqs` lists them);
+    /// no packet is lost while it moves.
+    PmdRxqMove {
+        /// Port name or number.
+        port: String,
+        queue: usize,
+        pmd: usize,
+    },
 }
 
 #[derive(Subcommand)]
@@ -62,6 +79,9 @@ enum ShowWhat {
     Traffic,
     /// The node: version, uptime, PMDs, memory and the REST API address.
     Node,
+    /// Rx queues per PMD and their share of its cycles over the load
+    /// history (OVS pmd-rxq-show); the auto load balancer's last word.
+    Rxqs,
 }
 
 fn sockets_in(dir: &Path) -> Vec<PathBuf> {
@@ -139,6 +159,15 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
         CtlCommand::Show {
             what: ShowWhat::Node,
         } => Request::ShowNode,
+        CtlCommand::Show {
+            what: ShowWhat::Rxqs,
+        } => Request::ShowRxqs,
+        CtlCommand::PmdRebalance { dry_run } => Request::PmdRebalance { dry_run: *dry_run },
+        CtlCommand::PmdRxqMove { port, queue, pmd } => Request::PmdRxqMove {
+            port: port.clone(),
+            queue: *queue,
+            pmd: *pmd,
+        },
         CtlCommand::DumpFlows => Request::DumpFlows,
         CtlCommand::AddFlow { flows } => Request::AddFlows {
             flows: flows.clone(),
@@ -213,8 +242,91 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
             let n: NodeReport = serde_json::from_value(data).map_err(parse_err)?;
             print!("{}", node_text(&n));
         }
+        Request::ShowRxqs => {
+            let r: RxqsReport = serde_json::from_value(data).map_err(parse_err)?;
+            print!("{}", rxqs_text(&r));
+        }
+        Request::PmdRebalance { .. } => {
+            let r: RebalanceReport = serde_json::from_value(data).map_err(parse_err)?;
+            print!("{}", rebalance_text(&r));
+        }
+        Request::PmdRxqMove { port, queue, pmd } => {
+            println!("rx queue {queue} of port {port} is now polled by PMD {pmd}")
+        }
     }
     Ok(())
+}
+
+pub fn rxqs_text(r: &RxqsReport) -> String {
+    let mut out = if r.intervals == 0 {
+        format!(
+            "rx queue assignment {}; no {} s interval has ended yet: figures since the start\n",
+            r.algorithm, r.interval_secs
+        )
+    } else {
+        format!(
+            "rx queue assignment {}; load over the last {} x {} s\n",
+            r.algorithm, r.intervals, r.interval_secs
+        )
+    };
+    for p in &r.pmds {
+        let busy = p
+            .busy_percent
+            .map_or("-".to_string(), |b| format!("{b:.1} %"));
+        out.push_str(&format!(
+            "pmd {} (core {}): busy {busy}\n",
+            p.pmd,
+            p.core.map_or("-".to_string(), |c| c.to_string())
+        ));
+        for q in &p.rxqs {
+            out.push_str(&format!(
+                "  port {:<5} {:<20} queue {:<3} usage {:>5.1} %\n",
+                q.port, q.name, q.queue, q.usage_percent
+            ));
+        }
+    }
+    if r.auto_lb {
+        out.push_str(&format!(
+            "auto load balance: on, {} rebalance(s); last check: {}\n",
+            r.auto_lb_rebalances,
+            r.last_auto_lb.as_deref().unwrap_or("none yet")
+        ));
+    } else {
+        out.push_str("auto load balance: off\n");
+    }
+    out
+}
+
+pub fn rebalance_text(r: &RebalanceReport) -> String {
+    let verb = if r.dry_run { "would move" } else { "moved" };
+    let mut out = format!(
+        "{} ({}): {} {} queue(s)\n",
+        if r.dry_run { "dry run" } else { "rebalanced" },
+        r.algorithm,
+        verb,
+        r.moves.len()
+    );
+    for m in &r.moves {
+        out.push_str(&format!(
+            "  port {} {} queue {}: pmd {} -> {}\n",
+            m.port, m.name, m.queue, m.from, m.to
+        ));
+    }
+    let loads = |v: &[f64]| {
+        v.iter()
+            .map(|l| format!("{l:.1}"))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    out.push_str(&format!(
+        "PMD loads % {} -> {}; variance {:.1} -> {:.1} ({:.0} % better)\n",
+        loads(&r.current_loads),
+        loads(&r.estimated_loads),
+        r.current_variance,
+        r.estimated_variance,
+        r.improvement_percent
+    ));
+    out
 }
 
 pub fn drops_text(d: &std::collections::BTreeMap<String, u64>) -> String {

@@ -327,8 +327,7 @@ pub fn node_config(run: &Run, setup: &Setup, dir: &Path, switch_core: usize) -> 
         },
         pmd: PmdConfig {
             cores: vec![switch_core],
-            emc_entries: 8192,
-            pmu: true,
+            ..PmdConfig::default_for(switch_core + 1)
         },
         ports,
         flows: vec![],

@@ -28,6 +28,13 @@
 //! cores = [1]                      # 1..=64 distinct CPU ids < CPU count; default: [last CPU]
 //! emc_entries = 8192               # 0 (EMC off) or a power of two up to 1048576
 //! pmu = true                       # read PMU/software counters per PMD (~10 reads/s); default true
+//! rxq_assign = "cycles"            # rx queue placement on PMDs: "cycles" | "group" | "roundrobin"
+//!                                  #   (OVS's pmd-rxq-assign; `ctl pmd-rebalance` applies it)
+//! load_interval_s = 5              # 1..=60: one interval of the per-queue load history (12 kept)
+//! auto_lb = false                  # move rx queues when a PMD stays overloaded (OVS pmd-auto-lb):
+//! auto_lb_load_threshold = 95      #   busy % (0..=100) in all 12 intervals,
+//! auto_lb_improvement_threshold = 25 # and the dry run's load variance better by this % (0..=100),
+//! auto_lb_interval_s = 60          #   at most once per this many seconds (1..=1200000)
 //!
 //! [[port]]                         # any number
 //! name = "gen0"                    # required, unique, [a-zA-Z0-9_.-]{1,32}
@@ -172,6 +179,12 @@ pub struct PmdConfig {
     /// Read PMU and software counters on each PMD thread (`perf_event_open`,
     /// about ten reads a second, none per packet).
     pub pmu: bool,
+    /// How rx queues are placed on PMDs when rebalanced.
+    pub rxq_assign: nfv_sched::Algorithm,
+    /// Seconds per interval of the load history.
+    pub load_interval_s: u64,
+    /// Automatic rebalancing.
+    pub auto_lb: nfv_sched::AutoLbConfig,
 }
 
 impl PmdConfig {
@@ -181,9 +194,15 @@ impl PmdConfig {
             cores: vec![cpu_count.saturating_sub(1)],
             emc_entries: DEFAULT_EMC_ENTRIES,
             pmu: true,
+            rxq_assign: nfv_sched::Algorithm::default(),
+            load_interval_s: DEFAULT_LOAD_INTERVAL_S,
+            auto_lb: nfv_sched::AutoLbConfig::default(),
         }
     }
 }
+
+/// Default [`PmdConfig::load_interval_s`] (OVS: 5 s).
+pub const DEFAULT_LOAD_INTERVAL_S: u64 = 5;
 
 pub const DEFAULT_EMC_ENTRIES: usize = 8192;
 pub const MAX_EMC_ENTRIES: usize = 1 << 20;
@@ -457,9 +476,49 @@ fn pmd(doc: &Doc<'_>, raw: Option<&S<RawPmd>>, cpu_count: usize) -> Result<PmdCo
         true,
         DEFAULT_EMC_ENTRIES,
     )?;
+    let rxq_assign = match &p.rxq_assign {
+        None => d.rxq_assign,
+        Some(v) => v
+            .get_ref()
+            .parse()
+            .map_err(|e: String| doc.err(v.span(), "pmd.rxq_assign", e))?,
+    };
+    let lb = d.auto_lb;
+    let pct = |v: &Option<S<i64>>, field, default: u8| -> Result<u8> {
+        check::opt_int(doc, v, field, 0..=100, default)
+    };
+    let auto_lb = nfv_sched::AutoLbConfig {
+        enabled: p.auto_lb.as_ref().is_some_and(|v| *v.get_ref()),
+        load_threshold: pct(
+            &p.auto_lb_load_threshold,
+            "pmd.auto_lb_load_threshold",
+            lb.load_threshold,
+        )?,
+        improvement_threshold: pct(
+            &p.auto_lb_improvement_threshold,
+            "pmd.auto_lb_improvement_threshold",
+            lb.improvement_threshold,
+        )?,
+        interval_s: check::opt_int(
+            doc,
+            &p.auto_lb_interval_s,
+            "pmd.auto_lb_interval_s",
+            1..=1_200_000,
+            lb.interval_s,
+        )?,
+    };
     Ok(PmdConfig {
         cores,
         emc_entries,
         pmu: p.pmu.as_ref().is_none_or(|v| *v.get_ref()),
+        rxq_assign,
+        load_interval_s: check::opt_int(
+            doc,
+            &p.load_interval_s,
+            "pmd.load_interval_s",
+            1..=60,
+            d.load_interval_s,
+        )?,
+        auto_lb,
     })
 }

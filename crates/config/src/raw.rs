@@ -59,6 +59,12 @@ pub(crate) struct RawPmd {
     pub cores: Option<S<Vec<S<i64>>>>,
     pub emc_entries: Option<S<i64>>,
     pub pmu: Option<S<bool>>,
+    pub rxq_assign: Option<S<String>>,
+    pub load_interval_s: Option<S<i64>>,
+    pub auto_lb: Option<S<bool>>,
+    pub auto_lb_load_threshold: Option<S<i64>>,
+    pub auto_lb_improvement_threshold: Option<S<i64>>,
+    pub auto_lb_interval_s: Option<S<i64>>,
 }
 
 /// One `[[port]]`: the keys every port has, and the rest in file order

@@ -30,11 +30,7 @@ fn an_empty_file_gets_every_default() {
             api: Some(nfv_config::DEFAULT_API),
             state_file: None,
             memory: MemoryConfig::default(),
-            pmd: PmdConfig {
-                cores: vec![1],
-                emc_entries: 8192,
-                pmu: true
-            },
+            pmd: PmdConfig::default_for(2),
             ports: vec![],
             flows: vec![],
             chains: vec![],
@@ -149,7 +145,8 @@ size = 32
         PmdConfig {
             cores: vec![1, 0],
             emc_entries: 0,
-            pmu: false
+            pmu: false,
+            ..PmdConfig::default_for(2)
         }
     );
     assert_eq!(

@@ -6,6 +6,7 @@
 //! trials against a running node ([`trial`]).
 
 pub mod attachments;
+mod balance;
 pub mod chains;
 pub mod error;
 pub mod node;

@@ -40,6 +40,8 @@ pub struct Node {
     pub(crate) meta: NodeMeta,
     /// Ports made for CNI attachments, and their state file.
     pub(crate) attachments: Mutex<crate::attachments::Attachments>,
+    /// Rx queue load history and (automatic) rebalancing.
+    pub(crate) balancer: crate::balance::Balancer,
 }
 
 /// Facts about the node kept for `show node`.
@@ -85,6 +87,7 @@ impl Node {
                 state_file: cfg.state_file.clone(),
                 ..Default::default()
             }),
+            balancer: crate::balance::Balancer::new(&cfg.pmd),
         };
         // Rules first, so the first packets find them.
         table.add_flows(cfg.flows.iter().cloned());
@@ -108,6 +111,7 @@ impl Node {
         node.restore_attachments()?;
         let node = Arc::new(node);
         RateSampler::start(&node);
+        crate::balance::Balancer::start(&node);
         Ok(node)
     }
 
@@ -145,6 +149,7 @@ impl Node {
     /// Stops the PMD threads and releases the ports (also done on drop).
     pub fn shutdown(&self) {
         self.rates.stop();
+        self.balancer.stop();
         self.datapath.shutdown();
     }
 }

@@ -34,6 +34,21 @@ pub enum Request {
     /// Facts about the node: name, version, uptime, PMDs, memory, and
     /// where its REST API listens.
     ShowNode,
+    /// Rx queues per PMD with their share of its cycles (OVS
+    /// `pmd-rxq-show`).
+    ShowRxqs,
+    /// Places every rx queue again by measured load (`dry_run`: only
+    /// report what would move).
+    PmdRebalance {
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// Moves one rx queue (port name or number) to a PMD (its index).
+    PmdRxqMove {
+        port: String,
+        queue: usize,
+        pmd: usize,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -116,6 +131,64 @@ pub struct PortReport {
     /// kernel interface missing, no permission, …). `None` when it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// `show rxqs`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RxqsReport {
+    /// `pmd.rxq_assign`.
+    pub algorithm: String,
+    pub interval_secs: u64,
+    /// Intervals of history so far (up to 12); 0: the figures are since
+    /// the start.
+    pub intervals: usize,
+    pub auto_lb: bool,
+    pub auto_lb_rebalances: u64,
+    /// What the last automatic check decided, and why.
+    pub last_auto_lb: Option<String>,
+    pub pmds: Vec<RxqsPmd>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RxqsPmd {
+    pub pmd: usize,
+    pub core: Option<usize>,
+    /// Busy share of the PMD's cycles over the history (None before the
+    /// first interval ends).
+    pub busy_percent: Option<f64>,
+    pub rxqs: Vec<RxqReport>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RxqReport {
+    pub port: u16,
+    pub name: String,
+    pub queue: usize,
+    /// The queue's processing cycles in percent of its PMD's cycles.
+    pub usage_percent: f64,
+}
+
+/// `pmd-rebalance`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RebalanceReport {
+    pub algorithm: String,
+    pub dry_run: bool,
+    pub moves: Vec<RxqMove>,
+    /// Per PMD, percent of its cycles, before and (estimated) after.
+    pub current_loads: Vec<f64>,
+    pub estimated_loads: Vec<f64>,
+    pub current_variance: f64,
+    pub estimated_variance: f64,
+    pub improvement_percent: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RxqMove {
+    pub port: u16,
+    pub name: String,
+    pub queue: usize,
+    pub from: usize,
+    pub to: usize,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -31,6 +31,14 @@ impl Node {
             Request::DelFlows { filter } => json!({ "deleted": self.del_flows(filter)? }),
             Request::AddPort { port } => json!({ "added": self.add_port(port)? }),
             Request::DelPort { port } => json!({ "deleted": self.del_port(port)? }),
+            Request::ShowRxqs => serde_json::to_value(self.show_rxqs())?,
+            Request::PmdRebalance { dry_run } => {
+                serde_json::to_value(self.pmd_rebalance(*dry_run)?)?
+            }
+            Request::PmdRxqMove { port, queue, pmd } => {
+                self.move_rxq(port, *queue, *pmd)?;
+                json!({ "moved": { "port": port, "queue": queue, "pmd": pmd } })
+            }
             Request::ClearStats => {
                 self.clear_stats();
                 json!({})

@@ -1,8 +1,10 @@
 //! The datapath: PMD threads and the forwarding element they run.
 //!
 //! [`Datapath`] is the control plane's handle: it starts PMD threads,
-//! adds and removes ports (assigning rx queues round-robin to PMDs and
-//! giving every PMD its own tx queue on every port), and reads counters.
+//! adds and removes ports (each new rx queue to the PMD polling the
+//! fewest, every PMD its own tx queue on every port), moves rx queues
+//! between PMDs without loss ([`Datapath::move_rxq`], placements from
+//! `nfv_sched`), and reads counters.
 //! Flow rules live in a [`SharedFlowTable`] that PMDs pick up lock-free.
 //!
 //! Thread safety: `Datapath` is `Sync`; its port registry is behind a
@@ -53,6 +55,10 @@ pub enum DatapathError {
     DuplicatePortName(String),
     #[error("no port {0:?}")]
     NoSuchPort(String),
+    #[error("port {port} has no rx queue {queue}")]
+    NoSuchRxq { port: PortNo, queue: usize },
+    #[error("no PMD {0} (there are {1})")]
+    NoSuchPmd(usize, usize),
     #[error("a PMD thread did not answer within 2 s")]
     PmdTimeout,
     #[error("cannot start PMD thread: {0}")]
@@ -100,7 +106,6 @@ pub struct Datapath {
     table: Arc<SharedFlowTable>,
     mac: Arc<MacTable>,
     pool: Arc<PacketPool>,
-    next_pmd: Mutex<usize>,
 }
 
 impl Datapath {
@@ -146,7 +151,6 @@ impl Datapath {
             table,
             mac,
             pool,
-            next_pmd: Mutex::new(0),
         })
     }
 
@@ -202,11 +206,18 @@ impl Datapath {
                 stats: stats.clone(),
             });
         }
+        // Each new queue goes to the PMD polling the fewest (then the
+        // lowest index): an even spread, whatever was removed before.
+        let mut polled = vec![0usize; n_pmds];
+        for e in ports.values() {
+            for &p in &e.rxq_pmd {
+                polled[p.min(n_pmds - 1)] += 1;
+            }
+        }
         let mut rxq_pmd = Vec::new();
-        let mut next = self.next_pmd.lock().unwrap_or_else(|p| p.into_inner());
         for q in 0..port.n_rxq() {
-            let i = *next % n_pmds;
-            *next += 1;
+            let i = (0..n_pmds).min_by_key(|&i| (polled[i], i)).unwrap_or(0);
+            polled[i] += 1;
             rxq_pmd.push(i);
             if let Some(pmd) = self.pmds.get(i) {
                 let _ = pmd.commands.send(PmdCommand::AddRxq {
@@ -265,6 +276,97 @@ impl Datapath {
         ports.remove(&no);
         self.mac.flush_port(no);
         result
+    }
+
+    /// Moves rx queue `queue` of `port` to PMD `to`. The PMD polling it
+    /// lets go between two of its iterations (every frame it took from
+    /// the queue processed and sent), then `to` polls it: frames arriving
+    /// meanwhile wait in the queue, so none is lost or reordered.
+    pub fn move_rxq(&self, port: PortNo, queue: usize, to: usize) -> Result<(), DatapathError> {
+        let mut ports = self.ports();
+        let entry = ports
+            .get_mut(&port)
+            .ok_or_else(|| DatapathError::NoSuchPort(port.to_string()))?;
+        let from = *entry
+            .rxq_pmd
+            .get(queue)
+            .ok_or(DatapathError::NoSuchRxq { port, queue })?;
+        let target = self
+            .pmds
+            .get(to)
+            .ok_or(DatapathError::NoSuchPmd(to, self.pmds.len()))?;
+        if from == to {
+            return Ok(());
+        }
+        let (reply, answer) = bounded(1);
+        let _ = self.pmds[from].commands.send(PmdCommand::TakeRxq {
+            port,
+            qid: queue,
+            reply,
+        });
+        let taken = answer
+            .recv_timeout(Duration::from_secs(2))
+            .map_err(|_| DatapathError::PmdTimeout)?
+            .ok_or(DatapathError::NoSuchRxq { port, queue })?;
+        let _ = target.commands.send(PmdCommand::AddRxq {
+            port,
+            qid: queue,
+            rxq: taken.rxq,
+            stats: taken.stats,
+        });
+        entry.rxq_pmd[queue] = to;
+        Ok(())
+    }
+
+    /// Moves every rx queue whose PMD in `placement` differs from now
+    /// (queues it does not name stay); returns how many moved.
+    pub fn apply_placement(
+        &self,
+        placement: &nfv_sched::Placement,
+    ) -> Result<usize, DatapathError> {
+        let mut moved = 0;
+        for (id, &pmd) in placement {
+            let now = self
+                .ports()
+                .get(&id.port)
+                .and_then(|e| e.rxq_pmd.get(id.queue).copied());
+            if now.is_some_and(|p| p != pmd) {
+                self.move_rxq(id.port, id.queue, pmd)?;
+                moved += 1;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Every rx queue: where it is polled and its cumulative processing
+    /// cycles.
+    pub fn rxq_cycles(&self) -> Vec<(nfv_sched::RxqId, usize, u64)> {
+        let ports = self.ports();
+        ports
+            .iter()
+            .flat_map(|(&port, e)| {
+                e.rxq_pmd.iter().enumerate().map(move |(queue, &pmd)| {
+                    let cycles = e
+                        .stats
+                        .rx
+                        .get(queue)
+                        .map_or(0, |c| c.cycles.load(std::sync::atomic::Ordering::Relaxed));
+                    (nfv_sched::RxqId { port, queue }, pmd, cycles)
+                })
+            })
+            .collect()
+    }
+
+    /// The PMDs as placement sees them.
+    pub fn sched_pmds(&self) -> Vec<nfv_sched::Pmd> {
+        self.pmds
+            .iter()
+            .enumerate()
+            .map(|(index, p)| nfv_sched::Pmd {
+                index,
+                core: p.core,
+            })
+            .collect()
     }
 
     pub fn port_views(&self) -> Vec<PortView> {

@@ -26,6 +26,11 @@ const HOUSEKEEPING_EVERY: u64 = 16;
 /// three times per queue per iteration cost more than the split is worth.
 const PORT_TIMING_EVERY: u64 = 8;
 
+/// A burst that took longer than this was preempted (a burst takes
+/// microseconds): its cycles are the other thread's, not the queue's, and
+/// would make a quiet queue look busy to rx queue placement.
+const PREEMPTED_BURST_NS: u64 = 1_000_000;
+
 /// PMU counter reads per second (each is one `read(2)` per counter, done
 /// from housekeeping once this much TSC time has passed).
 const PMU_READS_PER_SEC: u64 = 10;
@@ -45,6 +50,15 @@ pub enum PmdCommand {
         txq: Box<dyn TxQueue>,
         stats: Arc<PortStats>,
     },
+    /// Stop polling rx queue `qid` of `port` and hand it back on `reply`
+    /// (`None` if this PMD does not poll it). Taken between iterations, so
+    /// every packet it delivered has been processed and sent: another PMD
+    /// can poll it next without loss or reordering.
+    TakeRxq {
+        port: PortNo,
+        qid: usize,
+        reply: Sender<Option<TakenRxq>>,
+    },
     /// Forget everything about `port`; acknowledge on `ack`.
     DelPort {
         port: PortNo,
@@ -55,6 +69,12 @@ pub enum PmdCommand {
     /// Open (true) or close (false) this PMD's PMU counters.
     SetPmu(bool),
     Quit,
+}
+
+/// An rx queue on its way from one PMD to another.
+pub struct TakenRxq {
+    pub rxq: Box<dyn RxQueue>,
+    pub stats: Arc<PortStats>,
 }
 
 struct PolledRxq {
@@ -146,6 +166,8 @@ struct Running {
     /// TSC at the end of the last iteration (or of housekeeping): the
     /// start of the next.
     last_tsc: u64,
+    /// [`PREEMPTED_BURST_NS`] in TSC cycles.
+    preempted_burst: u64,
 }
 
 impl Running {
@@ -161,6 +183,8 @@ impl Running {
             pmu_period: nfv_tsc::hz() / PMU_READS_PER_SEC,
             pmu_due: 0,
             last_tsc: nfv_tsc::now(),
+            preempted_burst: (u128::from(nfv_tsc::hz()) * u128::from(PREEMPTED_BURST_NS)
+                / 1_000_000_000) as u64,
             started,
             cfg,
         }
@@ -193,6 +217,20 @@ impl Running {
                     txq,
                     stats,
                 } => self.element.add_output(port, txq, stats, qid),
+                PmdCommand::TakeRxq { port, qid, reply } => {
+                    let at = self
+                        .rxqs
+                        .iter()
+                        .position(|q| q.port == port && q.qid == qid);
+                    let taken = at.map(|i| {
+                        let q = self.rxqs.remove(i);
+                        TakenRxq {
+                            rxq: q.rxq,
+                            stats: q.stats,
+                        }
+                    });
+                    let _ = reply.send(taken);
+                }
                 PmdCommand::DelPort { port, ack } => {
                     self.rxqs.retain(|q| q.port != port);
                     self.element.remove_output(port, &mut self.pool);
@@ -251,6 +289,7 @@ impl Running {
         let mut got = 0usize;
         let mut port_cycles = 0u64;
         if timed {
+            let preempted = self.preempted_burst;
             let mut t = t_start;
             for q in self.rxqs.iter_mut() {
                 let n = q.rxq.rx_burst(&mut self.batch, &mut self.pool);
@@ -259,6 +298,7 @@ impl Running {
                     t = t_rx;
                     continue;
                 }
+                let t_burst = t;
                 port_cycles += t_rx - t;
                 got += n;
                 let rx = &q.stats.rx[q.qid];
@@ -271,6 +311,11 @@ impl Running {
                 q.rxq.burst_done();
                 t = nfv_tsc::now();
                 port_cycles += t - t_tx;
+                // The queue's processing cycles, for placement.
+                let spent = t - t_burst;
+                if spent < preempted {
+                    rx.add_cycles(spent * PORT_TIMING_EVERY);
+                }
             }
             port_cycles *= PORT_TIMING_EVERY;
         } else {

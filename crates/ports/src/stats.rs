@@ -69,6 +69,11 @@ pub struct QueueCounters {
     pub packets: AtomicU64,
     pub bytes: AtomicU64,
     pub drops: [AtomicU64; DropReason::COUNT],
+    /// Rx queues: TSC cycles their PMD spent on their bursts (receive,
+    /// decide, act, send), sampled one poll in several and scaled: what
+    /// rx queue placement balances (`nfv_sched`). Written by the one PMD
+    /// polling the queue; a queue moves only after its old PMD let go.
+    pub cycles: AtomicU64,
 }
 
 #[inline(always)]
@@ -83,6 +88,10 @@ impl QueueCounters {
     pub fn add(&self, packets: u64, bytes: u64) {
         bump(&self.packets, packets);
         bump(&self.bytes, bytes);
+    }
+    #[inline(always)]
+    pub fn add_cycles(&self, n: u64) {
+        bump(&self.cycles, n);
     }
     #[inline(always)]
     pub fn drop(&self, reason: DropReason, n: u64) {

@@ -163,7 +163,11 @@ mod tests {
     }
 
     fn core_of(pmds: &[Pmd], index: usize) -> usize {
-        pmds.iter().find(|p| p.index == index).unwrap().core.unwrap()
+        pmds.iter()
+            .find(|p| p.index == index)
+            .unwrap()
+            .core
+            .unwrap()
     }
 
     /// Queues of port 0 with the given loads (percent as cycles).
@@ -292,6 +296,10 @@ mod tests {
         assert_eq!(variance(&[]), 0.0);
         assert_eq!(moves(&from, &to), [(rxqs[1].id, 0, 2)]);
         assert!("cycles".parse::<Algorithm>() == Ok(Algorithm::Cycles));
-        assert!("rr".parse::<Algorithm>().unwrap_err().contains("roundrobin, cycles, group"));
+        assert!(
+            "rr".parse::<Algorithm>()
+                .unwrap_err()
+                .contains("roundrobin, cycles, group")
+        );
     }
 }

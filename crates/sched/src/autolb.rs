@@ -9,15 +9,15 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// `[pmd]` auto load balance settings (defaults as OVS's).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AutoLbConfig {
     pub enabled: bool,
     /// A PMD is overloaded when busy at least this percentage in every
     /// interval of the history (OVS `pmd-auto-lb-load-threshold`, 95).
-    pub load_threshold: f64,
+    pub load_threshold: u8,
     /// The dry run must improve the variance of the PMDs' loads by at
     /// least this percentage (`pmd-auto-lb-improvement-threshold`, 25).
-    pub improvement_threshold: f64,
+    pub improvement_threshold: u8,
     /// Seconds between two rebalances at least (`pmd-auto-lb-rebal-interval`,
     /// one minute).
     pub interval_s: u64,
@@ -27,8 +27,8 @@ impl Default for AutoLbConfig {
     fn default() -> AutoLbConfig {
         AutoLbConfig {
             enabled: false,
-            load_threshold: 95.0,
-            improvement_threshold: 25.0,
+            load_threshold: 95,
+            improvement_threshold: 25,
             interval_s: 60,
         }
     }
@@ -99,7 +99,7 @@ pub enum Skip {
     NoMoves,
     SmallImprovement {
         improvement: f64,
-        threshold: f64,
+        threshold: u8,
     },
 }
 
@@ -123,7 +123,9 @@ impl fmt::Display for Decision {
             ),
             Decision::Skip(s) => match s {
                 Skip::Disabled => f.write_str("auto load balance is off"),
-                Skip::RoundRobin => f.write_str("nothing to do: roundrobin assignment ignores load"),
+                Skip::RoundRobin => {
+                    f.write_str("nothing to do: roundrobin assignment ignores load")
+                }
                 Skip::TooFewPmds => f.write_str("nothing to do: fewer than 2 PMDs"),
                 Skip::NoPmdWithSeveralRxqs => {
                     f.write_str("nothing to do: no PMD polls more than one rx queue")
@@ -133,7 +135,10 @@ impl fmt::Display for Decision {
                     "nothing to do: no PMD over the load threshold in all of the last {INTERVALS} intervals"
                 ),
                 Skip::TooSoon { wait_s } => {
-                    write!(f, "not yet: the last rebalance was too recent ({wait_s} s to wait)")
+                    write!(
+                        f,
+                        "not yet: the last rebalance was too recent ({wait_s} s to wait)"
+                    )
                 }
                 Skip::NoMoves => f.write_str("dry run moves no queue"),
                 Skip::SmallImprovement {
@@ -141,7 +146,7 @@ impl fmt::Display for Decision {
                     threshold,
                 } => write!(
                     f,
-                    "dry run: variance improvement {improvement:.0} % is below the {threshold:.0} % threshold"
+                    "dry run: variance improvement {improvement:.0} % is below the {threshold} % threshold"
                 ),
             },
         }
@@ -172,7 +177,14 @@ impl AutoLb {
         let mut next = BTreeMap::new();
         for &(pmd, pct) in busy {
             let n = self.overloaded.get(&pmd).copied().unwrap_or(0);
-            next.insert(pmd, if pct >= self.cfg.load_threshold { n + 1 } else { 0 });
+            next.insert(
+                pmd,
+                if pct >= f64::from(self.cfg.load_threshold) {
+                    n + 1
+                } else {
+                    0
+                },
+            );
         }
         self.overloaded = next;
     }
@@ -220,7 +232,7 @@ impl AutoLb {
         if d.moves.is_empty() {
             return skip(Skip::NoMoves);
         }
-        if d.improvement < self.cfg.improvement_threshold {
+        if d.improvement < f64::from(self.cfg.improvement_threshold) {
             return skip(Skip::SmallImprovement {
                 improvement: d.improvement,
                 threshold: self.cfg.improvement_threshold,
@@ -342,14 +354,19 @@ mod tests {
         let w = world();
         let d = dry_run(Algorithm::Cycles, &w.pmds, &w.rxqs, &w.current, 100);
         let got = d.improvement;
-        for (threshold, moves) in [(got + 0.5, false), (got, true)] {
+        let floor = got.floor() as u8;
+        for (threshold, moves) in [(floor + 1, false), (floor, true)] {
             let mut lb = AutoLb::new(AutoLbConfig {
                 improvement_threshold: threshold,
                 ..on()
             });
             feed(&mut lb, INTERVALS, 99.0);
             let r = decide(&mut lb, &w, 0, Algorithm::Cycles);
-            assert_eq!(matches!(r, Decision::Rebalance(_)), moves, "{threshold}: {r}");
+            assert_eq!(
+                matches!(r, Decision::Rebalance(_)),
+                moves,
+                "{threshold}: {r}"
+            );
         }
         // A hand-made case: loads 75/25 now; group puts 40 on one PMD and
         // 35 + 25 on the other: variance 625 → 100, 84 % better.
@@ -358,14 +375,18 @@ mod tests {
         let d = dry_run(Algorithm::Group, &w.pmds, &rxqs, &current, 100);
         assert_eq!((d.current_variance, d.estimated_variance), (625.0, 100.0));
         assert_eq!(d.improvement, 84.0);
-        for (threshold, moves) in [(85.0, false), (84.0, true)] {
+        for (threshold, moves) in [(85, false), (84, true)] {
             let mut lb = AutoLb::new(AutoLbConfig {
                 improvement_threshold: threshold,
                 ..on()
             });
             feed(&mut lb, INTERVALS, 99.0);
             let r = lb.decide(0, Algorithm::Group, &w.pmds, &rxqs, &current, 100);
-            assert_eq!(matches!(r, Decision::Rebalance(_)), moves, "{threshold}: {r}");
+            assert_eq!(
+                matches!(r, Decision::Rebalance(_)),
+                moves,
+                "{threshold}: {r}"
+            );
         }
     }
 
