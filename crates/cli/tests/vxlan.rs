@@ -229,9 +229,9 @@ fn vxlan_port_interops_with_the_kernel_vxlan_driver() {
     );
     let refused = node.ctl(&["add-flow", "tun_id=101,actions=output:1"]);
     assert!(
-        refused
-            .as_ref()
-            .is_err_and(|e| e.contains("no tunnel port carries VNI 101 (tunnel ports: port 2 VNI 100)")),
+        refused.as_ref().is_err_and(
+            |e| e.contains("no tunnel port carries VNI 101 (tunnel ports: port 2 VNI 100)")
+        ),
         "{refused:?}"
     );
     node.ctl(&["add-flow", "tun_id=100,actions=output:1"])

@@ -310,14 +310,24 @@ fn good_cases() -> Vec<(&'static str, FlowSpec)> {
             "tun_id=100,tcp,actions=set_tunnel:0x65,output:3",
             FlowSpec {
                 tun_id: Some(100),
-                ..spec(D, 0, M::any().ip().nw_proto(6), &[SetTunnel(0x65), Output(3)])
+                ..spec(
+                    D,
+                    0,
+                    M::any().ip().nw_proto(6),
+                    &[SetTunnel(0x65), Output(3)],
+                )
             },
         ),
         (
             "tun_id=0xffffff actions=SET_FIELD:7->tun_id,output:2,set_field:0->tun_id,output:5",
             FlowSpec {
                 tun_id: Some(0xff_ffff),
-                ..spec(D, 0, M::any(), &[SetTunnel(7), Output(2), SetTunnel(0), Output(5)])
+                ..spec(
+                    D,
+                    0,
+                    M::any(),
+                    &[SetTunnel(7), Output(2), SetTunnel(0), Output(5)],
+                )
             },
         ),
     ]
@@ -548,7 +558,10 @@ const BAD_CASES: &[(&str, &str)] = &[
         "tun_id=5/0xff,actions=drop",
         "tun_id: masks are not supported",
     ),
-    ("tun_id=5,tun_id=5,actions=drop", "duplicate field \"tun_id\""),
+    (
+        "tun_id=5,tun_id=5,actions=drop",
+        "duplicate field \"tun_id\"",
+    ),
     ("tun_id,actions=drop", "tun_id: missing value"),
     (
         "actions=set_field:5->nw_dst",

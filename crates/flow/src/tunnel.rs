@@ -159,9 +159,11 @@ mod tests {
         ),
         (
             "tun_id=200,in_port=7,actions=output:1",
-            Err("tun_id=200 with in_port=7: port 7 is not a tunnel port carrying VNI 200, \
+            Err(
+                "tun_id=200 with in_port=7: port 7 is not a tunnel port carrying VNI 200, \
                  so the rule could never match (tunnel ports: port 7 VNI 100, port 8 VNI 200, \
-                 port 9 VNI 100)"),
+                 port 9 VNI 100)",
+            ),
         ),
         (
             "tun_id=200,in_port=1,actions=output:2",
@@ -182,8 +184,10 @@ mod tests {
         ),
         (
             "in_port=1,actions=set_field:200->tun_id,output:8,set_tunnel:100,output:7,output:9",
-            Ok(&["priority=32768,in_port=1,actions=set_field:0xc8->tun_id,output:8,\
-                  set_field:0x64->tun_id,output:7,output:9"]),
+            Ok(&[
+                "priority=32768,in_port=1,actions=set_field:0xc8->tun_id,output:8,\
+                  set_field:0x64->tun_id,output:7,output:9",
+            ]),
         ),
         (
             "in_port=1,actions=set_field:100->tun_id,output:8",
@@ -221,7 +225,10 @@ mod tests {
     fn without_tunnel_ports_the_error_says_so() {
         let spec = parse_flow("tun_id=1,actions=drop").unwrap();
         let e = resolve(spec, &[]).unwrap_err().to_string();
-        assert_eq!(e, "tun_id=1: no tunnel port carries VNI 1 (there are no tunnel ports)");
+        assert_eq!(
+            e,
+            "tun_id=1: no tunnel port carries VNI 1 (there are no tunnel ports)"
+        );
     }
 
     #[test]
