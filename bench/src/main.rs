@@ -45,6 +45,7 @@ mod ovs;
 mod paired;
 mod proc;
 mod report;
+mod scale;
 mod scenario;
 mod soak;
 mod starve;
@@ -105,6 +106,9 @@ enum Cmd {
     Vxlan(vxlan::VxlanArgs),
     /// CNI ADD wall time and ADD → first frame forwarded from the new port.
     Cni(cni::CniArgs),
+    /// The forwarding decision at scale: flows x rules x mask shape, Mpps,
+    /// cycles/packet and where decisions came from (EMC, classifier).
+    Scale(scale::ScaleArgs),
 }
 
 fn main() -> ExitCode {
@@ -126,6 +130,7 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Hop(a) => hop::hop(a),
+        Cmd::Scale(a) => scale::scale(a),
         Cmd::Compare(a) => compare::compare(a),
         Cmd::KernelPort(a) => kernel_port::kernel_port(a),
         Cmd::Starve(a) => starve::starve(a),

@@ -55,6 +55,7 @@ fn pmd() -> Ty {
         ("packets_per_batch", Ty::F64),
         ("rx_packets", Ty::U64),
         ("emc_hits", Ty::U64),
+        ("megaflow_hits", Ty::U64),
         ("classifier_hits", Ty::U64),
         ("table_misses", Ty::U64),
         ("busy_cycles", Ty::U64),

@@ -27,6 +27,7 @@
 //! [pmd]                            # optional
 //! cores = [1]                      # 1..=64 distinct CPU ids < CPU count; default: [last CPU]
 //! emc_entries = 8192               # 0 (EMC off) or a power of two up to 1048576
+//! megaflow_entries = 65536         # 0 (off) ..= 1048576: megaflow cache between EMC and rules
 //! pmu = true                       # read PMU/software counters per PMD (~10 reads/s); default true
 //! rxq_assign = "cycles"            # rx queue placement on PMDs: "cycles" | "group" | "roundrobin"
 //!                                  #   (OVS's pmd-rxq-assign; `ctl pmd-rebalance` applies it)
@@ -176,6 +177,8 @@ pub struct PmdConfig {
     pub cores: Vec<usize>,
     /// Exact-match cache entries per PMD thread; 0 disables the EMC.
     pub emc_entries: usize,
+    /// Megaflow cache entries per PMD thread; 0 disables it.
+    pub megaflow_entries: usize,
     /// Read PMU and software counters on each PMD thread (`perf_event_open`,
     /// about ten reads a second, none per packet).
     pub pmu: bool,
@@ -193,6 +196,7 @@ impl PmdConfig {
         PmdConfig {
             cores: vec![cpu_count.saturating_sub(1)],
             emc_entries: DEFAULT_EMC_ENTRIES,
+            megaflow_entries: DEFAULT_MEGAFLOW_ENTRIES,
             pmu: true,
             rxq_assign: nfv_sched::Algorithm::default(),
             load_interval_s: DEFAULT_LOAD_INTERVAL_S,
@@ -205,6 +209,7 @@ impl PmdConfig {
 pub const DEFAULT_LOAD_INTERVAL_S: u64 = 5;
 
 pub const DEFAULT_EMC_ENTRIES: usize = 8192;
+pub const DEFAULT_MEGAFLOW_ENTRIES: usize = 65536;
 pub const MAX_EMC_ENTRIES: usize = 1 << 20;
 /// Most PMD threads.
 pub const MAX_PMD_CORES: usize = 64;
@@ -510,6 +515,13 @@ fn pmd(doc: &Doc<'_>, raw: Option<&S<RawPmd>>, cpu_count: usize) -> Result<PmdCo
     Ok(PmdConfig {
         cores,
         emc_entries,
+        megaflow_entries: check::opt_int(
+            doc,
+            &p.megaflow_entries,
+            "pmd.megaflow_entries",
+            0..=MAX_EMC_ENTRIES as i64,
+            d.megaflow_entries,
+        )?,
         pmu: p.pmu.as_ref().is_none_or(|v| *v.get_ref()),
         rxq_assign,
         load_interval_s: check::opt_int(

@@ -58,6 +58,7 @@ pub(crate) enum RawHugepages {
 pub(crate) struct RawPmd {
     pub cores: Option<S<Vec<S<i64>>>>,
     pub emc_entries: Option<S<i64>>,
+    pub megaflow_entries: Option<S<i64>>,
     pub pmu: Option<S<bool>>,
     pub rxq_assign: Option<S<String>>,
     pub load_interval_s: Option<S<i64>>,

@@ -69,6 +69,7 @@ impl Node {
         let dp_cfg = DatapathConfig {
             pmd_cores: cfg.pmd.cores.iter().map(|&c| Some(c)).collect(),
             emc_entries: cfg.pmd.emc_entries,
+            megaflow_entries: cfg.pmd.megaflow_entries,
             pmu: cfg.pmd.pmu,
         };
         let datapath = Datapath::start(&dp_cfg, pool, table.clone())?;

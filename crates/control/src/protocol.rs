@@ -206,6 +206,9 @@ pub struct PmdReport {
     /// Cumulative since start (or clear-stats).
     pub rx_packets: u64,
     pub emc_hits: u64,
+    /// Decisions the megaflow cache answered (EMC misses it covered).
+    #[serde(default)]
+    pub megaflow_hits: u64,
     pub classifier_hits: u64,
     pub table_misses: u64,
     pub busy_cycles: u64,

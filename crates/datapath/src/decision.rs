@@ -12,11 +12,15 @@ use crate::stats::PmdCounters;
 use arrayvec::ArrayVec;
 use nfv_flow::emc::{EmcLookup, ExactMatchCache};
 use nfv_flow::extract::{MIN_FRAME, extract};
+use nfv_flow::megaflow::MegaflowCache;
 use nfv_flow::table::FlowTable;
 use nfv_flow::{FlowKey, PortNo, Rule};
 use nfv_mem::hint::prefetch;
 use nfv_mem::{BATCH, Batch};
 use std::sync::Arc;
+
+/// One EMC miss in this many is inserted (the first one always).
+pub const EMC_INSERT_EVERY: u32 = 100;
 
 /// Per-packet verdicts that are not an index into the batch's rule hits.
 const RUNT: u8 = u8::MAX;
@@ -67,6 +71,13 @@ pub struct Decision {
     /// `None` when the configuration disables the EMC: then it is neither
     /// probed nor filled.
     emc: Option<ExactMatchCache>,
+    /// The megaflow tier between the EMC and the classifier (`None`:
+    /// disabled).
+    megaflows: Option<MegaflowCache>,
+    /// EMC misses left before the next one is inserted: one in
+    /// [`EMC_INSERT_EVERY`] is, so a flood of new flows does not evict the
+    /// flows the EMC serves (OVS `emc-insert-inv-prob`, 1/100).
+    emc_skip: u32,
     table: Arc<FlowTable>,
     keys: [FlowKey; BATCH],
     hashes: [u32; BATCH],
@@ -74,15 +85,23 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// `emc_entries` 0 disables the exact-match cache.
-    pub fn new(emc_entries: usize, table: Arc<FlowTable>) -> Decision {
+    /// `emc_entries` 0 disables the exact-match cache, `megaflow_entries`
+    /// 0 the megaflow cache.
+    pub fn new(emc_entries: usize, megaflow_entries: usize, table: Arc<FlowTable>) -> Decision {
         let emc = (emc_entries > 0).then(|| {
             let mut emc = ExactMatchCache::new(emc_entries);
             emc.sync_version(table.version);
             emc
         });
+        let megaflows = (megaflow_entries > 0).then(|| {
+            let mut m = MegaflowCache::new(megaflow_entries);
+            m.sync_version(table.version);
+            m
+        });
         Decision {
             emc,
+            megaflows,
+            emc_skip: 0,
             table,
             keys: [FlowKey::ZERO; BATCH],
             hashes: [0; BATCH],
@@ -102,6 +121,9 @@ impl Decision {
     pub fn set_table(&mut self, table: Arc<FlowTable>) {
         if let Some(emc) = &mut self.emc {
             emc.sync_version(table.version);
+        }
+        if let Some(m) = &mut self.megaflows {
+            m.sync_version(table.version);
         }
         self.table = table;
     }
@@ -145,13 +167,18 @@ impl Decision {
         rx_bytes
     }
 
-    /// Pass 2: EMC (if any), then classifier; verdicts and rule hits.
-    /// The tier counters are kept in locals for the batch (a store through
-    /// `c` per packet cannot stay in a register).
+    /// Pass 2: EMC (if any), then megaflows (if any), then classifier;
+    /// verdicts and rule hits. The tier counters are kept in locals for
+    /// the batch (a store through `c` per packet cannot stay in a
+    /// register).
     #[inline(always)]
     fn look_up(&mut self, batch: &Batch, c: &mut PmdCounters) {
         let v = &mut self.verdicts;
-        let (mut emc_hits, mut classifier_hits, mut misses) = (0u64, 0u64, 0u64);
+        let (mut emc_hits, mut megaflow_hits, mut classifier_hits, mut misses) =
+            (0u64, 0u64, 0u64, 0u64);
+        if let Some(m) = &mut self.megaflows {
+            m.maintain();
+        }
         for i in 0..batch.len() {
             let p = &batch[i];
             // A split packet's head alone is longer than this.
@@ -160,45 +187,83 @@ impl Decision {
                 continue;
             }
             let key = &self.keys[i];
-            let found = match &mut self.emc {
-                Some(emc) => match emc.lookup(key, self.hashes[i]) {
-                    EmcLookup::Hit(r) => {
-                        emc_hits += 1;
-                        r
-                    }
-                    EmcLookup::Miss => {
-                        let r = self.table.classifier.lookup(key);
-                        emc.insert(key, self.hashes[i], r.cloned());
-                        classifier_hits += u64::from(r.is_some());
-                        r
-                    }
+            let hash = self.hashes[i];
+            let from_emc = match &self.emc {
+                Some(emc) => match emc.lookup(key, hash) {
+                    EmcLookup::Hit(r) => Some(r),
+                    EmcLookup::Miss => None,
                 },
-                None => {
-                    let r = self.table.classifier.lookup(key);
+                None => None,
+            };
+            let emc_missed = self.emc.is_some() && from_emc.is_none();
+            let from_megaflow = match (&from_emc, &self.megaflows) {
+                (None, Some(m)) => m.lookup(key),
+                _ => None,
+            };
+            // A full classification also gives its megaflow.
+            let mut megaflow = None;
+            let found = match (from_emc, from_megaflow) {
+                (Some(r), _) => {
+                    emc_hits += 1;
+                    r
+                }
+                (None, Some(r)) => {
+                    megaflow_hits += 1;
+                    r
+                }
+                (None, None) => {
+                    let (r, mask) = self.table.classifier.lookup_with_mask(key);
                     classifier_hits += u64::from(r.is_some());
+                    megaflow = Some(mask);
                     r
                 }
             };
-            let Some(rule) = found else {
-                misses += 1;
-                v.of[i] = NO_MATCH;
-                continue;
+            // One EMC miss in EMC_INSERT_EVERY is cached there.
+            let emc_insert = emc_missed && {
+                let now = self.emc_skip == 0;
+                self.emc_skip = if now {
+                    EMC_INSERT_EVERY - 1
+                } else {
+                    self.emc_skip - 1
+                };
+                now
             };
-            let bytes = p.frame_len() as u64;
-            match v.hits.last_mut() {
-                Some(h) if Arc::ptr_eq(&h.rule, rule) => {
-                    h.packets += 1;
-                    h.bytes += bytes;
+            // What the caches will hold, cloned now: the inserts come after
+            // this packet's verdict, when nothing borrows them.
+            let to_cache = (emc_insert || megaflow.is_some()).then(|| found.cloned());
+            let verdict = match found {
+                None => {
+                    misses += 1;
+                    NO_MATCH
                 }
-                _ => v.hits.push(RuleHits {
-                    rule: rule.clone(),
-                    packets: 1,
-                    bytes,
-                }),
+                Some(rule) => {
+                    let bytes = p.frame_len() as u64;
+                    match v.hits.last_mut() {
+                        Some(h) if Arc::ptr_eq(&h.rule, rule) => {
+                            h.packets += 1;
+                            h.bytes += bytes;
+                        }
+                        _ => v.hits.push(RuleHits {
+                            rule: rule.clone(),
+                            packets: 1,
+                            bytes,
+                        }),
+                    }
+                    (v.hits.len() - 1) as u8
+                }
+            };
+            v.of[i] = verdict;
+            if let Some(rule) = to_cache {
+                if let (Some(mask), Some(m)) = (megaflow, &mut self.megaflows) {
+                    m.insert(key, &mask, rule.clone());
+                }
+                if emc_insert && let Some(emc) = &mut self.emc {
+                    emc.insert(key, hash, rule);
+                }
             }
-            v.of[i] = (v.hits.len() - 1) as u8;
         }
         c.emc_hits += emc_hits;
+        c.megaflow_hits += megaflow_hits;
         c.classifier_hits += classifier_hits;
         c.table_misses += misses;
     }

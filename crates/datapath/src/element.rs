@@ -28,10 +28,16 @@ pub struct Element {
 }
 
 impl Element {
-    /// `emc_entries` 0 disables the exact-match cache.
-    pub fn new(emc_entries: usize, table: Arc<FlowTable>, mac: Arc<MacTable>) -> Element {
+    /// `emc_entries` 0 disables the exact-match cache, `megaflow_entries`
+    /// 0 the megaflow cache.
+    pub fn new(
+        emc_entries: usize,
+        megaflow_entries: usize,
+        table: Arc<FlowTable>,
+        mac: Arc<MacTable>,
+    ) -> Element {
         Element {
-            decision: Decision::new(emc_entries, table),
+            decision: Decision::new(emc_entries, megaflow_entries, table),
             fabric: Fabric::default(),
             mac,
             now_secs: 0,

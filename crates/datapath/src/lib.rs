@@ -41,6 +41,8 @@ pub struct DatapathConfig {
     pub pmd_cores: Vec<Option<usize>>,
     /// Exact-match cache entries per PMD; 0 disables the EMC.
     pub emc_entries: usize,
+    /// Megaflow cache entries per PMD; 0 disables it.
+    pub megaflow_entries: usize,
     /// Each PMD opens PMU counters for itself (instructions, cycles, cache
     /// and TLB misses, context switches...) and reads them every ~100 ms;
     /// `false` opens none. Can be changed at run time: [`Datapath::set_pmu`].
@@ -128,6 +130,7 @@ impl Datapath {
                 pool: pool.clone(),
                 mac: mac.clone(),
                 emc_entries: cfg.emc_entries,
+                megaflow_entries: cfg.megaflow_entries,
                 pmu: cfg.pmu,
             };
             let name = match core {

@@ -93,6 +93,7 @@ pub(crate) struct PmdThread {
     pub pool: Arc<PacketPool>,
     pub mac: Arc<MacTable>,
     pub emc_entries: usize,
+    pub megaflow_entries: usize,
     pub pmu: bool,
 }
 
@@ -175,7 +176,12 @@ impl Running {
         let started = Instant::now();
         Running {
             pool: cfg.pool.cache(),
-            element: Element::new(cfg.emc_entries, cfg.table.snapshot(), cfg.mac.clone()),
+            element: Element::new(
+                cfg.emc_entries,
+                cfg.megaflow_entries,
+                cfg.table.snapshot(),
+                cfg.mac.clone(),
+            ),
             rxqs: Vec::new(),
             batch: Batch::new(),
             c: PmdCounters::default(),

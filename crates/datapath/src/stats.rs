@@ -23,6 +23,8 @@ pub struct PmdStats {
     pub port_cycles: AtomicU64,
     pub rx_packets: AtomicU64,
     pub emc_hits: AtomicU64,
+    /// Decisions answered by the megaflow cache.
+    pub megaflow_hits: AtomicU64,
     pub classifier_hits: AtomicU64,
     pub table_misses: AtomicU64,
     /// Free frames in this PMD's packet-pool cache, published at
@@ -45,6 +47,7 @@ pub struct PmdCounters {
     pub port_cycles: u64,
     pub rx_packets: u64,
     pub emc_hits: u64,
+    pub megaflow_hits: u64,
     pub classifier_hits: u64,
     pub table_misses: u64,
 }
@@ -60,6 +63,7 @@ impl PmdStats {
         self.port_cycles.store(c.port_cycles, Relaxed);
         self.rx_packets.store(c.rx_packets, Relaxed);
         self.emc_hits.store(c.emc_hits, Relaxed);
+        self.megaflow_hits.store(c.megaflow_hits, Relaxed);
         self.classifier_hits.store(c.classifier_hits, Relaxed);
         self.table_misses.store(c.table_misses, Relaxed);
     }
@@ -73,6 +77,7 @@ impl PmdStats {
             port_cycles: self.port_cycles.load(Relaxed),
             rx_packets: self.rx_packets.load(Relaxed),
             emc_hits: self.emc_hits.load(Relaxed),
+            megaflow_hits: self.megaflow_hits.load(Relaxed),
             classifier_hits: self.classifier_hits.load(Relaxed),
             table_misses: self.table_misses.load(Relaxed),
         }
@@ -88,6 +93,7 @@ pub struct PmdSnapshot {
     pub port_cycles: u64,
     pub rx_packets: u64,
     pub emc_hits: u64,
+    pub megaflow_hits: u64,
     pub classifier_hits: u64,
     pub table_misses: u64,
 }
@@ -103,6 +109,7 @@ impl PmdSnapshot {
             port_cycles: self.port_cycles.wrapping_sub(earlier.port_cycles),
             rx_packets: self.rx_packets.wrapping_sub(earlier.rx_packets),
             emc_hits: self.emc_hits.wrapping_sub(earlier.emc_hits),
+            megaflow_hits: self.megaflow_hits.wrapping_sub(earlier.megaflow_hits),
             classifier_hits: self.classifier_hits.wrapping_sub(earlier.classifier_hits),
             table_misses: self.table_misses.wrapping_sub(earlier.table_misses),
         }

@@ -26,6 +26,9 @@ use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
+/// Megaflow cache entries of the harness's element.
+const MEGAFLOWS: usize = 1024;
+
 #[path = "fixtures/frames.rs"]
 mod frames;
 use frames::*;
@@ -187,7 +190,12 @@ impl Harness {
                 .iter()
                 .map(|r| parse_flow(r).unwrap_or_else(|e| panic!("{}: {r}: {e}", f.name))),
         );
-        let mut element = Element::new(emc_entries, table.snapshot(), Arc::new(MacTable::new(64)));
+        let mut element = Element::new(
+            emc_entries,
+            MEGAFLOWS,
+            table.snapshot(),
+            Arc::new(MacTable::new(64)),
+        );
         let log: Log = Arc::default();
         let mut ports = BTreeMap::new();
         let numbers = if f.ports.is_empty() {
@@ -855,8 +863,12 @@ fn a_mixed_batch_gets_one_verdict_per_packet() {
     .build();
     let runt = [0x02u8; 10];
     let batch: [&[u8]; 6] = [&udp(), &runt, &other, &udp(), &ARP_REQUEST, &udp()];
-    // (emc entries, emc hits, classifier hits, table misses)
-    for (emc, emc_hits, classifier_hits, misses) in [(1024, 2, 2, 1), (0, 0, 4, 1)] {
+    // (emc entries, emc hits, megaflow hits, classifier hits, table
+    // misses): the second and third udp() are EMC hits, or megaflow hits
+    // without an EMC (the first classification cached its megaflow).
+    for (emc, emc_hits, megaflow_hits, classifier_hits, misses) in
+        [(1024, 2, 0, 2, 1), (0, 0, 2, 2, 1)]
+    {
         let mut h = Harness::new(&f, emc, Mode::Whole);
         h.feed(1, &batch);
         let got = sorted_by_port(h.take_log());
@@ -875,8 +887,13 @@ fn a_mixed_batch_gets_one_verdict_per_packet() {
         assert_eq!(h.rule_stats("arp"), (1, 42), "emc {emc}");
         let c = h.counters;
         assert_eq!(
-            (c.emc_hits, c.classifier_hits, c.table_misses),
-            (emc_hits, classifier_hits, misses),
+            (
+                c.emc_hits,
+                c.megaflow_hits,
+                c.classifier_hits,
+                c.table_misses
+            ),
+            (emc_hits, megaflow_hits, classifier_hits, misses),
             "emc {emc}: decision counters"
         );
         h.finish(f.name);
@@ -944,7 +961,7 @@ fn decision_alone_gives_verdicts_by_position() {
     let mut cache = pool.cache();
     let frames: [&[u8]; 3] = [&udp(), &ARP_REQUEST, &[0u8; 5]];
     for emc in [64, 0] {
-        let mut decision = Decision::new(emc, table.snapshot());
+        let mut decision = Decision::new(emc, MEGAFLOWS, table.snapshot());
         let mut batch = Batch::new();
         for f in frames {
             let mut p = cache.alloc().unwrap();

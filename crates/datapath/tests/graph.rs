@@ -94,6 +94,7 @@ impl Graph {
         let cfg = DatapathConfig {
             pmd_cores: vec![None; pmds],
             emc_entries: emc,
+            megaflow_entries: 1024,
             pmu: false,
         };
         let dp = Datapath::start(&cfg, pool.clone(), table).expect("datapath");
@@ -239,7 +240,7 @@ fn one_pmd_ring_loop(name: &str, emc_entries: usize) {
     assert_eq!(pmd.rx_packets, 2 * N, "PMD rx = generator + ring B");
     assert_eq!(pmd.table_misses, 0);
     assert_eq!(
-        pmd.emc_hits + pmd.classifier_hits,
+        pmd.emc_hits + pmd.megaflow_hits + pmd.classifier_hits,
         2 * N,
         "every packet looked up once"
     );
@@ -247,7 +248,7 @@ fn one_pmd_ring_loop(name: &str, emc_entries: usize) {
         assert_eq!(pmd.emc_hits, 0, "EMC disabled");
     } else {
         assert!(
-            pmd.emc_hits > pmd.classifier_hits,
+            pmd.emc_hits > pmd.classifier_hits + pmd.megaflow_hits,
             "EMC serves repeated flows: {pmd:?}"
         );
     }

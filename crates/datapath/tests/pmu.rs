@@ -41,6 +41,7 @@ fn start(name: &str, pmu: bool) -> (Datapath, PortFactory) {
         &DatapathConfig {
             pmd_cores: vec![None],
             emc_entries: 1024,
+            megaflow_entries: 1024,
             pmu,
         },
         pool,

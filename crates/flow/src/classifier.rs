@@ -265,6 +265,34 @@ impl Classifier {
         (best, probes)
     }
 
+    /// [`Classifier::lookup`], also returning the bits of `key` the
+    /// answer depends on: the union of the masks of the subtables
+    /// visited. Every key equal to `key` on those bits visits the same
+    /// subtables, finds the same buckets and so gets the same answer —
+    /// what makes it a megaflow ([`crate::megaflow`]).
+    #[inline]
+    pub fn lookup_with_mask(&self, key: &FlowKey) -> (Option<&Arc<Rule>>, FlowKey) {
+        let mut best: Option<&Arc<Rule>> = None;
+        let mut seen = FlowKey::ZERO;
+        for st in &self.subtables {
+            if let Some(b) = best
+                && beats(b.spec.priority, b.seq, st.max_priority, st.min_seq)
+            {
+                break;
+            }
+            for (w, m) in seen.w.iter_mut().zip(st.mask.w) {
+                *w |= m;
+            }
+            if let Some(rules) = st.buckets.get(&MaskedKey(key.masked(&st.mask))) {
+                let r = &rules[0];
+                if best.is_none_or(|b| beats(r.spec.priority, r.seq, b.spec.priority, b.seq)) {
+                    best = Some(r);
+                }
+            }
+        }
+        (best, seen)
+    }
+
     /// All rules, highest priority first, older first among equals
     /// (dump-flows order).
     pub fn rules(&self) -> Vec<Arc<Rule>> {

@@ -17,6 +17,7 @@ pub mod emc;
 pub mod extract;
 pub mod format;
 pub mod key;
+pub mod megaflow;
 pub mod parse;
 pub mod rule;
 pub mod table;

@@ -107,6 +107,7 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
         &DatapathConfig {
             pmd_cores: vec![None],
             emc_entries: 1024,
+            megaflow_entries: 1024,
             pmu: false,
         },
         dp_pool,
@@ -457,6 +458,7 @@ fn restart_run(r: &RestartRun, tag: &str) -> Result<(), Failure> {
         &DatapathConfig {
             pmd_cores: vec![None],
             emc_entries: 1024,
+            megaflow_entries: 1024,
             pmu: false,
         },
         pool(&format!("dp-{tag}"), 16384),

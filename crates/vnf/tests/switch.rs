@@ -168,6 +168,7 @@ impl Switch {
         let cfg = DatapathConfig {
             pmd_cores: vec![None],
             emc_entries: 1024,
+            megaflow_entries: 1024,
             pmu: false,
         };
         let dp = Datapath::start(&cfg, pool(8192), table).expect("datapath");

@@ -1,0 +1,243 @@
+//! `nfv-bench scale` — the forwarding decision with many flows and many
+//! rules (issue 17's table): generator → switch → sink in process on one
+//! PMD, flows × rules × mask shape, interleaved round by round. Per trial:
+//! Mpps, TSC cycles/packet (all, and the switch's share outside the
+//! generator and sink), and where the decisions came from: EMC hits,
+//! classifier lookups, table misses.
+//!
+//! Traffic: the generator's UDP flows, 10.0.0.1:1024 → 10.0.0.2:5001 with
+//! the source address and port varied (flow f: source port 1024 + f mod
+//! 1024, source address + f / 1024). Rules, `rules` in all, of one shape:
+//! * `exact`: 5-tuple rules, one per flow for the first `rules - 1`
+//!   flows (priority 100), then a catch-all (priority 1): exact-match
+//!   rules in one subtable, as a per-flow policy is written.
+//! * `prefix`: `rules - 1` rules on `nw_dst` prefixes /16../32 that the
+//!   traffic never matches (17 masks, so 17 subtables the classifier
+//!   visits), then the catch-all: the ACL-ahead-of-forwarding shape.
+//! * `ports`: `rules - 1` rules on `tp_dst` ranges as OVS users write them
+//!   (value/mask pairs), none matching, then the catch-all.
+//!
+//! Ratios are against the first combination given (by default 1 flow,
+//! 1 rule). A figure for the lead, not a test.
+
+use nfv_config::NodeConfig;
+use nfv_control::Node;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shape {
+    Exact,
+    Prefix,
+    Ports,
+}
+
+#[derive(clap::Args)]
+pub struct ScaleArgs {
+    /// Distinct flows the generator cycles through (1..=1000000).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,1000,10000,100000,1000000"
+    )]
+    flows: Vec<u32>,
+    /// Rules installed (the last one the catch-all).
+    #[arg(long, value_delimiter = ',', default_value = "1,1000,10000")]
+    rules: Vec<u32>,
+    /// Mask shapes of the rules.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "exact")]
+    shape: Vec<Shape>,
+    /// Interleaved rounds.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Measured seconds per trial (after 0.5 s warm-up).
+    #[arg(long, default_value_t = 1.5)]
+    seconds: f64,
+    /// CPU of the PMD (default: the last CPU).
+    #[arg(long)]
+    core: Option<usize>,
+    /// Megaflow cache entries per PMD; several values are A/B'd within
+    /// each round (0 = off).
+    #[arg(long, value_delimiter = ',', default_value = "65536")]
+    megaflows: Vec<usize>,
+}
+
+#[derive(Clone, Copy)]
+struct Trial {
+    mpps: f64,
+    cycles: f64,
+    switch_cycles: f64,
+    emc: f64,
+    megaflow: f64,
+    classifier: f64,
+    miss: f64,
+}
+
+fn rules_for(shape: Shape, n: u32) -> Vec<String> {
+    let mut v = Vec::with_capacity(n as usize);
+    let extra = n.saturating_sub(1);
+    for i in 0..extra {
+        v.push(match shape {
+            Shape::Exact => {
+                let (ip, port) = (0x0a00_0001u32 + i / 1024, 1024 + i % 1024);
+                format!(
+                    "priority=100,in_port=1,udp,nw_src={},nw_dst=10.0.0.2,tp_src={port},tp_dst=5001,actions=output:2",
+                    std::net::Ipv4Addr::from(ip)
+                )
+            }
+            Shape::Prefix => {
+                let len = 16 + i % 17;
+                let net = (0xc0a8_0000u32 | (i * 2654435761) & 0xffff) & nfv_prefix(len);
+                format!(
+                    "priority=100,in_port=1,ip,nw_dst={}/{len},actions=output:2",
+                    std::net::Ipv4Addr::from(net)
+                )
+            }
+            Shape::Ports => {
+                // A range 2^k wide at a multiple of it, kept above the
+                // traffic's destination port 5001.
+                let k = i % 8;
+                let base = 8192 + (i << k) % 40000;
+                let base = base & !((1u32 << k) - 1);
+                let mask = 0xffffu32 & !((1u32 << k) - 1);
+                format!(
+                    "priority=100,in_port=1,udp,tp_dst=0x{base:x}/0x{mask:x},actions=output:2"
+                )
+            }
+        });
+    }
+    v.push("priority=1,in_port=1,actions=output:2".into());
+    v
+}
+
+fn nfv_prefix(len: u32) -> u32 {
+    u32::MAX.checked_shl(32 - len).unwrap_or(0)
+}
+
+fn trial(
+    flows: u32,
+    megaflows: usize,
+    rules: &[nfv_flow::FlowSpec],
+    a: &ScaleArgs,
+) -> Result<Trial, String> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/gen-sink.toml");
+    let mut cfg: NodeConfig = nfv_config::load(&path).map_err(|e| e.to_string())?;
+    cfg.name = format!("bench-scale-{}", std::process::id());
+    cfg.control_socket = None;
+    cfg.api = None;
+    if let Some(c) = a.core {
+        cfg.pmd.cores = vec![c];
+    }
+    cfg.pmd.pmu = false;
+    cfg.pmd.megaflow_entries = megaflows;
+    cfg.flows = rules.to_vec();
+    for p in &mut cfg.ports {
+        if let nfv_ports::PortKind::Generator(g) = &mut p.kind {
+            g.flows = flows;
+        }
+    }
+    let node = Node::start(&cfg).map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(500));
+    let before = node.datapath().pmd_views()[0].clone();
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(a.seconds));
+    let after = node.datapath().pmd_views()[0].clone();
+    let elapsed = t0.elapsed().as_secs_f64();
+    node.shutdown();
+    let d = after.stats.since(&before.stats);
+    let looked = (d.emc_hits + d.megaflow_hits + d.classifier_hits + d.table_misses).max(1) as f64;
+    Ok(Trial {
+        mpps: d.rx_packets as f64 / elapsed / 1e6,
+        cycles: d.cycles_per_packet().unwrap_or(f64::NAN),
+        switch_cycles: d.switch_cycles_per_packet().unwrap_or(f64::NAN),
+        emc: 100.0 * d.emc_hits as f64 / looked,
+        megaflow: 100.0 * d.megaflow_hits as f64 / looked,
+        classifier: 100.0 * d.classifier_hits as f64 / looked,
+        miss: 100.0 * d.table_misses as f64 / looked,
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    if v.len() % 2 == 1 {
+        v[v.len() / 2]
+    } else {
+        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    }
+}
+
+pub fn scale(a: ScaleArgs) -> Result<(), String> {
+    let mut combos = Vec::new();
+    for &shape in &a.shape {
+        for &r in &a.rules {
+            let specs: Vec<nfv_flow::FlowSpec> = rules_for(shape, r.max(1))
+                .iter()
+                .map(|t| nfv_flow::parse_flow(t).map_err(|e| format!("{t}: {e}")))
+                .collect::<Result<_, _>>()?;
+            for &f in &a.flows {
+                if !(1..=1_000_000).contains(&f) {
+                    return Err(format!("--flows {f}: 1..=1000000"));
+                }
+                for &m in &a.megaflows {
+                    combos.push((shape, r.max(1), f, m, specs.clone()));
+                }
+            }
+        }
+    }
+    println!(
+        "nfv-bench scale: 64 B, {} combination(s) x {} interleaved round(s) x {} s, TSC {:.3} GHz",
+        combos.len(),
+        a.rounds,
+        a.seconds,
+        nfv_tsc::hz() as f64 / 1e9
+    );
+    let mut results: Vec<Vec<Trial>> = vec![Vec::new(); combos.len()];
+    for round in 0..a.rounds {
+        for (i, (shape, r, f, m, specs)) in combos.iter().enumerate() {
+            let t = trial(*f, *m, specs, &a)?;
+            println!(
+                "  round {} {:?} rules {:>5} flows {:>7} megaflows {:>6}: {:>6.2} Mpps {:>6.1} cyc/pkt {:>6.1} switch  emc {:>5.1} % mf {:>5.1} % cls {:>5.1} % miss {:>4.1} %",
+                round + 1,
+                shape,
+                r,
+                f,
+                m,
+                t.mpps,
+                t.cycles,
+                t.switch_cycles,
+                t.emc,
+                t.megaflow,
+                t.classifier,
+                t.miss
+            );
+            results[i].push(t);
+        }
+    }
+    println!(
+        "\nshape   rules   flows megaflows     Mpps  cyc/pkt  switch cyc/pkt  EMC %  megaflow %  classifier %  x Mpps of first"
+    );
+    let mut first = None;
+    for ((shape, r, f, mf, _), ts) in combos.iter().zip(&results) {
+        let m = |g: fn(&Trial) -> f64| median(ts.iter().map(g).collect());
+        let mpps = m(|t| t.mpps);
+        let base = *first.get_or_insert(mpps);
+        println!(
+            "{:<7} {:>5} {:>7} {:>9}  {:>7.2} {:>8.1} {:>15.1} {:>6.1} {:>10.1} {:>13.1}  {:>6.2}",
+            format!("{shape:?}").to_lowercase(),
+            r,
+            f,
+            mf,
+            mpps,
+            m(|t| t.cycles),
+            m(|t| t.switch_cycles),
+            m(|t| t.emc),
+            m(|t| t.megaflow),
+            m(|t| t.classifier),
+            mpps / base
+        );
+    }
+    Ok(())
+}

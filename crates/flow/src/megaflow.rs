@@ -1,0 +1,301 @@
+//! Megaflow cache: the tier between the exact-match cache and the
+//! classifier (OVS's dpcls of megaflows), one per PMD thread.
+//!
+//! A classifier lookup also tells which bits of the key its answer
+//! depended on ([`crate::Classifier::lookup_with_mask`]); the answer is
+//! cached under that mask, so every later packet equal on those bits —
+//! however many distinct 5-tuples they are — is answered by one hash
+//! probe per mask in use instead of one per rule mask. Behind 1,000 ACL
+//! rules on 17 prefix lengths, a million flows to the same destination
+//! share one megaflow.
+//!
+//! Megaflows never disagree: two that both match a packet were both
+//! derived from the same rule set, so they name the same rule. Lookups
+//! may therefore try masks in any order; they go busiest mask first
+//! (re-ranked every [`RERANK_EVERY`] batches, counts halved so the
+//! ranking follows the traffic).
+//!
+//! Bounded: at most `capacity` megaflows; a full cache takes no new ones
+//! (counted) and keeps serving the ones it has, rather than emptying
+//! itself. The whole cache is dropped when the flow table's version
+//! changes, like the EMC, so no decision outlives the rules it came from.
+
+use crate::key::FlowKey;
+use crate::rule::Rule;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::Arc;
+
+/// Batches between two re-rankings of the masks.
+pub const RERANK_EVERY: u32 = 1 << 16;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Masked(FlowKey);
+
+impl Hash for Masked {
+    #[inline(always)]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let h = u64::from(self.0.hash());
+        state.write_u64(h << 32 | h);
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline(always)]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+}
+
+struct Subtable {
+    mask: FlowKey,
+    hits: std::cell::Cell<u64>,
+    /// Masked key → the rule (`None`: the table has no rule for them).
+    entries: HashMap<Masked, Option<Arc<Rule>>, BuildHasherDefault<PassThrough>>,
+}
+
+pub struct MegaflowCache {
+    subtables: Vec<Subtable>,
+    len: usize,
+    capacity: usize,
+    version: u64,
+    lookups: u32,
+    /// Megaflows not cached because the cache was full.
+    pub refused: u64,
+}
+
+impl MegaflowCache {
+    pub fn new(capacity: usize) -> MegaflowCache {
+        MegaflowCache {
+            subtables: Vec::new(),
+            len: 0,
+            capacity,
+            version: 0,
+            lookups: 0,
+            refused: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Masks in use.
+    pub fn masks(&self) -> usize {
+        self.subtables.len()
+    }
+
+    /// Empties the cache when the flow table changed since it was filled.
+    #[inline]
+    pub fn sync_version(&mut self, table_version: u64) {
+        if self.version != table_version {
+            self.subtables.clear();
+            self.len = 0;
+            self.version = table_version;
+        }
+    }
+
+    /// Once per batch: re-ranks the masks every [`RERANK_EVERY`] calls.
+    #[inline]
+    pub fn maintain(&mut self) {
+        self.lookups = self.lookups.wrapping_add(1);
+        if self.lookups.is_multiple_of(RERANK_EVERY) {
+            self.rerank();
+        }
+    }
+
+    /// The cached decision for `key`: `Some(rule or None)`, or `None` when
+    /// no megaflow covers it.
+    #[inline]
+    pub fn lookup(&self, key: &FlowKey) -> Option<Option<&Arc<Rule>>> {
+        self.subtables.iter().find_map(|st| {
+            let hit = st.entries.get(&Masked(key.masked(&st.mask)))?;
+            st.hits.set(st.hits.get() + 1);
+            Some(hit.as_ref())
+        })
+    }
+
+    /// Caches `rule` (or the miss) for every key equal to `key` on `mask`.
+    pub fn insert(&mut self, key: &FlowKey, mask: &FlowKey, rule: Option<Arc<Rule>>) {
+        if self.len >= self.capacity {
+            self.refused += 1;
+            return;
+        }
+        let i = match self.subtables.iter().position(|s| s.mask == *mask) {
+            Some(i) => i,
+            None => {
+                self.subtables.push(Subtable {
+                    mask: *mask,
+                    hits: std::cell::Cell::new(0),
+                    entries: HashMap::default(),
+                });
+                self.subtables.len() - 1
+            }
+        };
+        if self.subtables[i]
+            .entries
+            .insert(Masked(key.masked(mask)), rule)
+            .is_none()
+        {
+            self.len += 1;
+        }
+    }
+
+    #[cold]
+    fn rerank(&mut self) {
+        self.subtables
+            .sort_by_key(|s| std::cmp::Reverse(s.hits.get()));
+        for st in &mut self.subtables {
+            st.hits.set(st.hits.get() / 2);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classifier::Classifier;
+    use crate::parse_flow;
+    use proptest::prelude::*;
+
+    fn classifier(rules: &[String]) -> Classifier {
+        let mut c = Classifier::new();
+        for (seq, r) in rules.iter().enumerate() {
+            c.insert(Arc::new(Rule::new(parse_flow(r).unwrap(), seq as u64)));
+        }
+        c
+    }
+
+    fn key(in_port: u16, nw_dst: u32, tp_dst: u16, tp_src: u16) -> FlowKey {
+        let mut k = FlowKey::ZERO;
+        k.set_in_port(in_port);
+        k.set_dl_type(0x0800);
+        k.set_nw_proto(17);
+        k.set_nw_src(0x0a00_0001);
+        k.set_nw_dst(nw_dst);
+        k.set_tp_src(tp_src);
+        k.set_tp_dst(tp_dst);
+        k
+    }
+
+    /// Looks `k` up as the datapath does: megaflow, else classifier and
+    /// a new megaflow. Returns the rule's seq.
+    fn decide(mf: &mut MegaflowCache, c: &Classifier, k: &FlowKey) -> Option<u64> {
+        mf.maintain();
+        if let Some(hit) = mf.lookup(k) {
+            return hit.map(|r| r.seq);
+        }
+        let (r, mask) = c.lookup_with_mask(k);
+        mf.insert(k, &mask, r.cloned());
+        r.map(|r| r.seq)
+    }
+
+    #[test]
+    fn many_flows_behind_prefix_rules_share_one_megaflow() {
+        // 17 prefix lengths that never match, then a catch-all.
+        let mut rules: Vec<String> = (0..170u32)
+            .map(|i| {
+                let len = 16 + i % 17;
+                format!(
+                    "priority=100,ip,nw_dst=192.168.{}.0/{len},actions=output:2",
+                    i % 200
+                )
+            })
+            .collect();
+        rules.push("priority=1,actions=output:3".into());
+        let c = classifier(&rules);
+        let mut mf = MegaflowCache::new(1024);
+        for sport in 0..10_000u16 {
+            let k = key(1, 0x0a00_0002, 5001, 1024 + sport);
+            assert_eq!(decide(&mut mf, &c, &k), Some(170));
+        }
+        assert_eq!(
+            (mf.len(), mf.masks()),
+            (1, 1),
+            "one megaflow for 10,000 flows"
+        );
+    }
+
+    #[test]
+    fn a_full_cache_keeps_what_it_has_and_counts_refusals() {
+        let c = classifier(&["priority=5,udp,tp_src=7,actions=output:2".into()]);
+        let mut mf = MegaflowCache::new(2);
+        for sport in 0..5u16 {
+            decide(&mut mf, &c, &key(1, 1, 1, sport));
+        }
+        // tp_src is in the mask: one megaflow per source port.
+        assert_eq!((mf.len(), mf.refused), (2, 3));
+        assert!(
+            mf.lookup(&key(1, 9, 9, 0)).is_some(),
+            "kept entries still answer"
+        );
+        mf.sync_version(1);
+        assert!(mf.is_empty());
+        assert!(mf.lookup(&key(1, 9, 9, 0)).is_none());
+    }
+
+    fn arb_rule() -> impl Strategy<Value = String> {
+        (
+            0u16..4,
+            prop::option::of(1u16..4),
+            prop::option::of((0u32..4, 24u32..=32)),
+            prop::option::of((0u16..4, prop_oneof![Just(0xffffu16), Just(0xfffcu16)])),
+            prop::option::of(1u16..5),
+        )
+            .prop_map(|(prio, in_port, dst, tp, out)| {
+                let mut r = format!("priority={prio}");
+                if let Some(p) = in_port {
+                    r += &format!(",in_port={p}");
+                }
+                r += ",udp";
+                if let Some((d, len)) = dst {
+                    r += &format!(",nw_dst=10.0.0.{d}/{len}");
+                }
+                if let Some((t, m)) = tp {
+                    r += &format!(",tp_dst=0x{t:x}/0x{m:x}");
+                }
+                match out {
+                    Some(o) => r + &format!(",actions=output:{o}"),
+                    None => r + ",actions=drop",
+                }
+            })
+    }
+
+    proptest! {
+        /// Whatever the rules and the order keys come in, the megaflow
+        /// tier answers exactly what the classifier answers.
+        #[test]
+        fn megaflows_answer_what_the_classifier_answers(
+            rules in prop::collection::vec(arb_rule(), 0..12),
+            keys in prop::collection::vec((1u16..4, 0u32..6, 0u16..6, 0u16..3), 1..200),
+        ) {
+            let c = classifier(&rules);
+            let mut mf = MegaflowCache::new(64);
+            for (in_port, d, t, s) in keys {
+                let k = key(in_port, 0x0a00_0000 | d, t, s);
+                let want = c.lookup(&k).map(|r| r.seq);
+                prop_assert_eq!(decide(&mut mf, &c, &k), want, "{:?}", k);
+            }
+        }
+    }
+}
