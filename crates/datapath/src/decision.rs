@@ -22,6 +22,12 @@ use std::sync::Arc;
 /// One EMC miss in this many is inserted (the first one always).
 pub const EMC_INSERT_EVERY: u32 = 100;
 
+/// A classification that visited fewer subtables than this is not cached
+/// as a megaflow: probing the megaflow cache would cost about as much as
+/// the classification did (one subtable of exact 5-tuple rules gives one
+/// megaflow per flow, which would only fill the cache).
+pub const MEGAFLOW_MIN_PROBES: usize = 3;
+
 /// Per-packet verdicts that are not an index into the batch's rule hits.
 const RUNT: u8 = u8::MAX;
 const NO_MATCH: u8 = u8::MAX - 1;
@@ -200,7 +206,8 @@ impl Decision {
                 (None, Some(m)) => m.lookup(key),
                 _ => None,
             };
-            // A full classification also gives its megaflow.
+            // A full classification that visited several subtables also
+            // gives its megaflow.
             let mut megaflow = None;
             let found = match (from_emc, from_megaflow) {
                 (Some(r), _) => {
@@ -212,9 +219,11 @@ impl Decision {
                     r
                 }
                 (None, None) => {
-                    let (r, mask) = self.table.classifier.lookup_with_mask(key);
+                    let (r, mask, probes) = self.table.classifier.lookup_with_mask(key);
                     classifier_hits += u64::from(r.is_some());
-                    megaflow = Some(mask);
+                    if self.megaflows.is_some() && probes >= MEGAFLOW_MIN_PROBES {
+                        megaflow = Some(mask);
+                    }
                     r
                 }
             };

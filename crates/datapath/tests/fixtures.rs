@@ -864,10 +864,10 @@ fn a_mixed_batch_gets_one_verdict_per_packet() {
     let runt = [0x02u8; 10];
     let batch: [&[u8]; 6] = [&udp(), &runt, &other, &udp(), &ARP_REQUEST, &udp()];
     // (emc entries, emc hits, megaflow hits, classifier hits, table
-    // misses): the second and third udp() are EMC hits, or megaflow hits
-    // without an EMC (the first classification cached its megaflow).
+    // misses): the second and third udp() are EMC hits, or classifier
+    // hits without an EMC (two subtables: too few to make megaflows of).
     for (emc, emc_hits, megaflow_hits, classifier_hits, misses) in
-        [(1024, 2, 0, 2, 1), (0, 0, 2, 2, 1)]
+        [(1024, 2, 0, 2, 1), (0, 0, 0, 4, 1)]
     {
         let mut h = Harness::new(&f, emc, Mode::Whole);
         h.feed(1, &batch);
@@ -898,6 +898,47 @@ fn a_mixed_batch_gets_one_verdict_per_packet() {
         );
         h.finish(f.name);
     }
+}
+
+/// Behind rules on several masks, distinct flows that the same rules
+/// decide share one megaflow: the first is classified, the others are
+/// megaflow hits, all reach the rule's output.
+#[test]
+fn flows_behind_several_masks_share_a_megaflow() {
+    let f = Fixture {
+        name: "megaflow",
+        rules: &[
+            "priority=9,udp,tp_dst=7,actions=drop",
+            "priority=9,ip,nw_dst=10.9.9.0/24,actions=drop",
+            "priority=9,arp,actions=drop",
+            "priority=1,actions=output:2",
+        ],
+        ..Fixture::default()
+    };
+    let flows: Vec<Vec<u8>> = (0..4u16)
+        .map(|i| {
+            Udp {
+                sport: 2000 + i,
+                ..Udp::default()
+            }
+            .build()
+        })
+        .collect();
+    let batch: Vec<&[u8]> = flows.iter().map(|f| f.as_slice()).collect();
+    let mut h = Harness::new(&f, 0, Mode::Whole);
+    h.feed(1, &batch);
+    let got = sorted_by_port(h.take_log());
+    assert_eq!(
+        got,
+        sorted_by_port(flows.iter().map(|f| (2, f.clone())).collect())
+    );
+    let c = h.counters;
+    assert_eq!(
+        (c.megaflow_hits, c.classifier_hits, c.table_misses),
+        (3, 1, 0),
+        "one classification, three megaflow hits"
+    );
+    h.finish(f.name);
 }
 
 /// More packets for one output than a tx batch holds: the fabric sends a

@@ -269,17 +269,20 @@ impl Classifier {
     /// answer depends on: the union of the masks of the subtables
     /// visited. Every key equal to `key` on those bits visits the same
     /// subtables, finds the same buckets and so gets the same answer —
-    /// what makes it a megaflow ([`crate::megaflow`]).
+    /// what makes it a megaflow ([`crate::megaflow`]). Also returns how
+    /// many subtables were visited.
     #[inline]
-    pub fn lookup_with_mask(&self, key: &FlowKey) -> (Option<&Arc<Rule>>, FlowKey) {
+    pub fn lookup_with_mask(&self, key: &FlowKey) -> (Option<&Arc<Rule>>, FlowKey, usize) {
         let mut best: Option<&Arc<Rule>> = None;
         let mut seen = FlowKey::ZERO;
+        let mut probes = 0;
         for st in &self.subtables {
             if let Some(b) = best
                 && beats(b.spec.priority, b.seq, st.max_priority, st.min_seq)
             {
                 break;
             }
+            probes += 1;
             for (w, m) in seen.w.iter_mut().zip(st.mask.w) {
                 *w |= m;
             }
@@ -290,7 +293,7 @@ impl Classifier {
                 }
             }
         }
-        (best, seen)
+        (best, seen, probes)
     }
 
     /// All rules, highest priority first, older first among equals

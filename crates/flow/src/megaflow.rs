@@ -205,7 +205,7 @@ mod tests {
         if let Some(hit) = mf.lookup(k) {
             return hit.map(|r| r.seq);
         }
-        let (r, mask) = c.lookup_with_mask(k);
+        let (r, mask, _) = c.lookup_with_mask(k);
         mf.insert(k, &mask, r.cloned());
         r.map(|r| r.seq)
     }
