@@ -29,7 +29,7 @@ use std::sync::Arc;
 /// A key already masked with its subtable's mask. Hashes with
 /// [`FlowKey::hash`], fed through [`PassThrough`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-struct MaskedKey(FlowKey);
+pub(crate) struct MaskedKey(pub(crate) FlowKey);
 
 impl Hash for MaskedKey {
     #[inline(always)]
@@ -43,7 +43,7 @@ impl Hash for MaskedKey {
 
 /// Hasher that passes a pre-computed hash through.
 #[derive(Default, Clone, Copy)]
-struct PassThrough(u64);
+pub(crate) struct PassThrough(u64);
 
 impl Hasher for PassThrough {
     #[inline(always)]
@@ -240,28 +240,13 @@ impl Classifier {
     /// Highest-priority rule matching `key` (older rule wins a tie).
     #[inline]
     pub fn lookup(&self, key: &FlowKey) -> Option<&Arc<Rule>> {
-        self.lookup_with_probes(key).0
+        self.lookup_with_mask(key).0
     }
 
     /// [`Classifier::lookup`], also returning how many subtables (hash
     /// probes) it visited — for tracing and tests.
     pub fn lookup_with_probes(&self, key: &FlowKey) -> (Option<&Arc<Rule>>, usize) {
-        let mut best: Option<&Arc<Rule>> = None;
-        let mut probes = 0;
-        for st in &self.subtables {
-            if let Some(b) = best
-                && beats(b.spec.priority, b.seq, st.max_priority, st.min_seq)
-            {
-                break;
-            }
-            probes += 1;
-            if let Some(rules) = st.buckets.get(&MaskedKey(key.masked(&st.mask))) {
-                let r = &rules[0];
-                if best.is_none_or(|b| beats(r.spec.priority, r.seq, b.spec.priority, b.seq)) {
-                    best = Some(r);
-                }
-            }
-        }
+        let (best, _, probes) = self.lookup_with_mask(key);
         (best, probes)
     }
 

@@ -20,44 +20,15 @@
 //! itself. The whole cache is dropped when the flow table's version
 //! changes, like the EMC, so no decision outlives the rules it came from.
 
+use crate::classifier::{MaskedKey as Masked, PassThrough};
 use crate::key::FlowKey;
 use crate::rule::Rule;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 /// Batches between two re-rankings of the masks.
 pub const RERANK_EVERY: u32 = 1 << 16;
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Masked(FlowKey);
-
-impl Hash for Masked {
-    #[inline(always)]
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        let h = u64::from(self.0.hash());
-        state.write_u64(h << 32 | h);
-    }
-}
-
-#[derive(Default, Clone, Copy)]
-struct PassThrough(u64);
-
-impl Hasher for PassThrough {
-    #[inline(always)]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    #[inline(always)]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-}
 
 struct Subtable {
     mask: FlowKey,
