@@ -29,6 +29,8 @@ use std::sync::{Arc, Mutex};
 /// Megaflow cache entries of the harness's element.
 const MEGAFLOWS: usize = 1024;
 
+#[path = "fixtures/decision.rs"]
+mod decision;
 #[path = "fixtures/frames.rs"]
 mod frames;
 use frames::*;
@@ -846,101 +848,6 @@ fn long_frames_reach_every_output_whole() {
 // ---------------------------------------------------------------------------
 // Whole batches: what one-frame steps cannot show.
 
-/// One batch mixing every verdict: each packet gets its own, drops are
-/// counted per packet, a rule's counters are credited once with the batch's
-/// packets and bytes, and the EMC counts hits only when there is one.
-#[test]
-fn a_mixed_batch_gets_one_verdict_per_packet() {
-    let f = Fixture {
-        name: "mixed_batch",
-        rules: &["udp,tp_dst=5678,actions=output:2", "arp,actions=output:3"],
-        ..Fixture::default()
-    };
-    let other = Udp {
-        dport: 9,
-        ..Udp::default()
-    }
-    .build();
-    let runt = [0x02u8; 10];
-    let batch: [&[u8]; 6] = [&udp(), &runt, &other, &udp(), &ARP_REQUEST, &udp()];
-    // (emc entries, emc hits, megaflow hits, classifier hits, table
-    // misses): the second and third udp() are EMC hits, or classifier
-    // hits without an EMC (two subtables: too few to make megaflows of).
-    for (emc, emc_hits, megaflow_hits, classifier_hits, misses) in
-        [(1024, 2, 0, 2, 1), (0, 0, 0, 4, 1)]
-    {
-        let mut h = Harness::new(&f, emc, Mode::Whole);
-        h.feed(1, &batch);
-        let got = sorted_by_port(h.take_log());
-        let want = sorted_by_port(vec![
-            (2, udp()),
-            (2, udp()),
-            (2, udp()),
-            (3, ARP_REQUEST.to_vec()),
-        ]);
-        assert_eq!(got, want, "emc {emc}: outputs");
-        let rx = h.counters()[&(1, Dir::Rx)];
-        assert_eq!(rx.packets, 6, "emc {emc}: rx packets");
-        assert_eq!(rx.drops[DropReason::Runt as usize], 1, "emc {emc}");
-        assert_eq!(rx.drops[DropReason::NoMatch as usize], 1, "emc {emc}");
-        assert_eq!(h.rule_stats("tp_dst=5678"), (3, 180), "emc {emc}");
-        assert_eq!(h.rule_stats("arp"), (1, 42), "emc {emc}");
-        let c = h.counters;
-        assert_eq!(
-            (
-                c.emc_hits,
-                c.megaflow_hits,
-                c.classifier_hits,
-                c.table_misses
-            ),
-            (emc_hits, megaflow_hits, classifier_hits, misses),
-            "emc {emc}: decision counters"
-        );
-        h.finish(f.name);
-    }
-}
-
-/// Behind rules on several masks, distinct flows that the same rules
-/// decide share one megaflow: the first is classified, the others are
-/// megaflow hits, all reach the rule's output.
-#[test]
-fn flows_behind_several_masks_share_a_megaflow() {
-    let f = Fixture {
-        name: "megaflow",
-        rules: &[
-            "priority=9,udp,tp_dst=7,actions=drop",
-            "priority=9,ip,nw_dst=10.9.9.0/24,actions=drop",
-            "priority=9,arp,actions=drop",
-            "priority=1,actions=output:2",
-        ],
-        ..Fixture::default()
-    };
-    let flows: Vec<Vec<u8>> = (0..4u16)
-        .map(|i| {
-            Udp {
-                sport: 2000 + i,
-                ..Udp::default()
-            }
-            .build()
-        })
-        .collect();
-    let batch: Vec<&[u8]> = flows.iter().map(|f| f.as_slice()).collect();
-    let mut h = Harness::new(&f, 0, Mode::Whole);
-    h.feed(1, &batch);
-    let got = sorted_by_port(h.take_log());
-    assert_eq!(
-        got,
-        sorted_by_port(flows.iter().map(|f| (2, f.clone())).collect())
-    );
-    let c = h.counters;
-    assert_eq!(
-        (c.megaflow_hits, c.classifier_hits, c.table_misses),
-        (3, 1, 0),
-        "one classification, three megaflow hits"
-    );
-    h.finish(f.name);
-}
-
 /// More packets for one output than a tx batch holds: the fabric sends a
 /// full batch early and keeps filling; nothing is lost or reordered.
 #[test]
@@ -973,60 +880,5 @@ fn more_than_a_batch_for_one_output_arrives_in_order() {
         assert_eq!(h.counters()[&(2, Dir::Tx)].packets, 96, "emc {emc}");
         assert_eq!(h.counters()[&(2, Dir::Tx)].total_drops(), 0, "emc {emc}");
         h.finish(f.name);
-    }
-}
-
-/// The decision alone: a batch in, one verdict per packet out, nothing
-/// sent and no packet edited.
-#[test]
-fn decision_alone_gives_verdicts_by_position() {
-    use nfv_datapath::decision::{Decision, Verdict};
-    let table = SharedFlowTable::new();
-    table.add_flows(
-        [
-            "priority=20,udp,actions=output:2",
-            "priority=10,actions=drop",
-        ]
-        .iter()
-        .map(|r| parse_flow(r).unwrap()),
-    );
-    let pool = PacketPool::new(
-        "decision-alone",
-        &MemoryConfig {
-            frame_size: 2048,
-            frames: 1024,
-            hugepages: HugepageMode::Never,
-        },
-    )
-    .unwrap();
-    let mut cache = pool.cache();
-    let frames: [&[u8]; 3] = [&udp(), &ARP_REQUEST, &[0u8; 5]];
-    for emc in [64, 0] {
-        let mut decision = Decision::new(emc, MEGAFLOWS, table.snapshot());
-        let mut batch = Batch::new();
-        for f in frames {
-            let mut p = cache.alloc().unwrap();
-            p.set_len(f.len()).unwrap();
-            p.data_mut().copy_from_slice(f);
-            batch.push(p);
-        }
-        let mut c = PmdCounters::default();
-        let (v, bytes) = decision.classify(7, &mut batch, &mut c);
-        assert_eq!(bytes, 60 + 42 + 5);
-        let priority = |i| match v.get(i) {
-            Verdict::Rule(r) => Some(r.spec.priority),
-            Verdict::Runt => Some(0),
-            Verdict::NoMatch => None,
-        };
-        assert_eq!(
-            [priority(0), priority(1), priority(2)],
-            [Some(20), Some(10), Some(0)],
-            "emc {emc}"
-        );
-        decision.settle();
-        for (p, f) in batch.iter().zip(frames) {
-            assert_eq!((p.in_port(), p.data()), (7, f), "tagged, not edited");
-        }
-        cache.free_batch(&mut batch);
     }
 }
