@@ -1,0 +1,350 @@
+//! The model on hand-computed cases (see each table's comment for the
+//! arithmetic). A synthetic profile with round numbers, flat over frame
+//! size, at 2 GHz:
+//!
+//! | hop | edge | inner | VNF |
+//! |---|---|---|---|
+//! | vhost-one-copy | 500 | 250 | 400 |
+//! | vhost-copy | 600 | 500 | 400 |
+//! | afxdp (NIC port rx + tx) | 1000 | | |
+//! | vf | | | 100 |
+
+use crate::model::{Bottleneck, Mode, Plan, Prediction, plan};
+use crate::profile::{HopKind, HopPoint, HopProfile, Profile};
+use crate::topology::{self, Topology};
+use std::path::Path;
+
+fn profile() -> Profile {
+    let mut p = Profile::builtin();
+    p.source = "test".into();
+    p.machine.tsc_ghz = 2.0;
+    p.hops.clear();
+    type Row = (HopKind, Option<f64>, Option<f64>, Option<f64>);
+    let rows: &[Row] = &[
+        (HopKind::VhostOneCopy, Some(500.0), Some(250.0), Some(400.0)),
+        (HopKind::VhostCopy, Some(600.0), Some(500.0), Some(400.0)),
+        (HopKind::Afxdp, Some(1000.0), None, None),
+        (HopKind::Vf, None, None, Some(100.0)),
+    ];
+    for &(k, edge, inner, vnf) in rows {
+        let point = |size| HopPoint {
+            size,
+            edge_cycles: edge,
+            inner_cycles: inner,
+            vnf_cycles: vnf,
+            ..Default::default()
+        };
+        p.hops.insert(
+            k,
+            HopProfile {
+                unavailable: None,
+                points: vec![point(64), point(1518)],
+            },
+        );
+    }
+    p
+}
+
+fn topo(text: &str) -> Topology {
+    topology::parse(Path::new("t.toml"), text).unwrap()
+}
+
+const G3X8_40G: &str = r#"
+[node]
+switch_cores = 2
+vnf_cores = 8
+[node.nic]
+ports = 1
+port_gbps = 40
+pcie_gen = 3
+pcie_lanes = 8
+vfs = 16
+[service]
+vnfs = [1, 2, 4, 8]
+shape = "east-west"
+frames = [1518]
+"#;
+
+fn find(p: &Plan, n: u32, m: Mode) -> &Prediction {
+    let pt = p.points.iter().find(|x| x.vnfs == n).unwrap();
+    pt.predictions.iter().find(|x| x.mode == m).unwrap()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 2e-3 * b.abs().max(1e-9)
+}
+
+/// East-west at 1518 B on one 40G port behind PCIe Gen3 x8.
+/// - port: 40e9 / (1538 × 8) = 3.2510 Mpps.
+/// - SR-IOV: the link carries 3.8279 M hops/s (`pcie` tests), a chain
+///   of N uses N: 3.8279 / N Mpps; N = 1 is port-bound.
+/// - one-copy N=4: 2 × 500 + 3 × 250 + 1000 (NIC port) = 2750 cycles →
+///   2 cores × 2 GHz / 2750 = 1.4545 Mpps. Cores to carry the port's
+///   3.2510 Mpps: 3.2510e6 × 2750 / 2e9 = 4.47 → 5 switch;
+///   × 1600 / 2e9 = 2.6 → 3 VNF.
+/// - copy N=4: 1200 + 1500 + 1000 = 3700 → 1.0811 Mpps.
+/// - hybrid N=4: 3 inner hops × 250 = 750 → 5.333 Mpps; VNFs 250, 400,
+///   400, 250 cycles, the busiest alone 2e9 / 400 = 5 Mpps; the port
+///   binds: 3.2510. 2 VFs; 1.22 → 2 switch cores, 2.11 → 3 VNF cores.
+#[test]
+fn east_west_40g_gen3_x8_table() {
+    let p = plan(&topo(G3X8_40G), &profile());
+    // (N, mode, Mpps, Gbps, bottleneck, switch cores, VNF cores, VFs)
+    type Row = (u32, Mode, f64, f64, Bottleneck, u32, u32, u32);
+    let rows: &[Row] = &[
+        (
+            1,
+            Mode::Sriov,
+            3.2510,
+            39.480,
+            Bottleneck::PortSpeed,
+            0,
+            1,
+            1,
+        ),
+        (
+            2,
+            Mode::Sriov,
+            1.9140,
+            23.243,
+            Bottleneck::PcieLink,
+            0,
+            1,
+            2,
+        ),
+        (
+            4,
+            Mode::Sriov,
+            0.95698,
+            11.622,
+            Bottleneck::PcieLink,
+            0,
+            1,
+            4,
+        ),
+        (
+            8,
+            Mode::Sriov,
+            0.47849,
+            5.8108,
+            Bottleneck::PcieLink,
+            0,
+            1,
+            8,
+        ),
+        (
+            4,
+            Mode::SwitchOneCopy,
+            1.4545,
+            17.664,
+            Bottleneck::SwitchCores,
+            5,
+            3,
+            0,
+        ),
+        (
+            4,
+            Mode::SwitchCopy,
+            1.0811,
+            13.129,
+            Bottleneck::SwitchCores,
+            7,
+            3,
+            0,
+        ),
+        (
+            4,
+            Mode::Hybrid,
+            3.2510,
+            39.480,
+            Bottleneck::PortSpeed,
+            2,
+            3,
+            2,
+        ),
+    ];
+    for &(n, m, mpps, gbps, b, sw, vnf, vfs) in rows {
+        let x = find(&p, n, m);
+        let got = (
+            x.mpps,
+            x.gbps,
+            x.bottleneck,
+            x.switch_cores_needed,
+            x.vnf_cores_needed,
+        );
+        assert!(
+            close(x.mpps, mpps) && close(x.gbps, gbps),
+            "N={n} {m:?}: {got:?}"
+        );
+        assert_eq!(x.bottleneck, Some(b), "N={n} {m:?}");
+        assert_eq!(
+            (x.switch_cores_needed, x.vnf_cores_needed, x.vfs_needed),
+            (sw, vnf, vfs),
+            "N={n} {m:?}"
+        );
+    }
+    // The hairpin: what the VNFs transmit together stays at the cap.
+    for n in [2, 4, 8] {
+        assert!(close(find(&p, n, Mode::Sriov).vnf_tx_mpps, 3.8279));
+    }
+    let rec: Vec<Option<Mode>> = p.points.iter().map(|x| x.recommended).collect();
+    assert_eq!(
+        rec,
+        [
+            Some(Mode::Sriov),
+            Some(Mode::Hybrid),
+            Some(Mode::Hybrid),
+            Some(Mode::Hybrid)
+        ]
+    );
+}
+
+/// North-south at 64 B on 2 x 10G: 2 × 10e9 / (84 × 8) = 29.762 Mpps;
+/// the link (one receive, one transmit: 167.125 B upstream) would carry
+/// 47.13 Mpps; four VNFs at 100 cycles do 80 Mpps. SR-IOV is port-bound
+/// and needs 29.762e6 × 100 / 2e9 = 1.49 → 2 VNF cores. One-copy pays
+/// 2 × 500 + 1000 = 2000 cycles: one core does 1 Mpps.
+#[test]
+fn north_south_2x10g_64b_table() {
+    let t = topo(
+        r#"
+[node]
+switch_cores = 1
+vnf_cores = 4
+[node.nic]
+ports = 2
+port_gbps = 10
+pcie_gen = 3
+pcie_lanes = 8
+vfs = 8
+[service]
+vnfs = 4
+shape = "north-south"
+frames = 64
+"#,
+    );
+    let p = plan(&t, &profile());
+    let rows: &[(Mode, f64, Bottleneck, u32, u32)] = &[
+        (Mode::Sriov, 29.762, Bottleneck::PortSpeed, 0, 2),
+        (Mode::Hybrid, 29.762, Bottleneck::PortSpeed, 0, 2),
+        (Mode::SwitchOneCopy, 1.0, Bottleneck::SwitchCores, 30, 6),
+    ];
+    for &(m, mpps, b, sw, vnf) in rows {
+        let x = find(&p, 4, m);
+        assert!(close(x.mpps, mpps), "{m:?}: {}", x.mpps);
+        assert_eq!(x.bottleneck, Some(b), "{m:?}");
+        assert_eq!(
+            (x.switch_cores_needed, x.vnf_cores_needed),
+            (sw, vnf),
+            "{m:?}"
+        );
+    }
+    let pcie = find(&p, 4, Mode::Sriov)
+        .limits
+        .iter()
+        .find(|l| l.what == Bottleneck::PcieLink)
+        .unwrap()
+        .mpps;
+    assert!(close(pcie, 47.132), "{pcie}");
+    assert_eq!(p.points[0].recommended, Some(Mode::Sriov));
+}
+
+/// `nfvswitch sweep`'s test bed: 1 switch core, 1 VNF core, no wire.
+/// - ns N=1 one-copy: 2 × 500 = 1000 cycles → 2 Mpps (switch); VNF 400
+///   → 5 Mpps.
+/// - ns N=4: the same per packet → 2 Mpps.
+/// - ew N=8: 1000 + 7 × 250 = 2750 → 0.7273 (switch); VNFs 8 × 400 =
+///   3200 on one core → 0.625 Mpps (VNF cores).
+/// - ew N=2 copy: 1200 + 500 = 1700 → 1.1765; VNFs 800 → 2.5 → switch.
+#[test]
+fn testbed_table() {
+    let base = |shape: &str, n: u32| {
+        topo(&format!(
+            "[node]\nswitch_cores = 1\nvnf_cores = 1\n[node.nic]\nkind = \"testbed\"\n\
+             [service]\nvnfs = {n}\nshape = \"{shape}\"\nframes = 64\n"
+        ))
+    };
+    let rows: &[(&str, u32, Mode, f64, Bottleneck)] = &[
+        (
+            "north-south",
+            1,
+            Mode::SwitchOneCopy,
+            2.0,
+            Bottleneck::SwitchCores,
+        ),
+        (
+            "north-south",
+            4,
+            Mode::SwitchOneCopy,
+            2.0,
+            Bottleneck::SwitchCores,
+        ),
+        (
+            "east-west",
+            8,
+            Mode::SwitchOneCopy,
+            0.625,
+            Bottleneck::VnfCores,
+        ),
+        (
+            "east-west",
+            2,
+            Mode::SwitchCopy,
+            1.17647,
+            Bottleneck::SwitchCores,
+        ),
+    ];
+    for &(shape, n, m, mpps, b) in rows {
+        let p = plan(&base(shape, n), &profile());
+        let x = find(&p, n, m);
+        assert!(close(x.mpps, mpps), "{shape} {n} {m:?}: {}", x.mpps);
+        assert_eq!(x.bottleneck, Some(b));
+        assert_eq!((x.switch_cores_needed, x.vnf_cores_needed), (1, 1));
+        let sriov = find(&p, n, Mode::Sriov);
+        assert_eq!(
+            sriov.unavailable.as_deref(),
+            Some("the test bed has no VFs")
+        );
+    }
+}
+
+#[test]
+fn too_few_vfs_and_no_switch_cores() {
+    let t = topo(
+        &G3X8_40G
+            .replace("vfs = 16", "vfs = 3")
+            .replace("switch_cores = 2", "switch_cores = 0"),
+    );
+    let p = plan(&t, &profile());
+    // (N, mode, unavailable)
+    let rows: &[(u32, Mode, Option<&str>)] = &[
+        (2, Mode::Sriov, None),
+        (4, Mode::Sriov, Some("needs 4 VFs, the NIC has 3")),
+        (1, Mode::Hybrid, None),
+        (2, Mode::Hybrid, Some("node.switch_cores = 0")),
+        (4, Mode::SwitchCopy, Some("node.switch_cores = 0")),
+    ];
+    for &(n, m, why) in rows {
+        assert_eq!(find(&p, n, m).unavailable.as_deref(), why, "N={n} {m:?}");
+    }
+}
+
+/// Mixed chains of 3 over 8 VNFs: chains 3, 3, 2; SR-IOV crosses the
+/// link 8/3 times per frame: 3.8279 × 3 / 8 = 1.4355 Mpps at 1518 B.
+#[test]
+fn mixed_chains() {
+    let t = topo(&G3X8_40G.replace("\"east-west\"", "\"mixed\"\nchain_length = 3"));
+    let p = plan(&t, &profile());
+    let pt = p.points.iter().find(|x| x.vnfs == 8).unwrap();
+    assert_eq!(pt.chains, [3, 3, 2]);
+    assert!(close(find(&p, 8, Mode::Sriov).mpps, 1.43547));
+}
+
+#[test]
+fn imix_mean_and_builtin_note() {
+    let t = topo(&G3X8_40G.replace("frames = [1518]", "frames = \"imix\""));
+    assert!(close(t.service.frames[0].mean_size(), 4342.0 / 12.0));
+    let p = plan(&t, &Profile::builtin());
+    assert!(p.notes[0].contains("built-in default profile"));
+    assert!(p.points.iter().all(|x| x.recommended.is_some()));
+}

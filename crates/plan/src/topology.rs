@@ -1,0 +1,501 @@
+//! The topology file: a node and the service to run on it (TOML).
+//!
+//! ```toml
+//! name = "east-west on a 40G Gen3 x8 NIC"   # optional
+//!
+//! [node]
+//! switch_cores = 2        # cores for nfvswitch PMD threads (0: none)
+//! vnf_cores = 8           # cores the VNFs run on
+//! tsc_ghz = 2.3           # optional: the planned node's clock (default: the profile's)
+//!
+//! [node.nic]
+//! kind = "pci"            # "pci" (default) | "testbed": nfvswitch sweep's in-process
+//!                         #   generator and sink stand in for the NIC (no wire, no PCIe)
+//! ports = 1               # pci: ports 1..=8
+//! port_gbps = 40          # pci: line rate of each port
+//! pcie_gen = 3            # pci: 1..=5
+//! pcie_lanes = 8          # pci: 1, 2, 4, 8 or 16
+//! vfs = 16                # pci: SR-IOV virtual functions available (default 0)
+//!
+//! [service]
+//! vnfs = [1, 2, 4, 8]     # N (or one number); every N is planned
+//! shape = "east-west"     # "north-south" (N VNFs in parallel) | "east-west" (one chain
+//!                         #   of N) | "mixed" (chains of `chain_length` in parallel)
+//! chain_length = 2        # mixed only
+//! frames = [64, 1518]     # frame sizes 64..=1518 B (FCS included), or "imix"
+//! offered_gbps = 40       # or offered_mpps; default: line rate of every port
+//! interface = "vhost"     # how VNFs reach the switch: "vhost" (default) | "memif"
+//! ```
+//!
+//! Unknown keys are refused; every refusal names file, line and field
+//! ([`TopologyError`]).
+
+use crate::error::{Doc, TopologyError};
+use crate::pcie::Pcie;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use toml::Spanned;
+
+type S<T> = Spanned<T>;
+
+// Values inside untagged enums lose their spans (serde buffers them), so
+// an error about one element of a list points at the list's line.
+
+/// A TOML number (integers are accepted where a float is meant).
+#[derive(Deserialize, Clone, Copy)]
+#[serde(untagged)]
+enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+impl Num {
+    fn f(self) -> f64 {
+        match self {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(i64),
+    Many(Vec<i64>),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawFrames {
+    Named(String),
+    One(i64),
+    Many(Vec<RawFrame>),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawFrame {
+    Size(i64),
+    Named(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTopology {
+    name: Option<String>,
+    node: S<RawNode>,
+    service: S<RawService>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNode {
+    switch_cores: S<i64>,
+    vnf_cores: S<i64>,
+    tsc_ghz: Option<S<Num>>,
+    nic: S<RawNic>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNic {
+    kind: Option<S<String>>,
+    ports: Option<S<i64>>,
+    port_gbps: Option<S<Num>>,
+    pcie_gen: Option<S<i64>>,
+    pcie_lanes: Option<S<i64>>,
+    vfs: Option<S<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawService {
+    vnfs: S<OneOrMany>,
+    shape: S<String>,
+    chain_length: Option<S<i64>>,
+    frames: S<RawFrames>,
+    offered_gbps: Option<S<Num>>,
+    offered_mpps: Option<S<Num>>,
+    interface: Option<S<String>>,
+}
+
+/// The validated file.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Topology {
+    pub name: String,
+    pub node: Node,
+    pub service: Service,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Node {
+    pub switch_cores: u32,
+    pub vnf_cores: u32,
+    pub tsc_ghz: Option<f64>,
+    pub nic: Nic,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Nic {
+    Pci {
+        ports: u32,
+        port_gbps: f64,
+        pcie: Pcie,
+        vfs: u32,
+    },
+    /// `nfvswitch sweep`'s in-process generator and sink.
+    Testbed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shape {
+    NorthSouth,
+    EastWest,
+    Mixed { chain_length: u32 },
+}
+
+impl Shape {
+    /// Chain lengths for `n` VNFs (mixed: the last chain takes the rest).
+    pub fn chains(self, n: u32) -> Vec<u32> {
+        match self {
+            Shape::NorthSouth => vec![1; n as usize],
+            Shape::EastWest => vec![n],
+            Shape::Mixed { chain_length: l } => {
+                let mut v = vec![l; (n / l) as usize];
+                if !n.is_multiple_of(l) {
+                    v.push(n % l);
+                }
+                v
+            }
+        }
+    }
+    pub fn describe(self) -> String {
+        match self {
+            Shape::NorthSouth => "north-south".into(),
+            Shape::EastWest => "east-west".into(),
+            Shape::Mixed { chain_length } => format!("mixed (chains of {chain_length})"),
+        }
+    }
+}
+
+/// Frame sizes of one plan point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Frames {
+    Size(usize),
+    /// Simple IMIX: 7 × 64 B, 4 × 594 B, 1 × 1518 B.
+    Imix,
+}
+
+impl Frames {
+    /// (frame size, share of packets).
+    pub fn mix(self) -> Vec<(usize, f64)> {
+        match self {
+            Frames::Size(s) => vec![(s, 1.0)],
+            Frames::Imix => vec![(64, 7.0 / 12.0), (594, 4.0 / 12.0), (1518, 1.0 / 12.0)],
+        }
+    }
+    pub fn mean_size(self) -> f64 {
+        self.mix().iter().map(|(s, w)| *s as f64 * w).sum()
+    }
+    pub fn label(self) -> String {
+        match self {
+            Frames::Size(s) => format!("{s} B"),
+            Frames::Imix => "IMIX".into(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Offered {
+    /// Line rate of every port (the test bed: unlimited).
+    Line,
+    Gbps(f64),
+    Mpps(f64),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Interface {
+    Vhost,
+    Memif,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Service {
+    pub vnfs: Vec<u32>,
+    pub shape: Shape,
+    pub frames: Vec<Frames>,
+    pub offered: Offered,
+    pub interface: Interface,
+}
+
+/// Reads and validates a topology file.
+pub fn load(path: &Path) -> Result<Topology, TopologyError> {
+    let text = std::fs::read_to_string(path).map_err(|source| TopologyError::Io {
+        file: path.to_path_buf(),
+        source,
+    })?;
+    parse(path, &text)
+}
+
+/// Validates `text` (the contents of `file`).
+pub fn parse(file: &Path, text: &str) -> Result<Topology, TopologyError> {
+    let doc = Doc { file, text };
+    let raw: RawTopology = toml::from_str(text).map_err(|e| doc.toml_error(&e))?;
+    let node = node(&doc, raw.node.into_inner())?;
+    let service = service(&doc, raw.service.into_inner())?;
+    let name = raw.name.unwrap_or_else(|| {
+        file.file_stem()
+            .map_or("topology".into(), |s| s.to_string_lossy().into_owned())
+    });
+    Ok(Topology {
+        name,
+        node,
+        service,
+    })
+}
+
+fn int(doc: &Doc, v: &S<i64>, field: &str, lo: i64, hi: i64) -> Result<u32, TopologyError> {
+    let x = *v.get_ref();
+    if (lo..=hi).contains(&x) {
+        Ok(x as u32)
+    } else {
+        Err(doc.err(v.span(), field, format!("{x} is not in {lo}..={hi}")))
+    }
+}
+
+fn num(doc: &Doc, v: &S<Num>, field: &str, lo: f64, hi: f64) -> Result<f64, TopologyError> {
+    let x = v.get_ref().f();
+    if x > lo && x <= hi && x.is_finite() {
+        Ok(x)
+    } else {
+        Err(doc.err(v.span(), field, format!("{x} is not in ({lo}, {hi}]")))
+    }
+}
+
+fn node(doc: &Doc, r: RawNode) -> Result<Node, TopologyError> {
+    let switch_cores = int(doc, &r.switch_cores, "node.switch_cores", 0, 256)?;
+    let vnf_cores = int(doc, &r.vnf_cores, "node.vnf_cores", 1, 1024)?;
+    let tsc_ghz = r
+        .tsc_ghz
+        .map(|v| num(doc, &v, "node.tsc_ghz", 0.2, 10.0))
+        .transpose()?;
+    let nic_span = r.nic.span();
+    let n = r.nic.into_inner();
+    let kind = n.kind.as_ref().map_or("pci", |k| k.get_ref().as_str());
+    let nic = match kind {
+        "pci" => {
+            let need = |v: &Option<S<i64>>, f: &str| {
+                v.clone().ok_or_else(|| {
+                    doc.err(nic_span.clone(), f, "missing (needed with kind = \"pci\")")
+                })
+            };
+            let ports = int(
+                doc,
+                &need(&n.ports, "node.nic.ports")?,
+                "node.nic.ports",
+                1,
+                8,
+            )?;
+            let port_gbps = n.port_gbps.ok_or_else(|| {
+                doc.err(
+                    nic_span.clone(),
+                    "node.nic.port_gbps",
+                    "missing (needed with kind = \"pci\")",
+                )
+            })?;
+            let port_gbps = num(doc, &port_gbps, "node.nic.port_gbps", 0.0, 800.0)?;
+            let generation = int(
+                doc,
+                &need(&n.pcie_gen, "node.nic.pcie_gen")?,
+                "node.nic.pcie_gen",
+                1,
+                5,
+            )?;
+            let lanes_v = need(&n.pcie_lanes, "node.nic.pcie_lanes")?;
+            let lanes = *lanes_v.get_ref();
+            if ![1, 2, 4, 8, 16].contains(&lanes) {
+                return Err(doc.err(
+                    lanes_v.span(),
+                    "node.nic.pcie_lanes",
+                    format!("{lanes} is not 1, 2, 4, 8 or 16"),
+                ));
+            }
+            let vfs = n
+                .vfs
+                .map(|v| int(doc, &v, "node.nic.vfs", 0, 4096))
+                .transpose()?
+                .unwrap_or(0);
+            Nic::Pci {
+                ports,
+                port_gbps,
+                pcie: Pcie::new(generation as u8, lanes as u8),
+                vfs,
+            }
+        }
+        "testbed" => {
+            let stray = [
+                ("ports", n.ports.as_ref().map(|v| v.span())),
+                ("port_gbps", n.port_gbps.as_ref().map(|v| v.span())),
+                ("pcie_gen", n.pcie_gen.as_ref().map(|v| v.span())),
+                ("pcie_lanes", n.pcie_lanes.as_ref().map(|v| v.span())),
+                ("vfs", n.vfs.as_ref().map(|v| v.span())),
+            ];
+            if let Some((k, Some(span))) = stray.into_iter().find(|(_, s)| s.is_some()) {
+                return Err(doc.err(
+                    span,
+                    &format!("node.nic.{k}"),
+                    "not used with kind = \"testbed\" (the test bed has no wire and no PCIe)",
+                ));
+            }
+            Nic::Testbed
+        }
+        other => {
+            let span = n.kind.as_ref().map_or(nic_span, |k| k.span());
+            return Err(doc.err(
+                span,
+                "node.nic.kind",
+                format!("{other:?} is not \"pci\" or \"testbed\""),
+            ));
+        }
+    };
+    Ok(Node {
+        switch_cores,
+        vnf_cores,
+        tsc_ghz,
+        nic,
+    })
+}
+
+fn service(doc: &Doc, r: RawService) -> Result<Service, TopologyError> {
+    let span = r.vnfs.span();
+    let vnfs = match r.vnfs.get_ref() {
+        OneOrMany::One(x) => vec![int(doc, &S::new(span, *x), "service.vnfs", 1, 64)?],
+        OneOrMany::Many(list) if list.is_empty() => {
+            return Err(doc.err(span, "service.vnfs", "needs at least one N"));
+        }
+        OneOrMany::Many(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| {
+                let field = format!("service.vnfs[{i}]");
+                int(doc, &S::new(span.clone(), x), &field, 1, 64)
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    let chain_length = r
+        .chain_length
+        .as_ref()
+        .map(|v| int(doc, v, "service.chain_length", 1, 64))
+        .transpose()?;
+    let shape = match (r.shape.get_ref().as_str(), chain_length) {
+        ("north-south" | "ns", None) => Shape::NorthSouth,
+        ("east-west" | "ew", None) => Shape::EastWest,
+        ("mixed", Some(chain_length)) => Shape::Mixed { chain_length },
+        ("mixed", None) => {
+            return Err(doc.err(
+                r.shape.span(),
+                "service.chain_length",
+                "missing (needed with shape = \"mixed\")",
+            ));
+        }
+        ("north-south" | "ns" | "east-west" | "ew", Some(_)) => {
+            let span = r.chain_length.as_ref().map_or(r.shape.span(), |v| v.span());
+            return Err(doc.err(span, "service.chain_length", "only with shape = \"mixed\""));
+        }
+        (other, _) => {
+            return Err(doc.err(
+                r.shape.span(),
+                "service.shape",
+                format!("{other:?} is not \"north-south\", \"east-west\" or \"mixed\""),
+            ));
+        }
+    };
+    let frames = frames(doc, &r.frames)?;
+    let offered = match (&r.offered_gbps, &r.offered_mpps) {
+        (Some(g), Some(m)) => {
+            let span = if g.span().start > m.span().start {
+                g.span()
+            } else {
+                m.span()
+            };
+            return Err(doc.err(
+                span,
+                "service.offered_mpps",
+                "give offered_gbps or offered_mpps, not both",
+            ));
+        }
+        (Some(g), None) => Offered::Gbps(num(doc, g, "service.offered_gbps", 0.0, 10_000.0)?),
+        (None, Some(m)) => Offered::Mpps(num(doc, m, "service.offered_mpps", 0.0, 10_000.0)?),
+        (None, None) => Offered::Line,
+    };
+    let interface = match r
+        .interface
+        .as_ref()
+        .map(|v| (v.get_ref().as_str(), v.span()))
+    {
+        None | Some(("vhost" | "vhost-user", _)) => Interface::Vhost,
+        Some(("memif", _)) => Interface::Memif,
+        Some((other, span)) => {
+            return Err(doc.err(
+                span,
+                "service.interface",
+                format!("{other:?} is not \"vhost\" or \"memif\""),
+            ));
+        }
+    };
+    Ok(Service {
+        vnfs,
+        shape,
+        frames,
+        offered,
+        interface,
+    })
+}
+
+fn frame_size(doc: &Doc, v: S<i64>, field: &str) -> Result<Frames, TopologyError> {
+    int(doc, &v, field, 64, 1518).map(|s| Frames::Size(s as usize))
+}
+
+fn named(
+    doc: &Doc,
+    s: &str,
+    span: std::ops::Range<usize>,
+    field: &str,
+) -> Result<Frames, TopologyError> {
+    match s {
+        "imix" | "IMIX" => Ok(Frames::Imix),
+        other => Err(doc.err(
+            span,
+            field,
+            format!("{other:?} is not a frame size or \"imix\""),
+        )),
+    }
+}
+
+fn frames(doc: &Doc, v: &S<RawFrames>) -> Result<Vec<Frames>, TopologyError> {
+    let f = "service.frames";
+    match v.get_ref() {
+        RawFrames::Named(s) => Ok(vec![named(doc, s, v.span(), f)?]),
+        RawFrames::One(x) => Ok(vec![frame_size(doc, S::new(v.span(), *x), f)?]),
+        RawFrames::Many(list) if list.is_empty() => {
+            Err(doc.err(v.span(), f, "needs at least one frame size"))
+        }
+        RawFrames::Many(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let field = format!("{f}[{i}]");
+                match item {
+                    RawFrame::Size(x) => frame_size(doc, S::new(v.span(), *x), &field),
+                    RawFrame::Named(s) => named(doc, s, v.span(), &field),
+                }
+            })
+            .collect(),
+    }
+}
