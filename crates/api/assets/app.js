@@ -11,7 +11,14 @@
 // data-state is connecting|live|disconnected; VNF cards carry
 // data-test="vnf-gauge" data-name data-mpps data-gbps; PMD rows
 // data-pmd data-mpps data-busy data-cpp; charts data-samples
-// data-last-time data-series; topology boxes data-test="topo-node".
+// data-last-time data-series; topology boxes data-test="topo-node"; the
+// demo panel (shown only while `nfvswitch demo` runs the node)
+// data-test="demo" data-run data-runs data-phase data-topology data-vnfs
+// data-size data-node.
+//
+// A node replaced behind the same address (the demo starts a node per
+// run) is noticed by its start time: the samples and gauges of the old
+// node are dropped and the page draws the new one from scratch.
 "use strict";
 
 const REFRESH_MS = 1000;
@@ -135,6 +142,7 @@ const state = {
   flows: [], // rule strings (GET /api/v1/flows), read every few refreshes
   prevDrops: new Map(), // "port/dir/reason" → [packets, seconds]
   gauges: new Map(), // VNF key → card
+  nodeId: null, // name and start time of the node shown
 };
 
 async function getJSON(path) {
@@ -168,20 +176,26 @@ async function refresh() {
   const catchUp = state.series.length === 0 || state.failures > 0 || !state.tsOk;
   const wantFlows = state.tick % FLOWS_EVERY === 0 || state.failures > 0;
   const optional = (p) => getJSON(p).catch(() => null);
-  const [ports, pmds, chains, node, ts, flows] = await Promise.all([
+  const [ports, pmds, chains, node, ts, flows, demo] = await Promise.all([
     getJSON("api/v1/ports"),
     getJSON("api/v1/pmd"),
     getJSON("api/v1/chains"),
     optional("api/v1/node"),
     optional("api/v1/timeseries?seconds=" + (catchUp ? WINDOW_S : 10)),
     wantFlows ? optional("api/v1/flows") : Promise.resolve(null),
+    optional("api/v1/demo"),
   ]);
+  if (nodeChanged(obj(node))) {
+    // Read again: the samples above may predate the switch-over.
+    return refresh();
+  }
   state.tsOk = ts !== null;
   mergeSeries(obj(ts).samples);
   if (flows !== null) state.flows = arr(flows).map((f) => str(obj(f).rule));
   const d = { node: obj(node), ports: arr(ports).map(obj), pmds: arr(pmds).map(obj),
     chains: arr(chains).map(obj) };
   guard("header", () => renderHeader(d));
+  guard("demo-panel", () => renderDemo(demo === null ? null : obj(demo), d));
   guard("gauges-panel", () => renderGauges(d));
   guard("topology-panel", () => renderTopology(d));
   guard("pmd-panel", () => renderPmds(d));
@@ -189,6 +203,24 @@ async function refresh() {
   guard("drops-panel", () => renderDrops(d));
   guard("port-chart-panel", () => renderPortChart());
   guard("chain-chart-panel", () => renderChainChart());
+}
+
+/** True (once) when the node behind the address is another one than last
+ * time: forgets what the old node showed. */
+function nodeChanged(node) {
+  const started = num(node.started);
+  if (started === null) return false;
+  const id = str(node.name) + "@" + started;
+  const was = state.nodeId;
+  state.nodeId = id;
+  if (was === null || was === id) return false;
+  state.series = [];
+  state.prevDrops = new Map();
+  state.flows = [];
+  state.tsOk = false;
+  for (const card of state.gauges.values()) card.root.remove();
+  state.gauges.clear();
+  return true;
 }
 
 function connected() {
@@ -245,6 +277,59 @@ function renderHeader({ node }) {
     if (i) f.append(" · ");
     f.append(k, el("b", { text: v }));
   });
+}
+
+// ---------------------------------------------------------------------------
+// Demo: which run of `nfvswitch demo` the node is, and what the finished
+// runs delivered.
+
+const PHASES = { starting: "starting: VNFs connecting, warming up", measuring: "measuring",
+  holding: "holding: Ctrl-C in the demo's terminal stops it", finished: "finished" };
+
+function runLabel(r) {
+  return str(r.topology) + " · " + (num(r.vnfs) ?? "–") + " VNF" + (r.vnfs === 1 ? "" : "s") +
+    " · " + (num(r.frame_size) ?? "–") + " B";
+}
+
+function renderDemo(demo, { chains }) {
+  const panel = $("demo-panel");
+  if (demo === null) {
+    panel.hidden = true;
+    return;
+  }
+  panel.hidden = false;
+  const cur = obj(demo.current);
+  const phase = str(demo.phase);
+  Object.assign(panel.dataset, { run: str(num(demo.run) ?? ""), runs: str(num(demo.runs) ?? ""),
+    phase, topology: str(cur.topology), vnfs: str(num(cur.vnfs) ?? ""),
+    size: str(num(cur.frame_size) ?? ""), node: str(state.nodeId) });
+  let mpps = 0, gbps = 0;
+  for (const c of chains) {
+    mpps += num(c.egress_mpps) ?? 0;
+    gbps += num(c.egress_gbps) ?? 0;
+  }
+  const now = $("demo-now");
+  now.replaceChildren(
+    el("span", { text: "run " + (num(demo.run) ?? "–") + " of " + (num(demo.runs) ?? "–") }),
+    el("span", { class: "what", text: (str(cur.title) || str(cur.topology)) + " · " +
+      (num(cur.vnfs) ?? "–") + " VNF" + (cur.vnfs === 1 ? "" : "s") + " · " +
+      (num(cur.frame_size) ?? "–") + " B frames" }),
+    el("span", { class: "phase " + phase, text: PHASES[phase] || phase }),
+    el("span", { class: "total" }, "delivered ", el("b", { text: rate(mpps) }), " Mpps · ",
+      el("b", { class: "g", text: rate(gbps) }), " Gbps"));
+  const runs = $("demo-runs");
+  runs.replaceChildren();
+  const done = arr(demo.done).map(obj);
+  done.forEach((r, i) => {
+    // While held, the last finished run is the one still running.
+    const held = phase === "holding" && i === done.length - 1;
+    runs.append(el("span", { class: "run" + (held ? " now" : ""), "data-test": "demo-run" },
+      runLabel(obj(r.run)) + ": ", el("b", { text: rate(r.mpps) }), " Mpps ",
+      el("b", { text: fixed(r.gbps, 2) }), " Gbps", held ? " · held" : ""));
+  });
+  if (phase === "starting" || phase === "measuring") {
+    runs.append(el("span", { class: "run now" }, runLabel(cur) + ": ", el("b", { text: "now" })));
+  }
 }
 
 // ---------------------------------------------------------------------------

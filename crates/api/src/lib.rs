@@ -17,11 +17,16 @@
 //! | DELETE | `/api/v1/flows?filter=F` | delete rules matching `F`; `filter=` (empty) deletes every rule, no `filter` is refused |
 //! | POST | `/api/v1/stats/clear` | zero PMD and receiver counters |
 //! | GET | `/api/v1/timeseries?seconds=N` | the last N (default and at most 300) one-second rate samples |
+//! | GET | `/api/v1/demo` | during `nfvswitch demo`: the run shown now and the finished runs ([`DemoStatus`]); 404 otherwise |
 //! | GET | `/metrics` | Prometheus text exposition (0.0.4; OpenMetrics when the `Accept` header asks for it) |
 //! | GET | `/`, `/app.js`, `/style.css` | the dashboard |
 //!
 //! Every refusal is a 4xx status with `{"error": "..."}` and leaves the
 //! node unchanged (the node validates a whole request before applying it).
+//!
+//! The node served can be replaced while the server runs
+//! ([`ApiServer::replace_node`]): the demo starts a new node for every run
+//! and the dashboard at the same address follows it.
 //!
 //! Threads: the server runs on a current-thread tokio runtime on its own
 //! thread (`api`), with at most two more threads for control operations
@@ -33,8 +38,12 @@ mod assets;
 mod attachments;
 mod metrics;
 mod routes;
+mod served;
+
+pub use served::{DemoPhase, DemoResult, DemoRun, DemoStatus};
 
 use nfv_control::Node;
+use served::Served;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -46,7 +55,7 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 /// A running API server. Stopped by [`ApiServer::stop`] or on drop.
 pub struct ApiServer {
     addr: SocketAddr,
-    node: Arc<Node>,
+    served: Arc<Served>,
     stop: tokio::sync::watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -57,7 +66,13 @@ impl ApiServer {
     /// address in use is an error here, and the bound address is
     /// recorded in the node (`show node`, `GET /api/v1/node`).
     pub fn start(addr: SocketAddr, node: Arc<Node>) -> std::io::Result<ApiServer> {
-        let listener = TcpListener::bind(addr)?;
+        ApiServer::serve(TcpListener::bind(addr)?, node)
+    }
+
+    /// Serves `node` on a listener bound earlier (`nfvswitch demo` binds
+    /// and prints its address before its first node exists; browsers that
+    /// connect meanwhile wait in the listen backlog).
+    pub fn serve(listener: TcpListener, node: Arc<Node>) -> std::io::Result<ApiServer> {
         listener.set_nonblocking(true)?;
         let bound = listener.local_addr()?;
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -67,14 +82,15 @@ impl ApiServer {
             .thread_name("api")
             .build()?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let app = routes::router(node.clone());
+        let served = Arc::new(Served::new(node.clone()));
+        let app = routes::router(served.clone());
         let thread = std::thread::Builder::new()
             .name("api".into())
             .spawn(move || rt.block_on(serve(listener, app, stopped)))?;
         node.set_api_addr(Some(bound));
         Ok(ApiServer {
             addr: bound,
-            node,
+            served,
             stop,
             thread: Some(thread),
         })
@@ -83,6 +99,21 @@ impl ApiServer {
     /// The address actually bound.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Serves `node` from now on (requests in flight finish on the node
+    /// they started with); the API address moves to the new node's
+    /// `show node`.
+    pub fn replace_node(&self, node: Arc<Node>) {
+        node.set_api_addr(Some(self.addr));
+        let old = self.served.set_node(node);
+        old.set_api_addr(None);
+    }
+
+    /// Publishes the demo's progress at `GET /api/v1/demo` (`None`: 404,
+    /// not a demo).
+    pub fn set_demo(&self, status: Option<DemoStatus>) {
+        self.served.set_demo(status);
     }
 
     /// Stops accepting, lets open requests finish (at most 2 s) and joins
@@ -95,7 +126,7 @@ impl ApiServer {
         let _ = self.stop.send(true);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
-            self.node.set_api_addr(None);
+            self.served.node().set_api_addr(None);
         }
     }
 }

@@ -9,6 +9,7 @@
 //! snake_case: `port`, `port_no`, `type`, `queue`, `reason`, `pmd`,
 //! `core`, `chain`, `vnf`, `stream`, `event`.
 
+use crate::served::Served;
 use nfv_control::Node;
 use nfv_ports::{DropReason, PortGauges};
 use prometheus_client::collector::Collector;
@@ -112,27 +113,27 @@ impl Family {
 
 /// Reads the node on each scrape.
 struct NodeCollector {
-    node: Arc<Node>,
+    served: Arc<Served>,
 }
 
 impl std::fmt::Debug for NodeCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "NodeCollector({})", self.node.name)
+        write!(f, "NodeCollector({})", self.served.node().name)
     }
 }
 
 impl Collector for NodeCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        for f in collect(&self.node) {
+        for f in collect(&self.served.node()) {
             f.encode(&mut encoder)?;
         }
         Ok(())
     }
 }
 
-pub fn registry(node: Arc<Node>) -> Registry {
+pub fn registry(served: Arc<Served>) -> Registry {
     let mut r = Registry::with_prefix("nfvswitch");
-    r.register_collector(Box::new(NodeCollector { node }));
+    r.register_collector(Box::new(NodeCollector { served }));
     r
 }
 

@@ -3,6 +3,7 @@
 //! control plane's locks and may open files and sockets).
 
 use crate::attachments;
+use crate::served::Served;
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
@@ -20,7 +21,7 @@ use std::sync::Arc;
 const MAX_BODY: usize = 16 << 20;
 
 pub struct AppState {
-    node: Arc<Node>,
+    served: Arc<Served>,
     metrics: prometheus_client::registry::Registry,
 }
 
@@ -43,10 +44,10 @@ impl IntoResponse for ApiError {
 
 type ApiResult = Result<axum::Json<Value>, ApiError>;
 
-pub fn router(node: Arc<Node>) -> Router {
+pub fn router(served: Arc<Served>) -> Router {
     let state = Arc::new(AppState {
-        metrics: crate::metrics::registry(node.clone()),
-        node,
+        metrics: crate::metrics::registry(served.clone()),
+        served,
     });
     Router::new()
         .route("/api/v1", get(index))
@@ -71,6 +72,7 @@ pub fn router(node: Arc<Node>) -> Router {
         )
         .route("/api/v1/stats/clear", post(clear_stats))
         .route("/api/v1/timeseries", get(timeseries))
+        .route("/api/v1/demo", get(demo))
         .route("/metrics", get(metrics))
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
@@ -83,7 +85,7 @@ pub async fn blocking<T: Send + 'static>(
     st: &Arc<AppState>,
     f: impl FnOnce(&Node) -> T + Send + 'static,
 ) -> Result<T, ApiError> {
-    let node = st.node.clone();
+    let node = st.served.node();
     tokio::task::spawn_blocking(move || f(&node))
         .await
         .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
@@ -119,6 +121,7 @@ async fn index() -> axum::Json<Value> {
             "DELETE /api/v1/flows?filter=F",
             "POST /api/v1/stats/clear",
             "GET /api/v1/timeseries?seconds=N",
+            "GET /api/v1/demo",
             "GET /metrics",
         ]
     }))
@@ -303,6 +306,16 @@ async fn timeseries(State(st): St, q: Result<Query<SecondsQuery>, QueryRejection
         "capacity": HISTORY,
         "samples": samples,
     })))
+}
+
+/// The demo's progress; 404 when this node is not run by `nfvswitch demo`.
+async fn demo(State(st): St) -> Result<axum::Json<crate::DemoStatus>, ApiError> {
+    st.served.demo().map(axum::Json).ok_or_else(|| {
+        ApiError(
+            StatusCode::NOT_FOUND,
+            "no demo: this node is not run by `nfvswitch demo`".into(),
+        )
+    })
 }
 
 /// Prometheus text 0.0.4 by default (what `promtool` and most tools

@@ -363,6 +363,11 @@ pub fn ports_table(ports: &[PortReport]) -> Table {
 }
 
 pub fn pmd_text(pmds: &[PmdReport]) -> String {
+    pmd_table(pmds) + &crate::pmu_text::pmu_lines(pmds)
+}
+
+/// The PMD table and what its cycles are, without the PMU lines.
+pub fn pmd_table(pmds: &[PmdReport]) -> String {
     let mut t = Table::new(&[
         "pmd",
         "core",
@@ -397,9 +402,8 @@ pub fn pmd_text(pmds: &[PmdReport]) -> String {
     }
     let hz = pmds.first().map_or(0, |p| p.tsc_hz);
     format!(
-        "{t}(cycles are TSC cycles at {:.3} GHz; rates and cycles over the last second)\n{}",
-        hz as f64 / 1e9,
-        crate::pmu_text::pmu_lines(pmds)
+        "{t}(cycles are TSC cycles at {:.3} GHz; rates and cycles over the last second)\n",
+        hz as f64 / 1e9
     )
 }
 

@@ -2,12 +2,26 @@
 //! hugepages. For each topology, VNF count and frame size it starts the
 //! test bed of [`crate::topology`] (a node in this process, N VNF
 //! processes over vhost-user, the service chains installed) and shows live
-//! per-VNF gauges — the seed test bed's GUI, in a terminal — then a
-//! summary table of the means over each run's window.
+//! per-VNF gauges — the seed test bed's GUI — in the terminal and on the
+//! web dashboard ([`dashboard`]: its URL is the first line printed; it
+//! follows the demo from one run to the next), then a summary table of
+//! the means over each run's window. `--hold` keeps the last run up until
+//! SIGINT/SIGTERM so a person can look.
+//!
+//! SIGINT/SIGTERM are caught: the first stops the demo after the current
+//! run (or ends `--hold`), cleaning up VNFs, node and sockets; a second
+//! ends the process at once.
 
-use crate::ctl::{chains_text, pmd_text};
-use crate::topology::{Cores, Measurement, Run, Setup, Testbed, Topology, VnfInterface, validate};
+mod dashboard;
+
+use crate::ctl::{chains_text, pmd_table};
+use crate::pmu_text::{notes, pmu_figures};
+use crate::topology::{Cores, Run, Setup, Testbed, Topology, VnfInterface, validate};
 use clap::Args;
+use dashboard::Dashboard;
+use nix::sys::signal::Signal;
+use std::collections::BTreeSet;
+use std::sync::mpsc;
 use std::time::Duration;
 
 #[derive(Args)]
@@ -36,6 +50,15 @@ pub struct DemoArgs {
     /// How the VNFs reach the switch: vhost (vhost-user) or memif.
     #[arg(long, default_value_t = VnfInterface::Vhost)]
     interface: VnfInterface,
+    /// Web dashboard address: IP:PORT (port 0: any free port),
+    /// localhost:PORT or "off" (default: 127.0.0.1:9180, or any free port
+    /// when that one is taken).
+    #[arg(long, value_name = "ADDR|off")]
+    api: Option<String>,
+    /// Keep the last run up (traffic, VNFs, dashboard) until Ctrl-C
+    /// (SIGINT) or SIGTERM, then clean up.
+    #[arg(long)]
+    hold: bool,
 }
 
 fn gauge(mpps: f64, scale: f64) -> String {
@@ -70,16 +93,84 @@ fn gauges(t: u64, bed: &Testbed) {
     }
 }
 
-fn run_one(setup: &Setup, run: &Run, cores: &Cores, seconds: u64) -> Result<Measurement, String> {
-    let bed = Testbed::start(setup, run, cores)?;
-    let m = bed.measure(seconds, gauges);
-    print!("{}", chains_text(&bed.node().show_chains()));
-    print!("{}", pmd_text(&bed.node().show_pmd()));
-    Ok(m)
+/// SIGINT/SIGTERM, blocked in every thread and waited for by a thread of
+/// their own; the demo reads them between runs.
+struct Signals {
+    rx: mpsc::Receiver<Signal>,
+    caught: Option<Signal>,
+}
+
+impl Signals {
+    /// Must run before any other thread starts (they inherit the mask).
+    fn watch() -> Signals {
+        let set = crate::run::block_shutdown_signals();
+        let (tx, rx) = mpsc::channel();
+        let _ = std::thread::Builder::new()
+            .name("demo-signals".into())
+            .spawn(move || {
+                let mut seen = 0;
+                while let Ok(sig) = set.wait() {
+                    seen += 1;
+                    if seen > 1 {
+                        eprintln!("nfvswitch demo: {sig:?} again: exiting now");
+                        std::process::exit(130);
+                    }
+                    eprintln!(
+                        "\nnfvswitch demo: {sig:?}: stopping (after the run under way) and cleaning up \
+                         (again: exit at once)"
+                    );
+                    let _ = tx.send(sig);
+                }
+            });
+        Signals { rx, caught: None }
+    }
+
+    fn caught(&mut self) -> Option<Signal> {
+        if self.caught.is_none() {
+            self.caught = self.rx.try_recv().ok();
+        }
+        self.caught
+    }
+
+    fn wait(&mut self) -> Option<Signal> {
+        if self.caught().is_none() {
+            self.caught = self.rx.recv().ok();
+        }
+        self.caught
+    }
+}
+
+/// The lines of `text` not printed before in this demo (PMU notes: each
+/// reason once per demo, not after every run).
+fn unseen(seen: &mut BTreeSet<String>, text: &str) -> String {
+    text.lines()
+        .filter(|l| seen.insert(l.to_string()))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// Every (topology, N, size) of the arguments, in the order they run.
+fn runs(args: &DemoArgs) -> Vec<Run> {
+    let mut runs = Vec::new();
+    for &topology in &args.topology {
+        for &vnfs in &args.vnfs {
+            for &size in &args.sizes {
+                runs.push(Run {
+                    topology,
+                    vnfs,
+                    size,
+                });
+            }
+        }
+    }
+    runs
 }
 
 pub fn demo(args: DemoArgs) -> Result<(), String> {
     validate(&args.vnfs, &args.sizes)?;
+    if args.topology.is_empty() {
+        return Err("--topology needs at least one of ns, ew".into());
+    }
     let cores = Cores::detect();
     let setup = Setup {
         app: args.app.clone(),
@@ -90,28 +181,76 @@ pub fn demo(args: DemoArgs) -> Result<(), String> {
         warmup: Duration::from_millis(1500),
     };
     setup.check()?;
-    println!("nfvswitch demo: {}", cores.describe(&setup));
-    let mut summary = Vec::new();
-    for &topology in &args.topology {
-        for &vnfs in &args.vnfs {
-            for &size in &args.sizes {
-                let run = Run {
-                    topology,
-                    vnfs,
-                    size,
-                };
-                println!(
-                    "\n== {} with {vnfs} VNF(s), {size} B frames ==",
-                    topology.describe()
-                );
-                let m = run_one(&setup, &run, &cores, args.seconds)?;
-                summary.push((run, m));
+    let runs = runs(&args);
+    let mut signals = Signals::watch();
+    let mut dash = Dashboard::bind(args.api.as_deref(), runs.len(), args.seconds, args.hold)?;
+    match dash.url() {
+        Some(url) => println!(
+            "nfvswitch demo: dashboard at {url} (gauges per VNF and per chain; it follows the demo \
+             from run to run{})",
+            if args.hold {
+                ", and the last run stays up until Ctrl-C"
+            } else {
+                ""
             }
+        ),
+        None => println!("nfvswitch demo: dashboard off"),
+    }
+    println!("nfvswitch demo: {}", cores.describe(&setup));
+    let mut seen_notes = BTreeSet::new();
+    let mut summary = Vec::new();
+    let mut held = None;
+    for (k, run) in runs.iter().enumerate() {
+        if signals.caught().is_some() {
+            break;
+        }
+        println!(
+            "\n== [{}/{}] {} with {} VNF(s), {} B frames ==",
+            k + 1,
+            runs.len(),
+            run.topology.describe(),
+            run.vnfs,
+            run.size
+        );
+        dash.starting(k + 1, run);
+        let bed = Testbed::start_with(&setup, run, &cores, |node| dash.show(node))?;
+        dash.measuring();
+        let m = bed.measure(args.seconds, gauges);
+        print!("{}", chains_text(&bed.node().show_chains()));
+        let pmds = bed.node().show_pmd();
+        print!("{}{}", pmd_table(&pmds), pmu_figures(&pmds));
+        print!("{}", unseen(&mut seen_notes, &notes(&pmds)));
+        dash.done(run, &m);
+        summary.push((*run, m));
+        if args.hold && k + 1 == runs.len() {
+            held = Some(bed);
         }
     }
+    print_summary(&summary, args.seconds);
+    if let Some(bed) = held
+        && signals.caught().is_none()
+    {
+        dash.holding();
+        let run = &summary[summary.len() - 1].0;
+        println!(
+            "\nholding {} with {} VNF(s), {} B frames{}: Ctrl-C (SIGINT) or SIGTERM stops it",
+            run.topology.describe(),
+            run.vnfs,
+            run.size,
+            dash.url()
+                .map_or(String::new(), |u| format!(" (dashboard at {u})"))
+        );
+        signals.wait();
+        drop(bed);
+    }
+    dash.finished();
+    Ok(())
+}
+
+fn print_summary(summary: &[(Run, crate::topology::Measurement)], seconds: u64) {
     println!(
         "\n== summary: delivered to the sinks (mean over {} s of each run) ==",
-        args.seconds.max(1)
+        seconds.max(1)
     );
     let mut t = crate::table::Table::new(&[
         "topology",
@@ -136,5 +275,4 @@ pub fn demo(args: DemoArgs) -> Result<(), String> {
         ]);
     }
     print!("{t}");
-    Ok(())
 }

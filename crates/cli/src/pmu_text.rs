@@ -65,6 +65,12 @@ pub fn notes(pmds: &[PmdReport]) -> String {
 
 /// One line per PMD, then [`notes`].
 pub fn pmu_lines(pmds: &[PmdReport]) -> String {
+    pmu_figures(pmds) + &notes(pmds)
+}
+
+/// A heading and one line per PMD, without the [`notes`] (the demo prints
+/// each note once, not after every run).
+pub fn pmu_figures(pmds: &[PmdReport]) -> String {
     if pmds.is_empty() {
         return String::new();
     }
@@ -87,5 +93,5 @@ pub fn pmu_lines(pmds: &[PmdReport]) -> String {
             metric(p, &d.context_switches_per_s, CTX, 1),
         ));
     }
-    s + &notes(pmds)
+    s
 }

@@ -451,11 +451,24 @@ impl Testbed {
     /// Starts the node and the VNFs of `run`, waits until every VNF has
     /// connected, then lets traffic run for `setup.warmup`.
     pub fn start(setup: &Setup, run: &Run, cores: &Cores) -> Result<Testbed, String> {
+        Testbed::start_with(setup, run, cores, |_| {})
+    }
+
+    /// [`Testbed::start`], calling `on_node` with the node as soon as it
+    /// runs, before the VNFs connect (the demo's dashboard shows it from
+    /// there on).
+    pub fn start_with(
+        setup: &Setup,
+        run: &Run,
+        cores: &Cores,
+        on_node: impl FnOnce(&Arc<Node>),
+    ) -> Result<Testbed, String> {
         let dir = std::env::temp_dir().join(format!("nfvswitch-demo-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let cfg = node_config(run, setup, &dir, cores.switch);
         let node = Node::start(&cfg).map_err(|e| e.to_string())?;
+        on_node(&node);
         let mut bed = Testbed {
             node,
             vnfs: Vec::new(),

@@ -2,6 +2,7 @@
 //! waiting for a condition with a deadline (never a fixed sleep), network
 //! namespaces and a raw socket as the far side of the wire.
 
+pub mod chromium;
 pub mod netns;
 pub mod rawsock;
 pub mod stuck;
