@@ -76,7 +76,20 @@ impl Doc<'_> {
     /// key of the document whose key or value holds the error's span; a
     /// missing field is named after the table it is missing from.
     pub fn toml_error(&self, e: &toml::de::Error) -> TopologyError {
-        let message = e.message().trim_end().to_string();
+        let mut message = e.message().trim_end().to_string();
+        // serde's words for the untagged enums of `topology`.
+        for (from, to) in [
+            ("untagged enum Num", "expected a number"),
+            ("untagged enum OneOrMany", "expected a number or a list of numbers"),
+            (
+                "untagged enum RawFrames",
+                "expected a frame size, a list of frame sizes, or \"imix\"",
+            ),
+        ] {
+            if message.ends_with(from) {
+                message = to.to_string();
+            }
+        }
         let Some(span) = e.span() else {
             return self.err(0..0, "", message);
         };

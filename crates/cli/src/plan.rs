@@ -1,0 +1,266 @@
+//! `nfvswitch plan TOPOLOGY.toml`: for the node and service a topology
+//! file describes, what each I/O mode (SR-IOV VFs, nfvswitch copy and
+//! one-copy, hybrid) would deliver, what binds it, the cores it needs, and
+//! which to use. The model is `nfv_plan`'s; the cost figures come from a
+//! profile written by `nfvswitch calibrate`, else the built-in default
+//! (and the output says so). Table, `--json`, and a PNG chart of the
+//! predicted rate against N per mode (the sweep charts' style).
+
+use crate::sweep::chart::{COLORS, FONT, load_font};
+use crate::table::Table;
+use clap::Args;
+use nfv_plan::{Interface, Mode, Nic, Offered, Plan, Profile, Topology};
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct PlanArgs {
+    /// Topology file (TOML; see `examples/plan-*.toml`).
+    topology: PathBuf,
+    /// Cost profile written by `nfvswitch calibrate` (default: the
+    /// built-in one, from another machine).
+    #[arg(long)]
+    profile: Option<PathBuf>,
+    /// The plan as JSON (for machines) instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Also draw the predicted Mpps against N, per mode, into this PNG.
+    #[arg(long, value_name = "OUT.png")]
+    chart: Option<PathBuf>,
+}
+
+pub fn load_profile(path: Option<&Path>) -> Result<Profile, String> {
+    match path {
+        None => Ok(Profile::builtin()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            Profile::from_json(&text).map_err(|e| format!("{}: {e}", p.display()))
+        }
+    }
+}
+
+pub fn plan(args: PlanArgs) -> Result<(), String> {
+    let topo = nfv_plan::topology::load(&args.topology).map_err(|e| e.to_string())?;
+    let profile = load_profile(args.profile.as_deref())?;
+    let plan = nfv_plan::plan(&topo, &profile);
+    if args.json {
+        let v = serde_json::json!({ "node": topo.node, "service": topo.service, "plan": plan });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", text(&topo, &profile, &plan));
+    }
+    if let Some(out) = &args.chart {
+        let font = load_font().is_some();
+        draw(&plan, out, font).map_err(|e| format!("--chart {}: {e}", out.display()))?;
+        if !args.json {
+            println!("wrote {}", out.display());
+            if !font {
+                println!("note: no TrueType font found, so the chart has no text");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn node_line(t: &Topology) -> String {
+    let nic = match &t.node.nic {
+        Nic::Pci {
+            ports,
+            port_gbps,
+            pcie,
+            vfs,
+        } => format!(
+            "{ports} x {port_gbps} Gbps, PCIe Gen{} x{} ({:.1} Gbps each way), {vfs} VFs",
+            pcie.generation,
+            pcie.lanes,
+            pcie.bits_per_second() / 1e9
+        ),
+        Nic::Testbed => "the sweep test bed's generator and sink (no wire, no PCIe)".into(),
+    };
+    format!(
+        "node: {} switch core(s), {} VNF core(s); NIC: {nic}",
+        t.node.switch_cores, t.node.vnf_cores
+    )
+}
+
+/// The human-readable plan.
+pub fn text(t: &Topology, profile: &Profile, plan: &Plan) -> String {
+    let mut out = format!("plan: {}\n{}\n", t.name, node_line(t));
+    let offered = match t.service.offered {
+        Offered::Line => "line rate".to_string(),
+        Offered::Gbps(g) => format!("{g} Gbps"),
+        Offered::Mpps(m) => format!("{m} Mpps"),
+    };
+    let iface = match t.service.interface {
+        Interface::Vhost => "vhost-user",
+        Interface::Memif => "memif",
+    };
+    out += &format!(
+        "service: {} VNFs on {iface}, offered {offered}\n",
+        t.service.shape.describe(),
+    );
+    let m = &profile.machine;
+    out += &format!(
+        "profile: {} ({}, {:.2} GHz TSC, {} cores, kernel {}, {}); cycles at {:.2} GHz\n",
+        profile.source, m.cpu_model, m.tsc_ghz, m.cores, m.kernel, m.taken_at, plan.tsc_ghz
+    );
+    for n in &plan.notes {
+        out += &format!("note: {n}\n");
+    }
+    let mut last = None;
+    let mut table = None::<Table>;
+    for pt in &plan.points {
+        if last != Some(pt.frames) {
+            if let Some(t) = table.take() {
+                out += &format!("{t}");
+            }
+            out += &format!("\n{}:\n", pt.frames.label());
+            table = Some(Table::new(&[
+                "N",
+                "mode",
+                "Mpps",
+                "Gbps",
+                "VNF tx Mpps",
+                "bottleneck",
+                "switch cores",
+                "VNF cores",
+                "VFs",
+                "",
+            ]));
+            last = Some(pt.frames);
+        }
+        let Some(tb) = table.as_mut() else { continue };
+        for p in &pt.predictions {
+            let star = if pt.recommended == Some(p.mode) {
+                "<- recommended"
+            } else {
+                ""
+            };
+            let row = match &p.unavailable {
+                Some(why) => vec![
+                    pt.vnfs.to_string(),
+                    p.mode.as_str().into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    format!("unavailable: {why}"),
+                ],
+                None => vec![
+                    pt.vnfs.to_string(),
+                    p.mode.as_str().into(),
+                    format!("{:.3}", p.mpps),
+                    format!("{:.2}", p.gbps),
+                    format!("{:.3}", p.vnf_tx_mpps),
+                    p.bottleneck.map_or("-", |b| b.as_str()).into(),
+                    p.switch_cores_needed.to_string(),
+                    p.vnf_cores_needed.to_string(),
+                    p.vfs_needed.to_string(),
+                    star.into(),
+                ],
+            };
+            tb.row(row);
+        }
+    }
+    if let Some(t) = table {
+        out += &format!("{t}");
+    }
+    out += "\nrecommendations:\n";
+    for pt in &plan.points {
+        out += &format!("  N={} {}: {}\n", pt.vnfs, pt.frames.label(), pt.why);
+    }
+    out
+}
+
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+/// One panel per frame mix: predicted Mpps against N, a line per mode.
+fn draw(plan: &Plan, path: &Path, text: bool) -> DrawResult {
+    let mut frames = Vec::new();
+    for p in &plan.points {
+        if !frames.contains(&p.frames) {
+            frames.push(p.frames);
+        }
+    }
+    let panels = frames.len().max(1);
+    let legend_w = if text { 200 } else { 0 };
+    let root = BitMapBackend::new(path, (560 * panels as u32 + legend_w, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let body = if text {
+        root.titled(
+            &format!(
+                "Predicted Mpps vs N — {} (profile: {})",
+                plan.topology, plan.profile
+            ),
+            (FONT, 20),
+        )?
+    } else {
+        root.clone()
+    };
+    let (plots, legend) = body.split_horizontally(560 * panels as u32);
+    let ns: Vec<u32> = plan.points.iter().map(|p| p.vnfs).collect();
+    let (lo, hi) = (
+        ns.iter().copied().min().unwrap_or(1),
+        ns.iter().copied().max().unwrap_or(1),
+    );
+    for (area, &f) in plots.split_evenly((1, panels)).iter().zip(&frames) {
+        let pts: Vec<_> = plan.points.iter().filter(|p| p.frames == f).collect();
+        let ymax = pts
+            .iter()
+            .flat_map(|p| p.predictions.iter().map(|x| x.mpps))
+            .fold(0.0, f64::max);
+        let ymax = if ymax > 0.0 { ymax * 1.08 } else { 1.0 };
+        let mut b = ChartBuilder::on(area);
+        b.margin(16);
+        if text {
+            b.caption(f.label(), (FONT, 18))
+                .x_label_area_size(44)
+                .y_label_area_size(60);
+        }
+        let mut chart = b.build_cartesian_2d((lo as f64 - 0.4)..(hi as f64 + 0.4), 0.0..ymax)?;
+        let mut mesh = chart.configure_mesh();
+        mesh.x_labels((hi - lo + 1) as usize)
+            .light_line_style(WHITE.mix(0.0))
+            .bold_line_style(BLACK.mix(0.12));
+        if text {
+            mesh.x_desc("N (VNFs)")
+                .y_desc("predicted Mpps")
+                .label_style((FONT, 15))
+                .x_label_formatter(&|v| format!("{v:.0}"))
+                .y_label_formatter(&|v| format!("{v:.1}"));
+        } else {
+            mesh.x_label_formatter(&|_| String::new())
+                .y_label_formatter(&|_| String::new());
+        }
+        mesh.draw()?;
+        for (i, &m) in Mode::ALL.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let line: Vec<(f64, f64)> = pts
+                .iter()
+                .filter_map(|p| {
+                    let x = p.predictions.iter().find(|x| x.mode == m)?;
+                    x.unavailable.is_none().then_some((p.vnfs as f64, x.mpps))
+                })
+                .collect();
+            chart.draw_series(LineSeries::new(line.iter().copied(), color.stroke_width(3)))?;
+            chart.draw_series(line.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+        }
+    }
+    if text {
+        legend.draw(&Text::new("mode", (4, 60), (FONT, 16)))?;
+        for (i, m) in Mode::ALL.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let y = 92 + 26 * i as i32;
+            legend.draw(&PathElement::new(
+                vec![(4, y), (34, y)],
+                color.stroke_width(3),
+            ))?;
+            legend.draw(&Circle::new((19, y), 4, color.filled()))?;
+            legend.draw(&Text::new(m.as_str(), (42, y - 8), (FONT, 15)))?;
+        }
+    }
+    root.present()?;
+    Ok(())
+}
