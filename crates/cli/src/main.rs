@@ -1,8 +1,10 @@
 //! `nfvswitch`: the switch daemon, its control client, the demo and sweeps.
 
+mod calibrate;
 mod ctl;
 mod demo;
 mod ndr;
+mod plan;
 mod pmu_text;
 mod run;
 mod sweep;
@@ -62,13 +64,19 @@ enum Command {
     /// Live view of a running node: PMDs (busy, Mpps, cycles/packet, IPC),
     /// ports (rates, drops by reason), chains and VNFs.
     Top(top::TopArgs),
+    /// Measure what a hop costs on this node (cycles/packet per hop type
+    /// and frame size) and write a cost profile for `plan`.
+    Calibrate(calibrate::CalibrateArgs),
+    /// SR-IOV, nfvswitch or both? Predicted rate, bottleneck and cores per
+    /// I/O mode for a topology file, and a recommendation.
+    Plan(plan::PlanArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_log = if matches!(
         cli.cmd,
-        Command::Demo(_) | Command::Ndr(_) | Command::Sweep(_)
+        Command::Demo(_) | Command::Ndr(_) | Command::Sweep(_) | Command::Calibrate(_)
     ) {
         "warn"
     } else {
@@ -94,6 +102,8 @@ fn main() -> ExitCode {
         Command::Vnf(args) => vnf::vnf(args),
         Command::Ndr(args) => ndr::ndr(args),
         Command::Top(args) => top::top(args),
+        Command::Calibrate(args) => calibrate::calibrate(args),
+        Command::Plan(args) => plan::plan(args),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -80,7 +80,10 @@ impl Doc<'_> {
         // serde's words for the untagged enums of `topology`.
         for (from, to) in [
             ("untagged enum Num", "expected a number"),
-            ("untagged enum OneOrMany", "expected a number or a list of numbers"),
+            (
+                "untagged enum OneOrMany",
+                "expected a number or a list of numbers",
+            ),
             (
                 "untagged enum RawFrames",
                 "expected a frame size, a list of frame sizes, or \"imix\"",

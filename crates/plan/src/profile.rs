@@ -69,7 +69,7 @@ impl HopKind {
 
 impl std::fmt::Display for HopKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

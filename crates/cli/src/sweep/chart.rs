@@ -25,10 +25,10 @@ const FONT_CANDIDATES: &[&str] = &[
     "/usr/share/fonts/liberation-sans/LiberationSans-Regular.ttf",
 ];
 
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 /// Line colours per frame size (Tableau 10).
-const COLORS: [RGBColor; 8] = [
+pub(crate) const COLORS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),

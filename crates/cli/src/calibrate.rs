@@ -1,0 +1,321 @@
+//! `nfvswitch calibrate`: short measurements of what a hop costs on this
+//! node, written as an `nfv_plan` cost profile (JSON) for
+//! `nfvswitch plan --profile`.
+//!
+//! It runs `nfvswitch sweep`'s test bed ([`crate::topology::Testbed`]: the
+//! switch's PMD on the last core with an in-process generator and sink,
+//! built-in VNF processes on the others) per VNF hop type and frame size:
+//!
+//! - north-south, N = 1 (generator → VNF → sink, two hops): the PMD's
+//!   busy TSC cycles per packet it received is the **edge** hop cost; the
+//!   VNF process's CPU time (from `/proc`, in TSC cycles) per packet it
+//!   forwarded is the **VNF** cost;
+//! - east-west, N = 2 (three hops, two of them edges): the **inner**
+//!   (VNF → VNF) hop cost is `3 × mean − 2 × edge`.
+//!
+//! Copy modes are the same ports re-added with `one_copy = false` (the
+//! VNFs reconnect). A hop that delivered less than its cores allow
+//! (PMD under 90 % busy and VNF under 90 % of a core) records the rate
+//! as its `limit_mpps`. Kernel ports (AF_XDP, AF_PACKET) and VFs are
+//! reported unavailable with the reason; `plan` then uses the built-in
+//! figures for them and says so.
+
+use crate::sweep::report::rfc3339;
+use crate::topology::{Cores, Run, Setup, Testbed, Topology, VnfInterface};
+use clap::Args;
+use nfv_plan::{HopKind, HopPoint, HopProfile, Machine, Profile};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct CalibrateArgs {
+    /// Where to write the profile (JSON).
+    #[arg(long, default_value = "nfvswitch-profile.json")]
+    out: PathBuf,
+    /// Measured seconds per point (after 0.5 s of warm-up).
+    #[arg(long, default_value_t = 2)]
+    seconds: u64,
+    /// Frame sizes in bytes (64..=1518).
+    #[arg(long, value_delimiter = ',', default_values_t = [64usize, 512, 1518])]
+    sizes: Vec<usize>,
+    /// VNF hop types to measure: vhost-one-copy, vhost-copy,
+    /// memif-one-copy, memif-copy.
+    #[arg(long, value_delimiter = ',', default_values_t = [HopKind::VhostOneCopy, HopKind::VhostCopy, HopKind::MemifOneCopy, HopKind::MemifCopy])]
+    hops: Vec<HopKind>,
+}
+
+/// `/proc/<pid>/stat` times are in USER_HZ, 100 on Linux.
+const USER_HZ: f64 = 100.0;
+
+/// CPU seconds (user + system) of this process's children.
+fn children_cpu() -> f64 {
+    let mut pids = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for t in tasks.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+                pids.extend(s.split_whitespace().map(str::to_string));
+            }
+        }
+    }
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
+        .filter_map(|s| {
+            // Fields after the command's closing parenthesis; utime and
+            // stime are fields 14 and 15 of the whole line.
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / USER_HZ)
+        })
+        .sum()
+}
+
+/// One run's figures.
+struct Sample {
+    mpps: f64,
+    pmd_cycles: Option<f64>,
+    pmd_busy: f64,
+    /// VNF CPU cycles per packet a VNF forwarded.
+    vnf_cycles: Option<f64>,
+    /// VNF CPU use as a share of one core.
+    vnf_share: f64,
+}
+
+fn interface(k: HopKind) -> (VnfInterface, bool) {
+    match k {
+        HopKind::VhostOneCopy => (VnfInterface::Vhost, true),
+        HopKind::VhostCopy => (VnfInterface::Vhost, false),
+        HopKind::MemifOneCopy => (VnfInterface::Memif, true),
+        _ => (VnfInterface::Memif, false),
+    }
+}
+
+/// Re-adds the VNF ports of a started bed with `one_copy = false` and
+/// waits until the VNFs have reconnected.
+fn copy_mode(bed: &Testbed, iface: VnfInterface, vnfs: usize) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("nfvswitch-demo-{}", std::process::id()));
+    let node = bed.node();
+    for i in 1..=vnfs {
+        let name = format!("vnf{i}");
+        let socket = dir.join(format!("{name}.sock"));
+        let kind = match iface {
+            VnfInterface::Vhost => {
+                "type=\"vhost-user\",mode=\"server\",queues=1,mrg_rxbuf=true,packed_ring=true"
+            }
+            VnfInterface::Memif => "type=\"memif\"",
+        };
+        node.del_port(&name).map_err(|e| format!("{name}: {e}"))?;
+        let table = format!(
+            "name=\"{name}\",id={},{kind},socket=\"{}\",one_copy=false",
+            10 + i,
+            socket.display()
+        );
+        node.add_port(&table).map_err(|e| format!("{name}: {e}"))?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !node
+        .show_chains()
+        .iter()
+        .all(|c| c.vnfs.iter().all(|v| v.connected))
+    {
+        if Instant::now() > deadline {
+            return Err("VNFs did not reconnect to the copy-mode ports within 15 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    Ok(())
+}
+
+fn sample(k: HopKind, run: &Run, seconds: u64, cores: &Cores) -> Result<Sample, String> {
+    let (iface, one_copy) = interface(k);
+    let setup = Setup {
+        app: "macswap".into(),
+        poll: "adaptive".into(),
+        interface: iface,
+        rate_pps: 0,
+        warmup: Duration::from_millis(500),
+    };
+    let bed = Testbed::start(&setup, run, cores)?;
+    if !one_copy {
+        copy_mode(&bed, iface, run.vnfs)?;
+    }
+    let cpu0 = children_cpu();
+    let m = bed.measure(seconds, |_, _| {});
+    let cpu = children_cpu() - cpu0;
+    drop(bed);
+    if m.mpps <= 0.0 {
+        return Err("no packet delivered".into());
+    }
+    let vnf_pkts: f64 = m.vnfs.iter().map(|v| v.tx_mpps * 1e6 * m.seconds).sum();
+    let hz = nfv_tsc::hz() as f64;
+    Ok(Sample {
+        mpps: m.mpps,
+        pmd_cycles: m.pmd.cycles_per_packet,
+        pmd_busy: m.pmd.busy_percent,
+        vnf_cycles: (vnf_pkts > 0.0 && cpu > 0.0).then(|| cpu * hz / vnf_pkts),
+        vnf_share: cpu / m.seconds,
+    })
+}
+
+/// Edge, inner and VNF figures of one hop type at one size.
+fn point(
+    k: HopKind,
+    size: usize,
+    seconds: u64,
+    cores: &Cores,
+) -> Result<(HopPoint, String), String> {
+    let ns = Run {
+        topology: Topology::Ns,
+        vnfs: 1,
+        size,
+    };
+    let ew = Run {
+        topology: Topology::Ew,
+        vnfs: 2,
+        size,
+    };
+    let a = sample(k, &ns, seconds, cores)?;
+    let b = sample(k, &ew, seconds, cores)?;
+    let edge = a.pmd_cycles;
+    let mut note = String::new();
+    let inner = match (edge, b.pmd_cycles) {
+        (Some(e), Some(mean)) => {
+            let raw = 3.0 * mean - 2.0 * e;
+            if raw < 0.25 * e {
+                note = format!(
+                    " (inner {raw:.0} below a quarter of the edge: kept at {:.0})",
+                    0.25 * e
+                );
+            }
+            Some(raw.max(0.25 * e))
+        }
+        _ => None,
+    };
+    let unsaturated = a.pmd_busy < 90.0 && a.vnf_share < 0.9;
+    let p = HopPoint {
+        size,
+        edge_cycles: edge,
+        inner_cycles: inner,
+        vnf_cycles: a.vnf_cycles,
+        limit_mpps: unsaturated.then_some(a.mpps),
+        measured_mpps: Some(a.mpps),
+        pmd_busy_percent: Some(a.pmd_busy),
+    };
+    let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.0}"));
+    let line = format!(
+        "{k:>15} {size:>5} B: edge {} inner {} VNF {} cyc/pkt | ns N=1 {:.3} Mpps (PMD {:.0} % busy, VNF {:.0} % of a core), ew N=2 {:.3} Mpps{note}",
+        f(edge),
+        f(inner),
+        f(a.vnf_cycles),
+        a.mpps,
+        a.pmd_busy,
+        100.0 * a.vnf_share,
+        b.mpps
+    );
+    Ok((p, line))
+}
+
+fn machine(cores: &Cores) -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")?
+                .split_once(':')
+                .map(|x| x.1.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    Machine {
+        cpu_model,
+        tsc_ghz: nfv_tsc::hz() as f64 / 1e9,
+        cores: cores.cpus,
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map_or("unknown".into(), |s| s.trim().to_string()),
+        taken_at: rfc3339(std::time::SystemTime::now()),
+        nfvswitch_version: env!("CARGO_PKG_VERSION").into(),
+    }
+}
+
+/// Why a VF cannot be measured here.
+fn vf_reason() -> String {
+    let capable = std::fs::read_dir("/sys/class/net")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("device/sriov_totalvfs"))
+                .is_ok_and(|s| s.trim().parse::<u32>().is_ok_and(|n| n > 0))
+        })
+        .count();
+    if capable == 0 {
+        "no SR-IOV capable NIC on this machine (no /sys/class/net/*/device/sriov_totalvfs > 0)"
+            .into()
+    } else {
+        format!(
+            "{capable} SR-IOV capable NIC(s), but calibrate does not drive a VNF on a VF (it needs DPDK and a traffic source on the wire)"
+        )
+    }
+}
+
+const KERNEL_PORTS: &str = "calibrate does not measure kernel ports yet: they need a NIC (or a veth \
+    pair) under traffic; `nfv-bench kernel-port` measures them";
+
+pub fn calibrate(args: CalibrateArgs) -> Result<(), String> {
+    crate::topology::validate(&[1], &args.sizes)?;
+    let seconds = args.seconds.clamp(1, 30);
+    let cores = Cores::detect();
+    let runs = args.hops.len() * args.sizes.len() * 2;
+    println!(
+        "nfvswitch calibrate: {} hop type(s) x {} size(s) x 2 runs of {seconds} s (+0.5 s warm-up); {} CPU(s), switch PMD on core {}, VNFs (macswap, adaptive) on {:?}; {runs} runs",
+        args.hops.len(),
+        args.sizes.len(),
+        cores.cpus,
+        cores.switch,
+        cores.vnf_cores()
+    );
+    let mut hops: BTreeMap<HopKind, HopProfile> = BTreeMap::new();
+    for &k in &args.hops {
+        if matches!(k, HopKind::Afxdp | HopKind::Afpacket | HopKind::Vf) {
+            continue;
+        }
+        let mut h = HopProfile::default();
+        for &size in &args.sizes {
+            match point(k, size, seconds, &cores) {
+                Ok((p, line)) => {
+                    println!("{line}");
+                    h.points.push(p);
+                }
+                Err(e) => println!("{k:>15} {size:>5} B: FAILED: {e}"),
+            }
+        }
+        if h.points.is_empty() {
+            h.unavailable = Some("every run failed".into());
+        }
+        hops.insert(k, h);
+    }
+    for (k, why) in [
+        (HopKind::Afxdp, KERNEL_PORTS.to_string()),
+        (HopKind::Afpacket, KERNEL_PORTS.to_string()),
+        (HopKind::Vf, vf_reason()),
+    ] {
+        println!("{k:>15}: unavailable: {why}");
+        hops.insert(
+            k,
+            HopProfile {
+                unavailable: Some(why),
+                points: vec![],
+            },
+        );
+    }
+    let profile = Profile {
+        source: "calibrated".into(),
+        machine: machine(&cores),
+        seconds_per_point: seconds as f64,
+        hops,
+    };
+    std::fs::write(&args.out, profile.to_json() + "\n")
+        .map_err(|e| format!("--out {}: {e}", args.out.display()))?;
+    println!("wrote {}", args.out.display());
+    Ok(())
+}
