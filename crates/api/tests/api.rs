@@ -588,3 +588,65 @@ fn the_bound_address_is_reported_and_a_busy_one_is_refused() {
     assert!(std::net::TcpStream::connect(addr).is_err());
     assert!(f.node.show_node().api.is_none());
 }
+
+#[test]
+fn a_replaced_node_is_served_at_the_same_address_with_the_demo_status() {
+    let mut f = start("replace");
+    let api = f.api.take().unwrap();
+    refused(&f.get("/api/v1/demo"), 404, "no demo");
+
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let text = r#"[node]
+name = "api-replacement"
+[memory]
+frames = 2048
+hugepages = "never"
+[[port]]
+name = "g"
+id = 1
+type = "generator"
+rate_pps = 1000
+[[port]]
+name = "s"
+id = 2
+type = "sink"
+[[chain]]
+name = "gs"
+ingress = "g"
+egress = "s"
+"#;
+    let cfg = nfv_config::parse_str(text, std::path::Path::new("replacement.toml"), cpus)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let second = nfv_control::Node::start(&cfg).expect("second node starts");
+    api.replace_node(second.clone());
+    assert_eq!(f.get_json("/api/v1/node")["name"], "api-replacement");
+    assert_eq!(second.api_addr(), Some(api.addr()));
+    assert_eq!(f.node.api_addr(), None, "the old node still claims the API");
+    let chains = f.get_json("/api/v1/chains");
+    assert_eq!(len(&chains), 1);
+    assert_eq!(chains[0]["name"], "gs");
+    assert!(f.get("/metrics").body.contains("api-replacement"));
+
+    let status = nfv_api::DemoStatus {
+        run: 2,
+        runs: 3,
+        phase: nfv_api::DemoPhase::Measuring,
+        seconds: 3,
+        current: nfv_api::DemoRun {
+            topology: "ew".into(),
+            title: "east-west".into(),
+            vnfs: 4,
+            frame_size: 64,
+        },
+        ..Default::default()
+    };
+    api.set_demo(Some(status.clone()));
+    let got: nfv_api::DemoStatus =
+        serde_json::from_value(f.get_json("/api/v1/demo")).expect("demo status");
+    assert_eq!(got, status);
+    assert_eq!(f.get_json("/api/v1/demo")["phase"], "measuring");
+
+    api.stop();
+    assert_eq!(second.api_addr(), None);
+    second.shutdown();
+}
