@@ -1,8 +1,9 @@
 //! `nfvswitch demo` with its web dashboard in a real browser (headless
 //! Chromium over the DevTools protocol, [`nfv_testutil::chromium`]).
 //!
-//! The demo runs north-south then east-west, 2 VNFs, 64 B frames, with
-//! `--hold --api 127.0.0.1:0`. Checked: its first output line is the
+//! The demo runs north-south then east-west, 2 VNFs, 64 B frames, 4 s
+//! windows (the page has time to catch the first run on a loaded machine),
+//! with `--hold --api 127.0.0.1:0`. Checked: its first output line is the
 //! dashboard's URL; the page follows the demo from the north-south node to
 //! the east-west node (another node behind the same address), each time
 //! with a gauge per VNF and per chain whose values — read from the DOM,
@@ -69,7 +70,7 @@ impl Demo {
                 "--sizes",
                 "64",
                 "--seconds",
-                "3",
+                "4",
                 "--api",
                 "127.0.0.1:0",
                 "--hold",
