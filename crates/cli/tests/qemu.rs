@@ -148,7 +148,9 @@ impl Bed {
             s.push_str(&g.diagnostics());
             s.push('\n');
         }
-        s.push_str("--- show ports ---\n");
+        s.push_str("--- vhost-user ring events ---\n");
+        s.push_str(&self.node.ring_events());
+        s.push_str("\n--- show ports ---\n");
         s.push_str(
             &self
                 .node

@@ -352,6 +352,11 @@ impl Bed {
         }
         s.push_str("--- QEMUs that ended ---\n");
         s.push_str(&self.qemu_messages.join("\n"));
+        // Ring positions first: the output may be cut after a few KiB.
+        for (name, node) in [("node 1", &self.node1), ("node 2", &self.node2)] {
+            s.push_str(&format!("\n--- {name}: vhost-user ring events ---\n"));
+            s.push_str(&node.ring_events());
+        }
         for (name, node) in [("node 1", &self.node1), ("node 2", &self.node2)] {
             s.push_str(&format!("\n--- {name}: show ports ---\n"));
             s.push_str(&node.ports().map(|p| p.to_string()).unwrap_or_else(|e| e));

@@ -337,6 +337,9 @@ impl Backend {
         let v = &mut self.vrings[i];
         v.base = pos;
         v.base_epoch = epoch;
+        self.shared.log.info("get_vring_base", || {
+            format!("GET_VRING_BASE vring {i}: {pos}")
+        });
         pos
     }
 

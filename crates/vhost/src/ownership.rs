@@ -17,6 +17,14 @@
 //! epoch moved (SET_VRING_BASE, a stop). A setup that fails to build is
 //! counted and logged once per setup id; the ring stays stopped until the
 //! protocol thread publishes a different setup.
+//!
+//! A ring that starts or stops (not a rebuild in place) is logged,
+//! rate-limited, with its avail and used positions: the numbers a
+//! migration or a reconnect resumes from. A split ring that starts with
+//! `used.idx` in guest memory different from the avail position it was
+//! given is logged as a warning: chains the previous backend took and
+//! never returned, or a used ring the frontend restored from stale memory
+//! (the driver then sees entries it did not expect).
 
 use nfv_virtio::DeviceQueue;
 
@@ -76,6 +84,12 @@ impl RingOwner {
             }
             self.position = dq.last_avail_idx();
             errors::mirror(mirror, dq, &mut self.error_base, true);
+            if setup.is_none() {
+                let (avail, used) = (self.position, dq.used_position());
+                shared.log.info("ring_stop", || {
+                    format!("vring {vring} stopped at avail {avail}, used {used}")
+                });
+            }
         }
         self.setup_id = want;
         if let Some(s) = setup {
@@ -86,6 +100,9 @@ impl RingOwner {
             match s.build(self.position) {
                 Ok(mut dq) => {
                     self.error_seen = errors::trigger(&dq);
+                    if retired.is_none() {
+                        log_start(shared, vring, self.position, &dq);
+                    }
                     // Same memory and addresses (a new call fd): buffers
                     // lent by the old queue stay lent by the new one.
                     if keep_lent && let Some(old) = retired.as_mut() {
@@ -101,5 +118,24 @@ impl RingOwner {
             }
         }
         Some(retired)
+    }
+}
+
+/// Logs a ring that starts (see the module docs).
+#[cold]
+fn log_start(shared: &Shared, vring: usize, avail: u16, dq: &DeviceQueue) {
+    let used = dq.used_position();
+    if used != avail && !dq.is_packed() {
+        shared.log.warn("ring_start", || {
+            format!(
+                "vring {vring} started at avail {avail} but used.idx in guest memory is {used}: \
+                 {} chains were taken and not returned before, or the used ring is stale",
+                avail.wrapping_sub(used)
+            )
+        });
+    } else {
+        shared.log.info("ring_start", || {
+            format!("vring {vring} started at avail {avail}, used {used}")
+        });
     }
 }

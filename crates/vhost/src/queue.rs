@@ -78,6 +78,12 @@ impl VhostRxq {
         let ring = &shared.rx[pair];
         ring.attached.store(true, Release);
         let error_base = ring.errors.load();
+        // A ring whose previous rx queue object was dropped (its port's
+        // queue reopened) continues where that one stopped, unless the
+        // frontend has set a new base since. Epoch first (acquire): the
+        // position was stored before it.
+        let base_epoch = ring.pos_epoch.load(Acquire);
+        let position = ring.position.load(Relaxed) as u16;
         VhostRxq {
             shared,
             pair,
@@ -86,6 +92,8 @@ impl VhostRxq {
             owner: RingOwner {
                 error_base,
                 fault_epoch: fault_epoch(),
+                base_epoch,
+                position,
                 ..RingOwner::default()
             },
             one_copy_seen: 0,

@@ -73,6 +73,27 @@ impl RateLimitedLog {
         }
     }
 
+    /// [`RateLimitedLog::warn`] at info level, for events that are normal
+    /// but that a frontend could repeat without end (a ring started or
+    /// stopped).
+    pub fn info(&self, reason: &'static str, msg: impl FnOnce() -> String) -> bool {
+        match self.decide(reason, Instant::now()) {
+            Verdict::Suppress => false,
+            v => {
+                if let Verdict::LogAfter(k) = v {
+                    tracing::info!(
+                        "{}: {k} more '{reason}' messages were suppressed (at most {} per {:?})",
+                        self.prefix,
+                        Self::LINES,
+                        Self::INTERVAL
+                    );
+                }
+                tracing::info!("{}: {}", self.prefix, msg());
+                true
+            }
+        }
+    }
+
     fn decide(&self, reason: &'static str, now: Instant) -> Verdict {
         let mut ws = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         let i = match ws.iter().position(|w| w.reason == reason) {

@@ -260,6 +260,28 @@ impl Node {
             .collect()
     }
 
+    /// What the switch logged about its vhost-user rings and frontends
+    /// (starts and stops with their positions, GET_VRING_BASE answers,
+    /// SEND_RARP, connections), colour codes removed: the first thing to
+    /// read when a guest's driver finds its rings in a state it did not
+    /// expect.
+    pub fn ring_events(&self) -> String {
+        let s = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let keep = [
+            "vring",
+            "GET_VRING_BASE",
+            "SEND_RARP",
+            "connected",
+            "features",
+        ];
+        let lines: Vec<String> = s
+            .lines()
+            .filter(|l| keep.iter().any(|k| l.contains(k)))
+            .map(strip_ansi)
+            .collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
     /// The last lines the switch logged.
     pub fn log_tail(&self) -> String {
         let s = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -293,4 +315,22 @@ pub fn packets(node: &Node, port: &str) -> Result<(u64, u64), String> {
         p["rx"]["packets"].as_u64().unwrap_or(0),
         p["tx"]["packets"].as_u64().unwrap_or(0),
     ))
+}
+
+/// `line` without terminal colour codes (`ESC [ ... m`).
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -365,6 +365,16 @@ impl DeviceQueue {
             None => self.last_avail,
         }
     }
+    /// The split ring's `used.idx` as last published (read from the ring
+    /// when the queue was built); on a packed ring the used slot and wrap
+    /// counter, encoded as [`DeviceQueue::last_avail_idx`] is. For the logs
+    /// of ring starts and stops: the two positions a frontend resumes from.
+    pub fn used_position(&self) -> u16 {
+        match &self.packed {
+            Some(p) => crate::packed::encode_base(p.used, p.used_wrap),
+            None => self.published,
+        }
+    }
     pub fn size(&self) -> u16 {
         match &self.packed {
             Some(p) => p.ring.size,
