@@ -51,7 +51,8 @@ enum Command {
     Check { config: PathBuf },
     /// Talk to a running node over its control socket.
     Ctl(ctl::CtlArgs),
-    /// Start a node with a generator and a sink and show live rates.
+    /// The demo test bed (N VNFs north-south, east-west) run by run, with
+    /// live gauges in the terminal and on a web dashboard (URL printed first).
     Demo(demo::DemoArgs),
     /// Topology sweeps (N VNFs north-south and east-west, frame sizes):
     /// JSON, markdown tables and PNG charts.
