@@ -68,6 +68,9 @@ struct Trial {
     cycles: f64,
     switch_cycles: f64,
     emc: f64,
+    /// Decisions that probed the EMC at all (it is bypassed while its hit
+    /// rate is low).
+    emc_probed: f64,
     megaflow: f64,
     classifier: f64,
     miss: f64,
@@ -151,6 +154,7 @@ fn trial(
         cycles: d.cycles_per_packet().unwrap_or(f64::NAN),
         switch_cycles: d.switch_cycles_per_packet().unwrap_or(f64::NAN),
         emc: 100.0 * d.emc_hits as f64 / looked,
+        emc_probed: 100.0 * d.emc_probes as f64 / looked,
         megaflow: 100.0 * d.megaflow_hits as f64 / looked,
         classifier: 100.0 * d.classifier_hits as f64 / looked,
         miss: 100.0 * d.table_misses as f64 / looked,
@@ -199,7 +203,7 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
         for (i, (shape, r, f, m, specs)) in combos.iter().enumerate() {
             let t = trial(*f, *m, specs, &a)?;
             println!(
-                "  round {} {:?} rules {:>5} flows {:>7} megaflows {:>6}: {:>6.2} Mpps {:>6.1} cyc/pkt {:>6.1} switch  emc {:>5.1} % mf {:>5.1} % cls {:>5.1} % miss {:>4.1} %",
+                "  round {} {:?} rules {:>5} flows {:>7} megaflows {:>6}: {:>6.2} Mpps {:>6.1} cyc/pkt {:>6.1} switch  emc {:>5.1} % (probed {:>5.1} %) mf {:>5.1} % cls {:>5.1} % miss {:>4.1} %",
                 round + 1,
                 shape,
                 r,
@@ -209,6 +213,7 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
                 t.cycles,
                 t.switch_cycles,
                 t.emc,
+                t.emc_probed,
                 t.megaflow,
                 t.classifier,
                 t.miss

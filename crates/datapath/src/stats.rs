@@ -23,6 +23,9 @@ pub struct PmdStats {
     pub port_cycles: AtomicU64,
     pub rx_packets: AtomicU64,
     pub emc_hits: AtomicU64,
+    /// Decisions that probed the EMC (fewer than decisions while it is
+    /// bypassed for a low hit rate, see `decision.rs`).
+    pub emc_probes: AtomicU64,
     /// Decisions answered by the megaflow cache.
     pub megaflow_hits: AtomicU64,
     pub classifier_hits: AtomicU64,
@@ -47,6 +50,7 @@ pub struct PmdCounters {
     pub port_cycles: u64,
     pub rx_packets: u64,
     pub emc_hits: u64,
+    pub emc_probes: u64,
     pub megaflow_hits: u64,
     pub classifier_hits: u64,
     pub table_misses: u64,
@@ -63,6 +67,7 @@ impl PmdStats {
         self.port_cycles.store(c.port_cycles, Relaxed);
         self.rx_packets.store(c.rx_packets, Relaxed);
         self.emc_hits.store(c.emc_hits, Relaxed);
+        self.emc_probes.store(c.emc_probes, Relaxed);
         self.megaflow_hits.store(c.megaflow_hits, Relaxed);
         self.classifier_hits.store(c.classifier_hits, Relaxed);
         self.table_misses.store(c.table_misses, Relaxed);
@@ -77,6 +82,7 @@ impl PmdStats {
             port_cycles: self.port_cycles.load(Relaxed),
             rx_packets: self.rx_packets.load(Relaxed),
             emc_hits: self.emc_hits.load(Relaxed),
+            emc_probes: self.emc_probes.load(Relaxed),
             megaflow_hits: self.megaflow_hits.load(Relaxed),
             classifier_hits: self.classifier_hits.load(Relaxed),
             table_misses: self.table_misses.load(Relaxed),
@@ -93,6 +99,7 @@ pub struct PmdSnapshot {
     pub port_cycles: u64,
     pub rx_packets: u64,
     pub emc_hits: u64,
+    pub emc_probes: u64,
     pub megaflow_hits: u64,
     pub classifier_hits: u64,
     pub table_misses: u64,
@@ -109,6 +116,7 @@ impl PmdSnapshot {
             port_cycles: self.port_cycles.wrapping_sub(earlier.port_cycles),
             rx_packets: self.rx_packets.wrapping_sub(earlier.rx_packets),
             emc_hits: self.emc_hits.wrapping_sub(earlier.emc_hits),
+            emc_probes: self.emc_probes.wrapping_sub(earlier.emc_probes),
             megaflow_hits: self.megaflow_hits.wrapping_sub(earlier.megaflow_hits),
             classifier_hits: self.classifier_hits.wrapping_sub(earlier.classifier_hits),
             table_misses: self.table_misses.wrapping_sub(earlier.table_misses),
