@@ -220,6 +220,32 @@ fn marking_follows_the_log_being_set_and_removed() {
     );
 }
 
+/// A queue writes its notification fields (used flags, avail_event) when
+/// it is built, before a log can be attached: attaching one writes them
+/// again, marked, so a queue built during a migration leaves no unlogged
+/// byte behind.
+#[test]
+fn attaching_a_log_marks_the_notification_fields_written_at_build() {
+    for features in [V1, V1 | EVIDX] {
+        let m = Mock::new(SIZE, 64 * 4096);
+        let (_f, log) = log_for(m.gpa_end());
+        let mut q = m.device(features);
+        let used = m.gpa(m.host.used as *const u8);
+        assert!(!log.is_marked(used / LOG_PAGE));
+        q.set_dirty_log(Some(log.clone()));
+        let want: BTreeSet<u64> = pages(used, 2).collect();
+        assert!(
+            want.iter().all(|&p| log.is_marked(p)),
+            "features {features:#x}: used flags not marked"
+        );
+        if features & EVIDX != 0 {
+            // avail_event: right after the used ring's SIZE entries.
+            let avail_event = used + 4 + 8 * u64::from(SIZE);
+            assert!(log.is_marked(avail_event / LOG_PAGE));
+        }
+    }
+}
+
 /// Packed rings: the frames the driver receives, their headers and the
 /// used descriptors are marked; the pool pages holding no received byte
 /// are not.

@@ -430,7 +430,14 @@ impl DeviceQueue {
     /// migrating, `VHOST_F_LOG_ALL`), or stops logging (`None`). Buffers
     /// are not lent while logging (see [`DeviceQueue::lendable`]).
     pub fn set_dirty_log(&mut self, log: Option<Arc<DirtyLog>>) {
+        let on = log.is_some();
         self.dirty_log = log;
+        if on {
+            // The queue wrote its notification fields (used flags or the
+            // device event area, avail_event) when it was built, before
+            // it had a log: write them again, logged.
+            self.set_kick_wanted(self.kick_wanted);
+        }
     }
 
     /// True while writes are logged.
