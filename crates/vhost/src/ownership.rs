@@ -85,10 +85,7 @@ impl RingOwner {
             self.position = dq.last_avail_idx();
             errors::mirror(mirror, dq, &mut self.error_base, true);
             if setup.is_none() {
-                let (avail, used) = (self.position, dq.used_position());
-                shared.log.info("ring_stop", || {
-                    format!("vring {vring} stopped at avail {avail}, used {used}")
-                });
+                log_stop(shared, vring, self.position, dq);
             }
         }
         self.setup_id = want;
@@ -136,6 +133,27 @@ fn log_start(shared: &Shared, vring: usize, avail: u16, dq: &DeviceQueue) {
     } else {
         shared.log.info("ring_start", || {
             format!("vring {vring} started at avail {avail}, used {used}")
+        });
+    }
+}
+
+/// Logs a ring that stops. Every chain taken has been returned by then
+/// (held and kept chains went back above), so on a split ring `used.idx`
+/// equals the avail position; anything else is a bug of ours, warned.
+#[cold]
+fn log_stop(shared: &Shared, vring: usize, avail: u16, dq: &DeviceQueue) {
+    let used = dq.used_position();
+    if used != avail && !dq.is_packed() && !dq.is_quarantined() {
+        shared.log.warn("ring_stop", || {
+            format!(
+                "vring {vring} stopped at avail {avail} with used.idx {used}: \
+                 {} chains taken and not returned",
+                avail.wrapping_sub(used)
+            )
+        });
+    } else {
+        shared.log.info("ring_stop", || {
+            format!("vring {vring} stopped at avail {avail}, used {used}")
         });
     }
 }
