@@ -6,12 +6,24 @@
 //! switch's PMD on the last core with an in-process generator and sink,
 //! built-in VNF processes on the others) per VNF hop type and frame size:
 //!
-//! - north-south, N = 1 (generator → VNF → sink, two hops): the PMD's
-//!   busy TSC cycles per packet it received is the **edge** hop cost; the
-//!   VNF process's CPU time (from `/proc`, in TSC cycles) per packet it
-//!   forwarded is the **VNF** cost;
+//! - north-south, N = 1 (generator → VNF → sink, two hops): half the
+//!   PMD's busy TSC cycles per packet *delivered* to the sink is the
+//!   **edge** hop cost; the VNF process's CPU time (from `/proc`, in TSC
+//!   cycles) per packet it forwarded is the **VNF** cost, and its CPU
+//!   time over the wall time the **VNF core share** (for the record);
 //! - east-west, N = 2 (three hops, two of them edges): the **inner**
-//!   (VNF → VNF) hop cost is `3 × mean − 2 × edge`.
+//!   (VNF → VNF) hop cost is the PMD's busy cycles per delivered packet
+//!   minus `2 × edge`.
+//!
+//! Why per delivered packet: the generator is unpaced, as in `nfvswitch
+//! sweep`, so the PMD is always busy and most of what it takes from the
+//! generator is dropped at the VNF's full ring (70-90 % in the first
+//! planner-vs-sweep run). Busy cycles per *received* packet (what the
+//! first profiles recorded) counted those cheap drops as forwarded work
+//! and understated a hop 3-5x. Per delivered packet, the figure is what
+//! the saturated switch spends per packet that gets through, drops
+//! included — the quantity `switch cores × Hz / cycles` needs to predict
+//! the sweep. On a paced load (no drops) a hop costs less.
 //!
 //! Copy modes are the same ports re-added with `one_copy = false` (the
 //! VNFs reconnect). A hop that delivered less than its cores allow
@@ -73,7 +85,10 @@ fn children_cpu() -> f64 {
 /// One run's figures.
 struct Sample {
     mpps: f64,
+    /// PMD busy cycles per packet received.
     pmd_cycles: Option<f64>,
+    /// PMD busy cycles per packet delivered at the sink(s).
+    pmd_per_delivered: Option<f64>,
     pmd_busy: f64,
     /// VNF CPU cycles per packet a VNF forwarded.
     vnf_cycles: Option<f64>,
@@ -149,9 +164,16 @@ fn sample(k: HopKind, run: &Run, seconds: u64, cores: &Cores) -> Result<Sample, 
     }
     let vnf_pkts: f64 = m.vnfs.iter().map(|v| v.tx_mpps * 1e6 * m.seconds).sum();
     let hz = nfv_tsc::hz() as f64;
+    // Busy cycles over the window = cycles per received × received.
+    let delivered = m.mpps * 1e6 * m.seconds;
+    let busy = m
+        .pmd
+        .cycles_per_packet
+        .map(|c| c * m.pmd.rx_mpps * 1e6 * m.seconds);
     Ok(Sample {
         mpps: m.mpps,
         pmd_cycles: m.pmd.cycles_per_packet,
+        pmd_per_delivered: busy.filter(|_| delivered > 0.0).map(|b| b / delivered),
         pmd_busy: m.pmd.busy_percent,
         vnf_cycles: (vnf_pkts > 0.0 && cpu > 0.0).then(|| cpu * hz / vnf_pkts),
         vnf_share: cpu / m.seconds,
@@ -177,11 +199,12 @@ fn point(
     };
     let a = sample(k, &ns, seconds, cores)?;
     let b = sample(k, &ew, seconds, cores)?;
-    let edge = a.pmd_cycles;
+    // Two hops per delivered packet in ns N=1, three (two edges) in ew N=2.
+    let edge = a.pmd_per_delivered.map(|c| c / 2.0);
     let mut note = String::new();
-    let inner = match (edge, b.pmd_cycles) {
-        (Some(e), Some(mean)) => {
-            let raw = 3.0 * mean - 2.0 * e;
+    let inner = match (edge, b.pmd_per_delivered) {
+        (Some(e), Some(chain)) => {
+            let raw = chain - 2.0 * e;
             if raw < 0.25 * e {
                 note = format!(
                     " (inner {raw:.0} below a quarter of the edge: kept at {:.0})",
@@ -201,15 +224,18 @@ fn point(
         limit_mpps: unsaturated.then_some(a.mpps),
         measured_mpps: Some(a.mpps),
         pmd_busy_percent: Some(a.pmd_busy),
+        pmd_cycles_per_received: a.pmd_cycles,
+        vnf_core_share: Some(a.vnf_share),
     };
     let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.0}"));
     let line = format!(
-        "{k:>15} {size:>5} B: edge {} inner {} VNF {} cyc/pkt | ns N=1 {:.3} Mpps (PMD {:.0} % busy, VNF {:.0} % of a core), ew N=2 {:.3} Mpps{note}",
+        "{k:>15} {size:>5} B: edge {} inner {} VNF {} cyc/pkt | ns N=1 {:.3} Mpps (PMD {:.0} % busy, {} cyc/received pkt; VNF {:.0} % of a core), ew N=2 {:.3} Mpps{note}",
         f(edge),
         f(inner),
         f(a.vnf_cycles),
         a.mpps,
         a.pmd_busy,
+        f(a.pmd_cycles),
         100.0 * a.vnf_share,
         b.mpps
     );

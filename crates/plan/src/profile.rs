@@ -4,13 +4,21 @@
 //! used when there is none.
 //!
 //! Per frame size a hop type has up to four figures ([`HopPoint`]):
-//! - `edge_cycles`: the switch PMD's busy cycles per packet on a hop
-//!   between a VNF port of this type and a port that is not a VNF (the
-//!   test bed's generator and sink: `nfvswitch sweep`'s north-south N=1);
+//! - `edge_cycles`: the switch PMD's busy cycles per *delivered* packet
+//!   (one that reached the far end of the chain) on a hop between a VNF
+//!   port of this type and a port that is not a VNF (the test bed's
+//!   generator and sink: half of what `nfvswitch sweep`'s north-south N=1
+//!   costs per delivered packet). Under the test bed's unpaced generator
+//!   this includes the work spent on packets the chain dropped (made,
+//!   copied or queued, then refused by a full ring), so it is the cost of
+//!   a hop of a saturated switch under overload, not of an idle one;
 //! - `inner_cycles`: the same for a hop from one VNF to the next (derived
 //!   from the east-west N=2 chain: three hops, two of them edges);
 //! - `vnf_cycles`: CPU cycles the VNF process spends per packet it
 //!   forwards on this interface;
+//! - `vnf_core_share`: for the record, the share of one core the VNF
+//!   process got in the north-south N=1 run (CPU time / wall time); below
+//!   1 when the VNF waited on the switch or shared its core;
 //! - `limit_mpps`: a per-port rate the hop did not exceed although
 //!   neither the PMD nor the VNF was saturated (the ring exchange between
 //!   two cores limits it), if one was seen.
@@ -105,6 +113,14 @@ pub struct HopPoint {
     /// The PMD's busy share during it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pmd_busy_percent: Option<f64>,
+    /// The PMD's busy cycles per packet it *received* (generator and VNF
+    /// ports together) during it, for the record (profiles before the
+    /// per-delivered figures used this as `edge_cycles`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmd_cycles_per_received: Option<f64>,
+    /// Share of one core the VNF process got during it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vnf_core_share: Option<f64>,
 }
 
 /// A hop type: measured points, or why it could not be measured.
