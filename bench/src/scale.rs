@@ -17,6 +17,16 @@
 //! * `ports`: `rules - 1` rules on `tp_dst` ranges as OVS users write them
 //!   (value/mask pairs), none matching, then the catch-all.
 //!
+//! Churn (`--changes R`, A/B'd like `--megaflows`): while traffic runs, a
+//! control thread changes the flow table R times a second — adding, then
+//! deleting, a /32 drop rule the traffic never matches — as a controller
+//! reprogramming ACLs would. Each change is a new table generation, which
+//! empties every PMD's EMC and megaflow cache; the trial reports the
+//! changes made, the control-side time per change, and (in the summary)
+//! the PMD cycles each change cost: the extra switch cycles per packet
+//! against the same combination without changes, times packets, over
+//! changes.
+//!
 //! Ratios are against the first combination given (by default 1 flow,
 //! 1 rule). A figure for the lead, not a test.
 
@@ -60,6 +70,10 @@ pub struct ScaleArgs {
     /// each round (0 = off).
     #[arg(long, value_delimiter = ',', default_value = "65536")]
     megaflows: Vec<usize>,
+    /// Flow-table changes per second during the trial (each a rule added
+    /// or deleted); several values are A/B'd within each round.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    changes: Vec<u32>,
 }
 
 #[derive(Clone, Copy)]
@@ -74,6 +88,12 @@ struct Trial {
     megaflow: f64,
     classifier: f64,
     miss: f64,
+    /// Packets per second (for the cost per change).
+    pps: f64,
+    /// Flow-table changes made per second, and the median time one took
+    /// on the control side (µs).
+    changes_per_s: f64,
+    change_us: f64,
 }
 
 fn rules_for(shape: Shape, n: u32) -> Vec<String> {
@@ -117,9 +137,41 @@ fn nfv_prefix(len: u32) -> u32 {
     u32::MAX.checked_shl(32 - len).unwrap_or(0)
 }
 
+/// Changes the flow table `rate` times a second until `stop`: a rule
+/// added, then deleted (never matched by the traffic). Returns how many
+/// changes were made and each one's duration in µs.
+fn churn(node: &Node, rate: u32, stop: &std::sync::atomic::AtomicBool) -> (u64, Vec<f64>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let rule = "priority=50,ip,nw_dst=203.0.113.7/32,actions=drop".to_string();
+    let period = Duration::from_secs_f64(1.0 / f64::from(rate));
+    let mut next = Instant::now();
+    let (mut done, mut took) = (0u64, Vec::new());
+    while !stop.load(Relaxed) {
+        let t = Instant::now();
+        let ok = if done % 2 == 0 {
+            node.add_flows(std::slice::from_ref(&rule)).is_ok()
+        } else {
+            node.del_flows("ip,nw_dst=203.0.113.7/32").is_ok()
+        };
+        if ok {
+            took.push(t.elapsed().as_secs_f64() * 1e6);
+            done += 1;
+        }
+        next += period;
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        } else {
+            next = now;
+        }
+    }
+    (done, took)
+}
+
 fn trial(
     flows: u32,
     megaflows: usize,
+    changes: u32,
     rules: &[nfv_flow::FlowSpec],
     a: &ScaleArgs,
 ) -> Result<Trial, String> {
@@ -141,11 +193,18 @@ fn trial(
     }
     let node = Node::start(&cfg).map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_millis(500));
-    let before = node.datapath().pmd_views()[0].clone();
-    let t0 = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(a.seconds));
-    let after = node.datapath().pmd_views()[0].clone();
-    let elapsed = t0.elapsed().as_secs_f64();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (before, after, elapsed, (changed, mut took)) = std::thread::scope(|sc| {
+        let churner = (changes > 0).then(|| sc.spawn(|| churn(&node, changes, &stop)));
+        let before = node.datapath().pmd_views()[0].clone();
+        let t0 = Instant::now();
+        std::thread::sleep(Duration::from_secs_f64(a.seconds));
+        let after = node.datapath().pmd_views()[0].clone();
+        let elapsed = t0.elapsed().as_secs_f64();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let churned = churner.map_or((0, Vec::new()), |h| h.join().unwrap_or_default());
+        (before, after, elapsed, churned)
+    });
     node.shutdown();
     let d = after.stats.since(&before.stats);
     let looked = (d.emc_hits + d.megaflow_hits + d.classifier_hits + d.table_misses).max(1) as f64;
@@ -158,6 +217,12 @@ fn trial(
         megaflow: 100.0 * d.megaflow_hits as f64 / looked,
         classifier: 100.0 * d.classifier_hits as f64 / looked,
         miss: 100.0 * d.table_misses as f64 / looked,
+        pps: d.rx_packets as f64 / elapsed,
+        changes_per_s: changed as f64 / elapsed,
+        change_us: {
+            took.sort_by(|x, y| x.total_cmp(y));
+            took.get(took.len() / 2).copied().unwrap_or(f64::NAN)
+        },
     })
 }
 
@@ -186,7 +251,9 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
                     return Err(format!("--flows {f}: 1..=1000000"));
                 }
                 for &m in &a.megaflows {
-                    combos.push((shape, r.max(1), f, m, specs.clone()));
+                    for &c in &a.changes {
+                        combos.push((shape, r.max(1), f, m, c, specs.clone()));
+                    }
                 }
             }
         }
@@ -200,15 +267,18 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
     );
     let mut results: Vec<Vec<Trial>> = vec![Vec::new(); combos.len()];
     for round in 0..a.rounds {
-        for (i, (shape, r, f, m, specs)) in combos.iter().enumerate() {
-            let t = trial(*f, *m, specs, &a)?;
+        for (i, (shape, r, f, m, c, specs)) in combos.iter().enumerate() {
+            let t = trial(*f, *m, *c, specs, &a)?;
             println!(
-                "  round {} {:?} rules {:>5} flows {:>7} megaflows {:>6}: {:>6.2} Mpps {:>6.1} cyc/pkt {:>6.1} switch  emc {:>5.1} % (probed {:>5.1} %) mf {:>5.1} % cls {:>5.1} % miss {:>4.1} %",
+                "  round {} {:?} rules {:>5} flows {:>7} megaflows {:>6} changes/s {:>5} ({:>5.0} made, {:>6.1} us each): {:>6.2} Mpps {:>6.1} cyc/pkt {:>6.1} switch  emc {:>5.1} % (probed {:>5.1} %) mf {:>5.1} % cls {:>5.1} % miss {:>4.1} %",
                 round + 1,
                 shape,
                 r,
                 f,
                 m,
+                c,
+                t.changes_per_s,
+                t.change_us,
                 t.mpps,
                 t.cycles,
                 t.switch_cycles,
@@ -222,26 +292,49 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
         }
     }
     println!(
-        "\nshape   rules   flows megaflows     Mpps  cyc/pkt  switch cyc/pkt  EMC %  megaflow %  classifier %  x Mpps of first"
+        "\nshape   rules   flows megaflows changes/s     Mpps  cyc/pkt  switch cyc/pkt  EMC %  megaflow %  classifier %  x Mpps of first  PMD cycles per change"
     );
     let mut first = None;
-    for ((shape, r, f, mf, _), ts) in combos.iter().zip(&results) {
+    let medians: Vec<(f64, f64)> = results
+        .iter()
+        .map(|ts| {
+            (
+                median(ts.iter().map(|t| t.switch_cycles).collect()),
+                median(ts.iter().map(|t| t.pps).collect()),
+            )
+        })
+        .collect();
+    for (i, ((shape, r, f, mf, c, _), ts)) in combos.iter().zip(&results).enumerate() {
         let m = |g: fn(&Trial) -> f64| median(ts.iter().map(g).collect());
         let mpps = m(|t| t.mpps);
         let base = *first.get_or_insert(mpps);
+        // Against the same combination without changes, if it was run.
+        let calm = combos
+            .iter()
+            .position(|(s2, r2, f2, m2, c2, _)| (s2, r2, f2, m2) == (shape, r, f, mf) && *c2 == 0);
+        let per_change = match calm {
+            Some(j) if *c > 0 => {
+                let (sw, pps) = medians[i];
+                let extra = (sw - medians[j].0) * pps;
+                format!("{:.0}", extra / m(|t| t.changes_per_s))
+            }
+            _ => "-".into(),
+        };
         println!(
-            "{:<7} {:>5} {:>7} {:>9}  {:>7.2} {:>8.1} {:>15.1} {:>6.1} {:>10.1} {:>13.1}  {:>6.2}",
+            "{:<7} {:>5} {:>7} {:>9} {:>9}  {:>7.2} {:>8.1} {:>15.1} {:>6.1} {:>10.1} {:>13.1}  {:>15.2}  {:>21}",
             format!("{shape:?}").to_lowercase(),
             r,
             f,
             mf,
+            c,
             mpps,
             m(|t| t.cycles),
             m(|t| t.switch_cycles),
             m(|t| t.emc),
             m(|t| t.megaflow),
             m(|t| t.classifier),
-            mpps / base
+            mpps / base,
+            per_change
         );
     }
     Ok(())
