@@ -295,7 +295,10 @@ impl Decision {
                 (None, None) => {
                     let (r, mask, probes) = self.table.classifier.lookup_with_mask(key);
                     classifier_hits += u64::from(r.is_some());
-                    if self.megaflows.is_some() && probes >= MEGAFLOW_MIN_PROBES {
+                    if self.megaflows.is_some()
+                        && probes >= MEGAFLOW_MIN_PROBES
+                        && MegaflowCache::worth_caching(&mask)
+                    {
                         megaflow = Some(mask);
                     }
                     r

@@ -17,7 +17,12 @@
 //!
 //! Thread safety: a `Classifier` is plain data, edited by one writer on a
 //! private copy (see [`crate::table`]) and read concurrently only through
-//! shared references. Cloning costs O(rules): `Arc` clones plus the maps.
+//! shared references. Subtables are shared between copies and copied on
+//! write: a clone costs an `Arc` per subtable, and an edit copies only the
+//! subtables it changes. So a rule added to or deleted from one mask
+//! leaves every other subtable of the next generation the very memory the
+//! PMDs have warm in their caches (a full copy made each table change
+//! cost the PMDs ~700k cycles of cold misses behind 1,000 exact rules).
 
 use crate::key::{FlowKey, PortNo};
 use crate::parse::FlowFilter;
@@ -124,8 +129,9 @@ impl Subtable {
 
 #[derive(Clone, Default, Debug)]
 pub struct Classifier {
-    /// Sorted by bound, best first (see the module docs).
-    subtables: Vec<Subtable>,
+    /// Sorted by bound, best first (see the module docs); shared with
+    /// the other generations until edited.
+    subtables: Vec<Arc<Subtable>>,
     len: usize,
 }
 
@@ -153,11 +159,11 @@ impl Classifier {
         let i = match self.subtables.iter().position(|s| s.mask == mask) {
             Some(i) => i,
             None => {
-                self.subtables.push(Subtable::new(mask));
+                self.subtables.push(Arc::new(Subtable::new(mask)));
                 self.subtables.len() - 1
             }
         };
-        let st = &mut self.subtables[i];
+        let st = Arc::make_mut(&mut self.subtables[i]);
         let bound = (st.max_priority, st.min_seq);
         let bucket = st.buckets.entry(key).or_default();
         // Sorted by priority, highest first.
@@ -193,10 +199,14 @@ impl Classifier {
         let mut removed = 0;
         match filter.priority {
             Some(p) => {
-                if let Some(st) = self.subtables.iter_mut().find(|s| s.mask == fmask)
-                    && let Some(bucket) = st.buckets.get_mut(&MaskedKey(fkey))
+                if let Some(shared) = self.subtables.iter_mut().find(|s| s.mask == fmask)
+                    && let Some(bucket) = shared.buckets.get(&MaskedKey(fkey))
                     && let Some(j) = bucket.iter().position(|r| r.spec.priority == p)
                 {
+                    let st = Arc::make_mut(shared);
+                    let Some(bucket) = st.buckets.get_mut(&MaskedKey(fkey)) else {
+                        unreachable!("the bucket was just found in the same subtable")
+                    };
                     let old = bucket.remove(j);
                     if bucket.is_empty() {
                         st.buckets.remove(&MaskedKey(fkey));
@@ -209,12 +219,18 @@ impl Classifier {
                 }
             }
             None => {
-                for st in &mut self.subtables {
+                for shared in &mut self.subtables {
                     // A subtable that ignores bits the filter matches on
                     // holds nothing the filter covers.
-                    if st.mask.masked(&fmask) != fmask {
+                    if shared.mask.masked(&fmask) != fmask {
                         continue;
                     }
+                    // Copied only if it holds something to remove.
+                    let covers = |k: &MaskedKey| k.0.masked(&fmask) == fkey;
+                    if !shared.buckets.keys().any(covers) {
+                        continue;
+                    }
+                    let st = Arc::make_mut(shared);
                     let before = st.n_rules;
                     st.buckets.retain(|k, rules| {
                         let covered = k.0.masked(&fmask) == fkey;

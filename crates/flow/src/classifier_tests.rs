@@ -572,3 +572,63 @@ fn sole_output_follows_priorities_down_to_the_catch_all() {
         assert_eq!(build(rules).sole_output(in_port), want, "{name}");
     }
 }
+
+/// A copy shares every subtable; an edit copies only the subtables it
+/// changes (add, strict and non-strict delete), and the original keeps
+/// its rules.
+#[test]
+fn an_edit_copies_only_the_subtables_it_changes() {
+    let base = build(&[
+        "priority=100,ip,nw_dst=10.0.0.1,actions=output:1",
+        "priority=100,ip,nw_dst=10.0.0.2,actions=output:2",
+        "priority=90,ip,nw_src=10.1.0.0/16,actions=output:3",
+        "priority=1,actions=output:4",
+    ]);
+    let mask_of = |c: &Classifier, text: &str| {
+        let m = parse_flow(text).unwrap().matches.mask;
+        c.subtables.iter().find(|s| s.mask == m).cloned()
+    };
+    let exact = "ip,nw_dst=10.0.0.9,actions=drop";
+    let prefix = "ip,nw_src=10.2.0.0/16,actions=drop";
+    let all = "actions=drop";
+    // (edit, the subtable it must copy; the others stay shared)
+    type Edit = fn(&mut Classifier);
+    let cases: [(&str, Edit, &str); 3] = [
+        (
+            "add to the /32 nw_dst mask",
+            |c| {
+                let spec = parse_flow("priority=100,ip,nw_dst=10.0.0.3,actions=drop").unwrap();
+                c.insert(Arc::new(Rule::new(spec, 99)));
+            },
+            exact,
+        ),
+        (
+            "strict delete from the nw_src /16 mask",
+            |c| {
+                let f = parse_filter("priority=90,ip,nw_src=10.1.0.0/16").unwrap();
+                assert_eq!(c.remove_matching(&f), 1);
+            },
+            prefix,
+        ),
+        (
+            "non-strict delete of one nw_dst",
+            |c| {
+                let f = parse_filter("ip,nw_dst=10.0.0.2").unwrap();
+                assert_eq!(c.remove_matching(&f), 1);
+            },
+            exact,
+        ),
+    ];
+    for (what, edit, changed) in cases {
+        let mut copy = base.clone();
+        edit(&mut copy);
+        for probe in [exact, prefix, all] {
+            let (Some(a), b) = (mask_of(&base, probe), mask_of(&copy, probe)) else {
+                panic!("{what}: {probe}: no such subtable in the original");
+            };
+            let shared = b.as_ref().is_some_and(|b| Arc::ptr_eq(&a, b));
+            assert_eq!(shared, probe != changed, "{what}: subtable of {probe}");
+        }
+        assert_eq!(base.len(), 4, "{what}: the original changed");
+    }
+}

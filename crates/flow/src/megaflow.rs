@@ -17,8 +17,16 @@
 //!
 //! Bounded: at most `capacity` megaflows; a full cache takes no new ones
 //! (counted) and keeps serving the ones it has, rather than emptying
-//! itself. The whole cache is dropped when the flow table's version
-//! changes, like the EMC, so no decision outlives the rules it came from.
+//! itself. The whole cache is emptied when the flow table's version
+//! changes, like the EMC, so no decision outlives the rules it came from;
+//! emptied, not freed: the maps keep their allocations for the next fill,
+//! so a PMD that has reached its working set allocates nothing more, even
+//! under a controller changing rules a thousand times a second.
+//!
+//! A megaflow whose mask covers the whole source address and source port
+//! is a per-connection entry (5-tuple rules ahead of the answer): one per
+//! flow, the EMC's job, and filling this cache with them only costs
+//! inserts ([`MegaflowCache::worth_caching`]).
 
 use crate::classifier::{MaskedKey as Masked, PassThrough};
 use crate::key::FlowKey;
@@ -39,6 +47,8 @@ struct Subtable {
 
 pub struct MegaflowCache {
     subtables: Vec<Subtable>,
+    /// Emptied subtables kept for their allocations.
+    spare: Vec<Subtable>,
     len: usize,
     capacity: usize,
     version: u64,
@@ -51,6 +61,7 @@ impl MegaflowCache {
     pub fn new(capacity: usize) -> MegaflowCache {
         MegaflowCache {
             subtables: Vec::new(),
+            spare: Vec::new(),
             len: 0,
             capacity,
             version: 0,
@@ -80,10 +91,25 @@ impl MegaflowCache {
     #[inline]
     pub fn sync_version(&mut self, table_version: u64) {
         if self.version != table_version {
-            self.subtables.clear();
+            for mut st in self.subtables.drain(..) {
+                st.entries.clear();
+                st.hits.set(0);
+                self.spare.push(st);
+            }
             self.len = 0;
             self.version = table_version;
         }
+    }
+
+    /// Whether a classification that depended on `mask` is worth a
+    /// megaflow: not when the mask pins the source address and port (see
+    /// the module docs).
+    #[inline]
+    pub fn worth_caching(mask: &FlowKey) -> bool {
+        let mut per_flow = FlowKey::ZERO;
+        per_flow.set_nw_src(u32::MAX);
+        per_flow.set_tp_src(u16::MAX);
+        mask.masked(&per_flow) != per_flow
     }
 
     /// Once per batch: re-ranks the masks every [`RERANK_EVERY`] calls.
@@ -115,11 +141,18 @@ impl MegaflowCache {
         let i = match self.subtables.iter().position(|s| s.mask == *mask) {
             Some(i) => i,
             None => {
-                self.subtables.push(Subtable {
-                    mask: *mask,
-                    hits: std::cell::Cell::new(0),
-                    entries: HashMap::default(),
-                });
+                let st = match self.spare.pop() {
+                    Some(mut st) => {
+                        st.mask = *mask;
+                        st
+                    }
+                    None => Subtable {
+                        mask: *mask,
+                        hits: std::cell::Cell::new(0),
+                        entries: HashMap::default(),
+                    },
+                };
+                self.subtables.push(st);
                 self.subtables.len() - 1
             }
         };
@@ -179,6 +212,50 @@ mod tests {
         let (r, mask, _) = c.lookup_with_mask(k);
         mf.insert(k, &mask, r.cloned());
         r.map(|r| r.seq)
+    }
+
+    #[test]
+    fn per_connection_masks_are_not_worth_a_megaflow() {
+        // (mask fields as flow text, worth caching)
+        let cases = [
+            ("ip,nw_dst=10.0.0.0/8", true),
+            ("udp,nw_dst=10.0.0.1,tp_dst=53", true),
+            ("udp,nw_src=10.0.0.1,tp_dst=53", true),
+            ("udp,tp_src=1000", true),
+            ("udp,nw_src=10.0.0.0/8,tp_src=1000", true),
+            (
+                "udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=1,tp_dst=2",
+                false,
+            ),
+            ("udp,nw_src=10.0.0.1,tp_src=1", false),
+        ];
+        for (text, want) in cases {
+            let mask = parse_flow(&format!("{text},actions=drop"))
+                .unwrap()
+                .matches
+                .mask;
+            assert_eq!(MegaflowCache::worth_caching(&mask), want, "{text}");
+        }
+    }
+
+    /// Emptied on a table change, refilled without new maps: the
+    /// allocation of the flushed subtable is reused.
+    #[test]
+    fn a_flush_keeps_the_maps_for_the_next_fill() {
+        let mut mf = MegaflowCache::new(1 << 16);
+        let mask = parse_flow("ip,nw_dst=10.0.0.0/8,actions=drop")
+            .unwrap()
+            .matches
+            .mask;
+        for i in 0..1000u32 {
+            mf.insert(&key(1, i << 24, 1, 1), &mask, None);
+        }
+        let cap = mf.subtables[0].entries.capacity();
+        mf.sync_version(1);
+        assert!(mf.is_empty() && mf.masks() == 0);
+        mf.insert(&key(1, 7 << 24, 1, 1), &mask, None);
+        assert_eq!(mf.subtables[0].entries.capacity(), cap);
+        assert_eq!(mf.len(), 1);
     }
 
     #[test]
