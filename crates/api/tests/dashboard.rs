@@ -213,7 +213,7 @@ const READ: &str = r#"(() => {
       id: c.id, samples: f(c.dataset.samples), last: f(c.dataset.lastTime),
       series: f(c.dataset.series) })),
     errors: q('.panel-error').map((e) => e.textContent),
-    demo_shown: !document.getElementById("demo-panel").hidden,
+    demo_shown: !(document.getElementById("demo-panel") || { hidden: true }).hidden,
   };
 })()"#;
 
