@@ -378,7 +378,12 @@ fn pmd_families(node: &Node, out: &mut Vec<Family>) {
     );
     let mut rx = Family::counter("pmd_rx_packets", "Packets received by a PMD thread.");
     let mut emc = Family::counter("pmd_emc_hits", "Exact-match cache hits.");
+    let mut mf = Family::counter("pmd_megaflow_hits", "Megaflow cache hits.");
     let mut cls = Family::counter("pmd_classifier_hits", "Classifier (rule table) hits.");
+    let mut cache = Family::gauge(
+        "pmd_cache_bytes",
+        "Bytes a PMD thread's decision caches (EMC, megaflows) hold.",
+    );
     let mut miss = Family::counter(
         "pmd_table_misses",
         "Packets that matched no rule (dropped as no_match).",
@@ -409,7 +414,9 @@ fn pmd_families(node: &Node, out: &mut Vec<Family>) {
         busy_iters.count(l.clone(), s.busy_iterations);
         rx.count(l.clone(), s.rx_packets);
         emc.count(l.clone(), s.emc_hits);
+        mf.count(l.clone(), s.megaflow_hits);
         cls.count(l.clone(), s.classifier_hits);
+        cache.set(l.clone(), s.cache_bytes as f64);
         miss.count(l.clone(), s.table_misses);
         if let Some(r) = reports.iter().find(|r| r.index == v.index) {
             if let Some(c) = r.cycles_per_packet {
@@ -420,7 +427,7 @@ fn pmd_families(node: &Node, out: &mut Vec<Family>) {
         }
     }
     out.extend([
-        busy, idle, iters, busy_iters, rx, emc, cls, miss, cpp, ratio, pps,
+        busy, idle, iters, busy_iters, rx, emc, mf, cls, miss, cache, cpp, ratio, pps,
     ]);
     pmu_families(&reports, out);
 }

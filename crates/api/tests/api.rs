@@ -55,6 +55,8 @@ fn pmd() -> Ty {
         ("packets_per_batch", Ty::F64),
         ("rx_packets", Ty::U64),
         ("emc_hits", Ty::U64),
+        ("emc_probes", Ty::U64),
+        ("cache_bytes", Ty::U64),
         ("megaflow_hits", Ty::U64),
         ("classifier_hits", Ty::U64),
         ("table_misses", Ty::U64),

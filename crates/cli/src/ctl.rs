@@ -381,6 +381,7 @@ pub fn pmd_table(pmds: &[PmdReport]) -> String {
         "megaflow hits",
         "cls hits",
         "misses",
+        "cache KiB",
         "rx queues",
     ]);
     for p in pmds {
@@ -397,6 +398,7 @@ pub fn pmd_table(pmds: &[PmdReport]) -> String {
             p.megaflow_hits.to_string(),
             p.classifier_hits.to_string(),
             p.table_misses.to_string(),
+            (p.cache_bytes >> 10).to_string(),
             p.rx_queues.join(" "),
         ]);
     }

@@ -206,6 +206,13 @@ pub struct PmdReport {
     /// Cumulative since start (or clear-stats).
     pub rx_packets: u64,
     pub emc_hits: u64,
+    /// Decisions that probed the EMC (it is bypassed while it hits
+    /// rarely; see `nfv_datapath::decision`).
+    #[serde(default)]
+    pub emc_probes: u64,
+    /// Bytes the PMD's EMC and megaflow cache hold now.
+    #[serde(default)]
+    pub cache_bytes: u64,
     /// Decisions the megaflow cache answered (EMC misses it covered).
     #[serde(default)]
     pub megaflow_hits: u64,

@@ -167,6 +167,8 @@ impl Node {
                     packets_per_batch: basis.packets_per_busy_iteration(),
                     rx_packets: v.stats.rx_packets,
                     emc_hits: v.stats.emc_hits,
+                    emc_probes: v.stats.emc_probes,
+                    cache_bytes: v.stats.cache_bytes,
                     megaflow_hits: v.stats.megaflow_hits,
                     classifier_hits: v.stats.classifier_hits,
                     table_misses: v.stats.table_misses,

@@ -62,6 +62,15 @@ fn no_packet_follows_a_deleted_rule_out_of_a_cache() {
         pmd[0].megaflow_hits > 0 && pmd[0].emc_hits > 0,
         "both caches serve: {pmd:?}"
     );
+    // The caches' memory is reported: at least the EMC's slots, and far
+    // below what an unbounded per-flow cache of 10,000 flows would reach
+    // (a megaflow covers many flows here).
+    let emc = nfv_config::DEFAULT_EMC_ENTRIES as u64 * 64;
+    assert!(
+        (emc..emc + (1 << 20)).contains(&pmd[0].cache_bytes),
+        "cache bytes {} (EMC slots alone {emc})",
+        pmd[0].cache_bytes
+    );
     ask(
         &n,
         Request::DelFlows {

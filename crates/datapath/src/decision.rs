@@ -185,6 +185,15 @@ impl Decision {
         }
     }
 
+    /// Bytes this PMD's caches hold (EMC slots, megaflow maps).
+    pub fn cache_bytes(&self) -> usize {
+        self.emc.as_ref().map_or(0, ExactMatchCache::memory_bytes)
+            + self
+                .megaflows
+                .as_ref()
+                .map_or(0, MegaflowCache::memory_bytes)
+    }
+
     /// The generation of the flow table in use.
     pub fn table_version(&self) -> u64 {
         self.table.version

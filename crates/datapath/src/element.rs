@@ -49,6 +49,11 @@ impl Element {
         self.decision.table_version()
     }
 
+    /// Bytes the decision caches hold.
+    pub fn cache_bytes(&self) -> usize {
+        self.decision.cache_bytes()
+    }
+
     /// Switches to a new flow table generation (flushing the EMC).
     pub fn set_table(&mut self, table: Arc<FlowTable>) {
         self.decision.set_table(table);

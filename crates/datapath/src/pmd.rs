@@ -277,6 +277,10 @@ impl Running {
             self.pool.cached() as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
+        self.cfg.stats.cache_bytes.store(
+            self.element.cache_bytes() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let now = nfv_tsc::now();
         if now >= self.pmu_due {
             self.pmu_due = now + self.pmu_period;

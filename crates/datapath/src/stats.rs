@@ -34,6 +34,9 @@ pub struct PmdStats {
     /// housekeeping (every 16 polls); with the pool's shared free list it
     /// tells how many frames are held by packets.
     pub pool_cached: AtomicU64,
+    /// Bytes the PMD's decision caches hold (EMC and megaflows), published
+    /// at housekeeping: a gauge.
+    pub cache_bytes: AtomicU64,
     /// PMU counter totals, published every ~100 ms (own cache lines).
     pub pmu: nfv_pmu::SharedPmu,
 }
@@ -86,6 +89,7 @@ impl PmdStats {
             megaflow_hits: self.megaflow_hits.load(Relaxed),
             classifier_hits: self.classifier_hits.load(Relaxed),
             table_misses: self.table_misses.load(Relaxed),
+            cache_bytes: self.cache_bytes.load(Relaxed),
         }
     }
 }
@@ -103,6 +107,8 @@ pub struct PmdSnapshot {
     pub megaflow_hits: u64,
     pub classifier_hits: u64,
     pub table_misses: u64,
+    /// A gauge (the latest value), not a counter.
+    pub cache_bytes: u64,
 }
 
 impl PmdSnapshot {
@@ -120,6 +126,7 @@ impl PmdSnapshot {
             megaflow_hits: self.megaflow_hits.wrapping_sub(earlier.megaflow_hits),
             classifier_hits: self.classifier_hits.wrapping_sub(earlier.classifier_hits),
             table_misses: self.table_misses.wrapping_sub(earlier.table_misses),
+            cache_bytes: self.cache_bytes,
         }
     }
     /// Busy cycles per received packet (`None` before any packet).

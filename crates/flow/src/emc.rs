@@ -48,6 +48,11 @@ impl ExactMatchCache {
         self.slots.len()
     }
 
+    /// Bytes of its slots (fixed at creation).
+    pub fn memory_bytes(&self) -> usize {
+        self.slots.len() * std::mem::size_of::<Slot>()
+    }
+
     /// Flushes the cache if the flow table changed since it was filled.
     #[inline]
     pub fn sync_version(&mut self, table_version: u64) {

@@ -82,6 +82,18 @@ impl MegaflowCache {
         self.capacity
     }
 
+    /// Bytes its maps hold, approximately: each map's capacity in entries
+    /// (key, rule pointer and one control byte each), spare maps included.
+    /// Bounded by `capacity`: a full cache stops growing.
+    pub fn memory_bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(Masked, Option<Arc<Rule>>)>() + 1;
+        self.subtables
+            .iter()
+            .chain(&self.spare)
+            .map(|st| std::mem::size_of::<Subtable>() + st.entries.capacity() * entry)
+            .sum()
+    }
+
     /// Masks in use.
     pub fn masks(&self) -> usize {
         self.subtables.len()
