@@ -26,10 +26,11 @@
 
 use nfv_api::ApiServer;
 use nfv_control::Node;
+use nfv_testutil::TempDir;
 use nfv_testutil::chromium::{Browser, save_screenshot};
 use nfv_vnf::{VnfConfig, VnfOptions, VnfStats};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -38,26 +39,11 @@ use std::time::{Duration, Instant};
 /// Longest wait for any one condition; the whole test takes ~15 s.
 const WAIT: Duration = Duration::from_secs(20);
 
+/// Temp dirs of this test: `nfv-dashboard-PID-TAG`.
+const TMP_PREFIX: &str = "dashboard";
+
 // ---------------------------------------------------------------------------
 // Guards.
-
-/// A fresh directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("nfv-dashboard-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("temp dir");
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The built-in VNF in a thread; stopped and joined on drop.
 struct Vnf {
@@ -121,7 +107,7 @@ struct Bed {
 }
 
 fn bed() -> Bed {
-    let dir = TempDir::new("bed");
+    let dir = TempDir::new(TMP_PREFIX, "bed");
     let sock = dir.0.join("vnf1.sock");
     let text = format!(
         r#"flows = [
@@ -297,7 +283,7 @@ fn dashboard_shows_live_numbers_in_a_real_browser() {
     };
     let mut bed = bed();
     let addr = bed.api.as_ref().unwrap().addr();
-    let profile = TempDir::new("chromium");
+    let profile = TempDir::new(TMP_PREFIX, "chromium");
     let mut b = match Browser::launch(&exe, &profile.0.join("profile"), &profile.0.join("log")) {
         Ok(b) => b,
         Err(e) => {

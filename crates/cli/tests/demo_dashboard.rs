@@ -19,11 +19,12 @@
 //! group of its own; a guard stops it (SIGTERM, then SIGKILL to the group,
 //! by id) also when an assertion fails.
 
+use nfv_testutil::TempDir;
 use nfv_testutil::chromium::{Browser, save_screenshot};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -31,23 +32,8 @@ use std::time::{Duration, Instant};
 /// Longest wait for one state of the page.
 const WAIT: Duration = Duration::from_secs(30);
 
-/// A fresh directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("nfv-demo-dash-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("temp dir");
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+/// Temp dirs of this test: `nfv-demo-dash-PID-TAG`.
+const TMP_PREFIX: &str = "demo-dash";
 
 /// The demo process; its stdout lines arrive on `lines`.
 struct Demo {
@@ -288,7 +274,7 @@ fn demo_dashboard_follows_the_runs_and_holds() {
             return;
         }
     };
-    let tmp = TempDir::new("run");
+    let tmp = TempDir::new(TMP_PREFIX, "run");
     let mut b = match Browser::launch(&exe, &tmp.0.join("profile"), &tmp.0.join("chromium.log")) {
         Ok(b) => b,
         Err(e) => {

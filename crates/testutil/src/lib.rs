@@ -10,6 +10,27 @@ pub mod stuck;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+/// A fresh directory under the system temp dir, named after the test
+/// process and `tag` (emptied first if a crashed run left it), removed on
+/// drop — also when the test fails.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    /// `prefix` names the test (`nfv-{prefix}-{pid}-{tag}`).
+    pub fn new(prefix: &str, tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("nfv-{prefix}-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("temp dir");
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Reports that `test` did not run and why. The message goes to stderr
 /// and, when `NFVSWITCH_SKIP_LOG` names a file, is appended there so the
 /// test script can list every skipped test at the end of a run.
