@@ -290,6 +290,9 @@ pub(crate) struct Trial {
     /// returned packets; tx: every `tx_burst`, per accepted packet).
     pub cycles: f64,
     pub detail: String,
+    /// Cache-line round trip between the two CPUs just before the trial
+    /// (the vCPUs' placement: see `paired.rs`).
+    pub c2c_ns: Option<f64>,
 }
 
 pub(crate) fn frame(size: usize) -> Vec<u8> {
@@ -336,6 +339,7 @@ fn rx_trial(ty: PortType, a: &KernelPortArgs, cores: (usize, usize)) -> Result<T
             offered / 1e6,
             moved(&before, &after)
         ),
+        c2c_ns: None,
     })
 }
 
@@ -378,6 +382,7 @@ fn tx_trial(ty: PortType, a: &KernelPortArgs, cores: (usize, usize)) -> Result<T
             accepted / 1e6,
             moved(&before, &after)
         ),
+        c2c_ns: None,
     })
 }
 
@@ -392,8 +397,13 @@ fn stats(mut v: Vec<f64>, unit: &str, prec: usize) -> String {
     } else {
         (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
     };
+    let unit = if unit.is_empty() {
+        String::new()
+    } else {
+        format!(" {unit}")
+    };
     format!(
-        "{m:.prec$} {unit} ({:.prec$}..{:.prec$})",
+        "{m:.prec$}{unit} ({:.prec$}..{:.prec$})",
         v[0],
         v[v.len() - 1]
     )
@@ -411,7 +421,7 @@ pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
         Some(d) => vec![d],
         None => vec!["rx", "tx"],
     };
-    let mut results: BTreeMap<(usize, &str), Vec<Trial>> = BTreeMap::new();
+    let mut results: BTreeMap<(usize, &str), Vec<(usize, Trial)>> = BTreeMap::new();
     for round in 1..=a.rounds {
         for (i, &ty) in a.types.iter().enumerate() {
             let dirs: Vec<&str> = if ty.vnf_hop().is_some() {
@@ -423,6 +433,7 @@ pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
                 proc::check()?;
                 // A compile job on a 2-vCPU box halves a poller: wait.
                 host::wait_quiet(25.0, Duration::from_secs(60))?;
+                let c2c_ns = host::cache_line_round_trip_ns(cores.0, cores.1);
                 let load = host::CpuLoad::start(&[std::process::id()]);
                 let r = match (ty.vnf_hop(), dir) {
                     (Some((zc, from_vnf)), _) => {
@@ -432,17 +443,19 @@ pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
                     _ => tx_trial(ty, &a, cores),
                 };
                 match r {
-                    Ok(t) => {
+                    Ok(mut t) => {
+                        t.c2c_ns = c2c_ns;
                         let (other, steal) = load.end(&[std::process::id()]);
                         println!(
                             "round {round}: {:<8} {dir} {:7.3} Mpps {:6.0} cyc/pkt  ({}; other \
-                             processes {other:.0} % CPU, steal {steal:.0} %)",
+                             processes {other:.0} % CPU, steal {steal:.0} %, c2c {} ns)",
                             ty.as_str(),
                             t.mpps,
                             t.cycles,
-                            t.detail
+                            t.detail,
+                            c2c_ns.map_or("-".into(), |c| format!("{c:.0}"))
                         );
-                        results.entry((i, dir)).or_default().push(t);
+                        results.entry((i, dir)).or_default().push((round, t));
                     }
                     Err(e) => {
                         proc::check()?;
@@ -458,20 +471,84 @@ pub fn kernel_port(a: KernelPortArgs) -> Result<(), String> {
         nfv_tsc::hz() as f64 / 1e9
     );
     for (i, ty) in a.types.iter().enumerate() {
-        let dirs: Vec<&str> = if ty.vnf_hop().is_some() {
-            vec!["vnf"]
-        } else {
-            dirs.clone()
-        };
-        for &dir in &dirs {
-            let v = results.remove(&(i, dir)).unwrap_or_default();
+        for &dir in &dirs_of(*ty, &dirs) {
+            let v = results.get(&(i, dir)).map_or(&[][..], |v| &v[..]);
             println!(
                 "  {:<8} {dir}: {}   {}",
                 ty.as_str(),
-                stats(v.iter().map(|t| t.mpps).collect(), "Mpps", 3),
-                stats(v.iter().map(|t| t.cycles).collect(), "cyc/pkt", 0)
+                stats(v.iter().map(|(_, t)| t.mpps).collect(), "Mpps", 3),
+                stats(v.iter().map(|(_, t)| t.cycles).collect(), "cyc/pkt", 0)
             );
         }
     }
+    print_paired(&a.types, &dirs, &results);
     Ok(())
+}
+
+fn dirs_of<'a>(ty: PortType, dirs: &[&'a str]) -> Vec<&'a str> {
+    if ty.vnf_hop().is_some() {
+        vec!["vnf"]
+    } else {
+        dirs.to_vec()
+    }
+}
+
+/// Each type's cycles and Mpps over the first type's, from trials of
+/// one round (they ran back to back) that saw the same vCPU placement
+/// (see `paired.rs`: on these VMs a far placement can triple a hop's
+/// cycles, which swamps any difference between port types).
+fn print_paired(
+    types: &[PortType],
+    dirs: &[&str],
+    results: &BTreeMap<(usize, &str), Vec<(usize, Trial)>>,
+) {
+    use crate::paired::Placement;
+    let Some(first) = types.first() else {
+        return;
+    };
+    let mut lines = Vec::new();
+    for (i, ty) in types.iter().enumerate().skip(1) {
+        for &dir in &dirs_of(*ty, dirs) {
+            let (Some(a), Some(b)) = (results.get(&(i, dir)), results.get(&(0, dir))) else {
+                continue;
+            };
+            for placement in [Placement::Near, Placement::Far] {
+                let (mut cyc, mut mpps) = (Vec::new(), Vec::new());
+                for (round, x) in a {
+                    let Some((_, y)) = b.iter().find(|(r, _)| r == round) else {
+                        continue;
+                    };
+                    if Placement::of(x.c2c_ns) != Some(placement)
+                        || Placement::of(y.c2c_ns) != Some(placement)
+                        || y.cycles <= 0.0
+                        || y.mpps <= 0.0
+                    {
+                        continue;
+                    }
+                    cyc.push(x.cycles / y.cycles);
+                    mpps.push(x.mpps / y.mpps);
+                }
+                if !cyc.is_empty() {
+                    lines.push(format!(
+                        "  {} / {} {dir}, {} vCPUs, {} pair(s): cycles {}, Mpps {}",
+                        ty.as_str(),
+                        first.as_str(),
+                        placement.name(),
+                        cyc.len(),
+                        stats(cyc, "", 2),
+                        stats(mpps, "", 2)
+                    ));
+                }
+            }
+        }
+    }
+    if types.len() > 1 {
+        println!("\nratios of paired trials (same round, same vCPU placement), median (min..max):");
+        if lines.is_empty() {
+            println!("  (no pair of trials saw the same placement)");
+        }
+        for l in lines {
+            println!("{l}");
+        }
+    }
 }

@@ -179,5 +179,6 @@ pub fn vnf_trial(
         mpps: delivered / 1e6,
         cycles: busy / delivered,
         detail: format!("{offered}, {mode}{}", moved(&before, &after)),
+        c2c_ns: None,
     })
 }

@@ -17,8 +17,9 @@ fn frames() -> Vec<Vec<u8>> {
                 flows: 4,
                 ..Default::default()
             };
-            let mut f = nfv_ports::generator::template(&cfg);
-            nfv_ports::generator::stamp_flow(&mut f, &cfg, i as u32);
+            let t = nfv_ports::generator::template(&cfg);
+            let mut f = t.clone();
+            nfv_ports::generator::stamp_flow(&mut f, &t, &cfg, i as u32);
             f.truncate(n);
             f
         })

@@ -67,6 +67,7 @@ pub fn update16(old_csum: u16, old_word: u16, new_word: u16) -> u16 {
 
 /// [`update16`] for a 32-bit value (two words), e.g. an IPv4 address rewritten
 /// by NAT.
+#[inline]
 pub fn update32(old_csum: u16, old_value: u32, new_value: u32) -> u16 {
     let acc = u64::from(!old_csum)
         + u64::from(!(old_value >> 16) & 0xffff)
