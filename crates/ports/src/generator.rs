@@ -94,7 +94,10 @@ pub fn stamp_flow(frame: &mut [u8], template: &[u8], cfg: &GeneratorConfig, f: u
     let mut ip = Ipv4Packet::new_unchecked(&mut frame[ethernet::HEADER_LEN..]);
     ip.set_src_addr(sip.into());
     ip.set_checksum(csum);
-    UdpPacket::new_unchecked(ip.payload_mut()).set_src_port(sport);
+    // At the template's fixed offset (no IP options): finding it through
+    // the header's IHL would read the frame back (the same stall).
+    UdpPacket::new_unchecked(&mut frame[ethernet::HEADER_LEN + ipv4::HEADER_LEN..])
+        .set_src_port(sport);
 }
 
 /// Lock-free run control of a generator, for the control plane
