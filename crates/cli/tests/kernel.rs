@@ -44,7 +44,7 @@ fn two_hosts(test: &str, left: &str, right: &str) {
             return skip(test, &format!("`{tool}` is not installed"));
         }
     }
-    let dir = TempDir::new(test);
+    let dir = TempDir::new("kern", test);
     let (ns1, v1) = host(LEFT_IP).unwrap();
     let (ns2, v2) = host(RIGHT_IP).unwrap();
     let capture = dir.0.join("mirror.pcap");
@@ -142,7 +142,7 @@ fn tap_port_reaches_a_host_stack() {
             return skip(test, &format!("`{tool}` is not installed"));
         }
     }
-    let dir = TempDir::new("tap");
+    let dir = TempDir::new("kern", "tap");
     let (ns1, v1) = host(LEFT_IP).unwrap();
     let ns2 = Netns::new("nvk").unwrap();
     let tap = nfv_testutil::netns::unique_name("nvtap");
@@ -234,7 +234,7 @@ fn afxdp_sends_vnf_frames_in_place() {
     if which("ping").is_none() {
         return skip(test, "`ping` is not installed");
     }
-    let dir = TempDir::new("inplace");
+    let dir = TempDir::new("kern", "inplace");
     let (ns1, v1) = host(LEFT_IP).unwrap();
     let (ns2, v2) = host(RIGHT_IP).unwrap();
     let sock = |n: &str| dir.0.join(format!("{n}.sock"));
@@ -381,7 +381,7 @@ fn vnf_path(test: &str, rx: Rx) {
         Rx::ZeroCopy => "zc",
         Rx::Auto => "zcauto",
     };
-    let dir = TempDir::new(name);
+    let dir = TempDir::new("kern", name);
     let (ns1, v1) = host(LEFT_IP).unwrap();
     let (ns2, v2) = host(RIGHT_IP).unwrap();
     let sock = |n: &str| dir.0.join(format!("{n}.sock"));
@@ -616,7 +616,7 @@ fn vnf_path(test: &str, rx: Rx) {
 /// forward. Needs no root: the lookup fails before any privilege check.
 #[test]
 fn missing_interface_is_reported_and_the_rest_of_the_node_runs() {
-    let dir = TempDir::new("missing");
+    let dir = TempDir::new("kern", "missing");
     for kind in ["afxdp", "afpacket"] {
         let body = format!(
             "{}[[port]]\nname = \"gen0\"\nid = 1\ntype = \"generator\"\nrate_pps = 100000\n\

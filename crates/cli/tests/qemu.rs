@@ -23,9 +23,8 @@ mod node;
 mod traffic;
 
 use guest::{Guest, Image, Spec};
-use nfv_testutil::skip;
+use nfv_testutil::{TempDir, skip};
 use node::{Node, PortSpec, VRING_FAULTS};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// A TCG boot takes ~15 s on an idle core; two at once on a busy
@@ -34,14 +33,6 @@ const BOOT: Duration = Duration::from_secs(180);
 const CONNECT: Duration = Duration::from_secs(30);
 const CMD: Duration = Duration::from_secs(30);
 const PORTS: [&str; 2] = ["vm-a", "vm-b"];
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The test bed shared by every case. Fields drop in order: guests first,
 /// then the switch, then the directory.

@@ -48,7 +48,7 @@ mod traffic;
 
 use guest::{Extras, Guest, Image, Spec};
 use migration_traffic::*;
-use nfv_testutil::{skip, wait_until};
+use nfv_testutil::{TempDir, skip, wait_until};
 use node::{MemifSpec, Node, NodeOpts, PortSpec, packets, wait_info};
 use qmp::Qmp;
 use serde_json::{Value, json};
@@ -82,22 +82,6 @@ const NO_DIRTY_LOG: [&str; 2] = [
 const MAC_A: &str = "52:54:00:00:00:0a";
 const MAC_B: &str = "52:54:00:00:00:0b";
 const LINK: &str = "link";
-
-struct TempDir(PathBuf);
-
-/// Set, a failed run leaves its temp dir (consoles, QEMU and switch
-/// logs) for a post-mortem; otherwise the dir always goes.
-const KEEP_DIR_ENV: &str = "NFVSWITCH_KEEP_TEST_DIR";
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::thread::panicking() && std::env::var_os(KEEP_DIR_ENV).is_some() {
-            eprintln!("{KEEP_DIR_ENV}: kept {}", self.0.display());
-            return;
-        }
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Where guest A runs: on node 1 (port `vm-a`) or node 2 (port `vm-a2`).
 #[derive(Clone, Copy, Debug, PartialEq)]

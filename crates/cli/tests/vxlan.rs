@@ -167,7 +167,7 @@ fn vxlan_port_interops_with_the_kernel_vxlan_driver() {
     if missing_tools(test, &["ping", "ethtool", "tshark"]) {
         return;
     }
-    let dir = TempDir::new("vxlan-kernel");
+    let dir = TempDir::new("kern", "vxlan-kernel");
     // The kernel VTEP: the underlay veth and a vxlan device on it.
     let vtep = Netns::new("nvx").unwrap();
     let underlay = Veth::into_ns(&vtep, &format!("{VTEP_IP}/24")).unwrap();
@@ -426,8 +426,8 @@ fn a_chain_crosses_two_nodes_joined_by_vxlan() {
     const B_IP: Ipv4Addr = Ipv4Addr::new(172, 31, 2, 2);
     const SRC: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 1);
     const DST: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 2);
-    let dir_a = TempDir::new("vxlan-node-a");
-    let dir_b = TempDir::new("vxlan-node-b");
+    let dir_a = TempDir::new("kern", "vxlan-node-a");
+    let dir_b = TempDir::new("kern", "vxlan-node-b");
     // Node B lives in a namespace of its own, with its underlay end and
     // its host's veth end.
     let node_b_ns = Netns::new("nvn").unwrap();

@@ -111,7 +111,7 @@ fn cnitool_add_traffic_check_restart_del_gc() {
         Ok(t) => t,
         Err(why) => return nfv_testutil::skip(test, &why),
     };
-    let tmp = TempDir::new("cnitool");
+    let tmp = TempDir::new("cni", "cnitool");
     let dir = &tmp.0;
     let net = format!("nfvtest{}", std::process::id());
     let _cache = CniCache(net.clone());

@@ -10,7 +10,7 @@ use std::path::Path;
 
 #[test]
 fn add_check_del_gc_status_version() {
-    let tmp = TempDir::new("plugin");
+    let tmp = TempDir::new("cni", "plugin");
     let dir = &tmp.0;
     let node = start(dir);
     let devinfo = dir.join("devinfo/net1.json");
@@ -161,7 +161,7 @@ fn a_dpdk_app_connects_to_the_sockets_add_returns() {
             "dpdk-testpmd is not installed (Debian package dpdk-dev)",
         );
     };
-    let tmp = TempDir::new("dpdk");
+    let tmp = TempDir::new("cni", "dpdk");
     let dir = &tmp.0;
     let node = start(dir);
     let conf = json!({
@@ -236,7 +236,7 @@ fn ipam_is_delegated_to_host_local() {
         );
     };
     let cni_path = format!("/nonexistent:{}", plugins.display());
-    let tmp = TempDir::new("ipam");
+    let tmp = TempDir::new("cni", "ipam");
     let dir = &tmp.0;
     let data = dir.join("ipam");
     let node = start(dir);

@@ -10,6 +10,7 @@ use nfv_memif::client::{Client, ClientConfig, ClientError};
 use nfv_memif::socket::SocketPath;
 use nfv_memif::{MemifConfig, MemifPort};
 use nfv_ports::{Port, RxQueue, TxQueue};
+use nfv_testutil::TempDir;
 use nfv_wire::memif::DescRepr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,14 +24,6 @@ struct Rig {
     tx: Box<dyn TxQueue>,
     cache: PoolCache,
     _dir: TempDir,
-}
-
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn rig(tag: &str) -> Rig {

@@ -14,6 +14,7 @@
 use nfv_memif::handshake::{Limits, Offer, Refusal};
 use nfv_memif::serve::{HandshakeError, serve};
 use nfv_memif::socket::{Listener, SocketPath};
+use nfv_testutil::TempDir;
 use nfv_wire::memif::{COOKIE, Secret, ring};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -102,22 +103,6 @@ impl Drop for TestPmd {
     }
 }
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("nfv-memif-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn offer(id: u32) -> Option<Offer> {
     (id == ID).then_some(Offer {
         secret: Some(Secret::new(b"abc")),
@@ -152,7 +137,7 @@ fn a_testpmd_client_connects_and_a_wrong_secret_is_refused() {
     if nfv_testutil::which("dpdk-testpmd").is_none() {
         return nfv_testutil::skip(TEST, "dpdk-testpmd not installed (Debian package dpdk-dev)");
     }
-    let dir = TempDir::new("hs");
+    let dir = TempDir::new("memif", "hs");
     let sock = dir.0.join("memif.sock");
     let listener = Listener::bind(&SocketPath::File(sock.clone())).unwrap();
     let limits = Limits::default();
@@ -356,7 +341,7 @@ fn frames_cross_a_testpmd_client_and_come_back_byte_exact() {
     if nfv_testutil::which("dpdk-testpmd").is_none() {
         return nfv_testutil::skip(TEST, "dpdk-testpmd not installed (Debian package dpdk-dev)");
     }
-    let dir = TempDir::new("port");
+    let dir = TempDir::new("memif", "port");
     for (n, r) in PORT_RUNS.iter().enumerate() {
         let sock = if r.abstract_socket {
             format!("@nfv-memif-{}-{n}", std::process::id())

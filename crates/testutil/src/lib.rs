@@ -12,8 +12,13 @@ use std::time::{Duration, Instant};
 
 /// A fresh directory under the system temp dir, named after the test
 /// process and `tag` (emptied first if a crashed run left it), removed on
-/// drop — also when the test fails.
+/// drop — also when the test fails, unless [`KEEP_DIR_ENV`] is set: then a
+/// failing test leaves it (consoles, logs, sockets) for a post-mortem.
+/// Wrapping an existing path (`TempDir(path)`) gives it the same drop.
 pub struct TempDir(pub std::path::PathBuf);
+
+/// Set, a failing test keeps its [`TempDir`].
+pub const KEEP_DIR_ENV: &str = "NFVSWITCH_KEEP_TEST_DIR";
 
 impl TempDir {
     /// `prefix` names the test (`nfv-{prefix}-{pid}-{tag}`).
@@ -27,6 +32,10 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        if std::thread::panicking() && std::env::var_os(KEEP_DIR_ENV).is_some() {
+            eprintln!("{KEEP_DIR_ENV}: kept {}", self.0.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }

@@ -70,22 +70,7 @@ impl Proc {
     }
 }
 
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("nfvswitch-kern-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use nfv_testutil::TempDir;
 
 /// Why these tests cannot run here.
 pub fn unavailable() -> Option<String> {

@@ -61,22 +61,7 @@ pub fn start_on(dir: &Path, api: &str) -> Running {
 }
 
 /// A scratch directory removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("nfv-cni-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use nfv_testutil::TempDir;
 
 /// Runs the plugin as a runtime does: (exit success, stdout as JSON or
 /// Null). `cni_path` is `CNI_PATH` (where delegated IPAM plugins are).
