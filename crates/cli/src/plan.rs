@@ -112,6 +112,8 @@ pub fn text(t: &Topology, profile: &Profile, plan: &Plan) -> String {
     }
     let mut last = None;
     let mut table = None::<Table>;
+    // Some row needs more cores than the node has.
+    let mut short = false;
     for pt in &plan.points {
         if last != Some(pt.frames) {
             if let Some(t) = table.take() {
@@ -155,8 +157,8 @@ pub fn text(t: &Topology, profile: &Profile, plan: &Plan) -> String {
                     format!("{:.2}", p.gbps),
                     format!("{:.3}", p.vnf_tx_mpps),
                     p.bottleneck.map_or("-", |b| b.as_str()).into(),
-                    p.switch_cores_needed.to_string(),
-                    p.vnf_cores_needed.to_string(),
+                    cores_cell(p.switch_cores_needed, t.node.switch_cores, &mut short),
+                    cores_cell(p.vnf_cores_needed, t.node.vnf_cores, &mut short),
                     p.vfs_needed.to_string(),
                     star.into(),
                 ],
@@ -167,7 +169,17 @@ pub fn text(t: &Topology, profile: &Profile, plan: &Plan) -> String {
     if let Some(t) = table {
         out += &format!("{t}");
     }
-    out += "\nrecommendations:\n";
+    out += "\nswitch cores, VNF cores: what the hardware's rate (NIC, PCIe) would take.";
+    if short {
+        out += &format!(
+            " \"a > b\": a cores, more than the node's b — that mode cannot reach the \
+             hardware's rate on this node (its {sw} switch and {vnf} VNF cores); its Mpps is what \
+             they carry.",
+            sw = t.node.switch_cores,
+            vnf = t.node.vnf_cores
+        );
+    }
+    out += "\n\nrecommendations:\n";
     for pt in &plan.points {
         out += &format!("  N={} {}: {}\n", pt.vnfs, pt.frames.label(), pt.why);
     }
@@ -177,6 +189,16 @@ pub fn text(t: &Topology, profile: &Profile, plan: &Plan) -> String {
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
 /// One panel per frame mix: predicted Mpps against N, a line per mode.
+/// `needed` cores, marked when the node has fewer (`have`).
+fn cores_cell(needed: u32, have: u32, short: &mut bool) -> String {
+    if needed > have {
+        *short = true;
+        format!("{needed} > {have}")
+    } else {
+        needed.to_string()
+    }
+}
+
 fn draw(plan: &Plan, path: &Path, text: bool) -> DrawResult {
     let mut frames = Vec::new();
     for p in &plan.points {

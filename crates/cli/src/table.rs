@@ -32,13 +32,13 @@ impl std::fmt::Display for Table {
                 if i > 0 {
                     s.push_str("  ");
                 }
-                // Numbers right-aligned, text left-aligned.
+                // Numbers (and "13 > 2") right-aligned, text left-aligned.
                 let numeric = c
                     .chars()
                     .next()
                     .is_some_and(|ch| ch.is_ascii_digit() || ch == '-')
                     && c.chars()
-                        .all(|ch| ch.is_ascii_digit() || ".-%".contains(ch));
+                        .all(|ch| ch.is_ascii_digit() || ".-% >".contains(ch));
                 if numeric {
                     s.push_str(&format!("{c:>width$}", width = w[i]));
                 } else {

@@ -66,6 +66,29 @@ fn every_plan_example_plans() {
     }
 }
 
+/// The text table marks core counts the node does not have, and says
+/// what that means for the row's rate.
+#[test]
+fn cores_the_node_lacks_are_marked() {
+    let f = examples().join("plan-ew-40g-gen3x8.toml");
+    let out = run(&["plan", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("1  switch-one-copy"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains(" > 2 "), "{row}");
+    assert!(
+        text.contains(
+            "cannot reach the hardware's rate on this node (its 2 switch and 8 VNF cores)"
+        ),
+        "{text}"
+    );
+    // A row within the node's cores is not marked.
+    let sriov = text.lines().find(|l| l.starts_with("1  sriov")).unwrap();
+    assert!(!sriov.contains('>'), "{sriov}");
+}
+
 #[test]
 fn the_seeds_hairpin_in_the_40g_example() {
     let f = examples().join("plan-ew-40g-gen3x8.toml");
