@@ -5,6 +5,7 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use nfv_toml_path::{Field, field_at, join_path, quoted_key};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
@@ -90,12 +91,7 @@ pub(crate) struct Doc<'a> {
 impl Doc<'_> {
     /// 1-based line of byte `offset`.
     pub fn line_of(&self, offset: usize) -> usize {
-        let end = offset.min(self.text.len());
-        let start = self.prefix.min(end);
-        1 + self.text.as_bytes()[start..end]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
+        nfv_toml_path::line_of(self.text, self.prefix, offset)
     }
 
     pub fn err(
@@ -122,16 +118,17 @@ impl Doc<'_> {
             return self.err(0..0, root, message);
         };
         let (field, value) = match DeTable::parse(self.text) {
-            Ok(doc) => match locate_in_table(doc.get_ref(), span.start) {
-                Some((mut segs, value)) => {
+            Ok(doc) => match field_at(doc.get_ref(), span.start) {
+                Some(Field { mut segs, key }) => {
                     // The span of an unknown `[[table]]` also covers its
                     // first element; the path should end at the key.
-                    if let Some(key) = unknown_field(&message)
-                        && let Some(i) = segs.iter().rposition(|s| s == key)
+                    if let Some(unknown) = quoted_key(&message, "unknown field ")
+                        && let Some(i) = segs.iter().rposition(|s| s == unknown)
                     {
                         segs.truncate(i + 1);
                     }
-                    (join_path(root, &segs), value)
+                    let hint = key.and_then(|(k, v)| hint_for(k, v));
+                    (join_path(root, &segs), hint)
                 }
                 None => (root.to_string(), None),
             },
@@ -143,62 +140,6 @@ impl Doc<'_> {
             None => message,
         };
         self.err(span, field, message)
-    }
-}
-
-/// The key of serde's "unknown field `key`, expected ...".
-fn unknown_field(message: &str) -> Option<&str> {
-    let rest = message.strip_prefix("unknown field `")?;
-    rest.split('`').next()
-}
-
-/// Appends `seg` (`name` or `[3]`) to a dotted path.
-pub(crate) fn join_path(root: &str, segs: &[String]) -> String {
-    let mut out = root.to_string();
-    for s in segs {
-        if !s.starts_with('[') && !out.is_empty() {
-            out.push('.');
-        }
-        out.push_str(s);
-    }
-    out
-}
-
-/// A located field: the path segments from the root, and an optional hint
-/// about a common mistake at that place.
-type Located = (Vec<String>, Option<&'static str>);
-
-fn contains(span: &Range<usize>, offset: usize) -> bool {
-    span.start <= offset && offset < span.end.max(span.start + 1)
-}
-
-fn locate_in_table(table: &DeTable<'_>, offset: usize) -> Option<Located> {
-    for (key, value) in table.iter() {
-        if let Some((mut segs, hint)) = locate_in_value(value, offset) {
-            segs.insert(0, key.get_ref().to_string());
-            return Some((segs, hint));
-        }
-        if contains(&key.span(), offset) || contains(&value.span(), offset) {
-            return Some((
-                vec![key.get_ref().to_string()],
-                hint_for(key.get_ref(), value),
-            ));
-        }
-    }
-    None
-}
-
-fn locate_in_value(value: &Spanned<DeValue<'_>>, offset: usize) -> Option<Located> {
-    match value.get_ref() {
-        DeValue::Table(t) => locate_in_table(t, offset),
-        DeValue::Array(a) => a.iter().enumerate().find_map(|(i, item)| {
-            let found = locate_in_value(item, offset)
-                .or_else(|| contains(&item.span(), offset).then(|| (Vec::new(), None)))?;
-            let (mut segs, hint) = found;
-            segs.insert(0, format!("[{i}]"));
-            Some((segs, hint))
-        }),
-        _ => None,
     }
 }
 

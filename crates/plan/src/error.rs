@@ -1,9 +1,9 @@
 //! Refusals of a topology file as `file:line: field: message`.
 
+use nfv_toml_path::{field_at, join_path, quoted_key};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use toml::Spanned;
-use toml::de::{DeTable, DeValue};
+use toml::de::DeTable;
 
 /// Why a topology file was refused.
 #[derive(Debug, thiserror::Error)]
@@ -51,11 +51,7 @@ pub(crate) struct Doc<'a> {
 
 impl Doc<'_> {
     pub fn line_of(&self, offset: usize) -> usize {
-        let end = offset.min(self.text.len());
-        1 + self.text.as_bytes()[..end]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
+        nfv_toml_path::line_of(self.text, 0, offset)
     }
 
     pub fn err(
@@ -97,59 +93,22 @@ impl Doc<'_> {
             return self.err(0..0, "", message);
         };
         let mut field = match DeTable::parse(self.text) {
-            Ok(doc) => path_in_table(doc.get_ref(), span.start).join("."),
+            Ok(doc) => field_at(doc.get_ref(), span.start)
+                .map(|f| join_path("", &f.segs))
+                .unwrap_or_default(),
             Err(_) => String::new(),
         };
-        let quoted = |prefix: &str| {
-            message
-                .strip_prefix(prefix)
-                .and_then(|r| r.split('`').next())
-                .map(str::to_string)
-        };
-        if let Some(key) = quoted("missing field `") {
+        if let Some(key) = quoted_key(&message, "missing field ") {
             field = if field.is_empty() {
-                key
+                key.to_string()
             } else {
                 format!("{field}.{key}")
             };
-        } else if let Some(key) = quoted("unknown field `")
-            && let Some(i) = field.rfind(&key)
+        } else if let Some(key) = quoted_key(&message, "unknown field ")
+            && let Some(i) = field.rfind(key)
         {
             field.truncate(i + key.len());
         }
-        self.err(span, &field.replace(".[", "["), message)
-    }
-}
-
-fn holds(span: &Range<usize>, offset: usize) -> bool {
-    span.start <= offset && offset < span.end.max(span.start + 1)
-}
-
-fn path_in_table(t: &DeTable<'_>, offset: usize) -> Vec<String> {
-    for (k, v) in t.iter() {
-        let inner = path_in_value(v, offset);
-        if !inner.is_empty() || holds(&k.span(), offset) || holds(&v.span(), offset) {
-            let mut p = vec![k.get_ref().to_string()];
-            p.extend(inner);
-            return p;
-        }
-    }
-    Vec::new()
-}
-
-fn path_in_value(v: &Spanned<DeValue<'_>>, offset: usize) -> Vec<String> {
-    match v.get_ref() {
-        DeValue::Table(t) => path_in_table(t, offset),
-        DeValue::Array(a) => a
-            .iter()
-            .enumerate()
-            .find(|(_, item)| holds(&item.span(), offset))
-            .map(|(i, item)| {
-                let mut p = vec![format!("[{i}]")];
-                p.extend(path_in_value(item, offset));
-                p
-            })
-            .unwrap_or_default(),
-        _ => Vec::new(),
+        self.err(span, &field, message)
     }
 }
