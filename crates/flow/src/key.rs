@@ -90,13 +90,15 @@ impl FlowKey {
         }
     }
 
-    /// A fast 32-bit hash of the whole key; not DoS resistant, which is
-    /// fine because caches are bounded and per-PMD. Two independent
-    /// 64x64->128-bit multiplies, each folded high into low (as wyhash
-    /// mixes), so every output bit depends on every input bit and the
-    /// latency is one multiply, not a chain of four: a packet behind
-    /// several subtables hashes once per subtable, and the chain's
-    /// latency was most of a probe.
+    /// A fast 32-bit hash of the whole key. Two independent
+    /// 64x64->128-bit multiplies of the key's word pairs (each word xored
+    /// with a constant), each product folded high into low as wyhash
+    /// mixes: the latency is one multiply, not a chain of four — a packet
+    /// behind several subtables hashes once per subtable, and the chain
+    /// was most of a probe's time. Not DoS resistant (a word equal to its
+    /// constant zeroes its product, so its partner word stops counting);
+    /// fine because what it indexes is bounded and per PMD (caches) or
+    /// built from the operator's rules (classifier).
     #[inline(always)]
     pub fn hash(&self) -> u32 {
         #[inline(always)]
