@@ -159,11 +159,13 @@ pub fn vnf_trial(
         )?)
     };
     let before = port.gauges();
+    let vnf_before = vhost.gauges();
     let [delivered, busy, offered] = measure(a.seconds, || {
         let sent = sender.as_ref().map_or(0, |s| s.sent());
         Ok([poller.count(), poller.busy(), sent])
     })?;
     let after = port.gauges();
+    let vnf_after = vhost.gauges();
     if let Some(s) = sender {
         s.stop()?;
     }
@@ -178,7 +180,13 @@ pub fn vnf_trial(
     Ok(Trial {
         mpps: delivered / 1e6,
         cycles: busy / delivered,
-        detail: format!("{offered}, {mode}{}", moved(&before, &after)),
+        // Both ports' counters that moved: what the AF_XDP queue did,
+        // and where frames that did not reach the VNF went (a full ring).
+        detail: format!(
+            "{offered}, {mode}{}{}",
+            moved(&before, &after),
+            moved(&vnf_before, &vnf_after).replace("; port counters", "; VNF port counters")
+        ),
         c2c_ns: None,
     })
 }
