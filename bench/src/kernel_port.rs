@@ -502,7 +502,7 @@ fn print_paired(
     dirs: &[&str],
     results: &BTreeMap<(usize, &str), Vec<(usize, Trial)>>,
 ) {
-    use crate::paired::Placement;
+    use crate::paired::{Placement, ratios_in};
     let Some(first) = types.first() else {
         return;
     };
@@ -512,22 +512,14 @@ fn print_paired(
             let (Some(a), Some(b)) = (results.get(&(i, dir)), results.get(&(0, dir))) else {
                 continue;
             };
+            let pairs: Vec<(&Trial, &Trial)> = a
+                .iter()
+                .filter_map(|(round, x)| Some((x, &b.iter().find(|(r, _)| r == round)?.1)))
+                .collect();
             for placement in [Placement::Near, Placement::Far] {
-                let (mut cyc, mut mpps) = (Vec::new(), Vec::new());
-                for (round, x) in a {
-                    let Some((_, y)) = b.iter().find(|(r, _)| r == round) else {
-                        continue;
-                    };
-                    if Placement::of(x.c2c_ns) != Some(placement)
-                        || Placement::of(y.c2c_ns) != Some(placement)
-                        || y.cycles <= 0.0
-                        || y.mpps <= 0.0
-                    {
-                        continue;
-                    }
-                    cyc.push(x.cycles / y.cycles);
-                    mpps.push(x.mpps / y.mpps);
-                }
+                let c2c = |t: &Trial| t.c2c_ns;
+                let cyc = ratios_in(&pairs, placement, c2c, |t| Some(t.cycles));
+                let mpps = ratios_in(&pairs, placement, c2c, |t| Some(t.mpps));
                 if !cyc.is_empty() {
                     lines.push(format!(
                         "  {} / {} {dir}, {} vCPUs, {} pair(s): cycles {}, Mpps {}",

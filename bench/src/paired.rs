@@ -87,23 +87,19 @@ pub fn paired(
     let mut reps: Vec<usize> = records.iter().map(|r| r.rep).collect();
     reps.sort_unstable();
     reps.dedup();
+    let pairs: Vec<(&Outcome, &Outcome)> = reps
+        .iter()
+        .filter_map(|&rep| {
+            Some((
+                outcome(records, a, size, chain, rep)?,
+                outcome(records, b, size, chain, rep)?,
+            ))
+        })
+        .collect();
     [Placement::Near, Placement::Far]
         .into_iter()
         .filter_map(|placement| {
-            let ratios: Vec<f64> = reps
-                .iter()
-                .filter_map(|&rep| {
-                    let x = outcome(records, a, size, chain, rep)?;
-                    let y = outcome(records, b, size, chain, rep)?;
-                    if Placement::of(x.c2c_ns)? != placement
-                        || Placement::of(y.c2c_ns)? != placement
-                    {
-                        return None;
-                    }
-                    let (fx, fy) = (figure(x)?, figure(y)?);
-                    (fy > 0.0 && fx.is_finite()).then(|| fx / fy)
-                })
-                .collect();
+            let ratios = ratios_in(&pairs, placement, |o| o.c2c_ns, figure);
             (!ratios.is_empty()).then(|| Paired {
                 size,
                 chain,
@@ -111,6 +107,27 @@ pub fn paired(
                 what: what.to_string(),
                 ratios,
             })
+        })
+        .collect()
+}
+
+/// `figure(x) / figure(y)` for each pair `(x, y)` of trials that both saw
+/// `placement` just before they started (`c2c`: a trial's round trip)
+/// and both have the figure; the rest are left out.
+pub fn ratios_in<T>(
+    pairs: &[(&T, &T)],
+    placement: Placement,
+    c2c: impl Fn(&T) -> Option<f64>,
+    figure: impl Fn(&T) -> Option<f64>,
+) -> Vec<f64> {
+    pairs
+        .iter()
+        .filter_map(|&(x, y)| {
+            if Placement::of(c2c(x))? != placement || Placement::of(c2c(y))? != placement {
+                return None;
+            }
+            let (fx, fy) = (figure(x)?, figure(y)?);
+            (fy > 0.0 && fx.is_finite()).then(|| fx / fy)
         })
         .collect()
 }
