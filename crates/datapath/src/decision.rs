@@ -23,10 +23,10 @@ use std::sync::Arc;
 pub const EMC_INSERT_EVERY: u32 = 100;
 
 /// A classification that visited fewer subtables than this is not cached
-/// as a megaflow: probing the megaflow cache would cost about as much as
-/// the classification did (one subtable of exact 5-tuple rules gives one
-/// megaflow per flow, which would only fill the cache).
-pub const MEGAFLOW_MIN_PROBES: usize = 3;
+/// as a megaflow: a megaflow probe would cost what the classification
+/// did. (Masks that pin a connection are not cached either, whatever the
+/// probes: [`MegaflowCache::worth_caching`].)
+pub const MEGAFLOW_MIN_PROBES: usize = 2;
 
 /// Decisions per judgement of the EMC's worth (see [`EmcGate`]).
 pub const EMC_WINDOW: u32 = 8192;
@@ -226,13 +226,19 @@ impl Decision {
         (&self.verdicts, rx_bytes)
     }
 
-    /// Pass 1: keys (and their hashes when there is an EMC), prefetching
-    /// the next packet's headers.
+    /// Pass 1: keys (and their hashes when the EMC is probed), prefetching
+    /// the next packet's headers (and, in a sampling batch, the EMC slots
+    /// each key may be at).
     #[inline(always)]
     fn extract_keys(&mut self, in_port: PortNo, batch: &mut Batch) -> u64 {
         let n = batch.len();
         self.emc_probing = self.emc.is_some() && self.emc_gate.probe_batch();
         let hashed = self.emc_probing;
+        // A sampling batch probes slots nothing has touched for 16
+        // batches: cold, so fetched for the whole batch at once. While
+        // the EMC serves, its slots are the warm ones (and a prefetch
+        // per packet measured slower at one flow).
+        let cold_slots = hashed && self.emc_gate.bypassed;
         let mut rx_bytes = 0u64;
         for i in 0..n {
             if i + 1 < n {
@@ -243,7 +249,13 @@ impl Decision {
             rx_bytes += p.frame_len() as u64;
             let k = extract(in_port, p.data());
             if hashed {
-                self.hashes[i] = k.hash();
+                let hash = k.hash();
+                if cold_slots && let Some(emc) = &self.emc {
+                    for slot in emc.slot_addresses(hash) {
+                        prefetch(slot);
+                    }
+                }
+                self.hashes[i] = hash;
             }
             self.keys[i] = k;
         }
@@ -302,14 +314,17 @@ impl Decision {
                     r
                 }
                 (None, None) => {
-                    let (r, mask, probes) = self.table.classifier.lookup_with_mask(key);
+                    let classifier = &self.table.classifier;
+                    let r = if self.megaflows.is_some() {
+                        let (r, mask, probes) = classifier.lookup_with_mask(key);
+                        if probes >= MEGAFLOW_MIN_PROBES && MegaflowCache::worth_caching(&mask) {
+                            megaflow = Some(mask);
+                        }
+                        r
+                    } else {
+                        classifier.lookup(key)
+                    };
                     classifier_hits += u64::from(r.is_some());
-                    if self.megaflows.is_some()
-                        && probes >= MEGAFLOW_MIN_PROBES
-                        && MegaflowCache::worth_caching(&mask)
-                    {
-                        megaflow = Some(mask);
-                    }
                     r
                 }
             };

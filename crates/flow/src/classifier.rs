@@ -15,6 +15,18 @@
 //! seq part keeps the older-rule-wins tie rule exact when equal-priority
 //! rules live in different subtables, while still pruning.
 //!
+//! Staged lookup (OVS's): a probe that misses still tells the megaflow
+//! cache which bits the miss depended on, and the whole mask is more than
+//! it needs. Each subtable also keeps, per stage of its mask (metadata,
+//! then L2, then L3: [`crate::key::STAGE_PREFIXES`]), the prefixes its
+//! rules have there. A packet whose prefix at some stage no rule has
+//! misses on the fields up to that stage alone, and only those join the
+//! megaflow's mask. Behind 5-tuple rules for some clients, the traffic of
+//! every other source address then shares one megaflow per address
+//! instead of needing one per connection. Stages are only walked after a
+//! miss, and only when the mask is asked for; a stage with one prefix
+//! (all the subtable's rules agree there) is a compare, not a hash probe.
+//!
 //! Thread safety: a `Classifier` is plain data, edited by one writer on a
 //! private copy (see [`crate::table`]) and read concurrently only through
 //! shared references. Subtables are shared between copies and copied on
@@ -24,7 +36,7 @@
 //! PMDs have warm in their caches (a full copy made each table change
 //! cost the PMDs ~700k cycles of cold misses behind 1,000 exact rules).
 
-use crate::key::{FlowKey, PortNo};
+use crate::key::{FlowKey, PortNo, STAGE_PREFIXES};
 use crate::parse::FlowFilter;
 use crate::rule::{Match, Rule};
 use std::collections::HashMap;
@@ -77,6 +89,55 @@ fn beats(p1: u16, s1: u64, p2: u16, s2: u64) -> bool {
     p1 > p2 || (p1 == p2 && s1 < s2)
 }
 
+/// One stage of a subtable's mask (see the module docs): the prefixes its
+/// buckets have there, each with how many buckets share it.
+#[derive(Clone, Debug)]
+struct Stage {
+    /// The subtable's mask cut to this stage and the ones before it.
+    mask: FlowKey,
+    prefixes: HashMap<MaskedKey, u32, BuildHasherDefault<PassThrough>>,
+    /// The prefix, when all the buckets share one: compared, not hashed.
+    only: Option<FlowKey>,
+}
+
+impl Stage {
+    /// Whether some bucket has `key`'s prefix at this stage.
+    #[inline(always)]
+    fn admits(&self, key: &FlowKey) -> bool {
+        let prefix = key.masked(&self.mask);
+        match self.only {
+            Some(only) => only == prefix,
+            None => self.prefixes.contains_key(&MaskedKey(prefix)),
+        }
+    }
+
+    fn add(&mut self, bucket: &FlowKey) {
+        *self
+            .prefixes
+            .entry(MaskedKey(bucket.masked(&self.mask)))
+            .or_default() += 1;
+        self.refresh_only();
+    }
+
+    fn remove(&mut self, bucket: &FlowKey) {
+        let prefix = MaskedKey(bucket.masked(&self.mask));
+        if let Some(n) = self.prefixes.get_mut(&prefix) {
+            *n -= 1;
+            if *n == 0 {
+                self.prefixes.remove(&prefix);
+            }
+        }
+        self.refresh_only();
+    }
+
+    fn refresh_only(&mut self) {
+        self.only = match self.prefixes.len() {
+            1 => self.prefixes.keys().next().map(|k| k.0),
+            _ => None,
+        };
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Subtable {
     mask: FlowKey,
@@ -86,17 +147,52 @@ struct Subtable {
     min_seq: u64,
     n_rules: usize,
     buckets: Buckets,
+    /// The stages that narrow the mask: each adds fields to the one
+    /// before, and none is the whole mask.
+    stages: Vec<Stage>,
 }
 
 impl Subtable {
     fn new(mask: FlowKey) -> Self {
+        let mut stages: Vec<Stage> = Vec::new();
+        for prefix in &STAGE_PREFIXES {
+            let cut = mask.masked(prefix);
+            let before = stages.last().map_or(FlowKey::ZERO, |s| s.mask);
+            if cut != before && cut != mask {
+                stages.push(Stage {
+                    mask: cut,
+                    prefixes: HashMap::default(),
+                    only: None,
+                });
+            }
+        }
         Subtable {
             mask,
             max_priority: 0,
             min_seq: u64::MAX,
             n_rules: 0,
             buckets: Buckets::default(),
+            stages,
         }
+    }
+
+    /// The bits of `key` a miss in this subtable depends on: those of the
+    /// first stage no bucket's prefix matches, else the whole mask.
+    #[inline]
+    fn miss_mask(&self, key: &FlowKey) -> FlowKey {
+        self.stages
+            .iter()
+            .find(|s| !s.admits(key))
+            .map_or(self.mask, |s| s.mask)
+    }
+
+    /// Removes a bucket and its prefixes; returns its rules.
+    fn remove_bucket(&mut self, key: &MaskedKey) -> Option<Vec<Arc<Rule>>> {
+        let rules = self.buckets.remove(key)?;
+        for s in &mut self.stages {
+            s.remove(&key.0);
+        }
+        Some(rules)
     }
 
     /// Recomputes the bound from scratch (after removals).
@@ -165,6 +261,11 @@ impl Classifier {
         };
         let st = Arc::make_mut(&mut self.subtables[i]);
         let bound = (st.max_priority, st.min_seq);
+        if !st.buckets.contains_key(&key) {
+            for s in &mut st.stages {
+                s.add(&key.0);
+            }
+        }
         let bucket = st.buckets.entry(key).or_default();
         // Sorted by priority, highest first.
         let old = match bucket.binary_search_by(|r| priority.cmp(&r.spec.priority)) {
@@ -209,7 +310,7 @@ impl Classifier {
                     };
                     let old = bucket.remove(j);
                     if bucket.is_empty() {
-                        st.buckets.remove(&MaskedKey(fkey));
+                        st.remove_bucket(&MaskedKey(fkey));
                     }
                     st.n_rules -= 1;
                     if st.is_bound(&old) {
@@ -232,13 +333,13 @@ impl Classifier {
                     }
                     let st = Arc::make_mut(shared);
                     let before = st.n_rules;
-                    st.buckets.retain(|k, rules| {
-                        let covered = k.0.masked(&fmask) == fkey;
-                        if covered {
+                    let gone: Vec<MaskedKey> =
+                        st.buckets.keys().filter(|k| covers(k)).copied().collect();
+                    for k in &gone {
+                        if let Some(rules) = st.remove_bucket(k) {
                             st.n_rules -= rules.len();
                         }
-                        !covered
-                    });
+                    }
                     if st.n_rules != before {
                         removed += before - st.n_rules;
                         st.refresh_bound();
@@ -256,24 +357,33 @@ impl Classifier {
     /// Highest-priority rule matching `key` (older rule wins a tie).
     #[inline]
     pub fn lookup(&self, key: &FlowKey) -> Option<&Arc<Rule>> {
-        self.lookup_with_mask(key).0
+        self.search::<false>(key).0
     }
 
     /// [`Classifier::lookup`], also returning how many subtables (hash
     /// probes) it visited — for tracing and tests.
     pub fn lookup_with_probes(&self, key: &FlowKey) -> (Option<&Arc<Rule>>, usize) {
-        let (best, _, probes) = self.lookup_with_mask(key);
+        let (best, _, probes) = self.search::<false>(key);
         (best, probes)
     }
 
     /// [`Classifier::lookup`], also returning the bits of `key` the
-    /// answer depends on: the union of the masks of the subtables
-    /// visited. Every key equal to `key` on those bits visits the same
-    /// subtables, finds the same buckets and so gets the same answer —
-    /// what makes it a megaflow ([`crate::megaflow`]). Also returns how
-    /// many subtables were visited.
+    /// answer depends on: for each subtable visited, its mask where the
+    /// probe found a bucket, and where it found none the fields up to the
+    /// first stage whose prefix no bucket has (see the module docs).
+    /// Every key equal to `key` on those bits visits the same subtables,
+    /// finds the same buckets and so gets the same answer — what makes it
+    /// a megaflow ([`crate::megaflow`]). Also returns how many subtables
+    /// were visited.
     #[inline]
     pub fn lookup_with_mask(&self, key: &FlowKey) -> (Option<&Arc<Rule>>, FlowKey, usize) {
+        self.search::<true>(key)
+    }
+
+    /// The lookup; with `MASK` it also works out the megaflow mask (the
+    /// stages walked after each miss), else that mask is meaningless.
+    #[inline(always)]
+    fn search<const MASK: bool>(&self, key: &FlowKey) -> (Option<&Arc<Rule>>, FlowKey, usize) {
         let mut best: Option<&Arc<Rule>> = None;
         let mut seen = FlowKey::ZERO;
         let mut probes = 0;
@@ -284,13 +394,20 @@ impl Classifier {
                 break;
             }
             probes += 1;
-            for (w, m) in seen.w.iter_mut().zip(st.mask.w) {
-                *w |= m;
-            }
-            if let Some(rules) = st.buckets.get(&MaskedKey(key.masked(&st.mask))) {
-                let r = &rules[0];
-                if best.is_none_or(|b| beats(r.spec.priority, r.seq, b.spec.priority, b.seq)) {
-                    best = Some(r);
+            let depended = match st.buckets.get(&MaskedKey(key.masked(&st.mask))) {
+                Some(rules) => {
+                    let r = &rules[0];
+                    if best.is_none_or(|b| beats(r.spec.priority, r.seq, b.spec.priority, b.seq)) {
+                        best = Some(r);
+                    }
+                    st.mask
+                }
+                None if MASK => st.miss_mask(key),
+                None => st.mask,
+            };
+            if MASK {
+                for (w, m) in seen.w.iter_mut().zip(depended.w) {
+                    *w |= m;
                 }
             }
         }

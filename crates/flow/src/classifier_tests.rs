@@ -286,6 +286,83 @@ fn one_hash_probe_for_rules_sharing_a_mask() {
     assert_eq!((r.map(|r| r.seq), probes), (None, 1));
 }
 
+/// The fields a filter names, as a mask.
+fn fields(text: &str) -> FlowKey {
+    if text.is_empty() {
+        return FlowKey::ZERO;
+    }
+    parse_filter(text)
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+        .matches
+        .mask
+}
+
+/// Staged lookup: a miss joins the megaflow's mask with the fields up to
+/// the first stage where no rule agrees with the packet. (packet, the
+/// fields its answer depends on, the rule it hits.)
+#[test]
+fn a_miss_depends_only_on_the_stages_up_to_where_no_rule_agrees() {
+    let five_tuple = "in_port=1,udp,nw_src=0.0.0.0,nw_dst=0.0.0.0,tp_src=0,tp_dst=0";
+    let mut c = build(&[
+        "priority=100,in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=1024,tp_dst=5001,actions=output:2",
+        "priority=100,in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=1025,tp_dst=5001,actions=output:2",
+        "priority=100,in_port=1,udp,nw_src=10.0.0.9,nw_dst=10.0.0.2,tp_src=7,tp_dst=5001,actions=drop",
+        "priority=1,actions=output:3",
+    ]);
+    let cases: [(&str, &str, &str, Option<usize>); 6] = [
+        (
+            "its own rule: the whole mask",
+            "in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=1025,tp_dst=5001",
+            five_tuple,
+            Some(1),
+        ),
+        (
+            "another port: in_port alone",
+            "in_port=2,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=1025,tp_dst=5001",
+            "in_port=1",
+            Some(3),
+        ),
+        (
+            "not UDP: up to L2",
+            "in_port=1,arp",
+            "in_port=1,dl_type=0",
+            Some(3),
+        ),
+        (
+            "another source address: up to L3",
+            "in_port=1,udp,nw_src=10.0.0.5,nw_dst=10.0.0.2,tp_src=1025,tp_dst=5001",
+            "in_port=1,udp,nw_src=0.0.0.0,nw_dst=0.0.0.0",
+            Some(3),
+        ),
+        (
+            "a known address, another port: the whole mask",
+            "in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=2000,tp_dst=5001",
+            five_tuple,
+            Some(3),
+        ),
+        (
+            "the second address's rule",
+            "in_port=1,udp,nw_src=10.0.0.9,nw_dst=10.0.0.2,tp_src=7,tp_dst=5001",
+            five_tuple,
+            Some(2),
+        ),
+    ];
+    for (name, packet, want_mask, want_rule) in cases {
+        let (r, mask, _) = c.lookup_with_mask(&key(packet));
+        assert_eq!(mask, fields(want_mask), "{name}: mask");
+        assert_eq!(r.map(|r| r.seq as usize - 1), want_rule, "{name}: rule");
+    }
+    // Deleted, the second address's rule takes its prefix with it: its
+    // traffic now misses at L3, compared against the one prefix left.
+    let filter = parse_filter("in_port=1,udp,nw_src=10.0.0.9").unwrap();
+    assert_eq!(c.remove_matching(&filter), 1);
+    let (r, mask, _) = c.lookup_with_mask(&key(
+        "in_port=1,udp,nw_src=10.0.0.9,nw_dst=10.0.0.2,tp_src=7,tp_dst=5001",
+    ));
+    assert_eq!(mask, fields("in_port=1,udp,nw_src=0.0.0.0,nw_dst=0.0.0.0"));
+    assert_eq!(r.map(|r| r.seq), Some(4));
+}
+
 #[test]
 fn lookup_stops_at_the_priority_bound() {
     let c = build(&[
@@ -435,8 +512,18 @@ proptest! {
             }
             prop_assert_eq!(c.len(), model.len());
             for k in &keys {
-                let got = c.lookup(k).map(|r| r.seq);
-                prop_assert_eq!(got, linear(&model, k).map(|r| r.seq), "key {:?}", k);
+                let want = linear(&model, k).map(|r| r.seq);
+                prop_assert_eq!(c.lookup(k).map(|r| r.seq), want, "key {:?}", k);
+                // The megaflow mask: every key equal on it gets the same
+                // answer (stages kept right through inserts and removals).
+                let (r, mask, _) = c.lookup_with_mask(k);
+                prop_assert_eq!(r.map(|r| r.seq), want);
+                for other in keys.iter().filter(|o| o.masked(&mask) == k.masked(&mask)) {
+                    prop_assert_eq!(
+                        linear(&model, other).map(|r| r.seq), want,
+                        "{:?} and {:?} agree on {:?}", k, other, mask
+                    );
+                }
             }
         }
         let mut want = model.clone();

@@ -77,6 +77,16 @@ impl ExactMatchCache {
         )
     }
 
+    /// Where the two slots `hash` may live at are, for the caller to
+    /// prefetch a batch's slots before probing them: past a few thousand
+    /// flows the slots are cold, and probed one packet after another each
+    /// miss would wait for the one before.
+    #[inline(always)]
+    pub fn slot_addresses(&self, hash: u32) -> [*const u8; 2] {
+        let (a, b) = self.positions(hash);
+        [a, b].map(|i| (&raw const self.slots[i]).cast())
+    }
+
     #[inline(always)]
     pub fn lookup(&self, key: &FlowKey, hash: u32) -> EmcLookup<'_> {
         let (a, b) = self.positions(hash);

@@ -121,6 +121,27 @@ impl FlowKey {
     }
 }
 
+/// The key's fields in the order a staged lookup checks them (OVS's
+/// classifier stages): metadata (`in_port`), then L2 (`dl_type`,
+/// `vlan_tci`, `dl_src`, `dl_dst`), then L3 (`nw_proto`, `nw_src`,
+/// `nw_dst`); L4 (`tp_src`, `tp_dst`) is what is left. Entry `k` is the
+/// union of stages `0..=k`: a rule's mask cut by it is what the rule
+/// matches on up to that stage.
+pub const STAGE_PREFIXES: [FlowKey; 3] = {
+    const META: u64 = 0xffff;
+    const L2_W0: u64 = 0xffff_ffff_0000;
+    const L3_W0: u64 = 0xff << 48;
+    [
+        FlowKey { w: [META, 0, 0, 0] },
+        FlowKey {
+            w: [META | L2_W0, MAC_MASK, MAC_MASK, 0],
+        },
+        FlowKey {
+            w: [META | L2_W0 | L3_W0, MAC_MASK, MAC_MASK, u64::MAX],
+        },
+    ]
+};
+
 /// The random words [`FlowKey::hash`] mixes in, drawn once per process
 /// from the OS (through the standard library's randomly keyed hasher).
 static HASH_SEED: std::sync::LazyLock<[u64; 5]> = std::sync::LazyLock::new(|| {
@@ -241,6 +262,40 @@ mod tests {
             let (lo, hi) = (tags.iter().min().unwrap(), tags.iter().max().unwrap());
             assert!(*lo > 398 && *hi < 626, "{what}: tag counts {lo}..{hi}");
         }
+    }
+
+    /// Each stage adds exactly its own fields, and L4 is all that the
+    /// last one leaves out.
+    #[test]
+    fn stage_prefixes_grow_by_their_own_fields() {
+        type Set = fn(&mut FlowKey);
+        // (field, the first stage that includes it; 3 = none)
+        let fields: [(&str, Set, usize); 10] = [
+            ("in_port", |k| k.set_in_port(u16::MAX), 0),
+            ("dl_type", |k| k.set_dl_type(u16::MAX), 1),
+            ("vlan_tci", |k| k.set_vlan_tci(u16::MAX), 1),
+            ("dl_src", |k| k.set_dl_src([0xff; 6]), 1),
+            ("dl_dst", |k| k.set_dl_dst([0xff; 6]), 1),
+            ("nw_proto", |k| k.set_nw_proto(u8::MAX), 2),
+            ("nw_src", |k| k.set_nw_src(u32::MAX), 2),
+            ("nw_dst", |k| k.set_nw_dst(u32::MAX), 2),
+            ("tp_src", |k| k.set_tp_src(u16::MAX), 3),
+            ("tp_dst", |k| k.set_tp_dst(u16::MAX), 3),
+        ];
+        let mut all = FlowKey::ZERO;
+        for (name, set, first) in fields {
+            let mut f = FlowKey::ZERO;
+            set(&mut f);
+            for (stage, prefix) in STAGE_PREFIXES.iter().enumerate() {
+                let want = if stage >= first { f } else { FlowKey::ZERO };
+                assert_eq!(f.masked(prefix), want, "{name} in stage {stage}");
+            }
+            for (w, m) in all.w.iter_mut().zip(f.w) {
+                *w |= m;
+            }
+        }
+        // Nothing outside the fields.
+        assert_eq!(STAGE_PREFIXES[2].masked(&all), STAGE_PREFIXES[2]);
     }
 
     #[test]

@@ -24,9 +24,12 @@
 //! under a controller changing rules a thousand times a second.
 //!
 //! A megaflow whose mask covers the whole source address and source port
-//! is a per-connection entry (5-tuple rules ahead of the answer): one per
-//! flow, the EMC's job, and filling this cache with them only costs
-//! inserts ([`MegaflowCache::worth_caching`]).
+//! is a per-connection entry (the packet got as far as the ports of
+//! 5-tuple rules ahead of the answer): one per flow, the EMC's job, and
+//! filling this cache with them only costs inserts
+//! ([`MegaflowCache::worth_caching`]). Packets that part from those rules
+//! earlier — another source address — depend only on the fields up to
+//! there (the classifier's staged lookup) and do share megaflows.
 
 use crate::classifier::{MaskedKey as Masked, PassThrough};
 use crate::key::FlowKey;
@@ -294,6 +297,52 @@ mod tests {
             (1, 1),
             "one megaflow for 10,000 flows"
         );
+    }
+
+    /// 5-tuple rules for the connections of one client, a catch-all
+    /// behind them: the traffic of every other source address misses the
+    /// rules at L3 (staged lookup), so it shares one megaflow per address
+    /// however many connections it has; the client's own connections
+    /// (the whole 5-tuple decides) are not worth a megaflow each.
+    #[test]
+    fn sources_without_rules_share_a_megaflow_per_address() {
+        let mut rules: Vec<String> = (0..500u16)
+            .map(|p| {
+                format!(
+                    "priority=100,in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src={},tp_dst=5001,actions=output:2",
+                    1024 + p
+                )
+            })
+            .collect();
+        rules.push("priority=1,in_port=1,actions=output:3".into());
+        let c = classifier(&rules);
+        let mut mf = MegaflowCache::new(1 << 16);
+        let (mut cached, mut per_connection) = (0, 0);
+        for src in 1..=8u32 {
+            for sport in 1024..1024 + 1000u16 {
+                let mut k = key(1, 0x0a00_0002, 5001, sport);
+                k.set_nw_src(0x0a00_0000 + src);
+                let want = c.lookup(&k).map(|r| r.seq);
+                if let Some(hit) = mf.lookup(&k) {
+                    assert_eq!(hit.map(|r| r.seq), want, "{k:?}");
+                    continue;
+                }
+                let (r, mask, _) = c.lookup_with_mask(&k);
+                assert_eq!(r.map(|r| r.seq), want);
+                if MegaflowCache::worth_caching(&mask) {
+                    mf.insert(&k, &mask, r.cloned());
+                    cached += 1;
+                } else {
+                    per_connection += 1;
+                }
+            }
+        }
+        assert_eq!(
+            (cached, mf.len(), mf.masks()),
+            (7, 7, 1),
+            "one megaflow per source address without rules"
+        );
+        assert_eq!(per_connection, 1000, "the client's connections");
     }
 
     #[test]
