@@ -155,23 +155,22 @@ impl Fabric {
         }
         let slot = &mut self.tx[idx as usize];
         let len = pkt.frame_len();
-        // A join cannot fail for packets the switch split (their buffer
-        // holds the whole frame); should it, the frame is too big for it.
-        if len > slot.max_frame || (pkt.is_split() && !slot.takes_split && !pkt.join_tail()) {
+        if len > slot.max_frame {
             slot.counters().drop(DropReason::TooBig, 1);
             pool.free(pkt);
             return;
         }
-        if pkt.is_borrowed() && !slot.takes_split {
-            // A frame in a VNF's lent receive buffer, going to a port that
-            // may keep it past this burst: it gets a pool copy, and the
-            // buffer goes back to its guest now.
-            let Some(copy) = pool.copy(&pkt) else {
-                slot.counters().drop(DropReason::NoBuffers, 1);
-                pool.free(pkt);
-                return;
-            };
-            pool.free(std::mem::replace(&mut pkt, copy));
+        // Out of line, so that `pkt` never has its address taken on the
+        // common path: it then goes from registers into `pending`, where
+        // it used to be assembled on the stack field by field and read
+        // back whole — a store-forwarding stall `perf annotate` put at
+        // 15-20 % of the element's samples. (End to end the gain measured
+        // within the noise: about a cycle per packet.)
+        if (pkt.is_split() || pkt.is_borrowed()) && !slot.takes_split {
+            match keepable(pkt, slot.counters(), pool) {
+                Some(p) => pkt = p,
+                None => return,
+            }
         }
         if slot.pending.is_empty() {
             self.dirty.push(idx);
@@ -195,4 +194,29 @@ impl Fabric {
         }
         self.dirty.clear();
     }
+}
+
+/// `pkt` made fit for a port that may keep it past this burst: a split
+/// frame joined in its head's buffer, a frame in a VNF's lent receive
+/// buffer copied to the pool (the buffer goes back to its guest now).
+/// `None` (counted, freed) when that cannot be done.
+#[cold]
+#[inline(never)]
+fn keepable(mut pkt: Packet, counters: &QueueCounters, pool: &mut PoolCache) -> Option<Packet> {
+    // A join cannot fail for packets the switch split (their buffer holds
+    // the whole frame); should it, the frame is too big for it.
+    if pkt.is_split() && !pkt.join_tail() {
+        counters.drop(DropReason::TooBig, 1);
+        pool.free(pkt);
+        return None;
+    }
+    if pkt.is_borrowed() {
+        let Some(copy) = pool.copy(&pkt) else {
+            counters.drop(DropReason::NoBuffers, 1);
+            pool.free(pkt);
+            return None;
+        };
+        pool.free(std::mem::replace(&mut pkt, copy));
+    }
+    Some(pkt)
 }
