@@ -6,7 +6,7 @@
 //! (and the output says so). Table, `--json`, and a PNG chart of the
 //! predicted rate against N per mode (the sweep charts' style).
 
-use crate::sweep::chart::{COLORS, FONT, load_font};
+use crate::sweep::chart::{COLORS, DrawResult, FONT, draw_line_with_dots, draw_n_mesh, load_font};
 use crate::table::Table;
 use clap::Args;
 use nfv_plan::{Interface, Mode, Nic, Offered, Plan, Profile, Topology};
@@ -186,9 +186,6 @@ pub fn text(t: &Topology, profile: &Profile, plan: &Plan) -> String {
     out
 }
 
-type DrawResult = Result<(), Box<dyn std::error::Error>>;
-
-/// One panel per frame mix: predicted Mpps against N, a line per mode.
 /// `needed` cores, marked when the node has fewer (`have`).
 fn cores_cell(needed: u32, have: u32, short: &mut bool) -> String {
     if needed > have {
@@ -199,6 +196,7 @@ fn cores_cell(needed: u32, have: u32, short: &mut bool) -> String {
     }
 }
 
+/// One panel per frame mix: predicted Mpps against N, a line per mode.
 fn draw(plan: &Plan, path: &Path, text: bool) -> DrawResult {
     let mut frames = Vec::new();
     for p in &plan.points {
@@ -242,23 +240,9 @@ fn draw(plan: &Plan, path: &Path, text: bool) -> DrawResult {
                 .y_label_area_size(60);
         }
         let mut chart = b.build_cartesian_2d((lo as f64 - 0.4)..(hi as f64 + 0.4), 0.0..ymax)?;
-        let mut mesh = chart.configure_mesh();
-        mesh.x_labels((hi - lo + 1) as usize)
-            .light_line_style(WHITE.mix(0.0))
-            .bold_line_style(BLACK.mix(0.12));
-        if text {
-            mesh.x_desc("N (VNFs)")
-                .y_desc("predicted Mpps")
-                .label_style((FONT, 15))
-                .x_label_formatter(&|v| format!("{v:.0}"))
-                .y_label_formatter(&|v| format!("{v:.1}"));
-        } else {
-            mesh.x_label_formatter(&|_| String::new())
-                .y_label_formatter(&|_| String::new());
-        }
-        mesh.draw()?;
+        let n_range = (lo as usize, hi as usize);
+        draw_n_mesh(&mut chart, n_range, "predicted Mpps", (15, None), text)?;
         for (i, &m) in Mode::ALL.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
             let line: Vec<(f64, f64)> = pts
                 .iter()
                 .filter_map(|p| {
@@ -266,8 +250,7 @@ fn draw(plan: &Plan, path: &Path, text: bool) -> DrawResult {
                     x.unavailable.is_none().then_some((p.vnfs as f64, x.mpps))
                 })
                 .collect();
-            chart.draw_series(LineSeries::new(line.iter().copied(), color.stroke_width(3)))?;
-            chart.draw_series(line.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+            draw_line_with_dots(&mut chart, &line, COLORS[i % COLORS.len()])?;
         }
     }
     if text {

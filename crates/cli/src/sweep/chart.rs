@@ -105,7 +105,60 @@ pub fn draw_all(r: &SweepReport, dir: &Path, text: bool) -> Result<Vec<PathBuf>,
         .collect()
 }
 
-type DrawResult = Result<(), Box<dyn std::error::Error>>;
+pub(crate) type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+/// A chart of some figure (y) against N, the number of VNFs (x).
+pub(crate) type NChart<'a, 'b> = ChartContext<
+    'a,
+    BitMapBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// The grid of a chart against N: a label per N from `lo` to `hi`, faint
+/// lines. With `text`, the axis names (`y_desc`) and labels in
+/// `label_font` points (axis names in `desc_font` when given); without
+/// it, grid lines at the label positions and no text.
+pub(crate) fn draw_n_mesh(
+    chart: &mut NChart<'_, '_>,
+    (lo, hi): (usize, usize),
+    y_desc: &str,
+    (label_font, desc_font): (u32, Option<u32>),
+    text: bool,
+) -> DrawResult {
+    let mut mesh = chart.configure_mesh();
+    mesh.x_labels(hi - lo + 1)
+        .light_line_style(WHITE.mix(0.0))
+        .bold_line_style(BLACK.mix(0.12));
+    if text {
+        mesh.x_desc("N (VNFs)")
+            .y_desc(y_desc)
+            .label_style((FONT, label_font))
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| format!("{v:.1}"));
+        if let Some(size) = desc_font {
+            mesh.axis_desc_style((FONT, size));
+        }
+    } else {
+        mesh.x_label_formatter(&|_| String::new())
+            .y_label_formatter(&|_| String::new());
+    }
+    mesh.draw()?;
+    Ok(())
+}
+
+/// A line through `points` with a dot at each.
+pub(crate) fn draw_line_with_dots(
+    chart: &mut NChart<'_, '_>,
+    points: &[(f64, f64)],
+    color: RGBColor,
+) -> DrawResult {
+    chart.draw_series(LineSeries::new(
+        points.iter().copied(),
+        color.stroke_width(3),
+    ))?;
+    chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+    Ok(())
+}
 
 /// One chart: a panel per topology, the legend (frame sizes) at the right.
 pub fn draw(r: &SweepReport, path: &Path, metric: Metric, text: bool) -> DrawResult {
@@ -186,33 +239,13 @@ fn panel(
     // Half a step of room either side so the end points are not clipped.
     let x = (lo as f64 - 0.4)..(hi as f64 + 0.4);
     let mut chart = b.build_cartesian_2d(x, 0.0..ymax)?;
-    let mut mesh = chart.configure_mesh();
-    mesh.x_labels(hi - lo + 1)
-        .light_line_style(WHITE.mix(0.0))
-        .bold_line_style(BLACK.mix(0.12));
-    if text {
-        mesh.x_desc("N (VNFs)")
-            .y_desc(format!("delivered {}", metric.unit()))
-            .label_style((FONT, 16))
-            .axis_desc_style((FONT, 17))
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .y_label_formatter(&|v| format!("{v:.1}"));
-    } else {
-        // Grid lines at the label positions, but no label text.
-        mesh.x_label_formatter(&|_| String::new())
-            .y_label_formatter(&|_| String::new());
-    }
-    mesh.draw()?;
+    let y_desc = format!("delivered {}", metric.unit());
+    draw_n_mesh(&mut chart, (lo, hi), &y_desc, (16, Some(17)), text)?;
     for (i, &size) in sizes.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
         let points: Vec<(f64, f64)> = (lo..=hi)
             .filter_map(|n| Some((n as f64, metric.of(r.get(t, n, size)?))))
             .collect();
-        chart.draw_series(LineSeries::new(
-            points.iter().copied(),
-            color.stroke_width(3),
-        ))?;
-        chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+        draw_line_with_dots(&mut chart, &points, COLORS[i % COLORS.len()])?;
     }
     Ok(())
 }
