@@ -384,6 +384,11 @@ fn pmd_families(node: &Node, out: &mut Vec<Family>) {
         "pmd_cache_bytes",
         "Bytes a PMD thread's decision caches (EMC, megaflows) hold.",
     );
+    let mut megaflows = Family::gauge("pmd_megaflows", "Megaflows a PMD thread holds.");
+    let mut mf_refused = Family::counter(
+        "pmd_megaflow_refused",
+        "Megaflows not cached because the PMD's megaflow cache was full.",
+    );
     let mut miss = Family::counter(
         "pmd_table_misses",
         "Packets that matched no rule (dropped as no_match).",
@@ -417,6 +422,8 @@ fn pmd_families(node: &Node, out: &mut Vec<Family>) {
         mf.count(l.clone(), s.megaflow_hits);
         cls.count(l.clone(), s.classifier_hits);
         cache.set(l.clone(), s.cache_bytes as f64);
+        megaflows.set(l.clone(), s.megaflows as f64);
+        mf_refused.count(l.clone(), s.megaflow_refused);
         miss.count(l.clone(), s.table_misses);
         if let Some(r) = reports.iter().find(|r| r.index == v.index) {
             if let Some(c) = r.cycles_per_packet {
@@ -427,7 +434,8 @@ fn pmd_families(node: &Node, out: &mut Vec<Family>) {
         }
     }
     out.extend([
-        busy, idle, iters, busy_iters, rx, emc, mf, cls, miss, cache, cpp, ratio, pps,
+        busy, idle, iters, busy_iters, rx, emc, mf, cls, miss, cache, megaflows, mf_refused, cpp,
+        ratio, pps,
     ]);
     pmu_families(&reports, out);
 }

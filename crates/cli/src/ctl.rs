@@ -382,6 +382,7 @@ pub fn pmd_table(pmds: &[PmdReport]) -> String {
         "cls hits",
         "misses",
         "cache KiB",
+        "megaflows",
         "rx queues",
     ]);
     for p in pmds {
@@ -399,6 +400,10 @@ pub fn pmd_table(pmds: &[PmdReport]) -> String {
             p.classifier_hits.to_string(),
             p.table_misses.to_string(),
             (p.cache_bytes >> 10).to_string(),
+            match p.megaflow_refused {
+                0 => p.megaflows.to_string(),
+                r => format!("{} ({r} refused: full)", p.megaflows),
+            },
             p.rx_queues.join(" "),
         ]);
     }

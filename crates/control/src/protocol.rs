@@ -216,6 +216,13 @@ pub struct PmdReport {
     /// Decisions the megaflow cache answered (EMC misses it covered).
     #[serde(default)]
     pub megaflow_hits: u64,
+    /// Megaflows the PMD holds now.
+    #[serde(default)]
+    pub megaflows: u64,
+    /// Megaflows not cached because the cache was full (it keeps what it
+    /// has): traffic that outgrew `megaflow_entries`.
+    #[serde(default)]
+    pub megaflow_refused: u64,
     pub classifier_hits: u64,
     pub table_misses: u64,
     pub busy_cycles: u64,

@@ -170,6 +170,8 @@ impl Node {
                     emc_probes: v.stats.emc_probes,
                     cache_bytes: v.stats.cache_bytes,
                     megaflow_hits: v.stats.megaflow_hits,
+                    megaflows: v.stats.megaflows,
+                    megaflow_refused: v.stats.megaflow_refused,
                     classifier_hits: v.stats.classifier_hits,
                     table_misses: v.stats.table_misses,
                     busy_cycles: v.stats.busy_cycles,

@@ -112,3 +112,38 @@ fn no_packet_follows_a_deleted_rule_out_of_a_cache() {
     );
     n.shutdown();
 }
+
+/// A megaflow cache too small for the traffic keeps what it has and says
+/// so: `show pmd` reports it full and counts the megaflows it refused.
+/// (A rule on `tp_src` ahead of the catch-all: one megaflow per source
+/// port, 1,024 of them, for a cache of 100.)
+#[test]
+fn a_full_megaflow_cache_reports_what_it_refused() {
+    let _g = serial();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let text = "flows = [\
+         \"priority=9,udp,tp_src=7,actions=drop\", \
+         \"priority=1,in_port=1,actions=output:2\"]\n\
+         [pmd]\nmegaflow_entries = 100\n\
+         [memory]\nframes = 8192\nhugepages = \"never\"\n\
+         [[port]]\nname = \"gen\"\nid = 1\ntype = \"generator\"\nstamp = true\n\
+         rate_pps = 200000\nflows = 10000\n\
+         [[port]]\nname = \"rx\"\nid = 2\ntype = \"receiver\"\n";
+    let cfg =
+        nfv_config::parse_str(text, Path::new("full.toml"), cpus).unwrap_or_else(|e| panic!("{e}"));
+    let n = Node::start(&cfg).expect("node starts");
+    let pmd = |n: &Node| -> PmdReport {
+        let mut v: Vec<PmdReport> = serde_json::from_value(ask(n, Request::ShowPmd)).unwrap();
+        v.remove(0)
+    };
+    assert!(
+        nfv_testutil::wait_until(DEADLINE, || pmd(&n).megaflow_refused > 1000),
+        "refusals are counted: {:?}",
+        pmd(&n)
+    );
+    let p = pmd(&n);
+    assert_eq!(p.megaflows, 100, "the cache is full and keeps its entries");
+    assert!(p.megaflow_hits > 0, "and still serves them: {p:?}");
+    assert!(received(&n) > 0, "traffic is forwarded throughout");
+    n.shutdown();
+}

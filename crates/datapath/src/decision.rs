@@ -194,6 +194,14 @@ impl Decision {
                 .map_or(0, MegaflowCache::memory_bytes)
     }
 
+    /// Megaflows cached now, and megaflows refused so far because the
+    /// cache was full (zeros without a megaflow cache).
+    pub fn megaflow_occupancy(&self) -> (usize, u64) {
+        self.megaflows
+            .as_ref()
+            .map_or((0, 0), |m| (m.len(), m.refused))
+    }
+
     /// The generation of the flow table in use.
     pub fn table_version(&self) -> u64 {
         self.table.version

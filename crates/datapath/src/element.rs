@@ -54,6 +54,11 @@ impl Element {
         self.decision.cache_bytes()
     }
 
+    /// Megaflows cached, and refused for a full cache so far.
+    pub fn megaflow_occupancy(&self) -> (usize, u64) {
+        self.decision.megaflow_occupancy()
+    }
+
     /// Switches to a new flow table generation (flushing the EMC).
     pub fn set_table(&mut self, table: Arc<FlowTable>) {
         self.decision.set_table(table);

@@ -281,6 +281,14 @@ impl Running {
             self.element.cache_bytes() as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
+        let (megaflows, refused) = self.element.megaflow_occupancy();
+        let stats = &self.cfg.stats;
+        stats
+            .megaflows
+            .store(megaflows as u64, std::sync::atomic::Ordering::Relaxed);
+        stats
+            .megaflow_refused
+            .store(refused, std::sync::atomic::Ordering::Relaxed);
         let now = nfv_tsc::now();
         if now >= self.pmu_due {
             self.pmu_due = now + self.pmu_period;

@@ -37,6 +37,12 @@ pub struct PmdStats {
     /// Bytes the PMD's decision caches hold (EMC and megaflows), published
     /// at housekeeping: a gauge.
     pub cache_bytes: AtomicU64,
+    /// Megaflows cached now (a gauge) and megaflows not cached because the
+    /// cache was full (a counter), published at housekeeping: a full cache
+    /// keeps what it has, so a growing refusal count is how an operator
+    /// sees traffic that outgrew it.
+    pub megaflows: AtomicU64,
+    pub megaflow_refused: AtomicU64,
     /// PMU counter totals, published every ~100 ms (own cache lines).
     pub pmu: nfv_pmu::SharedPmu,
 }
@@ -90,6 +96,8 @@ impl PmdStats {
             classifier_hits: self.classifier_hits.load(Relaxed),
             table_misses: self.table_misses.load(Relaxed),
             cache_bytes: self.cache_bytes.load(Relaxed),
+            megaflows: self.megaflows.load(Relaxed),
+            megaflow_refused: self.megaflow_refused.load(Relaxed),
         }
     }
 }
@@ -109,6 +117,9 @@ pub struct PmdSnapshot {
     pub table_misses: u64,
     /// A gauge (the latest value), not a counter.
     pub cache_bytes: u64,
+    /// A gauge, like `cache_bytes`.
+    pub megaflows: u64,
+    pub megaflow_refused: u64,
 }
 
 impl PmdSnapshot {
@@ -127,6 +138,8 @@ impl PmdSnapshot {
             classifier_hits: self.classifier_hits.wrapping_sub(earlier.classifier_hits),
             table_misses: self.table_misses.wrapping_sub(earlier.table_misses),
             cache_bytes: self.cache_bytes,
+            megaflows: self.megaflows,
+            megaflow_refused: self.megaflow_refused.wrapping_sub(earlier.megaflow_refused),
         }
     }
     /// Busy cycles per received packet (`None` before any packet).
