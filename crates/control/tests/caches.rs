@@ -115,14 +115,15 @@ fn no_packet_follows_a_deleted_rule_out_of_a_cache() {
 
 /// A megaflow cache too small for the traffic keeps what it has and says
 /// so: `show pmd` reports it full and counts the megaflows it refused.
-/// (A rule on `tp_src` ahead of the catch-all: one megaflow per source
-/// port, 1,024 of them, for a cache of 100.)
+/// (Rules on `tp_src` and on ARP ahead of the catch-all: three probes, one
+/// megaflow per source port, 1,024 of them, for a cache of 100.)
 #[test]
 fn a_full_megaflow_cache_reports_what_it_refused() {
     let _g = serial();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let text = "flows = [\
          \"priority=9,udp,tp_src=7,actions=drop\", \
+         \"priority=9,arp,actions=drop\", \
          \"priority=1,in_port=1,actions=output:2\"]\n\
          [pmd]\nmegaflow_entries = 100\n\
          [memory]\nframes = 8192\nhugepages = \"never\"\n\

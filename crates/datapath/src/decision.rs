@@ -23,10 +23,14 @@ use std::sync::Arc;
 pub const EMC_INSERT_EVERY: u32 = 100;
 
 /// A classification that visited fewer subtables than this is not cached
-/// as a megaflow: a megaflow probe would cost what the classification
-/// did. (Masks that pin a connection are not cached either, whatever the
-/// probes: [`MegaflowCache::worth_caching`].)
-pub const MEGAFLOW_MIN_PROBES: usize = 2;
+/// as a megaflow — a megaflow probe would cost about what it did, and
+/// past the cache's capacity every packet would pay a probe that misses
+/// on top — unless a staged miss narrowed its mask
+/// ([`nfv_flow::Classified::narrowed`]): then the flows that differ only
+/// in the fields left out share it, and two probes are worth one. (Masks
+/// that pin a connection are not cached at all:
+/// [`MegaflowCache::worth_caching`].)
+pub const MEGAFLOW_MIN_PROBES: usize = 3;
 
 /// Decisions per judgement of the EMC's worth (see [`EmcGate`]).
 pub const EMC_WINDOW: u32 = 8192;
@@ -324,11 +328,13 @@ impl Decision {
                 (None, None) => {
                     let classifier = &self.table.classifier;
                     let r = if self.megaflows.is_some() {
-                        let (r, mask, probes) = classifier.lookup_with_mask(key);
-                        if probes >= MEGAFLOW_MIN_PROBES && MegaflowCache::worth_caching(&mask) {
-                            megaflow = Some(mask);
+                        let found = classifier.lookup_with_mask(key);
+                        let enough = found.probes >= MEGAFLOW_MIN_PROBES
+                            || (found.probes >= 2 && found.narrowed);
+                        if enough && MegaflowCache::worth_caching(&found.mask) {
+                            megaflow = Some(found.mask);
                         }
-                        r
+                        found.rule
                     } else {
                         classifier.lookup(key)
                     };

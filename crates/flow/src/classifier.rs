@@ -80,6 +80,21 @@ impl Hasher for PassThrough {
     }
 }
 
+/// What [`Classifier::lookup_with_mask`] found.
+#[derive(Debug, Clone, Copy)]
+pub struct Classified<'a> {
+    /// The highest-priority rule matching the key.
+    pub rule: Option<&'a Arc<Rule>>,
+    /// The bits of the key the answer depends on.
+    pub mask: FlowKey,
+    /// Subtables (hash probes) visited.
+    pub probes: usize,
+    /// Whether a staged miss left out of `mask` fields that the visited
+    /// subtables match on: then keys that differ in them share the answer,
+    /// however few subtables were visited.
+    pub narrowed: bool,
+}
+
 type Buckets = HashMap<MaskedKey, Vec<Arc<Rule>>, BuildHasherDefault<PassThrough>>;
 
 /// True when rule `(p1, s1)` wins over `(p2, s2)`: higher priority, then
@@ -357,14 +372,14 @@ impl Classifier {
     /// Highest-priority rule matching `key` (older rule wins a tie).
     #[inline]
     pub fn lookup(&self, key: &FlowKey) -> Option<&Arc<Rule>> {
-        self.search::<false>(key).0
+        self.search::<false>(key).rule
     }
 
     /// [`Classifier::lookup`], also returning how many subtables (hash
     /// probes) it visited — for tracing and tests.
     pub fn lookup_with_probes(&self, key: &FlowKey) -> (Option<&Arc<Rule>>, usize) {
-        let (best, _, probes) = self.search::<false>(key);
-        (best, probes)
+        let found = self.search::<false>(key);
+        (found.rule, found.probes)
     }
 
     /// [`Classifier::lookup`], also returning the bits of `key` the
@@ -373,19 +388,22 @@ impl Classifier {
     /// first stage whose prefix no bucket has (see the module docs).
     /// Every key equal to `key` on those bits visits the same subtables,
     /// finds the same buckets and so gets the same answer — what makes it
-    /// a megaflow ([`crate::megaflow`]). Also returns how many subtables
-    /// were visited.
+    /// a megaflow ([`crate::megaflow`]).
     #[inline]
-    pub fn lookup_with_mask(&self, key: &FlowKey) -> (Option<&Arc<Rule>>, FlowKey, usize) {
+    pub fn lookup_with_mask(&self, key: &FlowKey) -> Classified<'_> {
         self.search::<true>(key)
     }
 
     /// The lookup; with `MASK` it also works out the megaflow mask (the
-    /// stages walked after each miss), else that mask is meaningless.
+    /// stages walked after each miss), else `mask` and `narrowed` are
+    /// meaningless.
     #[inline(always)]
-    fn search<const MASK: bool>(&self, key: &FlowKey) -> (Option<&Arc<Rule>>, FlowKey, usize) {
+    fn search<const MASK: bool>(&self, key: &FlowKey) -> Classified<'_> {
         let mut best: Option<&Arc<Rule>> = None;
         let mut seen = FlowKey::ZERO;
+        // The union of the whole masks visited, to tell whether the
+        // stages left anything out.
+        let mut whole = FlowKey::ZERO;
         let mut probes = 0;
         for st in &self.subtables {
             if let Some(b) = best
@@ -406,12 +424,18 @@ impl Classifier {
                 None => st.mask,
             };
             if MASK {
-                for (w, m) in seen.w.iter_mut().zip(depended.w) {
-                    *w |= m;
+                for i in 0..4 {
+                    seen.w[i] |= depended.w[i];
+                    whole.w[i] |= st.mask.w[i];
                 }
             }
         }
-        (best, seen, probes)
+        Classified {
+            rule: best,
+            mask: seen,
+            probes,
+            narrowed: seen != whole,
+        }
     }
 
     /// All rules, highest priority first, older first among equals

@@ -348,19 +348,29 @@ fn a_miss_depends_only_on_the_stages_up_to_where_no_rule_agrees() {
         ),
     ];
     for (name, packet, want_mask, want_rule) in cases {
-        let (r, mask, _) = c.lookup_with_mask(&key(packet));
-        assert_eq!(mask, fields(want_mask), "{name}: mask");
-        assert_eq!(r.map(|r| r.seq as usize - 1), want_rule, "{name}: rule");
+        let found = c.lookup_with_mask(&key(packet));
+        assert_eq!(found.mask, fields(want_mask), "{name}: mask");
+        assert_eq!(
+            found.rule.map(|r| r.seq as usize - 1),
+            want_rule,
+            "{name}: rule"
+        );
+        // Narrowed: the 5-tuple subtable's whole mask is not in the answer's.
+        let narrowed = want_mask != five_tuple;
+        assert_eq!(found.narrowed, narrowed, "{name}: narrowed");
     }
     // Deleted, the second address's rule takes its prefix with it: its
     // traffic now misses at L3, compared against the one prefix left.
     let filter = parse_filter("in_port=1,udp,nw_src=10.0.0.9").unwrap();
     assert_eq!(c.remove_matching(&filter), 1);
-    let (r, mask, _) = c.lookup_with_mask(&key(
+    let found = c.lookup_with_mask(&key(
         "in_port=1,udp,nw_src=10.0.0.9,nw_dst=10.0.0.2,tp_src=7,tp_dst=5001",
     ));
-    assert_eq!(mask, fields("in_port=1,udp,nw_src=0.0.0.0,nw_dst=0.0.0.0"));
-    assert_eq!(r.map(|r| r.seq), Some(4));
+    assert_eq!(
+        found.mask,
+        fields("in_port=1,udp,nw_src=0.0.0.0,nw_dst=0.0.0.0")
+    );
+    assert_eq!(found.rule.map(|r| r.seq), Some(4));
 }
 
 #[test]
@@ -516,8 +526,9 @@ proptest! {
                 prop_assert_eq!(c.lookup(k).map(|r| r.seq), want, "key {:?}", k);
                 // The megaflow mask: every key equal on it gets the same
                 // answer (stages kept right through inserts and removals).
-                let (r, mask, _) = c.lookup_with_mask(k);
-                prop_assert_eq!(r.map(|r| r.seq), want);
+                let found = c.lookup_with_mask(k);
+                let mask = found.mask;
+                prop_assert_eq!(found.rule.map(|r| r.seq), want);
                 for other in keys.iter().filter(|o| o.masked(&mask) == k.masked(&mask)) {
                     prop_assert_eq!(
                         linear(&model, other).map(|r| r.seq), want,

@@ -24,7 +24,7 @@ pub mod table;
 pub mod tunnel;
 
 pub use action::Action;
-pub use classifier::Classifier;
+pub use classifier::{Classified, Classifier};
 pub use extract::extract;
 pub use key::{FlowKey, PortNo};
 pub use parse::{FlowParseError, parse_filter, parse_flow};

@@ -224,9 +224,9 @@ mod tests {
         if let Some(hit) = mf.lookup(k) {
             return hit.map(|r| r.seq);
         }
-        let (r, mask, _) = c.lookup_with_mask(k);
-        mf.insert(k, &mask, r.cloned());
-        r.map(|r| r.seq)
+        let found = c.lookup_with_mask(k);
+        mf.insert(k, &found.mask, found.rule.cloned());
+        found.rule.map(|r| r.seq)
     }
 
     #[test]
@@ -327,10 +327,11 @@ mod tests {
                     assert_eq!(hit.map(|r| r.seq), want, "{k:?}");
                     continue;
                 }
-                let (r, mask, _) = c.lookup_with_mask(&k);
-                assert_eq!(r.map(|r| r.seq), want);
-                if MegaflowCache::worth_caching(&mask) {
-                    mf.insert(&k, &mask, r.cloned());
+                let found = c.lookup_with_mask(&k);
+                assert_eq!(found.rule.map(|r| r.seq), want);
+                assert!(found.narrowed || found.mask.tp_src() != 0, "{k:?}");
+                if MegaflowCache::worth_caching(&found.mask) {
+                    mf.insert(&k, &found.mask, found.rule.cloned());
                     cached += 1;
                 } else {
                     per_connection += 1;
