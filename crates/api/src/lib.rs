@@ -24,6 +24,16 @@
 //! Every refusal is a 4xx status with `{"error": "..."}` and leaves the
 //! node unchanged (the node validates a whole request before applying it).
 //!
+//! Access ([`guard`]): every route checks `Host` (421 for a name that is
+//! not the node's: DNS rebinding), `Origin` and `Sec-Fetch-Site` (403 for
+//! a page elsewhere), and a bearer token (401) for every change, and for
+//! reads too unless they are open (`[node] api_open_reads`, default: on a
+//! loopback bind). The token lives in `[node] api_token_file` ([`token`]),
+//! made at the first start. The API binds loopback only: a bind elsewhere
+//! is refused at start (there is no TLS in this build, and a token sent
+//! in clear over a network is no credential). What a token holder may add
+//! over the API is limited further by the node (`nfv_control::access`).
+//!
 //! The node served can be replaced while the server runs
 //! ([`ApiServer::replace_node`]): the demo starts a new node for every run
 //! and the dashboard at the same address follows it.
@@ -36,9 +46,11 @@
 
 mod assets;
 mod attachments;
+pub mod guard;
 mod metrics;
 mod routes;
 mod served;
+pub mod token;
 
 pub use served::{DemoPhase, DemoResult, DemoRun, DemoStatus};
 
@@ -55,6 +67,7 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 /// A running API server. Stopped by [`ApiServer::stop`] or on drop.
 pub struct ApiServer {
     addr: SocketAddr,
+    token: String,
     served: Arc<Served>,
     stop: tokio::sync::watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
@@ -72,9 +85,26 @@ impl ApiServer {
     /// Serves `node` on a listener bound earlier (`nfvswitch demo` binds
     /// and prints its address before its first node exists; browsers that
     /// connect meanwhile wait in the listen backlog).
+    ///
+    /// The token is read from the node's token file, which is made when
+    /// missing; a listener outside loopback is refused (module doc).
     pub fn serve(listener: TcpListener, node: Arc<Node>) -> std::io::Result<ApiServer> {
-        listener.set_nonblocking(true)?;
         let bound = listener.local_addr()?;
+        if !bound.ip().is_loopback() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{bound} is not a loopback address: the API would send its token in clear \
+                     (no TLS in this build); bind 127.0.0.1 or [::1] and reach it through an \
+                     SSH tunnel or a TLS proxy"
+                ),
+            ));
+        }
+        let token_file = node.api_token_file().to_path_buf();
+        let token = token::load_or_create(&token_file)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", token_file.display())))?;
+        let guard = Arc::new(guard::Guard::new(token.clone(), bound, node.access()));
+        listener.set_nonblocking(true)?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
@@ -83,13 +113,15 @@ impl ApiServer {
             .build()?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let served = Arc::new(Served::new(node.clone()));
-        let app = routes::router(served.clone());
+        let app = routes::router(served.clone(), guard);
         let thread = std::thread::Builder::new()
             .name("api".into())
             .spawn(move || rt.block_on(serve(listener, app, stopped)))?;
         node.set_api_addr(Some(bound));
+        tracing::info!("REST API token in {}", token_file.display());
         Ok(ApiServer {
             addr: bound,
+            token,
             served,
             stop,
             thread: Some(thread),
@@ -99,6 +131,11 @@ impl ApiServer {
     /// The address actually bound.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The bearer token changes need (`Authorization: Bearer TOKEN`).
+    pub fn token(&self) -> &str {
+        &self.token
     }
 
     /// Serves `node` from now on (requests in flight finish on the node

@@ -44,7 +44,7 @@ impl IntoResponse for ApiError {
 
 type ApiResult = Result<axum::Json<Value>, ApiError>;
 
-pub fn router(served: Arc<Served>) -> Router {
+pub fn router(served: Arc<Served>, guard: Arc<crate::guard::Guard>) -> Router {
     let state = Arc::new(AppState {
         metrics: crate::metrics::registry(served.clone()),
         served,
@@ -77,6 +77,10 @@ pub fn router(served: Arc<Served>) -> Router {
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn_with_state(
+            guard,
+            crate::guard::check,
+        ))
         .with_state(state)
 }
 
@@ -272,7 +276,17 @@ async fn add_port(State(st): St, headers: HeaderMap, body: axum::body::Bytes) ->
             "no port given: send its keys as an inline TOML table, e.g. name=\"s2\",id=3,type=\"sink\"",
         ));
     }
-    handle(&st, Request::AddPort { port }).await
+    match blocking(&st, move |n| {
+        n.add_port_as(&port, nfv_control::Caller::RestApi)
+    })
+    .await?
+    {
+        Ok(added) => Ok(axum::Json(json!({ "added": added }))),
+        Err(e @ nfv_control::RequestError::Forbidden(_)) => {
+            Err(ApiError(StatusCode::FORBIDDEN, e.to_string()))
+        }
+        Err(e) => Err(ApiError::bad(e.to_string())),
+    }
 }
 
 async fn del_port(State(st): St, Path(port): Path<String>) -> ApiResult {

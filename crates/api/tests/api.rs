@@ -584,6 +584,13 @@ fn the_bound_address_is_reported_and_a_busy_one_is_refused() {
         .expect("binding a busy address fails");
     assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
     assert_eq!(f.node.api_addr(), Some(addr));
+    // Outside loopback: refused (the token would cross the network in clear).
+    let e = nfv_api::ApiServer::start("0.0.0.0:0".parse().unwrap(), f.node.clone())
+        .err()
+        .expect("a wildcard bind is refused");
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains("loopback"), "{e}");
+    assert_eq!(f.node.api_addr(), Some(addr));
     assert_eq!(f.get("/api/v1/node").status, 200);
 
     // Stopping closes the port and clears the address.

@@ -15,6 +15,7 @@ struct Running {
     node: Arc<Node>,
     api: Option<ApiServer>,
     base: String,
+    token: String,
 }
 
 impl Running {
@@ -25,6 +26,7 @@ impl Running {
 name = "attach"
 api = "127.0.0.1:0"
 state_file = "{}"
+socket_dir = "socks"
 [memory]
 frames = 4096
 hugepages = "never"
@@ -48,6 +50,7 @@ type = "sink"
         let base = format!("http://{}", api.addr());
         Running {
             node,
+            token: format!("Bearer {}", api.token()),
             api: Some(api),
             base,
         }
@@ -63,14 +66,19 @@ type = "sink"
         let url = format!("{}{path}", self.base);
         let r = match (method, body) {
             ("GET", _) => agent.get(&url).call(),
-            ("DELETE", _) => agent.delete(&url).call(),
+            ("DELETE", _) => agent
+                .delete(&url)
+                .header("authorization", &self.token)
+                .call(),
             ("PUT", Some(b)) => agent
                 .put(&url)
                 .header("content-type", "application/json")
+                .header("authorization", &self.token)
                 .send(b),
             ("POST", Some(b)) => agent
                 .post(&url)
                 .header("content-type", "application/json")
+                .header("authorization", &self.token)
                 .send(b),
             _ => unreachable!(),
         };
@@ -114,7 +122,7 @@ fn attachments_are_idempotent_collected_and_outlive_a_restart() {
     let dir: PathBuf = std::env::temp_dir().join(format!("nfv-attach-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let sock = |n: &str| dir.join(format!("{n}.sock"));
+    let sock = |n: &str| dir.join("socks").join(format!("{n}.sock"));
     let node = Running::start(&dir);
 
     // ADD, and ADD again: the same port.
@@ -160,7 +168,7 @@ fn attachments_are_idempotent_collected_and_outlive_a_restart() {
         ),
         (
             "/api/v1/attachments/c3/net1",
-            r#"{"type": "vhost-user", "socket": "rel.sock"}"#.to_string(),
+            r#"{"type": "vhost-user", "socket": "../rel.sock"}"#.to_string(),
             "socket",
         ),
         (
@@ -269,7 +277,7 @@ fn attachments_from_an_old_state_file_take_the_network_of_the_next_add() {
     let dir: PathBuf = std::env::temp_dir().join(format!("nfv-attach-old-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("old.sock");
+    let sock = dir.join("socks/old.sock");
     std::fs::write(
         dir.join("state.json"),
         format!(

@@ -36,7 +36,7 @@ pub fn run(config: &Path, exit_after_secs: Option<f64>, api: Option<&str>) -> Re
         .control_socket
         .clone()
         .unwrap_or_else(|| nfv_control::default_socket(&cfg.name));
-    let server = ControlServer::start(&socket, node.clone()).map_err(|e| {
+    let server = ControlServer::start(&socket, node.clone(), cfg.access.group.as_deref()).map_err(|e| {
         node.shutdown();
         format!("control socket {}: {e}", socket.display())
     })?;
@@ -49,7 +49,14 @@ pub fn run(config: &Path, exit_after_secs: Option<f64>, api: Option<&str>) -> Re
         cfg.flows.len(),
         server.path().display()
     );
-    let api = api_addr.and_then(|a| start_api(a, &node));
+    let api = match api_addr.map(|a| start_api(a, &node)).transpose() {
+        Ok(api) => api.flatten(),
+        Err(e) => {
+            drop(server);
+            node.shutdown();
+            return Err(e);
+        }
+    };
     if let Some(s) = exit_after_secs {
         exit_after(s);
     }
@@ -68,23 +75,37 @@ pub fn run(config: &Path, exit_after_secs: Option<f64>, api: Option<&str>) -> Re
     Ok(())
 }
 
-/// Starts the REST API; a failure to bind is a warning, never fatal (the
-/// switch runs on without the API).
+/// Starts the REST API. An address in use is a warning (the switch runs
+/// on without the API); a refusal for access reasons (a bind outside
+/// loopback, a token file others can read) stops the start, since the
+/// operator asked for something the node will not do safely.
 fn start_api(
     addr: std::net::SocketAddr,
     node: &std::sync::Arc<Node>,
-) -> Option<nfv_api::ApiServer> {
+) -> Result<Option<nfv_api::ApiServer>, String> {
     match nfv_api::ApiServer::start(addr, node.clone()) {
         Ok(s) => {
-            tracing::info!("REST API and dashboard on http://{}/", s.addr());
-            Some(s)
+            tracing::info!(
+                "REST API and dashboard on http://{}/ (changes need the token in {})",
+                s.addr(),
+                node.api_token_file().display()
+            );
+            Ok(Some(s))
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData
+            ) =>
+        {
+            Err(format!("REST API on {addr}: {e}"))
         }
         Err(e) => {
             tracing::warn!(
                 "REST API not started: cannot listen on {addr}: {e}; the switch runs without it \
                  (choose another address with [node] api or --api, port 0 for any free port, or \"off\")"
             );
-            None
+            Ok(None)
         }
     }
 }

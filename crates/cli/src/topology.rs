@@ -321,6 +321,7 @@ pub fn node_config(run: &Run, setup: &Setup, dir: &Path, switch_core: usize) -> 
         // The demo and sweeps do not serve the REST API.
         api: None,
         state_file: None,
+        access: Default::default(),
         memory: MemoryConfig {
             frames: 65536,
             ..Default::default()

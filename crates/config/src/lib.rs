@@ -18,6 +18,20 @@
 //! control_socket = "/tmp/nfvswitch-gen-sink.sock"  # optional; default: chosen by the daemon
 //! api = "127.0.0.1:9180"           # REST API, /metrics and dashboard: IP:PORT (port 0: any free
 //!                                  #   port), "localhost:PORT", or "off"; default "127.0.0.1:9180"
+//! api_token_file = "/run/nfvswitch/api-token"  # the bearer token mutating API requests need;
+//!                                  #   made (0600, random) at first start; default: beside the
+//!                                  #   control socket, nfvswitch-<name>.token
+//! api_hosts = ["node1.example"]    # Host names the API answers besides its address (and
+//!                                  #   localhost on loopback); others get 421
+//! api_open_reads = true            # GETs without a token; default: true on loopback only
+//! api_tls_cert = "cert.pem"        # HTTPS (both or neither); required for a bind outside
+//! api_tls_key = "key.pem"          #   loopback
+//! socket_dir = "/run/nfvswitch/pods"  # where attachment sockets are made (requests name a
+//!                                  #   file in it); default: none, attachments refused
+//! pcap_dir = "/var/lib/nfvswitch/pcap"  # where pcap ports added over REST may read/write;
+//!                                  #   default: none, no pcap ports over REST
+//! runtime_kernel_ports = false     # afxdp/afpacket/tap/vxlan ports added while running
+//! group = "nfvswitch"              # members may use the control socket (0660); default: none
 //!
 //! [memory]                         # optional
 //! frame_size = 2048                # bytes per buffer incl. 128 B headroom: power of two 2048..=65536
@@ -122,6 +136,7 @@
 //! `in_port=` and `output:` must name the id of a configured port
 //! (reserved port numbers 0xff00 and up are not checked).
 
+mod access;
 mod chain;
 mod check;
 mod error;
@@ -136,6 +151,7 @@ use std::path::{Path, PathBuf};
 use nfv_mem::{HugepageMode, MemoryConfig};
 use nfv_ports::config::PortConfig;
 
+pub use crate::access::AccessConfig;
 pub use crate::chain::{ChainConfig, DEFAULT_CHAIN_PRIORITY};
 use crate::check::{Result, path};
 pub use crate::error::ConfigError;
@@ -159,6 +175,8 @@ pub struct NodeConfig {
     /// `[node] state_file`: where the node keeps what outlives it (the
     /// ports made for CNI attachments); `None` = nothing is kept.
     pub state_file: Option<PathBuf>,
+    /// `[node]`'s access keys: API credential, confined paths.
+    pub access: AccessConfig,
     pub memory: MemoryConfig,
     pub pmd: PmdConfig,
     /// In file order.
@@ -284,6 +302,7 @@ pub fn parse_str(
         Some(v) => Some(check::file_path(&doc, v, "node.state_file", base)?),
         None => None,
     };
+    let access = access::access(&doc, raw.node.as_ref().map(|n| n.get_ref()), base)?;
     let memory = memory(&doc, raw.memory.as_ref())?;
     let pmd = pmd(&doc, raw.pmd.as_ref(), cpu_count)?;
 
@@ -319,6 +338,7 @@ pub fn parse_str(
         control_socket,
         api,
         state_file,
+        access,
         memory,
         pmd,
         chains: chain::chains(&doc, &raw.chain, &ports)?,

@@ -29,6 +29,7 @@ fn an_empty_file_gets_every_default() {
             control_socket: None,
             api: Some(nfv_config::DEFAULT_API),
             state_file: None,
+            access: Default::default(),
             memory: MemoryConfig::default(),
             pmd: PmdConfig::default_for(2),
             ports: vec![],

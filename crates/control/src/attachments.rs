@@ -13,15 +13,22 @@
 //!   orchestrator's list of valid ones (CNI GC, which the spec scopes to
 //!   the network in the config), and leaves other networks' alone.
 //! * **Persisted.** With `[node] state_file`, every change rewrites the
-//!   file (a temporary file renamed over it, so a crash leaves the old or
-//!   the new list, never half of one), and a node that starts re-creates
-//!   the ports listed there: a restarted switch gives pods their ports
-//!   back before their CNI plugin is asked anything.
+//!   file (`crate::attachment_state`: a new file renamed over it, so a
+//!   crash leaves the old or the new list, never half of one), and a node
+//!   that starts re-creates the ports listed there: a restarted switch
+//!   gives pods their ports back before their CNI plugin is asked
+//!   anything. The file is not trusted: each attachment it lists passes
+//!   the checks of a new request, after the config's ports are open, so
+//!   one in conflict with a configured port loses (logged, counted in
+//!   `show node`'s `attachments_refused`, left out).
+//! * **Confined.** The socket is a file in `[node] socket_dir`
+//!   (`crate::access::socket_in_dir`): a request names a file, not a path,
+//!   and binding refuses a socket another process listens on.
 //!
 //! The port made is a vhost-user port (the switch in `mode`, the pod's
 //! application the other side) or a memif port (the switch is the
-//! server), on the socket path the plugin chose in a directory shared
-//! into the pod. Its name is `c-` + the first 12 characters of the
+//! server), on a socket in `[node] socket_dir`, a directory shared into
+//! the pod. Its name is `c-` + the first 12 characters of the
 //! container id + `-` + the interface name; its number the lowest free
 //! from [`FIRST_ATTACHMENT_ID`].
 
@@ -73,7 +80,9 @@ pub struct AttachRequest {
     /// memif: server only).
     #[serde(default)]
     pub mode: SwitchRole,
-    /// Absolute, at most [`MAX_SOCKET_PATH`] bytes.
+    /// A file name in `[node] socket_dir` (or an absolute path directly
+    /// in it); kept and answered as the absolute path, at most
+    /// [`MAX_SOCKET_PATH`] bytes.
     pub socket: PathBuf,
     /// The CNI network (`name` in its config) the attachment belongs to;
     /// GC is scoped by it. Empty in state files written before networks
@@ -127,16 +136,12 @@ pub enum AttachError {
 pub(crate) struct Attachments {
     pub state_file: Option<PathBuf>,
     pub list: BTreeMap<AttachmentKey, Attachment>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct StateFile {
-    version: u32,
-    attachments: Vec<Attachment>,
+    /// Attachments of the state file refused at start.
+    pub restore_refused: u64,
 }
 
 impl AttachmentKey {
-    fn check(&self) -> Result<(), AttachError> {
+    pub(crate) fn check(&self) -> Result<(), AttachError> {
         let id_ok = !self.container_id.is_empty()
             && self.container_id.len() <= MAX_CONTAINER_ID
             && self
@@ -179,7 +184,9 @@ impl AttachRequest {
         (self.kind, self.mode, &self.socket) == (other.kind, other.mode, &other.socket)
     }
 
-    fn check(&self) -> Result<(), AttachError> {
+    /// The checks that need no node; the socket is confined by
+    /// [`AttachRequest::confine`].
+    pub(crate) fn check(&self) -> Result<(), AttachError> {
         if self.network.len() > MAX_NETWORK_NAME {
             return Err(AttachError::Invalid(format!(
                 "network name of {} bytes: at most {MAX_NETWORK_NAME}",
@@ -187,10 +194,10 @@ impl AttachRequest {
             )));
         }
         let s = self.socket.as_os_str().len();
-        if !self.socket.is_absolute() || s > MAX_SOCKET_PATH {
+        if s > MAX_SOCKET_PATH {
             return Err(AttachError::Invalid(format!(
-                "socket {:?}: an absolute path of at most {MAX_SOCKET_PATH} bytes (the kernel's \
-                 limit for a unix socket), {s} given",
+                "socket {:?}: at most {MAX_SOCKET_PATH} bytes (the kernel's limit for a unix \
+                 socket), {s} given",
                 self.socket
             )));
         }
@@ -200,6 +207,21 @@ impl AttachRequest {
             ));
         }
         Ok(())
+    }
+
+    /// The request with its socket resolved inside `socket_dir` (refused
+    /// without one).
+    pub(crate) fn confine(mut self, socket_dir: Option<&Path>) -> Result<Self, AttachError> {
+        let Some(dir) = socket_dir else {
+            return Err(AttachError::Invalid(
+                "this node makes no attachments: set [node] socket_dir (the directory their \
+                 sockets are made in)"
+                    .into(),
+            ));
+        };
+        self.socket =
+            crate::access::socket_in_dir(dir, &self.socket).map_err(AttachError::Invalid)?;
+        Ok(self)
     }
 
     /// The inline port table `add-port` takes.
@@ -227,48 +249,17 @@ impl AttachRequest {
     }
 }
 
-impl Attachments {
-    fn save(&self) -> Result<(), AttachError> {
-        let Some(path) = &self.state_file else {
-            return Ok(());
-        };
-        let err = |e: &dyn std::fmt::Display| AttachError::State {
-            path: path.clone(),
-            err: e.to_string(),
-        };
-        let state = StateFile {
-            version: 1,
-            attachments: self.list.values().cloned().collect(),
-        };
-        let text = serde_json::to_vec_pretty(&state).map_err(|e| err(&e))?;
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, text).map_err(|e| err(&e))?;
-        std::fs::File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| err(&e))?;
-        std::fs::rename(&tmp, path).map_err(|e| err(&e))
-    }
-
-    /// The attachments a state file lists (none if it does not exist).
-    pub fn load(path: &Path) -> Result<Vec<Attachment>, AttachError> {
-        let err = |e: &dyn std::fmt::Display| AttachError::State {
-            path: path.to_path_buf(),
-            err: e.to_string(),
-        };
-        let text = match std::fs::read(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(err(&e)),
-        };
-        let state: StateFile = serde_json::from_slice(&text).map_err(|e| err(&e))?;
-        if state.version != 1 {
-            return Err(err(&format!(
-                "version {} (this switch reads 1)",
-                state.version
-            )));
-        }
-        Ok(state.attachments)
-    }
+/// Every check of an attachment request that needs no running node: the
+/// key, the request, and its socket confined to `socket_dir` (the request
+/// returned has the socket's full path). Also the fuzz target's entry.
+pub fn checked_request(
+    key: &AttachmentKey,
+    req: AttachRequest,
+    socket_dir: Option<&Path>,
+) -> Result<AttachRequest, AttachError> {
+    key.check()?;
+    req.check()?;
+    req.confine(socket_dir)
 }
 
 impl Node {
@@ -288,8 +279,7 @@ impl Node {
         key: AttachmentKey,
         req: AttachRequest,
     ) -> Result<(Attachment, bool), AttachError> {
-        key.check()?;
-        req.check()?;
+        let req = checked_request(&key, req, self.access.socket_dir.as_deref())?;
         let mut all = self.attachments();
         if let Some(a) = all.list.get_mut(&key) {
             let same_network = a.request.network == req.network || a.request.network.is_empty();
@@ -389,31 +379,76 @@ impl Node {
         Ok(removed)
     }
 
-    /// At start: re-creates the ports of the state file's attachments.
-    /// A port that cannot open is logged (and listed by `show ports` if it
-    /// failed as a kernel port does); the attachment stays, so DEL and GC
-    /// can still remove it.
+    /// At start, after the config's ports: re-creates the ports of the
+    /// state file's attachments. Each passes the checks of a new request
+    /// ([`Node::restorable`]); one that fails them, or whose port conflicts
+    /// with a port present, is refused: logged, counted, left out (the
+    /// config and earlier attachments win). A port that passes but cannot
+    /// open (its socket in use, say) is logged and the attachment stays,
+    /// so DEL and GC can still remove it.
     pub(crate) fn restore_attachments(&self) -> Result<usize, AttachError> {
         let Some(path) = self.attachments().state_file.clone() else {
             return Ok(0);
         };
-        let saved = Attachments::load(&path)?;
-        let n = saved.len();
+        let saved = crate::attachment_state::load(&path)?;
+        let mut restored = 0;
         for a in saved {
-            if let Err(e) = self.add_port(&a.request.port_table(&a.port, a.id)) {
-                tracing::error!(
-                    "attachment {}/{}: port {}: {e}",
-                    a.key.container_id,
-                    a.key.ifname,
-                    a.port
-                );
+            let who = format!("{}/{}", a.key.container_id, a.key.ifname);
+            let opened = self
+                .restorable(&a)
+                .and_then(|()| Ok(self.add_port(&a.request.port_table(&a.port, a.id))?));
+            match opened {
+                Ok(_) => {}
+                Err(AttachError::Port(RequestError::Open(e))) => {
+                    tracing::error!("attachment {who}: port {}: {e}", a.port);
+                }
+                Err(e) => {
+                    tracing::error!(
+                        "attachment {who} of {} refused (left out): {e}",
+                        path.display()
+                    );
+                    self.attachments().restore_refused += 1;
+                    continue;
+                }
             }
             self.attachments().list.insert(a.key.clone(), a);
+            restored += 1;
         }
-        if n > 0 {
-            tracing::info!("{n} attachment(s) restored from {}", path.display());
+        if restored > 0 {
+            tracing::info!("{restored} attachment(s) restored from {}", path.display());
         }
-        Ok(n)
+        Ok(restored)
+    }
+
+    /// The checks of a new request, for an attachment read back from the
+    /// state file: key, request, socket inside `socket_dir` as stored, a
+    /// port name and number of the attachments' own, not listed twice.
+    fn restorable(&self, a: &Attachment) -> Result<(), AttachError> {
+        let confined =
+            checked_request(&a.key, a.request.clone(), self.access.socket_dir.as_deref())?;
+        if confined.socket != a.request.socket {
+            return Err(AttachError::Invalid(format!(
+                "socket {} is not in {}",
+                a.request.socket.display(),
+                confined.socket.parent().unwrap_or(Path::new("")).display()
+            )));
+        }
+        if a.id < FIRST_ATTACHMENT_ID || !a.port.starts_with("c-") {
+            return Err(AttachError::Invalid(format!(
+                "port {} ({}): attachment ports are named c-... and numbered from \
+                 {FIRST_ATTACHMENT_ID}",
+                a.port, a.id
+            )));
+        }
+        if self.attachments().list.contains_key(&a.key) {
+            return Err(AttachError::Invalid("listed twice".into()));
+        }
+        Ok(())
+    }
+
+    /// State-file attachments refused at start.
+    pub(crate) fn attachments_refused(&self) -> u64 {
+        self.attachments().restore_refused
     }
 
     fn free_name_and_id(&self, key: &AttachmentKey) -> Result<(String, PortNo), AttachError> {
@@ -470,9 +505,28 @@ mod tests {
                 .check()
                 .is_err()
         );
+        // A file name: the node puts it in its socket_dir (`confine`).
         assert!(
             req(AttachKind::VhostUser, SwitchRole::Server, "x.sock")
                 .check()
+                .is_ok()
+        );
+        assert!(
+            req(AttachKind::VhostUser, SwitchRole::Server, "x.sock")
+                .confine(None)
+                .is_err(),
+            "no socket_dir: no attachments"
+        );
+        assert_eq!(
+            req(AttachKind::VhostUser, SwitchRole::Server, "x.sock")
+                .confine(Some(Path::new("/run/nfv")))
+                .unwrap()
+                .socket,
+            Path::new("/run/nfv/x.sock")
+        );
+        assert!(
+            req(AttachKind::VhostUser, SwitchRole::Server, "../x.sock")
+                .confine(Some(Path::new("/run/nfv")))
                 .is_err()
         );
         let long = format!("/{}", "d".repeat(MAX_SOCKET_PATH));
@@ -561,7 +615,7 @@ mod tests {
                 "port": "c-c1-net1", "id": 1000}]}"#,
         )
         .unwrap();
-        let old = Attachments::load(&path).unwrap();
+        let old = crate::attachment_state::load(&path).unwrap();
         assert_eq!(old.len(), 1);
         assert_eq!(
             (old[0].port.as_str(), old[0].request.network.as_str()),
@@ -573,9 +627,10 @@ mod tests {
         let state = Attachments {
             state_file: Some(path.clone()),
             list: [(a.key.clone(), a.clone())].into(),
+            ..Default::default()
         };
         state.save().unwrap();
-        assert_eq!(Attachments::load(&path).unwrap(), vec![a]);
+        assert_eq!(crate::attachment_state::load(&path).unwrap(), vec![a]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -71,6 +71,10 @@ pub enum RequestError {
     Open(#[from] NodeError),
     #[error("no port {0:?}")]
     NoSuchPort(String),
+    /// The caller may not do this (`crate::access`): the REST API adding
+    /// a kernel-facing port, or a pcap file outside `[node] pcap_dir`.
+    #[error("{0}")]
+    Forbidden(String),
     #[error("port {0:?} is not a generator")]
     NotGenerator(String),
     #[error("port {0:?} is not a receiver")]

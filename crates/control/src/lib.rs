@@ -5,6 +5,8 @@
 //! control socket ([`server`]), rate sampling ([`rates`]) and RFC 2544
 //! trials against a running node ([`trial`]).
 
+pub mod access;
+pub mod attachment_state;
 pub mod attachments;
 mod balance;
 pub mod chains;
@@ -20,6 +22,7 @@ mod routes;
 pub mod server;
 pub mod trial;
 
+pub use access::Caller;
 pub use error::{NodeError, RequestError};
 pub use node::Node;
 pub use protocol::{Request, Response};

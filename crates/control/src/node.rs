@@ -42,6 +42,10 @@ pub struct Node {
     pub(crate) attachments: Mutex<crate::attachments::Attachments>,
     /// Rx queue load history and (automatic) rebalancing.
     pub(crate) balancer: crate::balance::Balancer,
+    /// `[node]`'s access keys (`crate::access`).
+    pub(crate) access: nfv_config::AccessConfig,
+    /// The REST API's token file, resolved.
+    pub(crate) api_token_file: std::path::PathBuf,
 }
 
 /// Facts about the node kept for `show node`.
@@ -89,6 +93,14 @@ impl Node {
                 ..Default::default()
             }),
             balancer: crate::balance::Balancer::new(&cfg.pmd),
+            access: cfg.access.clone(),
+            api_token_file: cfg.access.api_token_file.clone().unwrap_or_else(|| {
+                let socket = cfg
+                    .control_socket
+                    .clone()
+                    .unwrap_or_else(|| crate::default_socket(&cfg.name));
+                nfv_config::AccessConfig::token_file_for(&socket, &cfg.name)
+            }),
         };
         // Rules first, so the first packets find them.
         table.add_flows(cfg.flows.iter().cloned());
@@ -109,6 +121,11 @@ impl Node {
         }
         // A state file that cannot be read stops the start: running on
         // would forget the attachments it lists at the next change.
+        if let Some(dir) = &cfg.access.socket_dir {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                NodeError::Open(format!("[node] socket_dir {}: {e}", dir.display()).into())
+            })?;
+        }
         node.restore_attachments()?;
         let node = Arc::new(node);
         RateSampler::start(&node);

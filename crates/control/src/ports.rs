@@ -43,7 +43,14 @@ impl Node {
     /// `add-port`: validates the port table on its own, then against the
     /// ports present with the same checks as a config file, then opens it.
     pub fn add_port(&self, text: &str) -> Result<PortNo, RequestError> {
+        self.add_port_as(text, crate::Caller::ControlSocket)
+    }
+
+    /// [`Node::add_port`] for `caller`, held to what it may add
+    /// (`crate::access`).
+    pub fn add_port_as(&self, text: &str, caller: crate::Caller) -> Result<PortNo, RequestError> {
         let p = nfv_config::parse_port_table(text, &self.memory)?;
+        self.check_caller_may_add(&p, caller)?;
         let _changing = self.port_changes.lock().unwrap_or_else(|e| e.into_inner());
         let mut all = self.port_configs();
         // Ports that failed to open still hold their names and interfaces,

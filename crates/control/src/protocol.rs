@@ -77,6 +77,18 @@ pub struct NodeReport {
     /// The address the REST API is bound to (the real one when the
     /// config asked for port 0); `None` when it is off or failed to bind.
     pub api: Option<std::net::SocketAddr>,
+    /// Where the REST API's bearer token is kept (the path, never the
+    /// token).
+    #[serde(default)]
+    pub api_token_file: Option<std::path::PathBuf>,
+    /// `[node] socket_dir`: where attachment sockets are made; `None`:
+    /// attachments are refused.
+    #[serde(default)]
+    pub socket_dir: Option<std::path::PathBuf>,
+    /// Attachments of the state file refused at start (invalid, outside
+    /// `socket_dir`, or in conflict with a configured port).
+    #[serde(default)]
+    pub attachments_refused: u64,
 }
 
 /// The packet pool.

@@ -139,6 +139,9 @@ impl Node {
                 free_frames: self.datapath.pool_free_frames(),
             },
             api: self.api_addr(),
+            api_token_file: self.api_addr().map(|_| self.api_token_file.clone()),
+            socket_dir: self.access.socket_dir.clone(),
+            attachments_refused: self.attachments_refused(),
         }
     }
 

@@ -9,9 +9,14 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
 impl Node {
-    /// Handles one control request.
+    /// Handles one control request from the control socket.
     pub fn handle(&self, req: &Request) -> Response {
-        match self.answer(req) {
+        self.handle_as(req, crate::Caller::ControlSocket)
+    }
+
+    /// Handles one control request from `caller` (`crate::access`).
+    pub fn handle_as(&self, req: &Request, caller: crate::Caller) -> Response {
+        match self.answer(req, caller) {
             Ok(data) => Response::Ok { data },
             Err(e) => Response::Error {
                 message: e.to_string(),
@@ -19,7 +24,7 @@ impl Node {
         }
     }
 
-    fn answer(&self, req: &Request) -> Result<Value, RequestError> {
+    fn answer(&self, req: &Request, caller: crate::Caller) -> Result<Value, RequestError> {
         Ok(match req {
             Request::ShowPorts => serde_json::to_value(self.show_ports())?,
             Request::ShowPmd => serde_json::to_value(self.show_pmd())?,
@@ -29,7 +34,7 @@ impl Node {
             Request::ShowNode => serde_json::to_value(self.show_node())?,
             Request::AddFlows { flows } => json!({ "added": self.add_flows(flows)? }),
             Request::DelFlows { filter } => json!({ "deleted": self.del_flows(filter)? }),
-            Request::AddPort { port } => json!({ "added": self.add_port(port)? }),
+            Request::AddPort { port } => json!({ "added": self.add_port_as(port, caller)? }),
             Request::DelPort { port } => json!({ "deleted": self.del_port(port)? }),
             Request::ShowRxqs => serde_json::to_value(self.show_rxqs())?,
             Request::PmdRebalance { dry_run } => {

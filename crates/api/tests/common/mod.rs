@@ -25,6 +25,8 @@ pub struct Fixture {
     pub node: Arc<Node>,
     pub api: Option<ApiServer>,
     pub base: String,
+    /// `Authorization` for changes.
+    pub auth: String,
     dir: PathBuf,
     _serial: MutexGuard<'static, ()>,
 }
@@ -106,10 +108,12 @@ egress = "sink"
     let node = Node::start(&cfg).expect("node starts");
     let api = ApiServer::start(cfg.api.expect("api on"), node.clone()).expect("API binds");
     let base = format!("http://{}", api.addr());
+    let auth = format!("Bearer {}", api.token());
     Fixture {
         node,
         api: Some(api),
         base,
+        auth,
         dir,
         _serial: serial,
     }
@@ -170,20 +174,43 @@ impl Fixture {
             path,
         )
     }
+    /// POST with the node's token.
     pub fn post(&self, path: &str, content_type: &str, body: &str) -> Reply {
+        self.post_with(path, content_type, body, &[("authorization", &self.auth)])
+    }
+    /// POST with these headers only (no token unless given).
+    pub fn post_with(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: &str,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut r = agent()
+            .post(self.url(path))
+            .header("content-type", content_type);
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        reply(r.send(body), path)
+    }
+    pub fn put(&self, path: &str, body: &str) -> Reply {
         reply(
             agent()
-                .post(self.url(path))
-                .header("content-type", content_type)
+                .put(self.url(path))
+                .header("authorization", &self.auth)
                 .send(body),
             path,
         )
     }
-    pub fn put(&self, path: &str, body: &str) -> Reply {
-        reply(agent().put(self.url(path)).send(body), path)
-    }
     pub fn delete(&self, path: &str) -> Reply {
-        reply(agent().delete(self.url(path)).call(), path)
+        reply(
+            agent()
+                .delete(self.url(path))
+                .header("authorization", &self.auth)
+                .call(),
+            path,
+        )
     }
     /// GET that must succeed with JSON.
     pub fn get_json(&self, path: &str) -> Value {

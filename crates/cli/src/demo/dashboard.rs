@@ -54,6 +54,12 @@ impl Dashboard {
             Some(l) => Some(l.local_addr().map_err(|e| e.to_string())?),
             None => None,
         };
+        if let Some(a) = addr.filter(|a| !a.ip().is_loopback()) {
+            return Err(format!(
+                "--api {a}: the dashboard serves loopback only (127.0.0.1 or [::1]); reach it \
+                 from elsewhere through an SSH tunnel"
+            ));
+        }
         Ok(Dashboard {
             addr,
             listener,
