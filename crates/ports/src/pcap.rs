@@ -11,6 +11,7 @@ use crate::config::PcapConfig;
 use crate::{Port, PortGauges, RxQueue, TxQueue};
 use nfv_mem::{Batch, PoolCache};
 use pcap_file::pcap::PcapReader;
+use std::os::unix::fs::OpenOptionsExt;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -34,7 +35,13 @@ pub fn read_frames(path: &Path) -> Result<Vec<Vec<u8>>, PcapError> {
         path: path.display().to_string(),
         err: e.to_string(),
     };
-    let file = File::open(path).map_err(|e| err(&e))?;
+    // Not through a symlink: the path may be checked to lie in a
+    // directory (`[node] pcap_dir`) and must not be swapped for one after.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| err(&e))?;
     let mut reader = PcapReader::new(std::io::BufReader::new(file)).map_err(|e| err(&e))?;
     let mut frames = Vec::new();
     while let Some(p) = reader.next_packet() {
@@ -108,7 +115,15 @@ impl PcapPort {
                     path: p.display().to_string(),
                     err: e.to_string(),
                 };
-                let f = File::create(p).map_err(|e| err(&e))?;
+                // `File::create` without following a symlink (see
+                // `read_frames`).
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(p)
+                    .map_err(|e| err(&e))?;
                 Some(Arc::new(Mutex::new(Capture::new(f).map_err(|e| err(&e))?)))
             }
             None => None,
