@@ -5,11 +5,14 @@
 //! with plain `cargo test`, so CI replays the corpora (and the regression
 //! seeds kept there) without nightly or cargo-fuzz.
 
+pub mod attach_request;
 mod bytes;
+pub mod cni_input;
 pub mod config_parse;
 pub mod flow_actions;
 pub mod flow_extract;
 mod guest;
+pub mod state_file;
 pub mod vhost_messages;
 pub mod virtio_burst;
 
@@ -24,4 +27,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("flow_actions", flow_actions::run),
     ("config_parse", config_parse::run),
     ("vhost_messages", vhost_messages::run),
+    ("cni_input", cni_input::run),
+    ("attach_request", attach_request::run),
+    ("state_file", state_file::run),
 ];

@@ -64,3 +64,18 @@ fn config_parse() {
 fn vhost_messages() {
     replay("vhost_messages");
 }
+
+#[test]
+fn cni_input() {
+    replay("cni_input");
+}
+
+#[test]
+fn attach_request() {
+    replay("attach_request");
+}
+
+#[test]
+fn state_file() {
+    replay("state_file");
+}
