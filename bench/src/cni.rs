@@ -162,7 +162,11 @@ fn round(
         .and_then(|all| all.iter().find(|x| x["port"] == port.as_str()))
         .and_then(|x| x["id"].as_u64())
         .ok_or("the attachment is not listed")?;
-    flow(api, &format!("in_port={id},actions=output:{SINK}"))?;
+    flow(
+        api,
+        &a.dir.join("api-token"),
+        &format!("in_port={id},actions=output:{SINK}"),
+    )?;
     let mut cmd = Command::new(testpmd);
     cmd.args(["--no-pci", "--no-huge", "-m", "512", "-l", "0,1"])
         .arg(format!("--file-prefix=nfvbcni{}", std::process::id()))
@@ -222,13 +226,18 @@ fn round(
     })
 }
 
-/// Adds one flow through the API (`POST /api/v1/flows`, text body).
-fn flow(api: &str, rule: &str) -> Result<(), String> {
+/// Adds one flow through the API (`POST /api/v1/flows`, text body), with
+/// the node's token from `token_file`.
+fn flow(api: &str, token_file: &Path, rule: &str) -> Result<(), String> {
+    let token = std::fs::read_to_string(token_file)
+        .map_err(|e| format!("{}: {e}", token_file.display()))?;
     let mut s = TcpStream::connect(api).map_err(|e| e.to_string())?;
     write!(
         s,
         "POST /api/v1/flows HTTP/1.1\r\nHost: {api}\r\nConnection: close\r\n\
+         Authorization: Bearer {}\r\n\
          Content-Type: text/plain\r\nContent-Length: {}\r\n\r\n{rule}",
+        token.trim(),
         rule.len()
     )
     .map_err(|e| e.to_string())?;
@@ -253,7 +262,8 @@ pub fn cni(a: CniArgs) -> Result<(), String> {
     std::fs::write(
         &config,
         format!(
-            "[node]\nname = \"bench-cni\"\napi = \"{api}\"\n[memory]\nframes = 8192\n\
+            "[node]\nname = \"bench-cni\"\napi = \"{api}\"\napi_token_file = \"api-token\"\n\
+             socket_dir = \"pods\"\n[memory]\nframes = 8192\n\
              hugepages = \"never\"\n[[port]]\nname = \"sink\"\nid = {SINK}\ntype = \"sink\"\n"
         ),
     )
@@ -278,6 +288,7 @@ pub fn cni(a: CniArgs) -> Result<(), String> {
         "cniVersion": "1.1.0", "name": "bench", "type": "nfvswitch-cni",
         "api": format!("http://{api}"), "interface": "vhost-user", "switchRole": "server",
         "socketDir": a.dir.join("pods"),
+        "apiTokenFile": a.dir.join("api-token"),
         "runtimeConfig": { "CNIDeviceInfoFile": a.dir.join("devinfo.json") },
     });
     let mut rounds = Vec::new();
