@@ -551,5 +551,28 @@ pub fn node_text(n: &NodeReport) -> String {
         n.memory.hugepages,
         n.memory.backing,
         n.api.map_or("off".into(), |a| format!("http://{a}/"))
-    )
+    ) + &access_text(n)
+}
+
+/// Where the API's token is and what attachments may use.
+fn access_text(n: &NodeReport) -> String {
+    let mut s = String::new();
+    if let Some(t) = &n.api_token_file {
+        s += &format!("  API token: {} (changes need it)\n", t.display());
+    }
+    s += &format!(
+        "  attachment sockets: {}\n",
+        n.socket_dir
+            .as_ref()
+            .map_or("none ([node] socket_dir not set)".into(), |d| d
+                .display()
+                .to_string())
+    );
+    if n.attachments_refused > 0 {
+        s += &format!(
+            "  attachments refused at restore: {}\n",
+            n.attachments_refused
+        );
+    }
+    s
 }

@@ -25,9 +25,6 @@ pub struct AccessConfig {
     /// `[node] api_open_reads`: whether GETs need no token. `None`: open
     /// on a loopback bind, token needed elsewhere.
     pub api_open_reads: Option<bool>,
-    /// `[node] api_tls_cert` / `api_tls_key`: PEM files; the API then
-    /// speaks HTTPS. A bind outside loopback without them is refused.
-    pub api_tls: Option<(PathBuf, PathBuf)>,
     /// `[node] socket_dir`: the directory attachment sockets are made in
     /// (a request names a file in it, never a path). `None`: attachments
     /// are refused.
@@ -109,25 +106,6 @@ pub(crate) fn access(doc: &Doc<'_>, n: Option<&RawNode>, base: &Path) -> Result<
             api_hosts.push(name.to_ascii_lowercase());
         }
     }
-    let api_tls = match (
-        path(&n.api_tls_cert, "node.api_tls_cert")?,
-        path(&n.api_tls_key, "node.api_tls_key")?,
-    ) {
-        (Some(c), Some(k)) => Some((c, k)),
-        (None, None) => None,
-        (Some(_), None) | (None, Some(_)) => {
-            let span = n
-                .api_tls_cert
-                .as_ref()
-                .or(n.api_tls_key.as_ref())
-                .map_or(0..0, |v| v.span());
-            return Err(doc.err(
-                span,
-                "node.api_tls_cert",
-                "give both api_tls_cert and api_tls_key (PEM files), or neither",
-            ));
-        }
-    };
     let group = match &n.group {
         Some(g) => Some(check::name(doc, g, "node.group", 32)?),
         None => None,
@@ -136,7 +114,6 @@ pub(crate) fn access(doc: &Doc<'_>, n: Option<&RawNode>, base: &Path) -> Result<
         api_token_file: path(&n.api_token_file, "node.api_token_file")?,
         api_hosts,
         api_open_reads: n.api_open_reads.as_ref().map(|v| *v.get_ref()),
-        api_tls,
         socket_dir: dir(&n.socket_dir, "node.socket_dir")?,
         pcap_dir: dir(&n.pcap_dir, "node.pcap_dir")?,
         runtime_kernel_ports: n

@@ -17,15 +17,14 @@
 //! name = "gen-sink"                # [a-zA-Z0-9_.-]{1,64}; default: the file stem
 //! control_socket = "/tmp/nfvswitch-gen-sink.sock"  # optional; default: chosen by the daemon
 //! api = "127.0.0.1:9180"           # REST API, /metrics and dashboard: IP:PORT (port 0: any free
-//!                                  #   port), "localhost:PORT", or "off"; default "127.0.0.1:9180"
+//!                                  #   port), "localhost:PORT", or "off"; default "127.0.0.1:9180";
+//!                                  #   loopback only (no TLS: a token in clear is no credential)
 //! api_token_file = "/run/nfvswitch/api-token"  # the bearer token mutating API requests need;
 //!                                  #   made (0600, random) at first start; default: beside the
 //!                                  #   control socket, nfvswitch-<name>.token
 //! api_hosts = ["node1.example"]    # Host names the API answers besides its address (and
 //!                                  #   localhost on loopback); others get 421
 //! api_open_reads = true            # GETs without a token; default: true on loopback only
-//! api_tls_cert = "cert.pem"        # HTTPS (both or neither); required for a bind outside
-//! api_tls_key = "key.pem"          #   loopback
 //! socket_dir = "/run/nfvswitch/pods"  # where attachment sockets are made (requests name a
 //!                                  #   file in it); default: none, attachments refused
 //! pcap_dir = "/var/lib/nfvswitch/pcap"  # where pcap ports added over REST may read/write;
@@ -239,13 +238,21 @@ pub const DEFAULT_API: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::L
 
 /// Parses an API address as `[node] api` and `nfvswitch run --api` take
 /// it: `IP:PORT` (`[::1]:PORT` for IPv6), `localhost:PORT`, or `off`
-/// (`None`). Port 0 asks for any free port.
+/// (`None`). Port 0 asks for any free port. Loopback only: the API has
+/// no TLS, and its token must not cross a network in clear.
 pub fn parse_api_addr(text: &str) -> std::result::Result<Option<SocketAddr>, String> {
     let t = text.trim();
     if t == "off" {
         return Ok(None);
     }
     if let Ok(a) = t.parse::<SocketAddr>() {
+        if !a.ip().is_loopback() {
+            return Err(format!(
+                "{a} is not a loopback address: the API serves 127.0.0.1 or [::1] only (it has \
+                 no TLS, and its token must not cross a network in clear); reach it from \
+                 elsewhere through an SSH tunnel or a TLS proxy"
+            ));
+        }
         return Ok(Some(a));
     }
     if let Some(port) = t.strip_prefix("localhost:")
@@ -257,8 +264,8 @@ pub fn parse_api_addr(text: &str) -> std::result::Result<Option<SocketAddr>, Str
         ))));
     }
     Err(format!(
-        "{text:?} is not an address: give IP:PORT (\"127.0.0.1:9180\", \"[::1]:9180\", \
-         \"0.0.0.0:9180\"), \"localhost:PORT\" or \"off\""
+        "{text:?} is not an address: give IP:PORT (\"127.0.0.1:9180\", \"[::1]:9180\"), \
+         \"localhost:PORT\" or \"off\""
     ))
 }
 

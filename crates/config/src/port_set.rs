@@ -4,8 +4,13 @@
 //! file at load ([`Peers::Complete`]) and one port added to a running node
 //! (`add-port`, [`Peers::MayBeMissing`]); only the wording of the error
 //! differs (`port[1]` and lines in a file, port names at run time).
+//!
+//! Sockets are compared as the files they name ([`socket_key`]), not as
+//! written: `socks/../socks/a.sock` or a path through a linked directory
+//! is the same socket as `socks/a.sock`.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::Path;
 
 use nfv_ports::config::{PortConfig, PortKind};
@@ -143,6 +148,18 @@ pub(crate) fn port_socket(p: &PortConfig) -> Option<&Path> {
     p.kind.socket()
 }
 
+/// What two sockets are compared by: an abstract name (`@name`, memif)
+/// byte for byte as written (`@a/./b` is not `@a/b`), a file by its
+/// canonical path ([`nfv_settings::unix_socket::canonical_path`]:
+/// directory resolved, links followed, `.` and `..` removed). Reads the
+/// file system.
+pub fn socket_key(socket: &Path) -> OsString {
+    if socket.as_os_str().as_encoded_bytes().starts_with(b"@") {
+        return socket.as_os_str().to_os_string();
+    }
+    nfv_settings::unix_socket::canonical_path(socket).into_os_string()
+}
+
 pub(crate) fn port_iface(p: &PortConfig) -> Option<&str> {
     p.kind.iface()
 }
@@ -229,13 +246,22 @@ pub(crate) fn socket_conflict(
     other_label: &str,
 ) -> String {
     let sock = port_socket(p).map_or_else(String::new, |s| s.display().to_string());
+    // Written differently, the same file: say which.
+    let same_as = match (port_socket(p), other.and_then(|o| o.socket())) {
+        (Some(a), Some(b)) if a != b => format!(
+            " (written {}; both are {})",
+            b.display(),
+            Path::new(&socket_key(a)).display()
+        ),
+        _ => String::new(),
+    };
     match (p.kind.socket_share(), other.and_then(|o| o.socket_share())) {
         (Some(a), Some(b)) if a.group == b.group => format!(
-            "{sock} already serves {} {} for {other_label}; ports sharing a socket need \
-             different ones",
+            "{sock} already serves {} {} for {other_label}{same_as}; ports sharing a socket \
+             need different ones",
             a.member_name, a.member
         ),
-        _ => format!("{sock} is already the socket of {other_label}"),
+        _ => format!("{sock} is already the socket of {other_label}{same_as}"),
     }
 }
 
@@ -243,12 +269,12 @@ pub(crate) fn socket_conflict(
 /// share with it ([`nfv_ports::config::SocketShare`]: same group, another
 /// member): (later, earlier).
 fn shared_sockets(ports: &[PortConfig]) -> Result<(), (usize, usize)> {
-    let mut seen: HashMap<&Path, Vec<usize>> = HashMap::new();
+    let mut seen: HashMap<OsString, Vec<usize>> = HashMap::new();
     for (i, p) in ports.iter().enumerate() {
         let Some(sock) = port_socket(p) else {
             continue;
         };
-        let earlier = seen.entry(sock).or_default();
+        let earlier = seen.entry(socket_key(sock)).or_default();
         for &j in earlier.iter() {
             let may_share = match (p.kind.socket_share(), ports[j].kind.socket_share()) {
                 (Some(a), Some(b)) => a.group == b.group && a.member != b.member,
@@ -277,4 +303,171 @@ fn unique<'a, K: Eq + std::hash::Hash + ?Sized + 'a>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nfv_memif::{MemifConfig, MemifRole};
+    use nfv_vhost::{VhostUserConfig, VhostUserMode};
+    use std::path::PathBuf;
+
+    struct Dir(PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn vhost(name: &str, id: u16, socket: &Path) -> PortConfig {
+        PortConfig {
+            name: name.into(),
+            id,
+            rxqs: 1,
+            kind: PortKind::typed(VhostUserConfig {
+                socket: socket.to_path_buf(),
+                mode: VhostUserMode::Server,
+                queues: 1,
+                mrg_rxbuf: true,
+                tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
+                one_copy: true,
+                packed_ring: true,
+            }),
+        }
+    }
+
+    fn memif(name: &str, id: u16, socket: &Path, role: MemifRole, iface: u32) -> PortConfig {
+        PortConfig {
+            name: name.into(),
+            id,
+            rxqs: 1,
+            kind: PortKind::typed(MemifConfig {
+                role,
+                id: iface,
+                ..MemifConfig::new(socket)
+            }),
+        }
+    }
+
+    /// Two ports on sockets written `a` and `b` (relative to a scratch
+    /// directory holding `socks/` and `link -> socks`): conflict or not.
+    #[test]
+    fn sockets_conflict_by_the_file_they_name() {
+        let root = std::env::temp_dir().join(format!("nfv-port-set-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("socks")).unwrap();
+        let _dir = Dir(root.clone());
+        std::os::unix::fs::symlink(root.join("socks"), root.join("link")).unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        let cwd_sock = cwd.join("nfv-port-set-x.sock");
+        let cwd_dot = cwd.join(".").join("nfv-port-set-x.sock");
+        let at = |s: &str| root.join(s);
+        let server = MemifRole::Server;
+        let cases: Vec<(&str, PortConfig, PortConfig, bool)> = vec![
+            (
+                "dot-dot back into the same directory",
+                vhost("a", 1, &at("socks/a.sock")),
+                vhost("b", 2, &at("socks/../socks/a.sock")),
+                true,
+            ),
+            (
+                "through a linked directory",
+                vhost("a", 1, &at("socks/a.sock")),
+                vhost("b", 2, &at("link/a.sock")),
+                true,
+            ),
+            (
+                "./x.sock against x.sock",
+                vhost("a", 1, &cwd_sock),
+                vhost("b", 2, &cwd_dot),
+                true,
+            ),
+            (
+                "relative ./x.sock against the same file absolute",
+                vhost("a", 1, Path::new("./nfv-port-set-x.sock")),
+                vhost("b", 2, &cwd_sock),
+                true,
+            ),
+            (
+                "a directory that does not exist yet",
+                vhost("a", 1, &at("later/x.sock")),
+                vhost("b", 2, &at("later/./sub/../x.sock")),
+                true,
+            ),
+            (
+                "distinct files",
+                vhost("a", 1, &at("socks/a.sock")),
+                vhost("b", 2, &at("socks/b.sock")),
+                false,
+            ),
+            (
+                "vhost-user and memif on one file",
+                vhost("a", 1, &at("socks/a.sock")),
+                memif("b", 2, &at("link/a.sock"), server, 0),
+                true,
+            ),
+            (
+                "memif servers sharing a socket, interface ids differ",
+                memif("a", 1, &at("socks/m.sock"), server, 0),
+                memif("b", 2, &at("link/../socks/m.sock"), server, 1),
+                false,
+            ),
+            (
+                "memif servers, same interface id through a link",
+                memif("a", 1, &at("socks/m.sock"), server, 3),
+                memif("b", 2, &at("link/m.sock"), server, 3),
+                true,
+            ),
+            (
+                "a memif client on a server's socket",
+                memif("a", 1, &at("socks/m.sock"), server, 0),
+                memif("b", 2, &at("link/m.sock"), MemifRole::Client, 1),
+                true,
+            ),
+            (
+                "abstract names compare as written",
+                memif("a", 1, Path::new("@nfv/x"), server, 0),
+                memif("b", 2, Path::new("@nfv/./x"), server, 0),
+                false,
+            ),
+            (
+                "the same abstract name",
+                memif("a", 1, Path::new("@nfv/x"), server, 0),
+                memif("b", 2, Path::new("@nfv/x"), server, 0),
+                true,
+            ),
+        ];
+        for (what, a, b, conflict) in cases {
+            let ports = [a, b];
+            let got = check_port_set(&ports, Peers::Complete);
+            if conflict {
+                let c = got.expect_err(what);
+                assert_eq!(c.kind, ConflictKind::Socket, "{what}");
+                assert_eq!((c.port, c.other), (1, Some(0)), "{what}");
+                let text = c.describe(&ports);
+                assert!(text.starts_with("socket: "), "{what}: {text}");
+            } else {
+                assert_eq!(got, Ok(()), "{what}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_conflict_written_differently_names_both_spellings() {
+        let root = std::env::temp_dir().join(format!("nfv-port-set-msg-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("socks")).unwrap();
+        let _dir = Dir(root.clone());
+        let ports = [
+            vhost("victim", 1, &root.join("socks/a.sock")),
+            vhost("thief", 2, &root.join("socks/../socks/a.sock")),
+        ];
+        let c = check_port_set(&ports, Peers::Complete).unwrap_err();
+        let text = c.describe(&ports);
+        assert!(
+            text.contains("is already the socket of port \"victim\""),
+            "{text}"
+        );
+        assert!(text.contains("both are"), "{text}");
+    }
 }

@@ -38,8 +38,6 @@ pub(crate) struct RawNode {
     pub api_token_file: Option<S<String>>,
     pub api_hosts: Option<S<Vec<S<String>>>>,
     pub api_open_reads: Option<S<bool>>,
-    pub api_tls_cert: Option<S<String>>,
-    pub api_tls_key: Option<S<String>>,
     pub socket_dir: Option<S<String>>,
     pub pcap_dir: Option<S<String>>,
     pub runtime_kernel_ports: Option<S<bool>>,

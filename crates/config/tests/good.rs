@@ -52,17 +52,17 @@ fn node_api_takes_addresses_localhost_port_zero_and_off() {
     let api = |v: &str| parse(&format!("[node]\napi = {v:?}\n")).api;
     let addr = |s: &str| Some(s.parse::<std::net::SocketAddr>().unwrap());
     assert_eq!(parse("").api, addr("127.0.0.1:9180"));
-    assert_eq!(api("0.0.0.0:8080"), addr("0.0.0.0:8080"));
     assert_eq!(api("[::1]:9180"), addr("[::1]:9180"));
     assert_eq!(api("127.0.0.1:0"), addr("127.0.0.1:0"));
     assert_eq!(api("localhost:9100"), addr("127.0.0.1:9100"));
     assert_eq!(api("off"), None);
     // The same syntax as `nfvswitch run --api`.
     assert_eq!(nfv_config::parse_api_addr("off"), Ok(None));
-    assert_eq!(
-        nfv_config::parse_api_addr("10.1.2.3:80"),
-        Ok(addr("10.1.2.3:80"))
-    );
+    // Loopback only (no TLS): refused, saying why.
+    for outside in ["10.1.2.3:80", "0.0.0.0:9180", "[::]:9180"] {
+        let e = nfv_config::parse_api_addr(outside).unwrap_err();
+        assert!(e.contains("loopback"), "{outside}: {e}");
+    }
 }
 
 #[test]
@@ -650,4 +650,48 @@ iface = "nfvtap0"
     );
     let names: Vec<&str> = c.ports.iter().map(|p| p.kind.type_name()).collect();
     assert_eq!(names, ["afxdp", "afxdp", "afpacket", "tap"]);
+}
+
+#[test]
+fn access_keys_are_read_and_checked() {
+    let c = parse(
+        r#"
+[node]
+api_token_file = "secret/token"
+api_hosts = ["Node1.Example", "10.0.0.5"]
+api_open_reads = false
+socket_dir = "/run/nfvswitch/pods"
+pcap_dir = "pcap"
+runtime_kernel_ports = true
+group = "nfvswitch"
+"#,
+    );
+    assert_eq!(
+        c.access,
+        nfv_config::AccessConfig {
+            api_token_file: Some(PathBuf::from("conf/secret/token")),
+            api_hosts: vec!["node1.example".into(), "10.0.0.5".into()],
+            api_open_reads: Some(false),
+            socket_dir: Some(PathBuf::from("/run/nfvswitch/pods")),
+            pcap_dir: Some(PathBuf::from("conf/pcap")),
+            runtime_kernel_ports: true,
+            group: Some("nfvswitch".into()),
+        }
+    );
+    let bad = |text: &str, field: &str| {
+        let e = common::parse(text).expect_err(text).to_string();
+        assert!(e.contains(field), "{text}: {e}");
+    };
+    bad(
+        "[node]\napi_hosts = [\"evil.example:80\"]\n",
+        "node.api_hosts[0]",
+    );
+    bad("[node]\napi_hosts = [\"\"]\n", "node.api_hosts[0]");
+    bad("[node]\ngroup = \"a b\"\n", "node.group");
+    bad(
+        &format!("[node]\nsocket_dir = \"/{}\"\n", "d".repeat(100)),
+        "node.socket_dir",
+    );
+    bad("[node]\napi = \"0.0.0.0:9180\"\n", "loopback");
+    bad("[node]\napi_tls_cert = \"c.pem\"\n", "api_tls_cert");
 }
