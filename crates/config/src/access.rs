@@ -88,11 +88,13 @@ pub(crate) fn access(doc: &Doc<'_>, n: Option<&RawNode>, base: &Path) -> Result<
     if let Some(hosts) = &n.api_hosts {
         for (i, h) in hosts.get_ref().iter().enumerate() {
             let name = h.get_ref();
-            let ok = !name.is_empty()
-                && name.len() <= 253
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b));
+            let bare = name.trim_start_matches('[').trim_end_matches(']');
+            let ok = bare.parse::<std::net::IpAddr>().is_ok()
+                || (!name.is_empty()
+                    && name.len() <= 253
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b)));
             if !ok {
                 return Err(doc.err(
                     h.span(),
@@ -103,7 +105,13 @@ pub(crate) fn access(doc: &Doc<'_>, n: Option<&RawNode>, base: &Path) -> Result<
                     ),
                 ));
             }
-            api_hosts.push(name.to_ascii_lowercase());
+            // As `Host` gives it, without brackets (nfv-api compares so).
+            let bare = if bare.parse::<std::net::IpAddr>().is_ok() {
+                bare
+            } else {
+                name
+            };
+            api_hosts.push(bare.to_ascii_lowercase());
         }
     }
     let group = match &n.group {
