@@ -4,21 +4,54 @@
 //! this plugin received (only `CNI_COMMAND` may differ); its stderr is
 //! ours; its error result is passed up with its own code.
 
-use crate::cni::{CniError, INVALID_CONFIG, IO_ERROR, err};
-use serde_json::Value;
+use crate::error::{CniError, INVALID_CONFIG, IO_ERROR, IPAM_FAILED, err};
+use serde::Deserialize;
+use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-/// Plugin-specific: the IPAM plugin failed without an error result.
-pub const IPAM_FAILED: u32 = 101;
+type Object = Map<String, Value>;
+
+/// An IPAM result (spec 1.1.0, section "Success": `ips`, `routes`, `dns`;
+/// no interfaces), typed: every IP an object with an `address`, every
+/// route an object, `dns` an object. What an IPAM plugin answers and what
+/// the node kept of it are both read through this before use.
+#[derive(Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct IpamResult {
+    #[serde(default, deserialize_with = "null_is_empty")]
+    pub ips: Vec<Object>,
+    #[serde(default, deserialize_with = "null_is_empty")]
+    pub routes: Vec<Object>,
+    #[serde(default)]
+    pub dns: Option<Object>,
+}
+
+fn null_is_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Object>, D::Error> {
+    Ok(Option::<Vec<Object>>::deserialize(d)?.unwrap_or_default())
+}
+
+impl IpamResult {
+    /// Checks a result's shape (`Err`: what is wrong with it).
+    pub fn parse(v: &Value) -> Result<IpamResult, String> {
+        let r = IpamResult::deserialize(v).map_err(|e| e.to_string())?;
+        if let Some(i) = r
+            .ips
+            .iter()
+            .position(|ip| !ip.get("address").is_some_and(Value::is_string))
+        {
+            return Err(format!("ips[{i}] has no \"address\" string"));
+        }
+        Ok(r)
+    }
+}
 
 /// The IPAM plugin a network config names, if any.
 pub struct Ipam<'a> {
     pub kind: &'a str,
     env: &'a HashMap<String, String>,
-    input: &'a str,
+    input: &'a [u8],
 }
 
 impl<'a> Ipam<'a> {
@@ -27,13 +60,13 @@ impl<'a> Ipam<'a> {
     pub fn from(
         ipam: Option<&'a Value>,
         env: &'a HashMap<String, String>,
-        input: &'a str,
+        input: &'a [u8],
     ) -> Result<Option<Ipam<'a>>, CniError> {
         let Some(ipam) = ipam else {
             return Ok(None);
         };
-        let kind = ipam["type"].as_str().unwrap_or_default();
-        if kind.is_empty() || kind.contains('/') || kind == "." || kind == ".." {
+        let kind = ipam.get("type").and_then(Value::as_str).unwrap_or_default();
+        if kind.is_empty() || kind.contains(['/', '\0']) || kind == "." || kind == ".." {
             return Err(err(
                 INVALID_CONFIG,
                 "ipam.type must name an IPAM plugin in CNI_PATH",
@@ -78,74 +111,64 @@ impl<'a> Ipam<'a> {
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| io("cannot start", e))?;
-        let written = child
-            .stdin
-            .take()
-            .map(|mut s| s.write_all(self.input.as_bytes()));
+        let written = child.stdin.take().map(|mut s| s.write_all(self.input));
         let out = child.wait_with_output().map_err(|e| io("cannot wait", e))?;
         if let Some(Err(e)) = written
             && out.status.success()
         {
             return Err(io("cannot write its stdin", e));
         }
-        let text = String::from_utf8_lossy(&out.stdout);
-        let parsed: Option<Value> = serde_json::from_str(text.trim()).ok();
-        if out.status.success() {
-            return match parsed {
-                Some(v) => Ok(v),
-                None if text.trim().is_empty() => Ok(Value::Null),
-                None => Err(err(
-                    IPAM_FAILED,
-                    format!(
-                        "IPAM plugin {} {command}: its result is not JSON",
-                        self.kind
-                    ),
-                    text.into_owned(),
-                )),
-            };
-        }
-        Err(match parsed {
-            Some(v) if v["code"].as_u64().is_some() => err(
-                v["code"].as_u64().unwrap_or(0) as u32,
-                format!(
-                    "IPAM plugin {} {command}: {}",
-                    self.kind,
-                    v["msg"].as_str().unwrap_or("failed")
-                ),
-                v["details"].as_str().unwrap_or_default(),
-            ),
-            _ => err(
-                IPAM_FAILED,
-                format!(
-                    "IPAM plugin {} {command} failed ({})",
-                    self.kind, out.status
-                ),
-                text.into_owned(),
-            ),
+        parse_output(self.kind, command, out.status.success(), &out.stdout).map_err(|mut e| {
+            if !out.status.success() && e.code == IPAM_FAILED {
+                e.msg = format!("{} ({})", e.msg, out.status);
+            }
+            e
         })
     }
 }
 
-/// Puts an IPAM result's `ips`, `routes` and `dns` into `result`, the IPs
-/// on interface `index` (the IPAM result has no interfaces).
-pub fn merge(result: &mut Value, ipam: &Value, index: usize) {
-    let ips = ipam["ips"].as_array().cloned().unwrap_or_default();
-    for mut ip in ips {
-        ip["interface"] = Value::from(index);
-        push(result, "ips", ip);
+/// What an IPAM plugin printed for `command`: its result (`Null` when it
+/// printed nothing, as DEL, CHECK, GC and STATUS do) when it succeeded,
+/// else its error result with its own code (one outside the spec's and
+/// plugins' range, or none, becomes [`IPAM_FAILED`]).
+pub fn parse_output(
+    kind: &str,
+    command: &str,
+    success: bool,
+    stdout: &[u8],
+) -> Result<Value, CniError> {
+    let text = String::from_utf8_lossy(stdout);
+    let parsed: Option<Value> = serde_json::from_str(text.trim()).ok();
+    if success {
+        return match parsed {
+            Some(v) => Ok(v),
+            None if text.trim().is_empty() => Ok(Value::Null),
+            None => Err(err(
+                IPAM_FAILED,
+                format!("IPAM plugin {kind} {command}: its result is not JSON"),
+                text.into_owned(),
+            )),
+        };
     }
-    for r in ipam["routes"].as_array().cloned().unwrap_or_default() {
-        push(result, "routes", r);
-    }
-    if ipam["dns"].as_object().is_some_and(|d| !d.is_empty()) {
-        result["dns"] = ipam["dns"].clone();
-    }
-}
-
-fn push(result: &mut Value, key: &str, v: Value) {
-    match result[key].as_array_mut() {
-        Some(a) => a.push(v),
-        None => result[key] = Value::Array(vec![v]),
+    let field = |k: &str| parsed.as_ref().and_then(|v| v.get(k));
+    let code = field("code")
+        .and_then(Value::as_u64)
+        .and_then(|c| u32::try_from(c).ok())
+        .filter(|c| *c != 0);
+    match code {
+        Some(code) => Err(err(
+            code,
+            format!(
+                "IPAM plugin {kind} {command}: {}",
+                field("msg").and_then(Value::as_str).unwrap_or("failed")
+            ),
+            field("details").and_then(Value::as_str).unwrap_or_default(),
+        )),
+        None => Err(err(
+            IPAM_FAILED,
+            format!("IPAM plugin {kind} {command} failed"),
+            text.into_owned(),
+        )),
     }
 }
 
@@ -155,29 +178,87 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn ipam_results_land_on_our_interface() {
-        let mut result = json!({
-            "cniVersion": "1.1.0",
-            "interfaces": [{"name": "eth0"}, {"name": "net1", "socketPath": "/run/a.sock"}],
-            "ips": [{"address": "10.0.0.2/24", "interface": 0}],
-        });
-        let ipam = json!({
-            "cniVersion": "1.1.0",
-            "ips": [{"address": "10.9.0.5/24", "gateway": "10.9.0.1"}],
-            "routes": [{"dst": "0.0.0.0/0"}],
-            "dns": {"nameservers": ["10.9.0.1"]},
-        });
-        merge(&mut result, &ipam, 1);
-        assert_eq!(
-            result["ips"],
-            json!([{"address": "10.0.0.2/24", "interface": 0},
-                   {"address": "10.9.0.5/24", "gateway": "10.9.0.1", "interface": 1}])
-        );
-        assert_eq!(result["routes"], json!([{"dst": "0.0.0.0/0"}]));
-        assert_eq!(result["dns"], json!({"nameservers": ["10.9.0.1"]}));
-        // An IPAM result without DNS leaves the result's.
-        merge(&mut result, &json!({"ips": [], "dns": {}}), 1);
-        assert_eq!(result["dns"], json!({"nameservers": ["10.9.0.1"]}));
+    fn ipam_results_of_the_wrong_shape_are_refused() {
+        let good = [
+            json!({}),
+            json!({"cniVersion": "1.1.0", "ips": null, "routes": null, "dns": null}),
+            json!({"ips": [{"address": "10.0.0.2/24", "gateway": "10.0.0.1"}],
+                   "routes": [{"dst": "0.0.0.0/0"}], "dns": {"nameservers": []}}),
+        ];
+        for v in good {
+            assert!(IpamResult::parse(&v).is_ok(), "{v}");
+        }
+        let bad = [
+            json!("garbage"),
+            json!([1, 2]),
+            json!(3),
+            json!(null),
+            json!({"ips": "x"}),
+            json!({"ips": [1, 2]}),
+            json!({"ips": [{"gateway": "10.0.0.1"}]}),
+            json!({"ips": [{"address": 7}]}),
+            json!({"routes": {"dst": "x"}}),
+            json!({"routes": ["0.0.0.0/0"]}),
+            json!({"dns": "10.0.0.1"}),
+        ];
+        for v in bad {
+            let why = IpamResult::parse(&v).expect_err(&v.to_string());
+            assert!(!why.is_empty(), "{v}");
+        }
+    }
+
+    #[test]
+    fn ipam_output_of_any_shape_is_a_result_or_an_error() {
+        type Case<'a> = (&'a str, bool, &'a [u8], Result<Value, u32>);
+        let cases: &[Case] = &[
+            ("result", true, br#"{"ips": []}"#, Ok(json!({"ips": []}))),
+            ("nothing", true, b"  \n", Ok(Value::Null)),
+            ("not JSON", true, b"ok!", Err(IPAM_FAILED)),
+            ("not UTF-8", true, b"\xff\xfe", Err(IPAM_FAILED)),
+            (
+                "error result",
+                false,
+                br#"{"code": 11, "msg": "busy"}"#,
+                Err(11),
+            ),
+            (
+                "code 0",
+                false,
+                br#"{"code": 0, "msg": "x"}"#,
+                Err(IPAM_FAILED),
+            ),
+            (
+                "code too big",
+                false,
+                br#"{"code": 4294967296}"#,
+                Err(IPAM_FAILED),
+            ),
+            ("code negative", false, br#"{"code": -1}"#, Err(IPAM_FAILED)),
+            (
+                "code a string",
+                false,
+                br#"{"code": "7"}"#,
+                Err(IPAM_FAILED),
+            ),
+            (
+                "msg a number",
+                false,
+                br#"{"code": 7, "msg": 1, "details": []}"#,
+                Err(7),
+            ),
+            ("array", false, b"[1]", Err(IPAM_FAILED)),
+            ("silent failure", false, b"", Err(IPAM_FAILED)),
+        ];
+        for (name, success, out, want) in cases {
+            match (parse_output("host-local", "ADD", *success, out), want) {
+                (Ok(v), Ok(w)) => assert_eq!(&v, w, "{name}"),
+                (Err(e), Err(code)) => {
+                    assert_eq!(e.code, *code, "{name}: {e:?}");
+                    assert!(e.msg.contains("host-local ADD"), "{name}: {e:?}");
+                }
+                (got, want) => panic!("{name}: {got:?}, wanted {want:?}"),
+            }
+        }
     }
 
     #[test]
@@ -188,12 +269,15 @@ mod tests {
             json!({"type": ""}),
             json!({"type": "../x"}),
             json!({"type": 3}),
+            json!({"type": "a\0b"}),
+            json!("host-local"),
+            json!(["host-local"]),
         ] {
-            let e = Ipam::from(Some(&bad), &env, "").err().expect("refused");
+            let e = Ipam::from(Some(&bad), &env, b"").err().expect("refused");
             assert_eq!(e.code, INVALID_CONFIG, "{bad}");
         }
-        assert!(Ipam::from(None, &env, "").unwrap().is_none());
-        let e = Ipam::from(Some(&json!({"type": "host-local"})), &env, "")
+        assert!(Ipam::from(None, &env, b"").unwrap().is_none());
+        let e = Ipam::from(Some(&json!({"type": "host-local"})), &env, b"")
             .unwrap()
             .unwrap()
             .exec("ADD")

@@ -92,6 +92,7 @@ fn write_conflist(dir: &Path, net: &str, api: &str, extra: Value) -> PathBuf {
     let mut plugin = json!({
         "type": "nfvswitch-cni", "api": format!("http://{api}"), "interface": "vhost-user",
         "switchRole": "server", "socketDir": dir.join("pods"),
+        "apiTokenFile": dir.join("api-token"),
         "capabilities": { "CNIDeviceInfoFile": true },
         "ipam": { "type": "host-local", "dataDir": dir.join("ipam"),
                   "ranges": [[{ "subnet": "10.250.8.0/24" }]] },

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{TempDir, plugin, plugin_in, port_rx, ports, start};
+use common::{TempDir, netconf, plugin, plugin_in, port_rx, ports, rest, start};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -14,11 +14,11 @@ fn add_check_del_gc_status_version() {
     let dir = &tmp.0;
     let node = start(dir);
     let devinfo = dir.join("devinfo/net1.json");
-    let conf = json!({
-        "cniVersion": "1.1.0", "name": "nfv", "type": "nfvswitch-cni",
-        "api": node.url, "interface": "vhost-user", "socketDir": dir.join("pods"),
-        "runtimeConfig": { "CNIDeviceInfoFile": devinfo },
-    });
+    let conf = netconf(
+        &node,
+        "nfv",
+        json!({ "interface": "vhost-user", "runtimeConfig": { "CNIDeviceInfoFile": devinfo } }),
+    );
 
     let (ok, v) = plugin("VERSION", "", "", &json!({}));
     assert!(ok);
@@ -30,8 +30,9 @@ fn add_check_del_gc_status_version() {
         "{v}"
     );
 
-    // ADD: the result names the socket; the node has the port; the
-    // device-info file says the application is the vhost-user client.
+    // ADD: the result names the socket (in the node's socket_dir); the
+    // node has the port; the device-info file says the application is the
+    // vhost-user client, and carries the plugin's marker.
     let (ok, added) = plugin("ADD", "0123456789abcdef", "net1", &conf);
     assert!(ok, "{added}");
     let socket = dir.join("pods/0123456789ab-net1.sock");
@@ -51,7 +52,8 @@ fn add_check_del_gc_status_version() {
     let info: Value = serde_json::from_slice(&std::fs::read(&devinfo).unwrap()).unwrap();
     assert_eq!(
         info,
-        json!({"type": "vhost-user", "version": "1.1.0", "vhost-user": {"mode": "client", "path": socket}})
+        json!({"type": "vhost-user", "version": "1.1.0", "vhost-user": {"mode": "client", "path": socket},
+               "nfvswitch": {"container_id": "0123456789abcdef", "ifname": "net1"}})
     );
     // ADD again (a retried runtime call): the same answer.
     let (ok, again) = plugin("ADD", "0123456789abcdef", "net1", &conf);
@@ -112,7 +114,7 @@ fn add_check_del_gc_status_version() {
             7,
         ),
         (
-            "socket dir too long",
+            "socket dir not the node's",
             json!({"cniVersion": "1.1.0", "name": "nfv", "type": "x", "api": node.url,
             "socketDir": format!("/{}", "d".repeat(100))}),
             7,
@@ -164,10 +166,7 @@ fn a_dpdk_app_connects_to_the_sockets_add_returns() {
     let tmp = TempDir::new("cni", "dpdk");
     let dir = &tmp.0;
     let node = start(dir);
-    let conf = json!({
-        "cniVersion": "1.1.0", "name": "nfv", "type": "nfvswitch-cni",
-        "api": node.url, "interface": "vhost-user", "socketDir": dir.join("pods"),
-    });
+    let conf = netconf(&node, "nfv", json!({ "interface": "vhost-user" }));
     let mut sockets = Vec::new();
     for pod in ["podaaaa", "podbbbb"] {
         let (ok, r) = plugin("ADD", pod, "net1", &conf);
@@ -240,14 +239,16 @@ fn ipam_is_delegated_to_host_local() {
     let dir = &tmp.0;
     let data = dir.join("ipam");
     let node = start(dir);
-    let conf = json!({
-        "cniVersion": "1.1.0", "name": "nfv-ipam", "type": "nfvswitch-cni",
-        "api": node.url, "socketDir": dir.join("pods"),
-        "ipam": { "type": "host-local", "dataDir": data,
-                  "ranges": [[{ "subnet": "10.250.7.0/29", "rangeStart": "10.250.7.2",
-                                "rangeEnd": "10.250.7.4", "gateway": "10.250.7.1" }]],
-                  "routes": [{ "dst": "0.0.0.0/0" }] },
-    });
+    let conf = netconf(
+        &node,
+        "nfv-ipam",
+        json!({
+            "ipam": { "type": "host-local", "dataDir": data,
+                      "ranges": [[{ "subnet": "10.250.7.0/29", "rangeStart": "10.250.7.2",
+                                    "rangeEnd": "10.250.7.4", "gateway": "10.250.7.1" }]],
+                      "routes": [{ "dst": "0.0.0.0/0" }] },
+        }),
+    );
     let run = |cmd: &str, c: &str, conf: &Value| plugin_in(cmd, c, "net1", conf, &cni_path);
 
     let (ok, first) = run("ADD", "ipam1", &conf);
@@ -345,4 +346,126 @@ fn ipam_is_delegated_to_host_local() {
     assert_eq!(r["ips"][1]["interface"], 1, "{r}");
     assert!(run("DEL", "chain1", &chained).0);
     assert!(reserved(&data, "nfv-ipam").is_empty());
+}
+
+/// An attachment pre-seeded over REST (with the node's token) whose kept
+/// `addresses` are not an IPAM result: a later ADD of the same key with
+/// IPAM in its config answers an error result with a code (not a panic,
+/// exit 101 and nothing on stdout); DEL still removes the port.
+#[test]
+fn malformed_addresses_kept_by_the_node_are_an_error_result() {
+    let tmp = TempDir::new("cni", "addresses");
+    let node = start(&tmp.0);
+    let conf = netconf(&node, "nfv", json!({ "ipam": { "type": "host-local" } }));
+    for (i, garbage) in [json!("garbage"), json!([1, 2]), json!({ "ips": [1] })]
+        .into_iter()
+        .enumerate()
+    {
+        let id = format!("seeded{i}");
+        let path = format!("/api/v1/attachments/{id}/net1");
+        let seed = json!({ "type": "vhost-user", "mode": "server", "network": "nfv",
+                           "socket": format!("{id}-net1.sock"), "addresses": garbage });
+        let (status, v) = rest(&node, "PUT", &path, Some(&seed), true);
+        assert_eq!(status, 201, "seeding {garbage}: {v}");
+        // CNI_PATH has no host-local: the plugin must stop at the kept
+        // addresses, before it would look for the IPAM plugin.
+        let (ok, v) = plugin_in("ADD", &id, "net1", &conf, "/nonexistent");
+        assert!(!ok, "{garbage}: {v}");
+        assert_eq!(v["code"], 103, "{garbage}: {v}");
+        assert!(
+            v["msg"].as_str().is_some_and(|m| m.contains("addresses")),
+            "{v}"
+        );
+        let mut del = conf.clone();
+        del.as_object_mut().unwrap().remove("ipam");
+        let (ok, v) = plugin("DEL", &id, "net1", &del);
+        assert!(ok, "DEL {garbage}: {v}");
+    }
+    assert!(!ports(&node).iter().any(|p| p.starts_with("c-")));
+}
+
+/// DEL removes the device-info file ADD wrote, and leaves alone a file
+/// someone else put at that path (other content, or a symlink to a file
+/// the plugin must not touch); ADD does not write over them either.
+#[test]
+fn del_leaves_a_foreign_device_info_file_alone() {
+    let tmp = TempDir::new("cni", "devinfo");
+    let dir = &tmp.0;
+    let node = start(dir);
+    let devinfo = dir.join("devinfo/net1.json");
+    let conf = netconf(
+        &node,
+        "nfv",
+        json!({ "runtimeConfig": { "CNIDeviceInfoFile": devinfo } }),
+    );
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "not the plugin's").unwrap();
+    let plant_text = |p: &Path| std::fs::write(p, "{\"type\": \"vhost-user\"}").unwrap();
+    let plant_link = |p: &Path| std::os::unix::fs::symlink(&victim, p).unwrap();
+    for (what, plant) in [
+        ("a file with other content", &plant_text as &dyn Fn(&Path)),
+        ("a symlink", &plant_link),
+    ] {
+        let (ok, v) = plugin("ADD", "devinfo1", "net1", &conf);
+        assert!(ok, "{v}");
+        std::fs::remove_file(&devinfo).unwrap();
+        plant(&devinfo);
+        let (ok, v) = plugin("DEL", "devinfo1", "net1", &conf);
+        assert!(ok && v.is_null(), "{what}: {v}");
+        assert!(
+            std::fs::symlink_metadata(&devinfo).is_ok(),
+            "{what}: left alone"
+        );
+        assert!(
+            !ports(&node).contains(&"c-devinfo1-net1".to_string()),
+            "{what}"
+        );
+        let (ok, v) = plugin("ADD", "devinfo1", "net1", &conf);
+        assert!(
+            !ok && v["code"] == 104,
+            "{what}: ADD does not replace it: {v}"
+        );
+        assert!(
+            !ports(&node).contains(&"c-devinfo1-net1".to_string()),
+            "{what}"
+        );
+        std::fs::remove_file(&devinfo).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "not the plugin's"
+    );
+    // Its own file: removed.
+    assert!(plugin("ADD", "devinfo1", "net1", &conf).0);
+    assert!(devinfo.exists());
+    assert!(plugin("DEL", "devinfo1", "net1", &conf).0);
+    assert!(!devinfo.exists());
+}
+
+/// Every change needs the node's token: the plugin sends it from
+/// `apiTokenFile`; a wrong one is refused by the node (401, an error
+/// result with the node's message); a missing file is "try again later".
+#[test]
+fn the_plugin_sends_the_nodes_token() {
+    let tmp = TempDir::new("cni", "token");
+    let node = start(&tmp.0);
+    let conf = netconf(&node, "nfv", json!({}));
+    let (ok, v) = plugin("ADD", "token1", "net1", &conf);
+    assert!(ok, "{v}");
+    let wrong = tmp.0.join("wrong-token");
+    std::fs::write(&wrong, "not-the-nodes-token-at-all").unwrap();
+    let mut c = conf.clone();
+    c["apiTokenFile"] = json!(wrong);
+    let (ok, v) = plugin("DEL", "token1", "net1", &c);
+    assert!(!ok && v["code"] == 102, "{v}");
+    assert!(v["details"].as_str().is_some_and(|d| !d.is_empty()), "{v}");
+    assert!(ports(&node).contains(&"c-token1-net1".to_string()));
+    c["apiTokenFile"] = json!(tmp.0.join("absent"));
+    let (ok, v) = plugin("DEL", "token1", "net1", &c);
+    assert!(!ok && v["code"] == 11, "{v}");
+    assert!(plugin("DEL", "token1", "net1", &conf).0);
+    assert!(!ports(&node).contains(&"c-token1-net1".to_string()));
+    // Without a token the node refuses a change made over REST too.
+    let (status, _) = rest(&node, "DELETE", "/api/v1/attachments/x/net1", None, false);
+    assert_eq!(status, 401);
 }

@@ -20,6 +20,12 @@ pub struct Running {
     pub node: Arc<Node>,
     api: Option<ApiServer>,
     pub url: String,
+    /// The node's API token file (`apiTokenFile` in a network config).
+    pub token_file: PathBuf,
+    /// `Authorization` for a change made over REST by the test itself.
+    pub auth: String,
+    /// The node's `socket_dir` (`socketDir` in a network config).
+    pub socket_dir: PathBuf,
 }
 
 impl Drop for Running {
@@ -31,8 +37,8 @@ impl Drop for Running {
     }
 }
 
-/// A node with a generator (1) and a sink (2), its state file in `dir`,
-/// its API on an ephemeral port.
+/// A node with a generator (1) and a sink (2), its state file, API token
+/// and socket directory (`pods`) in `dir`, its API on an ephemeral port.
 pub fn start(dir: &Path) -> Running {
     start_on(dir, "127.0.0.1:0")
 }
@@ -40,12 +46,18 @@ pub fn start(dir: &Path) -> Running {
 /// The same with the API on `api` (a node restarted on the address the
 /// runtime's config names).
 pub fn start_on(dir: &Path, api: &str) -> Running {
+    let token_file = dir.join("api-token");
+    let token = write_token(&token_file);
+    let socket_dir = dir.join("pods");
     let text = format!(
         "flows = [\"priority=10,in_port=1,actions=output:2\"]\n[node]\nname = \"cni\"\napi = \"{api}\"\n\
-         state_file = \"{}\"\n[memory]\nframes = 4096\nhugepages = \"never\"\n\
+         state_file = \"{}\"\napi_token_file = \"{}\"\nsocket_dir = \"{}\"\n\
+         [memory]\nframes = 4096\nhugepages = \"never\"\n\
          [[port]]\nname = \"gen\"\nid = 1\ntype = \"generator\"\nrate_pps = 1000\n\
          [[port]]\nname = \"sink\"\nid = 2\ntype = \"sink\"\n",
-        dir.join("state.json").display()
+        dir.join("state.json").display(),
+        token_file.display(),
+        socket_dir.display(),
     );
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cfg = nfv_config::parse_str(&text, &dir.join("node.toml"), cpus)
@@ -57,7 +69,76 @@ pub fn start_on(dir: &Path, api: &str) -> Running {
         node,
         api: Some(api),
         url,
+        token_file,
+        auth: format!("Bearer {token}"),
+        socket_dir,
     }
+}
+
+/// The node's token, written by the test (mode 0600, as the node wants
+/// it) so that the test knows it; kept across a restart of the node.
+fn write_token(file: &Path) -> String {
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Ok(t) = std::fs::read_to_string(file) {
+        return t.trim().to_string();
+    }
+    let token = format!(
+        "cni-test-token-{:016x}",
+        std::process::id() as u64 * 0x9e37_79b9
+    );
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(file)
+        .and_then(|mut f| f.write_all(format!("{token}\n").as_bytes()))
+        .unwrap();
+    token
+}
+
+/// A network config for the node `n`: the plugin's keys besides `api`,
+/// `apiTokenFile` and `socketDir` from `extra`.
+pub fn netconf(n: &Running, name: &str, extra: Value) -> Value {
+    let mut c = serde_json::json!({
+        "cniVersion": "1.1.0", "name": name, "type": "nfvswitch-cni",
+        "api": n.url, "apiTokenFile": n.token_file, "socketDir": n.socket_dir,
+    });
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        c[k] = v.clone();
+    }
+    c
+}
+
+/// A request to the node's REST API as the test makes it (not through
+/// the plugin): (status, body as JSON).
+pub fn rest(
+    n: &Running,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    auth: bool,
+) -> (u16, Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let url = format!("{}{path}", n.url);
+    let header = if auth { n.auth.as_str() } else { "" };
+    let r = match method {
+        "PUT" => agent
+            .put(&url)
+            .header("authorization", header)
+            .header("content-type", "application/json")
+            .send(body.map(Value::to_string).unwrap_or_default()),
+        "DELETE" => agent.delete(&url).header("authorization", header).call(),
+        _ => agent.get(&url).header("authorization", header).call(),
+    };
+    let mut r = r.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    (
+        r.status().as_u16(),
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 /// A scratch directory removed on drop.
