@@ -143,7 +143,7 @@ pub fn ndr(args: NdrArgs) -> Result<(), String> {
         .control_socket
         .clone()
         .unwrap_or_else(|| nfv_control::default_socket(&cfg.name));
-    let _server = match ControlServer::start(&socket, node.clone()) {
+    let _server = match ControlServer::start(&socket, node.clone(), cfg.access.group.as_deref()) {
         Ok(s) => {
             eprintln!(
                 "control socket {} (try: nfvswitch ctl show traffic)",

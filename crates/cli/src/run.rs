@@ -36,10 +36,11 @@ pub fn run(config: &Path, exit_after_secs: Option<f64>, api: Option<&str>) -> Re
         .control_socket
         .clone()
         .unwrap_or_else(|| nfv_control::default_socket(&cfg.name));
-    let server = ControlServer::start(&socket, node.clone(), cfg.access.group.as_deref()).map_err(|e| {
-        node.shutdown();
-        format!("control socket {}: {e}", socket.display())
-    })?;
+    let server =
+        ControlServer::start(&socket, node.clone(), cfg.access.group.as_deref()).map_err(|e| {
+            node.shutdown();
+            format!("control socket {}: {e}", socket.display())
+        })?;
     tracing::info!(
         "node {:?} running: {} PMD thread(s) on cores {:?}, {} port(s), {} flow(s); control socket {}",
         cfg.name,

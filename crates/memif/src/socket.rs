@@ -3,6 +3,7 @@
 //! a filesystem path or an abstract name (`@name`, trimmed length as DPDK
 //! and libmemif bind it).
 
+use nfv_settings::unix_socket::{self, BoundSocket, Removal, SocketAccess};
 use nfv_wire::memif::{MSG_LEN, MsgRepr};
 use nix::sys::socket::{
     self, AddressFamily, Backlog, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag,
@@ -10,7 +11,7 @@ use nix::sys::socket::{
 };
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Where a memif socket lives.
@@ -61,27 +62,44 @@ fn seqpacket() -> io::Result<OwnedFd> {
 }
 
 /// A listening socket (the server role). A file socket is removed when
-/// the listener is dropped.
+/// the listener is dropped, if the path still names the socket we bound.
 #[derive(Debug)]
 pub struct Listener {
     fd: OwnedFd,
     path: SocketPath,
+    /// The file we made (`None` for an abstract name).
+    bound: Option<BoundSocket>,
 }
 
 impl Listener {
     /// Binds and listens at `path`. A file that is a socket nobody
-    /// listens on any more (a previous run's) is replaced; anything else
-    /// there is an error, as is a missing directory.
+    /// listens on any more (a previous run's) is replaced; a socket
+    /// another process listens on, a link or any other file is an error
+    /// and left alone ([`nfv_settings::unix_socket`]), as is a missing
+    /// directory.
     pub fn bind(path: &SocketPath) -> io::Result<Listener> {
-        if let SocketPath::File(p) = path {
-            remove_stale(p)?;
-        }
-        let fd = seqpacket()?;
-        socket::bind(fd.as_raw_fd(), &path.addr()?)?;
-        socket::listen(&fd, Backlog::new(16).map_err(io::Error::from)?)?;
+        let backlog = 16;
+        let (fd, bound) = match path {
+            SocketPath::File(p) => {
+                let (fd, bound) = unix_socket::listen_exclusive(
+                    p,
+                    SockType::SeqPacket,
+                    backlog,
+                    &SocketAccess::default(),
+                )?;
+                (fd, Some(bound))
+            }
+            SocketPath::Abstract(_) => {
+                let fd = seqpacket()?;
+                socket::bind(fd.as_raw_fd(), &path.addr()?)?;
+                socket::listen(&fd, Backlog::new(backlog).map_err(io::Error::from)?)?;
+                (fd, None)
+            }
+        };
         Ok(Listener {
             fd,
             path: path.clone(),
+            bound,
         })
     }
 
@@ -105,23 +123,16 @@ impl Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        if let SocketPath::File(p) = &self.path {
-            let _ = std::fs::remove_file(p);
+        if let Some(bound) = self.bound.take() {
+            match bound.remove() {
+                Ok(Removal::Removed | Removal::Missing) => {}
+                Ok(Removal::NotOurs) => tracing::info!(
+                    "memif socket {}: no longer the socket we bound; left in place",
+                    self.path
+                ),
+                Err(e) => tracing::warn!("memif socket {}: cannot remove it: {e}", self.path),
+            }
         }
-    }
-}
-
-/// Removes `p` if it is a socket file (left by a run that ended).
-fn remove_stale(p: &Path) -> io::Result<()> {
-    use std::os::unix::fs::FileTypeExt;
-    match std::fs::symlink_metadata(p) {
-        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(p),
-        Ok(_) => Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!("{} exists and is not a socket", p.display()),
-        )),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
     }
 }
 

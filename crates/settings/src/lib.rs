@@ -11,9 +11,14 @@
 //! [`check`] holds the value checks (ranges, powers of two, names, paths,
 //! MAC and IPv4 addresses, interface names) with their messages, used by
 //! the port types here and by `nfv-config` for the node's own sections.
+//!
+//! [`unix_socket`] binds the socket files the switch listens on (never
+//! taking a live one over, removing only its own), for every crate that
+//! listens on one.
 
 pub mod check;
 mod table;
+pub mod unix_socket;
 
 pub use table::{PortTable, SettingError};
 

@@ -3,8 +3,11 @@
 //! time. Blocking socket I/O is fine here: no PMD ever waits for it.
 //!
 //! * Server: we listen on the socket path (a stale socket file is
-//!   replaced, anything else there is an error at open); after a
-//!   disconnect the next connection is accepted.
+//!   replaced; a socket another process listens on, a link or any other
+//!   file is an error at open and left alone:
+//!   [`nfv_settings::unix_socket`]); after a disconnect the next
+//!   connection is accepted. When the port goes, the socket file is
+//!   removed only if it is still the one we bound.
 //! * Client: we connect, retrying every [`RETRY`] while the peer is absent.
 //!   After a connection ends we wait before connecting again: [`RETRY`]
 //!   after a connection that ran for [`STABLE`], doubling (up to
@@ -15,7 +18,6 @@
 //! Whatever ends a connection, the rings stop and the memory table is
 //! forgotten ([`Backend::reset`]), so the datapath sees the queues go down.
 
-use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::Ordering::*;
@@ -30,6 +32,7 @@ use crate::channel::{Channel, RecvError};
 use crate::dispatch::{self, Next};
 use crate::message;
 use crate::shared::{Shared, Status};
+use nfv_settings::unix_socket::{self, BoundSocket, Removal, SocketAccess};
 
 /// Client mode: pause between connection attempts while the peer is
 /// absent, and after a connection that ended normally.
@@ -46,38 +49,50 @@ fn lock(b: &Mutex<Backend>) -> MutexGuard<'_, Backend> {
     b.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A server port's listening socket and the file it made.
+pub(crate) struct ServerSocket {
+    listener: UnixListener,
+    bound: BoundSocket,
+}
+
 /// Binds the server socket (at open, so that errors reach the caller).
-pub(crate) fn bind(path: &Path) -> Result<UnixListener, VhostError> {
-    let err = |e: String| VhostError::Socket {
+pub(crate) fn bind(path: &Path) -> Result<ServerSocket, VhostError> {
+    let err = |e: std::io::Error| VhostError::Socket {
         path: path.to_path_buf(),
-        err: e,
+        err: e.to_string(),
     };
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => {
-            // A socket left by an earlier run.
-            std::fs::remove_file(path).map_err(|e| err(e.to_string()))?;
-        }
-        Ok(_) => return Err(err("exists and is not a socket".into())),
-        Err(_) => {}
-    }
-    let l = UnixListener::bind(path).map_err(|e| err(e.to_string()))?;
-    l.set_nonblocking(true).map_err(|e| err(e.to_string()))?;
-    Ok(l)
+    let (listener, bound) =
+        unix_socket::bind_exclusive(path, &SocketAccess::default()).map_err(err)?;
+    listener.set_nonblocking(true).map_err(err)?;
+    Ok(ServerSocket { listener, bound })
 }
 
 /// Runs until `shared.stop` is set.
-pub(crate) fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
+pub(crate) fn run(shared: Arc<Shared>, socket: Option<ServerSocket>) {
     let backend = Mutex::new(Backend::new(shared.clone()));
     match shared.cfg.mode {
         VhostUserMode::Server => {
-            if let Some(l) = listener.as_ref() {
-                server(&shared, &backend, l);
+            if let Some(s) = socket {
+                server(&shared, &backend, &s.listener);
+                remove(&shared, s.bound);
             }
-            let _ = std::fs::remove_file(&shared.cfg.socket);
         }
         VhostUserMode::Client => client(&shared, &backend),
     }
     lock(&backend).reset();
+}
+
+/// Removes the socket file, if it is still ours.
+fn remove(shared: &Shared, bound: BoundSocket) {
+    let path = bound.path().display().to_string();
+    match bound.remove() {
+        Ok(Removal::Removed | Removal::Missing) => {}
+        Ok(Removal::NotOurs) => tracing::info!(
+            "vhost-user port {}: {path} is no longer the socket we bound; left in place",
+            shared.name
+        ),
+        Err(e) => tracing::warn!("vhost-user port {}: cannot remove {path}: {e}", shared.name),
+    }
 }
 
 fn stopped(shared: &Shared) -> bool {
