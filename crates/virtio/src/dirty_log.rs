@@ -14,17 +14,21 @@
 //! only after the write they describe (release ordering): a page whose bit
 //! the frontend takes is copied after our bytes are in it.
 //!
-//! The frontend may hand us a bitmap too small for an address, shrink the
-//! file behind it, or hand us a new one at any time: a mark past the end
+//! The log's file passes the same check as guest memory
+//! ([`crate::tenant_fd::check_mappable`]: a regular file on tmpfs or
+//! hugetlbfs, long enough). The frontend may still hand us a bitmap too
+//! small for an address, shrink the file behind it, or hand us a new one
+//! at any time: a mark past the end
 //! is dropped and counted, the mapping is guarded against SIGBUS like
 //! guest memory ([`crate::guard`]), and a new log replaces the old one
 //! when the queues are rebuilt.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use crate::guard::{self, Guarded};
+use crate::tenant_fd::{UnmappableFd, check_mappable};
 
 /// Bytes of guest memory one bit of the log stands for.
 pub const LOG_PAGE: u64 = 4096;
@@ -41,12 +45,8 @@ pub enum LogError {
     Empty,
     #[error("the dirty log is {0} bytes, more than the {MAX_LOG_BYTES} accepted")]
     TooLarge(u64),
-    #[error(
-        "the dirty log's offset {offset:#x} + size {size:#x} is past the end of its file ({file} bytes)"
-    )]
-    PastFile { offset: u64, size: u64, file: u64 },
-    #[error("the dirty log file cannot be read: {0}")]
-    Stat(String),
+    #[error("the dirty log cannot be used: {0}")]
+    Unmappable(#[from] UnmappableFd),
     #[error("the dirty log cannot be mapped: {0}")]
     Map(String),
     #[error("the SIGBUS guard's table is full")]
@@ -87,18 +87,9 @@ impl DirtyLog {
         if size > MAX_LOG_BYTES {
             return Err(LogError::TooLarge(size));
         }
-        let file_len = file
-            .metadata()
-            .map_err(|e| LogError::Stat(e.to_string()))?
-            .len();
-        let end = offset.checked_add(size);
-        if end.is_none_or(|e| e > file_len) {
-            return Err(LogError::PastFile {
-                offset,
-                size,
-                file: file_len,
-            });
-        }
+        // Marks are made under locks a PMD takes: the log must be a
+        // regular file in memory, as long as what is mapped.
+        check_mappable(file.as_fd(), offset, size)?;
         // mmap wants a page-aligned offset: map from the page below.
         let page = 4096u64;
         let map_off = offset & !(page - 1);
@@ -289,16 +280,47 @@ mod tests {
         assert_eq!(DirtyLog::map(&f, 0, 0).unwrap_err(), LogError::Empty);
         assert!(matches!(
             DirtyLog::map(&f, 4097, 0).unwrap_err(),
-            LogError::PastFile { .. }
+            LogError::Unmappable(UnmappableFd::Short { .. })
         ));
         assert!(matches!(
             DirtyLog::map(&f, 8, u64::MAX - 2).unwrap_err(),
-            LogError::PastFile { .. }
+            LogError::Unmappable(UnmappableFd::Overflow { .. })
         ));
+        let (pipe_r, _pipe_w) = nix::unistd::pipe().unwrap();
+        assert_eq!(
+            DirtyLog::map(&File::from(pipe_r), 8, 0).unwrap_err(),
+            LogError::Unmappable(UnmappableFd::NotRegular("FIFO"))
+        );
         assert!(matches!(
             DirtyLog::map(&f, MAX_LOG_BYTES + 1, 0).unwrap_err(),
             LogError::TooLarge(_)
         ));
+    }
+
+    #[test]
+    fn a_log_on_disk_is_refused() {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let path = dir.join(format!("dirty-log-disk-{}", std::process::id()));
+        let f = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        let _ = std::fs::remove_file(&path);
+        f.set_len(4096).unwrap();
+        let magic = nix::sys::statfs::fstatfs(f.as_fd())
+            .unwrap()
+            .filesystem_type()
+            .0 as u64;
+        if magic == 0x0102_1994 || magic == 0x9584_58f6 {
+            nfv_testutil::skip("a_log_on_disk_is_refused", "the crate dir is on tmpfs");
+            return;
+        }
+        let e = DirtyLog::map(&f, 4096, 0).unwrap_err();
+        assert_eq!(e, LogError::Unmappable(UnmappableFd::FileSystem { magic }));
+        assert!(e.to_string().contains("not tmpfs/hugetlbfs"), "{e}");
     }
 
     #[test]

@@ -27,6 +27,10 @@
 //!   eventfd, with a watchdog that gives up on (and then ignores) an fd
 //!   whose write would block; the queue makes no syscall of its own except
 //!   waking that thread when it sleeps;
+//! - every file the peer hands us for mapping (guest memory, the dirty log,
+//!   memif regions) passes [`tenant_fd::check_mappable`]: a regular file on
+//!   tmpfs or hugetlbfs, as long as what is mapped, so a page fault in it
+//!   never waits on a disk, a network or a FUSE server;
 //! - guest memory mapped by [`memory::GuestMemory::map`] is guarded against
 //!   SIGBUS ([`guard`]): a frontend that shrinks its memory file gets its
 //!   mapping replaced by zeros and flagged ([`GuestMemory::faulted`]), and
@@ -42,6 +46,7 @@ pub mod net;
 pub mod notify;
 pub mod packed;
 mod ring;
+pub mod tenant_fd;
 
 pub use device::{
     DeviceQueue, Lent, NotLendable, QueueErrors, QueueSetup, QueueStats, SPLIT_HEAD, SPLIT_MIN_TAIL,
@@ -50,3 +55,4 @@ pub use driver::{DriverErrors, DriverQueue, DriverSetup, DriverStats};
 pub use layout::{RingAddrs, layout_rings, ring_area_bytes};
 pub use memory::{GuestMemory, MemoryError, RegionFile, RegionSpec};
 pub use ring::{SetupError, need_event};
+pub use tenant_fd::{UnmappableFd, check_mappable};

@@ -65,6 +65,11 @@ pub enum MemoryError {
         len: usize,
         err: io::Error,
     },
+    #[error("region {index}: {err}")]
+    Unmappable {
+        index: usize,
+        err: crate::tenant_fd::UnmappableFd,
+    },
     #[error("region {0}: the SIGBUS guard's table is full ({n} mappings)", n = crate::guard::SLOTS)]
     GuardFull(usize),
 }
@@ -152,8 +157,9 @@ fn offset_in(base: u64, size: u64, addr: u64, len: usize) -> Option<u64> {
 
 impl GuestMemory {
     /// Maps the frontend's regions (`MAP_SHARED`, read/write). Rejects zero
-    /// sizes, overflowing ranges and overlapping guest-physical or user
-    /// address ranges before mapping anything. Mappings are removed on drop.
+    /// sizes, overflowing ranges, overlapping guest-physical or user
+    /// address ranges and files that fail
+    /// [`crate::tenant_fd::check_mappable`] before mapping anything. Mappings are removed on drop.
     /// Pages are not prefaulted (guest memory can be large); the first
     /// touch of each page takes a fault once.
     pub fn map(specs: Vec<RegionSpec>) -> Result<GuestMemory, MemoryError> {
@@ -167,6 +173,9 @@ impl GuestMemory {
             if end.is_none_or(|e| e > isize::MAX as u64) {
                 return Err(MemoryError::Overflow(i));
             }
+            // Every file before any mapping: a refused table maps nothing.
+            crate::tenant_fd::check_mappable(s.fd.as_fd(), 0, s.mmap_offset + s.size)
+                .map_err(|err| MemoryError::Unmappable { index: i, err })?;
         }
         let mut mem = GuestMemory {
             regions: ArrayVec::new(),
