@@ -1,18 +1,23 @@
 //! A connected interface: the client's regions mapped into this process
 //! and its rings checked, ready for the queues ([`crate::queue`]).
 //!
-//! Regions are mapped through `nfv_virtio::GuestMemory`, which brings the
-//! SIGBUS guard (a client that shrinks its memfd under us turns our next
-//! access into zeros, not a crash) and bounds-checked translation. Region
-//! `i` sits at the synthetic address `i << 40`, so a descriptor's
-//! `(region, offset, length)` is one translation of `(region << 40) +
-//! offset` with the region index as the lookup hint: one range check per
-//! buffer, and a region index past the end simply matches nothing.
+//! Regions are mapped through `nfv_virtio::GuestMemory`, which first puts
+//! every region fd through `nfv_virtio::tenant_fd::check_mappable` (a
+//! regular file on tmpfs/memfd or hugetlbfs, at least as long as the
+//! region: a region on a disk or FUSE file could put a PMD to sleep in a
+//! page fault) and refuses the client with a DISCONNECT naming what was
+//! wrong; it also brings the SIGBUS guard (a client that shrinks its
+//! memfd under us turns our next access into zeros, not a crash) and
+//! bounds-checked translation. Region `i` sits at the synthetic address
+//! `i << 40`, so a descriptor's `(region, offset, length)` is one
+//! translation of `(region << 40) + offset` with the region index as the
+//! lookup hint: one range check per buffer, and a region index past the
+//! end simply matches nothing.
 
 use crate::handshake::{Region, Ring, Setup};
 use crate::ring::RingView;
 use nfv_virtio::notify::Call;
-use nfv_virtio::{GuestMemory, RegionSpec};
+use nfv_virtio::{GuestMemory, MemoryError, RegionSpec};
 use nfv_wire::memif;
 use std::cell::UnsafeCell;
 use std::os::fd::OwnedFd;
@@ -141,7 +146,13 @@ impl Connection {
                 shrink_sealed: false,
             });
         }
-        let mem = GuestMemory::map(specs).map_err(|_| "Failed to map region")?;
+        let mem = GuestMemory::map(specs).map_err(|e| match e {
+            MemoryError::Unmappable { index, err } => {
+                tracing::debug!("memif client region {index} refused: {err}");
+                err.short_reason()
+            }
+            _ => "Failed to map region",
+        })?;
         let mut rx_fds = Vec::with_capacity(c2s.len());
         let mut rx = Vec::with_capacity(c2s.len());
         for ring in c2s {

@@ -17,11 +17,14 @@
 //!   pairs as PMDs every PMD has its own virtqueue; otherwise PMDs share one
 //!   under a per-virtqueue spin lock (see `shared.rs` for why tx uses a lock
 //!   and rx does not).
-//! * Offered: VERSION_1, MRG_RXBUF (configurable), INDIRECT_DESC,
-//!   EVENT_IDX, MQ, PROTOCOL_FEATURES; protocol features MQ and REPLY_ACK.
-//!   Never RING_PACKED: a frontend acking it (or any unoffered bit) is
-//!   refused, counted in `negotiation_errors` and disconnected; the port
-//!   waits for the next connection.
+//! * Offered (`features.rs`): VERSION_1, MRG_RXBUF (configurable),
+//!   INDIRECT_DESC, EVENT_IDX, MQ, PROTOCOL_FEATURES, LOG_ALL, IN_ORDER
+//!   (unless another port borrows the guest's buffers) and RING_PACKED
+//!   (`packed_ring`, default on: the frontend chooses split or packed);
+//!   protocol features MQ, REPLY_ACK, LOG_SHMFD and RARP. A frontend
+//!   acking any bit not offered is refused, counted in
+//!   `negotiation_errors` and disconnected; the port waits for the next
+//!   connection.
 //! * Ring fill, for telling a slow switch from a slow guest: each rx burst
 //!   stores the guest TX backlog it found, each tx burst the guest RX
 //!   buffers it found free (one relaxed store per burst, see
@@ -30,7 +33,18 @@
 //! * Disconnect: rings stop, rx bursts return 0 and tx bursts send nothing;
 //!   guest memory is unmapped once no PMD can touch it any more.
 //!
-//! # A hostile frontend cannot block or kill the switch
+//! # What a hostile frontend can and cannot do to the switch
+//!
+//! Defended (each below): blocking call fds, memory or dirty-log files
+//! that could fault slowly or shrink, and log floods; malformed rings are
+//! quarantined by `nfv_virtio` (counted per reason). Not yet defended
+//! (issue 36): the size of a memory table (no per-port or per-node cap on
+//! mapped guest memory: a huge sparse memfd can exhaust the switch's
+//! address space and starve other ports' tables), locks held while the
+//! protocol thread touches guest memory or the dirty log (a page fault
+//! there stalls the PMDs waiting on that lock; only the file checks below
+//! keep such faults fast), and the SIGBUS guard's fixed, node-wide slot
+//! table.
 //!
 //! * **Call fds.** The frontend's call eventfd could block a `write` (an
 //!   eventfd at its maximum count in blocking mode, a pipe nobody reads),
@@ -43,9 +57,16 @@
 //!   brings a fresh fd. No lock is held across any write to a guest fd, so
 //!   GET_VRING_BASE, disconnect and port removal never wait for one. Kick
 //!   and error fds are not read or written at all (PMDs poll).
-//! * **Guest memory.** SET_MEM_TABLE accepts only files on tmpfs (memfd,
-//!   shm) and hugetlbfs (`fstatfs`); anything else is refused with a NACK,
-//!   a log line and `mem_table_errors`. Files must cover the mapped range.
+//! * **Guest memory and the dirty log.** SET_MEM_TABLE and SET_LOG_BASE
+//!   accept only regular files on tmpfs (memfd, shm) and hugetlbfs
+//!   (`fstatfs`) that cover the mapped range
+//!   (`nfv_virtio::tenant_fd::check_mappable`, the check memif regions
+//!   pass too). Anything else is refused — a memory table with a NACK
+//!   (the port keeps no table and its rings stay stopped), a log with the
+//!   reply QEMU needs to go on, the rings that must log stopping instead —
+//!   with a rate-limited log line naming the file type or file system, and
+//!   counted in `mem_table_errors` or `log_errors` (and
+//!   `protocol_errors`).
 //!   A memfd sealed with `F_SEAL_SHRINK` (QEMU's default for
 //!   `memory-backend-memfd`) cannot shrink afterwards; unsealed memory
 //!   (hugetlbfs files, DPDK virtio-user's memfds) can, and the next access

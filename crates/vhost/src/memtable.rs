@@ -1,29 +1,30 @@
-//! SET_MEM_TABLE: checking the frontend's region list and files before
-//! anything is mapped. A frontend is hostile: regions must not overlap
-//! (in guest-physical or in frontend-virtual space), and each file must be
-//! a regular file at least as long as the part we map — mapping past the
-//! end of a file would turn the first access into SIGBUS on a PMD thread.
-//!
-//! Only memory the switch can trust to stay resident is accepted: files on
-//! tmpfs (memfd, `/dev/shm`) and hugetlbfs (hugepage memfd, `/dev/hugepages`),
-//! checked with `fstatfs`. A file on any other file system (a disk, NFS,
-//! FUSE) is refused: a page fault there can wait on I/O or on another
-//! process, on a PMD thread.
+//! SET_MEM_TABLE: checking the frontend's region list before anything is
+//! mapped. A frontend is hostile: regions must not overlap (in
+//! guest-physical or in frontend-virtual space), and each file must pass
+//! `nfv_virtio::tenant_fd::check_mappable` — the one check every file a
+//! tenant hands us for mapping passes (memory regions, the dirty log, memif
+//! regions): a regular file on tmpfs (memfd, `/dev/shm`) or hugetlbfs
+//! (hugepage memfd, `/dev/hugepages`), at least as long as the part we map.
+//! A file on any other file system (a disk, NFS, FUSE) is refused: a page
+//! fault there can wait on I/O or on another process, on a PMD thread; and
+//! mapping past the end of a file would turn the first access into SIGBUS.
 //!
 //! Shrinking after the check is the remaining way to fault. A memfd sealed
 //! with `F_SEAL_SHRINK` cannot shrink; QEMU's `memory-backend-memfd` seals
 //! by default (`seal=on`: grow, shrink and seal seals), but its
 //! `memory-backend-file` (hugetlbfs, `/dev/shm` files) cannot be sealed, and
 //! DPDK virtio-user hands hugetlbfs files or `MFD_HUGETLB` memfds created
-//! without `MFD_ALLOW_SEALING`, so no seals either. Whether a region was
-//! sealed is passed on ([`RegionSpec::shrink_sealed`]); unsealed memory
-//! relies on the SIGBUS guard (`nfv_virtio::guard`), which turns a fault
-//! into the quarantine of that port's rings.
+//! without `MFD_ALLOW_SEALING`, so no seals either: seals are not required
+//! (real frontends would be refused). Whether a region was sealed is passed
+//! on ([`RegionSpec::shrink_sealed`]); unsealed memory relies on the SIGBUS
+//! guard (`nfv_virtio::guard`), which turns a fault into the quarantine of
+//! that port's rings.
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 use nfv_virtio::memory::RegionSpec;
+use nfv_virtio::tenant_fd::{self, UnmappableFd};
 use vhost::vhost_user::message::VhostUserMemoryRegion;
 
 /// Most regions in one table (the vhost-user limit for SET_MEM_TABLE).
@@ -41,16 +42,8 @@ pub enum MemTableError {
     GpaOverlap(usize, usize),
     #[error("regions {0} and {1} overlap in frontend addresses")]
     UvaOverlap(usize, usize),
-    #[error("region {0}: cannot fstat its fd: {1}")]
-    Stat(usize, String),
-    #[error("region {0}: the fd is not a regular file (memfd, hugetlbfs or shm file)")]
-    NotFile(usize),
-    #[error("region {idx}: needs {need} bytes of its file but the file has {have}")]
-    Short { idx: usize, need: u64, have: u64 },
-    #[error(
-        "region {idx}: the file is on a file system of type {fs_type:#x}, not tmpfs/memfd or hugetlbfs"
-    )]
-    FileSystem { idx: usize, fs_type: u64 },
+    #[error("region {idx}: {err}")]
+    File { idx: usize, err: UnmappableFd },
 }
 
 fn overlap(a: (u64, u64), b: (u64, u64)) -> bool {
@@ -93,67 +86,24 @@ pub fn check(
     }
     let mut specs = Vec::with_capacity(regions.len());
     for (i, (r, f)) in regions.iter().zip(files).enumerate() {
-        // SAFETY: `st` is plain data fstat fills in; the fd is open (owned by `f`).
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: valid fd and a valid pointer to a stat buffer.
-        if unsafe { libc::fstat(f.as_raw_fd(), &mut st) } != 0 {
-            return Err(MemTableError::Stat(
-                i,
-                std::io::Error::last_os_error().to_string(),
-            ));
-        }
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(MemTableError::NotFile(i));
-        }
-        check_file_system(i, &f)?;
-        let need = r.mmap_offset + r.memory_size;
-        let have = st.st_size.max(0) as u64;
-        if have < need {
-            return Err(MemTableError::Short { idx: i, need, have });
-        }
+        tenant_fd::check_mappable(f.as_fd(), r.mmap_offset, r.memory_size)
+            .map_err(|err| MemTableError::File { idx: i, err })?;
         specs.push(RegionSpec {
             guest_phys_addr: r.guest_phys_addr,
             size: r.memory_size,
             user_addr: r.user_addr,
             mmap_offset: r.mmap_offset,
-            shrink_sealed: shrink_sealed(&f),
+            shrink_sealed: tenant_fd::shrink_sealed(f.as_fd()),
             fd: OwnedFd::from(f),
         });
     }
     Ok(specs)
 }
 
-/// Accepts files on tmpfs (memfd, shm) and hugetlbfs only.
-fn check_file_system(idx: usize, f: &File) -> Result<(), MemTableError> {
-    // SAFETY: `sfs` is plain data fstatfs fills in.
-    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: valid fd and a valid pointer to a statfs buffer.
-    if unsafe { libc::fstatfs(f.as_raw_fd(), &mut sfs) } != 0 {
-        return Err(MemTableError::Stat(
-            idx,
-            std::io::Error::last_os_error().to_string(),
-        ));
-    }
-    match sfs.f_type {
-        libc::TMPFS_MAGIC | libc::HUGETLBFS_MAGIC => Ok(()),
-        t => Err(MemTableError::FileSystem {
-            idx,
-            fs_type: t as u64,
-        }),
-    }
-}
-
-/// True when the file is a memfd sealed against shrinking.
-fn shrink_sealed(f: &File) -> bool {
-    // SAFETY: F_GET_SEALS only reads the file's seals; EINVAL for files
-    // that cannot be sealed.
-    let seals = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GET_SEALS) };
-    seals >= 0 && seals & libc::F_SEAL_SHRINK != 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
 
     fn memfd(len: u64) -> File {
         // SAFETY: valid NUL-terminated name; the fd is fresh and ours.
@@ -198,7 +148,7 @@ mod tests {
 
     #[test]
     fn seals_are_noticed() {
-        assert!(!shrink_sealed(&memfd(4096)));
+        assert!(!tenant_fd::shrink_sealed(memfd(4096).as_fd()));
         // SAFETY: valid name; the fd is fresh and then owned by the File.
         let fd = unsafe {
             libc::memfd_create(c"s".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
@@ -260,10 +210,13 @@ mod tests {
             (
                 vec![region(0, 2 << 20, 0, 0)],
                 vec![m()],
-                MemTableError::Short {
+                MemTableError::File {
                     idx: 0,
-                    need: 2 << 20,
-                    have: 1 << 20,
+                    err: UnmappableFd::Short {
+                        offset: 0,
+                        len: 2 << 20,
+                        have: 1 << 20,
+                    },
                 },
             ),
             (vec![region(0, 0, 0, 0)], vec![m()], MemTableError::Range(0)),
@@ -275,7 +228,30 @@ mod tests {
             (
                 vec![region(0, 4096, 0, 0)],
                 vec![File::open("/dev/null").unwrap()],
-                MemTableError::NotFile(0),
+                MemTableError::File {
+                    idx: 0,
+                    err: UnmappableFd::NotRegular("character device"),
+                },
+            ),
+            (
+                vec![region(0, 4096, 0, 0), region(1 << 20, 4096, 1 << 20, 0)],
+                vec![m(), File::from(nix::unistd::pipe().unwrap().0)],
+                MemTableError::File {
+                    idx: 1,
+                    err: UnmappableFd::NotRegular("FIFO"),
+                },
+            ),
+            (
+                vec![region(0, 4096, 0, (1 << 20) - 100)],
+                vec![m()],
+                MemTableError::File {
+                    idx: 0,
+                    err: UnmappableFd::Short {
+                        offset: (1 << 20) - 100,
+                        len: 4096,
+                        have: 1 << 20,
+                    },
+                },
             ),
         ];
         let mut cases = cases;
@@ -283,7 +259,10 @@ mod tests {
             cases.push((
                 vec![region(0, 4096, 0, 0)],
                 vec![f],
-                MemTableError::FileSystem { idx: 0, fs_type },
+                MemTableError::File {
+                    idx: 0,
+                    err: UnmappableFd::FileSystem { magic: fs_type },
+                },
             ));
         }
         for (regions, files, want) in cases {

@@ -115,6 +115,18 @@ fn a_disk_file_is_refused() {
     assert!(st.last_error.contains("file system"), "{}", st.last_error);
     assert!(st.connected, "a refused table keeps the connection");
     b.check();
+    // A region on a FIFO is refused the same way, naming what it is.
+    let (pipe_r, _pipe_w) = nix::unistd::pipe().unwrap();
+    regions[1].mmap_handle = pipe_r.as_raw_fd();
+    assert!(g.fe.set_mem_table(&regions).is_err(), "a FIFO was accepted");
+    let st = a.port.status();
+    assert_eq!(st.mem_table_errors, 2, "{st:#?}");
+    assert!(
+        st.last_error.contains("is a FIFO, not a regular file"),
+        "{}",
+        st.last_error
+    );
+    assert!(st.connected, "a refused table keeps the connection");
     // The same table on memfds is fine.
     g.send_mem_table().expect("memfd table");
     b.check();

@@ -178,6 +178,63 @@ fn log_all_without_a_usable_log_stops_the_rings_and_they_resume_after() {
     assert!(marks(&g, &log).0 > 0);
 }
 
+/// A regular file on the disk the tests run from (the target dir), or
+/// `None` (SKIPPED) when that is tmpfs.
+fn disk_file(len: u64) -> Option<File> {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let path = dir.join(format!("migration-disk-log-{}", std::process::id()));
+    let f = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .expect("create disk file");
+    let _ = std::fs::remove_file(&path);
+    f.set_len(len).expect("size disk file");
+    let t = nix::sys::statfs::fstatfs(&f).unwrap().filesystem_type();
+    if t == nix::sys::statfs::TMPFS_MAGIC || t == nix::sys::statfs::HUGETLBFS_MAGIC {
+        nfv_testutil::skip(
+            "a_dirty_log_that_is_not_memory_is_refused (disk case)",
+            "the target dir is on tmpfs; no disk file system to test with",
+        );
+        return None;
+    }
+    Some(f)
+}
+
+/// A dirty log on disk (its marks, made under the TX ring lock, could wait
+/// on I/O or a FUSE server) or on a FIFO is refused like one past the end
+/// of its file: answered, counted, rings stopped while LOG_ALL is on; a
+/// memfd log then brings them back.
+#[test]
+fn a_dirty_log_that_is_not_memory_is_refused() {
+    let (mut sw, mut g) = migrating_guest("disklog");
+    g.fe.set_features(g.features | VHOST_F_LOG_ALL).unwrap();
+    wait_status(&sw.port, "rings stopped", |s| s.pairs_enabled == 0);
+    let (pipe_r, _pipe_w) = nix::unistd::pipe().unwrap();
+    let mut cases: Vec<(&str, File, &str)> = vec![(
+        "a FIFO",
+        File::from(pipe_r),
+        "the fd is a FIFO, not a regular file",
+    )];
+    if let Some(f) = disk_file(8192) {
+        cases.push(("a disk file", f, "not tmpfs/hugetlbfs"));
+    }
+    for (i, (what, log, want)) in cases.into_iter().enumerate() {
+        send_log_base(&g, &log, 8192).expect("a refused log is still answered");
+        let st = sw.port.status();
+        assert_eq!(st.log_errors, i as u64 + 1, "{what}");
+        assert!(st.last_error.contains(want), "{what}: {}", st.last_error);
+        assert_eq!(st.pairs_enabled, 0, "{what}");
+    }
+    let log = memfd(LOG_BYTES);
+    send_log_base(&g, &log, LOG_BYTES).unwrap();
+    wait_status(&sw.port, "rings running", |s| s.pairs_enabled == 1);
+    round_trip(&mut g, &mut sw, 0, 0, 0, &frames(8, 60));
+    assert!(marks(&g, &log).0 > 0);
+}
+
 /// SEND_RARP (raw, as QEMU sends it after a migration: no reply asked):
 /// the port's rx queue 0 hands the switch a broadcast RARP from the MAC,
 /// once per request.
