@@ -92,11 +92,11 @@ fn bad_memory_tables_are_refused() {
     // A file shorter than the region (mapping it would SIGBUS later).
     let mut r = good.clone();
     r[1].mmap_handle = short.as_raw_fd();
-    cases.push(("short file", r, "needs"));
+    cases.push(("short file", r, "past the end of the file"));
     // Offset past the end.
     let mut r = good.clone();
     r[1].mmap_offset = 1 << 40;
-    cases.push(("offset", r, "needs"));
+    cases.push(("offset", r, "past the end of the file"));
     for (i, (name, regions, msg)) in cases.into_iter().enumerate() {
         let res = g.fe.set_mem_table(&regions);
         assert!(res.is_err(), "{name}: accepted");
