@@ -40,12 +40,15 @@
 //!
 //! Threads: the server runs on a current-thread tokio runtime on its own
 //! thread (`api`), with at most two more threads for control operations
-//! (which may touch files and sockets). None of them is a PMD thread and
+//! (which may touch files and sockets). Connections are tasks, at most
+//! [`bounded::MAX_CONNECTIONS`] at once, each closed when idle or too slow
+//! ([`bounded`]). None of them is a PMD thread and
 //! none is pinned: they inherit the affinity of the thread that calls
 //! [`ApiServer::start`] (the daemon's main thread, which is not pinned).
 
 mod assets;
 mod attachments;
+pub mod bounded;
 pub mod guard;
 mod metrics;
 mod routes;
@@ -68,6 +71,7 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 pub struct ApiServer {
     addr: SocketAddr,
     token: String,
+    connections: Arc<bounded::ListenerStats>,
     served: Arc<Served>,
     stop: tokio::sync::watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
@@ -114,14 +118,17 @@ impl ApiServer {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let served = Arc::new(Served::new(node.clone()));
         let app = routes::router(served.clone(), guard);
-        let thread = std::thread::Builder::new()
-            .name("api".into())
-            .spawn(move || rt.block_on(serve(listener, app, stopped)))?;
+        let connections = Arc::new(bounded::ListenerStats::default());
+        let thread = std::thread::Builder::new().name("api".into()).spawn({
+            let stats = connections.clone();
+            move || rt.block_on(serve(listener, stats, app, stopped))
+        })?;
         node.set_api_addr(Some(bound));
         tracing::info!("REST API token in {}", token_file.display());
         Ok(ApiServer {
             addr: bound,
             token,
+            connections,
             served,
             stop,
             thread: Some(thread),
@@ -131,6 +138,11 @@ impl ApiServer {
     /// The address actually bound.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Connections the limits closed ([`bounded`]).
+    pub fn connection_stats(&self) -> &bounded::ListenerStats {
+        &self.connections
     }
 
     /// The bearer token changes need (`Authorization: Bearer TOKEN`).
@@ -176,11 +188,12 @@ impl Drop for ApiServer {
 
 async fn serve(
     listener: TcpListener,
+    stats: Arc<bounded::ListenerStats>,
     app: axum::Router,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
-        Ok(l) => l,
+        Ok(l) => bounded::Bounded::new(l, stats),
         Err(e) => {
             tracing::warn!("REST API: {e}");
             return;

@@ -216,13 +216,15 @@ fn serve_conn(hub: &HubInner, conn: Conn) {
         return;
     };
     if shared.claimed.swap(true, AcqRel) {
+        // Counted before the client hears it, so whoever sees the
+        // disconnect also sees the count.
+        refuse(&shared, "a second client refused: already connected".into());
         let _ = conn.send(&disconnect("Already connected"), None);
-        return refuse(&shared, "a second client refused: already connected".into());
+        return;
     }
     let _claim = Claim(&shared);
     if setup.c2s.len() > shared.cfg.queues || setup.s2c.len() > shared.cfg.queues {
-        let _ = conn.send(&disconnect("Invalid ring index"), None);
-        return refuse(
+        refuse(
             &shared,
             format!(
                 "client refused: {} rings each way, the port takes {}",
@@ -230,13 +232,16 @@ fn serve_conn(hub: &HubInner, conn: Conn) {
                 shared.cfg.queues
             ),
         );
+        let _ = conn.send(&disconnect("Invalid ring index"), None);
+        return;
     }
     let slots = setup.c2s.first().map_or(0, |r| 1usize << r.log2_size);
     let connection = match Connection::open(setup) {
         Ok(c) => Arc::new(c),
         Err(reason) => {
+            refuse(&shared, format!("client refused: {reason}"));
             let _ = conn.send(&disconnect(reason), None);
-            return refuse(&shared, format!("client refused: {reason}"));
+            return;
         }
     };
     if let Err(e) = serve::confirm(&conn, &shared.name) {
