@@ -22,6 +22,11 @@ pub type OwnerId = u16;
 /// keep packets get a copy ([`crate::Packet::is_borrowed`]).
 pub const BORROWED: OwnerId = 0x8000;
 
+/// Not an owner bit: set in a [`crate::Packet`]'s owner field while the
+/// packet carries offload metadata (see [`crate::Packet::offload`]). Owner
+/// ids stay below it.
+pub(crate) const OFFLOAD_META: OwnerId = 0x4000;
+
 /// Something that lends packet buffers and wants them back.
 pub trait BufferOwner: Send + Sync {
     /// Returns the buffer identified by `token` (meaning is the owner's).
@@ -42,7 +47,7 @@ pub fn register(owner: Weak<dyn BufferOwner>) -> OwnerId {
         return i as OwnerId;
     }
     assert!(
-        v.len() < BORROWED as usize - 1,
+        v.len() < OFFLOAD_META as usize - 1,
         "too many packet buffer owners"
     );
     v.push(Some(owner));
@@ -59,7 +64,7 @@ pub fn register_borrowed(owner: Weak<dyn BufferOwner>) -> OwnerId {
 pub fn release(id: OwnerId, token: u32) -> bool {
     let owner = {
         let v = OWNERS.read().unwrap_or_else(|p| p.into_inner());
-        v.get((id & !BORROWED) as usize)
+        v.get((id & !(BORROWED | OFFLOAD_META)) as usize)
             .and_then(|o| o.as_ref())
             .and_then(|w| w.upgrade())
     };

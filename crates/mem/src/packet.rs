@@ -17,7 +17,7 @@
 //! tx burst get whole packets ([`Packet::join_tail`] is applied by the
 //! datapath for them).
 
-use crate::owner::{self, OwnerId};
+use crate::owner::{self, OFFLOAD_META, OwnerId};
 use std::ptr::NonNull;
 
 /// Bytes of the frame a split packet's head holds at least (when the frame
@@ -30,8 +30,21 @@ pub const SPLIT_HEAD: usize = 128;
 /// (VLAN, tunnels) without moving the payload.
 pub const HEADROOM: usize = 128;
 
+/// Bytes at the very start of a buffer that hold a packet's offload
+/// metadata while it has some ([`Packet::offload`]); headers pushed in
+/// front of the data never reach them.
+pub const OFFLOAD_META_LEN: usize = 16;
+
+/// Length of the offload metadata: the first 10 bytes of a virtio-net
+/// header (`flags`, `gso_type`, `hdr_len`, `gso_size`, `csum_start`,
+/// `csum_offset`, little endian) — the form virtio, TAP and AF_PACKET's
+/// `PACKET_VNET_HDR` all use, so ports pass it on without translating.
+pub const OFFLOAD_HDR_LEN: usize = 10;
+
 /// 32 bytes (two 16-byte moves): the buffer's capacity is stored minus one
-/// in 16 bits (pool frames are at most 64 KiB).
+/// in 16 bits (pool frames are at most 64 KiB). Offload metadata, rare and
+/// 10 bytes long, does not widen it: it lives at the start of the buffer's
+/// headroom, flagged by a bit of the owner field ([`Packet::offload`]).
 pub struct Packet {
     buf: NonNull<u8>,
     /// The borrowed rest of the frame (see the module doc); `tail_len` 0
@@ -176,7 +189,69 @@ impl Packet {
     }
     #[inline(always)]
     pub fn owner(&self) -> OwnerId {
-        self.owner
+        self.owner & !OFFLOAD_META
+    }
+
+    /// True when the packet carries offload metadata (a partial checksum
+    /// to complete, or a segment to cut in several): see
+    /// [`Packet::offload`].
+    #[inline(always)]
+    pub fn has_offload(&self) -> bool {
+        self.owner & OFFLOAD_META != 0
+    }
+
+    /// Attaches offload metadata: the first [`OFFLOAD_HDR_LEN`] bytes of a
+    /// virtio-net header whose `csum_start` counts from the current data
+    /// start. Stored in the first [`OFFLOAD_META_LEN`] bytes of the buffer
+    /// with the data offset of this moment, so that headers pushed or
+    /// popped later move `csum_start` with the data ([`Packet::offload`]
+    /// rebases it). False, and nothing stored, when the buffer is not the
+    /// switch's to write there (borrowed) or its headroom is too small.
+    pub fn set_offload(&mut self, hdr: [u8; OFFLOAD_HDR_LEN]) -> bool {
+        if self.is_borrowed() || (self.data_off as usize) < OFFLOAD_META_LEN {
+            return false;
+        }
+        let mut meta = [0u8; OFFLOAD_META_LEN];
+        meta[..OFFLOAD_HDR_LEN].copy_from_slice(&hdr);
+        meta[OFFLOAD_HDR_LEN..OFFLOAD_HDR_LEN + 2].copy_from_slice(&self.data_off.to_le_bytes());
+        // SAFETY: the first OFFLOAD_META_LEN bytes of the buffer lie before
+        // the data (data_off >= OFFLOAD_META_LEN, checked) and are ours
+        // (not borrowed; constructor contract).
+        unsafe {
+            std::ptr::copy_nonoverlapping(meta.as_ptr(), self.buf.as_ptr(), OFFLOAD_META_LEN)
+        };
+        self.owner |= OFFLOAD_META;
+        true
+    }
+
+    /// The offload metadata, `csum_start` counted from the current data
+    /// start; `None` when the packet has none. Consumers validate it
+    /// against the frame before acting on it (it came from a guest).
+    #[inline]
+    pub fn offload(&self) -> Option<[u8; OFFLOAD_HDR_LEN]> {
+        if !self.has_offload() {
+            return None;
+        }
+        let mut meta = [0u8; OFFLOAD_META_LEN];
+        // SAFETY: set by `set_offload`, which wrote these bytes; `prepend`
+        // keeps the data clear of them while the flag is set.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.buf.as_ptr(), meta.as_mut_ptr(), OFFLOAD_META_LEN)
+        };
+        let then = u16::from_le_bytes([meta[OFFLOAD_HDR_LEN], meta[OFFLOAD_HDR_LEN + 1]]);
+        let start = u16::from_le_bytes([meta[6], meta[7]]);
+        let rebased = start.wrapping_add(then).wrapping_sub(self.data_off);
+        let mut hdr = [0u8; OFFLOAD_HDR_LEN];
+        hdr.copy_from_slice(&meta[..OFFLOAD_HDR_LEN]);
+        hdr[6..8].copy_from_slice(&rebased.to_le_bytes());
+        Some(hdr)
+    }
+
+    /// Drops the offload metadata (the checksum was completed, or the
+    /// frame was segmented).
+    #[inline]
+    pub fn clear_offload(&mut self) {
+        self.owner &= !OFFLOAD_META;
     }
     #[inline(always)]
     pub fn token(&self) -> u32 {
@@ -251,7 +326,12 @@ impl Packet {
     /// returns the new front. `None` if the headroom is too small.
     #[inline]
     pub fn prepend(&mut self, n: usize) -> Option<&mut [u8]> {
-        if n > self.data_off as usize || self.frame_len() + n > u16::MAX as usize {
+        let keep = if self.has_offload() {
+            OFFLOAD_META_LEN
+        } else {
+            0
+        };
+        if n + keep > self.data_off as usize || self.frame_len() + n > u16::MAX as usize {
             return None;
         }
         self.data_off -= n as u16;
@@ -308,6 +388,7 @@ impl std::fmt::Debug for Packet {
             .field("token", &self.token)
             .field("tail_len", &self.tail_len)
             .field("in_port", &self.in_port)
+            .field("offload", &self.offload())
             .finish()
     }
 }

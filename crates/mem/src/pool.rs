@@ -263,6 +263,9 @@ impl PoolCache {
         // behind the head (checked above).
         unsafe { c.set_tail(tail, tail_len as u32) };
         c.set_in_port(pkt.in_port());
+        if let Some(meta) = pkt.offload() {
+            c.set_offload(meta);
+        }
         Some(c)
     }
 }

@@ -127,3 +127,51 @@ fn bad_geometry_is_refused() {
         assert!(r.is_err(), "{fs} x {n} accepted");
     }
 }
+
+/// A virtio-net header prefix with NEEDS_CSUM, TCPv4 GSO and the given
+/// `csum_start`.
+fn offload_hdr(csum_start: u16) -> [u8; nfv_mem::OFFLOAD_HDR_LEN] {
+    let mut h = [0u8; nfv_mem::OFFLOAD_HDR_LEN];
+    h[0] = 1; // NEEDS_CSUM
+    h[1] = 1; // GSO_TCPV4
+    h[4..6].copy_from_slice(&1448u16.to_le_bytes());
+    h[6..8].copy_from_slice(&csum_start.to_le_bytes());
+    h[8..10].copy_from_slice(&16u16.to_le_bytes());
+    h
+}
+
+#[test]
+fn offload_metadata_follows_the_data_through_pushes_copies_and_frees() {
+    let p = pool(64);
+    let mut c = p.cache();
+    let mut pkt = c.alloc().unwrap();
+    pkt.set_len(100).unwrap();
+    pkt.data_mut().fill(0xab);
+    assert_eq!(pkt.offload(), None);
+    assert!(pkt.set_offload(offload_hdr(34)));
+    assert!(pkt.has_offload());
+    assert_eq!(pkt.owner(), p.owner(), "owner id unchanged");
+    assert_eq!(pkt.offload(), Some(offload_hdr(34)));
+    // A pushed header (a VLAN tag) moves the checksum start with the data.
+    assert!(pkt.prepend(4).is_some());
+    assert_eq!(pkt.offload(), Some(offload_hdr(38)));
+    assert!(pkt.trim_front(4));
+    assert_eq!(pkt.offload(), Some(offload_hdr(34)));
+    // Pushes never reach the metadata at the buffer's start.
+    let room = pkt.headroom() - nfv_mem::OFFLOAD_META_LEN;
+    assert!(pkt.prepend(room + 1).is_none());
+    assert!(pkt.prepend(room).is_some());
+    assert!(pkt.trim_front(room));
+    assert_eq!(pkt.offload(), Some(offload_hdr(34)));
+    // A copy (flooding) carries it; the data bytes are untouched by it.
+    let copy = c.copy(&pkt).unwrap();
+    assert_eq!(copy.offload(), Some(offload_hdr(34)));
+    assert!(copy.data().iter().all(|&b| b == 0xab));
+    pkt.clear_offload();
+    assert_eq!(pkt.offload(), None);
+    // Flagged packets still go back to their pool, through the cache.
+    c.free(copy);
+    c.free(pkt);
+    drop(c);
+    assert_eq!(p.shared_free(), 64);
+}
