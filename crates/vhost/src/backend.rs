@@ -30,6 +30,7 @@ use crate::features;
 use crate::lend::LeaseKey;
 use crate::memtable;
 use crate::message::Region;
+use crate::ownership::RingOwner;
 use crate::shared::{RingSetup, Shared, Snapshot, Status};
 
 /// How long `GET_VRING_BASE` waits for the PMD owning a guest TX
@@ -235,8 +236,9 @@ impl Backend {
     }
 
     /// Hands the current state to the PMDs: guest RX virtqueues are
-    /// rebuilt here under their locks, guest TX virtqueues by their rx
-    /// queue objects when they see the new generation.
+    /// rebuilt here (outside their locks, see `apply_tx`), guest TX
+    /// virtqueues by their rx queue objects when they see the new
+    /// generation.
     pub fn publish(&mut self) {
         let pairs = self.shared.cfg.queues;
         let generation = self.shared.generation.load(Relaxed) + 1;
@@ -271,10 +273,17 @@ impl Backend {
     }
 
     /// Makes tx ring `p` run `setup` (or stop).
+    ///
+    /// The ring's state is taken out of its slot under the lock and put
+    /// back under it; everything in between — giving lent and kept
+    /// buffers back, retiring the old queue, building the new one — reads
+    /// and writes guest memory and the dirty log and runs with no lock
+    /// held (see the crate doc's invariant). Meanwhile the slot holds a
+    /// stopped stand-in: PMDs send nothing into the ring and count it.
     fn apply_tx(&self, p: usize, setup: Option<Arc<RingSetup>>) {
         let ring = &self.shared.tx[p];
         let want = setup.as_ref().map_or(0, |s| s.id);
-        if ring.lock().setup_id == want {
+        if ring.lock_control().setup_id == want {
             return;
         }
         // A borrower of this ring's buffers lets go first, outside the
@@ -282,7 +291,11 @@ impl Backend {
         // they can go back to the guest before the ring changes.
         let key = setup.as_deref().map(LeaseKey::of);
         let revoked = self.shared.lend.before_change(p, key.as_ref());
-        let mut st = ring.lock();
+        let stand_in = RingOwner {
+            rebuilding: true,
+            ..RingOwner::default()
+        };
+        let mut st = std::mem::replace(&mut *ring.lock_control(), stand_in);
         if revoked && let Some(dq) = st.dq.as_mut() {
             self.shared.lend.drain_returns(p, dq);
             let n = dq.return_all_lent();
@@ -291,19 +304,19 @@ impl Backend {
             }
         }
         let keep_lent = !revoked;
-        let Some(retired) = st.apply(
+        let retired = st.apply(
             setup.as_deref(),
             &self.shared,
             2 * p,
             &ring.errors,
             keep_lent,
-        ) else {
-            return;
-        };
-        st.lease_key = key;
-        // The new queue (if any) reports at its first tx burst.
-        ring.rx_free.0.store(0, Relaxed);
-        drop(st);
+        );
+        if retired.is_some() {
+            st.lease_key = key;
+            // The new queue (if any) reports at its first tx burst.
+            ring.rx_free.0.store(0, Relaxed);
+        }
+        *ring.lock_control() = st;
         // Unmapping (if this was the last user of an old table) happens
         // outside the lock.
         drop(retired);
@@ -318,7 +331,7 @@ impl Backend {
         let p = i / 2;
         let v = &self.vrings[i];
         let pos = if i.is_multiple_of(2) {
-            let st = self.shared.tx[p].lock();
+            let st = self.shared.tx[p].lock_control();
             if st.base_epoch == v.base_epoch {
                 st.position
             } else {

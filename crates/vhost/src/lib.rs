@@ -36,16 +36,39 @@
 //! # What a hostile frontend can and cannot do to the switch
 //!
 //! Defended (each below): blocking call fds, memory or dirty-log files
-//! that could fault slowly or shrink, and log floods; malformed rings are
-//! quarantined by `nfv_virtio` (counted per reason). Not yet defended
-//! (issue 36): the size of a memory table (no per-port or per-node cap on
-//! mapped guest memory: a huge sparse memfd can exhaust the switch's
-//! address space and starve other ports' tables), locks held while the
-//! protocol thread touches guest memory or the dirty log (a page fault
-//! there stalls the PMDs waiting on that lock; only the file checks below
-//! keep such faults fast), and the SIGBUS guard's fixed, node-wide slot
-//! table.
+//! that could fault slowly or shrink, locks held across a guest page
+//! fault, and log floods; malformed rings are quarantined by
+//! `nfv_virtio` (counted per reason). Not yet defended (issue 36): the
+//! size of a memory table (no per-port or per-node cap on mapped guest
+//! memory: a huge sparse memfd can exhaust the switch's address space and
+//! starve other ports' tables) and the SIGBUS guard's fixed, node-wide
+//! slot table.
 //!
+//! What this does *not* promise: a frontend can always stop its own port
+//! (bad rings, a memory table refused, a fault that never completes on the
+//! protocol thread leaves that port's rings stopped), and a PMD still
+//! reads and writes guest memory itself in every burst, so the file checks
+//! below are what keep those accesses fast: a mapping whose faults do not
+//! complete, were one to get past them, would stall that PMD.
+//!
+//! * **No lock a PMD needs is held across a guest page fault** (the
+//!   invariant): code that reads or writes guest memory or the dirty log
+//!   runs either on the PMD that owns the ring, in its burst, or on the
+//!   protocol thread with no lock held that a PMD takes. The protocol
+//!   thread rebuilds a guest RX ring (new memory table, call fd, features,
+//!   `VHOST_F_LOG_ALL` and its dirty log) by taking the ring's state out
+//!   of its slot under the ring's lock, retiring the old queue and
+//!   building the new one with no lock held, and swapping the result in
+//!   under the lock (`Backend::apply_tx`); under the lock it only moves
+//!   state. A PMD never waits on the protocol thread: a tx burst that
+//!   finds the ring held by it, or out for a rebuild, sends nothing (the
+//!   datapath counts the packets as `tx_full`) and is counted in
+//!   `tx_busy`. Old memory tables and logs are unmapped outside every
+//!   lock. So a log or region whose page faults never complete (a FUSE
+//!   file, should one pass the file checks) blocks only that port's
+//!   protocol thread; its rings stay stopped, and the PMDs and every other
+//!   port go on. (Removing that port still joins its protocol thread, so
+//!   it waits for the fault.)
 //! * **Call fds.** The frontend's call eventfd could block a `write` (an
 //!   eventfd at its maximum count in blocking mode, a pipe nobody reads),
 //!   and `O_NONBLOCK` on its shared open file description is the
@@ -219,6 +242,10 @@ pub struct VhostStatus {
     /// Extra tries into guest RX virtqueues that had run out of buffers
     /// (`tx_retries`), summed over the port's virtqueues.
     pub tx_retries: u64,
+    /// Tx bursts into the guest's RX virtqueues that sent nothing because
+    /// the protocol thread held or was rebuilding the ring (the PMD does
+    /// not wait on it; the packets count as `tx_full` drops).
+    pub tx_busy: u64,
     /// Frames the guest sent that were forwarded in one copy (split: the
     /// switch copied their headers, the receiving port the rest), summed
     /// over its TX virtqueues.
@@ -367,6 +394,7 @@ impl VhostUserPort {
                 .map(|r| r.rx_free.0.load(Relaxed) as u64)
                 .sum(),
             tx_retries: self.shared.tx.iter().map(|r| r.retries.load(Relaxed)).sum(),
+            tx_busy: self.shared.tx.iter().map(|r| r.busy.load(Relaxed)).sum(),
             vrings,
         }
     }
@@ -421,6 +449,7 @@ impl Port for VhostUserPort {
         .with("call_blocked", st.counter("call_blocked"))
         .with("memory_faults", st.counter("memory_fault"))
         .with("tx_retries", st.tx_retries)
+        .with("tx_busy", st.tx_busy)
         .with("copy_mode", if cfg.one_copy { "one-copy" } else { "copy" })
         .with("dirty_log", st.dirty_log_state())
         .with("log_errors", st.log_errors)

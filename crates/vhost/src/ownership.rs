@@ -3,8 +3,10 @@
 //!
 //! Both kinds of owner run it over the same fields: a guest TX virtqueue's
 //! rx queue object on its PMD (`queue.rs`, when it sees a new generation)
-//! and the protocol thread for a guest RX virtqueue (`backend.rs`, under
-//! the ring's lock). What differs is only where the result is published
+//! and the protocol thread for a guest RX virtqueue (`backend.rs`, on the
+//! ring's state taken out of its slot: retiring and building a queue read
+//! and write guest memory and the dirty log, which may fault, so no lock
+//! a PMD takes is held meanwhile). What differs is only where the result is published
 //! (the rx side stores its position for `GET_VRING_BASE`; the tx side keeps
 //! it under the lock) and which fill gauge is cleared; that is the
 //! caller's.
@@ -50,6 +52,10 @@ pub(crate) struct RingOwner {
     pub fault_epoch: u64,
     /// Guest RX rings: what a lease on the running setup is granted on.
     pub lease_key: Option<crate::lend::LeaseKey>,
+    /// Guest RX rings: this is the stand-in left in the slot while the
+    /// protocol thread rebuilds the ring outside the lock (no queue; tx
+    /// bursts count as busy).
+    pub rebuilding: bool,
 }
 
 impl RingOwner {

@@ -243,7 +243,10 @@ impl Drop for VhostRxq {
 }
 
 /// Tx queue of PMD `q`: sends into the guest RX virtqueue of pair
-/// `tx_pairs[q % tx_pairs.len()]` under that ring's lock.
+/// `tx_pairs[q % tx_pairs.len()]` under that ring's lock. A burst that
+/// finds the protocol thread holding the ring, or the ring out for a
+/// rebuild, sends nothing and is counted (`TxRing::busy`): the PMD never
+/// waits on the protocol thread.
 pub(crate) struct VhostTxq {
     shared: Arc<Shared>,
     q: usize,
@@ -285,9 +288,15 @@ impl TxQueue for VhostTxq {
             return 0;
         };
         let ring = &self.shared.tx[p];
-        let mut st = ring.lock();
+        // Never waits on the protocol thread (see `crate::shared`).
+        let Some(mut st) = ring.lock_pmd() else {
+            return 0;
+        };
         let st = &mut *st;
         let Some(dq) = st.dq.as_mut() else {
+            if st.rebuilding {
+                crate::shared::Status::bump(&ring.busy);
+            }
             return 0;
         };
         let epoch = fault_epoch();

@@ -17,10 +17,17 @@
 //!   [`TxRing`] slot behind a per-ring spin lock. Tx queues run only when
 //!   there is traffic, so they cannot be relied on to notice a generation
 //!   promptly; the protocol thread therefore builds and tears down these
-//!   `DeviceQueue`s itself under the lock, and PMDs that share a guest RX
-//!   virtqueue (more PMDs than enabled queue pairs) serialise on it. With
-//!   at least as many enabled pairs as PMDs, PMD `q` is alone on pair `q`
-//!   and the lock is an uncontended exchange per burst.
+//!   `DeviceQueue`s itself, and PMDs that share a guest RX virtqueue (more
+//!   PMDs than enabled queue pairs) serialise on the lock. With at least
+//!   as many enabled pairs as PMDs, PMD `q` is alone on pair `q` and the
+//!   lock is an uncontended exchange per burst. The protocol thread holds
+//!   the lock only to take the ring's state out (leaving a stopped,
+//!   "rebuilding" slot) and to put the new state in: retiring the old
+//!   queue and building the new one touch guest memory and the dirty log,
+//!   and happen with no lock held (see `Backend::apply_tx`). A PMD that
+//!   finds the slot held by the protocol thread ([`TxRing::lock_pmd`]) or
+//!   rebuilding sends nothing that burst and counts it
+//!   ([`TxRing::busy`]); it spins only behind another PMD.
 //!
 //! * **Nothing here waits on the guest.** Interrupts are requested from
 //!   the PMD (under the tx lock) with one atomic swap; the guest's call fd
@@ -39,7 +46,7 @@
 use std::cell::UnsafeCell;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::VhostUserConfig;
@@ -158,9 +165,16 @@ pub(crate) struct RxRing {
     pub errors: ErrorMirror,
 }
 
+/// Lock word of a [`TxRing`]: free, held by a PMD (or another thread
+/// that only touches the queue between bursts: `lend.rs`), or held by the
+/// protocol thread.
+const FREE: u8 = 0;
+const PMD: u8 = 1;
+const CONTROL: u8 = 2;
+
 /// A guest RX virtqueue (our tx queues), behind a spin lock.
 pub(crate) struct TxRing {
-    lock: AtomicBool,
+    lock: AtomicU8,
     state: UnsafeCell<TxState>,
     /// Receive buffers the guest had posted and we had not used, at the
     /// start of the last tx burst into this ring (written under the lock;
@@ -169,6 +183,9 @@ pub(crate) struct TxRing {
     /// Extra enqueue tries into this ring after it ran out of buffers
     /// (`tx_retries`); written under the lock.
     pub retries: AtomicU64,
+    /// Tx bursts that sent nothing because the protocol thread held the
+    /// ring or was rebuilding it (their packets count as `tx_full` drops).
+    pub busy: AtomicU64,
     pub errors: ErrorMirror,
 }
 
@@ -185,26 +202,60 @@ unsafe impl Send for TxRing {}
 impl Default for TxRing {
     fn default() -> Self {
         TxRing {
-            lock: AtomicBool::new(false),
+            lock: AtomicU8::new(FREE),
             state: UnsafeCell::new(TxState::default()),
             rx_free: Gauge::default(),
             retries: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
             errors: ErrorMirror::default(),
         }
     }
 }
 
 impl TxRing {
-    /// Takes the lock, spinning while another PMD (or the protocol thread
-    /// for a few microseconds) holds it.
+    /// Takes the lock, spinning while another thread holds it (the
+    /// protocol thread holds it only to swap the ring's state: no guest
+    /// memory is touched under it).
     #[inline]
     pub fn lock(&self) -> TxGuard<'_> {
+        self.spin_lock(PMD)
+    }
+
+    /// The PMD's tx burst: takes the lock, spinning while another PMD
+    /// holds it; `None` (at once, counted in [`TxRing::busy`]) while the
+    /// protocol thread holds it. The uncontended case is the same single
+    /// compare-exchange as [`TxRing::lock`].
+    #[inline]
+    pub fn lock_pmd(&self) -> Option<TxGuard<'_>> {
+        loop {
+            match self.lock.compare_exchange_weak(FREE, PMD, Acquire, Relaxed) {
+                Ok(_) => return Some(TxGuard { ring: self }),
+                Err(CONTROL) => {
+                    Status::bump(&self.busy);
+                    return None;
+                }
+                Err(_) => {
+                    while self.lock.load(Relaxed) == PMD {
+                        std::hint::spin_loop();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The protocol thread: takes the lock, marked so that PMDs skip
+    /// their burst rather than wait. Hold it only to swap state.
+    pub fn lock_control(&self) -> TxGuard<'_> {
+        self.spin_lock(CONTROL)
+    }
+
+    fn spin_lock(&self, holder: u8) -> TxGuard<'_> {
         while self
             .lock
-            .compare_exchange_weak(false, true, Acquire, Relaxed)
+            .compare_exchange_weak(FREE, holder, Acquire, Relaxed)
             .is_err()
         {
-            while self.lock.load(Relaxed) {
+            while self.lock.load(Relaxed) != FREE {
                 std::hint::spin_loop();
             }
         }
@@ -233,7 +284,7 @@ impl std::ops::DerefMut for TxGuard<'_> {
 
 impl Drop for TxGuard<'_> {
     fn drop(&mut self) {
-        self.ring.lock.store(false, Release);
+        self.ring.lock.store(FREE, Release);
     }
 }
 
@@ -340,8 +391,11 @@ impl Shared {
     /// Stores `snap` (whose `generation` must be the next one) and bumps `generation`.
     pub fn publish(&self, snap: Snapshot) {
         let generation = snap.generation;
-        *self.snap_lock() = Arc::new(snap);
+        let old = std::mem::replace(&mut *self.snap_lock(), Arc::new(snap));
         self.generation.store(generation, Release);
+        // The last reference to a memory table or log may go with the old
+        // snapshot: unmapped outside the mutex PMDs take on a resync.
+        drop(old);
     }
 
     pub fn conn(&self) -> MutexGuard<'_, Option<UnixStream>> {
