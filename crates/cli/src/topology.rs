@@ -278,6 +278,7 @@ pub fn node_config(run: &Run, setup: &Setup, dir: &Path, switch_core: usize) -> 
                 tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
                 one_copy: true,
                 packed_ring: true,
+                offloads: nfv_vhost::Offloads::ALL,
             }),
             VnfInterface::Memif => PortKind::typed(nfv_memif::MemifConfig::new(socket)),
         };

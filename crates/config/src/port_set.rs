@@ -332,6 +332,7 @@ mod tests {
                 tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
                 one_copy: true,
                 packed_ring: true,
+                offloads: nfv_vhost::Offloads::ALL,
             }),
         }
     }

@@ -461,6 +461,7 @@ packed_ring = false
                 tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
                 one_copy: true,
                 packed_ring: true,
+                offloads: nfv_vhost::Offloads::ALL,
             }),
         }
     );
@@ -479,6 +480,7 @@ packed_ring = false
                 tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
                 one_copy: true,
                 packed_ring: false,
+                offloads: nfv_vhost::Offloads::ALL,
             }),
         }
     );

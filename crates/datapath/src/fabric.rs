@@ -16,6 +16,7 @@
 
 use nfv_flow::PortNo;
 use nfv_mem::{Batch, Packet, PoolCache};
+use nfv_offload::{OffloadMeta, TxPlan};
 use nfv_ports::{DropReason, PortStats, QueueCounters, TxQueue};
 use std::sync::Arc;
 
@@ -41,6 +42,8 @@ struct TxSlot {
     stats: Arc<PortStats>,
     qid: usize,
     max_frame: usize,
+    /// Largest large segment the queue takes when its peer segments.
+    max_segment_frame: usize,
     takes_split: bool,
 }
 
@@ -88,6 +91,7 @@ impl Fabric {
     pub fn add_tx(&mut self, no: PortNo, txq: Box<dyn TxQueue>, stats: Arc<PortStats>, qid: usize) {
         self.del_tx(no, None);
         let max_frame = txq.max_frame();
+        let max_segment_frame = txq.max_segment_frame();
         let takes_split = txq.takes_split();
         let idx = self.tx.len() as u16;
         self.tx.push(TxSlot {
@@ -98,6 +102,7 @@ impl Fabric {
             stats,
             qid,
             max_frame,
+            max_segment_frame,
             takes_split,
         });
         if self.slot_of.len() <= no as usize {
@@ -153,6 +158,9 @@ impl Fabric {
             pool.free(pkt);
             return;
         }
+        if pkt.has_offload() {
+            return self.output_offloaded(idx, pkt, pool);
+        }
         let slot = &mut self.tx[idx as usize];
         let len = pkt.frame_len();
         if len > slot.max_frame {
@@ -172,6 +180,13 @@ impl Fabric {
                 None => return,
             }
         }
+        self.enqueue(idx, pkt, len, pool);
+    }
+
+    /// Appends `pkt` (`len` bytes) to slot `idx`'s pending batch.
+    #[inline(always)]
+    fn enqueue(&mut self, idx: u16, pkt: Packet, len: usize, pool: &mut PoolCache) {
+        let slot = &mut self.tx[idx as usize];
         if slot.pending.is_empty() {
             self.dirty.push(idx);
         } else if slot.pending.is_full() {
@@ -181,6 +196,132 @@ impl Fabric {
         }
         slot.pending_bytes += len as u64;
         slot.pending.push(pkt);
+    }
+
+    /// [`Fabric::output`] for a packet with offload metadata (a partial
+    /// checksum or a large segment, from a guest that negotiated them):
+    /// queued as it is when the output's peer takes it now
+    /// ([`TxQueue::offload_caps`]); else its checksum is completed, or it
+    /// is cut into segments, here, once for this output. The metadata is
+    /// checked against the frame again first: actions may have edited the
+    /// frame since it was received.
+    #[cold]
+    #[inline(never)]
+    fn output_offloaded(&mut self, idx: u16, mut pkt: Packet, pool: &mut PoolCache) {
+        let slot = &mut self.tx[idx as usize];
+        let meta = OffloadMeta::from_virtio_hdr(&pkt.offload().unwrap_or_default());
+        let plan = slot.txq.offload_caps().plan(&meta);
+        // Offload packets are whole (the vhost-user port joins them);
+        // this keeps the rule should another producer split one.
+        if (pkt.is_split() || pkt.is_borrowed()) && !slot.takes_split {
+            match keepable(pkt, slot.counters(), pool) {
+                Some(p) => pkt = p,
+                None => return,
+            }
+        }
+        let len = pkt.frame_len();
+        match plan {
+            TxPlan::AsIs => {
+                let max = if meta.is_gso() {
+                    slot.max_segment_frame
+                } else {
+                    slot.max_frame
+                };
+                if len > max {
+                    slot.counters().drop(DropReason::TooBig, 1);
+                    pool.free(pkt);
+                    return;
+                }
+                self.enqueue(idx, pkt, len, pool);
+            }
+            TxPlan::ClearHeader | TxPlan::CompleteChecksum => {
+                if len > slot.max_frame {
+                    slot.counters().drop(DropReason::TooBig, 1);
+                    pool.free(pkt);
+                    return;
+                }
+                if plan == TxPlan::CompleteChecksum {
+                    if pkt.is_split() && !pkt.join_tail() {
+                        slot.counters().drop(DropReason::TooBig, 1);
+                        pool.free(pkt);
+                        return;
+                    }
+                    if nfv_offload::validate(&meta, pkt.data()).is_err() {
+                        slot.counters().drop(DropReason::BadOffload, 1);
+                        pool.free(pkt);
+                        return;
+                    }
+                    nfv_offload::complete_checksum(
+                        pkt.data_mut(),
+                        meta.csum_start as usize,
+                        meta.csum_offset as usize,
+                    );
+                }
+                pkt.clear_offload();
+                self.enqueue(idx, pkt, len, pool);
+            }
+            TxPlan::Segment { full_csum } => self.segment(idx, pkt, &meta, full_csum, pool),
+        }
+    }
+
+    /// Software GSO for slot `idx`: `pkt` cut into segments of
+    /// `meta.gso_size` payload bytes (pool packets, each queued), then
+    /// freed.
+    #[cold]
+    #[inline(never)]
+    fn segment(
+        &mut self,
+        idx: u16,
+        mut pkt: Packet,
+        meta: &OffloadMeta,
+        full_csum: bool,
+        pool: &mut PoolCache,
+    ) {
+        let slot = &mut self.tx[idx as usize];
+        if pkt.is_split() && !pkt.join_tail() {
+            slot.counters().drop(DropReason::TooBig, 1);
+            pool.free(pkt);
+            return;
+        }
+        let Ok(layout) = nfv_offload::validate(meta, pkt.data()) else {
+            slot.counters().drop(DropReason::BadOffload, 1);
+            pool.free(pkt);
+            return;
+        };
+        let gso = meta.gso_size as usize;
+        let frame_len = pkt.len();
+        let partial = (!full_csum).then(|| layout.partial_csum_meta().to_virtio_hdr());
+        let mut index = 0;
+        while let Some(seg_len) = nfv_offload::segment_len(frame_len, &layout, gso, index) {
+            let slot = &mut self.tx[idx as usize];
+            if seg_len > slot.max_frame {
+                slot.counters().drop(DropReason::TooBig, 1);
+                index += 1;
+                continue;
+            }
+            let Some(mut seg) = pool.alloc() else {
+                let left = nfv_offload::segment_count(frame_len, &layout, gso) - index;
+                slot.counters().drop(DropReason::NoBuffers, left as u64);
+                break;
+            };
+            if seg.max_len() < seg_len {
+                slot.counters().drop(DropReason::TooBig, 1);
+                pool.free(seg);
+                index += 1;
+                continue;
+            }
+            let n =
+                nfv_offload::segment(pkt.data(), &layout, gso, index, seg.room_mut(), full_csum);
+            // Cannot fail: n == seg_len <= max_len (checked).
+            let _ = seg.set_len(n);
+            seg.set_in_port(pkt.in_port());
+            if let Some(h) = partial {
+                seg.set_offload(h);
+            }
+            self.enqueue(idx, seg, n, pool);
+            index += 1;
+        }
+        pool.free(pkt);
     }
 
     /// Sends every output's pending batch (one tx burst per port).

@@ -69,6 +69,21 @@ pub trait TxQueue: Send {
     fn takes_split(&self) -> bool {
         false
     }
+    /// The offloads this queue's peer takes as they are, now: packets
+    /// carrying offload metadata it does not accept (a partial checksum,
+    /// a large segment; `nfv_mem::Packet::offload`) are checksummed or
+    /// segmented in software by the datapath before `tx_burst`. Asked only
+    /// for such packets. None by default: ports without a virtio-net
+    /// header get complete frames.
+    fn offload_caps(&mut self) -> nfv_offload::OffloadCaps {
+        nfv_offload::OffloadCaps::NONE
+    }
+    /// Largest frame this queue accepts when it carries a large segment
+    /// its peer segments itself (only asked when [`Self::offload_caps`]
+    /// accepts one).
+    fn max_segment_frame(&self) -> usize {
+        self.max_frame()
+    }
 }
 
 /// Ends a [`TxQueue::tx_burst`] of a port that hands frames to the kernel

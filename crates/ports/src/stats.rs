@@ -32,10 +32,14 @@ pub enum DropReason {
     NoHeadroom,
     /// A port-specific error (see the port's own counters).
     PortError,
+    /// Offload metadata (a partial checksum, a large segment) that no
+    /// longer fits its frame, or a segment that found no buffer: the
+    /// checksum or segmentation the output needed could not be done.
+    BadOffload,
 }
 
 impl DropReason {
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
     pub const ALL: [DropReason; Self::COUNT] = [
         DropReason::NoMatch,
         DropReason::Action,
@@ -46,6 +50,7 @@ impl DropReason {
         DropReason::NoBuffers,
         DropReason::NoHeadroom,
         DropReason::PortError,
+        DropReason::BadOffload,
     ];
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -58,6 +63,7 @@ impl DropReason {
             DropReason::NoBuffers => "no_buffers",
             DropReason::NoHeadroom => "no_headroom",
             DropReason::PortError => "port_error",
+            DropReason::BadOffload => "bad_offload",
         }
     }
 }

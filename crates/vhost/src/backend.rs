@@ -417,6 +417,7 @@ impl Backend {
             self.shared.cfg.mrg_rxbuf,
             !lent,
             self.shared.cfg.packed_ring,
+            self.shared.cfg.offloads,
         )
     }
 
@@ -429,7 +430,12 @@ impl Backend {
             features,
             // IN_ORDER stays acceptable: a borrower may have claimed the
             // port between GET_FEATURES and now (its rings then do not lend).
-            features::offered(self.shared.cfg.mrg_rxbuf, true, self.shared.cfg.packed_ring),
+            features::offered(
+                self.shared.cfg.mrg_rxbuf,
+                true,
+                self.shared.cfg.packed_ring,
+                self.shared.cfg.offloads,
+            ),
         ) {
             return Err(self.negotiation_error(e));
         }

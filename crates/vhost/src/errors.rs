@@ -13,7 +13,7 @@ use nfv_virtio::{DeviceQueue, QueueErrors, QueueStats};
 use crate::shared::{ERROR_KINDS, ErrorMirror};
 
 /// Counter names, in the order of `values`.
-pub const NAMES: [&str; 18] = [
+pub const NAMES: [&str; 22] = [
     "avail_idx_jump",
     "desc_id_out_of_range",
     "desc_out_of_memory",
@@ -24,6 +24,7 @@ pub const NAMES: [&str; 18] = [
     "len_overflow",
     "wrong_direction",
     "short_chain",
+    "bad_offload",
     "oversize_drops",
     "no_room_drops",
     "bad_chain_drops",
@@ -32,10 +33,13 @@ pub const NAMES: [&str; 18] = [
     "call_blocked",
     "memory_fault",
     "budget_exhausted",
+    "large_pool_empty",
+    "offload_refused",
+    "large_segments",
 ];
 
 /// Number of protocol-violation counters at the front of [`NAMES`].
-pub const VIOLATIONS: usize = 10;
+pub const VIOLATIONS: usize = 11;
 
 pub fn values(e: &QueueErrors, s: &QueueStats) -> [u64; ERROR_KINDS] {
     [
@@ -49,6 +53,7 @@ pub fn values(e: &QueueErrors, s: &QueueStats) -> [u64; ERROR_KINDS] {
         e.len_overflow,
         e.wrong_direction,
         e.short_chain,
+        e.bad_offload,
         s.oversize,
         s.no_room,
         s.bad_chain_drops,
@@ -57,6 +62,9 @@ pub fn values(e: &QueueErrors, s: &QueueStats) -> [u64; ERROR_KINDS] {
         s.call_blocked,
         s.memory_faults,
         s.budget_exhausted,
+        s.large_pool_empty,
+        s.offload_refused,
+        s.large_segments,
     ]
 }
 
@@ -73,6 +81,9 @@ pub fn trigger(dq: &DeviceQueue) -> u64 {
         + s.call_blocked
         + s.memory_faults
         + s.budget_exhausted
+        + s.large_pool_empty
+        + s.offload_refused
+        + s.large_segments
 }
 
 /// Copies `dq`'s counters (on top of `base`, the ring's totals before this

@@ -1,9 +1,13 @@
 //! Which virtio and vhost-user protocol features the port offers, and the
 //! checks applied to what a frontend acks. Pure functions, no I/O.
 
+use crate::settings::Offloads;
 use nfv_virtio::layout::{
     VHOST_F_LOG_ALL, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_IN_ORDER, VIRTIO_F_RING_PACKED,
-    VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
+    VIRTIO_F_VERSION_1, VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_GUEST_ECN,
+    VIRTIO_NET_F_GUEST_TSO4, VIRTIO_NET_F_GUEST_TSO6, VIRTIO_NET_F_GUEST_USO4,
+    VIRTIO_NET_F_GUEST_USO6, VIRTIO_NET_F_HOST_ECN, VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6,
+    VIRTIO_NET_F_HOST_USO, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
     VIRTIO_RING_F_INDIRECT_DESC,
 };
 use vhost::vhost_user::VhostUserProtocolFeatures;
@@ -21,7 +25,9 @@ use vhost::vhost_user::VhostUserProtocolFeatures;
 /// fills them. `VHOST_F_LOG_ALL` always: without it QEMU refuses to
 /// migrate the VM (it acks the bit only while a migration runs, and we
 /// then log our writes into guest memory, `nfv_virtio::dirty_log`).
-pub fn offered(mrg_rxbuf: bool, in_order: bool, packed: bool) -> u64 {
+/// The checksum and segmentation offloads the port's [`Offloads`] allow
+/// ([`offload_bits`]).
+pub fn offered(mrg_rxbuf: bool, in_order: bool, packed: bool, offloads: Offloads) -> u64 {
     let mut f = VIRTIO_F_VERSION_1
         | VHOST_F_LOG_ALL
         | VIRTIO_RING_F_INDIRECT_DESC
@@ -37,8 +43,35 @@ pub fn offered(mrg_rxbuf: bool, in_order: bool, packed: bool) -> u64 {
     if packed {
         f |= VIRTIO_F_RING_PACKED;
     }
+    f | offload_bits(offloads)
+}
+
+/// The offload feature bits `o` allows. Each offload is offered in both
+/// directions; segmentation and ECN only with checksum offload, ECN only
+/// with TSO (virtio-net §5.1.3.1 dependencies).
+pub fn offload_bits(o: Offloads) -> u64 {
+    if !o.csum {
+        return 0;
+    }
+    let mut f = VIRTIO_NET_F_CSUM | VIRTIO_NET_F_GUEST_CSUM;
+    if o.tso {
+        f |= VIRTIO_NET_F_HOST_TSO4
+            | VIRTIO_NET_F_HOST_TSO6
+            | VIRTIO_NET_F_GUEST_TSO4
+            | VIRTIO_NET_F_GUEST_TSO6;
+        if o.ecn {
+            f |= VIRTIO_NET_F_HOST_ECN | VIRTIO_NET_F_GUEST_ECN;
+        }
+    }
+    if o.uso {
+        f |= VIRTIO_NET_F_HOST_USO | VIRTIO_NET_F_GUEST_USO4 | VIRTIO_NET_F_GUEST_USO6;
+    }
     f
 }
+
+/// What the guest may be given / send under the acked features: the
+/// device queues apply them (`nfv_virtio::net`).
+pub use nfv_virtio::net::{guest_caps, host_caps};
 
 /// `VHOST_USER_PROTOCOL_F_REPLY_ACK` as a bit mask.
 pub const PROTOCOL_REPLY_ACK: u64 = VhostUserProtocolFeatures::REPLY_ACK.bits();
@@ -101,7 +134,18 @@ pub fn check_protocol_ack(acked: u64) -> Result<(), NegotiationError> {
 
 /// Names of the virtio-net feature bits we know, for `show ports`.
 pub fn describe(features: u64) -> String {
-    const NAMES: [(u64, &str); 9] = [
+    const NAMES: [(u64, &str); 20] = [
+        (VIRTIO_NET_F_CSUM, "CSUM"),
+        (VIRTIO_NET_F_GUEST_CSUM, "GUEST_CSUM"),
+        (VIRTIO_NET_F_GUEST_TSO4, "GUEST_TSO4"),
+        (VIRTIO_NET_F_GUEST_TSO6, "GUEST_TSO6"),
+        (VIRTIO_NET_F_GUEST_ECN, "GUEST_ECN"),
+        (VIRTIO_NET_F_HOST_TSO4, "HOST_TSO4"),
+        (VIRTIO_NET_F_HOST_TSO6, "HOST_TSO6"),
+        (VIRTIO_NET_F_HOST_ECN, "HOST_ECN"),
+        (VIRTIO_NET_F_GUEST_USO4, "GUEST_USO4"),
+        (VIRTIO_NET_F_GUEST_USO6, "GUEST_USO6"),
+        (VIRTIO_NET_F_HOST_USO, "HOST_USO"),
         (VIRTIO_F_VERSION_1, "VERSION_1"),
         (VHOST_F_LOG_ALL, "LOG_ALL"),
         (VIRTIO_F_IN_ORDER, "IN_ORDER"),
@@ -140,21 +184,31 @@ pub fn ring_layout(features: u64, connected: bool) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nfv_offload::OffloadCaps;
 
     #[test]
     fn offered_bits() {
-        let f = offered(true, true, false);
+        let none = Offloads::NONE;
+        let f = offered(true, true, false, none);
         assert_eq!(f & VIRTIO_F_RING_PACKED, 0);
         assert_ne!(f & VIRTIO_NET_F_MRG_RXBUF, 0);
-        assert_eq!(offered(false, true, false) & VIRTIO_NET_F_MRG_RXBUF, 0);
+        assert_eq!(
+            offered(false, true, false, none) & VIRTIO_NET_F_MRG_RXBUF,
+            0
+        );
         assert_ne!(f & VIRTIO_F_IN_ORDER, 0);
         assert_eq!(f, 0x9_7440_8000);
-        assert_eq!(offered(true, true, true), 0xd_7440_8000);
+        assert_eq!(offered(true, true, true, none), 0xd_7440_8000);
+        // Offloads add exactly their bits, in both directions.
+        assert_eq!(
+            offered(true, true, true, Offloads::ALL),
+            0x1c0_000d_7440_bb83
+        );
     }
 
     #[test]
     fn acks_are_checked() {
-        let f = offered(false, true, false);
+        let f = offered(false, true, false, Offloads::NONE);
         assert_eq!(check_ack(f, f), Ok(()));
         assert_eq!(check_ack(VIRTIO_F_VERSION_1, f), Ok(()));
         assert_eq!(check_ack(0, f), Ok(()));
@@ -162,7 +216,7 @@ mod tests {
             check_ack(f | VIRTIO_F_RING_PACKED, f),
             Err(NegotiationError::RingPacked)
         );
-        let p = offered(false, true, true);
+        let p = offered(false, true, true, Offloads::NONE);
         assert_eq!(check_ack(p, p), Ok(()));
         assert_eq!(
             check_ack(VIRTIO_F_RING_PACKED, p),
@@ -174,6 +228,83 @@ mod tests {
         );
         assert!(check_protocol_ack(protocol_offered().bits()).is_ok());
         assert!(check_protocol_ack(VhostUserProtocolFeatures::CONFIG.bits()).is_err());
+    }
+
+    /// Each switch removes its bits, dependencies included; the caps read
+    /// back from an ack ignore bits whose dependency is missing.
+    #[test]
+    fn offloads_switch_off_and_caps_follow_dependencies() {
+        struct Case {
+            offloads: Offloads,
+            has: u64,
+            lacks: u64,
+        }
+        let tso = VIRTIO_NET_F_HOST_TSO4 | VIRTIO_NET_F_GUEST_TSO6;
+        let ecn = VIRTIO_NET_F_HOST_ECN | VIRTIO_NET_F_GUEST_ECN;
+        let uso = VIRTIO_NET_F_HOST_USO | VIRTIO_NET_F_GUEST_USO4;
+        let csum = VIRTIO_NET_F_CSUM | VIRTIO_NET_F_GUEST_CSUM;
+        let with = |f: fn(&mut Offloads)| {
+            let mut o = Offloads::ALL;
+            f(&mut o);
+            o
+        };
+        let cases = [
+            Case {
+                offloads: Offloads::ALL,
+                has: csum | tso | ecn | uso,
+                lacks: 0,
+            },
+            Case {
+                offloads: Offloads::NONE,
+                has: 0,
+                lacks: csum | tso | ecn | uso,
+            },
+            Case {
+                offloads: with(|o| o.csum = false),
+                has: 0,
+                lacks: csum | tso | ecn | uso,
+            },
+            Case {
+                offloads: with(|o| o.tso = false),
+                has: csum | uso,
+                lacks: tso | ecn,
+            },
+            Case {
+                offloads: with(|o| o.ecn = false),
+                has: csum | tso | uso,
+                lacks: ecn,
+            },
+            Case {
+                offloads: with(|o| o.uso = false),
+                has: csum | tso | ecn,
+                lacks: uso,
+            },
+        ];
+        for c in &cases {
+            let f = offload_bits(c.offloads);
+            assert_eq!(f & c.has, c.has, "{:?}", c.offloads);
+            assert_eq!(f & c.lacks, 0, "{:?}", c.offloads);
+        }
+        let all = offload_bits(Offloads::ALL);
+        assert_eq!(
+            guest_caps(all),
+            OffloadCaps {
+                csum: true,
+                tso4: true,
+                tso6: true,
+                ecn: true,
+                uso: true
+            }
+        );
+        assert_eq!(host_caps(all), guest_caps(all));
+        // TSO without its checksum dependency is not taken.
+        assert_eq!(guest_caps(VIRTIO_NET_F_GUEST_TSO4), OffloadCaps::NONE);
+        assert_eq!(
+            host_caps(VIRTIO_NET_F_HOST_TSO4 | VIRTIO_NET_F_HOST_USO),
+            OffloadCaps::NONE
+        );
+        assert!(host_caps(VIRTIO_NET_F_CSUM | VIRTIO_NET_F_HOST_TSO6).tso6);
+        assert!(!guest_caps(VIRTIO_NET_F_CSUM | VIRTIO_NET_F_GUEST_TSO6).tso6);
     }
 
     #[test]

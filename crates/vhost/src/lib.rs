@@ -137,7 +137,7 @@ pub use conn::{MAX_BACKOFF, RETRY, STABLE};
 pub use errors::NAMES as QUEUE_COUNTER_NAMES;
 pub use memtable::MemTableError;
 pub use ratelimit::RateLimitedLog;
-pub use settings::{VHOST_USER, VhostUserConfig, VhostUserMode, VhostUserType};
+pub use settings::{Offloads, VHOST_USER, VhostUserConfig, VhostUserMode, VhostUserType};
 use shared::Shared;
 
 /// Largest frame sent to a guest that negotiated MRG_RXBUF.

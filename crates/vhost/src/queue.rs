@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::*;
 
-use nfv_mem::{Batch, PoolCache};
+use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
 use nfv_ports::{RxQueue, TxQueue};
 use nfv_virtio::DeviceQueue;
 use nfv_virtio::guard::fault_epoch;
@@ -71,7 +71,18 @@ pub(crate) struct VhostRxq {
     one_copy_seen: u64,
     /// A guest MAC to announce at the next burst (SEND_RARP; pair 0).
     rarp: Option<[u8; 6]>,
+    /// Buffers for the guest's large segments (TSO/USO), made when a
+    /// guest first acks HOST_TSO4/6 or HOST_USO on this queue; `Err` once
+    /// making it failed (logged; large segments are then dropped and
+    /// counted, the guest's TCP retransmits).
+    large_pool: Option<Result<Arc<PacketPool>, ()>>,
 }
+
+/// Large-segment buffers per rx queue: 64 KiB each (the largest GSO frame
+/// plus headroom), as many as one burst takes and a burst in flight at the
+/// outputs — 4 MiB per queue, mapped only when a guest negotiates TSO/USO.
+const LARGE_FRAMES: usize = 64;
+const LARGE_FRAME_SIZE: usize = 65536;
 
 impl VhostRxq {
     pub fn new(shared: Arc<Shared>, pair: usize) -> VhostRxq {
@@ -98,7 +109,34 @@ impl VhostRxq {
             },
             one_copy_seen: 0,
             rarp: None,
+            large_pool: None,
         }
+    }
+
+    /// A cache of queue `pair`'s large-segment pool `slot`, made on first
+    /// use.
+    #[cold]
+    fn large_pool(
+        slot: &mut Option<Result<Arc<PacketPool>, ()>>,
+        shared: &Shared,
+        pair: usize,
+    ) -> Option<PoolCache> {
+        let pool = slot.get_or_insert_with(|| {
+            let cfg = MemoryConfig {
+                frame_size: LARGE_FRAME_SIZE,
+                frames: LARGE_FRAMES,
+                hugepages: HugepageMode::Never,
+            };
+            let name = format!("{}-large{pair}", shared.name);
+            PacketPool::new(&name, &cfg).map_err(|e| {
+                tracing::warn!(
+                    "vhost-user port {}: no buffers for large segments ({e}); the guest's \
+                     TSO/USO frames are dropped (counter large_pool_empty)",
+                    shared.name
+                );
+            })
+        });
+        pool.as_ref().ok().map(|p| p.cache())
     }
 
     /// Appends the announcement of the guest's MAC to `batch` as if the
@@ -141,8 +179,16 @@ impl VhostRxq {
             drop(retired);
             ring.position.store(o.position as u32, Relaxed);
             ring.pos_epoch.store(o.base_epoch, Release);
+            let large = match o.dq.as_ref().map(|dq| dq.host_offloads()) {
+                Some(h) if h.tso4 || h.tso6 || h.uso => {
+                    Self::large_pool(&mut self.large_pool, &self.shared, self.pair)
+                }
+                _ => None,
+            };
+            let o = &mut self.owner;
             if let Some(dq) = o.dq.as_mut() {
                 dq.set_one_copy(self.shared.cfg.one_copy);
+                dq.set_large_pool(large);
             }
             self.one_copy_seen = 0;
         }
@@ -353,5 +399,18 @@ impl TxQueue for VhostTxq {
     /// Split packets are copied into the guest within `tx_burst`.
     fn takes_split(&self) -> bool {
         true
+    }
+
+    /// What the guest acked (GUEST_CSUM, GUEST_TSO4/6, …), read at each
+    /// ask: a driver reload may change it. The device queue checks again
+    /// under the ring lock (`nfv_virtio`'s `offload.rs`).
+    fn offload_caps(&mut self) -> nfv_offload::OffloadCaps {
+        crate::features::guest_caps(self.shared.status.features.load(Relaxed))
+    }
+
+    /// A large segment goes into the guest's merged receive buffers whole
+    /// (with MRG_RXBUF; without it Linux posts "big" chains of 64 KiB).
+    fn max_segment_frame(&self) -> usize {
+        u16::MAX as usize
     }
 }

@@ -59,6 +59,44 @@ pub struct VhostUserConfig {
     /// chooses which layout to use. Packed rings are not lent to AF_XDP
     /// ports (`zero_copy` falls back to copying). Default true.
     pub packed_ring: bool,
+    /// Which checksum and segmentation offloads the port offers (each on
+    /// by default; see [`Offloads`]).
+    pub offloads: Offloads,
+}
+
+/// The offloads a vhost-user port offers its guest, each switchable off
+/// (`csum`, `tso`, `ecn`, `uso` keys, default true). Each covers both
+/// directions: the guest may send partial checksums / large segments
+/// (CSUM, HOST_*) and may be given them (GUEST_CSUM, GUEST_*). The
+/// frontend then acks what it wants (QEMU: the `csum`, `host_tso4`, …
+/// device properties; Linux: `ethtool -K`). Without `csum` none of the
+/// others is offered (virtio-net §5.1.3.1: segmentation needs checksum
+/// offload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offloads {
+    /// VIRTIO_NET_F_CSUM and GUEST_CSUM.
+    pub csum: bool,
+    /// HOST_TSO4/6 and GUEST_TSO4/6: TCP segments up to 64 KiB.
+    pub tso: bool,
+    /// HOST_ECN and GUEST_ECN: TSO segments with CWR set (needs `tso`).
+    pub ecn: bool,
+    /// HOST_USO and GUEST_USO4/6: UDP segmentation (GSO_UDP_L4).
+    pub uso: bool,
+}
+
+impl Offloads {
+    pub const ALL: Offloads = Offloads {
+        csum: true,
+        tso: true,
+        ecn: true,
+        uso: true,
+    };
+    pub const NONE: Offloads = Offloads {
+        csum: false,
+        tso: false,
+        ecn: false,
+        uso: false,
+    };
 }
 
 impl VhostUserConfig {
@@ -79,6 +117,7 @@ impl VhostUserConfig {
             tx_retries: Self::DEFAULT_TX_RETRIES,
             one_copy: true,
             packed_ring: true,
+            offloads: Offloads::ALL,
         }
     }
 }
@@ -122,6 +161,10 @@ impl PortType for VhostUserType {
             "tx_retries",
             "one_copy",
             "packed_ring",
+            "csum",
+            "tso",
+            "ecn",
+            "uso",
         ]
     }
     fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
@@ -158,6 +201,12 @@ impl PortType for VhostUserType {
             )?,
             one_copy: t.bool_or("one_copy", d.one_copy)?,
             packed_ring: t.bool_or("packed_ring", d.packed_ring)?,
+            offloads: Offloads {
+                csum: t.bool_or("csum", d.offloads.csum)?,
+                tso: t.bool_or("tso", d.offloads.tso)?,
+                ecn: t.bool_or("ecn", d.offloads.ecn)?,
+                uso: t.bool_or("uso", d.offloads.uso)?,
+            },
         }))
     }
     fn open(

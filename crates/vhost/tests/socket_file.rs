@@ -18,6 +18,7 @@ fn cfg(socket: &Path) -> VhostUserConfig {
         tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
         one_copy: true,
         packed_ring: true,
+        offloads: nfv_vhost::Offloads::ALL,
     }
 }
 

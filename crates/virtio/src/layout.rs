@@ -6,6 +6,20 @@ pub const VIRTQ_DESC_F_INDIRECT: u16 = 4;
 pub const VIRTQ_USED_F_NO_NOTIFY: u16 = 1;
 pub const VIRTQ_AVAIL_F_NO_INTERRUPT: u16 = 1;
 
+/// virtio-net §5.1.3 offload bits. HOST_* (and CSUM): the driver may
+/// send partial checksums / large segments to the device; GUEST_* (and
+/// GUEST_CSUM): the device may deliver them to the driver.
+pub const VIRTIO_NET_F_CSUM: u64 = 1 << 0;
+pub const VIRTIO_NET_F_GUEST_CSUM: u64 = 1 << 1;
+pub const VIRTIO_NET_F_GUEST_TSO4: u64 = 1 << 7;
+pub const VIRTIO_NET_F_GUEST_TSO6: u64 = 1 << 8;
+pub const VIRTIO_NET_F_GUEST_ECN: u64 = 1 << 9;
+pub const VIRTIO_NET_F_HOST_TSO4: u64 = 1 << 11;
+pub const VIRTIO_NET_F_HOST_TSO6: u64 = 1 << 12;
+pub const VIRTIO_NET_F_HOST_ECN: u64 = 1 << 13;
+pub const VIRTIO_NET_F_GUEST_USO4: u64 = 1 << 54;
+pub const VIRTIO_NET_F_GUEST_USO6: u64 = 1 << 55;
+pub const VIRTIO_NET_F_HOST_USO: u64 = 1 << 56;
 pub const VIRTIO_NET_F_MRG_RXBUF: u64 = 1 << 15;
 pub const VIRTIO_NET_F_MQ: u64 = 1 << 22;
 pub const VIRTIO_RING_F_INDIRECT_DESC: u64 = 1 << 28;

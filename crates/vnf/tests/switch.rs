@@ -199,6 +199,7 @@ impl Switch {
             tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
             one_copy: true,
             packed_ring: true,
+            offloads: nfv_vhost::Offloads::ALL,
         };
         let port = VhostUserPort::open("vnf0", &cfg).expect("vhost-user port");
         self.dp.add_port(VHOST, port.clone()).expect("add vhost");

@@ -42,6 +42,7 @@ pub fn cfg(socket: &Path, mode: VhostUserMode, queues: usize, mrg: bool) -> Vhos
         tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
         one_copy: true,
         packed_ring: true,
+        offloads: nfv_vhost::Offloads::ALL,
     }
 }
 

@@ -22,6 +22,7 @@
 mod chain;
 mod keep;
 mod lend;
+mod offload;
 mod packed;
 mod rx;
 mod tx;
@@ -40,6 +41,8 @@ pub use chain::{
     chain_cost,
 };
 pub use lend::{Lent, NotLendable};
+use nfv_mem::PoolCache;
+use nfv_offload::OffloadCaps;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -96,6 +99,10 @@ pub struct QueueErrors {
     pub wrong_direction: u64,
     /// A TX chain shorter than the virtio-net header.
     pub short_chain: u64,
+    /// TX: a virtio-net header asking for an offload that was not
+    /// negotiated, or whose checksum offsets or GSO fields do not fit its
+    /// frame (`nfv_offload::validate`); the frame is dropped.
+    pub bad_offload: u64,
 }
 
 impl QueueErrors {
@@ -110,6 +117,7 @@ impl QueueErrors {
             + self.len_overflow
             + self.wrong_direction
             + self.short_chain
+            + self.bad_offload
     }
 
     #[cold]
@@ -179,6 +187,18 @@ pub struct QueueStats {
     pub kept: u64,
     /// TX: kept chains returned.
     pub kept_returned: u64,
+    /// TX: frames that came with a partial checksum or as a large segment
+    /// (offload metadata attached, see `offload.rs`).
+    pub offloaded: u64,
+    /// TX: large segments (longer than a pool packet) taken into the
+    /// queue's large-segment pool.
+    pub large_segments: u64,
+    /// TX: large segments dropped because the large-segment pool was
+    /// empty or the queue has none (the guest's TCP retransmits).
+    pub large_pool_empty: u64,
+    /// RX: packets whose offload this guest did not negotiate (its
+    /// features changed after the switch decided); dropped.
+    pub offload_refused: u64,
     /// TX: returns for heads that were not kept; refused.
     pub kept_stale: u64,
 }
@@ -241,6 +261,16 @@ pub struct DeviceQueue {
     /// While the guest migrates: every write into its memory is marked
     /// here (see [`crate::dirty_log`]).
     dirty_log: Option<Arc<DirtyLog>>,
+    /// TX: what the driver may send (CSUM, HOST_*); with `csum` false the
+    /// header is not read at all.
+    host_offloads: OffloadCaps,
+    /// RX: what the driver may be given (GUEST_CSUM, GUEST_*).
+    guest_offloads: OffloadCaps,
+    /// TX: the offload fields of the header of the chain just read (only
+    /// when `host_offloads.csum`).
+    tx_hdr: [u8; nfv_mem::OFFLOAD_HDR_LEN],
+    /// TX: buffers for large segments (see `offload.rs`).
+    large_pool: Option<PoolCache>,
 }
 
 // SAFETY: the raw pointers point into `mem`, which the queue keeps alive
@@ -333,6 +363,10 @@ impl DeviceQueue {
             packed,
             _dummy: dummy,
             dirty_log: None,
+            host_offloads: crate::net::host_caps(setup.features),
+            guest_offloads: crate::net::guest_caps(setup.features),
+            tx_hdr: [0; nfv_mem::OFFLOAD_HDR_LEN],
+            large_pool: None,
         };
         q.set_kick_wanted(false);
         Ok(q)

@@ -266,13 +266,25 @@ impl DeviceQueue {
                 break;
             };
             let mut chain = PackedChain::new(ring, cur, wrap, 0);
-            let r = self.read_tx_chain(&mut chain, &mut pkt);
+            let mut r = self.read_tx_chain(&mut chain, &mut pkt);
             if chain.skip_rest().is_err() {
                 pool.free(pkt);
                 self.quarantine_packed();
                 break;
             }
             spent += chain_cost(chain.steps());
+            if self.tx_hdr_asks() {
+                r = match r {
+                    Ok(Tx::Frame | Tx::Split) => Ok(self.take_offload(&mut pkt)),
+                    Ok(Tx::Oversize) => {
+                        let mut again = PackedChain::new(&self.packed().ring, cur, wrap, 0);
+                        let r = self.read_large(&mut again, &mut pkt, pool);
+                        spent += chain_cost(again.steps());
+                        r
+                    }
+                    r => r,
+                };
+            }
             match r {
                 Ok(Tx::Frame) => {
                     bytes += pkt.len() as u64;
@@ -289,6 +301,7 @@ impl DeviceQueue {
                     self.stats.oversize += 1;
                     pool.free(pkt);
                 }
+                Ok(Tx::Refused) => pool.free(pkt),
                 Err(e) => {
                     self.errors.record(e);
                     pool.free(pkt);
@@ -403,14 +416,17 @@ impl DeviceQueue {
         wrap: &mut bool,
         steps: &mut u32,
     ) -> Rx {
-        let ring = &self.packed().ring;
-        if !is_avail(ring.flags(*cur), *wrap) {
+        if !is_avail(self.packed().ring.flags(*cur), *wrap) {
             return Rx::NoBuffers;
         }
+        let Ok(meta) = self.rx_offload(pkt) else {
+            return Rx::Dropped;
+        };
+        let ring = &self.packed().ring;
         // The common case: header and frame fit the first buffer of the
         // next chain. Its used descriptor goes out at once.
         let mut chain = PackedChain::new(ring, *cur, *wrap, *steps);
-        if let Some(total) = self.rx_into_first_buffer(&mut chain, pkt) {
+        if let Some(total) = self.rx_into_first_buffer(&mut chain, pkt, meta) {
             let walked = chain.skip_rest();
             *steps = chain.steps();
             (*cur, *wrap) = (chain.slot, chain.wrap);
@@ -422,7 +438,7 @@ impl DeviceQueue {
             self.write_used_packed(chain.id, total as u32, chain.descs, true);
             return Rx::Delivered;
         }
-        let mut fill = Fill::new(pkt, self.hdr_len);
+        let mut fill = Fill::new(pkt, self.hdr_len, meta);
         let mark = (*cur, *wrap);
         self.packed_mut().pending.clear();
         loop {

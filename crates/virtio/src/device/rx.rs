@@ -10,7 +10,7 @@ use super::DeviceQueue;
 use super::chain::{Chain, ChainError, RX_BURST_DESC_BUDGET, Walk, chain_cost};
 use super::tx::PREFETCH_AHEAD;
 use crate::ring::prefetch;
-use nfv_mem::{BATCH, Batch, Packet, PoolCache};
+use nfv_mem::{BATCH, Batch, OFFLOAD_HDR_LEN, Packet, PoolCache};
 
 /// Outcome of delivering one packet.
 pub(super) enum Rx {
@@ -136,7 +136,10 @@ impl DeviceQueue {
         heads: &[u16],
         steps: &mut u32,
     ) -> Rx {
-        let mut fill = Fill::new(pkt, self.hdr_len);
+        let Ok(meta) = self.rx_offload(pkt) else {
+            return Rx::Dropped;
+        };
+        let mut fill = Fill::new(pkt, self.hdr_len, meta);
         let mark_avail = *cur;
         let mark_used = self.used_cursor();
         let mut nbufs: u16 = 0;
@@ -158,7 +161,7 @@ impl DeviceQueue {
             }
             let mut chain = Chain::new(self.ring.desc, self.ring.size, head, *steps);
             if nbufs == 0
-                && let Some(total) = self.rx_into_first_buffer(&mut chain, pkt)
+                && let Some(total) = self.rx_into_first_buffer(&mut chain, pkt, meta)
             {
                 *steps = chain.steps();
                 // total <= 12 + 65535: fits u32.
@@ -218,6 +221,7 @@ impl DeviceQueue {
         &mut self,
         chain: &mut W,
         pkt: &Packet,
+        meta: Option<[u8; OFFLOAD_HDR_LEN]>,
     ) -> Option<usize> {
         let hdr_len = self.hdr_len;
         let (tail, tail_len) = pkt.tail();
@@ -231,11 +235,16 @@ impl DeviceQueue {
         let p = seg.ptr;
         // SAFETY: `total <= seg.len` bytes of the translated buffer are
         // written: the header (two integer stores, num_buffers = 1 when
-        // the header has it), then the packet's data and its tail, both
+        // the header has it; its first OFFLOAD_HDR_LEN <= hdr_len bytes
+        // then overwritten from our array when the packet has offload
+        // metadata), then the packet's data and its tail, both
         // readable spans (`Packet::tail`); `copy` tolerates overlap and
         // makes no reference to bytes a guest may be writing.
         unsafe {
             write_header(p, hdr_len);
+            if let Some(m) = meta {
+                std::ptr::copy_nonoverlapping(m.as_ptr(), p, OFFLOAD_HDR_LEN);
+            }
             std::ptr::copy(pkt.data_ptr(), p.add(hdr_len), data_len);
             if tail_len != 0 {
                 std::ptr::copy(tail, p.add(hdr_len + data_len), tail_len);
@@ -291,6 +300,8 @@ pub(super) struct Fill {
     hdr: [u8; 12],
     hdr_len: usize,
     hdr_done: usize,
+    /// The header carries offload fields (not all zero).
+    offload: bool,
     /// Where the header's `num_buffers` bytes landed (patched for merged
     /// packets).
     nb_at: [*mut u8; 2],
@@ -303,10 +314,15 @@ pub(super) struct Fill {
 
 impl Fill {
     #[inline(always)]
-    pub(super) fn new(pkt: &Packet, hdr_len: usize) -> Fill {
-        // virtio-net header: no offloads; num_buffers = 1 (virtio 1.x wants
-        // it set even without MRG_RXBUF); patched for merged packets.
+    pub(super) fn new(pkt: &Packet, hdr_len: usize, meta: Option<[u8; OFFLOAD_HDR_LEN]>) -> Fill {
+        // virtio-net header: the packet's offload fields if any (checked
+        // against the driver's features, `offload.rs`); num_buffers = 1
+        // (virtio 1.x wants it set even without MRG_RXBUF); patched for
+        // merged packets.
         let mut hdr = [0u8; 12];
+        if let Some(m) = meta {
+            hdr[..OFFLOAD_HDR_LEN].copy_from_slice(&m);
+        }
         if hdr_len == 12 {
             hdr[10] = 1;
         }
@@ -315,6 +331,7 @@ impl Fill {
             hdr,
             hdr_len,
             hdr_done: 0,
+            offload: meta.is_some(),
             nb_at: [std::ptr::null_mut(); 2],
             src: pkt.data_ptr(),
             left: pkt.len(),
@@ -337,8 +354,14 @@ impl Fill {
         let hdr_len = self.hdr_len;
         let mut written = 0;
         if self.hdr_done == 0 && room >= hdr_len {
-            // SAFETY: `hdr_len <= room` bytes of the buffer.
-            unsafe { write_header(p, hdr_len) };
+            // SAFETY: `hdr_len <= room` bytes of the buffer; the offload
+            // fields are its first OFFLOAD_HDR_LEN <= hdr_len bytes.
+            unsafe {
+                write_header(p, hdr_len);
+                if self.offload {
+                    std::ptr::copy_nonoverlapping(self.hdr.as_ptr(), p, OFFLOAD_HDR_LEN);
+                }
+            }
             self.nb_at = [p.wrapping_add(10), p.wrapping_add(11)];
             self.hdr_done = hdr_len;
             p = p.wrapping_add(hdr_len);

@@ -35,6 +35,9 @@ pub(super) enum Tx {
     /// Head copied, tail left in the guest's buffer.
     Split,
     Oversize,
+    /// Dropped for a reason already counted (a hostile offload header, no
+    /// large-segment buffer).
+    Refused,
 }
 
 impl DeviceQueue {
@@ -105,8 +108,20 @@ impl DeviceQueue {
                 continue;
             }
             let mut chain = Chain::new(self.ring.desc, self.ring.size, head, 0);
-            let r = self.read_tx_chain(&mut chain, &mut pkt);
+            let mut r = self.read_tx_chain(&mut chain, &mut pkt);
             spent += chain_cost(chain.steps());
+            if self.tx_hdr_asks() {
+                r = match r {
+                    Ok(Tx::Frame | Tx::Split) => Ok(self.take_offload(&mut pkt)),
+                    Ok(Tx::Oversize) => {
+                        let mut again = Chain::new(self.ring.desc, self.ring.size, head, 0);
+                        let r = self.read_large(&mut again, &mut pkt, pool);
+                        spent += chain_cost(again.steps());
+                        r
+                    }
+                    r => r,
+                };
+            }
             match r {
                 Ok(Tx::Frame) => {
                     bytes += pkt.len() as u64;
@@ -132,6 +147,7 @@ impl DeviceQueue {
                     self.stats.oversize += 1;
                     pool.free(pkt);
                 }
+                Ok(Tx::Refused) => pool.free(pkt),
                 Err(e) => {
                     self.errors.record(e);
                     pool.free(pkt);
@@ -216,6 +232,9 @@ impl DeviceQueue {
             let (mut src, mut len) = (seg.ptr, seg.len as usize);
             if skip != 0 {
                 let s = skip.min(len);
+                if self.host_offloads.csum {
+                    self.keep_tx_hdr(src, s, self.hdr_len - skip);
+                }
                 skip -= s;
                 src = src.wrapping_add(s);
                 len -= s;
@@ -289,6 +308,9 @@ impl DeviceQueue {
         let Some(frame) = len.checked_sub(self.hdr_len) else {
             return Err(ChainError::Short);
         };
+        if self.host_offloads.csum {
+            self.keep_tx_hdr(seg.ptr, self.hdr_len, 0);
+        }
         let room = pkt.room_mut();
         if frame > room.len() {
             return Ok(Tx::Oversize);
