@@ -38,11 +38,13 @@
 //! Defended (each below): blocking call fds, memory or dirty-log files
 //! that could fault slowly or shrink, locks held across a guest page
 //! fault, and log floods; malformed rings are quarantined by
-//! `nfv_virtio` (counted per reason). Not yet defended (issue 36): the
-//! size of a memory table (no per-port or per-node cap on mapped guest
-//! memory: a huge sparse memfd can exhaust the switch's address space and
-//! starve other ports' tables) and the SIGBUS guard's fixed, node-wide
-//! slot table.
+//! `nfv_virtio` (counted per reason). The SIGBUS guard's table grows
+//! with the ports (`nfv_virtio::guard`, 65,536 mappings); should it still
+//! run out, only the port whose memory table or log needed an entry is
+//! refused (`mem_table_errors` or `log_errors`). Not yet defended (issue
+//! 36): the size of a memory table (no per-port or per-node cap on mapped
+//! guest memory: a huge sparse memfd can exhaust the switch's address
+//! space and starve other ports' tables).
 //!
 //! What this does *not* promise: a frontend can always stop its own port
 //! (bad rings, a memory table refused, a fault that never completes on the

@@ -25,18 +25,34 @@
 //! range is still mapped (and ours) while it remaps it; no stale entry can
 //! make it map zeros over memory that has been reused since.
 //!
+//! The table grows with the ports: it is a fixed array of [`CHUNKS`]
+//! pointers to chunks of [`CHUNK`] entries. The first chunk is static;
+//! [`register`] allocates another (outside any signal handler) when every
+//! entry is taken and publishes it with one pointer store. Chunks are
+//! never freed, so the handler walks them with atomic loads only — no
+//! allocation and no lock in the handler. A vhost-user port holds up to
+//! 2 × its regions + 1 entries during a table swap and a memif connection
+//! one per region, so the [`SLOTS`] entries in all serve thousands of
+//! ports; should they still run out, the port whose table or log needed
+//! the entry is refused (counted in [`refusals`] and by the port), never
+//! the node.
+//!
 //! Limits: faults in memory mapped by [`GuestMemory::from_raw`] (the driver
-//! side's own memory) are not covered; the table holds [`SLOTS`] mappings;
-//! a second SIGBUS handler installed later by someone else replaces ours.
+//! side's own memory) are not covered; a second SIGBUS handler installed
+//! later by someone else replaces ours.
 //!
 //! [`GuestMemory::from_raw`]: crate::memory::GuestMemory::from_raw
 
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
+/// Entries per chunk of the table.
+pub const CHUNK: usize = 1024;
+/// Most chunks (the first one static).
+pub const CHUNKS: usize = 64;
 /// Most guest mappings guarded at once (each region of each port's
-/// memory table is one).
-pub const SLOTS: usize = 1024;
+/// memory table is one, and each dirty log).
+pub const SLOTS: usize = CHUNK * CHUNKS;
 
 const FREE: u32 = 0;
 const CLAIMED: u32 = 1;
@@ -57,7 +73,49 @@ const EMPTY: Entry = Entry {
     faulted: AtomicBool::new(false),
 };
 
-static TABLE: [Entry; SLOTS] = [EMPTY; SLOTS];
+type Chunk = [Entry; CHUNK];
+
+static FIRST: Chunk = [EMPTY; CHUNK];
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_CHUNK: AtomicPtr<Entry> = AtomicPtr::new(std::ptr::null_mut());
+/// Chunks after the first, filled in order; a chunk once published is
+/// never freed or moved.
+static MORE: [AtomicPtr<Entry>; CHUNKS - 1] = [NO_CHUNK; CHUNKS - 1];
+/// Registrations refused because every chunk was full.
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// Chunk `i`, if it exists. Async-signal-safe (one atomic load).
+fn chunk(i: usize) -> Option<&'static Chunk> {
+    if i == 0 {
+        return Some(&FIRST);
+    }
+    let p = MORE[i - 1].load(Acquire);
+    // SAFETY: a non-null pointer here came from `Box::leak` of a `Chunk`
+    // (see `grow`) and is never freed; `Entry` is all atomics.
+    (!p.is_null()).then(|| unsafe { &*p.cast::<Chunk>() })
+}
+
+/// Every entry of every chunk published so far.
+fn entries() -> impl Iterator<Item = &'static Entry> {
+    (0..CHUNKS).map_while(chunk).flatten()
+}
+
+/// Entry `idx` (of a [`Guarded`]: its chunk exists).
+fn entry(idx: usize) -> &'static Entry {
+    &chunk(idx / CHUNK).expect("a guarded entry's chunk exists")[idx % CHUNK]
+}
+
+/// Registrations refused since the process started because the table was
+/// full (each also refused the memory table or log that needed it).
+pub fn refusals() -> u64 {
+    REFUSED.load(Relaxed)
+}
+
+/// Entries in use now (for tests and gauges).
+pub fn in_use() -> usize {
+    entries().filter(|e| e.state.load(Relaxed) != FREE).count()
+}
+
 /// SIGBUS handlers currently reading the table.
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 /// Bumped by every handled fault.
@@ -83,13 +141,13 @@ impl Guarded {
     /// True once a SIGBUS in this mapping was survived (its contents are
     /// zeros from then on).
     pub fn faulted(&self) -> bool {
-        TABLE[self.idx].faulted.load(Acquire)
+        entry(self.idx).faulted.load(Acquire)
     }
 }
 
 impl Drop for Guarded {
     fn drop(&mut self) {
-        TABLE[self.idx].state.store(FREE, SeqCst);
+        entry(self.idx).state.store(FREE, SeqCst);
         // A handler that may have seen the entry live finishes before the
         // caller unmaps. Handlers are short (one mmap), so this spins
         // briefly, and only while some thread is handling a fault.
@@ -100,22 +158,47 @@ impl Drop for Guarded {
 }
 
 /// Guards `[start, start+len)`, a `MAP_SHARED` mapping of a guest memory
-/// file. `None` when the table is full.
+/// file. `None` (counted in [`refusals`]) when all [`SLOTS`] entries are
+/// taken.
 pub fn register(start: *mut u8, len: usize) -> Option<Guarded> {
     INSTALL.call_once(install);
-    for (idx, e) in TABLE.iter().enumerate() {
-        if e.state
-            .compare_exchange(FREE, CLAIMED, Acquire, Relaxed)
-            .is_ok()
-        {
-            e.start.store(start as usize, Relaxed);
-            e.len.store(len, Relaxed);
-            e.faulted.store(false, Relaxed);
-            e.state.store(LIVE, SeqCst);
-            return Some(Guarded { idx });
+    for c in 0..CHUNKS {
+        let chunk = match chunk(c) {
+            Some(ch) => ch,
+            None => grow(c),
+        };
+        for (i, e) in chunk.iter().enumerate() {
+            if e.state
+                .compare_exchange(FREE, CLAIMED, Acquire, Relaxed)
+                .is_ok()
+            {
+                e.start.store(start as usize, Relaxed);
+                e.len.store(len, Relaxed);
+                e.faulted.store(false, Relaxed);
+                e.state.store(LIVE, SeqCst);
+                return Some(Guarded { idx: c * CHUNK + i });
+            }
         }
     }
+    REFUSED.fetch_add(1, Relaxed);
     None
+}
+
+/// Publishes chunk `c` (`c >= 1`), or returns the one another thread
+/// published first. Never called from the signal handler.
+#[cold]
+fn grow(c: usize) -> &'static Chunk {
+    let new: &'static mut Chunk = Box::leak(Box::new([EMPTY; CHUNK]));
+    let p = new.as_mut_ptr();
+    match MORE[c - 1].compare_exchange(std::ptr::null_mut(), p, AcqRel, Acquire) {
+        Ok(_) => new,
+        Err(_) => {
+            // SAFETY: `p` is ours from `Box::leak` above and was never
+            // published.
+            drop(unsafe { Box::from_raw(p.cast::<Chunk>()) });
+            chunk(c).expect("published by the thread that won")
+        }
+    }
 }
 
 fn install() {
@@ -135,9 +218,10 @@ fn install() {
 }
 
 /// Replaces the guarded mapping that contains `addr` with zero memory.
-/// Async-signal-safe: atomics and one `mmap` syscall, no allocation.
+/// Async-signal-safe: atomics and one `mmap` syscall, no allocation, no
+/// lock (chunks are walked through their published pointers).
 fn rescue(addr: usize) -> bool {
-    for e in TABLE.iter() {
+    for e in entries() {
         if e.state.load(SeqCst) != LIVE {
             continue;
         }
@@ -205,5 +289,76 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
         // SAFETY: a classic one-argument handler.
         let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
         f(sig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+    /// A reserved, inaccessible range no other mapping can take: the
+    /// stand-in registrations point into it, so a fault elsewhere never
+    /// matches them.
+    fn reserved(len: usize) -> *mut u8 {
+        // SAFETY: a fresh anonymous reservation, never unmapped (tests).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        p.cast()
+    }
+
+    #[test]
+    fn the_table_grows_past_the_old_limit_and_still_catches_faults() {
+        let stand_in = reserved(4096);
+        let many: Vec<Guarded> = (0..5 * CHUNK)
+            .map(|_| register(stand_in, 4096).expect("the table grows"))
+            .collect();
+        assert!(many.iter().any(|g| g.idx >= 4 * CHUNK));
+        assert!(in_use() >= 5 * CHUNK);
+
+        // A guest file mapped now lands behind them, in a later chunk
+        // (unless other tests freed entries meanwhile), and a fault in it
+        // is still survived.
+        // SAFETY: a literal name; the fd is taken over.
+        let fd = unsafe { OwnedFd::from_raw_fd(libc::memfd_create(c"guard-grow".as_ptr(), 0)) };
+        // SAFETY: plain syscalls on our fd.
+        assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), 2 * 4096) }, 0);
+        // SAFETY: a fresh shared mapping of our memfd.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * 4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let p = p.cast::<u8>();
+        let g = register(p, 2 * 4096).expect("registered");
+        // SAFETY: inside our mapping, which is live.
+        unsafe { p.add(4096).write_volatile(7) };
+        let epoch = fault_epoch();
+        // SAFETY: the frontend's attack, on our own fd.
+        assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), 0) }, 0);
+        // SAFETY: still our mapping; the access raises SIGBUS, which the
+        // guard turns into a read of zero.
+        assert_eq!(unsafe { p.add(4096).read_volatile() }, 0);
+        assert!(g.faulted(), "entry {} caught the fault", g.idx);
+        assert_ne!(fault_epoch(), epoch);
+        drop(many);
+        drop(g);
+        // SAFETY: our mapping (now private zeros), unregistered above.
+        unsafe { libc::munmap(p.cast(), 2 * 4096) };
     }
 }
