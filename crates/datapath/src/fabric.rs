@@ -17,6 +17,8 @@
 use nfv_flow::PortNo;
 use nfv_mem::{Batch, Packet, PoolCache};
 use nfv_offload::{OffloadMeta, TxPlan};
+#[cfg(test)]
+use nfv_ports::QueueSnapshot;
 use nfv_ports::{DropReason, PortStats, QueueCounters, TxQueue};
 use std::sync::Arc;
 
@@ -361,3 +363,7 @@ fn keepable(mut pkt: Packet, counters: &QueueCounters, pool: &mut PoolCache) -> 
     }
     Some(pkt)
 }
+
+#[cfg(test)]
+#[path = "fabric_offload_tests.rs"]
+mod offload_tests;

@@ -396,7 +396,7 @@ fn run_row(row: &Row, n: usize) {
     // One PMD tx queue per pair: with every pair running, tx queue p
     // sends into pair p.
     let mut sw = SwitchSide::open(&tag, &cfg(&path, Server, row.pairs, true), row.pairs);
-    let offered = features::offered(true, true, true);
+    let offered = features::offered(true, true, true, nfv_vhost::Offloads::ALL);
     let opts = GuestOpts {
         pairs: row.pairs,
         ..GuestOpts::default()

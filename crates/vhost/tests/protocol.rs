@@ -30,7 +30,7 @@ fn negotiation_offers_what_is_implemented() {
     let mut fe = connect(&path);
     fe.set_owner().unwrap();
     let offered = fe.get_features().unwrap();
-    assert_eq!(offered, features::offered(true, true, true));
+    assert_eq!(offered, features::offered(true, true, true, nfv_vhost::Offloads::ALL));
     assert_ne!(offered & VIRTIO_F_RING_PACKED, 0, "packed rings offered");
     fe.set_features(offered).unwrap();
     let pf = fe.get_protocol_features().unwrap();
@@ -118,6 +118,7 @@ fn packed_rings_round_trip_byte_exact() {
                     size,
                     rx_buf_len: if mrg { 512 } else { 0 },
                     features: Some(f),
+                    frame_size: 2048,
                 };
                 fe.set_owner().unwrap();
                 let mut g = Guest::setup(fe, &tag, &opts);

@@ -47,10 +47,15 @@ pub fn cfg(socket: &Path, mode: VhostUserMode, queues: usize, mrg: bool) -> Vhos
 }
 
 pub fn pool(name: &str, frames: usize) -> Arc<PacketPool> {
+    pool_of(name, frames, 2048)
+}
+
+/// A pool of `frames` buffers of `frame_size` bytes.
+pub fn pool_of(name: &str, frames: usize, frame_size: usize) -> Arc<PacketPool> {
     PacketPool::new(
         name,
         &MemoryConfig {
-            frame_size: 2048,
+            frame_size,
             frames,
             hugepages: HugepageMode::Never,
         },
@@ -138,6 +143,9 @@ pub struct GuestOpts {
     pub rx_buf_len: u32,
     /// Features to ack instead of [`guest_features`].
     pub features: Option<u64>,
+    /// Bytes per guest buffer (frames sent and received are at most this
+    /// minus the headroom).
+    pub frame_size: usize,
 }
 
 impl Default for GuestOpts {
@@ -147,6 +155,7 @@ impl Default for GuestOpts {
             size: 256,
             rx_buf_len: 0,
             features: None,
+            frame_size: 2048,
         }
     }
 }
@@ -187,7 +196,7 @@ impl GuestMem {
         // Every ring full (RX posted, TX not yet reclaimed) and a burst to
         // spare.
         let frames = (2 * opts.pairs * opts.size as usize + 256).max(1024);
-        let pool = pool(&format!("guest-{tag}"), frames);
+        let pool = pool_of(&format!("guest-{tag}"), frames, opts.frame_size);
         let cache = pool.cache();
         // Large enough for either layout (a packed ring needs less).
         let area = ring_area_bytes(opts.size);

@@ -120,6 +120,8 @@ pub struct DriverQueue {
     kick_old: u16,
     hdr_len: usize,
     mrg: bool,
+    /// GUEST_CSUM acked: received headers may carry offloads.
+    offloads: bool,
     event_idx: bool,
     features: u64,
     rx_buf_len: u32,
@@ -208,6 +210,7 @@ impl DriverQueue {
             kick_old: 0,
             hdr_len: crate::net::hdr_len(setup.features),
             mrg: setup.features & VIRTIO_NET_F_MRG_RXBUF != 0,
+            offloads: setup.features & crate::layout::VIRTIO_NET_F_GUEST_CSUM != 0,
             event_idx,
             features: setup.features,
             rx_buf_len: if setup.rx_buf_len == 0 {

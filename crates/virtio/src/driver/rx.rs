@@ -106,7 +106,20 @@ impl DriverQueue {
             }
             // Cannot fail: e.len <= posted <= max_len, and len >= hdr.
             let _ = pkt.set_len(e.len as usize);
-            pkt.trim_front(hdr);
+            if self.offloads {
+                // With GUEST_CSUM the device may hand over a partial
+                // checksum or a large segment: kept as the packet's
+                // offload metadata (unchecked: whoever acts on it
+                // validates it against the frame, `nfv_offload`).
+                let mut m = [0u8; nfv_mem::OFFLOAD_HDR_LEN];
+                m.copy_from_slice(&pkt.data()[..nfv_mem::OFFLOAD_HDR_LEN]);
+                pkt.trim_front(hdr);
+                if m[0] & nfv_offload::F_NEEDS_CSUM != 0 || m[1] != 0 {
+                    pkt.set_offload(m);
+                }
+            } else {
+                pkt.trim_front(hdr);
+            }
             let mut oversize = false;
             for _ in 1..nb {
                 let e2 = self.pop_used();

@@ -65,8 +65,14 @@ impl DriverQueue {
             return false;
         };
         let frame = pkt.len();
+        // The packet's offload metadata, if any, is the header's first
+        // bytes (a partial checksum or a large segment for the device).
+        let meta = pkt.offload();
         if let Some(h) = pkt.prepend(self.hdr_len) {
             h.fill(0);
+            if let Some(m) = meta {
+                h[..m.len()].copy_from_slice(&m);
+            }
         }
         self.stats.tx_packets += 1;
         self.stats.tx_bytes += frame as u64;
