@@ -90,6 +90,12 @@
 //! #                                #   (false: through the switch's pool, for A/B runs)
 //! #   packed_ring = true           # offer packed virtqueues (VIRTIO_F_RING_PACKED); the guest
 //! #                                #   chooses (QEMU packed=on, testpmd packed_vq=1)
+//! #   csum = true                  # offer checksum offload both ways (CSUM, GUEST_CSUM)
+//! #   tso = true                   # offer TCP segmentation both ways (HOST/GUEST_TSO4/6;
+//! #                                #   needs csum): 64 KiB segments cross between guests
+//! #                                #   that take them, others get segments cut here
+//! #   ecn = true                   # offer HOST/GUEST_ECN (needs tso)
+//! #   uso = true                   # offer UDP segmentation (HOST_USO, GUEST_USO4/6)
 //! # type = "memif":
 //! #   socket = "/run/m1.sock"      # required; a file, or "@name" for an abstract socket
 //! #                                #   (DPDK's default is @/run/memif.sock); server ports
