@@ -28,7 +28,7 @@ use vhost::vhost_user::message::VhostUserMemoryRegion;
 
 use crate::features;
 use crate::lend::LeaseKey;
-use crate::memtable;
+use crate::memtable::{self, MapRefused};
 use crate::message::Region;
 use crate::ownership::RingOwner;
 use crate::shared::{RingSetup, Shared, Snapshot, Status};
@@ -103,6 +103,7 @@ impl Backend {
         self.acked = 0;
         self.protocol = 0;
         self.mem = None;
+        self.shared.status.guest_memory.store(0, Relaxed);
         self.log = None;
         self.log_refused = None;
         self.shared.status.log_bytes.store(0, Relaxed);
@@ -468,23 +469,42 @@ impl Backend {
             })
             .collect();
         let files = fds.into_iter().map(File::from).collect();
+        let cap = self.shared.max_guest_memory.load(Relaxed);
         let mapped = memtable::check(&ctx, files)
-            .map_err(|e| e.to_string())
-            .and_then(|specs| GuestMemory::map(specs).map_err(|e| e.to_string()));
+            .map_err(|e| MapRefused::Other(e.to_string()))
+            .and_then(|specs| memtable::map(specs, cap));
+        if let Err(MapRefused::Budget(e)) = &mapped {
+            // Nothing changes: the old table and its rings stay.
+            let s = &self.shared.status;
+            Status::bump(&s.mem_over_budget);
+            Status::bump(&s.mem_table_errors);
+            return Err(self.refuse(format!(
+                "memory table refused: {e}; the port keeps its previous table"
+            )));
+        }
         self.touch_all();
         match mapped {
             Ok(mem) => {
                 tracing::info!(
-                    "vhost-user port {}: memory table of {} regions, {} MiB",
+                    "vhost-user port {}: memory table of {} regions, {} MiB ({} MiB mapped)",
                     self.name(),
                     regions.len(),
-                    regions.iter().map(|r| r.memory_size).sum::<u64>() >> 20
+                    regions.iter().map(|r| r.memory_size).sum::<u64>() >> 20,
+                    mem.charged() >> 20
                 );
+                self.shared
+                    .status
+                    .guest_memory
+                    .store(mem.charged(), Relaxed);
                 self.mem = Some(Arc::new(mem));
                 self.publish();
                 Ok(())
             }
             Err(e) => {
+                let e = match e {
+                    MapRefused::Budget(e) | MapRefused::Other(e) => e,
+                };
+                self.shared.status.guest_memory.store(0, Relaxed);
                 self.mem = None;
                 self.publish();
                 Status::bump(&self.shared.status.mem_table_errors);

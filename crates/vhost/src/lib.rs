@@ -41,10 +41,8 @@
 //! `nfv_virtio` (counted per reason). The SIGBUS guard's table grows
 //! with the ports (`nfv_virtio::guard`, 65,536 mappings); should it still
 //! run out, only the port whose memory table or log needed an entry is
-//! refused (`mem_table_errors` or `log_errors`). Not yet defended (issue
-//! 36): the size of a memory table (no per-port or per-node cap on mapped
-//! guest memory: a huge sparse memfd can exhaust the switch's address
-//! space and starve other ports' tables).
+//! refused (`mem_table_errors` or `log_errors`). The size of a memory
+//! table is bounded per port and per node (below).
 //!
 //! What this does *not* promise: a frontend can always stop its own port
 //! (bad rings, a memory table refused, a fault that never completes on the
@@ -105,6 +103,26 @@
 //!   count as errors or deliver empty data to the faulting guest only); a
 //!   program that installs its own SIGBUS handler after ours disables the
 //!   guard.
+//! * **Memory table size.** A sparse memfd of any size costs the frontend
+//!   nothing, but mapping it takes the switch's address space (the attack:
+//!   tables of 128 TiB, after which no other port could map its table).
+//!   Each table is charged the length actually mapped and must fit the
+//!   port's cap (default [`DEFAULT_MAX_GUEST_MEMORY`], 1 TiB: VMs up to
+//!   about 1021 GiB, see `memtable.rs` for the arithmetic;
+//!   [`VhostUserPort::set_max_guest_memory`]) and the node's budget over
+//!   all ports ([`NODE_BUDGET`], default [`DEFAULT_NODE_GUEST_MEMORY`],
+//!   64 TiB: half the x86-64 user address space). A table over either is
+//!   refused with a NACK and counted in `mem_over_budget` (and
+//!   `mem_table_errors`); the port keeps its previous table and its rings
+//!   keep running. Memory is mapped, not touched: the switch faults in
+//!   pages of a tenant's file only where its rings are and where its
+//!   descriptors point, and a page of a hole it faults in first is
+//!   charged to the switch's memory cgroup (shmem is charged to whoever
+//!   allocates it). A well-behaved guest's buffers are already allocated
+//!   (charged to the guest); a hostile one can aim descriptors at holes,
+//!   so what it can charge to the switch is bounded by its table, that is
+//!   by the port's cap — not yet by anything smaller (RSS under that
+//!   attack not measured here).
 //! * **Log floods.** Refusals and faults are logged through a per-port
 //!   [`RateLimitedLog`] (at most a few lines per reason and 10 s, then a
 //!   "suppressed" summary); every refusal is still counted.
@@ -137,7 +155,9 @@ use nfv_ports::{Port, PortGauges, RxQueue, TxQueue};
 
 pub use conn::{MAX_BACKOFF, RETRY, STABLE};
 pub use errors::NAMES as QUEUE_COUNTER_NAMES;
-pub use memtable::MemTableError;
+pub use memtable::{
+    DEFAULT_MAX_GUEST_MEMORY, DEFAULT_NODE_GUEST_MEMORY, MemTableError, NODE_BUDGET,
+};
 pub use ratelimit::RateLimitedLog;
 pub use settings::{Offloads, VHOST_USER, VhostUserConfig, VhostUserMode, VhostUserType};
 use shared::Shared;
@@ -222,6 +242,11 @@ pub struct VhostStatus {
     /// Refused requests and malformed messages.
     pub protocol_errors: u64,
     pub mem_table_errors: u64,
+    /// Memory tables refused for the port's `max_guest_memory` or the
+    /// node's budget (also in `mem_table_errors`; the old table stayed).
+    pub mem_over_budget: u64,
+    /// Bytes of address space mapped for the current memory table.
+    pub guest_memory: u64,
     /// Virtqueues refused at start (addresses outside memory, ...).
     pub ring_errors: u64,
     pub ack_timeouts: u64,
@@ -339,6 +364,13 @@ impl VhostUserPort {
         &self.shared.cfg
     }
 
+    /// Caps the bytes of address space one memory table of this port may
+    /// map (default [`DEFAULT_MAX_GUEST_MEMORY`]); applies to later
+    /// SET_MEM_TABLE requests. The node-wide budget is [`NODE_BUDGET`].
+    pub fn set_max_guest_memory(&self, bytes: u64) {
+        self.shared.max_guest_memory.store(bytes, Relaxed);
+    }
+
     pub fn status(&self) -> VhostStatus {
         let s = &self.shared.status;
         let mut vrings = Vec::new();
@@ -366,6 +398,8 @@ impl VhostUserPort {
             negotiation_errors: s.negotiation_errors.load(Relaxed),
             protocol_errors: s.protocol_errors.load(Relaxed),
             mem_table_errors: s.mem_table_errors.load(Relaxed),
+            mem_over_budget: s.mem_over_budget.load(Relaxed),
+            guest_memory: s.guest_memory.load(Relaxed),
             ring_errors: s.ring_errors.load(Relaxed),
             ack_timeouts: s.ack_timeouts.load(Relaxed),
             log_bytes: s.log_bytes.load(Relaxed),
@@ -445,6 +479,8 @@ impl Port for VhostUserPort {
         .with("negotiation_errors", st.negotiation_errors)
         .with("protocol_errors", st.protocol_errors)
         .with("mem_table_errors", st.mem_table_errors)
+        .with("mem_over_budget", st.mem_over_budget)
+        .with("guest_memory_mib", st.guest_memory >> 20)
         .with("ring_errors", st.ring_errors)
         .with("quarantined", format!("{:?}", st.quarantined()))
         .with("call_stuck", format!("{:?}", st.call_stuck()))

@@ -19,16 +19,72 @@
 //! on ([`RegionSpec::shrink_sealed`]); unsealed memory relies on the SIGBUS
 //! guard (`nfv_virtio::guard`), which turns a fault into the quarantine of
 //! that port's rings.
+//!
+//! Size: a file costs the frontend nothing to make huge (a sparse memfd),
+//! but what we map takes the switch's address space. A table is charged
+//! the length actually mapped (`GuestMemory::mapped_len`: each region's
+//! file from offset 0 to `mmap_offset + size`, so a small region far into
+//! a file costs the whole prefix). It must fit the port's cap
+//! (`max_guest_memory`, default [`DEFAULT_MAX_GUEST_MEMORY`]) and, together
+//! with every table mapped by any port of the node (old tables included
+//! until their last ring lets go), the node's budget ([`NODE_BUDGET`],
+//! default [`DEFAULT_NODE_GUEST_MEMORY`]). A table over either is refused
+//! with a NACK and counted (`mem_over_budget`, `mem_table_errors`); the
+//! port keeps the table it had and its rings keep running.
 
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
 
-use nfv_virtio::memory::RegionSpec;
+use nfv_virtio::GuestMemory;
+use nfv_virtio::memory::{MapBudget, MemoryError, RegionSpec};
 use nfv_virtio::tenant_fd::{self, UnmappableFd};
 use vhost::vhost_user::message::VhostUserMemoryRegion;
 
 /// Most regions in one table (the vhost-user limit for SET_MEM_TABLE).
 pub const MAX_REGIONS: usize = 8;
+
+/// Default cap on one port's mapped guest memory: 1 TiB. QEMU maps a
+/// guest's RAM once per region from the same file, the region above 4 GiB
+/// from an offset of 2–3 GiB, so a VM of `R` bytes of RAM costs `R` plus
+/// up to 3 GiB: this admits VMs up to ~1021 GiB — above the NFV VMs this
+/// switch serves (tens to hundreds of GiB) and the largest general-purpose
+/// cloud shapes — while one port can take no more than 1/64 of the node's
+/// budget.
+pub const DEFAULT_MAX_GUEST_MEMORY: u64 = 1 << 40;
+
+/// Default budget of guest memory mapped by all vhost-user ports of the
+/// node together: 64 TiB, half of x86-64's 128 TiB user address space
+/// (4-level paging), leaving the other half to the packet pools, thread
+/// stacks, the heap and the transient second table of a port swapping
+/// tables.
+pub const DEFAULT_NODE_GUEST_MEMORY: u64 = 64 << 40;
+
+/// The node's guest-memory budget, shared by every vhost-user port of the
+/// process; [`MapBudget::set_limit`] changes it for later tables.
+pub static NODE_BUDGET: MapBudget = MapBudget::new(DEFAULT_NODE_GUEST_MEMORY);
+
+/// Why a checked table was not mapped.
+#[derive(Debug)]
+pub(crate) enum MapRefused {
+    /// Over the port's cap or the node's budget: the old table stays.
+    Budget(String),
+    Other(String),
+}
+
+/// Maps a checked table if it fits the port's cap `cap` and the node's
+/// budget (charged until the memory is unmapped).
+pub(crate) fn map(specs: Vec<RegionSpec>, cap: u64) -> Result<GuestMemory, MapRefused> {
+    let want = GuestMemory::mapped_len(&specs);
+    if want > cap {
+        return Err(MapRefused::Budget(format!(
+            "it maps {want} bytes, more than the port's max_guest_memory of {cap} bytes"
+        )));
+    }
+    GuestMemory::map_charged(specs, &NODE_BUDGET).map_err(|e| match e {
+        MemoryError::OverBudget(o) => MapRefused::Budget(o.to_string()),
+        e => MapRefused::Other(e.to_string()),
+    })
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MemTableError {

@@ -300,6 +300,11 @@ pub(crate) struct Status {
     pub negotiation_errors: AtomicU64,
     pub protocol_errors: AtomicU64,
     pub mem_table_errors: AtomicU64,
+    /// Memory tables refused for the port's cap or the node's budget
+    /// (also counted in `mem_table_errors`).
+    pub mem_over_budget: AtomicU64,
+    /// Bytes mapped for the current memory table (0: none).
+    pub guest_memory: AtomicU64,
     pub ring_errors: AtomicU64,
     pub ack_timeouts: AtomicU64,
     /// SET_LOG_BASE refused (no fd, a log we cannot map).
@@ -349,6 +354,8 @@ pub(crate) struct Shared {
     pub conn: Mutex<Option<UnixStream>>,
     /// Rate limit for this port's warnings.
     pub log: RateLimitedLog,
+    /// Cap on the bytes one memory table may map (`crate::memtable`).
+    pub max_guest_memory: AtomicU64,
     /// Guest RX buffers lent to other ports' rx queues (`lend.rs`).
     pub lend: crate::lend::LendState,
     /// A MAC to announce (SEND_RARP), taken by queue pair 0's rx queue at
@@ -374,6 +381,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             conn: Mutex::new(None),
             log: RateLimitedLog::new(format!("vhost-user port {name}")),
+            max_guest_memory: AtomicU64::new(crate::memtable::DEFAULT_MAX_GUEST_MEMORY),
             lend: crate::lend::LendState::new(pairs),
             rarp: AtomicU64::new(0),
         }

@@ -23,10 +23,19 @@
 //! owner of the queues stops them (the vhost port quarantines the rings).
 //! The guard is removed before the mapping is unmapped. Memory described
 //! by [`GuestMemory::from_raw`] is not guarded.
+//!
+//! A frontend's file costs it nothing to make large (a sparse memfd), but
+//! every byte we map takes address space from the switch. A
+//! [`MapBudget`] bounds what a set of owners may have mapped at once
+//! ([`GuestMemory::map_charged`]): the charge is the length actually
+//! mapped (each region's file from offset 0 to `mmap_offset + size`,
+//! rounded to the file's page size), taken before anything is mapped and
+//! given back after the last mapping is removed.
 
 use arrayvec::ArrayVec;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::guard::Guarded;
 
@@ -72,6 +81,97 @@ pub enum MemoryError {
     },
     #[error("region {0}: the SIGBUS guard's table is full ({n} mappings)", n = crate::guard::SLOTS)]
     GuardFull(usize),
+    #[error("{0}")]
+    OverBudget(OverBudget),
+}
+
+/// Bytes of address space that a set of owners (every vhost-user port
+/// of the node) may have mapped for guest memory at once.
+///
+/// Thread safety: `Sync`; charges and releases are atomic (a
+/// compare-exchange loop), so owners on any thread share one budget.
+#[derive(Debug)]
+pub struct MapBudget {
+    limit: AtomicU64,
+    used: AtomicU64,
+}
+
+/// A mapping would take a [`MapBudget`] over its limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "mapping {want} bytes would exceed the node's guest-memory budget \
+     ({used} of {limit} bytes already mapped)"
+)]
+pub struct OverBudget {
+    pub want: u64,
+    pub used: u64,
+    pub limit: u64,
+}
+
+impl MapBudget {
+    pub const fn new(limit: u64) -> MapBudget {
+        MapBudget {
+            limit: AtomicU64::new(limit),
+            used: AtomicU64::new(0),
+        }
+    }
+    pub fn limit(&self) -> u64 {
+        self.limit.load(Relaxed)
+    }
+    /// A new limit for later charges (what is mapped stays mapped).
+    pub fn set_limit(&self, limit: u64) {
+        self.limit.store(limit, Relaxed);
+    }
+    /// Bytes charged now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Relaxed)
+    }
+    /// Charges `bytes` if they fit; the [`Charge`] gives them back on drop.
+    pub fn charge(&'static self, bytes: u64) -> Result<Charge, OverBudget> {
+        let limit = self.limit();
+        let mut used = self.used.load(Relaxed);
+        loop {
+            let fits = used.checked_add(bytes).is_some_and(|t| t <= limit);
+            if !fits {
+                return Err(OverBudget {
+                    want: bytes,
+                    used,
+                    limit,
+                });
+            }
+            match self
+                .used
+                .compare_exchange_weak(used, used + bytes, Relaxed, Relaxed)
+            {
+                Ok(_) => {
+                    return Ok(Charge {
+                        budget: self,
+                        bytes,
+                    });
+                }
+                Err(now) => used = now,
+            }
+        }
+    }
+}
+
+/// Bytes charged to a [`MapBudget`], given back on drop.
+#[derive(Debug)]
+pub struct Charge {
+    budget: &'static MapBudget,
+    bytes: u64,
+}
+
+impl Charge {
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.bytes, Relaxed);
+    }
 }
 
 /// A region's file as seen by [`GuestMemory::files`]: enough to map the
@@ -133,6 +233,9 @@ pub struct GuestMemory {
     unsealed: usize,
     /// The regions' files, in region order (empty for [`GuestMemory::from_raw`]).
     files: ArrayVec<KeptFile, MAX_REGIONS>,
+    /// What [`GuestMemory::map_charged`] charged (a field: given back
+    /// after `Drop::drop` has unmapped everything).
+    charge: Option<Charge>,
 }
 
 // SAFETY: the raw pointers refer to mappings that live as long as this value
@@ -163,6 +266,39 @@ impl GuestMemory {
     /// Pages are not prefaulted (guest memory can be large); the first
     /// touch of each page takes a fault once.
     pub fn map(specs: Vec<RegionSpec>) -> Result<GuestMemory, MemoryError> {
+        Self::map_inner(specs, None)
+    }
+
+    /// [`GuestMemory::map`], charging the length to be mapped to `budget`
+    /// first (refused with [`MemoryError::OverBudget`], nothing mapped,
+    /// when it does not fit); the charge is given back once this memory is
+    /// unmapped.
+    pub fn map_charged(
+        specs: Vec<RegionSpec>,
+        budget: &'static MapBudget,
+    ) -> Result<GuestMemory, MemoryError> {
+        Self::map_inner(specs, Some(budget))
+    }
+
+    /// Address space [`GuestMemory::map`] would map for `specs`: each
+    /// file from offset 0 to the region's end, rounded up to its page size.
+    pub fn mapped_len(specs: &[RegionSpec]) -> u64 {
+        specs
+            .iter()
+            .map(|s| {
+                let page = block_size(&s.fd) as u64;
+                s.mmap_offset
+                    .saturating_add(s.size)
+                    .div_ceil(page)
+                    .saturating_mul(page)
+            })
+            .fold(0, u64::saturating_add)
+    }
+
+    fn map_inner(
+        specs: Vec<RegionSpec>,
+        budget: Option<&'static MapBudget>,
+    ) -> Result<GuestMemory, MemoryError> {
         let ranges: Vec<(u64, u64, u64)> = specs
             .iter()
             .map(|s| (s.guest_phys_addr, s.user_addr, s.size))
@@ -177,11 +313,19 @@ impl GuestMemory {
             crate::tenant_fd::check_mappable(s.fd.as_fd(), 0, s.mmap_offset + s.size)
                 .map_err(|err| MemoryError::Unmappable { index: i, err })?;
         }
+        let charge = match budget {
+            Some(b) => Some(
+                b.charge(Self::mapped_len(&specs))
+                    .map_err(MemoryError::OverBudget)?,
+            ),
+            None => None,
+        };
         let mut mem = GuestMemory {
             regions: ArrayVec::new(),
             guards: ArrayVec::new(),
             unsealed: specs.iter().filter(|s| !s.shrink_sealed).count(),
             files: ArrayVec::new(),
+            charge,
         };
         for (i, s) in specs.into_iter().enumerate() {
             // hugetlbfs needs the length rounded to its page size, which
@@ -273,6 +417,7 @@ impl GuestMemory {
             guards: ArrayVec::new(),
             unsealed: 0,
             files: ArrayVec::new(),
+            charge: None,
         })
     }
 
@@ -433,6 +578,11 @@ impl GuestMemory {
     /// shrinking (these depend on the SIGBUS guard).
     pub fn unsealed_regions(&self) -> usize {
         self.unsealed
+    }
+
+    /// Bytes charged to a budget for this memory (0: none).
+    pub fn charged(&self) -> u64 {
+        self.charge.as_ref().map_or(0, Charge::bytes)
     }
 }
 
@@ -641,6 +791,40 @@ mod tests {
             assert_eq!(q.read_volatile(), 0);
             q.write_volatile(1);
         }
+    }
+
+    #[test]
+    fn a_budget_refuses_what_does_not_fit_and_is_given_back_on_unmap() {
+        static BUDGET: MapBudget = MapBudget::new(1 << 40);
+        let spec = |size: u64, off: u64| RegionSpec {
+            guest_phys_addr: 0,
+            size,
+            user_addr: 0,
+            mmap_offset: off,
+            fd: memfd((size + off) as usize),
+            shrink_sealed: false,
+        };
+        // Sparse: 768 GiB of memfd costs nothing until touched.
+        let a = GuestMemory::map_charged(vec![spec(512 << 30, 0)], &BUDGET).unwrap();
+        assert_eq!((a.charged(), BUDGET.used()), (512 << 30, 512 << 30));
+        // The mapped length counts the offset: 4 KiB at 600 GiB maps 600 GiB.
+        let e = GuestMemory::map_charged(vec![spec(4096, 600 << 30)], &BUDGET).unwrap_err();
+        let MemoryError::OverBudget(o) = e else {
+            panic!("{e}")
+        };
+        assert_eq!(
+            (o.want, o.used, o.limit),
+            ((600 << 30) + 4096, 512 << 30, 1 << 40)
+        );
+        assert_eq!(BUDGET.used(), 512 << 30, "a refusal charges nothing");
+        let b = GuestMemory::map_charged(vec![spec(256 << 30, 0)], &BUDGET).unwrap();
+        assert_eq!(BUDGET.used(), 768 << 30);
+        drop(a);
+        assert_eq!(BUDGET.used(), 256 << 30);
+        drop(b);
+        assert_eq!(BUDGET.used(), 0);
+        // Uncharged mapping is unaffected by any budget.
+        assert_eq!(GuestMemory::map(vec![spec(4096, 0)]).unwrap().charged(), 0);
     }
 
     #[test]
