@@ -1,9 +1,11 @@
 //! Helpers for tests: reporting a test as SKIPPED (never a silent pass),
 //! waiting for a condition with a deadline (never a fixed sleep), network
-//! namespaces and a raw socket as the far side of the wire.
+//! namespaces and a raw socket as the far side of the wire, QEMU guests
+//! driven through their serial shell (with iperf3 between them).
 
 pub mod chromium;
 pub mod netns;
+pub mod qemu;
 pub mod rawsock;
 pub mod stuck;
 

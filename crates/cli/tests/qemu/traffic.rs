@@ -36,6 +36,11 @@ pub fn ping(from: &mut Guest, to: &Guest) -> Result<f64, String> {
 /// TCP; checks the md5 at both ends; returns the throughput in MB/s.
 pub fn tcp(from: &mut Guest, to: &mut Guest) -> Result<f64, String> {
     let ip = to.spec.addr();
+    tcp_to(from, to, ip)
+}
+
+/// [`tcp`] to `to` at `ip` (e.g. one of its IPv6 addresses).
+pub fn tcp_to(from: &mut Guest, to: &mut Guest, ip: &str) -> Result<f64, String> {
     let sent_md5 = md5_of_fresh_data(from)?;
     // The listener's stdin must stay open (busybox nc half-closes the
     // connection when its stdin ends); the `sleep` is killed once the
