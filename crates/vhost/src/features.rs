@@ -317,8 +317,12 @@ mod tests {
     #[test]
     fn describe_names_bits() {
         assert_eq!(
-            describe(VIRTIO_F_VERSION_1 | VIRTIO_NET_F_MQ | 1),
-            "0x100400001 [VERSION_1 MQ 0x1]"
+            describe(VIRTIO_F_VERSION_1 | VIRTIO_NET_F_MQ | 1 << 5),
+            "0x100400020 [VERSION_1 MQ 0x20]"
+        );
+        assert_eq!(
+            describe(VIRTIO_NET_F_CSUM | VIRTIO_NET_F_HOST_TSO4),
+            "0x801 [CSUM HOST_TSO4]"
         );
     }
 }
