@@ -67,8 +67,9 @@
 //!   lock. So a log or region whose page faults never complete (a FUSE
 //!   file, should one pass the file checks) blocks only that port's
 //!   protocol thread; its rings stay stopped, and the PMDs and every other
-//!   port go on. (Removing that port still joins its protocol thread, so
-//!   it waits for the fault.)
+//!   port go on. Removing that port waits at most 2 s for its protocol
+//!   thread, then leaves it to end when the fault completes (its socket
+//!   file is removed then).
 //! * **Call fds.** The frontend's call eventfd could block a `write` (an
 //!   eventfd at its maximum count in blocking mode, a pipe nobody reads),
 //!   and `O_NONBLOCK` on its shared open file description is the
@@ -537,6 +538,13 @@ const VRING_KEYS: [&str; 2 * VhostUserConfig::MAX_QUEUES] = [
     "vring25", "vring26", "vring27", "vring28", "vring29", "vring30", "vring31",
 ];
 
+/// How long dropping a port waits for its protocol thread to end. It ends
+/// within milliseconds unless it is blocked in a guest page fault that
+/// does not complete (see the crate doc); then it is left to end by itself
+/// when the fault does (it holds only the port's shared state, and removes
+/// the socket file then).
+const JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Drop for VhostUserPort {
     fn drop(&mut self) {
         self.shared.stop.store(true, Release);
@@ -545,7 +553,20 @@ impl Drop for VhostUserPort {
         }
         let t = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(t) = t {
-            let _ = t.join();
+            let deadline = std::time::Instant::now() + JOIN_TIMEOUT;
+            while !t.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            } else {
+                tracing::warn!(
+                    "vhost-user port {}: its protocol thread did not end within {:?} (blocked \
+                     in the frontend's memory?); removed without waiting for it",
+                    self.shared.name,
+                    JOIN_TIMEOUT
+                );
+            }
         }
     }
 }
