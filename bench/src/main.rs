@@ -16,6 +16,8 @@
 //!   decapsulation), in process over a ring underlay (see [`vxlan`]).
 //! * `cni` — CNI ADD time and ADD → first frame forwarded from the new
 //!   port, with DPDK testpmd as the pod's application (see [`cni`]).
+//! * `vm-tcp` — iperf3 between two QEMU guests through nfvswitch, OVS-DPDK
+//!   with userspace TSO and a Linux bridge (see [`vm_tcp`]).
 //! * `soak` — minutes of traffic through vhost-user VNFs under VNF kills,
 //!   port and rule churn, then leak and panic checks (see [`soak`]).
 //!
@@ -52,6 +54,7 @@ mod starve;
 mod switch;
 mod testpmd;
 mod trial;
+mod vm_tcp;
 mod vxlan;
 
 use clap::Parser;
@@ -109,6 +112,9 @@ enum Cmd {
     /// The forwarding decision at scale: flows x rules x mask shape, Mpps,
     /// cycles/packet and where decisions came from (EMC, classifier).
     Scale(scale::ScaleArgs),
+    /// iperf3 between two QEMU guests through nfvswitch, OVS-DPDK (TSO)
+    /// and a Linux bridge: TCP 1 and 4 streams, UDP 64 B pps; ratios.
+    VmTcp(vm_tcp::VmTcpArgs),
 }
 
 fn main() -> ExitCode {
@@ -137,6 +143,7 @@ fn main() -> ExitCode {
         Cmd::Soak(a) => soak::soak(a),
         Cmd::Vxlan(a) => vxlan::vxlan(a),
         Cmd::Cni(a) => cni::cni(a),
+        Cmd::VmTcp(a) => vm_tcp::vm_tcp(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -15,7 +15,6 @@ mod console;
 pub mod iperf;
 
 pub use console::Console;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -219,8 +218,9 @@ pub struct Launch {
     /// A tap instead of vhost-user ([`Spec::socket`], `qemu_server` and
     /// `queues` are then unused).
     pub tap: Option<Tap>,
-    /// The CPU every thread of the QEMU (vCPU, I/O) runs on.
-    pub cpu: Option<usize>,
+    /// The CPU the guest's vCPU thread runs on (QEMU's other threads —
+    /// main loop, I/O — run anywhere).
+    pub vcpu_cpu: Option<usize>,
 }
 
 /// `-netdev tap`: an existing tap interface (made `vnet_hdr`), with the
@@ -345,25 +345,21 @@ impl Guest {
             let _ = std::fs::remove_file(q);
         }
         let qemu_err = std::fs::File::create(&qemu_log).map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(&image.qemu);
-        cmd.args(qemu_args(
-            image,
-            &spec,
-            &console_log,
-            &serial,
-            &extras,
-            launch,
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(qemu_err);
-        if let Some(cpu) = launch.cpu {
-            pin_to(&mut cmd, cpu);
-        }
-        let child = cmd
+        let child = Command::new(&image.qemu)
+            .args(qemu_args(
+                image,
+                &spec,
+                &console_log,
+                &serial,
+                &extras,
+                launch,
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(qemu_err)
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", image.qemu.display()))?;
-        Ok(Guest {
+        let guest = Guest {
             spec,
             child,
             console: Console::unconnected(),
@@ -372,7 +368,13 @@ impl Guest {
             serial,
             boot_secs: 0.0,
             qmp: extras.qmp,
-        })
+        };
+        if let Some(cpu) = launch.vcpu_cpu
+            && let Err(e) = pin_vcpu(guest.child.id(), cpu)
+        {
+            return Err(guest.failed(e));
+        }
+        Ok(guest)
     }
 
     fn connect_console(&mut self, deadline: Instant) -> Result<(), String> {
@@ -439,22 +441,31 @@ impl Guest {
     }
 }
 
-/// Every thread the child makes inherits the CPU set of its first.
-fn pin_to(cmd: &mut Command, cpu: usize) {
-    // SAFETY: the closure runs in the forked child before exec and makes
-    // only async-signal-safe calls (CPU_ZERO/CPU_SET on a local set,
-    // sched_setaffinity).
-    unsafe {
-        cmd.pre_exec(move || {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_ZERO(&mut set);
-            libc::CPU_SET(cpu, &mut set);
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+/// Pins the vCPU thread of QEMU `pid` ("CPU 0/TCG" or "CPU 0/KVM", named
+/// so by `-name ...,debug-threads=on`) to `cpu`, once QEMU has made it.
+fn pin_vcpu(pid: u32, cpu: usize) -> Result<(), String> {
+    use nix::sched::{CpuSet, sched_setaffinity};
+    let find = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .ok()?
+            .flatten()
+            .find_map(|t| {
+                let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+                comm.starts_with("CPU ")
+                    .then(|| t.file_name().to_str()?.parse::<i32>().ok())
+                    .flatten()
+            })
+    };
+    let mut tid = None;
+    crate::wait_until(Duration::from_secs(10), || {
+        tid = find();
+        tid.is_some()
+    });
+    let tid = tid.ok_or_else(|| format!("QEMU {pid}: no vCPU thread within 10 s"))?;
+    let mut set = CpuSet::new();
+    set.set(cpu).map_err(|e| format!("CPU {cpu}: {e}"))?;
+    sched_setaffinity(nix::unistd::Pid::from_raw(tid), &set)
+        .map_err(|e| format!("pinning QEMU's vCPU thread {tid} to CPU {cpu}: {e}"))
 }
 
 /// Where the QEMU named `name` (its [`Spec`]'s) writes its stderr.
@@ -462,9 +473,12 @@ pub fn qemu_log(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}-qemu.log"))
 }
 
-/// Machine, 256 MiB of shared memfd memory (vhost-user maps it), one vCPU.
+/// Machine, 256 MiB of shared memfd memory (vhost-user maps it), one vCPU;
+/// QEMU's threads named after what they do ("CPU 0/TCG").
 fn machine_args(accel: Accel) -> Vec<String> {
     let args = [
+        "-name",
+        "nfv-guest,debug-threads=on",
         "-machine",
         &format!("pc,accel={}", accel.name()),
         "-nodefaults",

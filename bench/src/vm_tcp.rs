@@ -1,0 +1,829 @@
+//! `nfv-bench vm-tcp`: what a VM user measures first — iperf3 between two
+//! QEMU guests — through three paths on the same machine with the same
+//! pinning:
+//!
+//! * nfvswitch: two vhost-user ports (client mode; QEMU serves the
+//!   sockets), rules port 1 <-> port 2, one PMD;
+//! * OVS-DPDK 3.1 with `userspace-tso-enable=true` (set before the daemon
+//!   starts: OVS reads it once), `dpdkvhostuserclient` ports, the same two
+//!   rules, one PMD;
+//! * the kernel: a Linux bridge and two taps (`vnet_hdr`), QEMU's
+//!   userspace virtio-net on them, or vhost-net where `/dev/vhost-net`
+//!   exists.
+//!
+//! Each trial starts the path, boots both guests (the image of
+//! `scripts/qemu-guest`, KVM where a probe guest boots, else TCG), and
+//! runs from guest A to guest B: TCP one stream, TCP four streams (`-P 4`)
+//! and UDP with 18-byte payloads (64-byte frames, `-b 0`: as fast as the
+//! sender can) whose received packets per second are reported. Rounds
+//! interleave the paths (A B C A B C ...); the table gives medians and the
+//! ratios nfvswitch/OVS and nfvswitch/kernel. Both guests' vCPU threads
+//! run on the guest CPU, every switch's PMD on the switch CPU; QEMU's
+//! other threads (under TCG they inject the guest's interrupts; in the
+//! kernel path without vhost-net they move the tap's frames) and the
+//! switches' control threads are left to the scheduler.
+//!
+//! Everything started is stopped by guards, also on error and Ctrl-C:
+//! guests (killed on drop), daemons ([`Proc`]), the bridge and taps
+//! ([`Bridge`]) and the hugepage setting ([`host::Hugepages`]).
+
+use crate::host;
+use crate::proc::{self, Proc, run_ok};
+use crate::report;
+use nfv_testutil::qemu::{Extras, Guest, Image, Launch, Spec, Tap, iperf};
+use nix::sys::signal::Signal;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct VmTcpArgs {
+    /// Interleaved rounds (each path once per round).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Seconds per iperf3 run.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u32,
+    /// The paths, in the order each round runs them.
+    #[arg(long, value_delimiter = ',', default_value = "nfvswitch,ovs,kernel")]
+    pub paths: Vec<PathKind>,
+    /// CPU of the guests (every QEMU thread).
+    #[arg(long, default_value_t = 0)]
+    pub guest_cpu: usize,
+    /// CPU of each switch's PMD.
+    #[arg(long, default_value_t = 1)]
+    pub switch_cpu: usize,
+    /// The nfvswitch binary (default: target/release/nfvswitch, built if missing).
+    #[arg(long)]
+    pub nfvswitch: Option<PathBuf>,
+    /// Where the JSON and markdown results go (default: bench/results/).
+    #[arg(long)]
+    pub results: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PathKind {
+    Nfvswitch,
+    Ovs,
+    Kernel,
+}
+
+impl PathKind {
+    fn name(self) -> &'static str {
+        match self {
+            PathKind::Nfvswitch => "nfvswitch",
+            PathKind::Ovs => "ovs-dpdk (tso)",
+            PathKind::Kernel => "kernel bridge",
+        }
+    }
+    fn short(self) -> &'static str {
+        match self {
+            PathKind::Nfvswitch => "nfv",
+            PathKind::Ovs => "ovs",
+            PathKind::Kernel => "kernel",
+        }
+    }
+}
+
+/// The three measurements of a trial, in order.
+const TESTS: [&str; 3] = ["TCP 1 stream Gbps", "TCP 4 streams Gbps", "UDP 64 B kpps"];
+const BOOT: Duration = Duration::from_secs(300);
+const CMD: Duration = Duration::from_secs(30);
+const GUESTS: [(&str, &str, &str); 2] = [
+    ("vm-a", "52:54:00:76:00:0a", "198.19.0.1/24"),
+    ("vm-b", "52:54:00:76:00:0b", "198.19.0.2/24"),
+];
+
+/// What one trial measured: per test the figure, and the switch PMD's
+/// busy % and TSC cycles per received packet over the run (None for the
+/// kernel path, which has no PMD).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+struct Trial {
+    figures: [f64; 3],
+    pmd_busy: [Option<f64>; 3],
+    pmd_cycles_per_packet: [Option<f64>; 3],
+    sender_cpu: [f64; 3],
+    lines: Vec<String>,
+    boot_secs: f64,
+}
+
+pub fn vm_tcp(a: VmTcpArgs) -> Result<(), String> {
+    let run_dir = host::run_dir()?;
+    let image = match guest_image() {
+        Ok(i) => i,
+        Err(why) => {
+            println!("vm-tcp: SKIPPED: no guest image: {why}");
+            return Ok(());
+        }
+    };
+    let (image, accel) = image.probe_accel(&run_dir);
+    let mut skip: Vec<(PathKind, String)> = Vec::new();
+    let mut nfvswitch = PathBuf::new();
+    let mut _huge = None;
+    let mut vhost_net = false;
+    for &p in &a.paths {
+        let ready = match p {
+            PathKind::Nfvswitch => {
+                crate::scenario::nfvswitch_binary(a.nfvswitch.clone()).map(|b| nfvswitch = b)
+            }
+            PathKind::Ovs => crate::ovs::prepare().and_then(|()| {
+                let pages = crate::ovs::SOCKET_MEM_MB / 2 + 64;
+                _huge = Some(host::Hugepages::reserve(pages, &run_dir)?);
+                Ok(())
+            }),
+            PathKind::Kernel => kernel_ready().map(|v| vhost_net = v),
+        };
+        if let Err(why) = ready {
+            println!("vm-tcp: SKIPPED {}: {why}", p.name());
+            skip.push((p, why));
+        }
+    }
+    let paths: Vec<PathKind> = a
+        .paths
+        .iter()
+        .copied()
+        .filter(|p| !skip.iter().any(|(s, _)| s == p))
+        .collect();
+    let cpus = (a.guest_cpu, a.switch_cpu);
+    print_setup(&a, &image, &accel, vhost_net, &run_dir);
+    let t0 = Instant::now();
+    let mut trials: Vec<(PathKind, usize, Result<Trial, String>)> = Vec::new();
+    'all: for round in 1..=a.rounds {
+        for &p in &paths {
+            let dir = run_dir.join(format!("r{round}-{}", p.short()));
+            let _ = std::fs::create_dir_all(&dir);
+            let bed = Bed {
+                image: &image,
+                dir: &dir,
+                nfvswitch: &nfvswitch,
+                cpus,
+                vhost_net,
+                seconds: a.seconds,
+            };
+            let r = bed.trial(p);
+            match &r {
+                Ok(t) => {
+                    println!(
+                        "round {round} {}: {:.3} / {:.3} Gbps, {:.1} kpps (boot {:.0} s)",
+                        p.name(),
+                        t.figures[0],
+                        t.figures[1],
+                        t.figures[2],
+                        t.boot_secs
+                    );
+                    for l in &t.lines {
+                        println!("    {l}");
+                    }
+                }
+                Err(e) => println!("round {round} {}: FAILED: {e}", p.name()),
+            }
+            trials.push((p, round, r));
+            if proc::interrupted() {
+                break 'all;
+            }
+        }
+    }
+    report_all(&a, &paths, &skip, &trials, &accel, vhost_net, t0);
+    if proc::interrupted() {
+        return Err("interrupted (partial results above)".into());
+    }
+    Ok(())
+}
+
+/// The cached guest image, built first (as root with apt) when missing.
+fn guest_image() -> Result<Image, String> {
+    if let Ok(i) = Image::find() {
+        return Ok(i);
+    }
+    if !host::is_root() {
+        return Image::find();
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/qemu-guest");
+    eprintln!("nfv-bench: building the guest image ({})", script.display());
+    let mut c = Command::new("bash");
+    c.arg(&script);
+    proc::run_to_end(c, Duration::from_secs(1200))?;
+    Image::find()
+}
+
+/// Root and a tun device; whether vhost-net is there (after trying to
+/// load it).
+fn kernel_ready() -> Result<bool, String> {
+    if !host::is_root() {
+        return Err("not root (a bridge and taps need it)".into());
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        return Err("no /dev/net/tun".into());
+    }
+    if !Path::new("/dev/vhost-net").exists() {
+        let mut c = Command::new("modprobe");
+        c.arg("vhost_net");
+        let _ = proc::run(c, Duration::from_secs(10));
+    }
+    Ok(Path::new("/dev/vhost-net").exists())
+}
+
+fn print_setup(a: &VmTcpArgs, image: &Image, accel: &str, vhost_net: bool, dir: &Path) {
+    println!(
+        "vm-tcp: {} rounds x {:?}, iperf3 {} s per run, guest A -> guest B",
+        a.rounds,
+        a.paths.iter().map(|p| p.name()).collect::<Vec<_>>(),
+        a.seconds
+    );
+    println!(
+        "  guests: {accel}; 1 vCPU, 256 MiB each; kernel {}",
+        image.kernel.display()
+    );
+    println!(
+        "  pinning: both guests' vCPU threads on CPU {g} (QEMU's main loop and I/O threads unpinned); \
+         nfvswitch PMD on CPU {s} (its other threads unpinned); OVS PMD on CPU {s} (pmd-cpu-mask), \
+         its main thread on CPU {g} (dpdk-lcore-mask); kernel path: no PMD, the bridge forwards \
+         in the thread that writes to the tap (the sending QEMU's I/O thread{vhost}, unpinned)",
+        g = a.guest_cpu,
+        s = a.switch_cpu,
+        vhost = if vhost_net {
+            " or vhost-net's kernel thread"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "  kernel path: bridge + tap, {}",
+        if vhost_net {
+            "vhost-net"
+        } else {
+            "no /dev/vhost-net: QEMU's userspace virtio-net on the taps"
+        }
+    );
+    println!("  private files in {}", dir.display());
+}
+
+/// One trial's set-up.
+struct Bed<'a> {
+    image: &'a Image,
+    dir: &'a Path,
+    nfvswitch: &'a Path,
+    /// (guests, switch PMD)
+    cpus: (usize, usize),
+    vhost_net: bool,
+    seconds: u32,
+}
+
+/// The path under test, stopped on drop.
+enum Switch {
+    Nfv(NfvNode),
+    Ovs(OvsNode),
+    Kernel(Bridge),
+}
+
+impl Switch {
+    /// Before a run: remember the PMD counters.
+    fn window_start(&mut self) -> Result<(), String> {
+        match self {
+            Switch::Nfv(n) => {
+                n.start = n.counters()?;
+                Ok(())
+            }
+            Switch::Ovs(o) => o.appctl(&["dpif-netdev/pmd-stats-clear"]).map(|_| ()),
+            Switch::Kernel(_) => Ok(()),
+        }
+    }
+
+    /// After it: (busy %, cycles per received packet) of the PMD.
+    fn window_end(&mut self) -> (Option<f64>, Option<f64>) {
+        match self {
+            Switch::Nfv(n) => n.counters().map_or((None, None), |c| {
+                let (rx, busy, idle) = (
+                    c.0.saturating_sub(n.start.0),
+                    c.1.saturating_sub(n.start.1),
+                    c.2.saturating_sub(n.start.2),
+                );
+                (
+                    Some(100.0 * busy as f64 / (busy + idle).max(1) as f64),
+                    (rx > 0).then(|| busy as f64 / rx as f64),
+                )
+            }),
+            Switch::Ovs(o) => o
+                .appctl(&["dpif-netdev/pmd-perf-show"])
+                .ok()
+                .and_then(|t| crate::ovs::parse_pmd_perf(&t))
+                .map_or((None, None), |p| {
+                    (Some(p.busy_percent), Some(p.cycles_per_packet))
+                }),
+            Switch::Kernel(_) => (None, None),
+        }
+    }
+
+    fn ensure_alive(&mut self) -> Result<(), String> {
+        match self {
+            Switch::Nfv(n) => n.proc.ensure_alive(),
+            Switch::Ovs(o) => {
+                for p in [&mut o.ovsdb, &mut o.vswitchd].into_iter().flatten() {
+                    p.ensure_alive()?;
+                }
+                Ok(())
+            }
+            Switch::Kernel(_) => Ok(()),
+        }
+    }
+}
+
+impl Bed<'_> {
+    fn sock(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("vm{i}.sock"))
+    }
+
+    fn trial(&self, kind: PathKind) -> Result<Trial, String> {
+        let mut sw = match kind {
+            PathKind::Nfvswitch => Switch::Nfv(NfvNode::start(self)?),
+            PathKind::Ovs => Switch::Ovs(OvsNode::start(self)?),
+            PathKind::Kernel => Switch::Kernel(Bridge::create(self.dir)?),
+        };
+        let launch = |i: usize| Launch {
+            device: None,
+            tap: match &sw {
+                Switch::Kernel(b) => Some(Tap {
+                    ifname: b.taps[i].clone(),
+                    vhost: self.vhost_net,
+                }),
+                _ => None,
+            },
+            vcpu_cpu: Some(self.cpus.0),
+        };
+        let spec = |i: usize| Spec {
+            name: GUESTS[i].0,
+            mac: GUESTS[i].1,
+            ip: GUESTS[i].2,
+            socket: self.sock(i),
+            qemu_server: true,
+            queues: 1,
+            mrg_rxbuf: true,
+            packed: false,
+        };
+        let (la, lb) = (launch(0), launch(1));
+        let t = Instant::now();
+        let (ra, rb) = std::thread::scope(|s| {
+            let ta = s.spawn(|| {
+                Guest::launch(self.image, spec(0), self.dir, BOOT, Extras::default(), &la)
+            });
+            let tb = s.spawn(|| {
+                Guest::launch(self.image, spec(1), self.dir, BOOT, Extras::default(), &lb)
+            });
+            (
+                ta.join().unwrap_or_else(|_| Err("boot panicked".into())),
+                tb.join().unwrap_or_else(|_| Err("boot panicked".into())),
+            )
+        });
+        let (mut ga, mut gb) = (ra?, rb?);
+        let boot_secs = t.elapsed().as_secs_f64();
+        proc::check()?;
+        sw.ensure_alive()?;
+        reachable(&mut ga, GUESTS[1].2)?;
+        let mut trial = Trial {
+            boot_secs,
+            ..Trial::default()
+        };
+        let offloads = nfv_testutil::qemu::guest_offloads(&mut ga, CMD)?;
+        trial.lines.push(format!("guest offloads: {offloads}"));
+        let runs = [
+            iperf::Run::tcp(1, self.seconds),
+            iperf::Run::tcp(4, self.seconds),
+            iperf::Run::udp(18, self.seconds),
+        ];
+        let addr_b = GUESTS[1].2.split('/').next().unwrap_or_default();
+        for (i, r) in runs.iter().enumerate() {
+            proc::check()?;
+            sw.window_start()?;
+            let o = iperf::run(&mut ga, &mut gb, addr_b, r)
+                .map_err(|e| format!("{}: {e}", TESTS[i]))?;
+            let (busy, cyc) = sw.window_end();
+            sw.ensure_alive()?;
+            if r.udp_len.is_none() {
+                o.check_tcp(TESTS[i])?;
+            }
+            trial.figures[i] = o.rx_pps.map_or(o.gbps, |p| p / 1e3);
+            trial.pmd_busy[i] = busy;
+            trial.pmd_cycles_per_packet[i] = cyc;
+            trial.sender_cpu[i] = o.sender_cpu;
+            trial.lines.push(format!("{}: {}", TESTS[i], o.summary()));
+        }
+        let _ = std::fs::write(self.dir.join("trial.txt"), trial.lines.join("\n") + "\n");
+        Ok(trial)
+    }
+}
+
+/// Waits until `g` gets a ping reply from `cidr`'s address.
+fn reachable(g: &mut Guest, cidr: &str) -> Result<(), String> {
+    let ip = cidr.split('/').next().unwrap_or(cidr);
+    g.ok(
+        &format!("for i in $(seq 60); do ping -c 1 -W 1 {ip} >/dev/null && exit 0; done; exit 1"),
+        Duration::from_secs(120),
+    )
+    .map(|_| ())
+    .map_err(|e| format!("guest A never reached {ip}: {e}"))
+}
+
+/// `nfvswitch run`: two vhost-user ports in client mode, port 1 <-> 2.
+struct NfvNode {
+    proc: Proc,
+    socket: PathBuf,
+    /// (rx packets, busy cycles, idle cycles) at the window's start.
+    start: (u64, u64, u64),
+}
+
+impl NfvNode {
+    fn start(bed: &Bed) -> Result<NfvNode, String> {
+        let socket = bed.dir.join("ctl.sock");
+        let mut cfg = format!(
+            "flows = [\"priority=10,in_port=1,actions=output:2\", \"priority=10,in_port=2,actions=output:1\"]\n\
+             [node]\nname = \"vmtcp-{}\"\ncontrol_socket = {:?}\napi = \"off\"\n[pmd]\ncores = [{}]\n",
+            std::process::id(),
+            socket.display().to_string(),
+            bed.cpus.1
+        );
+        for (i, (name, _, _)) in GUESTS.iter().enumerate() {
+            cfg += &format!(
+                "\n[[port]]\nname = \"{name}\"\nid = {}\ntype = \"vhost-user\"\nsocket = {:?}\nmode = \"client\"\nqueues = 1\n",
+                i + 1,
+                bed.sock(i).display().to_string()
+            );
+        }
+        let path = bed.dir.join("node.toml");
+        std::fs::write(&path, cfg).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut c = Command::new(bed.nfvswitch);
+        c.args(["--log", "info", "run"]).arg(&path);
+        let mut proc = Proc::spawn(
+            "nfvswitch",
+            c,
+            &bed.dir.join("nfvswitch.log"),
+            Signal::SIGINT,
+        )?;
+        let end = Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            proc.ensure_alive()?;
+            if Instant::now() > end {
+                return Err("nfvswitch: no control socket after 20 s".into());
+            }
+            proc::sleep(Duration::from_millis(20))?;
+        }
+        Ok(NfvNode {
+            proc,
+            socket,
+            start: (0, 0, 0),
+        })
+    }
+
+    fn counters(&self) -> Result<(u64, u64, u64), String> {
+        let reply = nfv_control::request(&self.socket, &nfv_control::Request::ShowPmd)?;
+        let data = match reply {
+            nfv_control::Response::Ok { data } => data,
+            nfv_control::Response::Error { message } => return Err(format!("show pmd: {message}")),
+        };
+        let pmds: Vec<nfv_control::protocol::PmdReport> =
+            serde_json::from_value(data).map_err(|e| format!("show pmd: {e}"))?;
+        Ok(pmds.iter().fold((0, 0, 0), |s, p| {
+            (s.0 + p.rx_packets, s.1 + p.busy_cycles, s.2 + p.idle_cycles)
+        }))
+    }
+}
+
+/// OVS-DPDK 3.1 as in `crate::ovs` (private ovsdb-server and
+/// `ovs-vswitchd-dpdk`, state under the trial directory), but with
+/// `userspace-tso-enable=true` before the daemon starts and rules both
+/// ways between two `dpdkvhostuserclient` ports.
+struct OvsNode {
+    run: PathBuf,
+    log: PathBuf,
+    db: PathBuf,
+    // Field order = drop order: vswitchd before ovsdb-server.
+    vswitchd: Option<Proc>,
+    ovsdb: Option<Proc>,
+}
+
+const OVS_T: Duration = Duration::from_secs(30);
+
+impl OvsNode {
+    fn cmd(&self, prog: &str) -> Command {
+        let mut c = Command::new(prog);
+        c.env("OVS_RUNDIR", &self.run)
+            .env("OVS_LOGDIR", &self.log)
+            .env("OVS_DBDIR", &self.db);
+        c
+    }
+
+    fn vsctl(&self, args: &[&str]) -> Result<String, String> {
+        let mut c = self.cmd("ovs-vsctl");
+        c.arg(format!("--db=unix:{}/db.sock", self.run.display()))
+            .arg("--timeout=30")
+            .args(args);
+        Ok(run_ok(c, OVS_T)?.stdout)
+    }
+
+    fn appctl(&self, args: &[&str]) -> Result<String, String> {
+        let mut c = self.cmd("ovs-appctl");
+        c.arg("-t")
+            .arg(self.run.join("ovs-vswitchd.ctl"))
+            .arg("--timeout=10")
+            .args(args);
+        Ok(run_ok(c, Duration::from_secs(15))?.stdout)
+    }
+
+    fn start(bed: &Bed) -> Result<OvsNode, String> {
+        let d = bed.dir.join("ovs");
+        let mut o = OvsNode {
+            run: d.join("run"),
+            log: d.join("log"),
+            db: d.join("db"),
+            vswitchd: None,
+            ovsdb: None,
+        };
+        for p in [&o.run, &o.log, &o.db] {
+            std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+        let db = o.db.join("conf.db");
+        let mut c = o.cmd("ovsdb-tool");
+        c.arg("create")
+            .arg(&db)
+            .arg("/usr/share/openvswitch/vswitch.ovsschema");
+        run_ok(c, OVS_T)?;
+        let sock = o.run.join("db.sock");
+        let mut c = o.cmd("ovsdb-server");
+        c.arg(&db)
+            .arg(format!("--remote=punix:{}", sock.display()))
+            .arg(format!("--unixctl={}/ovsdb-server.ctl", o.run.display()))
+            .arg(format!("--log-file={}/ovsdb-server.log", o.log.display()));
+        o.ovsdb = Some(Proc::spawn(
+            "ovsdb-server",
+            c,
+            &bed.dir.join("ovsdb-server.out"),
+            Signal::SIGTERM,
+        )?);
+        let end = Instant::now() + Duration::from_secs(20);
+        while !sock.exists() {
+            o.ovsdb.as_mut().map_or(Ok(()), Proc::ensure_alive)?;
+            if Instant::now() > end {
+                return Err("ovsdb-server: no db.sock after 20 s".into());
+            }
+            proc::sleep(Duration::from_millis(20))?;
+        }
+        o.vsctl(&["--no-wait", "init"])?;
+        let (g, s) = bed.cpus;
+        o.vsctl(&[
+            "--no-wait",
+            "set",
+            "Open_vSwitch",
+            ".",
+            "other_config:dpdk-init=true",
+            "other_config:userspace-tso-enable=true",
+            &format!("other_config:dpdk-socket-mem={}", crate::ovs::SOCKET_MEM_MB),
+            &format!("other_config:dpdk-lcore-mask={:#x}", 1u64 << g),
+            &format!("other_config:pmd-cpu-mask={:#x}", 1u64 << s),
+            "other_config:dpdk-hugepage-dir=/dev/hugepages",
+            &format!(
+                "other_config:dpdk-extra=--no-pci --file-prefix=vmtcp{}_ovs",
+                std::process::id()
+            ),
+        ])?;
+        let mut c = o.cmd(crate::ovs::VSWITCHD);
+        c.arg(format!("unix:{}", sock.display()))
+            .arg(format!(
+                "--unixctl={}",
+                o.run.join("ovs-vswitchd.ctl").display()
+            ))
+            .arg(format!("--log-file={}/ovs-vswitchd.log", o.log.display()));
+        o.vswitchd = Some(Proc::spawn(
+            "ovs-vswitchd-dpdk",
+            c,
+            &bed.dir.join("ovs-vswitchd.out"),
+            Signal::SIGTERM,
+        )?);
+        o.vsctl(&["wait-until", "Open_vSwitch", ".", "dpdk_initialized=true"])?;
+        o.vsctl(&[
+            "add-br",
+            "br0",
+            "--",
+            "set",
+            "bridge",
+            "br0",
+            "datapath_type=netdev",
+        ])?;
+        for (i, &(name, _, _)) in GUESTS.iter().enumerate() {
+            o.vsctl(&[
+                "add-port",
+                "br0",
+                name,
+                "--",
+                "set",
+                "Interface",
+                name,
+                "type=dpdkvhostuserclient",
+                &format!("options:vhost-server-path={}", bed.sock(i).display()),
+                &format!("ofport_request={}", i + 1),
+            ])?;
+        }
+        let mut flows = o.cmd("ovs-ofctl");
+        flows.args(["del-flows", "br0"]);
+        run_ok(flows, OVS_T)?;
+        for (from, to) in [(1, 2), (2, 1)] {
+            let mut c = o.cmd("ovs-ofctl");
+            c.args([
+                "add-flow",
+                "br0",
+                &format!("priority=10,in_port={from},actions=output:{to}"),
+            ]);
+            run_ok(c, OVS_T)?;
+        }
+        let tso = o.vsctl(&[
+            "get",
+            "Open_vSwitch",
+            ".",
+            "other_config:userspace-tso-enable",
+        ])?;
+        if tso.trim().trim_matches('"') != "true" {
+            return Err(format!("OVS userspace-tso-enable reads {tso:?}"));
+        }
+        Ok(o)
+    }
+}
+
+impl Drop for OvsNode {
+    fn drop(&mut self) {
+        if let Some(mut v) = self.vswitchd.take() {
+            if v.alive() {
+                // Returns before the daemon is gone: wait for the PID.
+                let _ = self.appctl(&["exit"]);
+                v.wait_exit(Duration::from_secs(10));
+            }
+            v.stop();
+        }
+        if let Some(mut d) = self.ovsdb.take() {
+            d.stop();
+        }
+    }
+}
+
+/// A Linux bridge with two `vnet_hdr` taps, deleted on drop.
+struct Bridge {
+    name: String,
+    taps: [String; 2],
+    /// What exists (deleted on drop, in reverse).
+    made: Vec<String>,
+}
+
+impl Bridge {
+    fn create(dir: &Path) -> Result<Bridge, String> {
+        let id = std::process::id() % 1_000_000;
+        let mut b = Bridge {
+            name: format!("nfvbr{id}"),
+            taps: [format!("nfvt{id}a"), format!("nfvt{id}b")],
+            made: Vec::new(),
+        };
+        ip(&["link", "add", &b.name, "type", "bridge"])?;
+        b.made.push(b.name.clone());
+        ip(&["link", "set", &b.name, "up"])?;
+        for t in b.taps.clone() {
+            ip(&["tuntap", "add", "dev", &t, "mode", "tap", "vnet_hdr"])?;
+            b.made.push(t.clone());
+            ip(&["link", "set", &t, "master", &b.name, "up"])?;
+        }
+        let _ = std::fs::write(dir.join("bridge.txt"), format!("{} {:?}\n", b.name, b.taps));
+        Ok(b)
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        for d in self.made.drain(..).rev() {
+            let mut c = Command::new("ip");
+            c.args(["link", "del", &d]);
+            // Not interruptible: this is the cleanup.
+            if let Err(e) = proc::run_to_end(c, Duration::from_secs(10)) {
+                eprintln!("nfv-bench: ip link del {d}: {e}");
+            }
+        }
+    }
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let mut c = Command::new("ip");
+    c.args(args);
+    run_ok(c, Duration::from_secs(10)).map(|_| ())
+}
+
+fn report_all(
+    a: &VmTcpArgs,
+    paths: &[PathKind],
+    skip: &[(PathKind, String)],
+    trials: &[(PathKind, usize, Result<Trial, String>)],
+    accel: &str,
+    vhost_net: bool,
+    t0: Instant,
+) {
+    let oks = |p: PathKind| -> Vec<&Trial> {
+        trials
+            .iter()
+            .filter(|(k, _, _)| *k == p)
+            .filter_map(|(_, _, r)| r.as_ref().ok())
+            .collect()
+    };
+    let med = |p: PathKind, f: &dyn Fn(&Trial) -> Option<f64>| {
+        report::median(&oks(p).iter().filter_map(|t| f(t)).collect::<Vec<_>>())
+    };
+    let mut rows = Vec::new();
+    for (i, test) in TESTS.iter().enumerate() {
+        for &p in paths {
+            let prec = if i == 2 { 1 } else { 3 };
+            let fails = trials
+                .iter()
+                .filter(|(k, _, r)| *k == p && r.is_err())
+                .count();
+            let fig = med(p, &|t| Some(t.figures[i]));
+            let busy = med(p, &|t| t.pmd_busy[i]);
+            let cyc = med(p, &|t| t.pmd_cycles_per_packet[i]);
+            rows.push(vec![
+                test.to_string(),
+                p.name().to_string(),
+                report::fmt_range(fig, prec),
+                busy.map_or("-".into(), |b| format!("{:.0}", b.0)),
+                cyc.map_or("-".into(), |c| format!("{:.0}", c.0)),
+                med(p, &|t| Some(t.sender_cpu[i])).map_or("-".into(), |c| format!("{:.0}", c.0)),
+                format!("{}/{}", oks(p).len(), oks(p).len() + fails),
+            ]);
+        }
+    }
+    let head = [
+        "test",
+        "path",
+        "median (min..max)",
+        "PMD busy %",
+        "PMD cyc/pkt",
+        "sender CPU %",
+        "ok",
+    ];
+    let mut ratio_rows = Vec::new();
+    for (i, test) in TESTS.iter().enumerate() {
+        let m = |p| med(p, &|t: &Trial| Some(t.figures[i])).map(|m| m.0);
+        let r = |other| match (m(PathKind::Nfvswitch), m(other)) {
+            (Some(x), Some(y)) if y > 0.0 => format!("{:.2}", x / y),
+            _ => "-".into(),
+        };
+        ratio_rows.push(vec![
+            test.to_string(),
+            r(PathKind::Ovs),
+            r(PathKind::Kernel),
+        ]);
+    }
+    let ratio_head = ["test", "nfvswitch / OVS-DPDK (tso)", "nfvswitch / kernel"];
+    println!(
+        "\nmedians over {} rounds ({:.1} min); guests under {accel}; kernel path {}",
+        a.rounds,
+        t0.elapsed().as_secs_f64() / 60.0,
+        if vhost_net {
+            "with vhost-net"
+        } else {
+            "without vhost-net"
+        }
+    );
+    print!("{}", report::text_table(&head, &rows));
+    println!("\nratios of the medians:");
+    print!("{}", report::text_table(&ratio_head, &ratio_rows));
+    for (p, why) in skip {
+        println!("SKIPPED {}: {why}", p.name());
+    }
+    for (p, round, r) in trials {
+        if let Err(e) = r {
+            println!("round {round} {} failed: {e}", p.name());
+        }
+    }
+    let ts = host::timestamp();
+    let json = serde_json::json!({
+        "kind": "vm-tcp",
+        "timestamp_utc": ts,
+        "accel": accel,
+        "vhost_net": vhost_net,
+        "args": {"rounds": a.rounds, "seconds": a.seconds, "guest_cpu": a.guest_cpu, "switch_cpu": a.switch_cpu},
+        "trials": trials.iter().map(|(p, round, r)| serde_json::json!({
+            "path": p.name(), "round": round,
+            "result": r.as_ref().map_err(String::clone),
+        })).collect::<Vec<_>>(),
+    });
+    let md = format!(
+        "# nfv-bench vm-tcp {ts}\n\nGuests under {accel}; kernel path {}.\n\n{}\n{}",
+        if vhost_net {
+            "with vhost-net"
+        } else {
+            "without vhost-net"
+        },
+        report::md_table(&head, &rows),
+        report::md_table(&ratio_head, &ratio_rows)
+    );
+    match report::write_results(
+        &report::results_dir(a.results.clone()),
+        &format!("vm-tcp-{ts}"),
+        &json,
+        &md,
+    ) {
+        Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
+        Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
+    }
+}
