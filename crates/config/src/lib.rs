@@ -96,6 +96,8 @@
 //! #                                #   that take them, others get segments cut here
 //! #   ecn = true                   # offer HOST/GUEST_ECN (needs tso)
 //! #   uso = true                   # offer UDP segmentation (HOST_USO, GUEST_USO4/6)
+//! #   max_guest_memory_gib = 1024  # most guest memory one memory table may map (1..=65536);
+//! #                                #   a table over it is refused (mem_over_budget)
 //! # type = "memif":
 //! #   socket = "/run/m1.sock"      # required; a file, or "@name" for an abstract socket
 //! #                                #   (DPDK's default is @/run/memif.sock); server ports

@@ -333,6 +333,7 @@ mod tests {
                 one_copy: true,
                 packed_ring: true,
                 offloads: nfv_vhost::Offloads::ALL,
+                max_guest_memory: nfv_vhost::DEFAULT_MAX_GUEST_MEMORY,
             }),
         }
     }

@@ -462,6 +462,7 @@ packed_ring = false
                 one_copy: true,
                 packed_ring: true,
                 offloads: nfv_vhost::Offloads::ALL,
+                max_guest_memory: nfv_vhost::DEFAULT_MAX_GUEST_MEMORY,
             }),
         }
     );
@@ -481,6 +482,7 @@ packed_ring = false
                 one_copy: true,
                 packed_ring: false,
                 offloads: nfv_vhost::Offloads::ALL,
+                max_guest_memory: nfv_vhost::DEFAULT_MAX_GUEST_MEMORY,
             }),
         }
     );

@@ -52,6 +52,10 @@ pub const MAX_REGIONS: usize = 8;
 /// budget.
 pub const DEFAULT_MAX_GUEST_MEMORY: u64 = 1 << 40;
 
+/// Largest `max_guest_memory_gib` a port may set: 64 TiB, the default
+/// node budget.
+pub const NODE_BUDGET_MAX_GIB: u64 = 64 << 10;
+
 /// Default budget of guest memory mapped by all vhost-user ports of the
 /// node together: 64 TiB, half of x86-64's 128 TiB user address space
 /// (4-level paging), leaving the other half to the packet pools, thread

@@ -62,6 +62,12 @@ pub struct VhostUserConfig {
     /// Which checksum and segmentation offloads the port offers (each on
     /// by default; see [`Offloads`]).
     pub offloads: Offloads,
+    /// Most guest memory (bytes of address space mapped, see
+    /// `crate::memtable`) a memory table of this port may make the switch
+    /// map; a table over it is refused and counted (`mem_over_budget`),
+    /// the port keeps its old one. Key `max_guest_memory_gib`, default
+    /// [`crate::DEFAULT_MAX_GUEST_MEMORY`] (1 TiB).
+    pub max_guest_memory: u64,
 }
 
 /// The offloads a vhost-user port offers its guest, each switchable off
@@ -118,6 +124,7 @@ impl VhostUserConfig {
             one_copy: true,
             packed_ring: true,
             offloads: Offloads::ALL,
+            max_guest_memory: crate::memtable::DEFAULT_MAX_GUEST_MEMORY,
         }
     }
 }
@@ -165,6 +172,7 @@ impl PortType for VhostUserType {
             "tso",
             "ecn",
             "uso",
+            "max_guest_memory_gib",
         ]
     }
     fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
@@ -207,6 +215,11 @@ impl PortType for VhostUserType {
                 ecn: t.bool_or("ecn", d.offloads.ecn)?,
                 uso: t.bool_or("uso", d.offloads.uso)?,
             },
+            max_guest_memory: t.int_or::<u64>(
+                "max_guest_memory_gib",
+                1..=(crate::memtable::NODE_BUDGET_MAX_GIB as i64),
+                d.max_guest_memory >> 30,
+            )? << 30,
         }))
     }
     fn open(

@@ -381,7 +381,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             conn: Mutex::new(None),
             log: RateLimitedLog::new(format!("vhost-user port {name}")),
-            max_guest_memory: AtomicU64::new(crate::memtable::DEFAULT_MAX_GUEST_MEMORY),
+            max_guest_memory: AtomicU64::new(cfg.max_guest_memory),
             lend: crate::lend::LendState::new(pairs),
             rarp: AtomicU64::new(0),
         }

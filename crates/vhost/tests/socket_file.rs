@@ -19,6 +19,7 @@ fn cfg(socket: &Path) -> VhostUserConfig {
         one_copy: true,
         packed_ring: true,
         offloads: nfv_vhost::Offloads::ALL,
+        max_guest_memory: nfv_vhost::DEFAULT_MAX_GUEST_MEMORY,
     }
 }
 
