@@ -4,12 +4,30 @@
 //! (`id=` tells them apart).
 //!
 //! A [`Hub`] per path accepts connections on its own thread and hands
-//! each to a thread of its own (at most [`MAX_HANDSHAKES`] at once, so a
-//! crowd of stalled clients cannot pile up threads) that runs the
-//! handshake with a deadline, finds the port by INIT's id, claims it
-//! (a second client for the same id is told "Already connected"), maps
-//! the memory, answers CONNECTED, publishes the connection to the port's
-//! queues and watches the socket until the connection ends.
+//! each to a thread of its own that runs the handshake with a deadline,
+//! finds the port by INIT's id, claims it (a second client for the same
+//! id is told "Already connected"), maps the memory, answers CONNECTED,
+//! publishes the connection to the port's queues and watches the socket
+//! until the connection ends.
+//!
+//! **Handshake slots.** A handshake holds a slot (and a thread) from
+//! accept until CONNECT or failure: at most [`MAX_HANDSHAKES`] per
+//! socket, of which one peer uid (`SO_PEERCRED`) holds at most
+//! [`MAX_HANDSHAKES_PER_UID`], so no single uid can take them all. A
+//! client must send its first message within [`FIRST_MESSAGE_TIMEOUT`]
+//! of HELLO and finish within [`HANDSHAKE_TIMEOUT`]. A connection that
+//! has not spoken yet is *silent*; a newcomer that finds its uid's share
+//! (or the socket) full displaces the oldest silent connection of that
+//! uid (or of any uid) instead of being refused, so silent connections
+//! hoard nothing even when every tenant runs as the same uid (containers
+//! without user namespaces all connect as root). Only when every slot
+//! in the way holds a client that has spoken is the newcomer refused
+//! ("Too many connections"). What it costs a hostile tenant to hold a
+//! slot is then a client that keeps talking (a valid INIT: its own
+//! interface id and secret), for at most [`HANDSHAKE_TIMEOUT`] at a
+//! time, and only within its uid's share. Every refusal, drop and
+//! displacement is counted per socket ([`HUB_COUNTER_NAMES`], in each
+//! member port's gauges) and logged rate-limited.
 //!
 //! Ports join when they open and leave when they are dropped; the last
 //! one out stops the hub (joining its thread before the path may be
@@ -18,32 +36,149 @@
 use crate::connection::Connection;
 use crate::handshake::{Limits, Offer};
 use crate::port::{Common, OpenError, Shared, disconnect, lock};
-use crate::serve::{self, HandshakeError};
+use crate::serve::{self, HandshakeError, Timeouts};
 use crate::socket::{Conn, Listener, Received, SocketPath};
+use nfv_vhost::RateLimitedLog;
 use nfv_wire::memif::{self, MsgRepr};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How long a client has from accept to CONNECT.
+/// How long a client has from accept to CONNECT. A DPDK, VPP or libmemif
+/// client answers every message within a millisecond; 5 s covers a
+/// loaded host and bounds how long a talking client holds a slot.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client has from HELLO to its first message (INIT). A
+/// client creates and maps its memory before INIT (memfd, ftruncate,
+/// mmap: micro- to milliseconds), so 1 s leaves two to three orders of
+/// magnitude for a loaded host, while a silent connection frees its slot
+/// within a second even when nobody displaces it.
+pub const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often threads look at their stop flags and the memory.
 const TICK: Duration = Duration::from_millis(100);
 /// Regions a client may add: DPDK uses 1 (copy) or 2 (zero-copy client),
 /// VPP one per buffer pool; each takes a slot of the SIGBUS guard's table.
 const MAX_REGIONS: u16 = 16;
-/// Handshakes in progress on one socket; more clients wait in the
-/// listen backlog... and are refused once accepted past this.
-pub const MAX_HANDSHAKES: usize = 8;
+/// Handshakes in progress on one socket (a thread each); more clients
+/// wait in the listen backlog and, once accepted, displace a silent one
+/// or are refused.
+pub const MAX_HANDSHAKES: usize = 16;
+/// Of a socket's handshakes, what one peer uid may hold: a VNF starting
+/// four interfaces on one socket at once fits, and four uids are needed
+/// to fill a socket with clients that talk.
+pub const MAX_HANDSHAKES_PER_UID: usize = 4;
+/// The uid bucket of a peer whose credentials could not be read.
+const UNKNOWN_UID: u32 = u32::MAX;
+
+/// Per-socket counters of refused and dropped handshakes, by reason.
+#[derive(Debug, Default)]
+pub(crate) struct HubCounters {
+    /// Refused: every slot held by clients that have spoken.
+    refused_busy: AtomicU64,
+    /// Refused: the peer's uid holds its share, all of it talking.
+    refused_uid: AtomicU64,
+    /// Dropped: nothing within [`FIRST_MESSAGE_TIMEOUT`] of HELLO.
+    silent_dropped: AtomicU64,
+    /// Dropped while silent to make room for a newcomer.
+    silent_displaced: AtomicU64,
+    /// Dropped: spoke, but no CONNECT within [`HANDSHAKE_TIMEOUT`].
+    handshake_timeouts: AtomicU64,
+}
+
+/// The names of [`HubCounters`], in [`HubCounters::load`] order (in the
+/// gauges of every port on the socket).
+pub(crate) const HUB_COUNTER_NAMES: [&str; 5] = [
+    "socket_refused_busy",
+    "socket_refused_uid",
+    "socket_silent_dropped",
+    "socket_silent_displaced",
+    "socket_handshake_timeouts",
+];
+
+impl HubCounters {
+    pub fn load(&self) -> [u64; 5] {
+        [
+            &self.refused_busy,
+            &self.refused_uid,
+            &self.silent_dropped,
+            &self.silent_displaced,
+            &self.handshake_timeouts,
+        ]
+        .map(|c| c.load(Relaxed))
+    }
+}
+
+/// A handshake slot's state: silent until its first message.
+const SILENT: u8 = 0;
+const SPOKE: u8 = 1;
+const DISPLACED: u8 = 2;
+
+/// A handshake in progress. `state` goes SILENT → SPOKE (its thread, at
+/// the first message) or SILENT → DISPLACED (the accept thread, which
+/// then shuts the socket down), never both: a compare-exchange decides.
+struct Pending {
+    uid: u32,
+    serial: u64,
+    conn: Conn,
+    state: AtomicU8,
+}
+
+/// What [`admit`] sees of a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SlotView {
+    uid: u32,
+    silent: bool,
+}
+
+/// Why a newcomer gets no slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Full {
+    /// Its uid holds its share, every one talking.
+    Uid,
+    /// The socket's slots are all held by clients that talk.
+    Busy,
+}
+
+/// What to do with a newcomer of `uid` given the slots held (oldest
+/// first): take a free slot, displace slot `i` (silent), or refuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    Take,
+    Displace(usize),
+    Refuse(Full),
+}
+
+fn admit(slots: &[SlotView], uid: u32, max: usize, per_uid: usize) -> Admission {
+    let mine = slots.iter().filter(|s| s.uid == uid).count();
+    if mine >= per_uid {
+        return slots
+            .iter()
+            .position(|s| s.uid == uid && s.silent)
+            .map_or(Admission::Refuse(Full::Uid), Admission::Displace);
+    }
+    if slots.len() >= max {
+        return slots
+            .iter()
+            .position(|s| s.silent)
+            .map_or(Admission::Refuse(Full::Busy), Admission::Displace);
+    }
+    Admission::Take
+}
 
 /// What the accept thread and the connection threads share.
 struct HubInner {
     path: SocketPath,
     members: Mutex<HashMap<u32, Weak<Shared<Connection>>>>,
     stop: AtomicBool,
-    handshakes: AtomicUsize,
+    /// Handshakes in progress, oldest first.
+    slots: Mutex<Vec<Arc<Pending>>>,
+    counters: HubCounters,
+    /// Refusals that name no port (the socket's own) are logged here.
+    log: RateLimitedLog,
+    /// The "shared socket without a secret" warning was given.
+    warned_open: AtomicBool,
 }
 
 /// A listening socket and the ports it serves.
@@ -73,6 +208,7 @@ pub(crate) fn join(
             });
         }
         members.insert(id, Arc::downgrade(shared));
+        hub.inner.warn_if_open(&members);
         return Ok(hub.clone());
     }
     let listener = Listener::bind(path).map_err(|err| OpenError::Listen {
@@ -83,7 +219,10 @@ pub(crate) fn join(
         path: path.clone(),
         members: Mutex::new(HashMap::from([(id, Arc::downgrade(shared))])),
         stop: AtomicBool::new(false),
-        handshakes: AtomicUsize::new(0),
+        slots: Mutex::new(Vec::new()),
+        counters: HubCounters::default(),
+        log: RateLimitedLog::new(format!("memif socket {path}")),
+        warned_open: AtomicBool::new(false),
     });
     let i = inner.clone();
     let thread = std::thread::Builder::new()
@@ -119,7 +258,41 @@ impl Hub {
     }
 }
 
+impl Hub {
+    /// The socket's counters, by [`HUB_COUNTER_NAMES`].
+    pub(crate) fn counters(&self) -> [u64; 5] {
+        self.inner.counters.load()
+    }
+}
+
 impl HubInner {
+    /// Warns once per socket when it serves several ports and one of
+    /// them takes any client: whoever reaches the socket may claim that
+    /// interface id (the crate doc says more).
+    fn warn_if_open(&self, members: &HashMap<u32, Weak<Shared<Connection>>>) {
+        if members.len() < 2 {
+            return;
+        }
+        let mut open: Vec<String> = members
+            .values()
+            .filter_map(Weak::upgrade)
+            .filter(|s| s.cfg.secret.is_none())
+            .map(|s| format!("{} (interface_id {})", s.name, s.cfg.id))
+            .collect();
+        if open.is_empty() || self.warned_open.swap(true, AcqRel) {
+            return;
+        }
+        open.sort();
+        tracing::warn!(
+            "memif socket {} is shared by {} ports and {} have no secret: any client that \
+             reaches the socket can claim them by interface id; give every port on a \
+             shared socket its own `secret`",
+            self.path,
+            members.len(),
+            open.join(", ")
+        );
+    }
+
     fn member(&self, id: u32) -> Option<Arc<Shared<Connection>>> {
         lock(&self.members).get(&id).and_then(Weak::upgrade)
     }
@@ -142,33 +315,127 @@ impl HubInner {
 }
 
 fn accept_loop(hub: &Arc<HubInner>, listener: Listener) {
+    let mut serial = 0u64;
     while !hub.stop.load(Acquire) {
         match listener.accept(TICK) {
             Ok(Some(conn)) => {
-                if hub.handshakes.fetch_add(1, AcqRel) >= MAX_HANDSHAKES {
-                    hub.handshakes.fetch_sub(1, AcqRel);
-                    let _ = conn.send(&disconnect("Too many connections"), None);
-                    tracing::warn!(
-                        "memif socket {}: a client refused, {MAX_HANDSHAKES} handshakes \
-                         already in progress",
-                        hub.path
-                    );
+                serial += 1;
+                let uid = conn.peer_uid().unwrap_or(UNKNOWN_UID);
+                let Some(pending) = hub.admit(conn, uid, serial) else {
                     continue;
-                }
+                };
                 let h = hub.clone();
+                let p = pending.clone();
                 let spawned = std::thread::Builder::new()
                     .name("memif-conn".into())
-                    .spawn(move || serve_conn(&h, conn));
+                    .spawn(move || serve_conn(&h, &p));
                 if spawned.is_err() {
-                    hub.handshakes.fetch_sub(1, AcqRel);
+                    hub.release(pending.serial);
                 }
             }
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!("memif socket {}: accept failed: {e}", hub.path);
+                hub.log.warn("accept", || format!("accept failed: {e}"));
                 std::thread::sleep(TICK);
             }
         }
+    }
+}
+
+impl HubInner {
+    /// Gives a newcomer of `uid` a handshake slot, displacing a silent
+    /// connection if it must ([`admit`]), or refuses it (counted, told
+    /// "Too many connections", logged rate-limited).
+    fn admit(&self, conn: Conn, uid: u32, serial: u64) -> Option<Arc<Pending>> {
+        let mut slots = lock(&self.slots);
+        loop {
+            // Displaced connections are on their way out: not counted.
+            let live: Vec<(usize, SlotView)> = slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| {
+                    let state = p.state.load(Acquire);
+                    (state != DISPLACED).then_some((
+                        i,
+                        SlotView {
+                            uid: p.uid,
+                            silent: state == SILENT,
+                        },
+                    ))
+                })
+                .collect();
+            let views: Vec<SlotView> = live.iter().map(|(_, v)| *v).collect();
+            match admit(&views, uid, MAX_HANDSHAKES, MAX_HANDSHAKES_PER_UID) {
+                Admission::Take => break,
+                Admission::Displace(k) => {
+                    let old = &slots[live[k].0];
+                    if old
+                        .state
+                        .compare_exchange(SILENT, DISPLACED, AcqRel, Acquire)
+                        .is_err()
+                    {
+                        // It spoke just now: look again.
+                        continue;
+                    }
+                    let _ = old.conn.send(&disconnect("Too many connections"), None);
+                    let _ = old.conn.shutdown();
+                    self.counters.silent_displaced.fetch_add(1, Relaxed);
+                    self.log.info("displaced", || {
+                        format!(
+                            "a silent client (uid {}) dropped to make room for a new one \
+                             (uid {uid})",
+                            old.uid
+                        )
+                    });
+                    break;
+                }
+                Admission::Refuse(full) => {
+                    drop(slots);
+                    let (counter, why) = match full {
+                        Full::Uid => (
+                            &self.counters.refused_uid,
+                            format!(
+                                "a client refused: uid {uid} already holds \
+                                 {MAX_HANDSHAKES_PER_UID} handshakes"
+                            ),
+                        ),
+                        Full::Busy => (
+                            &self.counters.refused_busy,
+                            format!(
+                                "a client (uid {uid}) refused: {MAX_HANDSHAKES} handshakes \
+                                 already in progress"
+                            ),
+                        ),
+                    };
+                    // Counted before the client hears it.
+                    counter.fetch_add(1, Relaxed);
+                    let _ = conn.send(&disconnect("Too many connections"), None);
+                    self.log.warn("refused", || why);
+                    return None;
+                }
+            }
+        }
+        let p = Arc::new(Pending {
+            uid,
+            serial,
+            conn,
+            state: AtomicU8::new(SILENT),
+        });
+        slots.push(p.clone());
+        Some(p)
+    }
+
+    fn release(&self, serial: u64) {
+        lock(&self.slots).retain(|p| p.serial != serial);
+    }
+}
+
+/// Frees a handshake slot when its thread is done with it.
+struct Slot<'a>(&'a HubInner, u64);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.release(self.1);
     }
 }
 
@@ -182,7 +449,9 @@ impl Drop for Claim<'_> {
 }
 
 /// One client, from accept to the end of its connection.
-fn serve_conn(hub: &HubInner, conn: Conn) {
+fn serve_conn(hub: &HubInner, pending: &Pending) {
+    let slot = Slot(hub, pending.serial);
+    let conn = &pending.conn;
     let hello_name = concat!("nfvswitch ", env!("CARGO_PKG_VERSION"));
     // The id the client asked for, to count a refusal on that port.
     let asked = std::cell::Cell::new(None);
@@ -193,23 +462,26 @@ fn serve_conn(hub: &HubInner, conn: Conn) {
             taken: s.claimed.load(Acquire),
         })
     };
-    let result = serve::until_connect(&conn, hub.limits(), hello_name, offer, HANDSHAKE_TIMEOUT);
+    let timeouts = Timeouts {
+        first_message: FIRST_MESSAGE_TIMEOUT,
+        handshake: HANDSHAKE_TIMEOUT,
+    };
+    let spoke = || {
+        // Fails only if the accept thread displaced it first.
+        let _ = pending
+            .state
+            .compare_exchange(SILENT, SPOKE, AcqRel, Acquire);
+    };
+    let result = serve::until_connect_timed(conn, hub.limits(), hello_name, offer, timeouts, spoke);
     // The handshake is over: another may start.
-    hub.handshakes.fetch_sub(1, AcqRel);
-    let port = asked.get().and_then(|id| hub.member(id));
+    drop(slot);
+    if pending.state.load(Acquire) == DISPLACED {
+        // Counted and logged when it was displaced.
+        return;
+    }
     let setup = match result {
         Ok(s) => s,
-        Err(e) => {
-            let why = match e {
-                HandshakeError::PeerLeft(r) => format!("client left during the handshake: {r}"),
-                e => format!("client {e}"),
-            };
-            match port {
-                Some(p) => refuse(&p, why),
-                None => tracing::warn!("memif socket {}: {why}", hub.path),
-            }
-            return;
-        }
+        Err(e) => return failed(hub, pending, asked.get(), e),
     };
     let Some(shared) = hub.member(setup.id) else {
         let _ = conn.send(&disconnect("ID not found"), None);
@@ -244,7 +516,7 @@ fn serve_conn(hub: &HubInner, conn: Conn) {
             return;
         }
     };
-    if let Err(e) = serve::confirm(&conn, &shared.name) {
+    if let Err(e) = serve::confirm(conn, &shared.name) {
         return refuse(&shared, format!("client gone before CONNECTED: {e}"));
     }
     {
@@ -266,7 +538,7 @@ fn serve_conn(hub: &HubInner, conn: Conn) {
     );
     let watch = connection.clone();
     shared.publish(Some(connection));
-    let why = watch_client(&shared, &conn, &watch);
+    let why = watch_client(&shared, conn, &watch);
     drop(watch);
     shared.publish(None);
     {
@@ -275,6 +547,31 @@ fn serve_conn(hub: &HubInner, conn: Conn) {
         st.disconnects += 1;
     }
     shared.event(false, format!("disconnected: {why}"));
+}
+
+/// A handshake that did not reach CONNECT: counted (timeouts, by kind)
+/// before the client hears it, then recorded on the port it asked for
+/// (`asked`, if it got that far) or logged for the socket, rate-limited.
+fn failed(hub: &HubInner, pending: &Pending, asked: Option<u32>, e: HandshakeError) {
+    let counter = match &e {
+        HandshakeError::Silent(_) => Some(&hub.counters.silent_dropped),
+        HandshakeError::Timeout(_) => Some(&hub.counters.handshake_timeouts),
+        _ => None,
+    };
+    if let Some(c) = counter {
+        c.fetch_add(1, Relaxed);
+        let _ = pending.conn.send(&disconnect("Timeout"), None);
+    }
+    let why = match e {
+        HandshakeError::PeerLeft(r) => format!("client left during the handshake: {r}"),
+        e => format!("client (uid {}) {e}", pending.uid),
+    };
+    match asked.and_then(|id| hub.member(id)) {
+        Some(p) => refuse(&p, why),
+        None => {
+            hub.log.warn("handshake", || why);
+        }
+    }
 }
 
 fn refuse(shared: &Common, why: String) {
@@ -310,6 +607,66 @@ fn watch_client(shared: &Common, conn: &Conn, c: &Connection) -> String {
                     }
                 };
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(uid: u32, silent: bool) -> SlotView {
+        SlotView { uid, silent }
+    }
+
+    #[test]
+    fn admission_by_uid_share_then_socket() {
+        let (max, per) = (4, 2);
+        let talking = |uid| v(uid, false);
+        let silent = |uid| v(uid, true);
+        // (case, slots oldest first, newcomer's uid, admission)
+        let cases = [
+            ("empty", vec![], 1, Admission::Take),
+            ("below both limits", vec![talking(1)], 1, Admission::Take),
+            (
+                "uid share full of talkers",
+                vec![talking(1), talking(1)],
+                1,
+                Admission::Refuse(Full::Uid),
+            ),
+            (
+                "uid share full: its oldest silent one goes",
+                vec![talking(1), silent(2), silent(1), silent(1)],
+                1,
+                Admission::Displace(2),
+            ),
+            (
+                "another uid is not displaced for a full share",
+                vec![silent(2), talking(1), talking(1)],
+                1,
+                Admission::Refuse(Full::Uid),
+            ),
+            (
+                "socket full: the oldest silent one of any uid goes",
+                vec![talking(1), talking(2), silent(3), silent(4)],
+                5,
+                Admission::Displace(2),
+            ),
+            (
+                "socket full of talkers",
+                vec![talking(1), talking(2), talking(3), talking(4)],
+                5,
+                Admission::Refuse(Full::Busy),
+            ),
+            (
+                "a free slot is taken before anything is displaced",
+                vec![silent(1), silent(2), silent(3)],
+                4,
+                Admission::Take,
+            ),
+        ];
+        for (case, slots, uid, want) in cases {
+            assert_eq!(admit(&slots, uid, max, per), want, "{case}");
         }
     }
 }

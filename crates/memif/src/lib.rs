@@ -22,6 +22,27 @@
 //! * [`client`]: the client role (creates the memory, connects): the
 //!   port's client role (`client_queue`: its PMD side), the built-in VNF
 //!   and tests that play a hostile client.
+//!
+//! # A shared socket and hostile clients
+//!
+//! Server ports may share one socket (interfaces told apart by
+//! `interface_id`). memif has no other notion of who a client is: **on a
+//! shared socket, a port without a `secret` can be claimed by any client
+//! that reaches the socket**, by asking for its interface id — a
+//! co-tenant can take another tenant's interface (and its traffic) if it
+//! connects first, or keep it "Already connected" for as long as it
+//! likes. Give every port on a shared socket its own secret (24 bytes at
+//! most, compared in INIT); the switch warns once when a socket shared by
+//! several ports has ports without one. A secret travels in the clear
+//! over the unix socket: it guards against co-tenants, not against root.
+//!
+//! The handshake itself cannot be hoarded: handshake slots per socket
+//! and per peer uid (`SO_PEERCRED`), a first-message deadline of
+//! [`FIRST_MESSAGE_TIMEOUT`] after HELLO, silent connections displaced by
+//! newcomers, refusals counted by reason (`socket_*` gauges) and logged
+//! rate-limited — `hub` has the rules and why the numbers are what they
+//! are. A uid is only as good as the user namespaces behind it: pods that
+//! all connect as root share one uid's share of the slots.
 
 pub mod client;
 mod client_queue;
@@ -35,6 +56,6 @@ pub mod serve;
 mod settings;
 pub mod socket;
 
-pub use hub::HANDSHAKE_TIMEOUT;
+pub use hub::{FIRST_MESSAGE_TIMEOUT, HANDSHAKE_TIMEOUT, MAX_HANDSHAKES, MAX_HANDSHAKES_PER_UID};
 pub use port::{MemifPort, OpenError};
 pub use settings::{MEMIF, MemifConfig, MemifRole, MemifType};

@@ -15,11 +15,12 @@
 use crate::client::{Client, ClientConfig, ClientRings};
 use crate::client_queue::{ClientRxq, ClientTxq};
 use crate::connection::Connection;
-use crate::hub::{self, HANDSHAKE_TIMEOUT, Hub};
+use crate::hub::{self, HANDSHAKE_TIMEOUT, HUB_COUNTER_NAMES, Hub};
 use crate::queue::{COUNTER_NAMES, Counters, MemifRxq, MemifTxq};
 use crate::settings::MemifConfig;
 use crate::settings::MemifRole;
 use nfv_ports::{Port, PortGauges, RxQueue, TxQueue};
+use nfv_vhost::RateLimitedLog;
 use nfv_wire::memif::{MsgRepr, Reason};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -83,6 +84,8 @@ pub(crate) struct Common {
     /// Every queue's counters (queues register when they open).
     counters: Mutex<Vec<Arc<Counters>>>,
     pub status: Mutex<Status>,
+    /// Refusals and faults: a client repeating them cannot flood the log.
+    log: RateLimitedLog,
 }
 
 impl<L> std::ops::Deref for Shared<L> {
@@ -141,12 +144,14 @@ impl Common {
     }
 
     /// Records what happened for `show ports` and logs it (`warn`: a
-    /// refused client or a fault; `info`: connects and disconnects).
+    /// refused client or a fault, rate-limited; `info`: connects and
+    /// disconnects, which a client cannot repeat faster than it
+    /// handshakes, rate-limited apart).
     pub(crate) fn event(&self, warn: bool, what: String) {
         if warn {
-            tracing::warn!("memif port {}: {what}", self.name);
+            self.log.warn("refused", || what.clone());
         } else {
-            tracing::info!("memif port {}: {what}", self.name);
+            self.log.info("connection", || what.clone());
         }
         lock(&self.status).last_event = what;
     }
@@ -187,6 +192,7 @@ impl MemifPort {
             claimed: AtomicBool::new(false),
             counters: Mutex::new(Vec::new()),
             status: Mutex::new(Status::default()),
+            log: RateLimitedLog::new(format!("memif port {name}")),
         };
         let spawn = |f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -226,8 +232,12 @@ impl MemifPort {
         &self.common().cfg
     }
 
-    /// A queue counter ([`COUNTER_NAMES`]) summed over the queues.
+    /// A queue counter ([`COUNTER_NAMES`]) summed over the queues, or
+    /// one of the socket's (server role, `socket_*`: see `crate::hub`).
     pub fn counter(&self, name: &str) -> u64 {
+        if let Some(i) = HUB_COUNTER_NAMES.iter().position(|n| *n == name) {
+            return self.hub.as_ref().map_or(0, |h| h.counters()[i]);
+        }
         let Some(i) = COUNTER_NAMES.iter().position(|n| *n == name) else {
             return 0;
         };
@@ -302,6 +312,11 @@ impl Port for MemifPort {
         .with("last_event", st.last_event);
         for name in COUNTER_NAMES {
             g.push(name, self.counter(name));
+        }
+        if let Some(hub) = &self.hub {
+            for (name, n) in HUB_COUNTER_NAMES.iter().zip(hub.counters()) {
+                g.push(name, n);
+            }
         }
         g
     }

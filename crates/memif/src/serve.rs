@@ -22,6 +22,9 @@ pub enum HandshakeError {
     /// The client did not finish within the time given.
     #[error("no CONNECT within {0:?}")]
     Timeout(Duration),
+    /// The client sent nothing within the time given after HELLO.
+    #[error("sent nothing within {0:?} of HELLO")]
+    Silent(Duration),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -53,6 +56,25 @@ pub fn confirm(conn: &Conn, if_name: &str) -> std::io::Result<()> {
     )
 }
 
+/// How long a client may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From HELLO to the client's first message.
+    pub first_message: Duration,
+    /// From HELLO to CONNECT.
+    pub handshake: Duration,
+}
+
+impl Timeouts {
+    /// One deadline for the whole handshake.
+    pub fn whole(handshake: Duration) -> Timeouts {
+        Timeouts {
+            first_message: handshake,
+            handshake,
+        }
+    }
+}
+
 /// [`serve`] up to the client's CONNECT, left unanswered: the caller maps
 /// the regions and checks the rings first, then sends [`confirm`] or a
 /// DISCONNECT.
@@ -63,20 +85,52 @@ pub fn until_connect(
     offer: impl Fn(u32) -> Option<Offer>,
     timeout: Duration,
 ) -> Result<Setup<OwnedFd>, HandshakeError> {
+    until_connect_timed(conn, limits, name, offer, Timeouts::whole(timeout), || {})
+}
+
+/// [`until_connect`] with a shorter deadline for the first message;
+/// `spoke` runs when that message arrives (before it is judged).
+pub fn until_connect_timed(
+    conn: &Conn,
+    limits: Limits,
+    name: &str,
+    offer: impl Fn(u32) -> Option<Offer>,
+    timeouts: Timeouts,
+    spoke: impl FnOnce(),
+) -> Result<Setup<OwnedFd>, HandshakeError> {
     conn.send(&limits.hello(name), None)?;
     let mut h = ServerHandshake::new(limits);
     let mut buf = [0u8; 256];
-    let deadline = Instant::now() + timeout;
+    let start = Instant::now();
+    let deadline = start + timeouts.handshake;
+    let mut first = Some((
+        start + timeouts.first_message.min(timeouts.handshake),
+        spoke,
+    ));
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let now = Instant::now();
+        if let Some((by, _)) = &first
+            && now >= *by
+        {
+            return Err(if timeouts.first_message < timeouts.handshake {
+                HandshakeError::Silent(timeouts.first_message)
+            } else {
+                HandshakeError::Timeout(timeouts.handshake)
+            });
+        }
+        let until = first.as_ref().map_or(deadline, |(by, _)| *by);
+        let left = until.saturating_duration_since(now);
         if left.is_zero() {
-            return Err(HandshakeError::Timeout(timeout));
+            return Err(HandshakeError::Timeout(timeouts.handshake));
         }
         let (len, fd) = match conn.recv(&mut buf, left)? {
             Received::Nothing => continue,
             Received::Eof => return Err(HandshakeError::Eof),
             Received::Msg { len, fd } => (len, fd),
         };
+        if let Some((_, spoke)) = first.take() {
+            spoke();
+        }
         match h.on_message(&buf[..len.min(buf.len())], fd, &offer) {
             Step::Reply(m) => conn.send(&m, None)?,
             Step::Connect(setup) => return Ok(*setup),

@@ -198,6 +198,20 @@ impl Conn {
         Ok(Conn { fd })
     }
 
+    /// The uid of the process that connected (`SO_PEERCRED`: as the
+    /// kernel recorded it at `connect`, in the switch's user namespace).
+    pub fn peer_uid(&self) -> io::Result<u32> {
+        let c = socket::getsockopt(&self.fd, socket::sockopt::PeerCredentials)?;
+        Ok(c.uid())
+    }
+
+    /// Shuts the connection down both ways: a thread waiting in
+    /// [`Conn::recv`] wakes up and sees the end, and every later send
+    /// fails (the descriptor stays open until dropped).
+    pub fn shutdown(&self) -> io::Result<()> {
+        socket::shutdown(self.fd.as_raw_fd(), socket::Shutdown::Both).map_err(io::Error::from)
+    }
+
     /// Receives one message into `buf` (which should be longer than
     /// [`MSG_LEN`], so that a longer message shows as one), waiting at
     /// most `timeout`.
