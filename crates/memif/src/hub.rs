@@ -550,18 +550,22 @@ fn serve_conn(hub: &HubInner, pending: &Pending) {
 }
 
 /// A handshake that did not reach CONNECT: counted (timeouts, by kind)
-/// before the client hears it, then recorded on the port it asked for
-/// (`asked`, if it got that far) or logged for the socket, rate-limited.
+/// and recorded on the port it asked for
+/// (`asked`, if it got that far) or logged for the socket, rate-limited,
+/// all before the client hears why.
 fn failed(hub: &HubInner, pending: &Pending, asked: Option<u32>, e: HandshakeError) {
-    let counter = match &e {
-        HandshakeError::Silent(_) => Some(&hub.counters.silent_dropped),
-        HandshakeError::Timeout(_) => Some(&hub.counters.handshake_timeouts),
+    let tell = match &e {
+        HandshakeError::Silent(_) => {
+            hub.counters.silent_dropped.fetch_add(1, Relaxed);
+            Some(disconnect("Timeout"))
+        }
+        HandshakeError::Timeout(_) => {
+            hub.counters.handshake_timeouts.fetch_add(1, Relaxed);
+            Some(disconnect("Timeout"))
+        }
+        HandshakeError::Refused(r) => Some(r.message()),
         _ => None,
     };
-    if let Some(c) = counter {
-        c.fetch_add(1, Relaxed);
-        let _ = pending.conn.send(&disconnect("Timeout"), None);
-    }
     let why = match e {
         HandshakeError::PeerLeft(r) => format!("client left during the handshake: {r}"),
         e => format!("client (uid {}) {e}", pending.uid),
@@ -571,6 +575,10 @@ fn failed(hub: &HubInner, pending: &Pending, asked: Option<u32>, e: HandshakeErr
         None => {
             hub.log.warn("handshake", || why);
         }
+    }
+    // The client may be gone already: the refusal stands.
+    if let Some(m) = tell {
+        let _ = pending.conn.send(&m, None);
     }
 }
 

@@ -85,11 +85,18 @@ pub fn until_connect(
     offer: impl Fn(u32) -> Option<Offer>,
     timeout: Duration,
 ) -> Result<Setup<OwnedFd>, HandshakeError> {
-    until_connect_timed(conn, limits, name, offer, Timeouts::whole(timeout), || {})
+    let r = until_connect_timed(conn, limits, name, offer, Timeouts::whole(timeout), || {});
+    if let Err(HandshakeError::Refused(why)) = &r {
+        // The client may be gone already: the refusal stands.
+        let _ = conn.send(&why.message(), None);
+    }
+    r
 }
 
 /// [`until_connect`] with a shorter deadline for the first message;
-/// `spoke` runs when that message arrives (before it is judged).
+/// `spoke` runs when that message arrives (before it is judged). A
+/// refusal is returned, not sent: the caller counts it first, then sends
+/// [`Refusal::message`], so whoever sees the DISCONNECT sees the count.
 pub fn until_connect_timed(
     conn: &Conn,
     limits: Limits,
@@ -134,11 +141,7 @@ pub fn until_connect_timed(
         match h.on_message(&buf[..len.min(buf.len())], fd, &offer) {
             Step::Reply(m) => conn.send(&m, None)?,
             Step::Connect(setup) => return Ok(*setup),
-            Step::Refuse(r) => {
-                // The client may be gone already: the refusal stands.
-                let _ = conn.send(&r.message(), None);
-                return Err(HandshakeError::Refused(r));
-            }
+            Step::Refuse(r) => return Err(HandshakeError::Refused(r)),
             Step::PeerLeft(reason) => {
                 return Err(HandshakeError::PeerLeft(
                     String::from_utf8_lossy(reason.as_bytes()).into_owned(),
