@@ -8,6 +8,7 @@
 //! rings through [`Client::raw`] to play a hostile client. Single
 //! threaded: one `Client` is driven by one thread.
 
+use crate::position::PeerPosition;
 use crate::queue::copy_range;
 use crate::ring::RingView;
 use crate::socket::{Conn, Received, SocketPath};
@@ -17,7 +18,7 @@ use nfv_wire::memif::{self, DescRepr, Direction, MsgRepr, Name, Secret, VERSION}
 use std::cell::UnsafeCell;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::time::{Duration, Instant};
 
 /// What the client asks for.
@@ -84,6 +85,14 @@ pub(crate) struct Ring {
     buffers: u32,
     /// C2S: our head; S2C: the tail we have read up to.
     pos: u16,
+    /// S2C: the head we last posted (kept here: the server can write the
+    /// ring's copy). The server may fill slots up to it, not past.
+    posted: u16,
+    /// C2S: the server's tail as last accepted. It may give back slots
+    /// up to our head, never take back what it gave.
+    returned: u16,
+    /// The check of the server's tail (`crate::position`).
+    peer: PeerPosition,
 }
 
 impl Ring {
@@ -167,6 +176,9 @@ pub struct ClientRings {
     bsize: u32,
     pub(crate) c2s: Vec<RingSlot>,
     pub(crate) s2c: Vec<RingSlot>,
+    /// Events of a server position out of range met through [`Client`]'s
+    /// own send and receive (a port's queues count theirs in `bad_head`).
+    bad_positions: AtomicU64,
 }
 
 impl ClientRings {
@@ -183,11 +195,12 @@ impl ClientRings {
             .into_iter()
             .map(|f| [(f.as_ptr(), f.len()), (std::ptr::null(), 0)]);
         // SAFETY: every part is a live slice.
-        unsafe { self.send_parts(q, parts) }
+        unsafe { self.send_parts(q, parts, &self.bad_positions) }
     }
 
     /// [`ClientRings::send`] of frames given as parts (a split packet's
-    /// head and tail).
+    /// head and tail); a server tail outside what we handed out sends
+    /// nothing, counted in `bad` once per event.
     ///
     /// # Safety
     /// Every part must be readable for its length for the whole call.
@@ -195,17 +208,27 @@ impl ClientRings {
         &self,
         q: usize,
         frames: impl IntoIterator<Item = [(*const u8, usize); 2]>,
+        bad: &AtomicU64,
     ) -> usize {
         let slot = &self.c2s[q];
         let mut r = slot.take();
         let base = self.region.base().as_ptr();
         let bsize = self.bsize as usize;
         let size = r.view.size();
-        // The server's tail, trusted only as far as the ring size: a tail
-        // ahead of our head or behind it by more than the ring frees
-        // nothing.
-        let used = r.pos.wrapping_sub(r.view.tail_acquire());
-        let mut free = size.saturating_sub(used.min(size));
+        // The server gives back slots between the tail it gave last and
+        // our head: anything else (ahead of our head, behind what it gave)
+        // frees nothing until it is sane again.
+        let tail = r.view.tail_acquire();
+        let (returned, pos) = (r.returned, r.pos);
+        if r.peer
+            .check(returned, tail, pos.wrapping_sub(returned), bad)
+            .is_none()
+        {
+            return 0;
+        }
+        r.returned = tail;
+        // At most `size`: we never hand out more than the ring.
+        let mut free = size.saturating_sub(pos.wrapping_sub(tail));
         let mut head = r.pos;
         let mut sent = 0;
         for parts in frames {
@@ -267,11 +290,14 @@ impl ClientRings {
         *left -= 1;
     }
 
-    /// Frames waiting on S2C ring `r` (the server's tail, trusted only as
-    /// far as the ring size).
-    pub(crate) fn waiting(r: &Ring) -> u16 {
-        let n = r.view.tail_acquire().wrapping_sub(r.pos);
-        n.min(r.view.size())
+    /// Frames waiting on S2C ring `r`: the server's tail, if it lies
+    /// between where we read and the head we posted; otherwise none,
+    /// counted in `bad` once per event.
+    pub(crate) fn waiting(r: &mut Ring, bad: &AtomicU64) -> u16 {
+        let (pos, window) = (r.pos, r.posted.wrapping_sub(r.pos));
+        r.peer
+            .check(pos, r.view.tail_acquire(), window, bad)
+            .unwrap_or(0)
     }
 
     /// Copies the next frame of S2C ring `r` (which has one waiting) into
@@ -312,8 +338,9 @@ impl ClientRings {
     pub(crate) fn refill(&self, r: &mut Ring) {
         let mask = r.view.size() - 1;
         let head = r.posted_head();
-        let mut slot = r.view.head_relaxed();
-        // At most one ring's worth, whatever the head says.
+        // From what we posted last (not the ring's head, which the
+        // server can write), at most one ring's worth.
+        let mut slot = r.posted;
         for _ in 0..r.view.size() {
             if slot == head {
                 break;
@@ -329,6 +356,7 @@ impl ClientRings {
             );
             slot = slot.wrapping_add(1);
         }
+        r.posted = head;
         r.view.set_head(head);
     }
 }
@@ -417,6 +445,14 @@ impl Client {
                     view,
                     buffers: (rings_len + i * slots * cfg.buffer_size as usize) as u32,
                     pos: 0,
+                    // `init` posts every S2C slot.
+                    posted: if i >= usize::from(queues) {
+                        slots as u16
+                    } else {
+                        0
+                    },
+                    returned: 0,
+                    peer: PeerPosition::default(),
                 }),
                 eventfd,
                 kick,
@@ -430,6 +466,7 @@ impl Client {
             bsize: cfg.buffer_size,
             c2s,
             s2c,
+            bad_positions: AtomicU64::new(0),
         };
         rings.init();
         let mut client = Client {
@@ -502,6 +539,7 @@ impl Client {
                 for slot in &self.rings.s2c {
                     let mut r = slot.take();
                     r.pos = r.view.tail_acquire();
+                    r.posted = r.pos;
                     self.rings.refill(&mut r);
                 }
                 Ok(())
@@ -531,6 +569,13 @@ impl Client {
         self.rings.queues()
     }
 
+    /// Events in which the server's ring positions lay outside what this
+    /// client handed out, met by [`Client::send`], [`Client::recv`] and
+    /// [`Client::arm`] (`crate::position`).
+    pub fn bad_positions(&self) -> u64 {
+        self.rings.bad_positions.load(Relaxed)
+    }
+
     /// Sends `frames` on C2S ring `q` (each chained over as many buffers
     /// as it needs); returns how many went (the rest found no room).
     pub fn send<'a>(&mut self, q: usize, frames: impl IntoIterator<Item = &'a [u8]>) -> usize {
@@ -543,7 +588,7 @@ impl Client {
     pub fn recv(&mut self, q: usize, max: usize, mut f: impl FnMut(&[u8])) -> usize {
         let rings = &*self.rings;
         let mut r = rings.s2c[q].take();
-        let mut left = ClientRings::waiting(&r);
+        let mut left = ClientRings::waiting(&mut r, &rings.bad_positions);
         let mut n = 0;
         while left > 0 && n < max {
             if let Received1::Frame(len) = rings.recv_one(&mut r, &mut left, &mut self.scratch) {
@@ -560,11 +605,11 @@ impl Client {
     /// wait (then do not sleep): they may have come before the request
     /// was seen.
     pub fn arm(&self, q: usize) -> bool {
-        let r = self.rings.s2c[q].take();
+        let mut r = self.rings.s2c[q].take();
         r.view
             .set_flags(r.view.flags() & !memif::ring::FLAG_MASK_INT);
         std::sync::atomic::fence(SeqCst);
-        ClientRings::waiting(&r) != 0
+        ClientRings::waiting(&mut r, &self.rings.bad_positions) != 0
     }
 
     /// Back to polling: the server need not signal S2C ring `q`.

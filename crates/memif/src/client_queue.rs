@@ -3,11 +3,13 @@
 //! server sent us), tx queue `q` fills C2S ring `q % rings`.
 //!
 //! The server can write into our rings: a descriptor it rewrote to point
-//! outside our region is counted (`bad_desc`) and skipped, a tail that
-//! claims more than the ring holds is cut to the ring, and every slot we
-//! give back gets its own buffer and full room again, whatever the server
-//! left there. Each ring is taken for a burst (PMDs that share a C2S ring
-//! take turns; an rx ring has one owner).
+//! outside our region is counted (`bad_desc`) and skipped, a tail outside
+//! what we handed out (`crate::position`: past the head we posted, behind
+//! where we read, past our head on C2S) moves nothing and is counted
+//! (`bad_head`) once per event, the ring resuming when it is sane again,
+//! and every slot we give back gets its own buffer and full room again,
+//! whatever the server left there. Each ring is taken for a burst (PMDs
+//! that share a C2S ring take turns; an rx ring has one owner).
 
 use crate::client::{ClientRings, Received1};
 use crate::port::Shared;
@@ -66,7 +68,7 @@ impl RxQueue for ClientRxq {
         };
         let c = &*self.follow.counters;
         let mut ring = slot.take();
-        let mut left = ClientRings::waiting(&ring);
+        let mut left = ClientRings::waiting(&mut ring, &c.bad_head);
         if left == 0 {
             // Nothing came; but a server that reset the head (DPDK does at
             // connect) must get its buffers posted again.
@@ -155,7 +157,13 @@ impl TxQueue for ClientTxq {
         }
         // SAFETY: heads are our packets; split tails are readable within
         // their producer's burst, which outlasts this call.
-        let sent = unsafe { rings.send_parts(self.pmd % rings.queues(), batch.iter().map(parts)) };
+        let sent = unsafe {
+            rings.send_parts(
+                self.pmd % rings.queues(),
+                batch.iter().map(parts),
+                &self.follow.counters.bad_head,
+            )
+        };
         for p in batch.drain(..sent) {
             pool.free(p);
         }

@@ -15,6 +15,7 @@
 //! end simply matches nothing.
 
 use crate::handshake::{Region, Ring, Setup};
+use crate::position::PeerPosition;
 use crate::ring::RingView;
 use nfv_virtio::notify::Call;
 use nfv_virtio::{GuestMemory, MemoryError, RegionSpec};
@@ -53,10 +54,14 @@ pub(crate) struct TxRing {
     /// Our tail: kept here, not read back from the ring the client can
     /// write. Only touched by the holder of `busy`.
     tail: UnsafeCell<u16>,
+    /// The check of the client's head (`crate::position`), per ring so
+    /// that PMDs sharing it count an event once. Held like `tail`.
+    peer: UnsafeCell<PeerPosition>,
 }
 
-// SAFETY: `tail` is only accessed by the thread holding `busy` (acquired
-// with Acquire, released with Release), which serialises every access.
+// SAFETY: `tail` and `peer` are only accessed by the thread holding `busy`
+// (acquired with Acquire, released with Release), which serialises every
+// access.
 unsafe impl Sync for TxRing {}
 
 /// A [`TxRing`] held by one PMD; released on drop.
@@ -89,6 +94,11 @@ impl TxTurn<'_> {
     pub fn set_tail(&mut self, tail: u16) {
         // SAFETY: as in `tail`.
         unsafe { *self.ring.tail.get() = tail }
+    }
+    pub fn peer(&mut self) -> &mut PeerPosition {
+        // SAFETY: we hold `busy`, and `&mut self` makes this the only
+        // reference through this turn.
+        unsafe { &mut *self.ring.peer.get() }
     }
 }
 
@@ -167,6 +177,7 @@ impl Connection {
             let (view, fd) = Self::ring(&mem, ring)?;
             tx.push(TxRing {
                 tail: UnsafeCell::new(view.tail()),
+                peer: UnsafeCell::new(PeerPosition::default()),
                 view,
                 call: Call::new(fd),
                 busy: AtomicBool::new(false),

@@ -16,8 +16,10 @@
 //!   `nfv_virtio`) and its rings checked; `ring`: one ring's header and
 //!   descriptors, the only place that touches them;
 //! * `queue`: the PMD's rx and tx bursts (copies, chained buffers, every
-//!   descriptor checked once), `hub`: the server role's sockets (one per
-//!   path, interfaces told apart by id), `port`: [`MemifPort`] and the
+//!   descriptor checked once; `position`: the peer's ring positions
+//!   checked against what the switch handed out, both roles), `hub`: the
+//!   server role's sockets (one per path, interfaces told apart by id),
+//!   `port`: [`MemifPort`] and the
 //!   client role's thread; `settings`: the `[[port]]` keys and [`MEMIF`];
 //! * [`client`]: the client role (creates the memory, connects): the
 //!   port's client role (`client_queue`: its PMD side), the built-in VNF
@@ -50,6 +52,7 @@ mod connection;
 pub mod handshake;
 mod hub;
 mod port;
+mod position;
 mod queue;
 mod ring;
 pub mod serve;

@@ -16,15 +16,17 @@
 //! queue keeps its connection in an `Arc`, so a disconnect never unmaps
 //! memory a PMD is reading; the memory goes when the last queue moves on.
 //!
-//! Everything in the rings is the client's claim: a head that claims more
-//! slots than the ring has, a descriptor outside its region, a chain that
-//! runs past the head or past the largest frame, a zero-length frame are
-//! each counted ([`Counters`]) and dropped, never followed. No loop runs
+//! Everything in the rings is the client's claim: a head outside what the
+//! switch handed out (`crate::position`: counted once per event, the ring
+//! resuming when the head is sane again), a descriptor outside its
+//! region, a chain that runs past the head or past the largest frame, a
+//! zero-length frame are each counted ([`Counters`]) and dropped, never followed. No loop runs
 //! longer than the ring, and nothing here waits on the client (interrupts
 //! go through the notifier thread).
 
 use crate::connection::Connection;
 use crate::port::{Link, Shared};
+use crate::position::PeerPosition;
 use nfv_mem::{Batch, PoolCache, SPLIT_HEAD};
 use nfv_ports::{RxQueue, TxQueue};
 use nfv_virtio::guard::fault_epoch;
@@ -45,7 +47,9 @@ pub(crate) struct Counters {
     pub too_big: AtomicU64,
     /// Frames of zero bytes.
     pub empty: AtomicU64,
-    /// Bursts that found a head claiming more than the ring holds.
+    /// Events (not bursts) in which the peer's ring position lay outside
+    /// what the switch handed it (`crate::position`: the client's head in
+    /// the server role, the server's tail in the client role).
     pub bad_head: AtomicU64,
     /// Interrupts requested from the client's eventfd.
     pub interrupts: AtomicU64,
@@ -189,6 +193,8 @@ pub(crate) struct MemifRxq {
     /// The tail to publish when the burst ends: slots whose buffers split
     /// packets still borrow go back to the client only then.
     pending: Option<u16>,
+    /// The check of the client's head.
+    peer: PeerPosition,
 }
 
 impl MemifRxq {
@@ -199,6 +205,7 @@ impl MemifRxq {
             next: 0,
             one_copy,
             pending: None,
+            peer: PeerPosition::default(),
         }
     }
 
@@ -222,12 +229,13 @@ impl RxQueue for MemifRxq {
         // The previous burst ends here at the latest (before the
         // connection may change under it).
         self.finish();
-        if self.follow.changed()
-            && let Some(ring) = self.follow.conn.as_ref().and_then(|c| c.rx.get(self.index))
-        {
-            // Where the previous owner of this ring (if any) stopped: the
-            // tail is ours to write, so it is our position.
-            self.next = ring.view.tail();
+        if self.follow.changed() {
+            self.peer = PeerPosition::default();
+            if let Some(ring) = self.follow.conn.as_ref().and_then(|c| c.rx.get(self.index)) {
+                // Where the previous owner of this ring (if any) stopped:
+                // the tail is ours to write, so it is our position.
+                self.next = ring.view.tail();
+            }
         }
         let Some(conn) = self.follow.conn.as_deref() else {
             return 0;
@@ -237,15 +245,16 @@ impl RxQueue for MemifRxq {
         };
         let c = &*self.follow.counters;
         let view = &ring.view;
-        let head = view.head();
-        let mut avail = head.wrapping_sub(self.next);
-        if avail == 0 {
+        // The client may have filled at most the ring from our published
+        // tail (= `next`: `finish` ran): otherwise take nothing until it
+        // is sane again (its queue stalls, nobody else's does).
+        let Some(mut avail) = self
+            .peer
+            .check(self.next, view.head(), view.size(), &c.bad_head)
+        else {
             return 0;
-        }
-        if avail > view.size() {
-            // The client claims more frames than its ring holds: take
-            // nothing (its queue stalls, nobody else's does).
-            bump(&c.bad_head);
+        };
+        if avail == 0 {
             return 0;
         }
         let mut slot = self.next;
@@ -370,11 +379,13 @@ impl TxQueue for MemifTxq {
         let view = &ring.view;
         let mut turn = ring.take();
         let mut slot = turn.tail();
-        let mut free = view.head().wrapping_sub(slot);
-        if free > view.size() {
-            bump(&c.bad_head);
+        // The client may have posted at most the ring past our tail.
+        let Some(mut free) = turn
+            .peer()
+            .check(slot, view.head(), view.size(), &c.bad_head)
+        else {
             return 0;
-        }
+        };
         let mut sent = 0;
         'frames: for pkt in batch.iter() {
             let parts = parts(pkt);
