@@ -70,7 +70,10 @@ pub fn attach(
     multi_queue: bool,
     what: &'static str,
 ) -> Result<(), DevError> {
-    let mut flags = libc::IFF_TAP | libc::IFF_NO_PI;
+    // IFF_VNET_HDR: every frame read or written starts with a virtio-net
+    // header (`VNET_HDR_LEN` bytes), through which the switch hands the
+    // kernel partial checksums and large segments (`queue.rs`).
+    let mut flags = libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR;
     if multi_queue {
         flags |= libc::IFF_MULTI_QUEUE;
     }
@@ -91,8 +94,25 @@ pub fn attach(
             _ => classify(what, err),
         });
     }
+    // What the kernel may hand *us*: nothing (no partial checksums, no
+    // large segments: frames read fit a pool packet and are complete).
+    // What we write may carry both; the kernel takes them whatever this
+    // says.
+    // SAFETY: TUNSETOFFLOAD takes its argument by value.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, 0 as libc::c_ulong) };
+    if r < 0 {
+        return Err(classify(
+            "setting the offloads of",
+            io::Error::last_os_error(),
+        ));
+    }
     Ok(())
 }
+
+/// Bytes of the virtio-net header in front of every frame on a TAP
+/// descriptor (`IFF_VNET_HDR`, the kernel's default size: the header
+/// without `num_buffers`).
+pub const VNET_HDR_LEN: usize = 10;
 
 /// The TUN flags of the interface `fd` is attached to (`IFF_PERSIST`,
 /// `IFF_MULTI_QUEUE`, …).

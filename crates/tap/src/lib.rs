@@ -9,7 +9,10 @@
 //!   from `ip tuntap add` — is attached to and left in place. The
 //!   interface is brought up. Its name must not belong to another kind of
 //!   interface.
-//! * Rx and tx (`queue.rs`): **one `read()`/`write()` syscall per frame**.
+//! * Rx and tx (`queue.rs`): **one `read()`/`writev()` syscall per frame**,
+//!   each behind a virtio-net header (`IFF_VNET_HDR`): a guest's partial
+//!   checksums and 64 KiB TCP segments go to the kernel as they are (its
+//!   GSO/GRO takes over), not cut by the switch.
 //!   A TAP descriptor has no batched I/O, so unlike every other port this
 //!   one pays a syscall per packet (about a microsecond) and its rate is
 //!   bounded accordingly; use it for the host stack's traffic (management,
@@ -225,7 +228,8 @@ impl TapPort {
         // interface again if we created it.
         let flags = dev::flags(&fds[0]).map_err(dev_err)?;
         let created = !existed && flags & libc::IFF_PERSIST == 0;
-        let mtu = nfv_netdev::mtu_fitting(&iface, max_frame).map_err(os_err)?;
+        // Frames are read behind their virtio-net header.
+        let mtu = nfv_netdev::mtu_fitting(&iface, max_frame - dev::VNET_HDR_LEN).map_err(os_err)?;
         let need = mtu + 18;
         nfv_netdev::set_up(&iface).map_err(os_err)?;
         let mac = nfv_netdev::mac(&iface).map_err(os_err)?;

@@ -1,4 +1,9 @@
-//! TAP rx and tx queues: one `read()` or `write()` per frame.
+//! TAP rx and tx queues: one `read()` or `writev()` per frame, each frame
+//! behind a virtio-net header (`IFF_VNET_HDR`). Written frames carry
+//! their offload metadata in it (a partial checksum, a large segment):
+//! the kernel completes or segments them, or passes them on whole to a
+//! receiver that takes them (its GRO/GSO). Read frames come complete
+//! (no offloads asked for), their header is skipped.
 //!
 //! A TAP descriptor moves exactly one frame per call: `read()` returns
 //! one frame, and `readv()`/`writev()` only scatter one frame over several
@@ -7,6 +12,7 @@
 //! one port type with a syscall per packet, plus one `read()` that finds
 //! nothing (EAGAIN) per burst that empties the queue.
 
+use crate::dev::VNET_HDR_LEN;
 use nfv_mem::{Batch, PoolCache};
 use nfv_ports::{RxQueue, TxQueue};
 use std::io;
@@ -67,11 +73,14 @@ impl RxQueue for TapRx {
             }
             // The tun driver returns the frame's full length even when it
             // had to cut it to fit the buffer.
-            if pkt.set_len(r as usize).is_err() {
+            if (r as usize) < VNET_HDR_LEN || pkt.set_len(r as usize).is_err() {
                 bump(&self.counters.rx_truncated, 1);
                 pool.free(pkt);
                 continue;
             }
+            // Nothing to take from the header: no offloads were asked for
+            // (DATA_VALID at most, a hint).
+            pkt.trim_front(VNET_HDR_LEN);
             batch.push(pkt);
             n += 1;
         }
@@ -93,11 +102,22 @@ impl TxQueue for TapTx {
         let mut refused: u64 = 0;
         while done < n {
             let p = &batch[done];
-            // SAFETY: the packet's data is live and `len` bytes long; the
-            // kernel only reads it.
-            let r = unsafe { libc::write(self.fd.as_raw_fd(), p.data_ptr().cast(), p.len()) };
+            let hdr = vnet_hdr(p);
+            let iov = [
+                libc::iovec {
+                    iov_base: hdr.as_ptr() as *mut libc::c_void,
+                    iov_len: VNET_HDR_LEN,
+                },
+                libc::iovec {
+                    iov_base: p.data_ptr() as *mut libc::c_void,
+                    iov_len: p.len(),
+                },
+            ];
+            // SAFETY: both spans are live (our header array, the packet's
+            // `len` data bytes) for the call; the kernel only reads them.
+            let r = unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
             if r >= 0 {
-                if (r as usize) < p.len() {
+                if (r as usize) < VNET_HDR_LEN + p.len() {
                     bump(&self.counters.tx_short, 1);
                 }
                 done += 1;
@@ -126,4 +146,29 @@ impl TxQueue for TapTx {
     fn max_frame(&self) -> usize {
         self.max_frame
     }
+
+    /// The kernel takes partial checksums and TCP (and, since Linux 6.2,
+    /// UDP) segments through the header; UDP segmentation is left to the
+    /// switch, as older kernels refuse it.
+    fn offload_caps(&mut self) -> nfv_offload::OffloadCaps {
+        nfv_offload::OffloadCaps {
+            csum: true,
+            tso4: true,
+            tso6: true,
+            ecn: true,
+            uso: false,
+        }
+    }
+
+    fn max_segment_frame(&self) -> usize {
+        u16::MAX as usize
+    }
+}
+
+/// The virtio-net header `p` is written with: its offload metadata, or
+/// none.
+#[inline(always)]
+fn vnet_hdr(p: &nfv_mem::Packet) -> [u8; VNET_HDR_LEN] {
+    const _: () = assert!(nfv_mem::OFFLOAD_HDR_LEN == VNET_HDR_LEN);
+    p.offload().unwrap_or([0; VNET_HDR_LEN])
 }
