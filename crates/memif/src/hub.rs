@@ -33,7 +33,7 @@
 //! one out stops the hub (joining its thread before the path may be
 //! bound again) and the socket file goes with its listener.
 
-use crate::connection::Connection;
+use crate::connection::{Connection, MAX_REGIONS, Refused, RefusedKind};
 use crate::handshake::{Limits, Offer};
 use crate::port::{Common, OpenError, Shared, disconnect, lock};
 use crate::serve::{self, HandshakeError, Timeouts};
@@ -58,9 +58,6 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often threads look at their stop flags and the memory.
 const TICK: Duration = Duration::from_millis(100);
-/// Regions a client may add: DPDK uses 1 (copy) or 2 (zero-copy client),
-/// VPP one per buffer pool; each takes a slot of the SIGBUS guard's table.
-const MAX_REGIONS: u16 = 16;
 /// Handshakes in progress on one socket (a thread each); more clients
 /// wait in the listen backlog and, once accepted, displace a silent one
 /// or are refused.
@@ -508,11 +505,15 @@ fn serve_conn(hub: &HubInner, pending: &Pending) {
         return;
     }
     let slots = setup.c2s.first().map_or(0, |r| 1usize << r.log2_size);
-    let connection = match Connection::open(setup) {
+    let connection = match Connection::open(setup, shared.cfg.max_shared_memory) {
         Ok(c) => Arc::new(c),
-        Err(reason) => {
-            refuse(&shared, format!("client refused: {reason}"));
-            let _ = conn.send(&disconnect(reason), None);
+        Err(Refused {
+            kind,
+            reason,
+            detail,
+        }) => {
+            refuse_as(&shared, kind, format!("client refused: {detail}"));
+            let _ = conn.send(&disconnect(&reason), None);
             return;
         }
     };
@@ -526,14 +527,16 @@ fn serve_conn(hub: &HubInner, pending: &Pending) {
         st.peer = format!("{} ({})", connection.peer_if_name, connection.peer_name);
         st.rings = (connection.rx.len(), connection.tx.len());
         st.ring_slots = slots;
+        st.shared_memory = connection.mapped();
     }
     shared.event(
         false,
         format!(
-            "client {} connected: {} c2s and {} s2c rings",
+            "client {} connected: {} c2s and {} s2c rings, {} MiB of shared memory mapped",
             connection.peer_name,
             connection.rx.len(),
-            connection.tx.len()
+            connection.tx.len(),
+            connection.mapped() >> 20
         ),
     );
     let watch = connection.clone();
@@ -545,6 +548,9 @@ fn serve_conn(hub: &HubInner, pending: &Pending) {
         let mut st = lock(&shared.status);
         st.connected = false;
         st.disconnects += 1;
+        // Unmapped (and given back to the node's budget) when the last
+        // queue lets go, at its next burst.
+        st.shared_memory = 0;
     }
     shared.event(false, format!("disconnected: {why}"));
 }
@@ -563,15 +569,18 @@ fn failed(hub: &HubInner, pending: &Pending, asked: Option<u32>, e: HandshakeErr
             hub.counters.handshake_timeouts.fetch_add(1, Relaxed);
             Some(disconnect("Timeout"))
         }
-        HandshakeError::Refused(r) => Some(r.message()),
-        _ => None,
+        e => e.refusal_message(),
+    };
+    let kind = match &e {
+        HandshakeError::TooManyRegions { .. } => RefusedKind::Memory,
+        _ => RefusedKind::Other,
     };
     let why = match e {
         HandshakeError::PeerLeft(r) => format!("client left during the handshake: {r}"),
         e => format!("client (uid {}) {e}", pending.uid),
     };
     match asked.and_then(|id| hub.member(id)) {
-        Some(p) => refuse(&p, why),
+        Some(p) => refuse_as(&p, kind, why),
         None => {
             hub.log.warn("handshake", || why);
         }
@@ -583,8 +592,28 @@ fn failed(hub: &HubInner, pending: &Pending, asked: Option<u32>, e: HandshakeErr
 }
 
 fn refuse(shared: &Common, why: String) {
-    lock(&shared.status).refused += 1;
-    shared.event(true, why);
+    refuse_as(shared, RefusedKind::Other, why);
+}
+
+/// Counts a refusal (`refused`, and by `kind`) and logs it rate-limited
+/// under a reason of its own.
+fn refuse_as(shared: &Common, kind: RefusedKind, why: String) {
+    let reason = {
+        let mut st = lock(&shared.status);
+        st.refused += 1;
+        match kind {
+            RefusedKind::Memory => {
+                st.memory_refused += 1;
+                "memory_refused"
+            }
+            RefusedKind::UnmappableFd => {
+                st.unmappable_fd += 1;
+                "unmappable_fd"
+            }
+            RefusedKind::Other => "refused",
+        }
+    };
+    shared.refusal(reason, why);
 }
 
 /// Watches a connected client until the connection ends; returns why.

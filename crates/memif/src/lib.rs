@@ -25,6 +25,20 @@
 //!   port's client role (`client_queue`: its PMD side), the built-in VNF
 //!   and tests that play a hostile client.
 //!
+//! # Memory a client hands the switch
+//!
+//! In the server role the switch maps the client's regions. A client
+//! adds at most [`MAX_REGIONS`] (announced in HELLO); their mapped
+//! length must fit the port's `max_shared_memory_gib` (default
+//! [`DEFAULT_MAX_SHARED_MEMORY`]) and the node's budget shared with the
+//! vhost-user ports (`nfv_vhost::NODE_BUDGET`, charged until the
+//! connection's memory is unmapped); every region fd must pass
+//! `nfv_virtio::tenant_fd::check_mappable`. A client that fails any of
+//! them is refused with a DISCONNECT naming why, counted (`refused`, and
+//! `memory_refused` or `unmappable_fd`) and logged rate-limited; the port
+//! serves the next client. The client role maps only memory the switch
+//! created.
+//!
 //! # A shared socket and hostile clients
 //!
 //! Server ports may share one socket (interfaces told apart by
@@ -59,6 +73,7 @@ pub mod serve;
 mod settings;
 pub mod socket;
 
+pub use connection::{DEFAULT_MAX_SHARED_MEMORY, MAX_REGIONS};
 pub use hub::{FIRST_MESSAGE_TIMEOUT, HANDSHAKE_TIMEOUT, MAX_HANDSHAKES, MAX_HANDSHAKES_PER_UID};
 pub use port::{MemifPort, OpenError};
 pub use settings::{MEMIF, MemifConfig, MemifRole, MemifType};

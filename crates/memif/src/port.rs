@@ -103,6 +103,14 @@ pub(crate) struct Status {
     pub disconnects: u64,
     /// Peers refused (handshake refusals, bad rings, timeouts).
     pub refused: u64,
+    /// Of `refused`: over a memory budget (too many regions, the port's
+    /// `max_shared_memory`, the node's budget).
+    pub memory_refused: u64,
+    /// Of `refused`: a region fd that is not memory the switch may map
+    /// (`nfv_virtio::tenant_fd::check_mappable`).
+    pub unmappable_fd: u64,
+    /// Bytes of address space the connection's regions map (0: none).
+    pub shared_memory: u64,
     /// The last peer: its interface name and its name.
     pub peer: String,
     pub rings: (usize, usize),
@@ -147,6 +155,12 @@ impl Common {
     /// refused client or a fault, rate-limited; `info`: connects and
     /// disconnects, which a client cannot repeat faster than it
     /// handshakes, rate-limited apart).
+    /// A refusal, logged (rate-limited) under `reason` and recorded.
+    pub(crate) fn refusal(&self, reason: &'static str, what: String) {
+        self.log.warn(reason, || what.clone());
+        lock(&self.status).last_event = what;
+    }
+
     pub(crate) fn event(&self, warn: bool, what: String) {
         if warn {
             self.log.warn("refused", || what.clone());
@@ -309,6 +323,9 @@ impl Port for MemifPort {
         .with("reconnects", st.connects.saturating_sub(1))
         .with("disconnects", st.disconnects)
         .with("refused", st.refused)
+        .with("memory_refused", st.memory_refused)
+        .with("unmappable_fd", st.unmappable_fd)
+        .with("shared_memory_mib", st.shared_memory >> 20)
         .with("last_event", st.last_event);
         for name in COUNTER_NAMES {
             g.push(name, self.counter(name));

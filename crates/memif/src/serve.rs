@@ -3,7 +3,7 @@
 
 use crate::handshake::{Limits, Offer, Refusal, ServerHandshake, Setup, Step};
 use crate::socket::{Conn, Received};
-use nfv_wire::memif::{MsgRepr, Name};
+use nfv_wire::memif::{MsgRepr, Name, Reason};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,12 @@ pub enum HandshakeError {
     /// We refused the client (and told it why).
     #[error("refused: {}", .0.reason())]
     Refused(Refusal),
+    /// ADD_REGION past the regions announced in HELLO (a
+    /// [`Refusal::RegionIndex`] told apart: the client needs more memory
+    /// regions than this side takes). The DISCONNECT is
+    /// [`HandshakeError::too_many_regions`].
+    #[error("refused: region {index} added, at most {max} regions are taken")]
+    TooManyRegions { index: u16, max: u16 },
     /// The client disconnected, saying why.
     #[error("the client left: {0}")]
     PeerLeft(String),
@@ -27,6 +33,25 @@ pub enum HandshakeError {
     Silent(Duration),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+impl HandshakeError {
+    /// The DISCONNECT for [`HandshakeError::TooManyRegions`].
+    pub fn too_many_regions(max: u16) -> MsgRepr {
+        MsgRepr::Disconnect {
+            code: 0,
+            reason: Reason::new(format!("Too many regions (at most {max})").as_bytes()),
+        }
+    }
+
+    /// What to tell the client for a refusal (`None`: not a refusal).
+    pub fn refusal_message(&self) -> Option<MsgRepr> {
+        match self {
+            HandshakeError::Refused(r) => Some(r.message()),
+            HandshakeError::TooManyRegions { max, .. } => Some(Self::too_many_regions(*max)),
+            _ => None,
+        }
+    }
 }
 
 /// Sends HELLO (`name`: ours, e.g. "nfvswitch 0.1.0"), runs the handshake
@@ -86,9 +111,9 @@ pub fn until_connect(
     timeout: Duration,
 ) -> Result<Setup<OwnedFd>, HandshakeError> {
     let r = until_connect_timed(conn, limits, name, offer, Timeouts::whole(timeout), || {});
-    if let Err(HandshakeError::Refused(why)) = &r {
+    if let Some(m) = r.as_ref().err().and_then(HandshakeError::refusal_message) {
         // The client may be gone already: the refusal stands.
-        let _ = conn.send(&why.message(), None);
+        let _ = conn.send(&m, None);
     }
     r
 }
@@ -96,7 +121,8 @@ pub fn until_connect(
 /// [`until_connect`] with a shorter deadline for the first message;
 /// `spoke` runs when that message arrives (before it is judged). A
 /// refusal is returned, not sent: the caller counts it first, then sends
-/// [`Refusal::message`], so whoever sees the DISCONNECT sees the count.
+/// [`HandshakeError::refusal_message`], so whoever sees the DISCONNECT
+/// sees the count.
 pub fn until_connect_timed(
     conn: &Conn,
     limits: Limits,
@@ -141,7 +167,7 @@ pub fn until_connect_timed(
         match h.on_message(&buf[..len.min(buf.len())], fd, &offer) {
             Step::Reply(m) => conn.send(&m, None)?,
             Step::Connect(setup) => return Ok(*setup),
-            Step::Refuse(r) => return Err(HandshakeError::Refused(r)),
+            Step::Refuse(r) => return Err(refined(r, &buf[..len.min(buf.len())], limits)),
             Step::PeerLeft(reason) => {
                 return Err(HandshakeError::PeerLeft(
                     String::from_utf8_lossy(reason.as_bytes()).into_owned(),
@@ -150,4 +176,20 @@ pub fn until_connect_timed(
             Step::Ignore => {}
         }
     }
+}
+
+/// `r` as returned to the caller: a region index refused for being past
+/// the announced limit (not out of order or empty) is told apart.
+fn refined(r: Refusal, msg: &[u8], limits: Limits) -> HandshakeError {
+    if r == Refusal::RegionIndex
+        && let Ok(MsgRepr::AddRegion { index, size }) = MsgRepr::parse(msg)
+        && index >= limits.max_regions
+        && size != 0
+    {
+        return HandshakeError::TooManyRegions {
+            index,
+            max: limits.max_regions,
+        };
+    }
+    HandshakeError::Refused(r)
 }

@@ -63,6 +63,16 @@ pub struct MemifConfig {
     /// back to the peer when the burst ends. False: every frame is copied
     /// into the switch's pool first, for A/B runs. Default true.
     pub one_copy: bool,
+    /// Server role: most address space (bytes) one client's regions may
+    /// make the switch map (each region rounded to its file's page size);
+    /// a client over it is refused ("Shared memory over the port's
+    /// limit") and counted (`memory_refused`), the port serves the next.
+    /// Key `max_shared_memory_gib`, default
+    /// [`crate::DEFAULT_MAX_SHARED_MEMORY`] (64 GiB), at most the node's
+    /// default budget (`nfv_vhost::DEFAULT_NODE_GUEST_MEMORY`), which the
+    /// mapping is also charged to. The client role maps only its own
+    /// memory.
+    pub max_shared_memory: u64,
 }
 
 impl MemifConfig {
@@ -80,6 +90,7 @@ impl MemifConfig {
             ring_size: 1024,
             buffer_size: 2048,
             one_copy: true,
+            max_shared_memory: crate::connection::DEFAULT_MAX_SHARED_MEMORY,
         }
     }
 
@@ -138,6 +149,7 @@ impl PortType for MemifType {
             "ring_size",
             "buffer_size",
             "one_copy",
+            "max_shared_memory_gib",
         ]
     }
     fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
@@ -184,6 +196,13 @@ impl PortType for MemifType {
                 }
             }
         }
+        if role == MemifRole::Client && t.has("max_shared_memory_gib") {
+            return Err(t.error(
+                "max_shared_memory_gib",
+                "only for role = \"server\": in the client role the switch maps only the \
+                 memory it creates",
+            ));
+        }
         let secret: Option<String> = t.get("secret")?;
         if let Some(s) = &secret
             && (s.is_empty() || s.len() > MemifConfig::MAX_SECRET)
@@ -207,6 +226,11 @@ impl PortType for MemifType {
             ring_size: t.pow2_or("ring_size", 2..=16384, d.ring_size)?,
             buffer_size: t.int_or("buffer_size", 128..=65535, d.buffer_size)?,
             one_copy: t.bool_or("one_copy", d.one_copy)?,
+            max_shared_memory: t.int_or::<u64>(
+                "max_shared_memory_gib",
+                1..=((nfv_vhost::DEFAULT_NODE_GUEST_MEMORY >> 30) as i64),
+                d.max_shared_memory >> 30,
+            )? << 30,
         }))
     }
     fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
