@@ -15,6 +15,8 @@
 //! * [`port`]: the queues, wrapping the underlay's.
 //! * [`settings`]: the `[[port]]` keys.
 
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod header;
 pub mod neigh;
 pub mod port;

@@ -15,6 +15,7 @@ mod guest;
 pub mod state_file;
 pub mod vhost_messages;
 pub mod virtio_burst;
+pub mod vxlan_underlay;
 
 /// A target's function: the raw input, a panic on a bug.
 pub type Target = fn(&[u8]);
@@ -30,4 +31,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("cni_input", cni_input::run),
     ("attach_request", attach_request::run),
     ("state_file", state_file::run),
+    ("vxlan_underlay", vxlan_underlay::run),
 ];

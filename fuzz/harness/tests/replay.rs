@@ -79,3 +79,8 @@ fn attach_request() {
 fn state_file() {
     replay("state_file");
 }
+
+#[test]
+fn vxlan_underlay() {
+    replay("vxlan_underlay");
+}
