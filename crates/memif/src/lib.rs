@@ -63,6 +63,8 @@
 pub mod client;
 mod client_queue;
 mod connection;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod handshake;
 mod hub;
 mod port;

@@ -12,6 +12,7 @@ pub mod config_parse;
 pub mod flow_actions;
 pub mod flow_extract;
 mod guest;
+pub mod memif_handshake;
 pub mod state_file;
 pub mod vhost_messages;
 pub mod virtio_burst;
@@ -32,4 +33,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("attach_request", attach_request::run),
     ("state_file", state_file::run),
     ("vxlan_underlay", vxlan_underlay::run),
+    ("memif_handshake", memif_handshake::run),
 ];

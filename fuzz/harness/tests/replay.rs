@@ -84,3 +84,8 @@ fn state_file() {
 fn vxlan_underlay() {
     replay("vxlan_underlay");
 }
+
+#[test]
+fn memif_handshake() {
+    replay("memif_handshake");
+}
