@@ -13,9 +13,10 @@ use std::time::Duration;
 
 /// Per-vring counters that a well-behaved guest never causes: the ring
 /// protocol violations, chains dropped as bad, failed interrupts and
-/// faults on guest memory, rings that failed to start (`no_room_drops`, a full guest rx ring, is
+/// faults on guest memory, offload headers refused (a Linux guest sends
+/// none the switch should refuse), rings that failed to start (`no_room_drops`, a full guest rx ring, is
 /// allowed: TCP recovers from it).
-pub const VRING_FAULTS: [&str; 14] = [
+pub const VRING_FAULTS: [&str; 16] = [
     "avail_idx_jump",
     "desc_id_out_of_range",
     "desc_out_of_memory",
@@ -26,6 +27,8 @@ pub const VRING_FAULTS: [&str; 14] = [
     "len_overflow",
     "wrong_direction",
     "short_chain",
+    "bad_offload",
+    "offload_refused",
     "bad_chain_drops",
     "interrupt_errors",
     "memory_fault",
