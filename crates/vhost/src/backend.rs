@@ -470,7 +470,11 @@ impl Backend {
             .collect();
         let files = fds.into_iter().map(File::from).collect();
         let cap = self.shared.max_guest_memory.load(Relaxed);
-        let mapped = memtable::check(&ctx, files)
+        let checked = memtable::check(&ctx, files);
+        if let Err(memtable::MemTableError::File { .. }) = &checked {
+            Status::bump(&self.shared.status.unmappable_fd);
+        }
+        let mapped = checked
             .map_err(|e| MapRefused::Other(e.to_string()))
             .and_then(|specs| memtable::map(specs, cap));
         if let Err(MapRefused::Budget(e)) = &mapped {
@@ -621,6 +625,9 @@ impl Backend {
                 let msg = format!("SET_LOG_BASE refused: {e}");
                 self.log_refused = Some(msg.clone());
                 Status::bump(&self.shared.status.log_errors);
+                if matches!(e, nfv_virtio::dirty_log::LogError::Unmappable(_)) {
+                    Status::bump(&self.shared.status.unmappable_fd);
+                }
                 Err(self.refuse(msg))
             }
         };

@@ -255,6 +255,10 @@ pub struct VhostStatus {
     pub log_bytes: u64,
     /// SET_LOG_BASE requests refused.
     pub log_errors: u64,
+    /// Region or dirty-log fds that are not memory the switch may map
+    /// (a FIFO, a file on disk or FUSE, too short); also in
+    /// `mem_table_errors` or `log_errors`.
+    pub unmappable_fd: u64,
     /// SEND_RARP requests, and announcements injected for them.
     pub rarp_requests: u64,
     pub rarp_sent: u64,
@@ -405,6 +409,7 @@ impl VhostUserPort {
             ack_timeouts: s.ack_timeouts.load(Relaxed),
             log_bytes: s.log_bytes.load(Relaxed),
             log_errors: s.log_errors.load(Relaxed),
+            unmappable_fd: s.unmappable_fd.load(Relaxed),
             rarp_requests: s.rarp_requests.load(Relaxed),
             rarp_sent: s.rarp_sent.load(Relaxed),
             last_error: s
@@ -492,6 +497,7 @@ impl Port for VhostUserPort {
         .with("copy_mode", if cfg.one_copy { "one-copy" } else { "copy" })
         .with("dirty_log", st.dirty_log_state())
         .with("log_errors", st.log_errors)
+        .with("unmappable_fd", st.unmappable_fd)
         .with("rarp_sent", st.rarp_sent)
         .with(PortGauges::ONE_COPY_PACKETS, st.one_copy);
         let lend = &self.shared.lend;

@@ -64,7 +64,8 @@ pub const NODE_BUDGET_MAX_GIB: u64 = 64 << 10;
 pub const DEFAULT_NODE_GUEST_MEMORY: u64 = 64 << 40;
 
 /// The node's guest-memory budget, shared by every vhost-user port of the
-/// process; [`MapBudget::set_limit`] changes it for later tables.
+/// process (and every memif connection, which charges its regions here);
+/// [`MapBudget::set_limit`] changes it for later tables.
 pub static NODE_BUDGET: MapBudget = MapBudget::new(DEFAULT_NODE_GUEST_MEMORY);
 
 /// Why a checked table was not mapped.

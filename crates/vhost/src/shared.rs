@@ -309,6 +309,10 @@ pub(crate) struct Status {
     pub ack_timeouts: AtomicU64,
     /// SET_LOG_BASE refused (no fd, a log we cannot map).
     pub log_errors: AtomicU64,
+    /// Memory-region or dirty-log fds refused by
+    /// `nfv_virtio::tenant_fd::check_mappable` (also counted in
+    /// `mem_table_errors` or `log_errors`).
+    pub unmappable_fd: AtomicU64,
     /// SEND_RARP requests, and announcements injected for them.
     pub rarp_requests: AtomicU64,
     pub rarp_sent: AtomicU64,

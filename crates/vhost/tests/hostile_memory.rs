@@ -112,6 +112,7 @@ fn a_disk_file_is_refused() {
     );
     let st = a.port.status();
     assert_eq!(st.mem_table_errors, 1, "{st:#?}");
+    assert_eq!(st.unmappable_fd, 1, "{st:#?}");
     assert!(st.last_error.contains("file system"), "{}", st.last_error);
     assert!(st.connected, "a refused table keeps the connection");
     b.check();
@@ -121,6 +122,7 @@ fn a_disk_file_is_refused() {
     assert!(g.fe.set_mem_table(&regions).is_err(), "a FIFO was accepted");
     let st = a.port.status();
     assert_eq!(st.mem_table_errors, 2, "{st:#?}");
+    assert_eq!(st.unmappable_fd, 2, "{st:#?}");
     assert!(
         st.last_error.contains("is a FIFO, not a regular file"),
         "{}",

@@ -225,6 +225,7 @@ fn a_dirty_log_that_is_not_memory_is_refused() {
         send_log_base(&g, &log, 8192).expect("a refused log is still answered");
         let st = sw.port.status();
         assert_eq!(st.log_errors, i as u64 + 1, "{what}");
+        assert_eq!(st.unmappable_fd, i as u64 + 1, "{what}");
         assert!(st.last_error.contains(want), "{what}: {}", st.last_error);
         assert_eq!(st.pairs_enabled, 0, "{what}");
     }
