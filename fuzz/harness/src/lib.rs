@@ -13,6 +13,7 @@ pub mod flow_actions;
 pub mod flow_extract;
 mod guest;
 pub mod memif_handshake;
+pub mod memif_rings;
 pub mod state_file;
 pub mod vhost_messages;
 pub mod virtio_burst;
@@ -34,4 +35,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("state_file", state_file::run),
     ("vxlan_underlay", vxlan_underlay::run),
     ("memif_handshake", memif_handshake::run),
+    ("memif_rings", memif_rings::run),
 ];

@@ -89,3 +89,8 @@ fn vxlan_underlay() {
 fn memif_handshake() {
     replay("memif_handshake");
 }
+
+#[test]
+fn memif_rings() {
+    replay("memif_rings");
+}
