@@ -22,6 +22,17 @@
 //! them is refused before anything is mapped, and counted
 //! ([`Refused::kind`]).
 //!
+//! What a connection costs the switch's memory cgroup: a page of the
+//! client's memfd that nobody has touched is allocated when first
+//! touched, read or write, and charged to whoever touched it; memif lets
+//! a client place its buffers anywhere in its regions, so its
+//! descriptors can make the PMD touch any page it mapped. The charge is
+//! therefore bounded by the mapped length — the port's
+//! `max_shared_memory` per connection, the node's budget overall — not
+//! by ring and buffer sizes: give ports of untrusted tenants a cap near
+//! what their VNF needs (rings and buffers, see
+//! [`DEFAULT_MAX_SHARED_MEMORY`]).
+//!
 //! Region `i` sits at the synthetic address
 //! `i << 40`, so a descriptor's `(region, offset, length)` is one
 //! translation of `(region << 40) + offset` with the region index as the

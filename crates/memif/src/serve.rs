@@ -14,9 +14,9 @@ pub enum HandshakeError {
     #[error("refused: {}", .0.reason())]
     Refused(Refusal),
     /// ADD_REGION past the regions announced in HELLO (a
-    /// [`Refusal::RegionIndex`] told apart: the client needs more memory
-    /// regions than this side takes). The DISCONNECT is
-    /// [`HandshakeError::too_many_regions`].
+    /// [`Refusal::RegionIndex`] told apart by [`until_connect_timed`]:
+    /// the client needs more memory regions than this side takes). The
+    /// DISCONNECT is [`HandshakeError::too_many_regions`].
     #[error("refused: region {index} added, at most {max} regions are taken")]
     TooManyRegions { index: u16, max: u16 },
     /// The client disconnected, saying why.
@@ -110,10 +110,15 @@ pub fn until_connect(
     offer: impl Fn(u32) -> Option<Offer>,
     timeout: Duration,
 ) -> Result<Setup<OwnedFd>, HandshakeError> {
-    let r = until_connect_timed(conn, limits, name, offer, Timeouts::whole(timeout), || {});
-    if let Some(m) = r.as_ref().err().and_then(HandshakeError::refusal_message) {
+    let r = until_connect_timed(conn, limits, name, offer, Timeouts::whole(timeout), || {})
+        .map_err(|e| match e {
+            // DPDK's wording and error, as the state machine has it.
+            HandshakeError::TooManyRegions { .. } => HandshakeError::Refused(Refusal::RegionIndex),
+            e => e,
+        });
+    if let Err(HandshakeError::Refused(why)) = &r {
         // The client may be gone already: the refusal stands.
-        let _ = conn.send(&m, None);
+        let _ = conn.send(&why.message(), None);
     }
     r
 }
@@ -122,7 +127,10 @@ pub fn until_connect(
 /// `spoke` runs when that message arrives (before it is judged). A
 /// refusal is returned, not sent: the caller counts it first, then sends
 /// [`HandshakeError::refusal_message`], so whoever sees the DISCONNECT
-/// sees the count.
+/// sees the count. Unlike [`until_connect`], an ADD_REGION past the
+/// regions announced in HELLO is returned as
+/// [`HandshakeError::TooManyRegions`] (a budget refusal, counted apart),
+/// not as [`Refusal::RegionIndex`].
 pub fn until_connect_timed(
     conn: &Conn,
     limits: Limits,
