@@ -66,6 +66,19 @@ fn disk_file(len: u64) -> Option<OwnedFd> {
     })
 }
 
+/// This process's (VmSize, VmRSS) in KiB.
+fn vm_kib() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    };
+    (field("VmSize:"), field("VmRSS:"))
+}
+
 /// A server-role port on a socket of its own.
 struct Served {
     port: Arc<MemifPort>,
@@ -106,7 +119,11 @@ impl Served {
                 self.count("unmappable_fd"),
             )
         };
-        assert!(wait_until(WAIT, || now() == want), "{:?} != {want:?}", now());
+        assert!(
+            wait_until(WAIT, || now() == want),
+            "{:?} != {want:?}",
+            now()
+        );
     }
 
     /// A real client connects, is served and leaves; its memory is
@@ -219,7 +236,13 @@ fn a_client_with_too_many_regions_is_refused_and_the_next_is_served() {
     let (heard, _) = script(&s.path, regions);
     assert_eq!(heard, refused("Too many regions (at most 8)"));
     s.counts_become((2, 1, 0));
-    assert!(s.port.gauges().text("last_event").unwrap().contains("region 8 added"));
+    assert!(
+        s.port
+            .gauges()
+            .text("last_event")
+            .unwrap()
+            .contains("region 8 added")
+    );
     s.a_good_client_is_served();
     s.counts_become((2, 1, 0));
 }
@@ -234,9 +257,18 @@ fn a_client_over_the_ports_memory_cap_is_refused_and_the_next_is_served() {
         nfv_memif::DEFAULT_MAX_SHARED_MEMORY
     );
     let huge = (0..3).map(|_| (512 * GIB, memfd(512 * GIB))).collect();
+    let before = vm_kib();
     let (heard, _) = script(&s.path, huge);
     assert_eq!(heard, refused("Shared memory over the port's limit"));
     s.counts_become((1, 1, 0));
+    // Nothing of the 1.5 TiB was mapped (other threads may map a little).
+    let after = vm_kib();
+    eprintln!("VmSize/VmRSS (KiB) before {before:?}, after the refused 1.5 TiB {after:?}");
+    assert!(after.0 < before.0 + (GIB >> 10), "{before:?} -> {after:?}");
+    assert!(
+        after.1 < before.1 + (64 * MIB >> 10),
+        "{before:?} -> {after:?}"
+    );
     s.a_good_client_is_served();
 
     // A port capped at 1 GiB: regions are summed (two of 768 MiB), and
