@@ -19,7 +19,8 @@
 //! * `vm-tcp` — iperf3 between two QEMU guests through nfvswitch, OVS-DPDK
 //!   with userspace TSO and a Linux bridge (see [`vm_tcp`]).
 //! * `soak` — minutes of traffic through vhost-user VNFs under VNF kills,
-//!   port and rule churn, then leak and panic checks (see [`soak`]).
+//!   port and rule churn, then leak and panic checks (see [`soak`]);
+//!   with `--attacks`, hostile tenants ([`attackers`]) beside them.
 //!
 //! Layout of `hop`/`compare` (2 CPUs, two busy pollers):
 //!
@@ -49,6 +50,7 @@ mod proc;
 mod report;
 mod scale;
 mod scenario;
+mod attackers;
 mod soak;
 mod starve;
 mod switch;
@@ -103,7 +105,8 @@ enum Cmd {
     Starve(starve::StarveArgs),
     /// Soak: traffic through vhost-user VNFs while VNFs are killed and
     /// restarted, ports added and removed and rules churned; then fds,
-    /// mappings, RSS, pool fill and panics of the switch (not a CI test).
+    /// mappings, RSS, pool fill and panics of the switch (not a CI test);
+    /// `--attacks`: then each attack of issue 36 beside the VNFs.
     Soak(soak::SoakArgs),
     /// VXLAN encap and decap cycles/packet, in process over a ring.
     Vxlan(vxlan::VxlanArgs),

@@ -10,8 +10,13 @@
 //! the flow table back to its rules, a clean exit. Exit status non-zero
 //! when a check fails. Not a CI test: it runs for minutes.
 //!
+//! With `--attacks`, a hostile tenant then grows beside the VNFs, one
+//! attack at a time between quiet phases ([`attacks`]), before the same
+//! final checks.
+//!
 //! The topology is in [`node`]; the disruptions in [`events`].
 
+mod attacks;
 mod events;
 mod node;
 mod peers;
@@ -61,6 +66,13 @@ pub struct SoakArgs {
     /// Where the JSON and markdown results go (default: bench/results/).
     #[arg(long)]
     pub results: Option<std::path::PathBuf>,
+    /// After the disruptions, run every attack of issue 36 in turn beside
+    /// the VNFs (quiet, attack, quiet; see `soak/attacks.rs`).
+    #[arg(long)]
+    pub attacks: bool,
+    /// Seconds of each phase of an attack (quiet, attack, quiet).
+    #[arg(long, default_value_t = 6.0)]
+    pub attack_secs: f64,
 }
 
 /// One reading of the switch process and its pool.
@@ -90,6 +102,8 @@ struct Outcome {
     mem_tables: u64,
     /// `/proc/PID/maps` of the switch before and after.
     maps: (String, String),
+    /// `--attacks`: one result per attack.
+    attacks: Vec<attacks::AttackResult>,
 }
 
 /// The switch's `/proc/PID/maps`, also kept in the run directory.
@@ -100,8 +114,16 @@ fn save_maps(s: &Soak, when: &str) -> String {
 }
 
 pub fn soak(a: SoakArgs) -> Result<(), String> {
-    if !(a.minutes > 0.0 && a.every > 0.0 && a.sample_every > 0.0 && a.rate_pps > 0) {
-        return Err("--minutes, --every, --sample-every and --rate-pps must be positive".into());
+    if !(a.minutes > 0.0
+        && a.every > 0.0
+        && a.sample_every > 0.0
+        && a.rate_pps > 0
+        && a.attack_secs > 0.0)
+    {
+        return Err(
+            "--minutes, --every, --sample-every, --rate-pps and --attack-secs must be positive"
+                .into(),
+        );
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pmd_cpu = a.pmd_cpu.unwrap_or(cpus - 1);
@@ -188,6 +210,13 @@ fn run(s: &mut Soak, a: &SoakArgs, started: Instant) -> Result<Outcome, String> 
     s.undo_all();
     out.recovered = Some(wait_flowing(s, Duration::from_secs(90)));
     proc::sleep(Duration::from_secs(3))?;
+    if a.attacks {
+        out.attacks = attacks::run_all(s, a.attack_secs)?;
+        if let Err(e) = s.sw.proc.ensure_alive() {
+            out.died = Some(e);
+            return Ok(out);
+        }
+    }
     let after = sample(s, started)?;
     print_sample("end", &after, s);
     out.samples.push(after.clone());
@@ -575,6 +604,43 @@ fn exercised(n: &events::Counts) -> Check {
     )
 }
 
+/// `--attacks`: one check per attack (its verdict), or one failed check
+/// if none ran.
+fn attack_checks(a: &SoakArgs, o: &Outcome) -> Vec<Check> {
+    if !a.attacks {
+        return Vec::new();
+    }
+    if o.attacks.is_empty() {
+        return vec![Check::new("attacks", false, "no attack ran")];
+    }
+    o.attacks
+        .iter()
+        .map(|r| {
+            let rates: Vec<String> = r
+                .rates
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{} {:.2}",
+                        c.chain.split(':').next().unwrap_or(""),
+                        c.ratio()
+                    )
+                })
+                .collect();
+            let detail = format!(
+                "attack/quiet {}{}",
+                rates.join(", "),
+                if r.why.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", r.why)
+                }
+            );
+            Check::new(&format!("attack: {}", r.name), r.ok, detail)
+        })
+        .collect()
+}
+
 const TRAFFIC_HEAD: [&str; 5] = [
     "port",
     "type",
@@ -588,6 +654,7 @@ fn finish(a: &SoakArgs, seed: u64, s: &Soak, o: &Outcome, started: Instant) -> R
     let warm_secs = (a.minutes * 60.0 / 5.0).clamp(60.0, 300.0);
     let mut checks = checks(s, o, warm_secs);
     checks.push(exercised(&s.n));
+    checks.extend(attack_checks(a, o));
     let (check_table, ok) = verdict::table(&checks);
     let ev = events_rows(s, o);
     let ev_table = report::text_table(&["event", "count", ""], &ev);
@@ -601,8 +668,17 @@ fn finish(a: &SoakArgs, seed: u64, s: &Soak, o: &Outcome, started: Instant) -> R
             format!("{:.0}s={r} ({g} guest)", x.secs)
         })
         .collect();
+    let at_table = if o.attacks.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\nAttacks (innocent chains' rate quiet / under attack; each {:.0} s)\n{}",
+            a.attack_secs,
+            report::text_table(&attacks::SUMMARY_HEAD, &attacks::summary_rows(&o.attacks))
+        )
+    };
     println!(
-        "\nnfv-bench soak: {:.1} min, seed {seed}; {:.2} M packets delivered to the sinks\n\nEvents\n{ev_table}\nTraffic (switch's view, whole run)\n{tr_table}\nVmRSS (warm-up {warm_secs:.0} s ignored for the trends): {}\n\nChecks\n{check_table}",
+        "\nnfv-bench soak: {:.1} min, seed {seed}; {:.2} M packets delivered to the sinks\n\nEvents\n{ev_table}\nTraffic (switch's view, whole run)\n{tr_table}{at_table}\nVmRSS (warm-up {warm_secs:.0} s ignored for the trends): {}\n\nChecks\n{check_table}",
         started.elapsed().as_secs_f64() / 60.0,
         delivered as f64 / 1e6,
         rss.join(" "),
@@ -637,7 +713,8 @@ fn write_results(
     let json = serde_json::json!({
         "kind": "soak", "timestamp_utc": ts, "seed": seed, "minutes": a.minutes, "every_secs": a.every,
         "rate_pps": a.rate_pps, "samples": o.samples, "counts": s.n, "memory_tables": o.mem_tables,
-        "checks": checks, "errors": s.errors, "delivered": delivered,
+        "checks": checks, "errors": s.errors, "delivered": delivered, "attacks": o.attacks,
+        "attack_secs": a.attack_secs,
     });
     let check_rows: Vec<Vec<String>> = checks
         .iter()
@@ -646,8 +723,13 @@ fn write_results(
             vec![verdict.to_string(), c.what.clone(), c.detail.clone()]
         })
         .collect();
+    let at = if o.attacks.is_empty() {
+        String::new()
+    } else {
+        report::md_table(&attacks::SUMMARY_HEAD, &attacks::summary_rows(&o.attacks))
+    };
     let md = format!(
-        "# nfv-bench soak {ts}\n\n{} min, seed {seed}.\n\n{}\n{}\n{}",
+        "# nfv-bench soak {ts}\n\n{} min, seed {seed}.\n\n{}\n{}\n{at}\n{}",
         a.minutes,
         report::md_table(&["event", "count", ""], ev),
         report::md_table(&TRAFFIC_HEAD, &o.traffic),
