@@ -266,7 +266,7 @@ fn a_client_over_the_ports_memory_cap_is_refused_and_the_next_is_served() {
     eprintln!("VmSize/VmRSS (KiB) before {before:?}, after the refused 1.5 TiB {after:?}");
     assert!(after.0 < before.0 + (GIB >> 10), "{before:?} -> {after:?}");
     assert!(
-        after.1 < before.1 + (64 * MIB >> 10),
+        after.1 < before.1 + ((64 * MIB) >> 10),
         "{before:?} -> {after:?}"
     );
     s.a_good_client_is_served();
