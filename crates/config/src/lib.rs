@@ -112,6 +112,9 @@
 //! #   interface_id = 0             # the id the client asks for (DPDK `id=`)
 //! #   secret = "s3cr3t"            # 1..=24 bytes the client must give (default: none)
 //! #   queues = 1                   # queue pairs 1..=16 a client may add; rx queues
+//! #   max_shared_memory_gib = 64   # server role: most memory one client's regions (at most
+//! #                                #   8) may make the switch map, 1..=65536; over it the
+//! #                                #   client is refused (memory_refused)
 //! # type = "afxdp" | "afpacket" | "tap" (kernel-facing; one port per interface):
 //! #   iface = "eth0"               # required: 1..=15 bytes without '/', ':' or whitespace
 //! #   ring_size = 2048             # afxdp: power of two 64..=16384 (default 2048);
