@@ -891,6 +891,20 @@ fn vhost_user_ports() {
             msg: "invalid type: string \"yes\", expected a boolean",
         },
         Bad {
+            name: "tso type",
+            text: vhost("socket = \"/tmp/v.sock\"\ntso = \"on\"\n"),
+            line: 6,
+            field: "port[0].tso",
+            msg: "invalid type: string \"on\", expected a boolean",
+        },
+        Bad {
+            name: "max_guest_memory_gib 0",
+            text: vhost("socket = \"/tmp/v.sock\"\nmax_guest_memory_gib = 0\n"),
+            line: 6,
+            field: "port[0].max_guest_memory_gib",
+            msg: "65536",
+        },
+        Bad {
             name: "rxqs",
             text: vhost("socket = \"/tmp/v.sock\"\nrxqs = 2\n"),
             line: 6,

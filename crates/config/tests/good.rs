@@ -445,6 +445,9 @@ mode = "server"
 queues = 16
 mrg_rxbuf = false
 packed_ring = false
+tso = false
+uso = false
+max_guest_memory_gib = 64
 "#,
     );
     assert_eq!(
@@ -481,8 +484,12 @@ packed_ring = false
                 tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
                 one_copy: true,
                 packed_ring: false,
-                offloads: nfv_vhost::Offloads::ALL,
-                max_guest_memory: nfv_vhost::DEFAULT_MAX_GUEST_MEMORY,
+                offloads: nfv_vhost::Offloads {
+                    tso: false,
+                    uso: false,
+                    ..nfv_vhost::Offloads::ALL
+                },
+                max_guest_memory: 64 << 30,
             }),
         }
     );
