@@ -404,7 +404,7 @@ impl Run {
                 f[at] = b.u8();
             }
         }
-        if m & 16384 != 0 {
+        if m & 16384 != 0 && f.len() >= ethernet::HEADER_LEN {
             EthernetFrame::new_unchecked(&mut f[..]).set_ethertype(EtherType(b.u16()));
         }
         f
