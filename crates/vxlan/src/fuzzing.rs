@@ -20,10 +20,11 @@
 //!
 //! Checks, per receive burst: no panic; `fast_tunnel` accepts only what
 //! `classify` accepts, at the same place; the frames the port hands up
-//! are exactly the inner frames of the burst's tunnel frames (fast path
-//! first, then the others, each in order); every ARP answer sent is the
-//! well-formed reply to a request for our address; the next hop's MAC
-//! after the burst is the last one a qualifying ARP packet taught. Per
+//! are exactly the inner frames of the burst's tunnel frames (the fast
+//! path's first, in order, then the others); every ARP answer sent is
+//! the well-formed reply to a request for our address, one per request;
+//! the next hop's MAC after the burst is one a qualifying ARP packet of
+//! the burst taught (see [`ORDER_KEPT`] for what is checked in order). Per
 //! transmit burst: with no next hop known nothing but an ARP request goes
 //! out; with one, every frame sent reads back (`classify` from the
 //! remote's side) as this tunnel's, to the learnt MAC, carrying exactly
@@ -51,6 +52,13 @@ const GATEWAY: Ipv4Addr = Ipv4Addr::new(172, 31, 1, 254);
 const OTHER: Ipv4Addr = Ipv4Addr::new(10, 9, 8, 7);
 const LOCAL_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x64];
 const HOP_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+/// Whether the port promises the order of the frames its fast path
+/// passes over (tunnel frames of an uncommon shape, ARP) within a burst:
+/// then those are checked in order (inner frames, ARP answers, the MAC
+/// learnt last). Not so today: the fast path swaps its frames to the
+/// front, moving the others, so they are checked as a set.
+const ORDER_KEPT: bool = false;
 
 /// Reads the input as a stream of decisions; zeros past its end.
 struct Bytes<'a> {
@@ -461,7 +469,7 @@ impl Run {
         let learnt_before = self.port.neighbour().state(now());
         let (mut fast, mut slow) = (Vec::new(), Vec::new());
         let mut replies = Vec::new();
-        let mut learnt = None;
+        let mut taught = Vec::new();
         for f in &frames {
             let class = classify(f, &self.expect);
             if let Some(len) = fast_tunnel(f, &self.expect) {
@@ -485,7 +493,7 @@ impl Run {
                     let Some(arp) = parse_arp(f) else { continue };
                     let from_hop = arp.spa == self.hop && arp.sha.is_unicast();
                     if from_hop && (arp.tpa == LOCAL || arp.spa == arp.tpa) {
-                        learnt = Some(arp.sha.0);
+                        taught.push(arp.sha.0);
                     }
                     if arp.op == ArpOperation::REQUEST
                         && arp.tpa == LOCAL
@@ -498,33 +506,59 @@ impl Run {
                 Class::Refused(_) => {}
             }
         }
-        fast.extend(slow);
         let mut batch = Batch::new();
         self.rx.rx_burst(&mut batch, pool);
-        let got: Vec<Vec<u8>> = batch.iter().map(|p| p.data().to_vec()).collect();
+        let mut got: Vec<Vec<u8>> = batch.iter().map(|p| p.data().to_vec()).collect();
         self.rx.burst_done();
         pool.free_batch(&mut batch);
         assert!(
-            got == fast,
+            got.len() == fast.len() + slow.len() && got[..fast.len()] == fast[..],
+            "the fast path's inner frames do not come first, in order"
+        );
+        let mut rest = got.split_off(fast.len());
+        if !ORDER_KEPT {
+            rest.sort();
+            slow.sort();
+        }
+        assert!(
+            rest == slow,
             "inner frames handed up differ from the tunnel frames received"
         );
         let sent = std::mem::take(&mut *lock(&self.wire.sent));
         let accept = self.wire.accept.load(Relaxed);
         assert_eq!(sent.len(), replies.len().min(accept), "ARP answers sent");
-        for (s, req) in sent.iter().zip(&replies) {
+        for (i, s) in sent.iter().enumerate() {
             let eth = EthernetFrame::new_checked(&s[..]).expect("an answer is a frame");
-            assert_eq!(eth.dst_addr(), req.sha, "answer to the asker");
             assert_eq!(eth.src_addr(), EthernetAddress(LOCAL_MAC));
             assert_eq!(eth.ethertype(), EtherType::ARP);
-            assert_eq!(s.len(), ethernet::HEADER_LEN + req.buffer_len());
             let a = parse_arp(s).expect("an answer parses");
+            // The request answered: the next in order, or any not yet
+            // answered.
+            let k = if ORDER_KEPT {
+                Some(0)
+            } else {
+                replies
+                    .iter()
+                    .position(|r| r.reply(EthernetAddress(LOCAL_MAC)) == a)
+            };
+            let Some(req) = k.map(|k| replies.remove(k)) else {
+                panic!("answer {i} ({a:?}) to no request of the burst");
+            };
+            assert_eq!(eth.dst_addr(), req.sha, "answer to the asker");
+            assert_eq!(s.len(), ethernet::HEADER_LEN + req.buffer_len());
             assert_eq!(a, req.reply(EthernetAddress(LOCAL_MAC)), "the answer");
         }
         let after = self.port.neighbour().state(now());
+        let learnt = if ORDER_KEPT {
+            taught.last().copied()
+        } else {
+            taught.first().copied()
+        };
         match learnt {
             Some(mac) => assert!(
-                matches!(after, State::Reachable { mac: m, .. } if m == mac),
-                "learnt {mac:?}, entry {after:?}"
+                matches!(after, State::Reachable { mac: m, .. }
+                    if m == mac || !ORDER_KEPT && taught.contains(&m)),
+                "taught {taught:?}, entry {after:?}"
             ),
             None => assert_eq!(
                 std::mem::discriminant(&after),
