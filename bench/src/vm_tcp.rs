@@ -425,6 +425,25 @@ fn reachable(g: &mut Guest, cidr: &str) -> Result<(), String> {
     .map_err(|e| format!("guest A never reached {ip}: {e}"))
 }
 
+/// The node: vhost-user ports `vm-a` (1) and `vm-b` (2) in client mode
+/// on `socks`, rules 1 <-> 2, one PMD on `core`.
+fn nfv_config_text(control: &Path, socks: [&Path; 2], core: usize) -> String {
+    let mut cfg = format!(
+        "flows = [\"priority=10,in_port=1,actions=output:2\", \"priority=10,in_port=2,actions=output:1\"]\n\
+         [node]\nname = \"vmtcp-{}\"\ncontrol_socket = {:?}\napi = \"off\"\n[pmd]\ncores = [{core}]\n",
+        std::process::id(),
+        control.display().to_string(),
+    );
+    for (i, (name, _, _)) in GUESTS.iter().enumerate() {
+        cfg += &format!(
+            "\n[[port]]\nname = \"{name}\"\nid = {}\ntype = \"vhost-user\"\nsocket = {:?}\nmode = \"client\"\nqueues = 1\n",
+            i + 1,
+            socks[i].display().to_string()
+        );
+    }
+    cfg
+}
+
 /// `nfvswitch run`: two vhost-user ports in client mode, port 1 <-> 2.
 struct NfvNode {
     proc: Proc,
@@ -436,20 +455,7 @@ struct NfvNode {
 impl NfvNode {
     fn start(bed: &Bed) -> Result<NfvNode, String> {
         let socket = bed.dir.join("ctl.sock");
-        let mut cfg = format!(
-            "flows = [\"priority=10,in_port=1,actions=output:2\", \"priority=10,in_port=2,actions=output:1\"]\n\
-             [node]\nname = \"vmtcp-{}\"\ncontrol_socket = {:?}\napi = \"off\"\n[pmd]\ncores = [{}]\n",
-            std::process::id(),
-            socket.display().to_string(),
-            bed.cpus.1
-        );
-        for (i, (name, _, _)) in GUESTS.iter().enumerate() {
-            cfg += &format!(
-                "\n[[port]]\nname = \"{name}\"\nid = {}\ntype = \"vhost-user\"\nsocket = {:?}\nmode = \"client\"\nqueues = 1\n",
-                i + 1,
-                bed.sock(i).display().to_string()
-            );
-        }
+        let cfg = nfv_config_text(&socket, [&bed.sock(0), &bed.sock(1)], bed.cpus.1);
         let path = bed.dir.join("node.toml");
         std::fs::write(&path, cfg).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut c = Command::new(bed.nfvswitch);
@@ -542,6 +548,15 @@ impl OvsNode {
         for p in [&o.run, &o.log, &o.db] {
             std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
         }
+        o.start_db(bed)?;
+        o.start_vswitchd(bed)?;
+        o.add_ports(bed)?;
+        Ok(o)
+    }
+
+    /// A fresh database and its ovsdb-server, initialised.
+    fn start_db(&mut self, bed: &Bed) -> Result<(), String> {
+        let o = self;
         let db = o.db.join("conf.db");
         let mut c = o.cmd("ovsdb-tool");
         c.arg("create")
@@ -568,7 +583,13 @@ impl OvsNode {
             }
             proc::sleep(Duration::from_millis(20))?;
         }
-        o.vsctl(&["--no-wait", "init"])?;
+        o.vsctl(&["--no-wait", "init"]).map(|_| ())
+    }
+
+    /// The DPDK daemon with TSO on, its PMD on the switch CPU.
+    fn start_vswitchd(&mut self, bed: &Bed) -> Result<(), String> {
+        let o = self;
+        let sock = o.run.join("db.sock");
         let (g, s) = bed.cpus;
         o.vsctl(&[
             "--no-wait",
@@ -600,6 +621,21 @@ impl OvsNode {
             Signal::SIGTERM,
         )?);
         o.vsctl(&["wait-until", "Open_vSwitch", ".", "dpdk_initialized=true"])?;
+        let tso = o.vsctl(&[
+            "get",
+            "Open_vSwitch",
+            ".",
+            "other_config:userspace-tso-enable",
+        ])?;
+        if tso.trim().trim_matches('"') != "true" {
+            return Err(format!("OVS userspace-tso-enable reads {tso:?}"));
+        }
+        Ok(())
+    }
+
+    /// The bridge, one vhost-user client port per guest, rules 1 <-> 2.
+    fn add_ports(&self, bed: &Bed) -> Result<(), String> {
+        let o = self;
         o.vsctl(&[
             "add-br",
             "br0",
@@ -635,16 +671,7 @@ impl OvsNode {
             ]);
             run_ok(c, OVS_T)?;
         }
-        let tso = o.vsctl(&[
-            "get",
-            "Open_vSwitch",
-            ".",
-            "other_config:userspace-tso-enable",
-        ])?;
-        if tso.trim().trim_matches('"') != "true" {
-            return Err(format!("OVS userspace-tso-enable reads {tso:?}"));
-        }
-        Ok(o)
+        Ok(())
     }
 }
 
@@ -712,25 +739,36 @@ fn ip(args: &[&str]) -> Result<(), String> {
     run_ok(c, Duration::from_secs(10)).map(|_| ())
 }
 
-fn report_all(
-    a: &VmTcpArgs,
-    paths: &[PathKind],
-    skip: &[(PathKind, String)],
-    trials: &[(PathKind, usize, Result<Trial, String>)],
-    accel: &str,
-    vhost_net: bool,
-    t0: Instant,
-) {
-    let oks = |p: PathKind| -> Vec<&Trial> {
-        trials
-            .iter()
-            .filter(|(k, _, _)| *k == p)
-            .filter_map(|(_, _, r)| r.as_ref().ok())
-            .collect()
-    };
-    let med = |p: PathKind, f: &dyn Fn(&Trial) -> Option<f64>| {
-        report::median(&oks(p).iter().filter_map(|t| f(t)).collect::<Vec<_>>())
-    };
+type Trials = [(PathKind, usize, Result<Trial, String>)];
+
+const HEAD: [&str; 7] = [
+    "test",
+    "path",
+    "median (min..max)",
+    "PMD busy %",
+    "PMD cyc/pkt",
+    "sender CPU %",
+    "ok",
+];
+const RATIO_HEAD: [&str; 3] = ["test", "nfvswitch / OVS-DPDK (tso)", "nfvswitch / kernel"];
+
+/// The successful trials of path `p`.
+fn oks(trials: &Trials, p: PathKind) -> Vec<&Trial> {
+    trials
+        .iter()
+        .filter(|(k, _, _)| *k == p)
+        .filter_map(|(_, _, r)| r.as_ref().ok())
+        .collect()
+}
+
+/// Median (min, max) of `f` over path `p`'s successful trials.
+fn med(trials: &Trials, p: PathKind, f: impl Fn(&Trial) -> Option<f64>) -> Option<(f64, f64, f64)> {
+    report::median(&oks(trials, p).into_iter().filter_map(f).collect::<Vec<_>>())
+}
+
+/// One row per test and path (medians), one row per test of ratios.
+fn tables(paths: &[PathKind], trials: &Trials) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
+    let whole = |v: Option<(f64, f64, f64)>| v.map_or("-".into(), |m| format!("{:.0}", m.0));
     let mut rows = Vec::new();
     for (i, test) in TESTS.iter().enumerate() {
         for &p in paths {
@@ -739,56 +777,57 @@ fn report_all(
                 .iter()
                 .filter(|(k, _, r)| *k == p && r.is_err())
                 .count();
-            let fig = med(p, &|t| Some(t.figures[i]));
-            let busy = med(p, &|t| t.pmd_busy[i]);
-            let cyc = med(p, &|t| t.pmd_cycles_per_packet[i]);
+            let ok = oks(trials, p).len();
             rows.push(vec![
                 test.to_string(),
                 p.name().to_string(),
-                report::fmt_range(fig, prec),
-                busy.map_or("-".into(), |b| format!("{:.0}", b.0)),
-                cyc.map_or("-".into(), |c| format!("{:.0}", c.0)),
-                med(p, &|t| Some(t.sender_cpu[i])).map_or("-".into(), |c| format!("{:.0}", c.0)),
-                format!("{}/{}", oks(p).len(), oks(p).len() + fails),
+                report::fmt_range(med(trials, p, |t| Some(t.figures[i])), prec),
+                whole(med(trials, p, |t| t.pmd_busy[i])),
+                whole(med(trials, p, |t| t.pmd_cycles_per_packet[i])),
+                whole(med(trials, p, |t| Some(t.sender_cpu[i]))),
+                format!("{ok}/{}", ok + fails),
             ]);
         }
     }
-    let head = [
-        "test",
-        "path",
-        "median (min..max)",
-        "PMD busy %",
-        "PMD cyc/pkt",
-        "sender CPU %",
-        "ok",
-    ];
-    let mut ratio_rows = Vec::new();
+    let mut ratios = Vec::new();
     for (i, test) in TESTS.iter().enumerate() {
-        let m = |p| med(p, &|t: &Trial| Some(t.figures[i])).map(|m| m.0);
+        let m = |p| med(trials, p, |t| Some(t.figures[i])).map(|m| m.0);
         let r = |other| match (m(PathKind::Nfvswitch), m(other)) {
             (Some(x), Some(y)) if y > 0.0 => format!("{:.2}", x / y),
             _ => "-".into(),
         };
-        ratio_rows.push(vec![
+        ratios.push(vec![
             test.to_string(),
             r(PathKind::Ovs),
             r(PathKind::Kernel),
         ]);
     }
-    let ratio_head = ["test", "nfvswitch / OVS-DPDK (tso)", "nfvswitch / kernel"];
+    (rows, ratios)
+}
+
+fn report_all(
+    a: &VmTcpArgs,
+    paths: &[PathKind],
+    skip: &[(PathKind, String)],
+    trials: &Trials,
+    accel: &str,
+    vhost_net: bool,
+    t0: Instant,
+) {
+    let (rows, ratio_rows) = tables(paths, trials);
+    let kernel = if vhost_net {
+        "with vhost-net"
+    } else {
+        "without vhost-net"
+    };
     println!(
-        "\nmedians over {} rounds ({:.1} min); guests under {accel}; kernel path {}",
+        "\nmedians over {} rounds ({:.1} min); guests under {accel}; kernel path {kernel}",
         a.rounds,
         t0.elapsed().as_secs_f64() / 60.0,
-        if vhost_net {
-            "with vhost-net"
-        } else {
-            "without vhost-net"
-        }
     );
-    print!("{}", report::text_table(&head, &rows));
+    print!("{}", report::text_table(&HEAD, &rows));
     println!("\nratios of the medians:");
-    print!("{}", report::text_table(&ratio_head, &ratio_rows));
+    print!("{}", report::text_table(&RATIO_HEAD, &ratio_rows));
     for (p, why) in skip {
         println!("SKIPPED {}: {why}", p.name());
     }
@@ -810,14 +849,9 @@ fn report_all(
         })).collect::<Vec<_>>(),
     });
     let md = format!(
-        "# nfv-bench vm-tcp {ts}\n\nGuests under {accel}; kernel path {}.\n\n{}\n{}",
-        if vhost_net {
-            "with vhost-net"
-        } else {
-            "without vhost-net"
-        },
-        report::md_table(&head, &rows),
-        report::md_table(&ratio_head, &ratio_rows)
+        "# nfv-bench vm-tcp {ts}\n\nGuests under {accel}; kernel path {kernel}.\n\n{}\n{}",
+        report::md_table(&HEAD, &rows),
+        report::md_table(&RATIO_HEAD, &ratio_rows)
     );
     match report::write_results(
         &report::results_dir(a.results.clone()),
@@ -827,5 +861,58 @@ fn report_all(
     ) {
         Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
         Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_config_is_valid_and_forwards_both_ways() {
+        let dir = std::env::temp_dir().join(format!("nfv-bench-vmtcp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a.sock"), dir.join("b.sock"));
+        let text = nfv_config_text(&dir.join("ctl.sock"), [&a, &b], 1);
+        let path = dir.join("node.toml");
+        std::fs::write(&path, &text).unwrap();
+        let cfg = nfv_config::load(&path).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(cfg.ports.len(), 2);
+        assert_eq!(cfg.pmd.cores, vec![1]);
+        let flows: Vec<String> = cfg.flows.iter().map(|f| f.to_string()).collect();
+        assert!(
+            flows
+                .iter()
+                .any(|f| f.contains("in_port=1") && f.contains("output:2"))
+        );
+        assert!(
+            flows
+                .iter()
+                .any(|f| f.contains("in_port=2") && f.contains("output:1"))
+        );
+    }
+
+    #[test]
+    fn medians_and_ratios() {
+        let t = |x: f64| Trial {
+            figures: [x, 2.0 * x, 10.0 * x],
+            ..Trial::default()
+        };
+        let trials = vec![
+            (PathKind::Nfvswitch, 1, Ok(t(1.0))),
+            (PathKind::Ovs, 1, Ok(t(2.0))),
+            (PathKind::Kernel, 1, Err("boot failed".into())),
+            (PathKind::Nfvswitch, 2, Ok(t(3.0))),
+            (PathKind::Ovs, 2, Ok(t(2.0))),
+            (PathKind::Kernel, 2, Ok(t(4.0))),
+        ];
+        let paths = [PathKind::Nfvswitch, PathKind::Ovs, PathKind::Kernel];
+        let (rows, ratios) = tables(&paths, &trials);
+        assert_eq!(rows.len(), 9);
+        assert_eq!(rows[0][2], "2.000 (1.000..3.000)");
+        assert_eq!(rows[2][6], "1/2");
+        // nfv median 2.0 vs OVS 2.0 and kernel 4.0.
+        assert_eq!(ratios[0], ["TCP 1 stream Gbps", "1.00", "0.50"]);
     }
 }

@@ -131,7 +131,7 @@ impl Image {
             "-initrd".into(),
             self.initrd.display().to_string(),
             "-append".into(),
-            "console=ttyS0 panic=-1 quiet".into(),
+            "console=ttyS0 panic=-1 quiet no_timer_check".into(),
             "-serial".into(),
             format!("file:{}", log.display()),
         ]);
@@ -500,7 +500,10 @@ fn machine_args(accel: Accel) -> Vec<String> {
 }
 
 /// The QEMU command line: `vectors=0` on the NIC because Debian's QEMU
-/// 7.2 under TCG crashes with MSI-X on a vhost-user virtio-net-pci device.
+/// 7.2 under TCG crashes with MSI-X on a vhost-user virtio-net-pci device;
+/// `no_timer_check` on the kernel's because under TCG on a loaded host the
+/// boot-time IO-APIC timer check can fail, and the kernel then panics
+/// ("IO-APIC + timer doesn't work!").
 /// A migration destination gets the same line (QEMU requires the same
 /// machine and devices on both ends) plus `-incoming`.
 fn qemu_args(
@@ -547,7 +550,7 @@ fn qemu_args(
         "-initrd".into(),
         image.initrd.display().to_string(),
         "-append".into(),
-        format!("console=ttyS0 panic=-1 quiet nfv_ip={}", spec.ip),
+        format!("console=ttyS0 panic=-1 quiet no_timer_check nfv_ip={}", spec.ip),
         "-serial".into(),
         format!("file:{}", console_log.display()),
         "-serial".into(),
