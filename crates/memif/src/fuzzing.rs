@@ -496,6 +496,10 @@ thread_local! {
     static RING_POOL: RefCell<Option<(std::sync::Arc<PacketPool>, PoolCache)>> =
         const { RefCell::new(None) };
     static NEXT_ID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// A port that stays on this thread's socket (interface id 0), so that
+    /// the socket's listener outlives each input's port: the last port to
+    /// leave a socket waits for its listener thread to stop.
+    static ANCHOR: RefCell<Option<std::sync::Arc<MemifPort>>> = const { RefCell::new(None) };
 }
 
 fn with_pool<R>(f: impl FnOnce(&mut PoolCache) -> R) -> R {
@@ -667,12 +671,15 @@ fn tx_model(m: &mut [u8], l: &Layout, tail: u16, frames: &[Vec<u8>]) -> (usize, 
 }
 
 /// A server port and a client connected to it, with the queues synced.
+///
+/// Dropped in field order: the client first (its connection thread sees
+/// the socket close at once), the port last.
 struct Rig {
-    _port: std::sync::Arc<MemifPort>,
-    rxq: Box<dyn RxQueue>,
-    txq: Box<dyn TxQueue>,
     client: Client,
     shm: Shm,
+    rxq: Box<dyn RxQueue>,
+    txq: Box<dyn TxQueue>,
+    _port: std::sync::Arc<MemifPort>,
     l: Layout,
     /// The slot the rx queue reads next (= the tail it published).
     rx_next: u16,
@@ -689,8 +696,12 @@ impl Rig {
             std::process::id(),
             std::thread::current().id()
         );
+        if ANCHOR.with(|a| a.borrow().is_none()) {
+            let port = MemifPort::open("fuzz-anchor", &MemifConfig::new(&path), 9216).ok()?;
+            ANCHOR.with(|a| *a.borrow_mut() = Some(port));
+        }
         let id = NEXT_ID.with(|n| {
-            n.set(n.get().wrapping_add(1));
+            n.set(n.get().wrapping_add(1).max(1));
             n.get()
         });
         let cfg = MemifConfig {
@@ -739,11 +750,11 @@ impl Rig {
             n
         };
         Some(Rig {
-            _port: port,
-            rxq,
-            txq,
             client,
             shm,
+            rxq,
+            txq,
+            _port: port,
             l,
             rx_next: 1,
             tx_tail: 0,
