@@ -9,9 +9,9 @@
 
 use super::events::Soak;
 use super::node::{self, SINK0, SINK1};
-use crate::attackers::Tally;
 use crate::attackers::memif::{self as am, Attempts};
 use crate::attackers::vhost::{self as av, Descriptors};
+use crate::attackers::{Tally, nice_thread};
 use crate::{proc, report};
 use nfv_control::protocol::PortReport;
 use nfv_memif::socket::SocketPath;
@@ -236,6 +236,7 @@ fn short_lived_ports(ctl: &Path, dir: &Path, stop: &AtomicBool) -> Tally {
             .map(|(_, p)| {
                 let p = p.clone();
                 std::thread::spawn(move || {
+                    nice_thread();
                     let never = AtomicBool::new(false);
                     av::short_lived_session(&p, Duration::from_millis(300), &never)
                 })
@@ -302,9 +303,25 @@ pub fn run_all(s: &mut Soak, secs: f64) -> Result<Vec<AttackResult>, String> {
 fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
     let phase = Duration::from_secs_f64(secs);
     let names: Vec<String> = a.ports.iter().map(|k| port_name(k)).collect();
-    for keys in &a.ports {
-        s.sw.add_port(keys)
-            .map_err(|e| format!("{}: add-port: {e}", a.name))?;
+    // The switch's fds before the attacker's ports exist (what `fds_back`
+    // compares with once they are gone).
+    proc::sleep(Duration::from_millis(300))?;
+    let fds0 = fd_targets(s.sw.pid);
+    for (i, keys) in a.ports.iter().enumerate() {
+        if let Err(e) = s.sw.add_port(keys) {
+            for n in &names[..i] {
+                let _ = s.sw.del_port(n);
+            }
+            return Ok(AttackResult {
+                name: a.name.to_string(),
+                rates: Vec::new(),
+                moved: Vec::new(),
+                tally: Tally::default(),
+                legit: None,
+                ok: false,
+                why: format!("add-port {}: {e}", names[i]),
+            });
+        }
     }
     // The hoarded socket's legitimate tenant reconnects through all three
     // phases.
@@ -313,7 +330,10 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
     let legit_thread = names.iter().any(|n| n == "legit").then(|| {
         let (st, n) = (legit_stop.clone(), legit.clone());
         let sp = SocketPath::File(node::socket(&s.dir, "att-hoard"));
-        std::thread::spawn(move || am::legit_reconnects(&sp, 2, &n, &st))
+        std::thread::spawn(move || {
+            nice_thread();
+            am::legit_reconnects(&sp, 2, &n, &st)
+        })
     });
     let legit_at = || {
         (
@@ -330,7 +350,10 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let body = a.body;
-    let th = std::thread::spawn(move || body(&st));
+    let th = std::thread::spawn(move || {
+        nice_thread();
+        body(&st)
+    });
     proc::sleep(phase)?;
     let r2 = reading(s)?;
     let l2 = legit_at();
@@ -355,6 +378,7 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
             s.errors.push(format!("{}: del-port {n}: {e}", a.name));
         }
     }
+    let fds = fds_back(s.sw.pid, &fds0);
     let rates: Vec<ChainRate> = chains(&r0.1)
         .into_iter()
         .map(|(c, sink)| ChainRate {
@@ -373,7 +397,15 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
         }
     };
     let legit = legit_thread_ran.then(|| [share(l0, l1), share(l1, l2), share(l2b, l3)]);
-    let (ok, why) = judge(&a.must_move, a.all_refused, &rates, &moved, &tally, legit);
+    let (ok, mut why) = judge(&a.must_move, a.all_refused, &rates, &moved, &tally, legit);
+    let ok = ok && fds.is_ok();
+    if let Err(e) = &fds {
+        why = [why, e.clone()]
+            .into_iter()
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+    }
     Ok(AttackResult {
         name: a.name.to_string(),
         rates,
@@ -383,6 +415,62 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
         ok,
         why,
     })
+}
+
+/// What the switch's open fds point to (`/proc/PID/fd`, readlink).
+fn fd_targets(pid: u32) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .map(|p| p.display().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Waits up to 5 s (protocol threads end after `del-port` returns) for
+/// the switch's fds to be those of `before` again, by kind (sockets and
+/// anonymous inodes are numbered anew). `Err` names what stayed or went.
+fn fds_back(pid: u32, before: &[String]) -> Result<(), String> {
+    let kind = |t: &str| -> String {
+        match t.split_once(":[") {
+            Some((k, _)) => k.to_string(),
+            None => t.to_string(),
+        }
+    };
+    let count = |v: &[String]| {
+        let mut m = BTreeMap::<String, i64>::new();
+        for t in v {
+            *m.entry(kind(t)).or_default() += 1;
+        }
+        m
+    };
+    let want = count(before);
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let now = count(&fd_targets(pid));
+        if now == want {
+            return Ok(());
+        }
+        if Instant::now() > end {
+            let keys: std::collections::BTreeSet<_> = want.keys().chain(now.keys()).collect();
+            let diff: Vec<String> = keys
+                .into_iter()
+                .filter_map(|k| {
+                    let d = now.get(k).copied().unwrap_or(0) - want.get(k).copied().unwrap_or(0);
+                    (d != 0).then(|| format!("{k} {d:+}"))
+                })
+                .collect();
+            return Err(format!(
+                "switch fds not back after the attack: {}",
+                diff.join(", ")
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// `name = "x"` -> `x`.
