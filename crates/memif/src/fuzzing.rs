@@ -4,7 +4,7 @@
 //!   client sends the switch, through the server side twice — the
 //!   [`ServerHandshake`] state machine fed directly, and the real socket
 //!   path ([`serve::until_connect`] over a `SOCK_SEQPACKET` pair, file
-//!   descriptors attached) — then [`Connection::open`] on what CONNECT
+//!   descriptors attached) — then `Connection::open` on what CONNECT
 //!   set up (the regions mapped, the rings checked).
 //! * [`ring_walk`] (`memif_rings`): a connected client that writes
 //!   anything into its rings and memory, against a real port's rx and tx

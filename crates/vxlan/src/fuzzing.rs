@@ -24,7 +24,7 @@
 //! path's first, in order, then the others); every ARP answer sent is
 //! the well-formed reply to a request for our address, one per request;
 //! the next hop's MAC after the burst is one a qualifying ARP packet of
-//! the burst taught (see [`ORDER_KEPT`] for what is checked in order). Per
+//! the burst taught (see `ORDER_KEPT` for what is checked in order). Per
 //! transmit burst: with no next hop known nothing but an ARP request goes
 //! out; with one, every frame sent reads back (`classify` from the
 //! remote's side) as this tunnel's, to the learnt MAC, carrying exactly
