@@ -132,6 +132,32 @@ impl DeviceQueue {
         Tx::Frame
     }
 
+    /// What a chain read as `r` into `pkt` becomes when its header asks
+    /// for an offload: the offload checked and attached, or the chain read
+    /// again (`again`, a fresh walk of it) into a large-segment packet;
+    /// `spent` grows by that walk's cost. Out of line: the packet path only
+    /// carries the call.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn offloaded<W: Walk>(
+        &mut self,
+        r: Result<Tx, ChainError>,
+        mut again: W,
+        pkt: &mut Packet,
+        pool: &mut PoolCache,
+        spent: &mut u32,
+    ) -> Result<Tx, ChainError> {
+        match r {
+            Ok(Tx::Frame | Tx::Split) => Ok(self.take_offload(pkt)),
+            Ok(Tx::Oversize) => {
+                let r = self.read_large(&mut again, pkt, pool);
+                *spent += super::chain::chain_cost(again.steps());
+                r
+            }
+            r => r,
+        }
+    }
+
     /// A chain whose frame did not fit a pool packet: when its header asks
     /// for a large segment, `chain` (a fresh walk of the same chain) is
     /// read again into a packet of the large-segment pool, which replaces

@@ -274,16 +274,8 @@ impl DeviceQueue {
             }
             spent += chain_cost(chain.steps());
             if self.tx_hdr_asks() {
-                r = match r {
-                    Ok(Tx::Frame | Tx::Split) => Ok(self.take_offload(&mut pkt)),
-                    Ok(Tx::Oversize) => {
-                        let mut again = PackedChain::new(&self.packed().ring, cur, wrap, 0);
-                        let r = self.read_large(&mut again, &mut pkt, pool);
-                        spent += chain_cost(again.steps());
-                        r
-                    }
-                    r => r,
-                };
+                let again = PackedChain::new(&self.packed().ring, cur, wrap, 0);
+                r = self.offloaded(r, again, &mut pkt, pool, &mut spent);
             }
             match r {
                 Ok(Tx::Frame) => {

@@ -111,16 +111,8 @@ impl DeviceQueue {
             let mut r = self.read_tx_chain(&mut chain, &mut pkt);
             spent += chain_cost(chain.steps());
             if self.tx_hdr_asks() {
-                r = match r {
-                    Ok(Tx::Frame | Tx::Split) => Ok(self.take_offload(&mut pkt)),
-                    Ok(Tx::Oversize) => {
-                        let mut again = Chain::new(self.ring.desc, self.ring.size, head, 0);
-                        let r = self.read_large(&mut again, &mut pkt, pool);
-                        spent += chain_cost(again.steps());
-                        r
-                    }
-                    r => r,
-                };
+                let again = Chain::new(self.ring.desc, self.ring.size, head, 0);
+                r = self.offloaded(r, again, &mut pkt, pool, &mut spent);
             }
             match r {
                 Ok(Tx::Frame) => {
