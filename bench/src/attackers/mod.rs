@@ -49,16 +49,16 @@ pub fn memfd(name: &CStr, len: u64) -> std::io::Result<File> {
     Ok(f)
 }
 
-/// Lowers the calling thread to nice 19: on a small machine the
+/// Puts the calling thread in SCHED_IDLE: on a small machine the
 /// attacker's own CPU time must not be what slows its neighbours (a
-/// hostile tenant has its own CPUs); what the switch spends serving it
-/// still counts.
+/// hostile tenant has its own CPUs; here it would share one with a busy
+/// poller, and even nice 19 takes ~12 % of a CPU from a nice-10 one);
+/// what the switch spends serving it still counts.
 pub fn nice_thread() {
-    // SAFETY: gettid and setpriority on the calling thread; no memory.
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, 19);
-    }
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler on the calling thread (tid 0 = self)
+    // with a valid sched_param; no memory is handed over.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
 }
 
 /// Sleeps `d` in small steps; `true` if `stop` was set meanwhile.

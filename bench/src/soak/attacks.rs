@@ -134,14 +134,17 @@ fn plans(s: &Soak) -> Vec<Attack> {
         });
     }
     let p = sock("att-mr");
-    let files = unmappable_fds(&dir);
+    let (files, writer) = unmappable_fds(&dir);
     let sp = SocketPath::File(p.clone());
     v.push(Attack {
         name: "memif: region on a disk file and on a pipe",
         ports: vec![memif_keys("att-mr", ATT_ID + 10, &p, 1)],
         must_move: vec!["att-mr.refused".into()],
         all_refused: true,
-        body: Box::new(move |stop| am::unmappable_region(&sp, 1, &files, stop)),
+        body: Box::new(move |stop| {
+            let _open = writer; // the pipe's write end, open while it runs
+            am::unmappable_region(&sp, 1, &files, stop)
+        }),
     });
     let p = sock("att-hoard");
     let sp = SocketPath::File(p.clone());
@@ -191,17 +194,19 @@ fn plans(s: &Soak) -> Vec<Attack> {
     v
 }
 
-/// A disk file (when the run directory is on one) and a pipe's read end.
-fn unmappable_fds(dir: &Path) -> Vec<OwnedFd> {
+/// A disk file (when the run directory is on one) and a pipe's read
+/// end; the pipe's write end, to keep while they are used.
+fn unmappable_fds(dir: &Path) -> (Vec<OwnedFd>, Option<OwnedFd>) {
     let mut v = Vec::new();
     if let Ok(f) = av::disk_file(dir, 1 << 20) {
         v.push(OwnedFd::from(f));
     }
+    let mut writer = None;
     if let Ok((r, w)) = nix::unistd::pipe() {
         v.push(r);
-        std::mem::forget(w); // the pipe stays open (one fd) for the run
+        writer = Some(w);
     }
-    v
+    (v, writer)
 }
 
 /// Adds vhost-user ports through the control socket, connects a
@@ -280,15 +285,26 @@ fn rate(a: &(Instant, Vec<PortReport>), b: &(Instant, Vec<PortReport>), sink: u1
     node::tx_packets(&b.1, sink).saturating_sub(node::tx_packets(&a.1, sink)) as f64 / dt
 }
 
-/// Every attack in turn. Stops early (with what it has) if the switch
-/// dies.
-pub fn run_all(s: &mut Soak, secs: f64) -> Result<Vec<AttackResult>, String> {
-    let plans = plans(s);
-    let n = plans.len();
+/// Every attack in turn (or those numbered in `only`, 1-based, in that
+/// order). Stops early (with what it has) if the switch dies.
+pub fn run_all(s: &mut Soak, secs: f64, only: &[usize]) -> Result<Vec<AttackResult>, String> {
+    let n = plans(s).len();
+    let order: Vec<usize> = if only.is_empty() {
+        (1..=n).collect()
+    } else {
+        only.to_vec()
+    };
+    if let Some(bad) = order.iter().find(|&&i| i == 0 || i > n) {
+        return Err(format!("--attack-only: no attack {bad} (1..={n})"));
+    }
     let mut out = Vec::new();
     println!("  attacks: {n}, each {secs:.0} s quiet, {secs:.0} s attack, {secs:.0} s quiet");
-    for (i, a) in plans.into_iter().enumerate() {
-        println!("  attack {}/{n}: {}", i + 1, a.name);
+    for i in order {
+        // Bodies run once: the plans are made anew for each attack.
+        let Some(a) = plans(s).into_iter().nth(i - 1) else {
+            continue;
+        };
+        println!("  attack {i}/{n}: {}", a.name);
         let r = run_one(s, a, secs)?;
         print_result(&r);
         out.push(r);

@@ -73,6 +73,10 @@ pub struct SoakArgs {
     /// Seconds of each phase of an attack (quiet, attack, quiet).
     #[arg(long, default_value_t = 6.0)]
     pub attack_secs: f64,
+    /// Only these attacks, by number in the printed list, in this order
+    /// (repeats allowed: `--attack-only 6,7,6,7`).
+    #[arg(long, value_delimiter = ',')]
+    pub attack_only: Vec<usize>,
 }
 
 /// One reading of the switch process and its pool.
@@ -211,7 +215,7 @@ fn run(s: &mut Soak, a: &SoakArgs, started: Instant) -> Result<Outcome, String> 
     out.recovered = Some(wait_flowing(s, Duration::from_secs(90)));
     proc::sleep(Duration::from_secs(3))?;
     if a.attacks {
-        out.attacks = attacks::run_all(s, a.attack_secs)?;
+        out.attacks = attacks::run_all(s, a.attack_secs, &a.attack_only)?;
         if let Err(e) = s.sw.proc.ensure_alive() {
             out.died = Some(e);
             return Ok(out);
