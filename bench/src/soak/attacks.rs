@@ -72,6 +72,9 @@ pub struct AttackResult {
     pub tally: Tally,
     /// Hoarding only: the legitimate client's connected share per phase.
     pub legit: Option<[f64; 3]>,
+    /// Drops on the innocent ports during the attack (`port.reason`):
+    /// `tx_full` at a VNF's port is the VNF not draining its ring.
+    pub innocent_drops: Vec<(String, u64)>,
     pub ok: bool,
     pub why: String,
 }
@@ -334,6 +337,7 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
                 moved: Vec::new(),
                 tally: Tally::default(),
                 legit: None,
+                innocent_drops: Vec::new(),
                 ok: false,
                 why: format!("add-port {}: {e}", names[i]),
             });
@@ -428,6 +432,7 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
         moved,
         tally,
         legit,
+        innocent_drops: drops(&r1.1, &r2.1),
         ok,
         why,
     })
@@ -487,6 +492,26 @@ fn fds_back(pid: u32, before: &[String]) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Drops that grew on the long-lived ports (ids below 1000) from `a`
+/// to `b`, both directions.
+fn drops(a: &[PortReport], b: &[PortReport]) -> Vec<(String, u64)> {
+    let mut v = Vec::new();
+    for pb in b.iter().filter(|p| p.no < 1000) {
+        let Some(pa) = a.iter().find(|p| p.no == pb.no) else {
+            continue;
+        };
+        for (da, db) in [(&pa.rx.drops, &pb.rx.drops), (&pa.tx.drops, &pb.tx.drops)] {
+            for (k, y) in db {
+                let d = y.saturating_sub(da.get(k).copied().unwrap_or(0));
+                if d > 0 {
+                    v.push((format!("{}.{k}", pb.name), d));
+                }
+            }
+        }
+    }
+    v
 }
 
 /// `name = "x"` -> `x`.
@@ -625,6 +650,19 @@ fn print_result(r: &AttackResult) {
         );
     }
     println!("    counters moved: {}", moved_text(r));
+    let d: Vec<String> = r
+        .innocent_drops
+        .iter()
+        .map(|(k, n)| format!("{k} +{n}"))
+        .collect();
+    println!(
+        "    innocent ports' drops during the attack: {}",
+        if d.is_empty() {
+            "none".into()
+        } else {
+            d.join(", ")
+        }
+    );
     println!(
         "    attacker: {} tries, {} refused, {} accepted{}",
         r.tally.tries,
