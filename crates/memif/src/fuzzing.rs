@@ -781,12 +781,23 @@ impl Rig {
         pool.free_batch(&mut batch);
         assert!(
             got == want,
-            "rx from {}: {} frames of {:?} bytes, the model {} of {:?}",
+            "rx from {}: {} frames of {:?} bytes, the model {} of {:?} \
+             (connected {}, counters {:?})",
             self.rx_next,
             got.len(),
             got.iter().map(Vec::len).collect::<Vec<_>>(),
             want.len(),
-            want.iter().map(Vec::len).collect::<Vec<_>>()
+            want.iter().map(Vec::len).collect::<Vec<_>>(),
+            self._port.is_connected(),
+            [
+                "bad_head",
+                "bad_desc",
+                "bad_chain",
+                "too_big",
+                "empty",
+                "memory_faults"
+            ]
+            .map(|c| (c, self._port.counter(c)))
         );
         let mut expect = before;
         if next != self.rx_next {
