@@ -156,7 +156,11 @@ impl<L: Link> Follow<L> {
     }
 
     /// True when the connection changed since the last burst (the caller
-    /// then resets its ring position).
+    /// then resets its ring position). A new generation or fault epoch
+    /// that leaves the same connection in place is not a change: the
+    /// position the queue keeps privately stays (taking it again from the
+    /// ring would take it from memory the peer writes — the memif_rings
+    /// fuzz target saw a queue stall that way).
     #[inline(always)]
     pub fn changed(&mut self) -> bool {
         let g = self.shared.generation();
@@ -164,20 +168,25 @@ impl<L: Link> Follow<L> {
         if g == self.generation && f == self.fault_epoch {
             return false;
         }
-        self.resync(g, f);
-        true
+        self.resync(g, f)
     }
 
     #[cold]
-    fn resync(&mut self, generation: u64, epoch: u64) {
+    fn resync(&mut self, generation: u64, epoch: u64) -> bool {
         self.generation = generation;
         self.fault_epoch = epoch;
+        let before = self.conn.take();
         self.conn = self.shared.current();
         if self.conn.as_ref().is_some_and(|c| c.faulted()) {
             // The control thread disconnects the client; until then the
             // rings (zeros now) are left alone.
             bump(&self.counters.memory_faults);
             self.conn = None;
+        }
+        match (&before, &self.conn) {
+            (Some(a), Some(b)) => !Arc::ptr_eq(a, b),
+            (None, None) => false,
+            _ => true,
         }
     }
 }

@@ -56,9 +56,9 @@ const HOP_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 /// Whether the port promises the order of the frames its fast path
 /// passes over (tunnel frames of an uncommon shape, ARP) within a burst:
 /// then those are checked in order (inner frames, ARP answers, the MAC
-/// learnt last). Not so today: the fast path swaps its frames to the
-/// front, moving the others, so they are checked as a set.
-const ORDER_KEPT: bool = false;
+/// learnt last). It does: the fast path rotates its frames to the front,
+/// keeping the others in their order.
+const ORDER_KEPT: bool = true;
 
 /// Reads the input as a stream of decisions; zeros past its end.
 struct Bytes<'a> {

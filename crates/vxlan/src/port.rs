@@ -345,7 +345,11 @@ impl RxQueue for VxlanRx {
             return 0;
         }
         // Tunnel frames are decapsulated in place and kept in order at the
-        // front; anything else is swapped behind them and handled after.
+        // front; anything else moves behind them, in its own order, and is
+        // handled after (a rotation, not a swap: a swap reordered the
+        // frames it passed over — the vxlan_underlay fuzz target saw two
+        // option-carrying tunnel frames come up swapped). Free when every
+        // frame takes the fast path (`kept == i`).
         let mut kept = start;
         for i in start..batch.len() {
             let p = &mut batch[i];
@@ -354,7 +358,9 @@ impl RxQueue for VxlanRx {
             };
             // Cannot fail: the frame holds the outer headers and `len`.
             let _ = p.trim_front(OUTER_LEN) && p.set_len(len).is_ok();
-            batch.swap(kept, i);
+            if kept != i {
+                batch[kept..=i].rotate_right(1);
+            }
             kept += 1;
         }
         if kept < batch.len() {
