@@ -35,6 +35,7 @@
 //! hugepages set up for OVS are put back; private files live in
 //! `/tmp/nfv-bench/<pid>/`.
 
+mod attackers;
 mod cni;
 mod compare;
 mod dut;
@@ -50,7 +51,6 @@ mod proc;
 mod report;
 mod scale;
 mod scenario;
-mod attackers;
 mod soak;
 mod starve;
 mod switch;

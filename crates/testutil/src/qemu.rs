@@ -550,7 +550,10 @@ fn qemu_args(
         "-initrd".into(),
         image.initrd.display().to_string(),
         "-append".into(),
-        format!("console=ttyS0 panic=-1 quiet no_timer_check nfv_ip={}", spec.ip),
+        format!(
+            "console=ttyS0 panic=-1 quiet no_timer_check nfv_ip={}",
+            spec.ip
+        ),
         "-serial".into(),
         format!("file:{}", console_log.display()),
         "-serial".into(),

@@ -30,7 +30,10 @@ fn negotiation_offers_what_is_implemented() {
     let mut fe = connect(&path);
     fe.set_owner().unwrap();
     let offered = fe.get_features().unwrap();
-    assert_eq!(offered, features::offered(true, true, true, nfv_vhost::Offloads::ALL));
+    assert_eq!(
+        offered,
+        features::offered(true, true, true, nfv_vhost::Offloads::ALL)
+    );
     assert_ne!(offered & VIRTIO_F_RING_PACKED, 0, "packed rings offered");
     fe.set_features(offered).unwrap();
     let pf = fe.get_protocol_features().unwrap();
