@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use nfv_mem::Batch;
+use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool};
 use nfv_ports::{Port, PortConfig, PortKind};
 use nfv_testutil::netns::{Netns, Veth, run};
 use std::sync::Arc;
@@ -382,4 +382,88 @@ fn without_cap_net_raw_the_error_says_permission() {
     assert!(msg.contains(&veth.host), "{msg}");
     assert!(msg.contains("permission denied"), "{msg}");
     assert!(msg.contains("CAP_NET_RAW"), "{msg}");
+}
+
+/// Offload metadata goes to the kernel in a virtio-net header
+/// (`PACKET_VNET_HDR`): a partial checksum is completed (the datagram
+/// reaches UDP, where without the header it is a checksum error), and a
+/// TCP segment four times the MTU is taken whole (refused as oversize
+/// without the header) and reaches the namespace's TCP with good
+/// checksums.
+#[test]
+fn offload_metadata_is_handed_to_the_kernel() {
+    use nfv_testutil::offload::{Ends, partial_csum_udp, tso_tcp};
+    let Some((ns, veth)) = setup("afpacket::offload_metadata_is_handed_to_the_kernel", "nao")
+    else {
+        return;
+    };
+    let port = open(&port_config("ap0", &veth.host, 1, 4096));
+    let mut txq = port.open_txq(0);
+    let caps = txq.offload_caps();
+    assert!(caps.csum && caps.tso4 && caps.tso6, "{caps:?}");
+    assert_eq!(txq.max_segment_frame(), 65535);
+    // Room for a 4 KiB segment in one packet buffer.
+    let pool = PacketPool::new(
+        "afpacket-tso",
+        &MemoryConfig {
+            frame_size: 8192,
+            frames: 64,
+            hugepages: HugepageMode::Never,
+        },
+    )
+    .unwrap();
+    let mut cache = pool.cache();
+    let ends = Ends {
+        src_mac: [0x02, 0x5e, 0, 0, 0, 1],
+        dst_mac: veth.inner_mac,
+        src_ip: [10, 77, 0, 1],
+        dst_ip: [10, 77, 0, 2],
+    };
+    let mut send = |frame: &[u8], hdr: Option<[u8; 10]>| -> usize {
+        let mut b = batch_of(&mut cache, &[frame.to_vec()]);
+        if let Some(h) = hdr {
+            assert!(b[0].set_offload(h));
+        }
+        let sent = txq.tx_burst(&mut b, &mut cache);
+        for p in b.drain(..) {
+            cache.free(p);
+        }
+        sent
+    };
+    let wait_for = |what: &str, f: &dyn Fn() -> bool| {
+        assert!(
+            nfv_testutil::wait_until(WAIT, f),
+            "timed out waiting for {what}"
+        );
+    };
+
+    let (udp, hdr) = partial_csum_udp(&ends, &[0x5a; 100]);
+    let errs = ns.snmp("Udp", "InCsumErrors");
+    assert_eq!(send(&udp, None), 1);
+    wait_for("the checksum error", &|| {
+        ns.snmp("Udp", "InCsumErrors") > errs
+    });
+    let (errs, no_ports) = (ns.snmp("Udp", "InCsumErrors"), ns.snmp("Udp", "NoPorts"));
+    assert_eq!(send(&udp, Some(hdr)), 1);
+    wait_for("the datagram", &|| ns.snmp("Udp", "NoPorts") > no_ports);
+    assert_eq!(ns.snmp("Udp", "InCsumErrors"), errs);
+
+    let (tcp, hdr) = tso_tcp(&ends, &[0xa5; 4000], 1000);
+    assert_eq!(tcp.len(), 4054);
+    assert_eq!(
+        send(&tcp, None),
+        0,
+        "an oversize frame without GSO metadata"
+    );
+    assert_eq!(info_u64(&*port, "tx_refused"), 1);
+    let (in_segs, rsts) = (ns.snmp("Tcp", "InSegs"), ns.snmp("Tcp", "OutRsts"));
+    let tcp_errs = ns.snmp("Tcp", "InCsumErrors");
+    assert_eq!(send(&tcp, Some(hdr)), 1);
+    // Nobody listens on port 9: TCP answers with a RST.
+    wait_for("the segment", &|| {
+        ns.snmp("Tcp", "InSegs") > in_segs && ns.snmp("Tcp", "OutRsts") > rsts
+    });
+    assert_eq!(ns.snmp("Tcp", "InCsumErrors"), tcp_errs);
+    assert_eq!(info_u64(&*port, "tx_gso_frames"), 1);
+    assert_eq!(info_u64(&*port, "tx_refused"), 1);
 }

@@ -328,6 +328,7 @@ impl Port for TapPort {
             .with("tx_short_writes", tx(|c| &c.tx_short))
             .with("tx_refused", tx(|c| &c.tx_refused))
             .with("tx_errors", tx(|c| &c.tx_errors))
+            .with("tx_gso_frames", tx(|c| &c.tx_gso_frames))
     }
 }
 

@@ -7,6 +7,7 @@ use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
 use nfv_ports::{Port, PortConfig, PortKind, RxQueue, TxQueue};
 use nfv_tap::TapConfig;
 use nfv_testutil::netns::{Netns, run, unique_name};
+use nfv_testutil::offload::inet_checksum;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -399,17 +400,6 @@ fn arp_reply(f: &[u8]) -> Option<Vec<u8>> {
     Some(r)
 }
 
-fn checksum(b: &[u8]) -> u16 {
-    let mut sum: u32 = b
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// An ICMP echo reply for an echo request to [`PEER_IP`].
 fn echo_reply(f: &[u8]) -> Option<Vec<u8>> {
     if f.len() < 34 || f[12..14] != [0x08, 0x00] {
@@ -432,57 +422,13 @@ fn echo_reply(f: &[u8]) -> Option<Vec<u8>> {
     r[30..34].copy_from_slice(&src);
     r[22] = 64;
     r[24..26].fill(0);
-    let c = checksum(&r[14..14 + ihl]);
+    let c = inet_checksum(&r[14..14 + ihl]);
     r[24..26].copy_from_slice(&c.to_be_bytes());
     r[icmp_at] = 0;
     r[icmp_at + 2..icmp_at + 4].fill(0);
-    let c = checksum(&r[icmp_at..]);
+    let c = inet_checksum(&r[icmp_at..]);
     r[icmp_at + 2..icmp_at + 4].copy_from_slice(&c.to_be_bytes());
     Some(r)
-}
-
-/// `name` from the `proto` lines of `/proc/net/snmp` inside `ns`.
-fn snmp(ns: &Netns, proto: &str, name: &str) -> u64 {
-    let text = ns.run(&["cat", "/proc/net/snmp"]).unwrap();
-    let mut lines = text.lines().filter(|l| l.starts_with(&format!("{proto}:")));
-    let (keys, values) = (lines.next().unwrap(), lines.next().unwrap());
-    let i = keys.split_whitespace().position(|k| k == name).unwrap();
-    values.split_whitespace().nth(i).unwrap().parse().unwrap()
-}
-
-/// A UDP datagram from the peer to 10.79.0.1:9 (discard, nobody
-/// listening) whose checksum field holds only the pseudo-header sum — a
-/// partial checksum, wrong as a full one.
-fn partial_csum_udp(dst_mac: [u8; 6]) -> Vec<u8> {
-    let payload = [0x5au8; 100];
-    let mut f = Vec::new();
-    f.extend_from_slice(&dst_mac);
-    f.extend_from_slice(&PEER_MAC);
-    f.extend_from_slice(&0x0800u16.to_be_bytes());
-    let mut ip = [0u8; 20];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&((20 + 8 + payload.len()) as u16).to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[10, 79, 0, 2]);
-    ip[16..20].copy_from_slice(&[10, 79, 0, 1]);
-    let c = checksum(&ip);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&ip);
-    let l4_len = (8 + payload.len()) as u16;
-    let mut pseudo = Vec::new();
-    pseudo.extend_from_slice(&ip[12..20]);
-    pseudo.extend_from_slice(&[0, 17]);
-    pseudo.extend_from_slice(&l4_len.to_be_bytes());
-    // The ones'-complement sum, not complemented: what a partial
-    // checksum field holds.
-    let partial = !checksum(&pseudo);
-    f.extend_from_slice(&4000u16.to_be_bytes());
-    f.extend_from_slice(&9u16.to_be_bytes());
-    f.extend_from_slice(&l4_len.to_be_bytes());
-    f.extend_from_slice(&partial.to_be_bytes());
-    f.extend_from_slice(&payload);
-    f
 }
 
 #[test]
@@ -506,7 +452,13 @@ fn offload_metadata_is_handed_to_the_kernel() {
         .split(':')
         .map(|h| u8::from_str_radix(h, 16).unwrap())
         .collect();
-    let frame = partial_csum_udp(mac.try_into().unwrap());
+    let ends = nfv_testutil::offload::Ends {
+        src_mac: PEER_MAC,
+        dst_mac: mac.try_into().unwrap(),
+        src_ip: [10, 79, 0, 2],
+        dst_ip: [10, 79, 0, 1],
+    };
+    let (frame, hdr) = nfv_testutil::offload::partial_csum_udp(&ends, &[0x5a; 100]);
     let (_pool, mut cache) = pool();
     let send = |txq: &mut Box<dyn TxQueue>, cache: &mut PoolCache, offload: bool| {
         let mut b = Batch::new();
@@ -514,11 +466,7 @@ fn offload_metadata_is_handed_to_the_kernel() {
         p.set_len(frame.len()).unwrap();
         p.data_mut().copy_from_slice(&frame);
         if offload {
-            let mut h = [0u8; 10];
-            h[0] = 1; // NEEDS_CSUM
-            h[6..8].copy_from_slice(&34u16.to_le_bytes()); // csum_start: UDP header
-            h[8..10].copy_from_slice(&6u16.to_le_bytes()); // csum_offset: its checksum
-            assert!(p.set_offload(h));
+            assert!(p.set_offload(hdr));
         }
         b.push(p);
         assert_eq!(txq.tx_burst(&mut b, cache), 1);
@@ -532,19 +480,16 @@ fn offload_metadata_is_handed_to_the_kernel() {
     };
     // Without the header's flag the kernel checks the field as a full
     // checksum: a checksum error.
-    let errs = snmp(&ns, "Udp", "InCsumErrors");
+    let errs = ns.snmp("Udp", "InCsumErrors");
     send(&mut txq, &mut cache, false);
     wait_for("the checksum error", &|| {
-        snmp(&ns, "Udp", "InCsumErrors") > errs
+        ns.snmp("Udp", "InCsumErrors") > errs
     });
     // With NEEDS_CSUM the same bytes are a partial checksum the kernel
     // takes as such: the datagram reaches UDP (no port listens: NoPorts).
-    let (errs, no_ports) = (
-        snmp(&ns, "Udp", "InCsumErrors"),
-        snmp(&ns, "Udp", "NoPorts"),
-    );
+    let (errs, no_ports) = (ns.snmp("Udp", "InCsumErrors"), ns.snmp("Udp", "NoPorts"));
     send(&mut txq, &mut cache, true);
-    wait_for("the datagram", &|| snmp(&ns, "Udp", "NoPorts") > no_ports);
-    assert_eq!(snmp(&ns, "Udp", "InCsumErrors"), errs);
+    wait_for("the datagram", &|| ns.snmp("Udp", "NoPorts") > no_ports);
+    assert_eq!(ns.snmp("Udp", "InCsumErrors"), errs);
     assert_eq!(info(&*port, "tx_refused"), "0");
 }

@@ -5,6 +5,7 @@
 
 pub mod chromium;
 pub mod netns;
+pub mod offload;
 pub mod qemu;
 pub mod rawsock;
 pub mod stuck;

@@ -98,6 +98,19 @@ impl Netns {
         all.extend_from_slice(args);
         run("ip", &all)
     }
+
+    /// A counter of the namespace's `/proc/net/snmp` (`proto` "Udp",
+    /// "Tcp", ...; `name` "InCsumErrors", ...); panics when missing.
+    pub fn snmp(&self, proto: &str, name: &str) -> u64 {
+        let text = self.run(&["cat", "/proc/net/snmp"]).unwrap();
+        let mut lines = text.lines().filter(|l| l.starts_with(&format!("{proto}:")));
+        let (keys, values) = (lines.next().unwrap(), lines.next().unwrap());
+        let i = keys
+            .split_whitespace()
+            .position(|k| k == name)
+            .unwrap_or_else(|| panic!("no {proto} {name} in /proc/net/snmp"));
+        values.split_whitespace().nth(i).unwrap().parse().unwrap()
+    }
 }
 
 impl Drop for Netns {
