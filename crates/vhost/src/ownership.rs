@@ -144,22 +144,32 @@ fn log_start(shared: &Shared, vring: usize, avail: u16, dq: &DeviceQueue) {
 }
 
 /// Logs a ring that stops. Every chain taken has been returned by then
-/// (held and kept chains went back above), so on a split ring `used.idx`
-/// equals the avail position; anything else is a bug of ours, warned.
+/// (held and kept chains went back above) except those whose head id was
+/// out of range (no id to return them under, counted), so on a split ring
+/// `used.idx` plus those equals the avail position; anything else is a
+/// bug of ours, warned.
 #[cold]
 fn log_stop(shared: &Shared, vring: usize, avail: u16, dq: &DeviceQueue) {
     let used = dq.used_position();
-    if used != avail && !dq.is_packed() && !dq.is_quarantined() {
+    let unreturnable = dq.unreturnable();
+    if used.wrapping_add(unreturnable) != avail && !dq.is_packed() && !dq.is_quarantined() {
         shared.log.warn("ring_stop", || {
             format!(
                 "vring {vring} stopped at avail {avail} with used.idx {used}: \
                  {} chains taken and not returned",
-                avail.wrapping_sub(used)
+                avail.wrapping_sub(used).wrapping_sub(unreturnable)
             )
         });
     } else {
         shared.log.info("ring_stop", || {
-            format!("vring {vring} stopped at avail {avail}, used {used}")
+            if unreturnable != 0 && !dq.is_packed() {
+                format!(
+                    "vring {vring} stopped at avail {avail}, used {used} \
+                     ({unreturnable} chains had head ids out of range: not returnable)"
+                )
+            } else {
+                format!("vring {vring} stopped at avail {avail}, used {used}")
+            }
         });
     }
 }

@@ -372,6 +372,15 @@ fn malicious_driver_table() {
             } else {
                 assert_eq!(m.used_idx(), 0, "{}", row.name);
             }
+            // Every chain taken is returned or accounted as unreturnable
+            // (the ring-stop log checks this sum).
+            assert_eq!(
+                q.used_position().wrapping_add(q.unreturnable()),
+                q.last_avail_idx(),
+                "{}: chains taken and not accounted for",
+                row.name
+            );
+            assert_eq!(q.unreturnable(), u16::from(!row.returned), "{}", row.name);
             assert_eq!(
                 q.last_avail_idx(),
                 1,

@@ -231,6 +231,10 @@ pub struct DeviceQueue {
     quarantined: bool,
     /// `avail.idx - last_avail` as read at the start of the last burst.
     last_pending: u16,
+    /// Chains consumed with a head id out of range (split ring): there is
+    /// no id to return them under, so `used.idx` stays behind the avail
+    /// position by this much (wrapping), by the driver's doing.
+    unreturnable: u16,
     errors: QueueErrors,
     stats: QueueStats,
     /// What the last bursts cost ([`chain_cost`]) beyond their budget,
@@ -348,6 +352,7 @@ impl DeviceQueue {
             avail_event_base: last_avail,
             quarantined: false,
             last_pending: 0,
+            unreturnable: 0,
             errors: QueueErrors::default(),
             stats: QueueStats::default(),
             debt: 0,
@@ -408,6 +413,12 @@ impl DeviceQueue {
             Some(p) => crate::packed::encode_base(p.used, p.used_wrap),
             None => self.published,
         }
+    }
+    /// Chains this queue consumed without returning them because their
+    /// head id was out of range (wrapping; split rings): with
+    /// [`DeviceQueue::used_position`] it accounts for every chain taken.
+    pub fn unreturnable(&self) -> u16 {
+        self.unreturnable
     }
     pub fn size(&self) -> u16 {
         match &self.packed {

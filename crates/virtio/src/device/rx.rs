@@ -263,8 +263,11 @@ impl DeviceQueue {
         let mut i = mark_avail;
         while i != cur {
             let h = self.ring.avail_entry(i);
+            // Read again: the id pushed (or not) is the one accounted for.
             if h < self.ring.size {
                 self.push_used(h, 0);
+            } else {
+                self.unreturnable = self.unreturnable.wrapping_add(1);
             }
             i = i.wrapping_add(1);
         }

@@ -103,6 +103,7 @@ impl DeviceQueue {
             if head >= self.ring.size {
                 // No valid id to return it under: consumed and counted.
                 self.errors.desc_id_out_of_range += 1;
+                self.unreturnable = self.unreturnable.wrapping_add(1);
                 pool.free(pkt);
                 spent += 1;
                 continue;
