@@ -232,6 +232,9 @@ struct RingGuest {
     rings: [RingAddrs; 2],
     _eventfds: Vec<EventFd>,
     idx: u16,
+    /// Heads posted with an id out of range: the switch consumes and
+    /// counts them but has no id to return them under.
+    unreturnable: u16,
 }
 
 impl RingGuest {
@@ -286,6 +289,7 @@ impl RingGuest {
             rings,
             _eventfds: eventfds,
             idx: 0,
+            unreturnable: 0,
         })
     }
 
@@ -306,10 +310,11 @@ impl RingGuest {
         unsafe { &*(addr as *const AtomicU16) }
     }
 
-    /// Chains the switch has not returned yet.
+    /// Chains the switch has not returned yet (those it cannot return,
+    /// their head id out of range, not counted).
     fn in_flight(&self) -> u16 {
         let used = self.u16_at(self.rings[1].used + 2).load(Ordering::Acquire);
-        self.idx.wrapping_sub(used)
+        self.idx.wrapping_sub(used).wrapping_sub(self.unreturnable)
     }
 
     fn publish(&self, idx: u16) {
@@ -319,6 +324,9 @@ impl RingGuest {
 
     /// Makes `head` available (avail ring = flags, idx, ring[size]).
     fn post(&mut self, head: u16) {
+        if head >= SIZE {
+            self.unreturnable = self.unreturnable.wrapping_add(1);
+        }
         let slot = self.rings[1].avail + 4 + 2 * (self.idx % SIZE) as u64;
         self.u16_at(slot).store(head, Ordering::Relaxed);
         self.idx = self.idx.wrapping_add(1);

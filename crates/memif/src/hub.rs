@@ -58,6 +58,12 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often threads look at their stop flags and the memory.
 const TICK: Duration = Duration::from_millis(100);
+/// How long a handshake that finds its interface still claimed waits for
+/// the claim to go before answering "Already connected": a client that
+/// closes and reconnects at once can finish its new handshake before the
+/// thread serving its old connection has seen the close (on a busy
+/// machine, before that thread has even run).
+const RECLAIM_WAIT: Duration = Duration::from_millis(300);
 /// Handshakes in progress on one socket (a thread each); more clients
 /// wait in the listen backlog and, once accepted, displace a silent one
 /// or are refused.
@@ -445,6 +451,21 @@ impl Drop for Claim<'_> {
     }
 }
 
+/// Claims `claimed` (false -> true), retrying for up to `wait` while
+/// another connection still holds it; true when claimed.
+fn claim_within(claimed: &AtomicBool, wait: Duration) -> bool {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        if !claimed.swap(true, AcqRel) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// One client, from accept to the end of its connection.
 fn serve_conn(hub: &HubInner, pending: &Pending) {
     let slot = Slot(hub, pending.serial);
@@ -470,21 +491,27 @@ fn serve_conn(hub: &HubInner, pending: &Pending) {
             .compare_exchange(SILENT, SPOKE, AcqRel, Acquire);
     };
     let result = serve::until_connect_timed(conn, hub.limits(), hello_name, offer, timeouts, spoke);
-    // The handshake is over: another may start.
-    drop(slot);
     if pending.state.load(Acquire) == DISPLACED {
         // Counted and logged when it was displaced.
         return;
     }
     let setup = match result {
         Ok(s) => s,
-        Err(e) => return failed(hub, pending, asked.get(), e),
+        Err(e) => {
+            drop(slot);
+            return failed(hub, pending, asked.get(), e);
+        }
     };
     let Some(shared) = hub.member(setup.id) else {
         let _ = conn.send(&disconnect("ID not found"), None);
         return;
     };
-    if shared.claimed.swap(true, AcqRel) {
+    // Still holding the handshake slot, so waiters stay bounded by the
+    // slots (see [`RECLAIM_WAIT`]).
+    let won = claim_within(&shared.claimed, RECLAIM_WAIT);
+    // The handshake is over: another may start.
+    drop(slot);
+    if !won {
         // Counted before the client hears it, so whoever sees the
         // disconnect also sees the count.
         refuse(&shared, "a second client refused: already connected".into());

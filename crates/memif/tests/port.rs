@@ -356,6 +356,33 @@ fn memory_shrunk_under_the_port_disconnects_the_client() {
     );
 }
 
+/// A client that closes its socket and connects again at once is taken
+/// back every time, also when its new handshake ends before the thread
+/// serving the old connection has seen the close.
+#[test]
+fn a_client_that_reconnects_at_once_is_taken_back() {
+    let Rig {
+        port, client, _dir, ..
+    } = rig("again");
+    let cfg = ClientConfig {
+        id: 3,
+        ..ClientConfig::new(port.config().socket_path())
+    };
+    let mut client = Some(client);
+    for i in 0..20 {
+        // Close, then connect again at once.
+        drop(client.take());
+        let c = Client::connect(&cfg, WAIT).unwrap_or_else(|e| panic!("reconnect {i}: {e}"));
+        client = Some(c);
+    }
+    assert!(nfv_testutil::wait_until(WAIT, || port
+        .gauges()
+        .count("reconnects")
+        == Some(20)));
+    assert_eq!(port.gauges().count("refused"), Some(0));
+    drop(client);
+}
+
 #[test]
 fn a_second_client_is_refused_and_a_message_out_of_turn_ends_the_first() {
     let r = rig("second");
