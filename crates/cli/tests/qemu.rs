@@ -11,8 +11,10 @@
 //! result and time. They run under KVM where a probe guest boots, else
 //! under TCG (the log says which). TCP with iperf3 checks the guests'
 //! checksum and segmentation offloads as negotiated, turned off in the
-//! guest, over IPv6, and from a guest with offloads to one without (vm-b
-//! comes back from its restart with none on its device). Guests are driven through a shell on their second
+//! guest, over IPv6, from a guest with offloads to one without (vm-b
+//! comes back from its restart with none on its device), and from a guest
+//! to host stacks behind AF_PACKET and TAP ports added at run time (its
+//! large segments handed to the kernel whole). Guests are driven through a shell on their second
 //! serial port. Every QEMU and the switch are killed on drop, also when a
 //! case fails. Without a prepared guest image (or QEMU) the test prints
 //! SKIPPED with the reason.
@@ -20,6 +22,8 @@
 mod common;
 #[path = "qemu/guest.rs"]
 mod guest;
+#[path = "qemu/kernel_ports.rs"]
+mod kernel_ports;
 #[path = "qemu/node.rs"]
 #[allow(dead_code)] // `packets`, `wait_info`: for qemu_migration.rs
 mod node;
@@ -184,6 +188,10 @@ const CASES: &[(&str, Case)] = &[
         "iperf3 TCP with the guests' offloads as negotiated, then off (ethtool -K)",
         iperf_offloads_on_off,
     ),
+    (
+        "iperf3 TCP from a guest to host stacks behind AF_PACKET and TAP (kernel GSO)",
+        guest_to_kernel_ports,
+    ),
     ("IPv6: ping and TCP (iperf3, md5-checked nc)", ipv6_tcp),
     (
         "a kernel port receiving straight into vm-a's buffers (zero_copy)",
@@ -344,6 +352,25 @@ fn iperf_offloads_on_off(bed: &mut Bed) -> Result<String, String> {
     Ok(format!(
         "as negotiated [{on_state}]: {on}; off [{off_state}]: {off}; {exact}"
     ))
+}
+
+/// vm-a (offloads as negotiated) to a namespace behind an AF_PACKET port
+/// and then behind a TAP port, each added at run time: its large segments
+/// go to the kernel whole, behind their virtio-net header.
+fn guest_to_kernel_ports(bed: &mut Bed) -> Result<String, String> {
+    if let Some(why) = nfv_testutil::netns::unavailable() {
+        println!("SKIPPED (kernel ports case): {why}");
+        return Ok(format!("SKIPPED: {why}"));
+    }
+    if nfv_testutil::which("ethtool").is_none() {
+        println!("SKIPPED (kernel ports case): `ethtool` is not installed");
+        return Ok("SKIPPED: `ethtool` is not installed".into());
+    }
+    let node = &bed.node;
+    let a = bed.a.as_mut().ok_or("vm-a is not running")?;
+    let ap = kernel_ports::guest_to_host(node, a, "afpacket", 7, "198.18.0.5")?;
+    let tap = kernel_ports::guest_to_host(node, a, "tap", 8, "198.18.0.6")?;
+    Ok(format!("{ap}; {tap}"))
 }
 
 const IPV6: [&str; 2] = ["fd00::1/64", "fd00::2/64"];
