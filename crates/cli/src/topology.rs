@@ -280,6 +280,7 @@ pub fn node_config(run: &Run, setup: &Setup, dir: &Path, switch_core: usize) -> 
                 packed_ring: true,
                 offloads: nfv_vhost::Offloads::ALL,
                 max_guest_memory: nfv_vhost::DEFAULT_MAX_GUEST_MEMORY,
+                mtu: None,
             }),
             VnfInterface::Memif => PortKind::typed(nfv_memif::MemifConfig::new(socket)),
         };

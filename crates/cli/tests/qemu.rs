@@ -655,6 +655,7 @@ fn qemu_restart(bed: &mut Bed) -> Result<String, String> {
         }
     }
     bed.specs[0].mrg_rxbuf = false;
+    bed.launch[0].device = Some(format!("host_mtu={GUEST_MTU}"));
     bed.launch[1].device = Some(NO_OFFLOADS.into());
     let boot = bed.boot_both()?;
     let after = reconnect_counts(&bed.node)?;
@@ -662,10 +663,32 @@ fn qemu_restart(bed: &mut Bed) -> Result<String, String> {
         return Err(format!("reconnects did not grow: {before:?} -> {after:?}"));
     }
     let features = check_features(bed, [false, false])?;
+    let mtu = guest_mtu(bed)?;
     let (a, b) = bed.guests()?;
     let summary = traffic::both_ways(a, b)?;
     Ok(format!(
-        "{boot}; reconnects {before:?} -> {after:?}; {summary}; {features}"
+        "{boot}; reconnects {before:?} -> {after:?}; {mtu}; {summary}; {features}"
+    ))
+}
+
+/// The MTU vm-a is given by QEMU (`host_mtu`) after its restart: below
+/// the port's `mtu` (1500), so the switch takes it.
+const GUEST_MTU: u32 = 1400;
+
+/// vm-a's driver took the MTU from the device (VIRTIO_NET_F_MTU, offered
+/// because the port has `mtu`) and the switch accepted QEMU's NET_SET_MTU.
+fn guest_mtu(bed: &mut Bed) -> Result<String, String> {
+    let a = bed.a.as_mut().ok_or("vm-a is not running")?;
+    let in_guest = a.ok("cat /sys/class/net/eth0/mtu", CMD)?;
+    let switch = bed.node.info(PORTS[0], "guest_mtu")?;
+    if in_guest.trim() != GUEST_MTU.to_string() || switch != GUEST_MTU.to_string() {
+        return Err(format!(
+            "host_mtu={GUEST_MTU}: vm-a's eth0 MTU {}, the switch's guest_mtu {switch}",
+            in_guest.trim()
+        ));
+    }
+    Ok(format!(
+        "vm-a MTU {GUEST_MTU} from the device (NET_SET_MTU accepted)"
     ))
 }
 

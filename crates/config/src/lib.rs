@@ -98,6 +98,8 @@
 //! #   uso = true                   # offer UDP segmentation (HOST_USO, GUEST_USO4/6)
 //! #   max_guest_memory_gib = 1024  # most guest memory one memory table may map (1..=65536);
 //! #                                #   a table over it is refused (mem_over_budget)
+//! #   mtu = 1500                   # offer VIRTIO_NET_F_MTU (QEMU host_mtu) and send the guest
+//! #                                #   frames up to mtu + 18; unset: no F_MTU, frames to 9000
 //! # type = "memif":
 //! #   socket = "/run/m1.sock"      # required; a file, or "@name" for an abstract socket
 //! #                                #   (DPDK's default is @/run/memif.sock); server ports

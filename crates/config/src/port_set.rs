@@ -334,6 +334,7 @@ mod tests {
                 packed_ring: true,
                 offloads: nfv_vhost::Offloads::ALL,
                 max_guest_memory: nfv_vhost::DEFAULT_MAX_GUEST_MEMORY,
+                mtu: None,
             }),
         }
     }

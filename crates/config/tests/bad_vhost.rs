@@ -93,6 +93,20 @@ fn vhost_user_ports() {
             msg: "65536",
         },
         Bad {
+            name: "mtu over the frames a guest without MRG_RXBUF takes",
+            text: vhost("socket = \"/tmp/v.sock\"\nmrg_rxbuf = false\nmtu = 1600\n"),
+            line: 7,
+            field: "port[0].mtu",
+            msg: "68..=1500",
+        },
+        Bad {
+            name: "mtu under 68",
+            text: vhost("socket = \"/tmp/v.sock\"\nmtu = 60\n"),
+            line: 6,
+            field: "port[0].mtu",
+            msg: "68..=8982",
+        },
+        Bad {
             name: "rxqs",
             text: vhost("socket = \"/tmp/v.sock\"\nrxqs = 2\n"),
             line: 6,

@@ -448,6 +448,7 @@ packed_ring = false
 tso = false
 uso = false
 max_guest_memory_gib = 64
+mtu = 1500
 "#,
     );
     assert_eq!(
@@ -466,6 +467,7 @@ max_guest_memory_gib = 64
                 packed_ring: true,
                 offloads: nfv_vhost::Offloads::ALL,
                 max_guest_memory: nfv_vhost::DEFAULT_MAX_GUEST_MEMORY,
+                mtu: None,
             }),
         }
     );
@@ -490,6 +492,7 @@ max_guest_memory_gib = 64
                     ..nfv_vhost::Offloads::ALL
                 },
                 max_guest_memory: 64 << 30,
+                mtu: Some(1500),
             }),
         }
     );

@@ -419,7 +419,7 @@ impl Backend {
             !lent,
             self.shared.cfg.packed_ring,
             self.shared.cfg.offloads,
-        )
+        ) | features::mtu_bit(self.shared.cfg.mtu)
     }
 
     /// SET_FEATURES may come more than once (a guest driver that reloads
@@ -436,7 +436,7 @@ impl Backend {
                 true,
                 self.shared.cfg.packed_ring,
                 self.shared.cfg.offloads,
-            ),
+            ) | features::mtu_bit(self.shared.cfg.mtu),
         ) {
             return Err(self.negotiation_error(e));
         }
@@ -664,6 +664,27 @@ impl Backend {
         // A new generation makes the rx queues resync, where the
         // announcement is picked up (no per-burst check).
         self.publish();
+        Ok(())
+    }
+
+    /// NET_SET_MTU: the MTU the frontend gave its guest (QEMU `host_mtu`,
+    /// sent once the guest acked VIRTIO_NET_F_MTU). Accepted from 68 up to
+    /// the port's `mtu` (or, without one, the largest frame it sends less
+    /// 18); refused and counted otherwise (`mtu_refused`): the guest would
+    /// send frames the port's limits drop.
+    pub fn net_set_mtu(&mut self, mtu: u64) -> Answer<()> {
+        let cfg = &self.shared.cfg;
+        let most = cfg
+            .mtu
+            .map_or(crate::max_frame(cfg) - crate::MTU_OVERHEAD, usize::from);
+        if !(68..=most as u64).contains(&mtu) {
+            Status::bump(&self.shared.status.mtu_refused);
+            return Err(self.refuse(format!(
+                "NET_SET_MTU {mtu} refused: the port takes 68..={most} (its `mtu`)"
+            )));
+        }
+        self.shared.status.guest_mtu.store(mtu, Relaxed);
+        tracing::info!("vhost-user port {}: guest MTU {mtu}", self.name());
         Ok(())
     }
 

@@ -125,6 +125,7 @@ pub(crate) fn handle(b: &mut Backend, h: &Header, req: Request) -> Outcome {
         },
         Request::SetLogFd => Outcome::ack(h, Ok(())),
         Request::SendRarp(mac) => Outcome::ack(h, b.send_rarp(mac)),
+        Request::NetSetMtu(mtu) => Outcome::ack(h, b.net_set_mtu(mtu)),
     }
 }
 

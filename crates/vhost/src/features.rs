@@ -7,8 +7,8 @@ use nfv_virtio::layout::{
     VIRTIO_F_VERSION_1, VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_GUEST_ECN,
     VIRTIO_NET_F_GUEST_TSO4, VIRTIO_NET_F_GUEST_TSO6, VIRTIO_NET_F_GUEST_USO4,
     VIRTIO_NET_F_GUEST_USO6, VIRTIO_NET_F_HOST_ECN, VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_HOST_TSO6,
-    VIRTIO_NET_F_HOST_USO, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
-    VIRTIO_RING_F_INDIRECT_DESC,
+    VIRTIO_NET_F_HOST_USO, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_NET_F_MTU,
+    VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
 };
 use vhost::vhost_user::VhostUserProtocolFeatures;
 
@@ -84,11 +84,20 @@ pub const PROTOCOL_LOG_SHMFD: u64 = VhostUserProtocolFeatures::LOG_SHMFD.bits();
 /// migration LOG_SHMFD (the dirty log comes as a shared-memory fd with
 /// SET_LOG_BASE) and RARP (SEND_RARP: announce the guest's MAC from its
 /// new place, see `crate::rarp`).
+/// And NET_MTU (NET_SET_MTU: the MTU the frontend gave its guest, checked
+/// against the port's; QEMU sends it only when the guest acked
+/// VIRTIO_NET_F_MTU, which is offered only with a port `mtu`).
 pub fn protocol_offered() -> VhostUserProtocolFeatures {
     VhostUserProtocolFeatures::MQ
         | VhostUserProtocolFeatures::REPLY_ACK
         | VhostUserProtocolFeatures::LOG_SHMFD
         | VhostUserProtocolFeatures::RARP
+        | VhostUserProtocolFeatures::MTU
+}
+
+/// VIRTIO_NET_F_MTU when the port has an `mtu`.
+pub fn mtu_bit(mtu: Option<u16>) -> u64 {
+    if mtu.is_some() { VIRTIO_NET_F_MTU } else { 0 }
 }
 
 /// Why a frontend's SET_FEATURES / SET_PROTOCOL_FEATURES was refused.
@@ -134,7 +143,7 @@ pub fn check_protocol_ack(acked: u64) -> Result<(), NegotiationError> {
 
 /// Names of the virtio-net feature bits we know, for `show ports`.
 pub fn describe(features: u64) -> String {
-    const NAMES: [(u64, &str); 20] = [
+    const NAMES: [(u64, &str); 21] = [
         (VIRTIO_NET_F_CSUM, "CSUM"),
         (VIRTIO_NET_F_GUEST_CSUM, "GUEST_CSUM"),
         (VIRTIO_NET_F_GUEST_TSO4, "GUEST_TSO4"),
@@ -153,6 +162,7 @@ pub fn describe(features: u64) -> String {
         (VIRTIO_RING_F_INDIRECT_DESC, "INDIRECT_DESC"),
         (VIRTIO_RING_F_EVENT_IDX, "EVENT_IDX"),
         (VIRTIO_NET_F_MQ, "MQ"),
+        (VIRTIO_NET_F_MTU, "MTU"),
         (VHOST_USER_F_PROTOCOL_FEATURES, "PROTOCOL_FEATURES"),
         (VIRTIO_F_RING_PACKED, "RING_PACKED"),
     ];

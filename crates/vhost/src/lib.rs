@@ -170,13 +170,27 @@ pub const MAX_FRAME_MRG: usize = 9000;
 /// untagged 1500-byte-MTU frame, 1518 bytes).
 pub const MAX_FRAME_NO_MRG: usize = 1518;
 
-/// `TxQueue::max_frame` for a port with this config (fixed when the port
-/// opens, before any guest negotiates).
-pub fn max_frame(cfg: &VhostUserConfig) -> usize {
-    if cfg.mrg_rxbuf {
+/// Bytes a frame may carry beyond its MTU: Ethernet header and one VLAN
+/// tag (14 + 4), as the port's frame limits count them.
+pub const MTU_OVERHEAD: usize = 18;
+
+/// The largest frame a guest's receive buffers take, with or without
+/// MRG_RXBUF.
+pub fn frame_limit(mrg_rxbuf: bool) -> usize {
+    if mrg_rxbuf {
         MAX_FRAME_MRG
     } else {
         MAX_FRAME_NO_MRG
+    }
+}
+
+/// `TxQueue::max_frame` for a port with this config (fixed when the port
+/// opens, before any guest negotiates): the port's `mtu` + 18 when set.
+pub fn max_frame(cfg: &VhostUserConfig) -> usize {
+    let limit = frame_limit(cfg.mrg_rxbuf);
+    match cfg.mtu {
+        Some(mtu) => (usize::from(mtu) + MTU_OVERHEAD).min(limit),
+        None => limit,
     }
 }
 
@@ -262,6 +276,10 @@ pub struct VhostStatus {
     /// SEND_RARP requests, and announcements injected for them.
     pub rarp_requests: u64,
     pub rarp_sent: u64,
+    /// The MTU the frontend set (NET_SET_MTU; 0: none), and the requests
+    /// refused (over the port's `mtu`, under 68).
+    pub guest_mtu: u64,
+    pub mtu_refused: u64,
     pub last_error: String,
     /// Sum over the guest's TX virtqueues of the chains it had queued that
     /// the switch had not taken, as each ring's last rx burst found them
@@ -412,6 +430,8 @@ impl VhostUserPort {
             unmappable_fd: s.unmappable_fd.load(Relaxed),
             rarp_requests: s.rarp_requests.load(Relaxed),
             rarp_sent: s.rarp_sent.load(Relaxed),
+            guest_mtu: s.guest_mtu.load(Relaxed),
+            mtu_refused: s.mtu_refused.load(Relaxed),
             last_error: s
                 .last_error
                 .lock()
@@ -499,6 +519,13 @@ impl Port for VhostUserPort {
         .with("log_errors", st.log_errors)
         .with("unmappable_fd", st.unmappable_fd)
         .with("rarp_sent", st.rarp_sent)
+        .with(
+            "mtu",
+            cfg.mtu
+                .map_or_else(|| "not offered".to_string(), |m| m.to_string()),
+        )
+        .with("guest_mtu", st.guest_mtu)
+        .with("mtu_refused", st.mtu_refused)
         .with(PortGauges::ONE_COPY_PACKETS, st.one_copy);
         let lend = &self.shared.lend;
         if lend.claimed.load(Acquire) {

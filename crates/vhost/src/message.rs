@@ -284,6 +284,8 @@ pub enum Request {
     SetLogFd,
     /// SEND_RARP: announce this MAC from here (the guest just migrated in).
     SendRarp([u8; 6]),
+    /// NET_SET_MTU: the MTU the frontend gave its guest.
+    NetSetMtu(u64),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -419,6 +421,10 @@ pub fn decode(h: &Header, payload: &[u8], mut fds: Vec<OwnedFd>) -> Result<Reque
             let mut mac = [0u8; 6];
             mac.copy_from_slice(&payload[..6]);
             Request::SendRarp(mac)
+        }
+        NET_SET_MTU => {
+            need(h, payload, 8)?;
+            Request::NetSetMtu(u64_at(payload, 0))
         }
         other => return Err(DecodeError::Unsupported(other, name(other))),
     };

@@ -68,6 +68,15 @@ pub struct VhostUserConfig {
     /// the port keeps its old one. Key `max_guest_memory_gib`, default
     /// [`crate::DEFAULT_MAX_GUEST_MEMORY`] (1 TiB).
     pub max_guest_memory: u64,
+    /// The port's MTU (key `mtu`, 68 up to the largest frame the port
+    /// sends less 18 bytes: 8982 with `mrg_rxbuf`, else 1500). Set, the
+    /// port offers VIRTIO_NET_F_MTU (the frontend's guest then learns its
+    /// MTU from the device: QEMU's `host_mtu`), accepts NET_SET_MTU up to
+    /// it, and sends the guest no frame longer than MTU + 18 (one VLAN
+    /// tag), as OVS drops frames over a vhost port's MTU; large TCP/UDP
+    /// segments of a guest that negotiated them are not bound by it.
+    /// Default: not set (F_MTU not offered, frames up to [`crate::max_frame`]).
+    pub mtu: Option<u16>,
 }
 
 /// The offloads a vhost-user port offers its guest, each switchable off
@@ -125,6 +134,7 @@ impl VhostUserConfig {
             packed_ring: true,
             offloads: Offloads::ALL,
             max_guest_memory: crate::memtable::DEFAULT_MAX_GUEST_MEMORY,
+            mtu: None,
         }
     }
 }
@@ -173,6 +183,7 @@ impl PortType for VhostUserType {
             "ecn",
             "uso",
             "max_guest_memory_gib",
+            "mtu",
         ]
     }
     fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
@@ -190,6 +201,13 @@ impl PortType for VhostUserType {
             "a vhost-user port needs `socket`, the path of its unix socket",
         )?;
         let d = VhostUserConfig::new("", VhostUserMode::default());
+        let mrg_rxbuf = t.bool_or("mrg_rxbuf", d.mrg_rxbuf)?;
+        let mtu = if t.has("mtu") {
+            let most = crate::frame_limit(mrg_rxbuf) - crate::MTU_OVERHEAD;
+            Some(t.int_or::<u16>("mtu", 68..=most as i64, 1500)?)
+        } else {
+            None
+        };
         Ok(PortKind::typed(VhostUserConfig {
             socket,
             mode: t.one_of_or(
@@ -201,7 +219,7 @@ impl PortType for VhostUserType {
                 d.mode,
             )?,
             queues: t.int_or("queues", 1..=VhostUserConfig::MAX_QUEUES as i64, d.queues)?,
-            mrg_rxbuf: t.bool_or("mrg_rxbuf", d.mrg_rxbuf)?,
+            mrg_rxbuf,
             tx_retries: t.int_or(
                 "tx_retries",
                 0..=VhostUserConfig::MAX_TX_RETRIES as i64,
@@ -220,6 +238,7 @@ impl PortType for VhostUserType {
                 1..=(crate::memtable::NODE_BUDGET_MAX_GIB as i64),
                 d.max_guest_memory >> 30,
             )? << 30,
+            mtu,
         }))
     }
     fn open(

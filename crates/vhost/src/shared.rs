@@ -316,6 +316,9 @@ pub(crate) struct Status {
     /// SEND_RARP requests, and announcements injected for them.
     pub rarp_requests: AtomicU64,
     pub rarp_sent: AtomicU64,
+    /// NET_SET_MTU: the MTU set (0: none) and the requests refused.
+    pub guest_mtu: AtomicU64,
+    pub mtu_refused: AtomicU64,
     /// Bytes of the current dirty log (0: none), and whether the queues
     /// log into it (VHOST_F_LOG_ALL acked).
     pub log_bytes: AtomicU64,

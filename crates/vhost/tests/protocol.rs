@@ -43,6 +43,7 @@ fn negotiation_offers_what_is_implemented() {
             | VhostUserProtocolFeatures::REPLY_ACK
             | VhostUserProtocolFeatures::LOG_SHMFD
             | VhostUserProtocolFeatures::RARP
+            | VhostUserProtocolFeatures::MTU
     );
     fe.set_protocol_features(pf).unwrap();
     // Queue pairs, as DPDK and QEMU read it.
@@ -469,4 +470,55 @@ fn client_mode_port_removal_does_not_hang_on_a_peer_that_never_accepts() {
         rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok(),
         "dropping the port hung (its thread is stuck in connect)"
     );
+}
+
+/// A port with `mtu` offers VIRTIO_NET_F_MTU and takes NET_SET_MTU (as
+/// QEMU sends it for `host_mtu`) up to its MTU; more, or under 68, is
+/// refused with a NACK and counted, the MTU set before stays. Frames to
+/// the guest are bounded by MTU + 18. Without `mtu`, no F_MTU.
+#[test]
+fn net_set_mtu_is_checked_against_the_port_mtu() {
+    use nfv_vhost::message::{code, encode};
+    use nfv_virtio::layout::VIRTIO_NET_F_MTU;
+    use std::io::{Read, Write};
+    let path = sock("mtu");
+    let port = VhostUserPort::open(
+        "mtu",
+        &nfv_vhost::VhostUserConfig {
+            mtu: Some(1500),
+            ..cfg(&path, Server, 1, true)
+        },
+    )
+    .unwrap();
+    let mut s = raw_stream(&path);
+    let mut ask = |request: u32, payload: &[u8]| -> u64 {
+        s.write_all(&encode(request, true, payload)).unwrap();
+        let mut reply = [0u8; 20];
+        s.read_exact(&mut reply).unwrap();
+        u64::from_le_bytes(reply[12..20].try_into().unwrap())
+    };
+    assert_ne!(ask(code::GET_FEATURES, &[]) & VIRTIO_NET_F_MTU, 0, "F_MTU");
+    assert_ne!(
+        ask(code::GET_PROTOCOL_FEATURES, &[]) & VhostUserProtocolFeatures::MTU.bits(),
+        0
+    );
+    assert_eq!(ask(code::NET_SET_MTU, &1400u64.to_le_bytes()), 0, "ACK");
+    for bad in [1501u64, 9000, 67, 0] {
+        assert_eq!(
+            ask(code::NET_SET_MTU, &bad.to_le_bytes()),
+            1,
+            "NACK for {bad}"
+        );
+    }
+    let st = port.status();
+    assert_eq!((st.guest_mtu, st.mtu_refused), (1400, 4));
+    assert_eq!(port.gauges().text("mtu").as_deref(), Some("1500"));
+    assert_eq!(port.open_txq(0).max_frame(), 1518);
+
+    let plain_path = sock("nomtu");
+    let plain = VhostUserPort::open("nomtu", &cfg(&plain_path, Server, 1, true)).unwrap();
+    assert_eq!(plain.open_txq(0).max_frame(), nfv_vhost::MAX_FRAME_MRG);
+    let fe = connect(&plain_path);
+    fe.set_owner().unwrap();
+    assert_eq!(fe.get_features().unwrap() & VIRTIO_NET_F_MTU, 0);
 }

@@ -20,6 +20,7 @@ fn cfg(socket: &Path) -> VhostUserConfig {
         packed_ring: true,
         offloads: nfv_vhost::Offloads::ALL,
         max_guest_memory: nfv_vhost::DEFAULT_MAX_GUEST_MEMORY,
+        mtu: None,
     }
 }
 

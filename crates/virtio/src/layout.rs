@@ -20,6 +20,9 @@ pub const VIRTIO_NET_F_HOST_ECN: u64 = 1 << 13;
 pub const VIRTIO_NET_F_GUEST_USO4: u64 = 1 << 54;
 pub const VIRTIO_NET_F_GUEST_USO6: u64 = 1 << 55;
 pub const VIRTIO_NET_F_HOST_USO: u64 = 1 << 56;
+/// virtio-net §5.1.3: the device config carries the MTU the driver should
+/// use (vhost-user: the frontend's config space, QEMU `host_mtu`).
+pub const VIRTIO_NET_F_MTU: u64 = 1 << 3;
 pub const VIRTIO_NET_F_MRG_RXBUF: u64 = 1 << 15;
 pub const VIRTIO_NET_F_MQ: u64 = 1 << 22;
 pub const VIRTIO_RING_F_INDIRECT_DESC: u64 = 1 << 28;

@@ -201,6 +201,7 @@ impl Switch {
             packed_ring: true,
             offloads: nfv_vhost::Offloads::ALL,
             max_guest_memory: nfv_vhost::DEFAULT_MAX_GUEST_MEMORY,
+            mtu: None,
         };
         let port = VhostUserPort::open("vnf0", &cfg).expect("vhost-user port");
         self.dp.add_port(VHOST, port.clone()).expect("add vhost");

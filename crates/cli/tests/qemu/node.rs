@@ -129,7 +129,7 @@ impl Node {
         for p in ports {
             cfg.push_str(&format!(
                 "[[port]]\nname = \"{}\"\nid = {}\ntype = \"vhost-user\"\nsocket = \"{}\"\n\
-                 mode = \"{}\"\nqueues = {}\nmrg_rxbuf = {}\n",
+                 mode = \"{}\"\nqueues = {}\nmrg_rxbuf = {}\nmtu = 1500\n",
                 p.name,
                 p.id,
                 p.socket.display(),

@@ -44,6 +44,7 @@ pub fn cfg(socket: &Path, mode: VhostUserMode, queues: usize, mrg: bool) -> Vhos
         packed_ring: true,
         offloads: nfv_vhost::Offloads::ALL,
         max_guest_memory: nfv_vhost::DEFAULT_MAX_GUEST_MEMORY,
+        mtu: None,
     }
 }
 
