@@ -9,6 +9,7 @@
 
 use super::events::Soak;
 use super::node::{self, SINK0, SINK1};
+use super::procfs::Resources;
 use crate::attackers::memif::{self as am, Attempts};
 use crate::attackers::vhost::{self as av, Descriptors};
 use crate::attackers::{Tally, nice_thread};
@@ -75,8 +76,37 @@ pub struct AttackResult {
     /// Drops on the innocent ports during the attack (`port.reason`):
     /// `tx_full` at a VNF's port is the VNF not draining its ring.
     pub innocent_drops: Vec<(String, u64)>,
+    /// The switch's resident memory: at the end of the quiet phase, the
+    /// peak sampled every 100 ms during the attack, and after the quiet
+    /// phase that follows it.
+    pub rss: Option<RssPhases>,
     pub ok: bool,
     pub why: String,
+}
+
+/// Resident memory of the switch around one attack, KiB (`VmRSS`, and the
+/// part of it that is guest memory: mapped VNF tables it has touched).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct RssPhases {
+    pub before_kib: u64,
+    pub peak_kib: u64,
+    pub peak_guest_kib: u64,
+    pub after_kib: u64,
+}
+
+/// Samples the switch's RSS every 100 ms until `stop`; the peaks.
+fn rss_peaks(pid: u32, stop: &AtomicBool) -> (u64, u64) {
+    let (mut rss, mut guest) = (0, 0);
+    loop {
+        if let Ok(r) = Resources::read(pid) {
+            rss = rss.max(r.rss_kib);
+            guest = guest.max(r.guest_kib);
+        }
+        if stop.load(Ordering::Relaxed) {
+            return (rss, guest);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Port ids of the attackers (outside the soak's other ranges).
@@ -338,6 +368,7 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
                 tally: Tally::default(),
                 legit: None,
                 innocent_drops: Vec::new(),
+                rss: None,
                 ok: false,
                 why: format!("add-port {}: {e}", names[i]),
             });
@@ -367,6 +398,8 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
     proc::sleep(phase)?;
     let r1 = reading(s)?;
     let l1 = legit_at();
+    let pid = s.sw.pid;
+    let rss_before = Resources::read(pid).map(|r| r.rss_kib).ok();
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let body = a.body;
@@ -374,10 +407,13 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
         nice_thread();
         body(&st)
     });
+    let sampling = stop.clone();
+    let sampler = std::thread::spawn(move || rss_peaks(pid, &sampling));
     proc::sleep(phase)?;
     let r2 = reading(s)?;
     let l2 = legit_at();
     stop.store(true, Ordering::Relaxed);
+    let peaks = sampler.join().ok();
     let tally = th.join().unwrap_or_else(|_| Tally {
         notes: vec!["the attacker panicked".into()],
         ..Tally::default()
@@ -387,6 +423,15 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
     proc::sleep(phase)?;
     let r3 = reading(s)?;
     let l3 = legit_at();
+    let rss = match (rss_before, peaks, Resources::read(pid)) {
+        (Some(before_kib), Some((peak_kib, peak_guest_kib)), Ok(after)) => Some(RssPhases {
+            before_kib,
+            peak_kib,
+            peak_guest_kib,
+            after_kib: after.rss_kib,
+        }),
+        _ => None,
+    };
     legit_stop.store(true, Ordering::Relaxed);
     let legit_thread_ran = legit_thread.is_some();
     if let Some(t) = legit_thread {
@@ -433,6 +478,7 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
         tally,
         legit,
         innocent_drops: drops(&r1.1, &r2.1),
+        rss,
         ok,
         why,
     })
@@ -650,6 +696,16 @@ fn print_result(r: &AttackResult) {
         );
     }
     println!("    counters moved: {}", moved_text(r));
+    if let Some(m) = r.rss {
+        println!(
+            "    switch RSS: {:.1} MiB before, peak {:.1} MiB during the attack \
+             (guest memory in it {:.1} MiB), {:.1} MiB after",
+            m.before_kib as f64 / 1024.0,
+            m.peak_kib as f64 / 1024.0,
+            m.peak_guest_kib as f64 / 1024.0,
+            m.after_kib as f64 / 1024.0
+        );
+    }
     let d: Vec<String> = r
         .innocent_drops
         .iter()
@@ -713,6 +769,14 @@ pub fn summary_rows(results: &[AttackResult]) -> Vec<Vec<String>> {
                 kpps(c.attack),
                 format!("{:.2}", c.ratio()),
                 if first { moved_text(r) } else { String::new() },
+                match (first, r.rss) {
+                    (true, Some(m)) => format!(
+                        "{:.1} / {:.1}",
+                        m.before_kib as f64 / 1024.0,
+                        m.peak_kib as f64 / 1024.0
+                    ),
+                    _ => String::new(),
+                },
                 if first {
                     if r.ok { "PASS".into() } else { "FAIL".into() }
                 } else {
@@ -724,13 +788,14 @@ pub fn summary_rows(results: &[AttackResult]) -> Vec<Vec<String>> {
     rows
 }
 
-pub const SUMMARY_HEAD: [&str; 7] = [
+pub const SUMMARY_HEAD: [&str; 8] = [
     "attack",
     "chain",
     "quiet kpps",
     "attack kpps",
     "ratio",
     "refusal counters moved (attacker's ports)",
+    "switch RSS MiB before / peak",
     "",
 ];
 
