@@ -122,7 +122,13 @@ fn http_get(addr: &str, path: &str) -> (String, String) {
 #[test]
 fn run_serves_the_api_on_a_free_port_and_reports_where() {
     let mut d = start("free", "127.0.0.1:0", &[]);
-    let node = show_node(&d);
+    // The control socket comes up before the API has bound its port: on a
+    // busy machine `show node` may not name it yet.
+    let mut node = show_node(&d);
+    wait_until(Duration::from_secs(20), || {
+        node = show_node(&d);
+        node["api"].is_string()
+    });
     let addr = node["api"].as_str().expect("api address").to_string();
     assert!(
         addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"),
