@@ -39,20 +39,57 @@ pub fn prepare() -> Result<(), String> {
     Ok(())
 }
 
-pub struct Ovs {
+/// A private OVS-DPDK's two daemons, our children (no `--detach`), their
+/// state in `<dir>/ovs/{run,log,db}` through `OVS_RUNDIR/LOGDIR/DBDIR`:
+/// what the `compare` DUT ([`Ovs`]) and `vm-tcp` both start. Dropping it
+/// stops ovs-vswitchd (waiting for its PID) and then ovsdb-server.
+pub struct OvsDaemons {
     run_dir: PathBuf,
     log_dir: PathBuf,
     db_dir: PathBuf,
-    dir: PathBuf,
+    /// Where the daemons' stdout/stderr go.
+    out_dir: PathBuf,
     // Field order = drop order: vswitchd before ovsdb-server.
-    vswitchd: Option<Proc>,
-    ovsdb: Option<Proc>,
+    pub vswitchd: Option<Proc>,
+    pub ovsdb: Option<Proc>,
 }
 
 const T: Duration = Duration::from_secs(30);
 
-impl Ovs {
-    fn cmd(&self, prog: &str) -> Command {
+/// DPDK settings of an [`OvsDaemons::start`].
+pub struct DpdkSetup<'a> {
+    /// CPU of OVS's main (non-PMD) lcore, and of its PMD thread.
+    pub lcore_cpu: usize,
+    pub pmd_cpu: usize,
+    /// `--file-prefix` of DPDK's hugepage files (unique per run).
+    pub file_prefix: String,
+    /// More `other_config:key=value` settings (e.g. userspace TSO).
+    pub other_config: &'a [&'a str],
+}
+
+impl OvsDaemons {
+    /// Creates the database and starts ovsdb-server, then sets DPDK up as
+    /// `dpdk` says and starts ovs-vswitchd-dpdk, waiting until DPDK has
+    /// initialised. State under `dir/ovs`, daemon output in `dir`.
+    pub fn start(dir: &Path, dpdk: &DpdkSetup<'_>) -> Result<OvsDaemons, String> {
+        let d = dir.join("ovs");
+        let mut o = OvsDaemons {
+            run_dir: d.join("run"),
+            log_dir: d.join("log"),
+            db_dir: d.join("db"),
+            out_dir: dir.to_path_buf(),
+            vswitchd: None,
+            ovsdb: None,
+        };
+        for p in [&o.run_dir, &o.log_dir, &o.db_dir] {
+            std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+        o.start_db()?;
+        o.start_vswitchd(dpdk)?;
+        Ok(o)
+    }
+
+    pub fn cmd(&self, prog: &str) -> Command {
         let mut c = Command::new(prog);
         c.env("OVS_RUNDIR", &self.run_dir)
             .env("OVS_LOGDIR", &self.log_dir)
@@ -60,25 +97,21 @@ impl Ovs {
         c
     }
 
-    fn vsctl(&self, args: &[&str]) -> Result<String, String> {
+    pub fn vsctl(&self, args: &[&str]) -> Result<String, String> {
         let mut c = self.cmd("ovs-vsctl");
-        c.arg(format!("--db=unix:{}/db.sock", self.run_dir.display()))
+        c.arg(format!("--db=unix:{}", self.db_sock().display()))
             .arg("--timeout=30")
             .args(args);
         Ok(run_ok(c, T)?.stdout)
     }
 
-    fn ofctl(&self, args: &[&str]) -> Result<String, String> {
+    pub fn ofctl(&self, args: &[&str]) -> Result<String, String> {
         let mut c = self.cmd("ovs-ofctl");
         c.args(args);
         Ok(run_ok(c, T)?.stdout)
     }
 
-    fn ctl_path(&self) -> PathBuf {
-        self.run_dir.join("ovs-vswitchd.ctl")
-    }
-
-    fn appctl(&self, args: &[&str]) -> Result<String, String> {
+    pub fn appctl(&self, args: &[&str]) -> Result<String, String> {
         let mut c = self.cmd("ovs-appctl");
         c.arg("-t")
             .arg(self.ctl_path())
@@ -87,87 +120,150 @@ impl Ovs {
         Ok(run_ok(c, Duration::from_secs(15))?.stdout)
     }
 
-    pub fn start(lay: &Layout) -> Result<Ovs, String> {
-        let d = lay.dir.join("ovs");
-        let mut o = Ovs {
-            run_dir: d.join("run"),
-            log_dir: d.join("log"),
-            db_dir: d.join("db"),
-            dir: lay.dir.clone(),
-            vswitchd: None,
-            ovsdb: None,
-        };
-        for p in [&o.run_dir, &o.log_dir, &o.db_dir] {
-            std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        }
-        let db = o.db_dir.join("conf.db");
-        let mut c = o.cmd("ovsdb-tool");
+    fn ctl_path(&self) -> PathBuf {
+        self.run_dir.join("ovs-vswitchd.ctl")
+    }
+
+    fn db_sock(&self) -> PathBuf {
+        self.run_dir.join("db.sock")
+    }
+
+    /// A fresh database and its ovsdb-server, initialised.
+    fn start_db(&mut self) -> Result<(), String> {
+        let db = self.db_dir.join("conf.db");
+        let mut c = self.cmd("ovsdb-tool");
         c.arg("create").arg(&db).arg(SCHEMA);
         run_ok(c, T)?;
-
-        let mut c = o.cmd("ovsdb-server");
+        let sock = self.db_sock();
+        let mut c = self.cmd("ovsdb-server");
         c.arg(&db)
-            .arg(format!("--remote=punix:{}/db.sock", o.run_dir.display()))
+            .arg(format!("--remote=punix:{}", sock.display()))
             .arg(format!(
                 "--unixctl={}/ovsdb-server.ctl",
-                o.run_dir.display()
+                self.run_dir.display()
             ))
             .arg(format!(
                 "--log-file={}/ovsdb-server.log",
-                o.log_dir.display()
+                self.log_dir.display()
             ));
-        o.ovsdb = Some(Proc::spawn(
+        self.ovsdb = Some(Proc::spawn(
             "ovsdb-server",
             c,
-            &lay.dir.join("ovsdb-server.out"),
+            &self.out_dir.join("ovsdb-server.out"),
             Signal::SIGTERM,
         )?);
-        let sock = o.run_dir.join("db.sock");
         let end = Instant::now() + Duration::from_secs(20);
         while !sock.exists() {
-            o.ovsdb.as_mut().expect("set").ensure_alive()?;
+            self.ovsdb.as_mut().map_or(Ok(()), Proc::ensure_alive)?;
             if Instant::now() > end {
                 return Err("ovsdb-server: no db.sock after 20 s".into());
             }
             proc::sleep(Duration::from_millis(20))?;
         }
-        o.vsctl(&["--no-wait", "init"])?;
+        self.vsctl(&["--no-wait", "init"]).map(|_| ())
+    }
+
+    /// DPDK's settings, then the daemon, until DPDK has initialised.
+    fn start_vswitchd(&mut self, dpdk: &DpdkSetup<'_>) -> Result<(), String> {
+        let socket_mem = format!("other_config:dpdk-socket-mem={SOCKET_MEM_MB}");
+        let lcore = format!("other_config:dpdk-lcore-mask={:#x}", 1u64 << dpdk.lcore_cpu);
+        let pmd = format!("other_config:pmd-cpu-mask={:#x}", 1u64 << dpdk.pmd_cpu);
         let extra = format!(
-            "other_config:dpdk-extra=--no-pci --file-prefix={}_ovs",
-            lay.prefix
+            "other_config:dpdk-extra=--no-pci --file-prefix={}",
+            dpdk.file_prefix
         );
-        o.vsctl(&[
+        let mut args = vec![
             "--no-wait",
             "set",
             "Open_vSwitch",
             ".",
             "other_config:dpdk-init=true",
-            &format!("other_config:dpdk-socket-mem={SOCKET_MEM_MB}"),
-            &format!(
-                "other_config:dpdk-lcore-mask={:#x}",
-                1u64 << lay.endpoint_cpu
-            ),
-            &format!("other_config:pmd-cpu-mask={:#x}", 1u64 << lay.switch_cpu),
+            &socket_mem,
+            &lcore,
+            &pmd,
             "other_config:dpdk-hugepage-dir=/dev/hugepages",
             &extra,
-        ])?;
-
-        let mut c = o.cmd(VSWITCHD);
-        c.arg(format!("unix:{}", sock.display()))
-            .arg(format!("--unixctl={}", o.ctl_path().display()))
+        ];
+        args.extend_from_slice(dpdk.other_config);
+        self.vsctl(&args)?;
+        let mut c = self.cmd(VSWITCHD);
+        c.arg(format!("unix:{}", self.db_sock().display()))
+            .arg(format!("--unixctl={}", self.ctl_path().display()))
             .arg(format!(
                 "--log-file={}/ovs-vswitchd.log",
-                o.log_dir.display()
+                self.log_dir.display()
             ));
-        o.vswitchd = Some(Proc::spawn(
+        self.vswitchd = Some(Proc::spawn(
             "ovs-vswitchd-dpdk",
             c,
-            &lay.dir.join("ovs-vswitchd.out"),
+            &self.out_dir.join("ovs-vswitchd.out"),
             Signal::SIGTERM,
         )?);
-        o.vsctl(&["wait-until", "Open_vSwitch", ".", "dpdk_initialized=true"])
-            .map_err(|e| format!("DPDK did not initialise in OVS: {e}\n{}", o.log_tail()))?;
-        o.vsctl(&[
+        self.vsctl(&["wait-until", "Open_vSwitch", ".", "dpdk_initialized=true"])
+            .map_err(|e| format!("DPDK did not initialise in OVS: {e}\n{}", self.log_tail()))?;
+        Ok(())
+    }
+
+    pub fn log_tail(&self) -> String {
+        proc::tail(&self.log_dir.join("ovs-vswitchd.log"), 15)
+    }
+
+    pub fn ensure_alive(&mut self) -> Result<(), String> {
+        for p in [&mut self.ovsdb, &mut self.vswitchd].into_iter().flatten() {
+            p.ensure_alive()?;
+        }
+        Ok(())
+    }
+
+    /// Stops ovs-vswitchd (`ovs-appctl exit` returns before the daemon is
+    /// gone: its PID is waited for), then ovsdb-server.
+    pub fn stop(&mut self) {
+        if let Some(mut v) = self.vswitchd.take() {
+            if v.alive() {
+                let mut c = self.cmd("ovs-appctl");
+                c.arg("-t")
+                    .arg(self.ctl_path())
+                    .args(["--timeout=10", "exit"]);
+                let _ = run(c, Duration::from_secs(15));
+                v.wait_exit(Duration::from_secs(10));
+            }
+            v.stop();
+        }
+        if let Some(mut d) = self.ovsdb.take() {
+            d.stop();
+        }
+    }
+}
+
+impl Drop for OvsDaemons {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// OVS-DPDK as the `compare` device under test.
+pub struct Ovs {
+    daemons: OvsDaemons,
+    dir: PathBuf,
+}
+
+impl Ovs {
+    pub fn start(lay: &Layout) -> Result<Ovs, String> {
+        let daemons = OvsDaemons::start(
+            &lay.dir,
+            &DpdkSetup {
+                lcore_cpu: lay.endpoint_cpu,
+                pmd_cpu: lay.switch_cpu,
+                file_prefix: format!("{}_ovs", lay.prefix),
+                other_config: &[],
+            },
+        )?;
+        let mut o = Ovs {
+            daemons,
+            dir: lay.dir.clone(),
+        };
+        let d = &o.daemons;
+        d.vsctl(&[
             "add-br",
             "br0",
             "--",
@@ -178,7 +274,7 @@ impl Ovs {
         ])?;
         for i in 1..=lay.nports {
             let name = format!("p{i}");
-            o.vsctl(&[
+            d.vsctl(&[
                 "add-port",
                 "br0",
                 &name,
@@ -194,23 +290,19 @@ impl Ovs {
                 &format!("ofport_request={i}"),
             ])?;
         }
-        o.ofctl(&["del-flows", "br0"])?;
-        o.ofctl(&["add-flow", "br0", "priority=0,actions=drop"])?;
+        d.ofctl(&["del-flows", "br0"])?;
+        d.ofctl(&["add-flow", "br0", "priority=0,actions=drop"])?;
         for j in 1..=lay.nports / 2 {
-            o.ofctl(&[
+            d.ofctl(&[
                 "add-flow",
                 "br0",
                 &format!("priority=10,in_port={},actions=output:{}", 2 * j - 1, 2 * j),
             ])?;
         }
-        let show = o.vsctl(&["show"])?;
+        let show = d.vsctl(&["show"])?;
         let _ = std::fs::write(lay.dir.join("ovs-show.txt"), show);
         o.ensure_alive()?;
         Ok(o)
-    }
-
-    fn log_tail(&self) -> String {
-        proc::tail(&self.log_dir.join("ovs-vswitchd.log"), 15)
     }
 }
 
@@ -265,21 +357,21 @@ pub fn parse_pmd_perf(text: &str) -> Option<PerfShow> {
 
 impl Dut for Ovs {
     fn ensure_alive(&mut self) -> Result<(), String> {
-        for p in [&mut self.ovsdb, &mut self.vswitchd].into_iter().flatten() {
-            p.ensure_alive()?;
-        }
-        Ok(())
+        self.daemons.ensure_alive()
     }
     fn window_start(&mut self) -> Result<(), String> {
-        self.appctl(&["dpif-netdev/pmd-stats-clear"]).map(|_| ())
+        self.daemons
+            .appctl(&["dpif-netdev/pmd-stats-clear"])
+            .map(|_| ())
     }
     fn window_end(&mut self) -> Result<Option<PmdFigures>, String> {
-        let perf = self.appctl(&["dpif-netdev/pmd-perf-show"])?;
+        let d = &self.daemons;
+        let perf = d.appctl(&["dpif-netdev/pmd-perf-show"])?;
         let _ = std::fs::write(self.dir.join("ovs-pmd-perf.txt"), &perf);
-        if let Ok(s) = self.appctl(&["dpif-netdev/pmd-stats-show"]) {
+        if let Ok(s) = d.appctl(&["dpif-netdev/pmd-stats-show"]) {
             let _ = std::fs::write(self.dir.join("ovs-pmd-stats.txt"), s);
         }
-        if let Ok(s) = self.ofctl(&["dump-flows", "br0"]) {
+        if let Ok(s) = d.ofctl(&["dump-flows", "br0"]) {
             let _ = std::fs::write(self.dir.join("ovs-flows.txt"), s);
         }
         let p = parse_pmd_perf(&perf).ok_or_else(|| {
@@ -293,37 +385,17 @@ impl Dut for Ovs {
         }))
     }
     fn pids(&self) -> Vec<u32> {
-        [&self.ovsdb, &self.vswitchd]
+        [&self.daemons.ovsdb, &self.daemons.vswitchd]
             .into_iter()
             .flatten()
             .filter_map(|p| p.pid())
             .collect()
     }
     fn pmd_tid(&self) -> Option<u32> {
-        find_pmd_thread(self.vswitchd.as_ref()?.pid()?)
+        find_pmd_thread(self.daemons.vswitchd.as_ref()?.pid()?)
     }
     fn stop(&mut self) {
-        if let Some(mut v) = self.vswitchd.take() {
-            if v.alive() {
-                // Returns before the daemon is gone: wait for the PID.
-                let mut c = self.cmd("ovs-appctl");
-                c.arg("-t")
-                    .arg(self.ctl_path())
-                    .args(["--timeout=10", "exit"]);
-                let _ = run(c, Duration::from_secs(15));
-                v.wait_exit(Duration::from_secs(10));
-            }
-            v.stop();
-        }
-        if let Some(mut d) = self.ovsdb.take() {
-            d.stop();
-        }
-    }
-}
-
-impl Drop for Ovs {
-    fn drop(&mut self) {
-        self.stop();
+        self.daemons.stop();
     }
 }
 

@@ -28,6 +28,7 @@
 //! ([`Bridge`]) and the hugepage setting ([`host::Hugepages`]).
 
 use crate::host;
+use crate::ovs::{DpdkSetup, OvsDaemons};
 use crate::proc::{self, Proc, run_ok};
 use crate::report;
 use nfv_testutil::qemu::{Extras, Guest, Image, Launch, Spec, Tap, iperf};
@@ -319,12 +320,7 @@ impl Switch {
     fn ensure_alive(&mut self) -> Result<(), String> {
         match self {
             Switch::Nfv(n) => n.proc.ensure_alive(),
-            Switch::Ovs(o) => {
-                for p in [&mut o.ovsdb, &mut o.vswitchd].into_iter().flatten() {
-                    p.ensure_alive()?;
-                }
-                Ok(())
-            }
+            Switch::Ovs(o) => o.daemons.ensure_alive(),
             Switch::Kernel(_) => Ok(()),
         }
     }
@@ -498,130 +494,24 @@ impl NfvNode {
 /// OVS-DPDK 3.1 as in `crate::ovs` (private ovsdb-server and
 /// `ovs-vswitchd-dpdk`, state under the trial directory), but with
 /// `userspace-tso-enable=true` before the daemon starts and rules both
-/// ways between two `dpdkvhostuserclient` ports.
+/// ways between two `dpdkvhostuserclient` ports. Dropping it stops both.
 struct OvsNode {
-    run: PathBuf,
-    log: PathBuf,
-    db: PathBuf,
-    // Field order = drop order: vswitchd before ovsdb-server.
-    vswitchd: Option<Proc>,
-    ovsdb: Option<Proc>,
+    daemons: OvsDaemons,
 }
 
-const OVS_T: Duration = Duration::from_secs(30);
-
 impl OvsNode {
-    fn cmd(&self, prog: &str) -> Command {
-        let mut c = Command::new(prog);
-        c.env("OVS_RUNDIR", &self.run)
-            .env("OVS_LOGDIR", &self.log)
-            .env("OVS_DBDIR", &self.db);
-        c
-    }
-
-    fn vsctl(&self, args: &[&str]) -> Result<String, String> {
-        let mut c = self.cmd("ovs-vsctl");
-        c.arg(format!("--db=unix:{}/db.sock", self.run.display()))
-            .arg("--timeout=30")
-            .args(args);
-        Ok(run_ok(c, OVS_T)?.stdout)
-    }
-
-    fn appctl(&self, args: &[&str]) -> Result<String, String> {
-        let mut c = self.cmd("ovs-appctl");
-        c.arg("-t")
-            .arg(self.run.join("ovs-vswitchd.ctl"))
-            .arg("--timeout=10")
-            .args(args);
-        Ok(run_ok(c, Duration::from_secs(15))?.stdout)
-    }
-
     fn start(bed: &Bed) -> Result<OvsNode, String> {
-        let d = bed.dir.join("ovs");
-        let mut o = OvsNode {
-            run: d.join("run"),
-            log: d.join("log"),
-            db: d.join("db"),
-            vswitchd: None,
-            ovsdb: None,
-        };
-        for p in [&o.run, &o.log, &o.db] {
-            std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        }
-        o.start_db(bed)?;
-        o.start_vswitchd(bed)?;
-        o.add_ports(bed)?;
-        Ok(o)
-    }
-
-    /// A fresh database and its ovsdb-server, initialised.
-    fn start_db(&mut self, bed: &Bed) -> Result<(), String> {
-        let o = self;
-        let db = o.db.join("conf.db");
-        let mut c = o.cmd("ovsdb-tool");
-        c.arg("create")
-            .arg(&db)
-            .arg("/usr/share/openvswitch/vswitch.ovsschema");
-        run_ok(c, OVS_T)?;
-        let sock = o.run.join("db.sock");
-        let mut c = o.cmd("ovsdb-server");
-        c.arg(&db)
-            .arg(format!("--remote=punix:{}", sock.display()))
-            .arg(format!("--unixctl={}/ovsdb-server.ctl", o.run.display()))
-            .arg(format!("--log-file={}/ovsdb-server.log", o.log.display()));
-        o.ovsdb = Some(Proc::spawn(
-            "ovsdb-server",
-            c,
-            &bed.dir.join("ovsdb-server.out"),
-            Signal::SIGTERM,
-        )?);
-        let end = Instant::now() + Duration::from_secs(20);
-        while !sock.exists() {
-            o.ovsdb.as_mut().map_or(Ok(()), Proc::ensure_alive)?;
-            if Instant::now() > end {
-                return Err("ovsdb-server: no db.sock after 20 s".into());
-            }
-            proc::sleep(Duration::from_millis(20))?;
-        }
-        o.vsctl(&["--no-wait", "init"]).map(|_| ())
-    }
-
-    /// The DPDK daemon with TSO on, its PMD on the switch CPU.
-    fn start_vswitchd(&mut self, bed: &Bed) -> Result<(), String> {
-        let o = self;
-        let sock = o.run.join("db.sock");
         let (g, s) = bed.cpus;
-        o.vsctl(&[
-            "--no-wait",
-            "set",
-            "Open_vSwitch",
-            ".",
-            "other_config:dpdk-init=true",
-            "other_config:userspace-tso-enable=true",
-            &format!("other_config:dpdk-socket-mem={}", crate::ovs::SOCKET_MEM_MB),
-            &format!("other_config:dpdk-lcore-mask={:#x}", 1u64 << g),
-            &format!("other_config:pmd-cpu-mask={:#x}", 1u64 << s),
-            "other_config:dpdk-hugepage-dir=/dev/hugepages",
-            &format!(
-                "other_config:dpdk-extra=--no-pci --file-prefix=vmtcp{}_ovs",
-                std::process::id()
-            ),
-        ])?;
-        let mut c = o.cmd(crate::ovs::VSWITCHD);
-        c.arg(format!("unix:{}", sock.display()))
-            .arg(format!(
-                "--unixctl={}",
-                o.run.join("ovs-vswitchd.ctl").display()
-            ))
-            .arg(format!("--log-file={}/ovs-vswitchd.log", o.log.display()));
-        o.vswitchd = Some(Proc::spawn(
-            "ovs-vswitchd-dpdk",
-            c,
-            &bed.dir.join("ovs-vswitchd.out"),
-            Signal::SIGTERM,
-        )?);
-        o.vsctl(&["wait-until", "Open_vSwitch", ".", "dpdk_initialized=true"])?;
-        let tso = o.vsctl(&[
+        let daemons = OvsDaemons::start(
+            bed.dir,
+            &DpdkSetup {
+                lcore_cpu: g,
+                pmd_cpu: s,
+                file_prefix: format!("vmtcp{}_ovs", std::process::id()),
+                other_config: &["other_config:userspace-tso-enable=true"],
+            },
+        )?;
+        let tso = daemons.vsctl(&[
             "get",
             "Open_vSwitch",
             ".",
@@ -630,12 +520,18 @@ impl OvsNode {
         if tso.trim().trim_matches('"') != "true" {
             return Err(format!("OVS userspace-tso-enable reads {tso:?}"));
         }
-        Ok(())
+        let o = OvsNode { daemons };
+        o.add_ports(bed)?;
+        Ok(o)
+    }
+
+    fn appctl(&self, args: &[&str]) -> Result<String, String> {
+        self.daemons.appctl(args)
     }
 
     /// The bridge, one vhost-user client port per guest, rules 1 <-> 2.
     fn add_ports(&self, bed: &Bed) -> Result<(), String> {
-        let o = self;
+        let o = &self.daemons;
         o.vsctl(&[
             "add-br",
             "br0",
@@ -659,35 +555,15 @@ impl OvsNode {
                 &format!("ofport_request={}", i + 1),
             ])?;
         }
-        let mut flows = o.cmd("ovs-ofctl");
-        flows.args(["del-flows", "br0"]);
-        run_ok(flows, OVS_T)?;
+        o.ofctl(&["del-flows", "br0"])?;
         for (from, to) in [(1, 2), (2, 1)] {
-            let mut c = o.cmd("ovs-ofctl");
-            c.args([
+            o.ofctl(&[
                 "add-flow",
                 "br0",
                 &format!("priority=10,in_port={from},actions=output:{to}"),
-            ]);
-            run_ok(c, OVS_T)?;
+            ])?;
         }
         Ok(())
-    }
-}
-
-impl Drop for OvsNode {
-    fn drop(&mut self) {
-        if let Some(mut v) = self.vswitchd.take() {
-            if v.alive() {
-                // Returns before the daemon is gone: wait for the PID.
-                let _ = self.appctl(&["exit"]);
-                v.wait_exit(Duration::from_secs(10));
-            }
-            v.stop();
-        }
-        if let Some(mut d) = self.ovsdb.take() {
-            d.stop();
-        }
     }
 }
 

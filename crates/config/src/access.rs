@@ -98,7 +98,7 @@ pub(crate) fn access(doc: &Doc<'_>, n: Option<&RawNode>, base: &Path) -> Result<
             if !ok {
                 return Err(doc.err(
                     h.span(),
-                    &format!("node.api_hosts[{i}]"),
+                    format!("node.api_hosts[{i}]"),
                     format!(
                         "{name:?} is not a host name (letters, digits, '-', '.', or an IP \
                          address; no port)"
