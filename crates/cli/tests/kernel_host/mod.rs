@@ -11,6 +11,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_nfvswitch");
@@ -18,8 +19,10 @@ pub const WAIT: Duration = Duration::from_secs(20);
 
 /// A child process stopped on drop: SIGTERM (so the switch flushes its
 /// captures and detaches), then SIGKILL if it is still there after a
-/// while; always reaped.
-pub struct Proc(pub Child);
+/// while; always reaped. Its stderr is read as it comes by a thread of
+/// ours (into the second field): a pipe nobody drains fills at 64 KiB,
+/// and then every thread of the child that logs blocks in `write`.
+pub struct Proc(pub Child, Arc<Mutex<Vec<u8>>>);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -50,23 +53,38 @@ impl Proc {
     }
 
     fn spawn_command(c: &mut Command) -> Proc {
-        Proc(
-            c.stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn nfvswitch"),
-        )
+        let mut child = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn nfvswitch");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        if let Some(mut e) = child.stderr.take() {
+            let sink = log.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = e.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    sink.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .extend_from_slice(&buf[..n]);
+                }
+            });
+        }
+        Proc(child, log)
     }
 
-    /// Everything it wrote to stderr (kills it first).
+    /// Everything it wrote to stderr (kills it first, and waits a little
+    /// for the reader to see the end).
     pub fn stderr(mut self) -> String {
         let _ = self.0.kill();
-        let mut s = String::new();
-        if let Some(mut e) = self.0.stderr.take() {
-            let _ = e.read_to_string(&mut s);
-        }
-        s
+        let _ = self.0.wait();
+        std::thread::sleep(Duration::from_millis(100));
+        let bytes = self.1.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 }
 
