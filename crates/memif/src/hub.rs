@@ -62,8 +62,10 @@ const TICK: Duration = Duration::from_millis(100);
 /// the claim to go before answering "Already connected": a client that
 /// closes and reconnects at once can finish its new handshake before the
 /// thread serving its old connection has seen the close (on a busy
-/// machine, before that thread has even run).
-const RECLAIM_WAIT: Duration = Duration::from_millis(300);
+/// machine, before that thread has even run: 300 ms was once not enough
+/// with both CPUs busy). The wait holds a handshake slot, so a peer that
+/// asks for a taken interface over and over is bounded by the slots.
+const RECLAIM_WAIT: Duration = Duration::from_secs(1);
 /// Handshakes in progress on one socket (a thread each); more clients
 /// wait in the listen backlog and, once accepted, displace a silent one
 /// or are refused.
