@@ -4,48 +4,26 @@
 use super::*;
 
 /// The client's region, mapped a second time for the fuzzer: the hostile
-/// client writes it, the model reads it.
-struct Shm {
-    base: *mut u8,
-    len: usize,
-}
+/// client writes it, the model reads it (unmapped on drop).
+struct Shm(nfv_mem::Mapping);
 
 impl Shm {
     fn map(fd: std::os::fd::BorrowedFd, len: usize) -> Option<Shm> {
-        // SAFETY: a shared mapping of the client's own memfd, checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        (p != libc::MAP_FAILED).then_some(Shm {
-            base: p.cast(),
-            len,
-        })
+        nfv_mem::Mapping::shared(fd, len, 0, nfv_mem::Populate::OnTouch)
+            .ok()
+            .map(Shm)
     }
     fn snapshot(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.len];
+        let mut v = vec![0u8; self.0.len()];
         // SAFETY: the whole mapping, read while no other thread writes it
         // (the switch runs its bursts on this thread).
-        unsafe { std::ptr::copy_nonoverlapping(self.base, v.as_mut_ptr(), self.len) };
+        unsafe { std::ptr::copy_nonoverlapping(self.0.as_ptr(), v.as_mut_ptr(), v.len()) };
         v
     }
     fn write(&self, at: usize, bytes: &[u8]) {
-        let n = bytes.len().min(self.len.saturating_sub(at));
+        let n = bytes.len().min(self.0.len().saturating_sub(at));
         // SAFETY: `at + n <= len`, inside the mapping.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(at), n) };
-    }
-}
-
-impl Drop for Shm {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.0.as_ptr().add(at), n) };
     }
 }
 
