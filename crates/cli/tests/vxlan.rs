@@ -261,6 +261,25 @@ fn vxlan_port_interops_with_the_kernel_vxlan_driver() {
     }
     tcp_exchange(&host_ns, &vtep, KERNEL_OVERLAY, 1 << 20, 256 << 10).unwrap();
     tcp_exchange(&vtep, &host_ns, HOST_OVERLAY, 1 << 20, 64 << 10).unwrap();
+    // The kernel may never have asked for the switch: it learns the
+    // requester's address from the switch's own ARP request when that
+    // comes first. Forget it, so the next ping makes the kernel ask and
+    // the switch must answer.
+    vtep.run(&[
+        "ip",
+        "neigh",
+        "flush",
+        "to",
+        &SWITCH_IP.to_string(),
+        "dev",
+        &underlay.inner,
+    ])
+    .unwrap();
+    let got = ping_sized(&vtep, HOST_OVERLAY, 3, 56, &[]).unwrap();
+    assert!(
+        got >= 2,
+        "after the kernel forgot the switch: {got} of 3 answered"
+    );
 
     let port = node.port("vxlan0");
     let rx = port["rx"]["packets"].as_u64().unwrap();
