@@ -96,6 +96,12 @@ pub struct Common {
     /// wire).
     #[arg(long)]
     pub packed: bool,
+    /// The endpoint's virtio-user ports turn on checksum and TSO offloads
+    /// (so they negotiate CSUM, GUEST_CSUM, HOST_TSO4/6 and GUEST_TSO4/6
+    /// with the switch); the frames still ask for none, as a packet
+    /// generator's do: what carrying the offloads costs the 64 B path.
+    #[arg(long)]
+    pub offloads: bool,
 }
 
 #[derive(clap::Args, Clone, Debug)]
@@ -237,6 +243,7 @@ pub fn spec(c: &Common, size: usize, chain: usize, mem: Mem) -> Spec {
         perf: c.perf.clone(),
         perf_stat: c.perf_stat.clone(),
         packed: c.packed,
+        offloads: c.offloads,
     }
 }
 

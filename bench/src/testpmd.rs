@@ -113,6 +113,28 @@ pub fn endpoint_args(
     a
 }
 
+/// testpmd commands (for `--cmdline-file`, run after the ports started
+/// and before forwarding starts) that turn on checksum and TSO offloads on
+/// the endpoint's virtio-user ports `1..=nports`: restarted, each then
+/// negotiates CSUM and HOST_TSO4/6 (tx) and GUEST_CSUM and GUEST_TSO4/6
+/// (rx: checksums and LRO) with the switch. Only those ports: the pcap
+/// generator and the null sink have no such offloads, and a global
+/// `--tx-offloads` would make their configuration fail.
+pub fn offload_commands(nports: usize) -> String {
+    let mut c = String::new();
+    for p in 1..=nports {
+        c.push_str(&format!("port stop {p}\n"));
+        for o in ["udp_cksum", "tcp_cksum", "tcp_tso"] {
+            c.push_str(&format!("port config {p} tx_offload {o} on\n"));
+        }
+        for o in ["udp_cksum", "tcp_cksum", "tcp_lro"] {
+            c.push_str(&format!("port config {p} rx_offload {o} on\n"));
+        }
+        c.push_str(&format!("port start {p}\n"));
+    }
+    c
+}
+
 /// The testpmd port whose Rx-pps is the sink rate.
 pub fn sink_port(nports: usize) -> usize {
     nports
@@ -220,6 +242,17 @@ Port statistics ====================================
         let log = "Port statistics ====\n NIC statistics for port 10  ##\n Rx-pps: 5 Rx-bps: 1\n";
         assert!(rx_samples(log, 1).is_empty());
         assert_eq!(rx_samples(log, 10), vec![5e-6]);
+    }
+
+    #[test]
+    fn offloads_only_on_the_virtio_user_ports() {
+        let c = offload_commands(2);
+        assert!(c.starts_with("port stop 1\n"));
+        assert!(c.contains("port config 2 tx_offload tcp_tso on\n"));
+        assert!(c.contains("port config 1 rx_offload tcp_lro on\n"));
+        assert!(c.ends_with("port start 2\n"));
+        // Port 0 (pcap) and 3 (null) are left alone.
+        assert!(!c.contains(" 0 ") && !c.contains(" 3 "));
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub struct Spec {
     /// The endpoint's virtio-user ports ask for packed virtqueues
     /// (`packed_vq=1`) in every vhost-user scenario.
     pub packed: bool,
+    /// The endpoint's virtio-user ports turn on checksum and TSO offloads
+    /// ([`testpmd::offload_commands`]).
+    pub offloads: bool,
 }
 
 impl Spec {
@@ -112,7 +115,7 @@ pub fn run(
     let t0 = Instant::now();
     let mut dut = start(&lay)?;
     let ep_prefix = format!("{prefix}_ep");
-    let args = testpmd::endpoint_args(
+    let mut args = testpmd::endpoint_args(
         &ep_prefix,
         spec.mem,
         &pcap,
@@ -122,6 +125,12 @@ pub fn run(
         spec.switch_cpu,
         vnif,
     );
+    if spec.offloads && vnif != testpmd::Vnif::Memif {
+        let file = dir.join("offloads.cmd");
+        std::fs::write(&file, testpmd::offload_commands(spec.nports()))
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        args.push(format!("--cmdline-file={}", file.display()));
+    }
     let ep_log = dir.join("endpoint.log");
     let mut ep = TestPmd::spawn("testpmd (endpoint)", args, &ep_prefix, &ep_log)?;
     let sink = testpmd::sink_port(spec.nports());

@@ -138,9 +138,25 @@ fn log_start(shared: &Shared, vring: usize, avail: u16, dq: &DeviceQueue) {
         });
     } else {
         shared.log.info("ring_start", || {
-            format!("vring {vring} started at avail {avail}, used {used}")
+            format!(
+                "vring {vring} started at avail {avail}, used {used}{}",
+                history(dq)
+            )
         });
     }
+}
+
+/// Chains to show on each side of a ring's start and stop positions.
+const HISTORY: u16 = 8;
+
+/// The ring's recent used ids and avail heads as guest memory holds them
+/// (`DeviceQueue::ring_history`), for a start or stop log line.
+fn history(dq: &DeviceQueue) -> String {
+    let (used, avail) = dq.ring_history(HISTORY);
+    if used.is_empty() {
+        return String::new();
+    }
+    format!("; last used ids {used:?}, last avail heads {avail:?}")
 }
 
 /// Logs a ring that stops. Every chain taken has been returned by then
@@ -168,7 +184,10 @@ fn log_stop(shared: &Shared, vring: usize, avail: u16, dq: &DeviceQueue) {
                      ({unreturnable} chains had head ids out of range: not returnable)"
                 )
             } else {
-                format!("vring {vring} stopped at avail {avail}, used {used}")
+                format!(
+                    "vring {vring} stopped at avail {avail}, used {used}{}",
+                    history(dq)
+                )
             }
         });
     }

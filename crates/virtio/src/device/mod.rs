@@ -414,6 +414,36 @@ impl DeviceQueue {
             None => self.published,
         }
     }
+    /// What guest memory holds now just before this split ring's
+    /// positions: the ids of the last `n` used entries before the
+    /// published `used.idx`, and the last `n` heads the driver made
+    /// available before our avail position, oldest first. For the logs of
+    /// ring starts and stops: a migration's source and destination then
+    /// show whether the destination's copy of the ring is the one the
+    /// source left (a used entry written but not logged shows as a
+    /// difference). Empty on packed rings.
+    #[cold]
+    pub fn ring_history(&self, n: u16) -> (Vec<u32>, Vec<u16>) {
+        if self.packed.is_some() {
+            return (Vec::new(), Vec::new());
+        }
+        let n = n.min(self.ring.size);
+        let used = (1..=n)
+            .rev()
+            .map(|k| {
+                let slot = self.ring.used_elem(self.published.wrapping_sub(k));
+                // SAFETY: `used_elem` masks the index: the slot is inside
+                // the used ring, mapped for the queue's lifetime; a volatile
+                // read of a slot the driver only reads.
+                unsafe { slot.read_volatile() }.id
+            })
+            .collect();
+        let avail = (1..=n)
+            .rev()
+            .map(|k| self.ring.avail_entry(self.last_avail.wrapping_sub(k)))
+            .collect();
+        (used, avail)
+    }
     /// Chains this queue consumed without returning them because their
     /// head id was out of range (wrapping; split rings): with
     /// [`DeviceQueue::used_position`] it accounts for every chain taken.
