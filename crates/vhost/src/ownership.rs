@@ -149,14 +149,10 @@ fn log_start(shared: &Shared, vring: usize, avail: u16, dq: &DeviceQueue) {
 /// Chains to show on each side of a ring's start and stop positions.
 const HISTORY: u16 = 8;
 
-/// The ring's recent used ids and avail heads as guest memory holds them
+/// The ring's recent entries as guest memory holds them
 /// (`DeviceQueue::ring_history`), for a start or stop log line.
 fn history(dq: &DeviceQueue) -> String {
-    let (used, avail) = dq.ring_history(HISTORY);
-    if used.is_empty() {
-        return String::new();
-    }
-    format!("; last used ids {used:?}, last avail heads {avail:?}")
+    format!("; {}", dq.ring_history(HISTORY))
 }
 
 /// Logs a ring that stops. Every chain taken has been returned by then

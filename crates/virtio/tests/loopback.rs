@@ -370,3 +370,30 @@ fn tx_packets_outside_shared_memory_are_copied_into_it() {
     drop(oc);
     assert_eq!(other.shared_free(), 64, "the foreign packet went home");
 }
+
+/// The ring history a ring start or stop logs names what guest memory
+/// holds: on a split ring, with frames returned in order, the last used
+/// ids are the last heads taken; on a packed ring, the slots before the
+/// used position carry used flags of the device's lap.
+#[test]
+fn ring_history_shows_the_entries_before_the_positions() {
+    let mut l = jumbo(V1, 0);
+    let sent = frames(7);
+    assert_eq!(l.vnf_to_switch(&sent), sent);
+    let text = l.tx_dev.ring_history(4);
+    let (used, avail) = text
+        .strip_prefix("last used ids ")
+        .and_then(|t| t.split_once(", last avail heads "))
+        .unwrap_or_else(|| panic!("split ring history: {text}"));
+    assert_eq!(used, avail, "{text}");
+    assert_eq!(used.matches(',').count(), 3, "{text}");
+
+    let mut p = jumbo(V1 | nfv_virtio::layout::VIRTIO_F_RING_PACKED, 0);
+    assert_eq!(p.vnf_to_switch(&sent), sent);
+    let text = p.tx_dev.ring_history(2);
+    // Used in the first lap: AVAIL and USED both set (0x8080), no WRITE.
+    assert!(
+        text.starts_with("last descriptors (id/flags) [") && text.matches("/0x8080").count() == 2,
+        "{text}"
+    );
+}

@@ -414,21 +414,32 @@ impl DeviceQueue {
             None => self.published,
         }
     }
-    /// What guest memory holds now just before this split ring's
-    /// positions: the ids of the last `n` used entries before the
-    /// published `used.idx`, and the last `n` heads the driver made
-    /// available before our avail position, oldest first. For the logs of
-    /// ring starts and stops: a migration's source and destination then
-    /// show whether the destination's copy of the ring is the one the
-    /// source left (a used entry written but not logged shows as a
-    /// difference). Empty on packed rings.
+    /// What guest memory holds now just before this ring's positions,
+    /// oldest first, as log text: on a split ring the ids of the last `n`
+    /// used entries before the published `used.idx` and the last `n`
+    /// heads the driver made available before our avail position; on a
+    /// packed ring the id and flags of the `n` descriptor slots before our
+    /// used position. For the logs of ring starts and stops: a migration's
+    /// source and destination then show whether the destination's copy of
+    /// the ring is the one the source left (a write that escaped the dirty
+    /// log shows as a difference).
     #[cold]
-    pub fn ring_history(&self, n: u16) -> (Vec<u32>, Vec<u16>) {
-        if self.packed.is_some() {
-            return (Vec::new(), Vec::new());
+    pub fn ring_history(&self, n: u16) -> String {
+        if let Some(p) = &self.packed {
+            let n = n.min(p.ring.size);
+            let size = p.ring.size;
+            let slots: Vec<String> = (1..=n)
+                .rev()
+                .map(|k| {
+                    let i = (p.used + size - k) % size;
+                    let (_, _, id) = p.ring.read(i);
+                    format!("{id}/{:#06x}", p.ring.flags(i))
+                })
+                .collect();
+            return format!("last descriptors (id/flags) [{}]", slots.join(", "));
         }
         let n = n.min(self.ring.size);
-        let used = (1..=n)
+        let used: Vec<u32> = (1..=n)
             .rev()
             .map(|k| {
                 let slot = self.ring.used_elem(self.published.wrapping_sub(k));
@@ -438,11 +449,11 @@ impl DeviceQueue {
                 unsafe { slot.read_volatile() }.id
             })
             .collect();
-        let avail = (1..=n)
+        let avail: Vec<u16> = (1..=n)
             .rev()
             .map(|k| self.ring.avail_entry(self.last_avail.wrapping_sub(k)))
             .collect();
-        (used, avail)
+        format!("last used ids {used:?}, last avail heads {avail:?}")
     }
     /// Chains this queue consumed without returning them because their
     /// head id was out of range (wrapping; split rings): with
