@@ -914,6 +914,7 @@ fn switch_health(bed: &mut Bed) -> Result<Outcome, String> {
             "negotiation_errors",
             "mem_table_errors",
             "ring_errors",
+            "ack_timeouts",
             "memory_faults",
             "log_errors",
         ] {

@@ -508,6 +508,7 @@ impl Port for VhostUserPort {
         .with("mem_over_budget", st.mem_over_budget)
         .with("guest_memory_mib", st.guest_memory >> 20)
         .with("ring_errors", st.ring_errors)
+        .with("ack_timeouts", st.ack_timeouts)
         .with("quarantined", format!("{:?}", st.quarantined()))
         .with("call_stuck", format!("{:?}", st.call_stuck()))
         .with("call_blocked", st.counter("call_blocked"))
