@@ -132,7 +132,7 @@ fn run(r: &Run, n: usize) -> Result<(), Failure> {
     );
     let state = Arc::new(AtomicU8::new(IDLE));
     let got = Arc::new(Mutex::new(Vec::new()));
-    let gen_port = frames_port(frames.clone(), state.clone());
+    let gen_port = frames_port(frames.clone(), state.clone(), got.clone());
     for (i, p) in ports.iter().enumerate() {
         dp.add_port(i as u16 + 1, p.clone()).unwrap();
     }

@@ -75,9 +75,24 @@ pub const IDLE: u8 = 0;
 pub const PROBING: u8 = 1;
 pub const RUNNING: u8 = 2;
 
-/// Sends probes every 10 ms while PROBING, then `frames`, paced, while
-/// RUNNING.
-pub fn frames_port(frames: Arc<Vec<Vec<u8>>>, state: Arc<AtomicU8>) -> Arc<dyn Port> {
+/// Frames of the RUNNING phase in flight at most (sent, not yet back in
+/// `got`): half of testpmd's 256-entry RX ring, so a testpmd that is not
+/// scheduled for a while (a busy machine) makes the sender wait instead
+/// of overflowing its ring.
+const WINDOW: usize = 128;
+
+/// How long a full window waits for frames to come back before sending
+/// on regardless (frames the switch dropped, counted as `tx_full`, never
+/// come back).
+const WINDOW_WAIT: Duration = Duration::from_millis(500);
+
+/// Sends probes every 10 ms while PROBING, then `frames`, paced and at
+/// most [`WINDOW`] ahead of what came back in `got`, while RUNNING.
+pub fn frames_port(
+    frames: Arc<Vec<Vec<u8>>>,
+    state: Arc<AtomicU8>,
+    got: Arc<Mutex<Vec<Vec<u8>>>>,
+) -> Arc<dyn Port> {
     let (next, probes) = (Arc::<AtomicUsize>::default(), Arc::<AtomicUsize>::default());
     test_port(
         "frames",
@@ -88,6 +103,8 @@ pub fn frames_port(frames: Arc<Vec<Vec<u8>>>, state: Arc<AtomicU8>) -> Arc<dyn P
                 next: next.clone(),
                 state: state.clone(),
                 probes: probes.clone(),
+                got: got.clone(),
+                back: (0, Instant::now()),
                 last: Instant::now(),
             })
         },
@@ -100,7 +117,23 @@ struct FramesRx {
     next: Arc<AtomicUsize>,
     state: Arc<AtomicU8>,
     probes: Arc<AtomicUsize>,
+    got: Arc<Mutex<Vec<Vec<u8>>>>,
+    /// Frames back in `got` when last looked, and since when.
+    back: (usize, Instant),
     last: Instant,
+}
+
+impl FramesRx {
+    /// True while [`WINDOW`] frames are out and some came back within
+    /// [`WINDOW_WAIT`].
+    fn window_full(&mut self) -> bool {
+        let back = self.got.lock().unwrap().len();
+        if back != self.back.0 {
+            self.back = (back, Instant::now());
+        }
+        let out = self.next.load(Relaxed).saturating_sub(back);
+        out >= WINDOW && self.back.1.elapsed() < WINDOW_WAIT
+    }
 }
 
 impl RxQueue for FramesRx {
@@ -118,7 +151,8 @@ impl RxQueue for FramesRx {
         }
         // 16 frames per ms (16 kpps): a 256-entry ring then absorbs 16 ms
         // of testpmd being descheduled on this small machine.
-        if state != RUNNING || self.last.elapsed() < Duration::from_millis(1) {
+        if state != RUNNING || self.last.elapsed() < Duration::from_millis(1) || self.window_full()
+        {
             return 0;
         }
         self.last = Instant::now();
