@@ -41,6 +41,15 @@ impl<T> SpinLock<T> {
         }
         SpinGuard { lock: self }
     }
+
+    /// The lock if it is free now; `None` instead of waiting.
+    #[inline]
+    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        self.locked
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| SpinGuard { lock: self })
+    }
 }
 
 pub struct SpinGuard<'a, T> {
@@ -93,5 +102,15 @@ mod tests {
             t.join().unwrap();
         }
         assert_eq!(*l.lock(), 400_000);
+    }
+
+    #[test]
+    fn try_lock_fails_while_held() {
+        let l = SpinLock::new(1u32);
+        let g = l.lock();
+        assert!(l.try_lock().is_none());
+        drop(g);
+        *l.try_lock().expect("free again") += 1;
+        assert_eq!(*l.lock(), 2);
     }
 }

@@ -6,15 +6,15 @@ use crate::bpf::{self, AttachMode, Link, XskMap};
 use crate::rx::AfXdpRxq;
 use crate::tx::AfXdpTxq;
 use crate::umem::{CHUNK_SIZE, RX_FRAME_MAX, TX_OFFSET};
-use crate::xsk::{Bind, Xsk, XskError};
+use crate::xsk::{Bind, TxCounters, Xsk, XskError};
 use crate::zero_copy::{Target, ZcQueue, ZcRxq, ZcTxq};
 use crate::{AfXdpConfig, XdpBindMode};
 use nfv_ports::{Port, PortGauges, RxQueue, TxQueue};
 use std::io;
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 /// Ethernet header plus one VLAN tag: a frame is at most MTU + this.
 const L2_OVERHEAD: usize = nfv_wire::l2::TAGGED_HEADER_LEN;
@@ -398,6 +398,21 @@ impl Port for AfXdpPort {
             })
             .collect();
         let sum = |f: &dyn Fn(&Xsk) -> u64| -> u64 { plain.iter().map(|s| f(s)).sum() };
+        let zc: Vec<&ZcQueue> = self
+            .socks
+            .iter()
+            .filter_map(|q| match q {
+                Queue::ZeroCopy(z) => Some(&**z),
+                Queue::Plain(_) => None,
+            })
+            .collect();
+        // Socket counters of every socket, plain or zero-copy.
+        let tx_sum = |f: &dyn Fn(&TxCounters) -> &AtomicU64| -> u64 {
+            sum(&|s| f(&s.tx_counters).load(Relaxed))
+                + zc.iter().map(|z| z.tx_counter(f)).sum::<u64>()
+        };
+        let outstanding = sum(&|s| s.tx.lock().tx.outstanding() as u64)
+            + zc.iter().map(|z| z.tx_outstanding()).sum::<u64>();
         let mut g = PortGauges::default()
             .with("iface", self.iface.as_str())
             .with("xdp_mode", self.link.mode.as_str())
@@ -418,23 +433,13 @@ impl Port for AfXdpPort {
                 "rx_bad_descs",
                 sum(&|s| s.rx_counters.bad_descs.load(Relaxed)),
             )
-            .with("tx_kicks", sum(&|s| s.tx_counters.kicks.load(Relaxed)))
-            .with(
-                "tx_kicks_busy",
-                sum(&|s| s.tx_counters.kicks_busy.load(Relaxed)),
-            )
-            .with(
-                "tx_kick_errors",
-                sum(&|s| s.tx_counters.kick_errors.load(Relaxed)),
-            )
-            .with("tx_too_big", sum(&|s| s.tx_counters.too_big.load(Relaxed)));
-        crate::zero_copy::gauges(
-            &mut g,
-            self.socks.iter().filter_map(|q| match q {
-                Queue::ZeroCopy(z) => Some(&**z),
-                Queue::Plain(_) => None,
-            }),
-        );
+            .with("tx_kicks", tx_sum(&|c| &c.kicks))
+            .with("tx_kicks_busy", tx_sum(&|c| &c.kicks_busy))
+            .with("tx_kick_errors", tx_sum(&|c| &c.kick_errors))
+            .with("tx_retry_kicks", tx_sum(&|c| &c.retry_kicks))
+            .with("tx_ring_outstanding", outstanding)
+            .with("tx_too_big", tx_sum(&|c| &c.too_big));
+        crate::zero_copy::gauges(&mut g, zc.into_iter());
         g
     }
 }

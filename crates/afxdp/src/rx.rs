@@ -59,10 +59,25 @@ impl Drop for AfXdpRxq {
 impl RxQueue for AfXdpRxq {
     #[inline]
     fn rx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        retry_tx(&self.xsk);
         let Some(r) = self.rings.as_mut() else {
             return 0;
         };
         receive_copies(&self.xsk, r, batch, pool)
+    }
+}
+
+/// Kicks the socket's tx ring again if its last kick left descriptors
+/// there (see `tx.rs`): the rx queue is polled whether or not anything is
+/// sent, so frames left by a burst go out without waiting for the next
+/// one. A tx burst holding the lock kicks by itself, so a busy lock is
+/// skipped.
+#[inline]
+pub(crate) fn retry_tx(xsk: &Xsk) {
+    if xsk.tx_backlog.load(std::sync::atomic::Ordering::Relaxed)
+        && let Some(mut st) = xsk.tx.try_lock()
+    {
+        crate::tx::retry_backlog(xsk, &mut st);
     }
 }
 

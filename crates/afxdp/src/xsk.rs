@@ -19,7 +19,8 @@ use nfv_mem::{Mapping, Populate};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::time::Instant;
 
 /// How a socket shares frames with the driver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +75,9 @@ pub struct TxState {
     /// Tx frames not on the tx or completion ring (UMEM addresses). Its
     /// capacity is the number of tx frames, so pushes never allocate.
     pub free: Vec<u64>,
+    /// When descriptors were left on the tx ring: the next kick of the
+    /// rx path's retry (`crate::tx::retry_backlog`).
+    pub retry_at: Option<Instant>,
 }
 
 /// Counters kept by the rx queue (single writer).
@@ -98,8 +102,26 @@ pub struct TxCounters {
     pub kicks_busy: AtomicU64,
     /// Kicks that failed otherwise (interface down or gone).
     pub kick_errors: AtomicU64,
+    /// Kicks made by the rx path for descriptors a burst's kicks left on
+    /// the tx ring (also counted in `kicks`).
+    pub retry_kicks: AtomicU64,
     /// Frames larger than a UMEM frame (or the interface) allows, dropped.
     pub too_big: AtomicU64,
+}
+
+impl TxCounters {
+    /// Adds these counts to `to` (a closed socket's to its queue's).
+    pub fn add_into(&self, to: &TxCounters) {
+        for (from, to) in [
+            (&self.kicks, &to.kicks),
+            (&self.kicks_busy, &to.kicks_busy),
+            (&self.kick_errors, &to.kick_errors),
+            (&self.retry_kicks, &to.retry_kicks),
+            (&self.too_big, &to.too_big),
+        ] {
+            to.fetch_add(from.load(Relaxed), Relaxed);
+        }
+    }
 }
 
 /// Adds `n` to a single-writer counter without a locked instruction.
@@ -131,6 +153,9 @@ pub struct Xsk {
     pub tx_counters: TxCounters,
     /// Tx queues opened on this socket.
     pub tx_users: AtomicUsize,
+    /// The last kick left descriptors on the tx ring: the rx path kicks
+    /// again (`crate::tx::retry_backlog`). Read without the tx lock.
+    pub tx_backlog: AtomicBool,
 }
 
 fn setsockopt<T>(fd: BorrowedFd<'_>, opt: libc::c_int, v: &T) -> io::Result<()> {
@@ -334,10 +359,16 @@ impl Xsk {
             ring_size,
             fill_size: rings.fill_size,
             rx: Mutex::new(Some(RxRings { rx, fill })),
-            tx: SpinLock::new(TxState { tx, comp, free }),
+            tx: SpinLock::new(TxState {
+                tx,
+                comp,
+                free,
+                retry_at: None,
+            }),
             rx_counters: RxCounters::default(),
             tx_counters: TxCounters::default(),
             tx_users: AtomicUsize::new(0),
+            tx_backlog: AtomicBool::new(false),
         };
         Ok(xsk)
     }

@@ -40,7 +40,7 @@ use crate::guest_umem::{Placement, Unfit};
 use crate::lock::SpinLock;
 use crate::rx::receive_copies;
 use crate::umem::Umem;
-use crate::xsk::{Bind, Rings, RxRings, Unbound, Xsk};
+use crate::xsk::{Bind, Rings, RxRings, TxCounters, Unbound, Xsk};
 use crate::zero_copy_choice::SizePolicy;
 pub(crate) use crate::zero_copy_choice::Target;
 use crate::zero_copy_rx::{FILL_TARGET, LendRx, receive_lent};
@@ -177,6 +177,9 @@ pub struct ZcQueue {
     polled: AtomicBool,
     pub counters: ZcCounters,
     pub tx_counters: TxInPlaceCounters,
+    /// The socket counters (kicks, ...) of closed sockets, so that the
+    /// port's counters do not fall back when the socket changes.
+    retired: TxCounters,
     port: String,
     target: Target,
     /// The vhost-user port of the current claim (what `target` named
@@ -226,6 +229,7 @@ impl ZcQueue {
             polled: AtomicBool::new(false),
             counters: ZcCounters::default(),
             tx_counters: TxInPlaceCounters::default(),
+            retired: TxCounters::default(),
             port: port.to_string(),
             target,
             claimed: Mutex::new(None),
@@ -274,6 +278,23 @@ impl ZcQueue {
         g.as_ref().and_then(|s| s.xsk.statistics().ok())
     }
 
+    /// A socket counter summed over this queue's sockets so far.
+    pub fn tx_counter(&self, f: impl Fn(&TxCounters) -> &AtomicU64) -> u64 {
+        let g = self.slot.lock();
+        let now = g
+            .as_ref()
+            .map_or(0, |s| f(&s.xsk.tx_counters).load(Relaxed));
+        f(&self.retired).load(Relaxed) + now
+    }
+
+    /// Descriptors on the current socket's tx ring that the kernel has
+    /// not taken yet.
+    pub fn tx_outstanding(&self) -> u64 {
+        let g = self.slot.lock();
+        g.as_ref()
+            .map_or(0, |s| s.xsk.tx.lock().tx.outstanding() as u64)
+    }
+
     /// Whether the current socket is over guest memory.
     pub fn is_zero_copy(&self) -> bool {
         self.slot.lock().as_ref().is_some_and(|s| s.lend.is_some())
@@ -282,7 +303,15 @@ impl ZcQueue {
     /// Takes the socket out and waits until the PMD's burst in flight (and
     /// its packets) are done: the caller may then close it.
     fn take_quiet(&self) -> Option<ZcSocket> {
-        let s = self.slot.lock().take();
+        let s = {
+            let mut g = self.slot.lock();
+            let s = g.take();
+            // Final: the PMD reaches the socket only under this lock.
+            if let Some(s) = &s {
+                s.xsk.tx_counters.add_into(&self.retired);
+            }
+            s
+        };
         let b0 = self.bursts.load(Acquire);
         let deadline = Instant::now() + QUIESCE_TIMEOUT;
         while self.polled.load(Acquire) && self.bursts.load(Acquire) < b0 + 2 {
@@ -650,6 +679,9 @@ impl RxQueue for ZcRxq {
             reap(&s.xsk, &mut st, z, keep, &q.tx_counters);
             q.tx_counters.inflight.store(z.inflight() as u64, Relaxed);
         }
+        // Descriptors the kernel left on the tx ring go out from here
+        // too (see `tx.rs`).
+        crate::rx::retry_tx(&s.xsk);
         n
     }
 }

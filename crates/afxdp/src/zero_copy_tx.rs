@@ -27,13 +27,19 @@ use nfv_virtio::GuestMemory;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Chains kept at most on a copy bind. There the kernel completes a tail
-/// only when the skb it built is freed — by the receiver, for local
-/// traffic (a veth into a namespace: after the application read it) —
-/// and those skbs count against the socket's send buffer: with more than
-/// about 80 tails out, a TCP stream through veth stalled for good (seen
-/// in `afxdp_sends_vnf_frames_in_place`); 64 never did. A zero-copy
-/// driver completes at DMA time and may keep half the guest's ring.
+/// Chains kept at most on a copy bind. There the kernel copies the tail
+/// into a page of its own and completes it only when the skb it built is
+/// freed — by the receiving softirq, for local traffic (a veth into a
+/// namespace) — and each such skb is charged to the socket's send buffer
+/// (a head and a page, about 5 KB: some 40 fit the default 208 KiB);
+/// past that the kernel leaves descriptors on the tx ring for a later
+/// kick (`tx.rs`). A TCP stream through veth that stalled with more than
+/// about 80 tails out (`afxdp_sends_vnf_frames_in_place`) was most likely
+/// such descriptors waiting for a kick that only the next frame to the
+/// port gave, fixed there. More tails out than the send buffer takes
+/// would only keep more of the guest's descriptors waiting on our ring,
+/// so 64 stays the bound. A zero-copy driver completes at DMA time and
+/// may keep half the guest's ring.
 const COPY_BIND_CAP: usize = 64;
 
 /// The tx side of a guest socket bound with `XDP_USE_SG`.

@@ -315,5 +315,69 @@ pub fn tcp_exchange(
     });
     let c = client.join().map_err(|_| "client panicked".to_string())??;
     let s = server.join().map_err(|_| "server panicked".to_string())??;
-    c.and(s)
+    // Both sides' errors: a client timing out on its read says nothing of
+    // how far the server got.
+    match (c, s) {
+        (Err(c), Err(s)) => Err(format!("{c}; {s}")),
+        (c, s) => c.and(s),
+    }
+}
+
+/// What the kernel says about the TCP sockets, counters and links of
+/// `nss` and about the interfaces `links` of this namespace (the outer
+/// ends of veths), for a failure message: `ss` (retransmits, backoff,
+/// RTO, unacked, socket memory), the counters `nstat` finds non-zero
+/// (timeouts, out-of-order queueing, drops) and `ip -s link`.
+pub fn net_state(nss: &[&Netns], links: &[&str]) -> String {
+    let mut out = String::new();
+    let mut add = |what: String, r: Result<String, String>| {
+        out.push_str(&format!("--- {what}\n{}\n", r.unwrap_or_else(|e| e)));
+    };
+    for ns in nss {
+        for cmd in [
+            &["ss", "-tinmoe"][..],
+            &["nstat", "-as"],
+            &["ip", "-s", "link"],
+        ] {
+            add(format!("{}: {}", ns.name(), cmd.join(" ")), ns.run(cmd));
+        }
+    }
+    for l in links {
+        add(
+            format!("ip -s link show {l}"),
+            nfv_testutil::netns::run("ip", &["-s", "link", "show", l]),
+        );
+    }
+    out
+}
+
+/// Runs `body` while a thread takes `snap()` every `every`; returns what
+/// `body` returned and the last snapshot (empty if none was taken). For
+/// a failure that ends a stall (a read timing out, when the sockets close
+/// and the stalled state is gone): the last snapshot shows the stall.
+pub fn with_snapshots<R>(
+    every: Duration,
+    snap: impl Fn() -> String + Sync,
+    body: impl FnOnce() -> R,
+) -> (R, String) {
+    let last = Mutex::new(String::new());
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let r = std::thread::scope(|s| {
+        s.spawn(|| {
+            let start = std::time::Instant::now();
+            let mut next = start + every;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if std::time::Instant::now() >= next {
+                    let text = format!("at {:?}:\n{}", start.elapsed(), snap());
+                    *last.lock().unwrap_or_else(|p| p.into_inner()) = text;
+                    next = std::time::Instant::now() + every;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let r = body();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        r
+    });
+    (r, last.into_inner().unwrap_or_else(|p| p.into_inner()))
 }
