@@ -389,23 +389,14 @@ impl Port for AfXdpPort {
                 }
             }
         }
-        let plain: Vec<&Xsk> = self
-            .socks
-            .iter()
-            .filter_map(|q| match q {
-                Queue::Plain(x) => Some(&**x),
-                Queue::ZeroCopy(_) => None,
-            })
-            .collect();
+        let (mut plain, mut zc): (Vec<&Xsk>, Vec<&ZcQueue>) = (Vec::new(), Vec::new());
+        for q in &self.socks {
+            match q {
+                Queue::Plain(x) => plain.push(x),
+                Queue::ZeroCopy(z) => zc.push(z),
+            }
+        }
         let sum = |f: &dyn Fn(&Xsk) -> u64| -> u64 { plain.iter().map(|s| f(s)).sum() };
-        let zc: Vec<&ZcQueue> = self
-            .socks
-            .iter()
-            .filter_map(|q| match q {
-                Queue::ZeroCopy(z) => Some(&**z),
-                Queue::Plain(_) => None,
-            })
-            .collect();
         // Socket counters of every socket, plain or zero-copy.
         let tx_sum = |f: &dyn Fn(&TxCounters) -> &AtomicU64| -> u64 {
             sum(&|s| f(&s.tx_counters).load(Relaxed))
