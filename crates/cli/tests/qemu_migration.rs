@@ -307,7 +307,27 @@ impl Bed {
                 "the destination does not run the guest: {status}\n{d}"
             ));
         }
-        let shell = dest.guest.wait_shell(CMD);
+        let shell = dest.guest.wait_shell(CMD).map_err(|e| {
+            // Where a guest that QEMU runs but that answers nothing is:
+            // its registers twice, a second apart (a panic loop, an idle
+            // loop or a spin), and its status.
+            let mut regs = String::new();
+            for _ in 0..2 {
+                let r = dest.qmp.run(
+                    "human-monitor-command",
+                    json!({ "command-line": "info registers" }),
+                );
+                let text = r.map_or_else(|e| e, |v| v.as_str().unwrap_or_default().to_string());
+                regs.push_str(&text.lines().take(4).collect::<Vec<_>>().join("\n"));
+                regs.push_str("\n--\n");
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            let status = dest
+                .qmp
+                .run("query-status", json!({}))
+                .unwrap_or_else(|e| json!(e));
+            format!("{e}\nQEMU says {status}; guest registers:\n{regs}")
+        });
         let old = self.a.replace(dest);
         self.a_site = site;
         if let Some(old) = old {
