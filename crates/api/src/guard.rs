@@ -128,7 +128,7 @@ impl Guard {
         let Some(name) = host_name(host) else {
             return false;
         };
-        if self.hosts.iter().any(|h| *h == name) {
+        if self.hosts.contains(&name) {
             return true;
         }
         let bound = self.bound.ip();
