@@ -62,6 +62,11 @@ pub struct Common {
     /// CPU of the endpoint's forwarding lcore.
     #[arg(long, default_value_t = 0)]
     pub endpoint_cpu: usize,
+    /// PMD threads of the switches under test (nfvswitch `pmd.cores`, OVS
+    /// `pmd-cpu-mask`): --switch-cpu and the next CPUs this process may
+    /// use, never the endpoint's. The wire keeps one forwarding lcore.
+    #[arg(long, default_value_t = 1)]
+    pub pmds: usize,
     /// Memory of the testpmd processes.
     #[arg(long, value_enum, default_value = "auto")]
     pub mem: MemArg,
@@ -102,6 +107,57 @@ pub struct Common {
     /// generator's do: what carrying the offloads costs the 64 B path.
     #[arg(long)]
     pub offloads: bool,
+}
+
+impl Common {
+    /// The switches' PMD CPUs: `--switch-cpu`, then the next CPUs of this
+    /// process's affinity mask (ascending, wrapping), skipping the
+    /// endpoint's; refused when the mask has too few.
+    pub fn pmd_cpus(&self) -> Result<Vec<usize>, String> {
+        pmd_cpus(
+            &nfv_config::CpuSet::of_this_process(),
+            self.switch_cpu,
+            self.endpoint_cpu,
+            self.pmds,
+        )
+    }
+}
+
+/// See [`Common::pmd_cpus`].
+pub fn pmd_cpus(
+    allowed: &nfv_config::CpuSet,
+    first: usize,
+    endpoint: usize,
+    n: usize,
+) -> Result<Vec<usize>, String> {
+    if n == 0 {
+        return Err("--pmds: at least 1".into());
+    }
+    if !allowed.contains(first) {
+        return Err(format!(
+            "--switch-cpu {first}: this process may run on CPUs {allowed} only"
+        ));
+    }
+    let ids = allowed.ids();
+    let start = ids.iter().position(|&c| c >= first).unwrap_or(0);
+    let mut cpus = vec![first];
+    for k in 1..ids.len() {
+        if cpus.len() == n {
+            break;
+        }
+        let c = ids[(start + k) % ids.len()];
+        if c != endpoint && c != first {
+            cpus.push(c);
+        }
+    }
+    if cpus.len() < n {
+        return Err(format!(
+            "--pmds {n}: needs {n} CPUs besides the endpoint's (CPU {endpoint}); this process \
+             may run on {} ({allowed})",
+            allowed.len()
+        ));
+    }
+    Ok(cpus)
 }
 
 #[derive(clap::Args, Clone, Debug)]
@@ -161,6 +217,7 @@ pub fn prepare(c: &Common, scenarios: &[Scenario]) -> Result<Prepared, String> {
     if c.switch_cpu == c.endpoint_cpu {
         return Err("--switch-cpu and --endpoint-cpu must differ (two busy pollers)".into());
     }
+    c.pmd_cpus()?;
     let run_dir = host::run_dir()?;
     let mut skip = Vec::new();
     // The endpoint is testpmd: without it nothing runs.
@@ -236,6 +293,7 @@ pub fn spec(c: &Common, size: usize, chain: usize, mem: Mem) -> Spec {
         warm: c.warm,
         secs: c.seconds,
         switch_cpu: c.switch_cpu,
+        pmd_cpus: c.pmd_cpus().unwrap_or_else(|_| vec![c.switch_cpu]),
         endpoint_cpu: c.endpoint_cpu,
         mem,
         switch_hugepages: c.switch_hugepages.as_str(),
@@ -392,8 +450,9 @@ pub fn compare(a: CompareArgs) -> Result<(), String> {
         c.seconds
     );
     println!(
-        "  endpoint: one testpmd, forwarding lcore on CPU {} (pcap generator, VNFs as io streams, null sink); switch PMD on CPU {}; testpmd memory {:?}; TSC {:.3} GHz",
+        "  endpoint: one testpmd, forwarding lcore on CPU {} (pcap generator, VNFs as io streams, null sink); switch PMD(s) on CPU(s) {:?} (the wire: {}); testpmd memory {:?}; TSC {:.3} GHz",
         c.endpoint_cpu,
+        c.pmd_cpus().unwrap_or_default(),
         c.switch_cpu,
         p.mem,
         nfv_tsc::hz() as f64 / 1e9
@@ -561,7 +620,8 @@ pub fn compare(a: CompareArgs) -> Result<(), String> {
         "tsc_hz": nfv_tsc::hz(),
         "args": {
             "sizes": c.sizes, "chains": a.chains, "reps": c.reps, "seconds": c.seconds, "warm": c.warm,
-            "switch_cpu": c.switch_cpu, "endpoint_cpu": c.endpoint_cpu, "mem": p.mem,
+            "switch_cpu": c.switch_cpu, "pmd_cpus": c.pmd_cpus().unwrap_or_default(),
+            "endpoint_cpu": c.endpoint_cpu, "mem": p.mem,
             "switch_hugepages": c.switch_hugepages,
             "scenarios": a.scenarios.iter().map(|s| s.name()).collect::<Vec<_>>(),
         },

@@ -38,6 +38,8 @@ pub struct Layout {
     pub nports: usize,
     /// The switch's PMD (the wire's forwarding lcore).
     pub switch_cpu: usize,
+    /// Every PMD of the switches (`switch_cpu` first; `compare --pmds`).
+    pub pmd_cpus: Vec<usize>,
     /// The endpoint's forwarding lcore (and housekeeping of the switch).
     pub endpoint_cpu: usize,
     pub mem: Mem,
@@ -148,7 +150,8 @@ fn nfvswitch_config_with(
         control_socket.display().to_string()
     );
     s += &format!("[memory]\nhugepages = {:?}\n\n", lay.switch_hugepages);
-    s += &format!("[pmd]\ncores = [{}]\n", lay.switch_cpu);
+    let cores: Vec<String> = lay.pmd_cpus.iter().map(|c| c.to_string()).collect();
+    s += &format!("[pmd]\ncores = [{}]\n", cores.join(", "));
     for i in 1..=lay.nports {
         s += &format!("\n[[port]]\nname = \"p{i}\"\nid = {i}\n{}", port(i));
     }
@@ -391,6 +394,7 @@ mod tests {
             sock_dir: dir.join("sock"),
             nports: 6,
             switch_cpu: 1,
+            pmd_cpus: vec![1],
             endpoint_cpu: 0,
             mem: Mem::NoHuge,
             switch_hugepages: "never",

@@ -58,9 +58,9 @@ const T: Duration = Duration::from_secs(30);
 
 /// DPDK settings of an [`OvsDaemons::start`].
 pub struct DpdkSetup<'a> {
-    /// CPU of OVS's main (non-PMD) lcore, and of its PMD thread.
+    /// CPU of OVS's main (non-PMD) lcore, and of its PMD threads.
     pub lcore_cpu: usize,
-    pub pmd_cpu: usize,
+    pub pmd_cpus: Vec<usize>,
     /// `--file-prefix` of DPDK's hugepage files (unique per run).
     pub file_prefix: String,
     /// More `other_config:key=value` settings (e.g. userspace TSO).
@@ -167,7 +167,8 @@ impl OvsDaemons {
     fn start_vswitchd(&mut self, dpdk: &DpdkSetup<'_>) -> Result<(), String> {
         let socket_mem = format!("other_config:dpdk-socket-mem={SOCKET_MEM_MB}");
         let lcore = format!("other_config:dpdk-lcore-mask={:#x}", 1u64 << dpdk.lcore_cpu);
-        let pmd = format!("other_config:pmd-cpu-mask={:#x}", 1u64 << dpdk.pmd_cpu);
+        let mask = dpdk.pmd_cpus.iter().fold(0u128, |m, &c| m | 1u128 << c);
+        let pmd = format!("other_config:pmd-cpu-mask={mask:#x}");
         let extra = format!(
             "other_config:dpdk-extra=--no-pci --file-prefix={}",
             dpdk.file_prefix
@@ -253,7 +254,7 @@ impl Ovs {
             &lay.dir,
             &DpdkSetup {
                 lcore_cpu: lay.endpoint_cpu,
-                pmd_cpu: lay.switch_cpu,
+                pmd_cpus: lay.pmd_cpus.clone(),
                 file_prefix: format!("{}_ovs", lay.prefix),
                 other_config: &[],
             },
@@ -315,13 +316,60 @@ pub struct PerfShow {
     pub rx_per_busy_iteration: Option<f64>,
 }
 
-/// Parses `dpif-netdev/pmd-perf-show`:
+/// Parses `dpif-netdev/pmd-perf-show`: one section per PMD thread,
 ///
 /// ```text
+/// pmd thread numa_id 0 core_id 1:
 ///   - busy iterations:      86923  ( 84.9 % of used cycles)
 ///   Rx packets:          2399328  (1199 Kpps, 848 cycles/pkt)
 /// ```
+///
+/// With several PMDs (`compare --pmds`): rates summed, cycles per packet
+/// weighted by each PMD's rate, busy % averaged, packets per busy
+/// iteration over all of them. `None` if no section has traffic figures.
 pub fn parse_pmd_perf(text: &str) -> Option<PerfShow> {
+    let mut sections: Vec<&str> = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("pmd thread") {
+        let next = rest[i + 1..]
+            .find("pmd thread")
+            .map_or(rest.len(), |j| i + 1 + j);
+        sections.push(&rest[i..next]);
+        rest = &rest[next..];
+    }
+    if sections.is_empty() {
+        sections.push(text);
+    }
+    let each: Vec<(PerfShow, Option<(f64, f64)>)> =
+        sections.iter().filter_map(|t| parse_one_pmd(t)).collect();
+    if each.is_empty() {
+        return None;
+    }
+    let kpps: f64 = each.iter().map(|(p, _)| p.kpps).sum();
+    let cycles = if kpps > 0.0 {
+        each.iter()
+            .map(|(p, _)| p.kpps * p.cycles_per_packet)
+            .sum::<f64>()
+            / kpps
+    } else {
+        each[0].0.cycles_per_packet
+    };
+    let busy = each.iter().map(|(p, _)| p.busy_percent).sum::<f64>() / each.len() as f64;
+    let counts: Option<Vec<(f64, f64)>> = each.iter().map(|(_, c)| *c).collect();
+    let per_iter = counts.and_then(|c| {
+        let (rx, it) = c.iter().fold((0.0, 0.0), |(r, i), (a, b)| (r + a, i + b));
+        (it > 0.0).then(|| rx / it)
+    });
+    Some(PerfShow {
+        busy_percent: busy,
+        cycles_per_packet: cycles,
+        kpps,
+        rx_per_busy_iteration: per_iter,
+    })
+}
+
+/// One PMD's section: its figures and (Rx packets, busy iterations).
+fn parse_one_pmd(text: &str) -> Option<(PerfShow, Option<(f64, f64)>)> {
     fn parens(line: &str) -> Vec<f64> {
         let Some(a) = line.find('(') else {
             return Vec::new();
@@ -343,16 +391,20 @@ pub fn parse_pmd_perf(text: &str) -> Option<PerfShow> {
     let busy_line = text.lines().find(|l| l.contains("busy iterations:"))?;
     let rx_line = text.lines().find(|l| l.contains("Rx packets:"))?;
     let (busy, rx) = (parens(busy_line), parens(rx_line));
-    let per_iter = match (count(rx_line), count(busy_line)) {
-        (Some(p), Some(i)) if i > 0.0 => Some(p / i),
+    let counts = match (count(rx_line), count(busy_line)) {
+        (Some(p), Some(i)) => Some((p, i)),
         _ => None,
     };
-    Some(PerfShow {
-        busy_percent: *busy.first()?,
-        cycles_per_packet: *rx.get(1)?,
-        kpps: *rx.first()?,
-        rx_per_busy_iteration: per_iter,
-    })
+    let per_iter = counts.and_then(|(p, i)| (i > 0.0).then(|| p / i));
+    Some((
+        PerfShow {
+            busy_percent: *busy.first()?,
+            cycles_per_packet: *rx.get(1)?,
+            kpps: *rx.first()?,
+            rx_per_busy_iteration: per_iter,
+        },
+        counts,
+    ))
 }
 
 impl Dut for Ovs {
@@ -416,5 +468,47 @@ mod tests {
             parse_pmd_perf("pmd thread numa_id 0 core_id 1:\n  Iterations: 0\n"),
             None
         );
+    }
+
+    /// Two PMDs (`compare --pmds 2`): 1200 Kpps at 800 cycles and 600 at
+    /// 1100 make 1800 Kpps at 900 cycles/pkt.
+    #[test]
+    fn pmd_perf_show_of_two_pmds() {
+        let pmd = |core: u32, busy: f64, iters: u64, rx: u64, kpps: u64, cyc: u64| {
+            format!(
+                "pmd thread numa_id 0 core_id {core}:\n\n  Iterations: 100 (1.0 us/it)\n  \
+                 - busy iterations: {iters} ( {busy} % of used cycles)\n  \
+                 Rx packets: {rx} ({kpps} Kpps, {cyc} cycles/pkt)\n"
+            )
+        };
+        let t = format!(
+            "Time: 19:31:02.123\nMeasurement duration: 10.005 s\n\n{}\n{}",
+            pmd(1, 90.0, 1000, 12000, 1200, 800),
+            pmd(2, 50.0, 1000, 6000, 600, 1100)
+        );
+        let p = parse_pmd_perf(&t).unwrap();
+        assert_eq!(
+            (p.kpps, p.cycles_per_packet, p.busy_percent),
+            (1800.0, 900.0, 70.0)
+        );
+        assert_eq!(p.rx_per_busy_iteration, Some(9.0));
+    }
+
+    #[test]
+    fn pmd_cpus_skip_the_endpoint_and_respect_the_mask() {
+        use crate::compare::pmd_cpus;
+        let set = |ids: &[usize]| nfv_config::CpuSet::from_ids(ids.iter().copied()).unwrap();
+        let all8 = set(&[0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(pmd_cpus(&all8, 1, 0, 1), Ok(vec![1]));
+        assert_eq!(pmd_cpus(&all8, 1, 0, 4), Ok(vec![1, 2, 3, 4]));
+        assert_eq!(
+            pmd_cpus(&all8, 6, 0, 4),
+            Ok(vec![6, 7, 1, 2]),
+            "wraps, skips 0"
+        );
+        assert_eq!(pmd_cpus(&set(&[2, 5, 9]), 2, 9, 2), Ok(vec![2, 5]));
+        let e = pmd_cpus(&set(&[0, 1]), 1, 0, 2).unwrap_err();
+        assert!(e.contains("--pmds 2") && e.contains("0-1"), "{e}");
+        assert!(pmd_cpus(&all8, 1, 0, 0).is_err());
     }
 }

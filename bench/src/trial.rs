@@ -24,6 +24,8 @@ pub struct Spec {
     pub warm: usize,
     pub secs: usize,
     pub switch_cpu: usize,
+    /// The switches' PMD CPUs (the first is `switch_cpu`).
+    pub pmd_cpus: Vec<usize>,
     pub endpoint_cpu: usize,
     pub mem: Mem,
     /// `[memory] hugepages` of nfvswitch's node config.
@@ -104,6 +106,7 @@ pub fn run(
         sock_dir: sock_dir.clone(),
         nports: spec.nports(),
         switch_cpu: spec.switch_cpu,
+        pmd_cpus: spec.pmd_cpus.clone(),
         endpoint_cpu: spec.endpoint_cpu,
         mem: spec.mem,
         switch_hugepages: spec.switch_hugepages,

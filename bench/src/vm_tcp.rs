@@ -506,7 +506,7 @@ impl OvsNode {
             bed.dir,
             &DpdkSetup {
                 lcore_cpu: g,
-                pmd_cpu: s,
+                pmd_cpus: vec![s],
                 file_prefix: format!("vmtcp{}_ovs", std::process::id()),
                 other_config: &["other_config:userspace-tso-enable=true"],
             },

@@ -48,6 +48,10 @@ pub struct CalibrateArgs {
     /// Measured seconds per point (after 0.5 s of warm-up).
     #[arg(long, default_value_t = 2)]
     seconds: u64,
+    /// Switch PMD threads, each on a core of its own (default: as many as
+    /// are left once each VNF has a core; at least 1).
+    #[arg(long)]
+    pmds: Option<usize>,
     /// Frame sizes in bytes (64..=1518).
     #[arg(long, value_delimiter = ',', default_values_t = [64usize, 512, 1518])]
     sizes: Vec<usize>,
@@ -255,7 +259,7 @@ fn machine(cores: &Cores) -> Machine {
     Machine {
         cpu_model,
         tsc_ghz: nfv_tsc::hz() as f64 / 1e9,
-        cores: cores.cpus,
+        cores: cores.allowed.len(),
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map_or("unknown".into(), |s| s.trim().to_string()),
         taken_at: rfc3339(std::time::SystemTime::now()),
@@ -290,14 +294,16 @@ const KERNEL_PORTS: &str = "calibrate does not measure kernel ports yet: they ne
 pub fn calibrate(args: CalibrateArgs) -> Result<(), String> {
     crate::topology::validate(&[1], &args.sizes)?;
     let seconds = args.seconds.clamp(1, 30);
-    let cores = Cores::detect();
+    // The east-west point runs two VNFs.
+    let cores = Cores::detect(args.pmds, 2)?;
     let runs = args.hops.len() * args.sizes.len() * 2;
     println!(
-        "nfvswitch calibrate: {} hop type(s) x {} size(s) x 2 runs of {seconds} s (+0.5 s warm-up); {} CPU(s), switch PMD on core {}, VNFs (macswap, adaptive) on {:?}; {runs} runs",
+        "nfvswitch calibrate: {} hop type(s) x {} size(s) x 2 runs of {seconds} s (+0.5 s warm-up); {} CPU(s) allowed ({}), switch PMD(s) on core(s) {:?}, VNFs (macswap, adaptive) on {:?}; {runs} runs",
         args.hops.len(),
         args.sizes.len(),
-        cores.cpus,
-        cores.switch,
+        cores.allowed.len(),
+        cores.allowed,
+        cores.pmds,
         cores.vnf_cores()
     );
     let mut hops: BTreeMap<HopKind, HopProfile> = BTreeMap::new();

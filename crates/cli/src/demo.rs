@@ -38,6 +38,10 @@ pub struct DemoArgs {
     /// Seconds of live gauges per run.
     #[arg(long, default_value_t = 3)]
     seconds: u64,
+    /// Switch PMD threads, each on a core of its own (default: as many as
+    /// are left once each VNF has a core; at least 1).
+    #[arg(long)]
+    pmds: Option<usize>,
     /// Offered load per generator in packets/s (0 = as fast as possible).
     #[arg(long, default_value_t = 0)]
     rate_pps: u64,
@@ -171,7 +175,7 @@ pub fn demo(args: DemoArgs) -> Result<(), String> {
     if args.topology.is_empty() {
         return Err("--topology needs at least one of ns, ew".into());
     }
-    let cores = Cores::detect();
+    let cores = Cores::detect(args.pmds, args.vnfs.iter().copied().max().unwrap_or(1))?;
     let setup = Setup {
         app: args.app.clone(),
         poll: args.poll.clone(),
@@ -259,6 +263,8 @@ fn print_summary(summary: &[(Run, crate::topology::Measurement)], seconds: u64) 
         "Mpps",
         "Gbps",
         "per-VNF rx Mpps",
+        "PMD busy",
+        "PMD cycles/pkt",
     ]);
     for (run, m) in summary {
         t.row(vec![
@@ -272,6 +278,10 @@ fn print_summary(summary: &[(Run, crate::topology::Measurement)], seconds: u64) 
                 .map(|v| format!("{:.2}", v.rx_mpps))
                 .collect::<Vec<_>>()
                 .join(" "),
+            crate::topology::PmdMeasurement::busy_list(&m.per_pmd, &m.pmd),
+            m.pmd
+                .cycles_per_packet
+                .map_or("-".into(), |c| format!("{c:.0}")),
         ]);
     }
     print!("{t}");

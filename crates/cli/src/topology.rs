@@ -15,7 +15,7 @@
 //! reports means over it: delivered Mpps/Gbps at the sinks, per-VNF rx
 //! and drops, and the switch PMD's busy % and cycles per packet.
 
-use nfv_config::{ChainConfig, NodeConfig, PmdConfig};
+use nfv_config::{ChainConfig, CpuSet, NodeConfig, PmdConfig};
 use nfv_control::Node;
 use nfv_datapath::stats::PmdSnapshot;
 use nfv_mem::MemoryConfig;
@@ -165,44 +165,88 @@ pub struct Run {
     pub size: usize,
 }
 
-/// Which cores the switch and the VNFs use.
+/// Which cores the switch's PMDs and the VNFs use.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cores {
-    pub cpus: usize,
-    /// The switch's one PMD thread busy-polls this core.
-    pub switch: usize,
-    /// The VNFs are pinned round-robin to these (empty = not pinned).
+    /// The CPUs this process may run on (its affinity mask).
+    pub allowed: CpuSet,
+    /// The cores the switch's PMD threads busy-poll, one each; rx queues
+    /// are spread over them by the node's rxq assignment.
+    pub pmds: Vec<usize>,
+    /// The VNFs are pinned round-robin to these (empty: they share the
+    /// PMDs' cores).
     pub vnfs: Vec<usize>,
 }
 
 impl Cores {
-    pub fn detect() -> Cores {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Cores {
-            cpus,
-            switch: cpus - 1,
-            vnfs: (0..cpus.saturating_sub(1)).collect(),
-        }
+    /// [`Cores::place`] on the CPUs this process may run on.
+    pub fn detect(pmds: Option<usize>, max_vnfs: usize) -> Result<Cores, String> {
+        Cores::place(CpuSet::of_this_process(), pmds, max_vnfs)
     }
-    /// The cores the VNFs run on (on one CPU: the switch's).
+
+    /// PMDs on the highest allowed CPUs, VNFs on the rest. `pmds` `None`:
+    /// as many as are left once each of up to `max_vnfs` VNFs has a core
+    /// of its own (at least one). VNFs and PMDs share cores only when the
+    /// CPUs do not suffice; on one CPU everything shares it.
+    pub fn place(allowed: CpuSet, pmds: Option<usize>, max_vnfs: usize) -> Result<Cores, String> {
+        let ids = allowed.ids();
+        let n = ids.len();
+        let k = match pmds {
+            Some(0) => return Err("--pmds: at least 1".into()),
+            Some(k) if k > n => {
+                return Err(format!(
+                    "--pmds {k}: this process may run on {n} CPU(s) ({allowed}); a PMD needs one of its own"
+                ));
+            }
+            Some(k) if k > nfv_config::MAX_PMD_CORES => {
+                return Err(format!("--pmds {k}: at most {}", nfv_config::MAX_PMD_CORES));
+            }
+            Some(k) => k,
+            None => n
+                .saturating_sub(max_vnfs.max(1))
+                .clamp(1, nfv_config::MAX_PMD_CORES),
+        };
+        let (vnfs, pmds) = ids.split_at(n - k);
+        Ok(Cores {
+            pmds: pmds.to_vec(),
+            vnfs: vnfs.to_vec(),
+            allowed,
+        })
+    }
+
+    /// The cores the VNFs run on (with none of their own: the PMDs').
     pub fn vnf_cores(&self) -> Vec<usize> {
         if self.vnfs.is_empty() {
-            vec![self.switch]
+            self.pmds.clone()
         } else {
             self.vnfs.clone()
         }
     }
+
+    /// True when `vnfs` VNFs need more cores than they have: then two
+    /// VNFs (or a VNF and a PMD) share one and the figures show the
+    /// sharing, not the switch.
+    pub fn vnfs_share(&self, vnfs: usize) -> bool {
+        self.vnfs.len() < vnfs
+    }
+
     /// One sentence for the top of the output.
     pub fn describe(&self, setup: &Setup) -> String {
         format!(
-            "{} CPU(s). Switch PMD busy-polls core {} (generators and sinks are its ports); \
-             VNFs ({} mode, app {}) share core(s) {:?}. Cores used: {}.",
-            self.cpus,
-            self.switch,
+            "{} CPU(s) allowed ({}). Switch: {} PMD(s) busy-polling core(s) {:?} (generators \
+             and sinks are its ports); VNFs ({} mode, app {}) on core(s) {:?}{}.",
+            self.allowed.len(),
+            self.allowed,
+            self.pmds.len(),
+            self.pmds,
             setup.poll,
             setup.app,
             self.vnf_cores(),
-            self.cpus
+            if self.vnfs.is_empty() {
+                ", shared with the PMDs"
+            } else {
+                ""
+            },
         )
     }
 }
@@ -255,7 +299,7 @@ fn port(name: String, id: u16, kind: PortKind) -> PortConfig {
     }
 }
 
-pub fn node_config(run: &Run, setup: &Setup, dir: &Path, switch_core: usize) -> NodeConfig {
+pub fn node_config(run: &Run, setup: &Setup, dir: &Path, pmd_cores: &[usize]) -> NodeConfig {
     let rate = setup.rate_pps;
     let generator = |i: usize| {
         let g = GeneratorConfig {
@@ -330,8 +374,8 @@ pub fn node_config(run: &Run, setup: &Setup, dir: &Path, switch_core: usize) -> 
             ..Default::default()
         },
         pmd: PmdConfig {
-            cores: vec![switch_core],
-            ..PmdConfig::default_for(switch_core + 1)
+            cores: pmd_cores.to_vec(),
+            ..PmdConfig::default_for(1)
         },
         ports,
         flows: vec![],
@@ -380,7 +424,8 @@ struct Counters {
     at: Instant,
     /// Per port number: (rx, tx) as the switch counts them.
     ports: BTreeMap<u16, (QueueSnapshot, QueueSnapshot)>,
-    pmds: Vec<PmdSnapshot>,
+    /// Per PMD: its core and counters.
+    pmds: Vec<(Option<usize>, PmdSnapshot)>,
     /// Per VNF (index i-1): its own drop count.
     vnf_drops: Vec<u64>,
 }
@@ -405,11 +450,44 @@ pub struct VnfMeasurement {
 /// The switch's PMD thread(s) over a measurement window.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PmdMeasurement {
+    /// The core the PMD polls on (per-PMD figures; none for the sum).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core: Option<usize>,
     /// Packets the PMD received (from generators and VNFs), Mpps.
     pub rx_mpps: f64,
     pub busy_percent: f64,
     /// Busy TSC cycles per received packet.
     pub cycles_per_packet: Option<f64>,
+}
+
+impl PmdMeasurement {
+    /// From the counters' change `d` over `secs` seconds.
+    fn of(core: Option<usize>, d: &PmdSnapshot, secs: f64) -> PmdMeasurement {
+        let (busy, idle, rx) = (d.busy_cycles, d.idle_cycles, d.rx_packets);
+        PmdMeasurement {
+            core,
+            rx_mpps: rx as f64 / secs / 1e6,
+            busy_percent: if busy + idle > 0 {
+                100.0 * busy as f64 / (busy + idle) as f64
+            } else {
+                0.0
+            },
+            cycles_per_packet: (rx > 0).then(|| busy as f64 / rx as f64),
+        }
+    }
+
+    /// "97 %" or, with several PMDs, "97/95 %" (each PMD's busy share).
+    pub fn busy_list(per_pmd: &[PmdMeasurement], sum: &PmdMeasurement) -> String {
+        if per_pmd.len() <= 1 {
+            format!("{:.0} %", sum.busy_percent)
+        } else {
+            let each: Vec<String> = per_pmd
+                .iter()
+                .map(|p| format!("{:.0}", p.busy_percent))
+                .collect();
+            format!("{} %", each.join("/"))
+        }
+    }
 }
 
 /// What a run measured over its window: means of the per-second samples.
@@ -429,7 +507,11 @@ pub struct Measurement {
     pub samples_mpps: Vec<f64>,
     pub samples_gbps: Vec<f64>,
     pub vnfs: Vec<VnfMeasurement>,
+    /// All PMDs together (busy %: of all their cycles).
     pub pmd: PmdMeasurement,
+    /// Each PMD (sweeps from before several PMDs have none).
+    #[serde(default)]
+    pub per_pmd: Vec<PmdMeasurement>,
     /// The switch's drops over the window, all ports and both directions,
     /// by reason (non-zero reasons only).
     #[serde(default)]
@@ -470,7 +552,7 @@ impl Testbed {
         let dir = std::env::temp_dir().join(format!("nfvswitch-demo-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let cfg = node_config(run, setup, &dir, cores.switch);
+        let cfg = node_config(run, setup, &dir, &cores.pmds);
         let node = Node::start(&cfg).map_err(|e| e.to_string())?;
         on_node(&node);
         let mut bed = Testbed {
@@ -517,7 +599,7 @@ impl Testbed {
                 .iter()
                 .map(|v| (v.no, (v.stats.rx_total(), v.stats.tx_total())))
                 .collect(),
-            pmds: dp.pmd_views().iter().map(|v| v.stats).collect(),
+            pmds: dp.pmd_views().iter().map(|v| (v.core, v.stats)).collect(),
             vnf_drops: self.vnfs.iter().map(Vnf::drops).collect(),
         }
     }
@@ -593,13 +675,23 @@ impl Testbed {
                 }
             }
         }
-        let (mut rx, mut busy, mut idle) = (0u64, 0u64, 0u64);
-        for (i, p) in last.pmds.iter().enumerate() {
-            let d = first.pmds.get(i).map_or(*p, |f| p.since(f));
-            rx += d.rx_packets;
-            busy += d.busy_cycles;
-            idle += d.idle_cycles;
-        }
+        let per_pmd: Vec<(Option<usize>, PmdSnapshot)> = last
+            .pmds
+            .iter()
+            .enumerate()
+            .map(|(i, (core, p))| {
+                let d = first.pmds.get(i).map_or(*p, |(_, f)| p.since(f));
+                (*core, d)
+            })
+            .collect();
+        let total = per_pmd
+            .iter()
+            .fold(PmdSnapshot::default(), |mut t, (_, d)| {
+                t.rx_packets += d.rx_packets;
+                t.busy_cycles += d.busy_cycles;
+                t.idle_cycles += d.idle_cycles;
+                t
+            });
         Measurement {
             seconds: secs,
             mpps: mean(&samples_mpps),
@@ -613,15 +705,11 @@ impl Testbed {
             samples_mpps,
             samples_gbps,
             vnfs,
-            pmd: PmdMeasurement {
-                rx_mpps: rx as f64 / secs / 1e6,
-                busy_percent: if busy + idle > 0 {
-                    100.0 * busy as f64 / (busy + idle) as f64
-                } else {
-                    0.0
-                },
-                cycles_per_packet: (rx > 0).then(|| busy as f64 / rx as f64),
-            },
+            pmd: PmdMeasurement::of(None, &total, secs),
+            per_pmd: per_pmd
+                .iter()
+                .map(|(core, d)| PmdMeasurement::of(*core, d, secs))
+                .collect(),
             drops,
         }
     }
@@ -645,5 +733,76 @@ impl Drop for Testbed {
         self.vnfs.clear();
         self.node.shutdown();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod cores_tests {
+    use super::Cores;
+    use nfv_config::CpuSet;
+
+    /// (allowed CPUs, --pmds, most VNFs) -> (PMD cores, VNF cores).
+    #[test]
+    fn pmds_take_the_highest_cores_and_vnfs_the_rest() {
+        type Case = (
+            &'static [usize],
+            Option<usize>,
+            usize,
+            &'static [usize],
+            &'static [usize],
+        );
+        let cases: &[Case] = &[
+            // 2 CPUs: one PMD, the VNFs on the other (as before).
+            (&[0, 1], None, 1, &[1], &[0]),
+            (&[0, 1], None, 8, &[1], &[0]),
+            (&[0, 1], Some(2), 1, &[0, 1], &[]),
+            // One CPU (taskset -c 1): everything on CPU 1.
+            (&[1], None, 4, &[1], &[]),
+            // 16 CPUs, 8 VNFs: 8 PMDs by default; 4 when asked.
+            (
+                &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+                None,
+                8,
+                &[8, 9, 10, 11, 12, 13, 14, 15],
+                &[0, 1, 2, 3, 4, 5, 6, 7],
+            ),
+            (
+                &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+                Some(4),
+                8,
+                &[12, 13, 14, 15],
+                &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+            ),
+            // A mask with holes.
+            (&[2, 3, 6, 7], Some(1), 2, &[7], &[2, 3, 6]),
+        ];
+        for &(allowed, pmds, vnfs, want_pmds, want_vnfs) in cases {
+            let set = CpuSet::from_ids(allowed.iter().copied()).unwrap();
+            let c = Cores::place(set, pmds, vnfs).unwrap();
+            assert_eq!(
+                (&c.pmds[..], &c.vnfs[..]),
+                (want_pmds, want_vnfs),
+                "{allowed:?} {pmds:?} {vnfs}"
+            );
+        }
+    }
+
+    #[test]
+    fn impossible_pmd_counts_are_refused() {
+        let e = Cores::place(CpuSet::first(2), Some(3), 1).unwrap_err();
+        assert!(
+            e.contains("--pmds 3") && e.contains("2 CPU(s) (0-1)"),
+            "{e}"
+        );
+        assert!(Cores::place(CpuSet::first(2), Some(0), 1).is_err());
+    }
+
+    #[test]
+    fn sharing_is_known() {
+        let c = Cores::place(CpuSet::first(4), Some(2), 2).unwrap();
+        assert!(!c.vnfs_share(2) && c.vnfs_share(3));
+        let c = Cores::place(CpuSet::first(2), Some(2), 1).unwrap();
+        assert!(c.vnfs_share(1));
+        assert_eq!(c.vnf_cores(), vec![0, 1], "VNFs on the PMDs' cores");
     }
 }

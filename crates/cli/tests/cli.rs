@@ -204,6 +204,50 @@ fn bad_config_names_file_line_and_field() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Under `taskset -c N` the switch sees one CPU, CPU N: a PMD on N is
+/// accepted, one elsewhere refused naming the mask (the CPU count was
+/// checked before, so `taskset -c 1` refused `cores = [1]`).
+#[test]
+fn pmd_cores_are_checked_against_the_affinity_mask() {
+    let mine = nfv_config::CpuSet::of_this_process();
+    let cpu = mine.last();
+    let outside = if cpu == 0 { 1 } else { 0 };
+    let dir = tempdir("affinity");
+    let check = |core: usize| -> Option<Output> {
+        let path = dir.join(format!("pmd-{core}.toml"));
+        std::fs::write(
+            &path,
+            format!("[[port]]\nname = \"s\"\nid = 1\ntype = \"sink\"\n[pmd]\ncores = [{core}]\n"),
+        )
+        .unwrap();
+        Command::new("taskset")
+            .args(["-c", &cpu.to_string(), BIN, "check"])
+            .arg(&path)
+            .output()
+            .ok()
+    };
+    let Some(inside) = check(cpu) else {
+        println!(
+            "SKIPPED pmd_cores_are_checked_against_the_affinity_mask: no taskset (util-linux)"
+        );
+        return;
+    };
+    assert!(
+        inside.status.success(),
+        "taskset -c {cpu}, cores = [{cpu}]: {}",
+        String::from_utf8_lossy(&inside.stderr)
+    );
+    let out = check(outside).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains(&format!("CPU {outside}"))
+            && err.contains(&format!("allows CPUs {cpu}")),
+        "taskset -c {cpu}, cores = [{outside}]: {err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn nix_kill(pid: u32, sig: &str) {
     let ok = Command::new("kill")
         .arg(format!("-{sig}"))

@@ -135,3 +135,67 @@ fn sweep_runs_chains_over_memif() {
     assert!(md.contains("over memif"), "{md}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--pmds 1,2`: the same point with one PMD, then two (each on a core of
+/// its own; the VNF shares a core when the machine has fewer than three):
+/// both deliver, the second reports two PMDs on two cores, and the report
+/// has the scaling table (saying when it cannot show scaling).
+#[test]
+fn sweep_over_pmd_counts_reports_each_pmd() {
+    let cpus = nfv_config::CpuSet::of_this_process();
+    if cpus.len() < 2 {
+        println!(
+            "SKIPPED sweep_over_pmd_counts_reports_each_pmd: this process may run on one CPU ({cpus})"
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("nfvswitch-sweep-pmds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(BIN)
+        .args([
+            "sweep",
+            "--vnfs",
+            "1",
+            "--sizes",
+            "64",
+            "--seconds",
+            "1",
+            "--warmup",
+            "0.5",
+            "--topology",
+            "ns",
+            "--pmds",
+            "1,2",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("run nfvswitch sweep");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("[2/2] ns N=1   64 B 2 PMDs:"), "{stdout}");
+    if cpus.len() < 3 {
+        assert!(stdout.contains("cannot show scaling with PMDs"), "{stdout}");
+    }
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{json}");
+    for (run, k) in runs.iter().zip([1u64, 2]) {
+        assert_eq!(run["pmds"].as_u64(), Some(k), "{run}");
+        let m = &run["result"];
+        assert!(m["mpps"].as_f64().unwrap() > 0.0, "{run}");
+        let per = m["per_pmd"].as_array().unwrap();
+        assert_eq!(per.len() as u64, k, "{run}");
+        let mut cores: Vec<u64> = per.iter().filter_map(|p| p["core"].as_u64()).collect();
+        cores.dedup();
+        assert_eq!(cores.len() as u64, k, "one core per PMD: {run}");
+        let rx: f64 = per.iter().filter_map(|p| p["rx_mpps"].as_f64()).sum();
+        assert!(rx > 0.0, "{run}");
+    }
+    let md = std::fs::read_to_string(dir.join("sweep.md")).unwrap();
+    assert!(md.contains("## Scaling with PMD threads"), "{md}");
+    assert!(md.contains("| 1 PMD | 2 PMDs |"), "{md}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

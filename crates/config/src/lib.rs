@@ -151,6 +151,7 @@
 mod access;
 mod chain;
 mod check;
+mod cpus;
 mod error;
 mod flows;
 mod port;
@@ -166,6 +167,7 @@ use nfv_ports::config::PortConfig;
 pub use crate::access::AccessConfig;
 pub use crate::chain::{ChainConfig, DEFAULT_CHAIN_PRIORITY};
 use crate::check::{Result, path};
+pub use crate::cpus::CpuSet;
 pub use crate::error::ConfigError;
 use crate::error::Doc;
 pub use crate::port::{MAX_PORT_ID, MAX_PORT_NAME, MAX_RXQS};
@@ -221,10 +223,11 @@ pub struct PmdConfig {
 }
 
 impl PmdConfig {
-    /// The default: one PMD on the last CPU, 8192 EMC entries.
-    pub fn default_for(cpu_count: usize) -> PmdConfig {
+    /// The default: one PMD on the last CPU this process may use, 8192
+    /// EMC entries.
+    pub fn default_for(cpus: impl Into<CpuSet>) -> PmdConfig {
         PmdConfig {
-            cores: vec![cpu_count.saturating_sub(1)],
+            cores: vec![cpus.into().last()],
             emc_entries: DEFAULT_EMC_ENTRIES,
             megaflow_entries: DEFAULT_MEGAFLOW_ENTRIES,
             pmu: true,
@@ -282,25 +285,27 @@ pub fn parse_api_addr(text: &str) -> std::result::Result<Option<SocketAddr>, Str
     ))
 }
 
-/// Reads and validates a config file, checking PMD cores against this
-/// machine's CPU count (`std::thread::available_parallelism`).
+/// Reads and validates a config file, checking PMD cores against the
+/// CPUs this process may run on (its affinity mask: under `taskset -c 1`
+/// that is CPU 1 alone).
 pub fn load(path: &Path) -> std::result::Result<NodeConfig, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
         file: path.to_path_buf(),
         source,
     })?;
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    parse_str(&text, path, cpus)
+    parse_str(&text, path, CpuSet::of_this_process())
 }
 
 /// Validates config text. `source` names the file in errors, supplies the
 /// default node name and the directory relative paths are resolved
-/// against; `cpu_count` bounds `pmd.cores`.
+/// against; `pmd.cores` must lie in `cpus` (a count `n` means CPUs
+/// `0..n`, all allowed).
 pub fn parse_str(
     text: &str,
     source: &Path,
-    cpu_count: usize,
+    cpus: impl Into<CpuSet>,
 ) -> std::result::Result<NodeConfig, ConfigError> {
+    let cpus = cpus.into();
     let doc = Doc {
         file: source,
         text,
@@ -324,7 +329,7 @@ pub fn parse_str(
     };
     let access = access::access(&doc, raw.node.as_ref().map(|n| n.get_ref()), base)?;
     let memory = memory(&doc, raw.memory.as_ref())?;
-    let pmd = pmd(&doc, raw.pmd.as_ref(), cpu_count)?;
+    let pmd = pmd(&doc, raw.pmd.as_ref(), &cpus)?;
 
     let ports = raw
         .port
@@ -470,8 +475,8 @@ fn memory(doc: &Doc<'_>, raw: Option<&S<RawMemory>>) -> Result<MemoryConfig> {
     })
 }
 
-fn pmd(doc: &Doc<'_>, raw: Option<&S<RawPmd>>, cpu_count: usize) -> Result<PmdConfig> {
-    let d = PmdConfig::default_for(cpu_count);
+fn pmd(doc: &Doc<'_>, raw: Option<&S<RawPmd>>, cpus: &CpuSet) -> Result<PmdConfig> {
+    let d = PmdConfig::default_for(cpus.clone());
     let Some(p) = raw.map(|r| r.get_ref()) else {
         return Ok(d);
     };
@@ -490,13 +495,13 @@ fn pmd(doc: &Doc<'_>, raw: Option<&S<RawPmd>>, cpu_count: usize) -> Result<PmdCo
             for (i, c) in items.iter().enumerate() {
                 let field = path("pmd", &format!("cores[{i}]"));
                 let n = *c.get_ref();
-                if n < 0 || n as u64 >= cpu_count as u64 {
+                if n < 0 || !cpus.contains(n as usize) {
                     return Err(doc.err(
                         c.span(),
                         field,
                         format!(
-                            "CPU {n} does not exist: {cpu_count} CPUs are available (0..={})",
-                            cpu_count.saturating_sub(1)
+                            "CPU {n} is not one this process may run on: its affinity \
+                             mask allows CPUs {cpus}"
                         ),
                     ));
                 }

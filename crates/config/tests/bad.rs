@@ -634,22 +634,48 @@ fn out_of_range_values() {
     ]);
 }
 
+/// Started under `taskset -c 1` the process sees one CPU, and it is
+/// CPU 1: a core inside the mask is accepted (and is the default), one
+/// outside is refused naming the mask.
 #[test]
-fn pmd_cores_are_checked_against_the_cpu_count() {
+fn pmd_cores_follow_the_affinity_mask_not_the_cpu_count() {
+    let path = std::path::Path::new("conf/node.toml");
+    let only_1 = || nfv_config::CpuSet::from_ids([1]).unwrap();
+    let cfg = nfv_config::parse_str("[pmd]\ncores = [1]\n", path, only_1())
+        .unwrap_or_else(|e| panic!("CPU 1 inside the mask was refused: {e}"));
+    assert_eq!(cfg.pmd.cores, vec![1]);
+    let cfg = nfv_config::parse_str("", path, only_1()).unwrap();
+    assert_eq!(cfg.pmd.cores, vec![1], "the default PMD core");
+    let split = nfv_config::CpuSet::from_ids([2, 3, 4, 7]).unwrap();
+    let e = nfv_config::parse_str("[pmd]\ncores = [3, 5]\n", path, split)
+        .expect_err("CPU 5 is outside the mask")
+        .to_string();
+    assert!(
+        e.contains("pmd.cores[1]") && e.contains("CPU 5") && e.contains("allows CPUs 2-4,7"),
+        "{e}"
+    );
+    let e = nfv_config::parse_str("[pmd]\ncores = [0]\n", path, only_1())
+        .expect_err("CPU 0 is outside the mask")
+        .to_string();
+    assert!(e.contains("allows CPUs 1"), "{e}");
+}
+
+#[test]
+fn pmd_cores_are_checked_against_the_allowed_cpus() {
     check_all(&[
         Bad {
             name: "core = count",
             text: "[pmd]\ncores = [2]\n",
             line: 2,
             field: "pmd.cores[0]",
-            msg: "CPU 2 does not exist: 2 CPUs are available (0..=1)",
+            msg: "CPU 2 is not one this process may run on: its affinity mask allows CPUs 0-1",
         },
         Bad {
             name: "negative",
             text: "[pmd]\ncores = [0, -1]\n",
             line: 2,
             field: "pmd.cores[1]",
-            msg: "CPU -1 does not exist",
+            msg: "CPU -1 is not one this process may run on",
         },
         Bad {
             name: "duplicate",

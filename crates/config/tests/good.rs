@@ -307,9 +307,13 @@ fn load_reads_a_file() {
     let dir = std::env::temp_dir().join(format!("nfv-config-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("edge.toml");
+    let mine = nfv_config::CpuSet::of_this_process();
     std::fs::write(
         &file,
-        "[[port]]\nname = \"s\"\nid = 1\ntype = \"sink\"\n[pmd]\ncores = [0]\n",
+        format!(
+            "[[port]]\nname = \"s\"\nid = 1\ntype = \"sink\"\n[pmd]\ncores = [{}]\n",
+            mine.ids()[0]
+        ),
     )
     .unwrap();
     let c = nfv_config::load(&file).unwrap();
@@ -319,7 +323,8 @@ fn load_reads_a_file() {
     let e = nfv_config::load(&file).unwrap_err();
     assert!(
         e.to_string().starts_with(&format!(
-            "{}:2: pmd.cores[0]: CPU 100000 does not exist",
+            "{}:2: pmd.cores[0]: CPU 100000 is not one this process may run on: \
+             its affinity mask allows CPUs {mine}",
             file.display()
         )),
         "{e}"

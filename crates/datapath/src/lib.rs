@@ -211,16 +211,19 @@ impl Datapath {
         }
         // Each new queue goes to the PMD polling the fewest (then the
         // lowest index): an even spread, whatever was removed before.
+        // Queues of ports that never receive are not counted: a sink
+        // would otherwise make its PMD look as busy as a VNF's.
         let mut polled = vec![0usize; n_pmds];
-        for e in ports.values() {
+        for e in ports.values().filter(|e| !e.port.never_receives()) {
             for &p in &e.rxq_pmd {
                 polled[p.min(n_pmds - 1)] += 1;
             }
         }
+        let counts = !port.never_receives();
         let mut rxq_pmd = Vec::new();
         for q in 0..port.n_rxq() {
             let i = (0..n_pmds).min_by_key(|&i| (polled[i], i)).unwrap_or(0);
-            polled[i] += 1;
+            polled[i] += usize::from(counts);
             rxq_pmd.push(i);
             if let Some(pmd) = self.pmds.get(i) {
                 let _ = pmd.commands.send(PmdCommand::AddRxq {

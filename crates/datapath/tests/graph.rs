@@ -290,6 +290,32 @@ fn repeated_outputs_to_one_port_overflow_a_batch_without_loss() {
     assert_eq!(pool.shared_free(), pool.frames(), "copies leaked");
 }
 
+/// A sink's queue never receives: spreading queues over PMDs does not
+/// count it, so the generator and the port after the sink still land on
+/// different PMDs (counted, the sink took the second PMD's turn and both
+/// busy queues shared the first).
+#[test]
+fn sinks_do_not_count_when_queues_are_spread() {
+    let _g = serial();
+    let pool = pool("graph-spread", 4096);
+    let g = Graph::start(&pool, 2, &[]);
+    let gen_cfg = GeneratorConfig {
+        count: Some(1),
+        ..Default::default()
+    };
+    g.add(&[
+        generator("gen", GEN, 1, gen_cfg),
+        sink("sink", SINK),
+        ring("ring-a", RING_A, "ring-b", 1, 1024),
+        ring("ring-b", RING_B, "ring-a", 1, 1024),
+    ]);
+    let views = g.dp.port_views();
+    let pmd = |no: PortNo| views.iter().find(|v| v.no == no).unwrap().rxq_pmd.clone();
+    assert_eq!(pmd(GEN), vec![0]);
+    assert_eq!(pmd(RING_A), vec![1], "after the sink: the other PMD");
+    assert_eq!(pmd(RING_B), vec![0]);
+}
+
 /// Same graph on two PMDs with a two-queue generator: totals stay exact.
 #[test]
 fn two_pmds_two_generator_queues_totals_exact() {

@@ -115,6 +115,12 @@ pub trait Port: Send + Sync {
     fn name(&self) -> &str;
     fn type_name(&self) -> &'static str;
     fn n_rxq(&self) -> usize;
+    /// True for a port that never receives (a sink): its queues cost a
+    /// poll but carry no load, so spreading queues over PMDs does not
+    /// count them (else a sink could take a PMD's share from a VNF).
+    fn never_receives(&self) -> bool {
+        false
+    }
     /// Opens rx queue `q` (`q < n_rxq()`); called once per queue.
     fn open_rxq(&self, q: usize) -> Box<dyn RxQueue>;
     /// Opens tx queue `q` for PMD thread `q`; called once per PMD.
@@ -164,6 +170,9 @@ impl Port for Configured {
     }
     fn n_rxq(&self) -> usize {
         self.port.n_rxq()
+    }
+    fn never_receives(&self) -> bool {
+        self.port.never_receives()
     }
     fn open_rxq(&self, q: usize) -> Box<dyn RxQueue> {
         self.port.open_rxq(q)

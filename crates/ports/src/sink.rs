@@ -46,6 +46,9 @@ impl Port for SinkPort {
     fn n_rxq(&self) -> usize {
         1
     }
+    fn never_receives(&self) -> bool {
+        true
+    }
     fn open_rxq(&self, _q: usize) -> Box<dyn RxQueue> {
         Box::new(NoRx)
     }

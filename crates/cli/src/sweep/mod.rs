@@ -48,6 +48,12 @@ pub struct SweepArgs {
     /// How the VNFs reach the switch: vhost (vhost-user) or memif.
     #[arg(long, default_value_t = VnfInterface::Vhost)]
     interface: VnfInterface,
+    /// Switch PMD counts to sweep over, each PMD on a core of its own
+    /// (default: one count, as many PMDs as are left once each VNF has a
+    /// core). Several counts (`--pmds 1,2,4`) add a scaling table: Mpps
+    /// per count and the efficiency Mpps(k) / (k · Mpps(1)).
+    #[arg(long, value_delimiter = ',')]
+    pmds: Vec<usize>,
     /// Run nothing: rewrite sweep.md and the charts from the sweep.json
     /// already in --out (after installing a font, say).
     #[arg(long)]
@@ -84,10 +90,15 @@ fn redraw(dir: &Path) -> Result<(), String> {
 
 fn progress(k: usize, total: usize, run: &Run, r: &RunResult, took: Duration) -> String {
     let head = format!(
-        "[{k:>w$}/{total}] {} N={} {:>4} B:",
+        "[{k:>w$}/{total}] {} N={} {:>4} B{}:",
         run.topology,
         run.vnfs,
         run.size,
+        if r.pmds > 1 {
+            format!(" {} PMDs", r.pmds)
+        } else {
+            String::new()
+        },
         w = total.to_string().len()
     );
     match (&r.result, &r.error) {
@@ -97,14 +108,14 @@ fn progress(k: usize, total: usize, run: &Run, r: &RunResult, took: Duration) ->
             let mut drops: Vec<String> = m.drops.iter().map(|(r, n)| format!("{r} {n}")).collect();
             drops.push(format!("in VNFs {own}"));
             format!(
-                "{head} {:>6.3} Mpps {:>6.2} Gbps (offered {:.3}, loss {:.1} %) | VNF rx Mpps {} | drops {} | PMD {:.0} % busy, {} cycles/pkt | {:.1} s",
+                "{head} {:>6.3} Mpps {:>6.2} Gbps (offered {:.3}, loss {:.1} %) | VNF rx Mpps {} | drops {} | PMD {} busy, {} cycles/pkt | {:.1} s",
                 m.mpps,
                 m.gbps,
                 m.offered_mpps,
                 m.loss_percent,
                 per.join(" "),
                 drops.join(", "),
-                m.pmd.busy_percent,
+                crate::topology::PmdMeasurement::busy_list(&m.per_pmd, &m.pmd),
                 m.pmd
                     .cycles_per_packet
                     .map_or("-".to_string(), |c| format!("{c:.0}")),
@@ -112,6 +123,29 @@ fn progress(k: usize, total: usize, run: &Run, r: &RunResult, took: Duration) ->
             )
         }
         (None, e) => format!("{head} FAILED: {}", e.as_deref().unwrap_or("no result")),
+    }
+}
+
+/// Whether a sweep over PMD counts can show scaling here: only when
+/// every PMD and every VNF has a core of its own.
+fn scaling_caveat(layouts: &[Cores], max_vnfs: usize) -> String {
+    let most = layouts.iter().map(|c| c.pmds.len()).max().unwrap_or(1);
+    let allowed = &layouts[0].allowed;
+    if layouts.iter().any(|c| c.vnfs_share(max_vnfs)) {
+        format!(
+            "note: this sweep cannot show scaling with PMDs: {} PMD(s) and {max_vnfs} VNF(s) \
+             need {} cores, and this process may run on {} ({allowed}); PMDs and VNFs share \
+             cores, so more PMDs take time from the VNFs",
+            most,
+            most + max_vnfs,
+            allowed.len()
+        )
+    } else {
+        format!(
+            "scaling: up to {most} PMD(s) and {max_vnfs} VNF(s), each on a core of its own \
+             ({} CPUs allowed: {allowed})",
+            allowed.len()
+        )
     }
 }
 
@@ -130,7 +164,16 @@ pub fn sweep(args: SweepArgs) -> Result<(), String> {
         ));
     }
     let seconds = args.seconds.max(1);
-    let cores = Cores::detect();
+    let max_vnfs = args.vnfs.iter().copied().max().unwrap_or(1);
+    let layouts = if args.pmds.is_empty() {
+        vec![Cores::detect(None, max_vnfs)?]
+    } else {
+        args.pmds
+            .iter()
+            .map(|&k| Cores::detect(Some(k), max_vnfs))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let cores = &layouts[0];
     let setup = Setup {
         app: args.app.clone(),
         poll: args.poll.clone(),
@@ -141,7 +184,7 @@ pub fn sweep(args: SweepArgs) -> Result<(), String> {
     setup.check()?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("--out {}: {e}", args.out.display()))?;
     let mut report = SweepReport::new(
-        Machine::here(&cores),
+        Machine::here(cores),
         Parameters {
             topologies: args.topology.clone(),
             vnfs: args.vnfs.clone(),
@@ -155,14 +198,17 @@ pub fn sweep(args: SweepArgs) -> Result<(), String> {
         },
     );
     let mut runs = Vec::new();
-    for &topology in &args.topology {
-        for &vnfs in &args.vnfs {
-            for &size in &args.sizes {
-                runs.push(Run {
-                    topology,
-                    vnfs,
-                    size,
-                });
+    for layout in &layouts {
+        for &topology in &args.topology {
+            for &vnfs in &args.vnfs {
+                for &size in &args.sizes {
+                    let run = Run {
+                        topology,
+                        vnfs,
+                        size,
+                    };
+                    runs.push((run, layout));
+                }
             }
         }
     }
@@ -173,12 +219,15 @@ pub fn sweep(args: SweepArgs) -> Result<(), String> {
         args.out.display(),
         cores.describe(&setup)
     );
+    if layouts.len() > 1 {
+        println!("{}", scaling_caveat(&layouts, max_vnfs));
+    }
     let started = Instant::now();
-    for (k, run) in runs.iter().enumerate() {
+    for (k, (run, layout)) in runs.iter().enumerate() {
         let t0 = Instant::now();
         let measured =
-            Testbed::start(&setup, run, &cores).map(|bed| bed.measure(seconds, |_, _| {}));
-        let r = RunResult::new(run, measured);
+            Testbed::start(&setup, run, layout).map(|bed| bed.measure(seconds, |_, _| {}));
+        let r = RunResult::new(run, layout, measured);
         println!("{}", progress(k + 1, runs.len(), run, &r, t0.elapsed()));
         report.runs.push(r);
         report::write_json(&args.out, &report)?;

@@ -1,7 +1,7 @@
 //! The sweep's results as data (`sweep.json`) and as markdown tables
 //! (`sweep.md`). Pure: no I/O but the two `write_*` functions.
 
-use crate::topology::{Measurement, Run, Topology, VnfInterface};
+use crate::topology::{Cores, Measurement, Run, Topology, VnfInterface};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -15,8 +15,12 @@ pub struct Machine {
     pub tsc_ghz: f64,
     /// Cores the sweep used (the switch's and the VNFs').
     pub cores_used: Vec<usize>,
-    /// The core the switch's PMD thread busy-polls.
+    /// The core the switch's (first) PMD thread busy-polls.
     pub switch_core: usize,
+    /// The cores the switch's PMD threads busy-poll (of the first PMD
+    /// count swept; each run records its own count).
+    #[serde(default)]
+    pub pmd_cores: Vec<usize>,
     /// The cores the VNF processes share.
     pub vnf_cores: Vec<usize>,
     /// 1, 5 and 15 minute load averages when the sweep started (other
@@ -27,7 +31,7 @@ pub struct Machine {
 
 impl Machine {
     /// This machine, with the cores the sweep will use.
-    pub fn here(cores: &crate::topology::Cores) -> Machine {
+    pub fn here(cores: &Cores) -> Machine {
         let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
             s.lines()
                 .find(|l| l.starts_with("model name"))
@@ -46,16 +50,17 @@ impl Machine {
             v.try_into().ok()
         });
         let mut used = cores.vnf_cores();
-        used.push(cores.switch);
+        used.extend(&cores.pmds);
         used.sort_unstable();
         used.dedup();
         Machine {
-            cpus: cores.cpus,
+            cpus: cores.allowed.len(),
             cpu_model,
             kernel,
             tsc_ghz: nfv_tsc::hz() as f64 / 1e9,
             cores_used: used,
-            switch_core: cores.switch,
+            switch_core: cores.pmds[0],
+            pmd_cores: cores.pmds.clone(),
             vnf_cores: cores.vnf_cores(),
             load_average,
         }
@@ -88,14 +93,25 @@ pub struct RunResult {
     pub topology: Topology,
     pub vnfs: usize,
     pub size: usize,
+    /// Switch PMD threads in the run (sweeps from before several PMDs: 1).
+    #[serde(default = "one")]
+    pub pmds: usize,
+    /// True when the VNFs did not each have a core of their own (then a
+    /// PMD count's figures show the sharing, not the switch).
+    #[serde(default)]
+    pub cores_shared: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Measurement>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
+fn one() -> usize {
+    1
+}
+
 impl RunResult {
-    pub fn new(run: &Run, r: Result<Measurement, String>) -> RunResult {
+    pub fn new(run: &Run, cores: &Cores, r: Result<Measurement, String>) -> RunResult {
         let (result, error) = match r {
             Ok(m) => (Some(m), None),
             Err(e) => (None, Some(e)),
@@ -104,6 +120,8 @@ impl RunResult {
             topology: run.topology,
             vnfs: run.vnfs,
             size: run.size,
+            pmds: cores.pmds.len(),
+            cores_shared: cores.vnfs_share(run.vnfs),
             result,
             error,
         }
@@ -136,12 +154,41 @@ impl SweepReport {
         }
     }
 
-    /// The measurement of one point, if it ran and succeeded.
+    /// The measurement of one point (at the first PMD count swept), if
+    /// it ran and succeeded.
     pub fn get(&self, topology: Topology, vnfs: usize, size: usize) -> Option<&Measurement> {
+        self.find(topology, vnfs, size, self.first_pmds())
+            .and_then(|r| r.result.as_ref())
+    }
+
+    /// The run of one point at `pmds` PMDs.
+    pub fn find(
+        &self,
+        topology: Topology,
+        vnfs: usize,
+        size: usize,
+        pmds: usize,
+    ) -> Option<&RunResult> {
         self.runs
             .iter()
-            .find(|r| r.topology == topology && r.vnfs == vnfs && r.size == size)
-            .and_then(|r| r.result.as_ref())
+            .find(|r| r.topology == topology && r.vnfs == vnfs && r.size == size && r.pmds == pmds)
+    }
+
+    /// The PMD count of the first run (the one the per-topology tables
+    /// and the charts show).
+    pub fn first_pmds(&self) -> usize {
+        self.runs.first().map_or(1, |r| r.pmds)
+    }
+
+    /// The PMD counts swept, in the order they ran.
+    pub fn pmd_counts(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = Vec::new();
+        for r in &self.runs {
+            if !v.contains(&r.pmds) {
+                v.push(r.pmds);
+            }
+        }
+        v
     }
 
     /// The topologies, VNF counts and sizes that have a run, in order.
@@ -206,9 +253,13 @@ pub fn markdown(r: &SweepReport) -> String {
         )),
     ));
     s.push_str(&format!(
-        "Switch PMD busy-polls core {}; VNFs (`{}`, {} poll, over {}) share core(s) {:?}. \
+        "Switch PMD(s) busy-poll core(s) {:?}; VNFs (`{}`, {} poll, over {}) share core(s) {:?}. \
          Each run: {} s window (mean of 1 s samples) after {} s of warm-up; offered load {}.\n\n",
-        m.switch_core,
+        if m.pmd_cores.is_empty() {
+            vec![m.switch_core]
+        } else {
+            m.pmd_cores.clone()
+        },
         p.app,
         p.poll,
         p.interface,
@@ -226,7 +277,61 @@ pub fn markdown(r: &SweepReport) -> String {
          (Gbps counts frame bytes without FCS).\n\n",
     );
     s.push_str(&markdown_tables(r));
+    s.push_str(&scaling_table(r));
     s.push_str(&details(r));
+    s
+}
+
+/// With several PMD counts: per point, Mpps at each count and the
+/// efficiency Mpps(k) / (k · Mpps(1)) (1.00: perfect scaling). Empty
+/// with one count.
+pub fn scaling_table(r: &SweepReport) -> String {
+    let counts = r.pmd_counts();
+    if counts.len() < 2 {
+        return String::new();
+    }
+    let (topologies, vnfs, sizes) = r.axes();
+    let mut s = String::from("\n## Scaling with PMD threads\n\n");
+    s.push_str(
+        "Delivered Mpps per PMD count; in brackets Mpps(k) / (k · Mpps(1)). A * marks runs \
+         whose VNFs shared cores (the figure then shows the sharing, not the switch).\n\n",
+    );
+    s.push_str("| topology | N | frame B |");
+    for k in &counts {
+        s.push_str(&format!(" {k} PMD{} |", if *k == 1 { "" } else { "s" }));
+    }
+    s.push_str("\n|---|--:|--:|");
+    s.push_str(&"--:|".repeat(counts.len()));
+    s.push('\n');
+    for &t in &topologies {
+        for &n in &vnfs {
+            for &size in &sizes {
+                let mpps = |k: usize| {
+                    r.find(t, n, size, k)
+                        .and_then(|x| x.result.as_ref().map(|m| (m.mpps, x.cores_shared)))
+                };
+                if counts.iter().all(|&k| mpps(k).is_none()) {
+                    continue;
+                }
+                let base = mpps(1).map(|(m, _)| m).filter(|m| *m > 0.0);
+                s.push_str(&format!("| {t} | {n} | {size} |"));
+                for &k in &counts {
+                    let cell = match (mpps(k), base) {
+                        (None, _) => "–".to_string(),
+                        (Some((m, shared)), b) => {
+                            let star = if shared { "*" } else { "" };
+                            match b.filter(|_| k > 1) {
+                                Some(b) => format!("{m:.3}{star} ({:.2})", m / (k as f64 * b)),
+                                None => format!("{m:.3}{star}"),
+                            }
+                        }
+                    };
+                    s.push_str(&format!(" {cell} |"));
+                }
+                s.push('\n');
+            }
+        }
+    }
     s
 }
 
@@ -250,11 +355,7 @@ pub fn markdown_tables(r: &SweepReport) -> String {
         for &n in &vnfs {
             s.push_str(&format!("| {n} |"));
             for &size in &sizes {
-                let cell = match r
-                    .runs
-                    .iter()
-                    .find(|x| x.topology == t && x.vnfs == n && x.size == size)
-                {
+                let cell = match r.find(t, n, size, r.first_pmds()) {
                     None => "–".to_string(),
                     Some(RunResult {
                         result: Some(m), ..
@@ -274,23 +375,26 @@ fn details(r: &SweepReport) -> String {
     let mut s = String::new();
     s.push_str("\n## Every run\n\n");
     s.push_str(
-        "| topology | N | frame B | Mpps | Gbps | offered Mpps | loss % | PMD busy % | PMD cycles/pkt | per-VNF rx Mpps | drops switch / VNF |\n\
-         |---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|\n",
+        "| topology | N | frame B | PMDs | Mpps | Gbps | offered Mpps | loss % | PMD busy | PMD cycles/pkt | per-VNF rx Mpps | drops switch / VNF |\n\
+         |---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|\n",
     );
     for run in &r.runs {
-        let head = format!("| {} | {} | {} |", run.topology, run.vnfs, run.size);
+        let head = format!(
+            "| {} | {} | {} | {} |",
+            run.topology, run.vnfs, run.size, run.pmds
+        );
         match (&run.result, &run.error) {
             (Some(m), _) => {
                 let per: Vec<String> = m.vnfs.iter().map(|v| format!("{:.2}", v.rx_mpps)).collect();
                 let sw: u64 = m.vnfs.iter().map(|v| v.switch_drops).sum();
                 let own: u64 = m.vnfs.iter().map(|v| v.vnf_drops).sum();
                 s.push_str(&format!(
-                    "{head} {:.3} | {:.2} | {:.3} | {:.1} | {:.0} | {} | {} | {sw} / {own} |\n",
+                    "{head} {:.3} | {:.2} | {:.3} | {:.1} | {} | {} | {} | {sw} / {own} |\n",
                     m.mpps,
                     m.gbps,
                     m.offered_mpps,
                     m.loss_percent,
-                    m.pmd.busy_percent,
+                    crate::topology::PmdMeasurement::busy_list(&m.per_pmd, &m.pmd),
                     m.pmd
                         .cycles_per_packet
                         .map_or("–".to_string(), |c| format!("{c:.0}")),
@@ -343,6 +447,7 @@ pub mod tests {
             tsc_ghz: 2.5,
             cores_used: vec![0, 1],
             switch_core: 1,
+            pmd_cores: vec![1],
             vnf_cores: vec![0],
             load_average: Some([0.5, 0.25, 0.1]),
         };
@@ -391,10 +496,12 @@ pub mod tests {
                             })
                             .collect(),
                         pmd: PmdMeasurement {
+                            core: None,
                             rx_mpps: mpps * 2.0,
                             busy_percent: 99.0,
                             cycles_per_packet: Some(400.0),
                         },
+                        per_pmd: vec![],
                         drops: [("tx_full".to_string(), 7 * n as u64)].into(),
                     };
                     let res = if t == Topology::Ew && n == 4 && size == 1518 {
@@ -402,12 +509,51 @@ pub mod tests {
                     } else {
                         Ok(m)
                     };
-                    r.runs.push(RunResult::new(&run, res));
+                    r.runs.push(RunResult::new(&run, &two_cpus(1), res));
                 }
             }
         }
         r.finished = Some(r.started.clone());
         r
+    }
+
+    fn two_cpus(pmds: usize) -> Cores {
+        Cores::place(nfv_config::CpuSet::first(2), Some(pmds), 1).unwrap()
+    }
+
+    /// A sweep over 1, 2 and 4 PMDs of one point: 2.0, 3.6 and 6.4 Mpps
+    /// (efficiency 0.90 and 0.80); the 4-PMD run's VNF shared a core.
+    #[test]
+    fn a_sweep_over_pmd_counts_has_a_scaling_table() {
+        let mut r = synthetic();
+        r.runs.clear();
+        assert_eq!(scaling_table(&r), "", "no runs, no table");
+        let run = Run {
+            topology: Topology::Ns,
+            vnfs: 1,
+            size: 64,
+        };
+        for (k, mpps) in [(1, 2.0), (2, 3.6), (4, 6.4)] {
+            let allowed = nfv_config::CpuSet::first(if k == 4 { 4 } else { 8 });
+            let cores = Cores::place(allowed, Some(k), 1).unwrap();
+            let mut m = synthetic().runs[0].result.clone().unwrap();
+            m.mpps = mpps;
+            r.runs.push(RunResult::new(&run, &cores, Ok(m)));
+        }
+        assert_eq!(r.pmd_counts(), vec![1, 2, 4]);
+        assert_eq!(r.get(Topology::Ns, 1, 64).unwrap().mpps, 2.0, "first count");
+        let t = scaling_table(&r);
+        assert!(
+            t.contains("| topology | N | frame B | 1 PMD | 2 PMDs | 4 PMDs |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| ns | 1 | 64 | 2.000 | 3.600 (0.90) | 6.400* (0.80) |"),
+            "{t}"
+        );
+        assert!(markdown(&r).contains("## Scaling with PMD threads"));
+        r.runs.truncate(1);
+        assert_eq!(scaling_table(&r), "", "one count, no table");
     }
 
     #[test]
@@ -472,10 +618,10 @@ pub mod tests {
         assert!(md.contains("| 4 | 0.600 / 0.31 | failed |"), "{md}");
         assert!(md.contains("| 1 | 1.500 / 0.77 |"), "{md}");
         // Every run, failed one included.
-        assert!(md.contains("| ew | 4 | 1518 | failed: VNFs did not connect"));
+        assert!(md.contains("| ew | 4 | 1518 | 1 | failed: VNFs did not connect"));
         assert!(
             md.contains(
-                "| ns | 2 | 64 | 3.000 | 1.54 | 3.030 | 1.0 | 99 | 400 | 3.00 3.00 | 14 / 2 |"
+                "| ns | 2 | 64 | 1 | 3.000 | 1.54 | 3.030 | 1.0 | 99 % | 400 | 3.00 3.00 | 14 / 2 |"
             ),
             "{md}"
         );
@@ -484,7 +630,7 @@ pub mod tests {
             .lines()
             .filter(|l| l.starts_with("| ns ") || l.starts_with("| ew "))
         {
-            assert_eq!(line.matches('|').count(), 12, "{line}");
+            assert_eq!(line.matches('|').count(), 13, "{line}");
         }
     }
 }
