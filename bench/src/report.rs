@@ -252,14 +252,7 @@ impl Check {
     }
 }
 
-pub const CHECK_HEAD: [&str; 6] = [
-    "size",
-    "chain",
-    "ratio (medians)",
-    "value",
-    "target",
-    "verdict",
-];
+pub const CHECK_HEAD: [&str; 6] = ["size", "chain", "ratio", "value", "target", "verdict"];
 
 /// `bench/results/` of the source tree (gitignored), or `--results`.
 pub fn results_dir(arg: Option<PathBuf>) -> PathBuf {

@@ -25,8 +25,9 @@ mod common;
 use common::{Loopback, LoopbackCfg};
 use nfv_mem::{BATCH, Batch};
 use nfv_virtio::layout::{
-    VIRTIO_F_VERSION_1 as V1, VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_GUEST_TSO4,
-    VIRTIO_NET_F_HOST_TSO4, VIRTIO_NET_F_MRG_RXBUF as MRG, VIRTIO_RING_F_EVENT_IDX as EVIDX,
+    VIRTIO_F_IN_ORDER as IN_ORDER, VIRTIO_F_RING_PACKED as PACKED, VIRTIO_F_VERSION_1 as V1,
+    VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_GUEST_TSO4, VIRTIO_NET_F_HOST_TSO4,
+    VIRTIO_NET_F_MRG_RXBUF as MRG, VIRTIO_RING_F_EVENT_IDX as EVIDX,
 };
 
 /// Checksum and TSO offloads negotiated both ways (frames without
@@ -218,6 +219,24 @@ fn main() {
         ),
         ("V1+MRG+EVIDX+call", V1 | MRG | EVIDX, true, false, false),
         ("V1+MRG+EVIDX+log", V1 | MRG | EVIDX, false, false, true),
+        // Packed rings (what `compare --packed` negotiates).
+        ("PACKED+MRG", V1 | MRG | PACKED, false, false, false),
+        (
+            "PACKED+MRG+EVIDX",
+            V1 | MRG | EVIDX | PACKED,
+            false,
+            false,
+            false,
+        ),
+        // testpmd's virtio-user takes IN_ORDER: TX bursts go back as one
+        // used descriptor.
+        (
+            "PACKED+MRG+INORDER",
+            V1 | MRG | IN_ORDER | PACKED,
+            false,
+            false,
+            false,
+        ),
     ];
     let only: Option<usize> = std::env::var("VIRTQ_BENCH_LEN")
         .ok()

@@ -452,6 +452,56 @@ fn hostile_tx_descriptors_are_counted_skipped_and_never_read_out_of_bounds() {
     }
 }
 
+/// With IN_ORDER a TX burst goes back as one used descriptor in the
+/// burst's first slot carrying the last chain's id (§2.8.20); the other
+/// slots keep what the driver wrote. Without it, one per chain.
+#[test]
+fn in_order_tx_bursts_go_back_as_one_used_descriptor() {
+    let sw = common::pool("switch", 2048, 64);
+    let mut sc = sw.cache();
+    for (features, one_per_burst) in [(V1 | PACKED | IN_ORDER, true), (V1 | PACKED, false)] {
+        let mut m = Mock::new(16, 1 << 16);
+        // Five chains: ids 10..15 (a two-descriptor chain in the middle).
+        let mut slot = 0u16;
+        for k in 0..5u16 {
+            let (f, _) = tx_frame(&mut m, 64, k as u32);
+            if k == 2 {
+                put(&m, slot + 1, f + 12, 64, 10 + k, A);
+                put(&m, slot, f, 12, 99, DESC_F_NEXT | A);
+                slot += 2;
+            } else {
+                put(&m, slot, f, 76, 10 + k, A);
+                slot += 1;
+            }
+        }
+        let mut q = m.device_at(features, encode_base(0, true));
+        let mut b = Batch::new();
+        assert_eq!(q.dequeue_burst(&mut b, &mut sc), 5);
+        sc.free_batch(&mut b);
+        assert_eq!(q.last_avail_idx(), encode_base(6, true));
+        let first = get(&m, 0);
+        assert!(is_used(first.flags, true));
+        if one_per_burst {
+            assert_eq!(first.id, 14, "the last chain's id");
+            for s in 1..6 {
+                assert!(!is_used(get(&m, s).flags, true), "slot {s} untouched");
+            }
+        } else {
+            assert_eq!(first.id, 10);
+            let used: Vec<u16> = (0..6)
+                .filter(|&s| is_used(get(&m, s).flags, true))
+                .map(|s| get(&m, s).id)
+                .collect();
+            assert_eq!(
+                used,
+                vec![10, 11, 12, 13, 14],
+                "one per chain, in its first slot"
+            );
+        }
+        assert_eq!(q.errors().total(), 0);
+    }
+}
+
 #[test]
 fn a_descriptor_not_marked_available_is_not_taken() {
     let sw = common::pool("switch", 2048, 64);

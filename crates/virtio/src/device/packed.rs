@@ -9,10 +9,13 @@
 //!   taken by the last burst, plus one if another was waiting.
 //! * Chains are used in the order they were made available, so the used
 //!   descriptor of a chain goes to its own first slot and the used
-//!   position always equals the avail position between bursts. Each chain
-//!   gets its own used descriptor, with or without `VIRTIO_F_IN_ORDER`
-//!   (one per batch is allowed, never required), written as soon as its
-//!   packet is complete: deferring them hurt Linux NAPI in DPDK's vhost.
+//!   position always equals the avail position between bursts. On RX each
+//!   chain gets its own used descriptor (its length matters), written as
+//!   soon as its packet is complete: deferring them hurt Linux NAPI in
+//!   DPDK's vhost. On TX the burst's chains go back together at its end;
+//!   with `VIRTIO_F_IN_ORDER` as one used descriptor carrying the last
+//!   chain's id (§2.8.20: the driver takes every buffer up to it), so the
+//!   driver reads one line per burst, not one per four chains.
 //! * Buffer ids are the driver's cookies: the device copies the id of a
 //!   chain's last descriptor into its used descriptor and never indexes
 //!   anything with it.
@@ -36,6 +39,7 @@ use super::chain::{
 };
 use super::rx::{Fill, Rx};
 use super::tx::Tx;
+use crate::layout::VIRTIO_F_IN_ORDER;
 use crate::memory::GuestMemory;
 use crate::packed::{
     DESC_F_INDIRECT, DESC_F_NEXT, DESC_F_WRITE, EVENT_F_DESC, EVENT_F_DISABLE, EVENT_F_ENABLE,
@@ -331,9 +335,20 @@ impl DeviceQueue {
         if self.quarantined {
             return;
         }
-        for k in 0..n {
-            let (id, descs) = self.packed().taken[k];
+        if n > 1 && self.features & VIRTIO_F_IN_ORDER != 0 {
+            // In order (§2.8.20): one used descriptor, with the last
+            // chain's buffer id, returns the whole burst — one line
+            // written for the driver to read instead of up to eight. TX
+            // lengths are 0 anyway, so nothing is lost.
+            let st = self.packed();
+            let id = st.taken[n - 1].0;
+            let descs = st.taken[..n].iter().map(|&(_, d)| d).sum();
             self.write_used_packed(id, 0, descs, false);
+        } else {
+            for k in 0..n {
+                let (id, descs) = self.packed().taken[k];
+                self.write_used_packed(id, 0, descs, false);
+            }
         }
         let start = self.packed().burst_start;
         self.finish_packed(start);

@@ -109,6 +109,8 @@ pub struct DriverQueue {
     hint: usize,
     /// Free descriptor ids (a stack).
     free: Vec<u16>,
+    /// Scratch for the ids of an in-order batch of used TX buffers.
+    batch_ids: Vec<u16>,
     /// The packet posted under each descriptor id.
     slots: Vec<Option<Packet>>,
     /// Bytes offered under each descriptor id.
@@ -203,6 +205,7 @@ impl DriverQueue {
             mem: setup.mem,
             hint: 0,
             free: (0..size).rev().collect(),
+            batch_ids: Vec::with_capacity(size as usize),
             slots: (0..size).map(|_| None).collect(),
             posted_len: vec![0; size as usize],
             avail_idx: 0,

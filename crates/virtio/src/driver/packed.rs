@@ -3,7 +3,10 @@
 //! each used descriptor the device writes stands for one buffer and the
 //! used position moves one slot per buffer. Without `VIRTIO_F_IN_ORDER`
 //! (the built-in VNF does not offer it on packed rings), a device writes
-//! one used descriptor per chain.
+//! one used descriptor per chain; with it a device may return a batch of
+//! TX buffers with one used descriptor carrying the id of the batch's
+//! last (§2.8.20), and [`DriverQueue::reclaim_tx`] takes every buffer up
+//! to that one, in the order they were posted.
 //!
 //! Interrupts are asked for with the driver event area's ENABLE/DISABLE;
 //! kicks follow the device event area, including its DESC mode.
@@ -28,12 +31,16 @@ pub(super) struct PackedDriver {
     pub used_wrap: bool,
     /// `(avail, avail_wrap)` at the last `needs_kick`.
     pub kick_old: (u16, bool),
+    /// The buffer id posted at each slot (in-order batches name only
+    /// their last buffer).
+    posted_id: Vec<u16>,
 }
 
 impl PackedDriver {
     pub fn new(ring: PackedRing) -> PackedDriver {
         // Both wrap counters start at 1 (§2.8.1).
         PackedDriver {
+            posted_id: vec![0; ring.size as usize],
             ring,
             avail: 0,
             avail_wrap: true,
@@ -59,9 +66,39 @@ impl DriverQueue {
     #[inline(always)]
     pub(super) fn post_packed(&mut self, id: u16, gpa: u64, len: u32, flags: u16) {
         let p = self.pk_mut();
+        p.posted_id[p.avail as usize] = id;
         p.ring
             .write(p.avail, gpa, len, id, flags | avail_flags(p.avail_wrap));
         step(&mut p.avail, &mut p.avail_wrap, p.ring.size);
+    }
+
+    /// With `VIRTIO_F_IN_ORDER`: the ids of the buffers the used
+    /// descriptor at the used position returns — every one posted from
+    /// there up to the one it names — moving past them. Empty when none
+    /// is used; `None` when the id is not among the `outstanding` posted
+    /// (a device error: the caller quarantines).
+    pub(super) fn pop_used_batch_packed(&mut self, out: &mut Vec<u16>) -> Option<()> {
+        out.clear();
+        if !self.has_used_packed() {
+            return Some(());
+        }
+        let outstanding = self.outstanding();
+        let last = self.peek_used_packed().id as u16;
+        let p = self.pk_mut();
+        let (mut i, mut w) = (p.used, p.used_wrap);
+        loop {
+            if out.len() >= outstanding {
+                return None;
+            }
+            let id = p.posted_id[i as usize];
+            out.push(id);
+            step(&mut i, &mut w, p.ring.size);
+            if id == last {
+                break;
+            }
+        }
+        (p.used, p.used_wrap) = (i, w);
+        Some(())
     }
 
     /// Used descriptors ready, counted up to what is outstanding.

@@ -100,6 +100,9 @@ impl DriverQueue {
         if self.quarantined {
             return 0;
         }
+        if self.packed.is_some() && self.features & crate::layout::VIRTIO_F_IN_ORDER != 0 {
+            return self.reclaim_tx_in_order_packed(pool);
+        }
         let Some(pending) = self.used_pending() else {
             return 0;
         };
@@ -112,6 +115,34 @@ impl DriverQueue {
             }
         }
         self.after_harvest();
+        n
+    }
+
+    /// [`Self::reclaim_tx`] on a packed ring with `VIRTIO_F_IN_ORDER`: a
+    /// used descriptor may return a whole batch (see `driver/packed.rs`).
+    fn reclaim_tx_in_order_packed(&mut self, pool: &mut PoolCache) -> usize {
+        let mut ids = std::mem::take(&mut self.batch_ids);
+        let mut n = 0;
+        loop {
+            if self.pop_used_batch_packed(&mut ids).is_none() {
+                self.errors.used_idx_jump += 1;
+                self.quarantined = true;
+                break;
+            }
+            if ids.is_empty() {
+                break;
+            }
+            for &id in &ids {
+                if let Some(p) = self
+                    .check_used_id(id as u32)
+                    .and_then(|i| self.take_slot(i))
+                {
+                    pool.free(p);
+                    n += 1;
+                }
+            }
+        }
+        self.batch_ids = ids;
         n
     }
 }
