@@ -26,6 +26,9 @@ pub struct Spec {
     pub switch_cpu: usize,
     /// The switches' PMD CPUs (the first is `switch_cpu`).
     pub pmd_cpus: Vec<usize>,
+    /// Wait (at most this long) until the vCPUs are placed so before the
+    /// trial starts (`compare --placement`).
+    pub placement: Option<(crate::paired::Placement, Duration)>,
     pub endpoint_cpu: usize,
     pub mem: Mem,
     /// `[memory] hugepages` of nfvswitch's node config.
@@ -114,7 +117,10 @@ pub fn run(
         packed: vnif == testpmd::Vnif::VhostPacked,
     };
     let quiet_wait_secs = crate::host::wait_quiet(spec.quiet.0, Duration::from_secs(spec.quiet.1))?;
-    let c2c_ns = crate::host::cache_line_round_trip_ns(spec.endpoint_cpu, spec.switch_cpu);
+    let c2c_ns = match spec.placement {
+        Some((want, wait)) => wait_placement(spec, want, wait),
+        None => crate::host::cache_line_round_trip_ns(spec.endpoint_cpu, spec.switch_cpu),
+    };
     let t0 = Instant::now();
     let mut dut = start(&lay)?;
     let ep_prefix = format!("{prefix}_ep");
@@ -314,5 +320,36 @@ mod tests {
                 ("L1-dcache-load-misses".to_string(), 62201482.0)
             ]
         );
+    }
+}
+
+/// Measures the vCPUs' cache-line round trip every 0.5 s until it says
+/// `want` or `wait` has passed (then says so); returns the last figure,
+/// which the trial records either way.
+fn wait_placement(spec: &Spec, want: crate::paired::Placement, wait: Duration) -> Option<f64> {
+    let t0 = Instant::now();
+    loop {
+        let c2c = crate::host::cache_line_round_trip_ns(spec.endpoint_cpu, spec.switch_cpu);
+        let got = crate::paired::Placement::of(c2c);
+        if got == Some(want) {
+            if t0.elapsed() > Duration::from_secs(1) {
+                println!(
+                    "      placement {} after {:.0} s",
+                    want.name(),
+                    t0.elapsed().as_secs_f64()
+                );
+            }
+            return c2c;
+        }
+        if got.is_none() || t0.elapsed() >= wait {
+            println!(
+                "      placement {} not reached in {:.0} s (round trip {}): running anyway",
+                want.name(),
+                t0.elapsed().as_secs_f64(),
+                c2c.map_or("unmeasured".into(), |n| format!("{n:.0} ns"))
+            );
+            return c2c;
+        }
+        std::thread::sleep(Duration::from_millis(500));
     }
 }
