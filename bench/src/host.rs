@@ -468,3 +468,50 @@ pub fn cache_line_round_trip_ns(a: usize, b: usize) -> Option<f64> {
     res.sort_by(|x, y| x.total_cmp(y));
     Some(res[2])
 }
+
+/// The nfvswitch checkout the bench works in (its `examples/`, `scripts/`,
+/// `bench/results/`): `NFV_BENCH_CHECKOUT` if set; else the first
+/// directory holding `examples/gen-sink.toml` and `bench/` above the
+/// current directory, then above this binary (a copied binary run from
+/// the checkout, or one left in its `target/`); else the path the bench
+/// was compiled in.
+pub fn checkout() -> PathBuf {
+    if let Some(d) = std::env::var_os("NFV_BENCH_CHECKOUT") {
+        return PathBuf::from(d);
+    }
+    let is_checkout =
+        |d: &Path| d.join("examples/gen-sink.toml").is_file() && d.join("bench").is_dir();
+    let starts = [
+        std::env::current_dir().ok(),
+        std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(Path::to_path_buf)),
+    ];
+    for start in starts.into_iter().flatten() {
+        if let Some(d) = start.ancestors().find(|d| is_checkout(d)) {
+            return d.to_path_buf();
+        }
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[cfg(test)]
+mod checkout_tests {
+    /// A binary copied out of the tree and run from elsewhere still finds
+    /// the checkout from its working directory; the compiled-in path is
+    /// only the last resort.
+    #[test]
+    fn the_checkout_is_found_from_the_working_directory() {
+        let c = super::checkout();
+        assert!(
+            c.join("examples/gen-sink.toml").is_file(),
+            "{}",
+            c.display()
+        );
+        let here = std::env::current_dir().unwrap();
+        assert!(
+            here.starts_with(std::fs::canonicalize(&c).unwrap_or(c.clone()))
+                || here.starts_with(&c)
+        );
+    }
+}

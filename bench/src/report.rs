@@ -254,9 +254,9 @@ impl Check {
 
 pub const CHECK_HEAD: [&str; 6] = ["size", "chain", "ratio", "value", "target", "verdict"];
 
-/// `bench/results/` of the source tree (gitignored), or `--results`.
+/// `bench/results/` of the checkout (gitignored), or `--results`.
 pub fn results_dir(arg: Option<PathBuf>) -> PathBuf {
-    arg.unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results"))
+    arg.unwrap_or_else(|| crate::host::checkout().join("bench/results"))
 }
 
 /// Writes `<dir>/<stem>.json` and `<dir>/<stem>.md`; returns their paths.

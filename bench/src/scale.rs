@@ -32,7 +32,6 @@
 
 use nfv_config::NodeConfig;
 use nfv_control::Node;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -175,7 +174,7 @@ fn trial(
     rules: &[nfv_flow::FlowSpec],
     a: &ScaleArgs,
 ) -> Result<Trial, String> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/gen-sink.toml");
+    let path = crate::host::checkout().join("examples/gen-sink.toml");
     let mut cfg: NodeConfig = nfv_config::load(&path).map_err(|e| e.to_string())?;
     cfg.name = format!("bench-scale-{}", std::process::id());
     cfg.control_socket = None;

@@ -101,7 +101,7 @@ pub fn nfvswitch_binary(arg: Option<PathBuf>) -> Result<PathBuf, String> {
             Err(format!("{}: no such file", p.display()))
         };
     }
-    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let workspace = crate::host::checkout();
     let sibling = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(Path::to_path_buf))
@@ -150,7 +150,7 @@ pub fn snapshot(bin: &Path, run_dir: &Path) -> Result<(PathBuf, String), String>
         });
     let mut c = Command::new("git");
     c.arg("-C")
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .arg(crate::host::checkout())
         .args(["describe", "--always", "--dirty"]);
     let rev = proc::run(c, Duration::from_secs(10))
         .ok()

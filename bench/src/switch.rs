@@ -32,7 +32,7 @@ struct Trial {
 }
 
 fn examples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
+    crate::host::checkout().join("examples")
 }
 
 fn trial(

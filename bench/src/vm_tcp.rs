@@ -201,7 +201,7 @@ fn guest_image() -> Result<Image, String> {
     if !host::is_root() {
         return Image::find();
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/qemu-guest");
+    let script = crate::host::checkout().join("scripts/qemu-guest");
     eprintln!("nfv-bench: building the guest image ({})", script.display());
     let mut c = Command::new("bash");
     c.arg(&script);
