@@ -11,9 +11,6 @@
 //! same frame QEMU itself sends (reverse request, sender and target the
 //! guest's MAC, addresses zero), as DPDK's vhost library does.
 
-/// Ethernet type of RARP.
-pub const ETHERTYPE_RARP: u16 = 0x8035;
-
 /// Length of the frame: the Ethernet minimum (without FCS).
 pub const FRAME_LEN: usize = 60;
 
@@ -48,17 +45,26 @@ pub fn mac_string(mac: [u8; 6]) -> String {
 /// Ethernet/IPv4, sender and target hardware address `mac`, protocol
 /// addresses 0, zero padding to 60 bytes.
 pub fn frame(mac: [u8; 6]) -> [u8; FRAME_LEN] {
+    use nfv_wire::{
+        ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, EthernetFrame, EthernetRepr,
+        Ipv4Addr,
+    };
     let mut f = [0u8; FRAME_LEN];
-    f[..6].fill(0xff);
-    f[6..12].copy_from_slice(&mac);
-    f[12..14].copy_from_slice(&ETHERTYPE_RARP.to_be_bytes());
-    f[14..16].copy_from_slice(&1u16.to_be_bytes()); // hardware: Ethernet
-    f[16..18].copy_from_slice(&0x0800u16.to_be_bytes()); // protocol: IPv4
-    f[18] = 6;
-    f[19] = 4;
-    f[20..22].copy_from_slice(&3u16.to_be_bytes()); // reverse request
-    f[22..28].copy_from_slice(&mac); // sender hardware address
-    f[32..38].copy_from_slice(&mac); // target hardware address
+    let mut eth = EthernetFrame::new_unchecked(&mut f[..]);
+    EthernetRepr {
+        src: EthernetAddress(mac),
+        dst: EthernetAddress::BROADCAST,
+        ethertype: EtherType::RARP,
+    }
+    .emit(&mut eth);
+    ArpRepr {
+        op: ArpOperation::REVERSE_REQUEST,
+        sha: EthernetAddress(mac),
+        spa: Ipv4Addr::UNSPECIFIED,
+        tha: EthernetAddress(mac),
+        tpa: Ipv4Addr::UNSPECIFIED,
+    }
+    .emit(&mut ArpPacket::new_unchecked(eth.payload_mut()));
     f
 }
 

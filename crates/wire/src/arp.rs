@@ -17,6 +17,9 @@ impl ArpOperation {
     pub const REQUEST: ArpOperation = ArpOperation(1);
     /// Reply.
     pub const REPLY: ArpOperation = ArpOperation(2);
+    /// Reverse request (RARP, RFC 903; the same layout under
+    /// [`EtherType::RARP`]).
+    pub const REVERSE_REQUEST: ArpOperation = ArpOperation(3);
 }
 
 impl fmt::Display for ArpOperation {
@@ -24,6 +27,7 @@ impl fmt::Display for ArpOperation {
         match *self {
             Self::REQUEST => f.write_str("request"),
             Self::REPLY => f.write_str("reply"),
+            Self::REVERSE_REQUEST => f.write_str("reverse request"),
             ArpOperation(n) => write!(f, "op {n}"),
         }
     }

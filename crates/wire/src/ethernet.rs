@@ -124,6 +124,8 @@ impl EtherType {
     pub const QINQ: EtherType = EtherType(0x88a8);
     /// IPv6.
     pub const IPV6: EtherType = EtherType(0x86dd);
+    /// Reverse ARP (RFC 903): what a migrated guest is announced with.
+    pub const RARP: EtherType = EtherType(0x8035);
 
     /// A short name for the known values.
     pub const fn name(self) -> Option<&'static str> {
@@ -133,6 +135,7 @@ impl EtherType {
             Self::VLAN => Some("VLAN"),
             Self::QINQ => Some("QinQ"),
             Self::IPV6 => Some("IPv6"),
+            Self::RARP => Some("RARP"),
             _ => None,
         }
     }
