@@ -13,11 +13,12 @@
 
 use crate::app::App;
 use crate::config::{PollMode, VnfConfig};
-use crate::runner::sleep_unless;
+use crate::runner::{readable, sleep_unless};
 use crate::stats::VnfStats;
 use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
 use nfv_memif::client::{Client, ClientConfig, ClientError};
 use nfv_memif::socket::SocketPath;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -154,20 +155,15 @@ fn sleep(client: &Client, queues: usize, stats: &VnfStats) {
     }
     if !pending {
         stats.note_sleep();
-        let mut fds: Vec<libc::pollfd> = (0..queues)
+        let mut fds: Vec<PollFd> = (0..queues)
             .map(|q| client.s2c_eventfd(q))
             .chain(std::iter::once(client.control_fd()))
-            .map(|fd| libc::pollfd {
-                fd: std::os::fd::AsRawFd::as_raw_fd(&fd),
-                events: libc::POLLIN,
-                revents: 0,
-            })
+            .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
             .collect();
-        // SAFETY: `fds` is a valid array of initialised pollfds whose fds
-        // belong to `client` and stay open for the call.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+        // An error (EINTR) is a wake-up like any other.
+        let _ = nix::poll::poll(&mut fds, PollTimeout::from(100u16));
         for (q, fd) in fds.iter().take(queues).enumerate() {
-            if fd.revents & libc::POLLIN != 0 {
+            if readable(fd) {
                 client.drain_eventfd(q);
             }
         }

@@ -21,7 +21,7 @@ use crate::queues::{self, QueuePair};
 use crate::session::{Endpoint, Session, SessionError};
 use crate::stats::{self, JsonStats, Rates, Snapshot, VnfStats};
 use nfv_mem::PoolCache;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 /// Housekeeping period: stop flag, deadline and peer checks.
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
 /// Longest sleep of an adaptive VNF.
-const SLEEP_MS: i32 = 100;
+const SLEEP_MS: u16 = 100;
 /// Pause before renegotiating after a failed session.
 const BACKOFF: Duration = Duration::from_millis(500);
 
@@ -275,21 +275,21 @@ fn sleep(qps: &mut [QueuePair], session: &Session, stats: &VnfStats) {
     }
     if !pending {
         stats.note_sleep();
-        let mut fds: Vec<libc::pollfd> = qps
+        let mut fds: Vec<PollFd> = qps
             .iter()
-            .map(|qp| pollfd(qp.call_fd(session)))
-            .chain(std::iter::once(pollfd(session.socket_fd())))
+            .map(|qp| qp.call_fd(session))
+            .chain(std::iter::once(session.socket_fd()))
+            .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
             .collect();
-        // SAFETY: `fds` is a valid array of initialised pollfds whose fds
-        // stay open for the call (they belong to `session`).
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, SLEEP_MS) };
+        // An error (EINTR) is a wake-up like any other.
+        let _ = poll(&mut fds, PollTimeout::from(SLEEP_MS));
         // Drain only the eventfds poll found readable: the switch holds
         // them too and may clear O_NONBLOCK on the shared file description,
         // and a read of a zero counter would then block this thread. (A
         // peer that also drains the counter between poll and read can
         // still make one read wait; the VNF trusts the switch that far.)
         for (qp, fd) in qps.iter().zip(&fds) {
-            if fd.revents & libc::POLLIN != 0 {
+            if readable(fd) {
                 let _ = session.call[qp.rx_vq()].read();
             }
         }
@@ -299,12 +299,9 @@ fn sleep(qps: &mut [QueuePair], session: &Session, stats: &VnfStats) {
     }
 }
 
-fn pollfd(fd: BorrowedFd<'_>) -> libc::pollfd {
-    libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    }
+/// Whether `poll` found `fd` readable.
+pub(crate) fn readable(fd: &PollFd<'_>) -> bool {
+    fd.revents().is_some_and(|r| r.contains(PollFlags::POLLIN))
 }
 
 /// The reporter thread: a stats line every `--stats-every` and the JSON

@@ -15,7 +15,7 @@ use nfv_virtio::layout::{
     VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ,
     VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
 };
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -383,36 +383,34 @@ fn get_queue_pairs(mut sock: &UnixStream) -> std::io::Result<u64> {
 /// backend does not send unsolicited messages on the frontend channel, so
 /// readable means closed unless a peek finds data.
 pub fn socket_closed(fd: BorrowedFd<'_>) -> bool {
-    let mut p = libc::pollfd {
-        fd: fd.as_fd().as_raw_fd(),
-        events: libc::POLLIN | libc::POLLRDHUP,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, zero timeout.
-    let n = unsafe { libc::poll(&mut p, 1, 0) };
-    if n <= 0 {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use nix::sys::socket::{MsgFlags, recv};
+    // nix names no POLLRDHUP; the kernel's bit it is.
+    let rdhup = PollFlags::from_bits_retain(libc::POLLRDHUP);
+    let mut p = [PollFd::new(fd, PollFlags::POLLIN | rdhup)];
+    if !matches!(poll(&mut p, PollTimeout::ZERO), Ok(n) if n > 0) {
         return false;
     }
-    if p.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+    let gone = PollFlags::POLLHUP | rdhup | PollFlags::POLLERR | PollFlags::POLLNVAL;
+    if p[0].revents().is_some_and(|r| r.intersects(gone)) {
         return true;
     }
-    let mut b = 0u8;
-    // SAFETY: peeking one byte into a valid local buffer.
-    let r = unsafe {
-        libc::recv(
-            p.fd,
-            (&mut b as *mut u8).cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    r == 0
+    let mut b = [0u8; 1];
+    matches!(
+        recv(
+            fd.as_raw_fd(),
+            &mut b,
+            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT
+        ),
+        Ok(0)
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::VnfOptions;
+    use std::os::fd::AsFd;
 
     fn cfg(queues: u32, mrg: bool) -> VnfConfig {
         VnfConfig::try_from(VnfOptions {
