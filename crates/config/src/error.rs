@@ -1,83 +1,18 @@
 //! The error type, and the bookkeeping that turns byte offsets into
 //! `file:line: field` positions.
 
-use std::fmt;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nfv_toml_path::{Field, field_at, join_path, quoted_key};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-/// Why a config was rejected. Every [`ConfigError::Invalid`] names the file,
-/// the 1-based line and the field path (`port[1].rate_pps`; array indices
-/// are 0-based, in document order).
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The text is not valid TOML, or a value is missing, of the wrong type,
-    /// unknown, out of range or inconsistent with another value.
-    #[error("{}", DisplayInvalid { file, line: *line, field, message })]
-    Invalid {
-        file: PathBuf,
-        /// 1-based line of the offending key or value.
-        line: usize,
-        /// Dotted path of the field (`memory.frame_size`, `port[0].peer`,
-        /// `flows[3]`); empty when the error is not about one field (a TOML
-        /// syntax error).
-        field: String,
-        message: String,
-    },
-    /// The file could not be read.
-    #[error("{}: {source}", file.display())]
-    Io {
-        file: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl ConfigError {
-    /// The 1-based line, for [`ConfigError::Invalid`].
-    pub fn line(&self) -> Option<usize> {
-        match self {
-            ConfigError::Invalid { line, .. } => Some(*line),
-            ConfigError::Io { .. } => None,
-        }
-    }
-
-    /// The field path, for [`ConfigError::Invalid`].
-    pub fn field(&self) -> Option<&str> {
-        match self {
-            ConfigError::Invalid { field, .. } => Some(field),
-            ConfigError::Io { .. } => None,
-        }
-    }
-
-    /// The message without position, for [`ConfigError::Invalid`].
-    pub fn message(&self) -> Option<&str> {
-        match self {
-            ConfigError::Invalid { message, .. } => Some(message),
-            ConfigError::Io { .. } => None,
-        }
-    }
-}
-
-struct DisplayInvalid<'a> {
-    file: &'a Path,
-    line: usize,
-    field: &'a str,
-    message: &'a str,
-}
-
-impl fmt::Display for DisplayInvalid<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: ", self.file.display(), self.line)?;
-        if !self.field.is_empty() {
-            write!(f, "{}: ", self.field)?;
-        }
-        f.write_str(self.message)
-    }
-}
+/// Why a config was rejected: the project's one TOML file error
+/// ([`nfv_toml_path::FileError`]). Every [`ConfigError::Invalid`] names the
+/// file, the 1-based line and the field path (`port[1].rate_pps`; array
+/// indices are 0-based, in document order).
+pub type ConfigError = nfv_toml_path::FileError;
 
 /// The text being validated: builds errors at byte offsets.
 pub(crate) struct Doc<'a> {
@@ -100,12 +35,14 @@ impl Doc<'_> {
         field: impl Into<String>,
         message: impl Into<String>,
     ) -> ConfigError {
-        ConfigError::Invalid {
-            file: self.file.to_path_buf(),
-            line: self.line_of(span.start),
-            field: field.into(),
-            message: message.into(),
-        }
+        ConfigError::at(
+            self.file,
+            self.text,
+            self.prefix,
+            span.start,
+            field,
+            message,
+        )
     }
 
     /// Converts an error of the TOML parser or of serde, which carries a

@@ -2,46 +2,12 @@
 
 use nfv_toml_path::{field_at, join_path, quoted_key};
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use toml::de::DeTable;
 
-/// Why a topology file was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum TopologyError {
-    /// Not TOML, or a value missing, unknown, of the wrong type, out of
-    /// range or inconsistent with another.
-    #[error("{}:{line}: {field}{}{message}", file.display(), if field.is_empty() { "" } else { ": " })]
-    Invalid {
-        file: PathBuf,
-        /// 1-based line of the offending key or value.
-        line: usize,
-        /// Dotted path (`node.nic.pcie_lanes`, `service.frames[1]`); empty
-        /// for a TOML syntax error.
-        field: String,
-        message: String,
-    },
-    #[error("{}: {source}", file.display())]
-    Io {
-        file: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl TopologyError {
-    pub fn line(&self) -> Option<usize> {
-        match self {
-            TopologyError::Invalid { line, .. } => Some(*line),
-            TopologyError::Io { .. } => None,
-        }
-    }
-    pub fn field(&self) -> Option<&str> {
-        match self {
-            TopologyError::Invalid { field, .. } => Some(field),
-            TopologyError::Io { .. } => None,
-        }
-    }
-}
+/// Why a topology file was refused: the project's one TOML file error
+/// ([`nfv_toml_path::FileError`], as the node config's).
+pub type TopologyError = nfv_toml_path::FileError;
 
 /// The text being checked: turns byte spans into lines.
 pub(crate) struct Doc<'a> {
@@ -50,22 +16,13 @@ pub(crate) struct Doc<'a> {
 }
 
 impl Doc<'_> {
-    pub fn line_of(&self, offset: usize) -> usize {
-        nfv_toml_path::line_of(self.text, 0, offset)
-    }
-
     pub fn err(
         &self,
         span: Range<usize>,
         field: &str,
         message: impl Into<String>,
     ) -> TopologyError {
-        TopologyError::Invalid {
-            file: self.file.to_path_buf(),
-            line: self.line_of(span.start),
-            field: field.to_string(),
-            message: message.into(),
-        }
+        TopologyError::at(self.file, self.text, 0, span.start, field, message)
     }
 
     /// An error of the TOML parser or of serde: the field is the deepest

@@ -127,3 +127,100 @@ mod tests {
         assert_eq!(quoted_key("missing field `id`", "unknown field "), None);
     }
 }
+
+/// Why a TOML file (a node config, a topology) was refused: at a place
+/// (`file:line: field: message`, the field omitted when the error is not
+/// about one, as for a syntax error), or because it could not be read.
+/// The one error type of every file this project reads as TOML.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// Not TOML, or a value missing, unknown, of the wrong type, out of
+    /// range or inconsistent with another.
+    #[error("{}:{line}: {field}{}{message}", file.display(), if field.is_empty() { "" } else { ": " })]
+    Invalid {
+        file: std::path::PathBuf,
+        /// 1-based line of the offending key or value.
+        line: usize,
+        /// Dotted path of the field (`memory.frame_size`, `port[0].peer`,
+        /// `service.frames[1]`; array indices 0-based, in document
+        /// order); empty when the error is not about one field.
+        field: String,
+        message: String,
+    },
+    /// The file could not be read.
+    #[error("{}: {source}", file.display())]
+    Io {
+        file: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl FileError {
+    /// The error at byte `offset` of `text` (of which the first `skip`
+    /// bytes are not the user's: see [`line_of`]).
+    pub fn at(
+        file: &std::path::Path,
+        text: &str,
+        skip: usize,
+        offset: usize,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> FileError {
+        FileError::Invalid {
+            file: file.to_path_buf(),
+            line: line_of(text, skip, offset),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The 1-based line, for [`FileError::Invalid`].
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            FileError::Invalid { line, .. } => Some(*line),
+            FileError::Io { .. } => None,
+        }
+    }
+
+    /// The field path, for [`FileError::Invalid`].
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            FileError::Invalid { field, .. } => Some(field),
+            FileError::Io { .. } => None,
+        }
+    }
+
+    /// The message without position, for [`FileError::Invalid`].
+    pub fn message(&self) -> Option<&str> {
+        match self {
+            FileError::Invalid { message, .. } => Some(message),
+            FileError::Io { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod file_error_tests {
+    use super::FileError;
+    use std::path::Path;
+
+    #[test]
+    fn written_as_file_line_field_message() {
+        let text = "a = 1\nb = 2\n";
+        let e = FileError::at(Path::new("n.toml"), text, 0, 8, "b", "too big");
+        assert_eq!(e.to_string(), "n.toml:2: b: too big");
+        assert_eq!(
+            (e.line(), e.field(), e.message()),
+            (Some(2), Some("b"), Some("too big"))
+        );
+        let e = FileError::at(Path::new("n.toml"), text, 0, 0, "", "not TOML");
+        assert_eq!(e.to_string(), "n.toml:1: not TOML");
+        let e = FileError::Io {
+            file: "gone.toml".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        assert!(e.to_string().starts_with("gone.toml: "));
+        assert_eq!((e.line(), e.field(), e.message()), (None, None, None));
+    }
+}
