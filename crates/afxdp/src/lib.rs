@@ -23,7 +23,6 @@
 
 pub mod bpf;
 pub mod guest_umem;
-mod lock;
 pub mod port;
 pub mod ring;
 pub mod rx;

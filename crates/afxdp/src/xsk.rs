@@ -12,9 +12,9 @@
 //! spin lock (`tx.rs` says why). Counters are single-writer: rx counters
 //! by the rx queue's owner, tx counters under the tx lock.
 
-use crate::lock::SpinLock;
 use crate::ring::{Consumer, Producer, RingLayout};
 use crate::umem::Umem;
+use nfv_mem::SpinLock;
 use nfv_mem::{Mapping, Populate};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};

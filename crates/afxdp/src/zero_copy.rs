@@ -37,7 +37,6 @@
 //! for a queue whose traffic belongs to that VNF.
 
 use crate::guest_umem::{Placement, Unfit};
-use crate::lock::SpinLock;
 use crate::rx::receive_copies;
 use crate::umem::Umem;
 use crate::xsk::{Bind, Rings, RxRings, TxCounters, Unbound, Xsk};
@@ -45,6 +44,7 @@ use crate::zero_copy_choice::SizePolicy;
 pub(crate) use crate::zero_copy_choice::Target;
 use crate::zero_copy_rx::{FILL_TARGET, LendRx, receive_lent};
 use crate::zero_copy_tx::{Source, TxInPlace, TxInPlaceCounters, reap, transmit_in_place};
+use nfv_mem::SpinLock;
 use nfv_mem::{Batch, PoolCache};
 use nfv_ports::{RxQueue, TxQueue};
 use nfv_vhost::lend::{Borrower, Lease, Lender};

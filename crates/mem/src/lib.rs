@@ -19,12 +19,14 @@ pub mod owner;
 pub mod packet;
 pub mod pool;
 pub mod region;
+pub mod spin;
 pub mod stats;
 
 pub use mapping::{Mapping, Populate};
 pub use packet::{HEADROOM, OFFLOAD_HDR_LEN, OFFLOAD_META_LEN, Packet, SPLIT_HEAD};
 pub use pool::{PacketPool, PoolCache, PoolError};
 pub use region::{Backing, Region, RegionError};
+pub use spin::{SpinGuard, SpinLock};
 
 /// Packets per burst, as in DPDK and OVS.
 pub const BATCH: usize = 32;

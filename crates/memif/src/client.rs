@@ -13,12 +13,12 @@ use crate::queue::copy_range;
 use crate::ring::RingView;
 use crate::socket::{Conn, Received, SocketPath};
 use nfv_mem::{HugepageMode, Region};
+use nfv_mem::{SpinGuard, SpinLock};
 use nfv_virtio::notify::Call;
 use nfv_wire::memif::{self, DescRepr, Direction, MsgRepr, Name, Secret, VERSION};
-use std::cell::UnsafeCell;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::time::{Duration, Instant};
 
 /// What the client asks for.
@@ -106,8 +106,7 @@ impl Ring {
 /// of a port in the client role (several PMDs may send on one C2S ring),
 /// so each is taken for a burst ([`RingSlot::take`]).
 pub(crate) struct RingSlot {
-    busy: AtomicBool,
-    ring: UnsafeCell<Ring>,
+    ring: SpinLock<Ring>,
     eventfd: OwnedFd,
     /// Signals `eventfd` through the notifier thread (C2S: the server
     /// may have cleared O_NONBLOCK on the description it shares, so a
@@ -115,47 +114,13 @@ pub(crate) struct RingSlot {
     kick: Call,
 }
 
-// SAFETY: `ring` is only reached through `take`, which holds `busy`
-// (Acquire/Release) for the life of the returned guard.
-unsafe impl Sync for RingSlot {}
-
 /// A ring taken for a burst; released on drop.
-pub(crate) struct Held<'a> {
-    slot: &'a RingSlot,
-}
+pub(crate) type Held<'a> = SpinGuard<'a, Ring>;
 
 impl RingSlot {
     /// Waits for the ring: its holder is another PMD inside one burst.
     pub(crate) fn take(&self) -> Held<'_> {
-        while self
-            .busy
-            .compare_exchange_weak(false, true, Acquire, Relaxed)
-            .is_err()
-        {
-            std::hint::spin_loop();
-        }
-        Held { slot: self }
-    }
-}
-
-impl std::ops::Deref for Held<'_> {
-    type Target = Ring;
-    fn deref(&self) -> &Ring {
-        // SAFETY: we hold `busy`.
-        unsafe { &*self.slot.ring.get() }
-    }
-}
-
-impl std::ops::DerefMut for Held<'_> {
-    fn deref_mut(&mut self) -> &mut Ring {
-        // SAFETY: we hold `busy`, so this is the only reference.
-        unsafe { &mut *self.slot.ring.get() }
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        self.slot.busy.store(false, Release);
+        self.ring.lock()
     }
 }
 
@@ -440,8 +405,7 @@ impl Client {
             let eventfd = eventfd()?;
             let kick = Call::new(eventfd.try_clone()?);
             Ok(RingSlot {
-                busy: AtomicBool::new(false),
-                ring: UnsafeCell::new(Ring {
+                ring: SpinLock::new(Ring {
                     view,
                     buffers: (rings_len + i * slots * cfg.buffer_size as usize) as u32,
                     pos: 0,

@@ -42,12 +42,11 @@
 use crate::handshake::{Region, Ring, Setup};
 use crate::position::PeerPosition;
 use crate::ring::RingView;
+use nfv_mem::{SpinGuard, SpinLock};
 use nfv_virtio::notify::Call;
 use nfv_virtio::{GuestMemory, MemoryError, RegionSpec};
 use nfv_wire::memif;
-use std::cell::UnsafeCell;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, Ordering::*};
 
 /// Bits of the synthetic address below a region's index: regions may be
 /// up to 1 TiB.
@@ -86,32 +85,30 @@ pub(crate) struct RxRing {
 }
 
 /// A server-to-client ring, shared by the tx queues of every PMD that
-/// sends on it (PMD `q` uses ring `q % count`), which take turns through
-/// `busy`.
+/// sends on it (PMD `q` uses ring `q % count`), which take turns
+/// ([`TxRing::take`]).
 #[derive(Debug)]
 pub(crate) struct TxRing {
     pub view: RingView,
     /// The client's eventfd, signalled (through the notifier thread,
     /// never written by a PMD) when it has not masked interrupts.
     pub call: Call,
-    busy: AtomicBool,
-    /// Our tail: kept here, not read back from the ring the client can
-    /// write. Only touched by the holder of `busy`.
-    tail: UnsafeCell<u16>,
-    /// The check of the client's head (`crate::position`), per ring so
-    /// that PMDs sharing it count an event once. Held like `tail`.
-    peer: UnsafeCell<PeerPosition>,
+    turn: SpinLock<Turn>,
 }
 
-// SAFETY: `tail` and `peer` are only accessed by the thread holding `busy`
-// (acquired with Acquire, released with Release), which serialises every
-// access.
-unsafe impl Sync for TxRing {}
+/// What the PMD holding a [`TxRing`] keeps.
+#[derive(Debug, Default)]
+struct Turn {
+    /// Our tail: kept here, not read back from the ring the client can
+    /// write.
+    tail: u16,
+    /// The check of the client's head (`crate::position`), per ring so
+    /// that PMDs sharing it count an event once.
+    peer: PeerPosition,
+}
 
 /// A [`TxRing`] held by one PMD; released on drop.
-pub(crate) struct TxTurn<'a> {
-    ring: &'a TxRing,
-}
+pub(crate) struct TxTurn<'a>(SpinGuard<'a, Turn>);
 
 impl TxRing {
     /// Waits for the ring. The holder is another PMD inside a tx burst of
@@ -119,36 +116,19 @@ impl TxRing {
     /// so this spins briefly and only when PMDs outnumber the rings.
     #[inline]
     pub fn take(&self) -> TxTurn<'_> {
-        while self
-            .busy
-            .compare_exchange_weak(false, true, Acquire, Relaxed)
-            .is_err()
-        {
-            std::hint::spin_loop();
-        }
-        TxTurn { ring: self }
+        TxTurn(self.turn.lock())
     }
 }
 
 impl TxTurn<'_> {
     pub fn tail(&self) -> u16 {
-        // SAFETY: we hold `busy`: no other thread accesses `tail`.
-        unsafe { *self.ring.tail.get() }
+        self.0.tail
     }
     pub fn set_tail(&mut self, tail: u16) {
-        // SAFETY: as in `tail`.
-        unsafe { *self.ring.tail.get() = tail }
+        self.0.tail = tail;
     }
     pub fn peer(&mut self) -> &mut PeerPosition {
-        // SAFETY: we hold `busy`, and `&mut self` makes this the only
-        // reference through this turn.
-        unsafe { &mut *self.ring.peer.get() }
-    }
-}
-
-impl Drop for TxTurn<'_> {
-    fn drop(&mut self) {
-        self.ring.busy.store(false, Release);
+        &mut self.0.peer
     }
 }
 
@@ -260,11 +240,12 @@ impl Connection {
         for ring in s2c {
             let (view, fd) = Self::ring(&mem, ring).map_err(Refused::other)?;
             tx.push(TxRing {
-                tail: UnsafeCell::new(view.tail()),
-                peer: UnsafeCell::new(PeerPosition::default()),
+                turn: SpinLock::new(Turn {
+                    tail: view.tail(),
+                    peer: PeerPosition::default(),
+                }),
                 view,
                 call: Call::new(fd),
-                busy: AtomicBool::new(false),
             });
         }
         Ok(Connection {

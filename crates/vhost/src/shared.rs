@@ -43,10 +43,10 @@
 //! Thread safety: `Shared` is `Sync`. Counters are atomics with a single
 //! writer (the protocol thread, or the ring's owner for ring errors).
 
-use std::cell::UnsafeCell;
+use nfv_mem::{SpinGuard, SpinLock};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::VhostUserConfig;
@@ -165,17 +165,15 @@ pub(crate) struct RxRing {
     pub errors: ErrorMirror,
 }
 
-/// Lock word of a [`TxRing`]: free, held by a PMD (or another thread
-/// that only touches the queue between bursts: `lend.rs`), or held by the
-/// protocol thread.
-const FREE: u8 = 0;
-const PMD: u8 = 1;
+/// Holders of a [`TxRing`]'s lock: a PMD (or another thread that only
+/// touches the queue between bursts: `lend.rs`), or the protocol thread,
+/// which PMDs never wait for.
+const PMD: u8 = nfv_mem::spin::ANY;
 const CONTROL: u8 = 2;
 
 /// A guest RX virtqueue (our tx queues), behind a spin lock.
 pub(crate) struct TxRing {
-    lock: AtomicU8,
-    state: UnsafeCell<TxState>,
+    state: SpinLock<TxState>,
     /// Receive buffers the guest had posted and we had not used, at the
     /// start of the last tx burst into this ring (written under the lock;
     /// 0 until then and while the ring is not running).
@@ -192,18 +190,10 @@ pub(crate) struct TxRing {
 /// The owner's state of a guest RX virtqueue (see [`crate::ownership`]).
 pub(crate) type TxState = crate::ownership::RingOwner;
 
-// SAFETY: `state` is only accessed through `TxGuard`, which holds `lock`
-// (acquire on lock, release on unlock), so at most one thread touches it
-// at a time; `DeviceQueue` itself is `Send`.
-unsafe impl Sync for TxRing {}
-// SAFETY: as above: ownership of the contents moves with the lock.
-unsafe impl Send for TxRing {}
-
 impl Default for TxRing {
     fn default() -> Self {
         TxRing {
-            lock: AtomicU8::new(FREE),
-            state: UnsafeCell::new(TxState::default()),
+            state: SpinLock::new(TxState::default()),
             rx_free: Gauge::default(),
             retries: AtomicU64::new(0),
             busy: AtomicU64::new(0),
@@ -218,7 +208,7 @@ impl TxRing {
     /// memory is touched under it).
     #[inline]
     pub fn lock(&self) -> TxGuard<'_> {
-        self.spin_lock(PMD)
+        self.state.lock_as(PMD)
     }
 
     /// The PMD's tx burst: takes the lock, spinning while another PMD
@@ -227,66 +217,21 @@ impl TxRing {
     /// compare-exchange as [`TxRing::lock`].
     #[inline]
     pub fn lock_pmd(&self) -> Option<TxGuard<'_>> {
-        loop {
-            match self.lock.compare_exchange_weak(FREE, PMD, Acquire, Relaxed) {
-                Ok(_) => return Some(TxGuard { ring: self }),
-                Err(CONTROL) => {
-                    Status::bump(&self.busy);
-                    return None;
-                }
-                Err(_) => {
-                    while self.lock.load(Relaxed) == PMD {
-                        std::hint::spin_loop();
-                    }
-                }
-            }
+        let g = self.state.lock_unless(PMD, CONTROL);
+        if g.is_none() {
+            Status::bump(&self.busy);
         }
+        g
     }
 
     /// The protocol thread: takes the lock, marked so that PMDs skip
     /// their burst rather than wait. Hold it only to swap state.
     pub fn lock_control(&self) -> TxGuard<'_> {
-        self.spin_lock(CONTROL)
-    }
-
-    fn spin_lock(&self, holder: u8) -> TxGuard<'_> {
-        while self
-            .lock
-            .compare_exchange_weak(FREE, holder, Acquire, Relaxed)
-            .is_err()
-        {
-            while self.lock.load(Relaxed) != FREE {
-                std::hint::spin_loop();
-            }
-        }
-        TxGuard { ring: self }
+        self.state.lock_as(CONTROL)
     }
 }
 
-pub(crate) struct TxGuard<'a> {
-    ring: &'a TxRing,
-}
-
-impl std::ops::Deref for TxGuard<'_> {
-    type Target = TxState;
-    fn deref(&self) -> &TxState {
-        // SAFETY: we hold the lock (see `unsafe impl Sync for TxRing`).
-        unsafe { &*self.ring.state.get() }
-    }
-}
-
-impl std::ops::DerefMut for TxGuard<'_> {
-    fn deref_mut(&mut self) -> &mut TxState {
-        // SAFETY: we hold the lock, so this is the only reference.
-        unsafe { &mut *self.ring.state.get() }
-    }
-}
-
-impl Drop for TxGuard<'_> {
-    fn drop(&mut self) {
-        self.ring.lock.store(FREE, Release);
-    }
-}
+pub(crate) type TxGuard<'a> = SpinGuard<'a, TxState>;
 
 /// Port-level counters and facts, written by the protocol thread.
 #[derive(Debug, Default)]
