@@ -8,32 +8,37 @@ use std::time::Instant;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nfvswitch");
 
-#[test]
-fn sweep_writes_json_markdown_and_charts() {
-    let dir = std::env::temp_dir().join(format!("nfvswitch-sweep-test-{}", std::process::id()));
+/// Runs a short sweep (1 s windows after 0.5 s of warm-up, 64 B) with
+/// `args` into a fresh temporary directory named after `tag`; asserts it
+/// succeeded and returns (directory, stdout).
+fn short_sweep(tag: &str, args: &[&str]) -> (std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("nfvswitch-sweep-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let t0 = Instant::now();
     let out = Command::new(BIN)
         .args([
             "sweep",
-            "--vnfs",
-            "1",
             "--sizes",
             "64",
             "--seconds",
             "1",
             "--warmup",
             "0.5",
-            "--topology",
-            "ns,ew",
-            "--out",
         ])
+        .args(args)
+        .arg("--out")
         .arg(&dir)
         .output()
         .expect("run nfvswitch sweep");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    (dir, stdout)
+}
+
+#[test]
+fn sweep_writes_json_markdown_and_charts() {
+    let t0 = Instant::now();
+    let (dir, stdout) = short_sweep("test", &["--vnfs", "1", "--topology", "ns,ew"]);
     eprintln!("sweep took {:.1} s", t0.elapsed().as_secs_f64());
     // One progress line per run.
     assert!(stdout.contains("[1/2] ns N=1   64 B:"), "{stdout}");
@@ -94,31 +99,10 @@ fn sweep_rejects_bad_arguments() {
 /// VNF forwarding.
 #[test]
 fn sweep_runs_chains_over_memif() {
-    let dir = std::env::temp_dir().join(format!("nfvswitch-sweep-memif-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(BIN)
-        .args([
-            "sweep",
-            "--interface",
-            "memif",
-            "--vnfs",
-            "2",
-            "--sizes",
-            "64",
-            "--seconds",
-            "1",
-            "--warmup",
-            "0.5",
-            "--topology",
-            "ew",
-            "--out",
-        ])
-        .arg(&dir)
-        .output()
-        .expect("run nfvswitch sweep");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let (dir, _) = short_sweep(
+        "memif",
+        &["--interface", "memif", "--vnfs", "2", "--topology", "ew"],
+    );
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap();
     assert_eq!(json["parameters"]["interface"], "memif", "{json}");
@@ -149,31 +133,10 @@ fn sweep_over_pmd_counts_reports_each_pmd() {
         );
         return;
     }
-    let dir = std::env::temp_dir().join(format!("nfvswitch-sweep-pmds-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(BIN)
-        .args([
-            "sweep",
-            "--vnfs",
-            "1",
-            "--sizes",
-            "64",
-            "--seconds",
-            "1",
-            "--warmup",
-            "0.5",
-            "--topology",
-            "ns",
-            "--pmds",
-            "1,2",
-            "--out",
-        ])
-        .arg(&dir)
-        .output()
-        .expect("run nfvswitch sweep");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let (dir, stdout) = short_sweep(
+        "pmds",
+        &["--vnfs", "1", "--topology", "ns", "--pmds", "1,2"],
+    );
     assert!(stdout.contains("[2/2] ns N=1   64 B 2 PMDs:"), "{stdout}");
     if cpus.len() < 3 {
         assert!(stdout.contains("cannot show scaling with PMDs"), "{stdout}");
