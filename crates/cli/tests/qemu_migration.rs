@@ -46,7 +46,7 @@ mod qmp;
 #[allow(dead_code)] // its TCP helpers are qemu.rs's; this test paces its own transfer
 mod traffic;
 
-use guest::{Extras, Guest, Image, Spec};
+use guest::{Extras, GUEST_RAM, Guest, Image, Spec};
 use migration_traffic::*;
 use nfv_testutil::{TempDir, skip, wait_until};
 use node::{MemifSpec, Node, NodeOpts, PortSpec, packets, wait_info};
@@ -290,9 +290,34 @@ impl Bed {
     /// After a completed migration: the destination runs the guest (its
     /// shell answers on the destination's serial port); the source QEMU,
     /// paused, is ended as a management layer would; A is now at `site`.
-    fn switch_to_destination(&mut self, site: Site) -> Result<(), String> {
+    fn switch_to_destination(&mut self, site: Site) -> Result<String, String> {
         let mut dest = self.dest.take().ok_or("no destination QEMU")?;
         let mut status = Value::Null;
+        // The destination (`-S`) holds the guest paused after the stream:
+        // its memory must be the source's, page for page, before it runs.
+        let paused = wait_until(CONNECT, || {
+            status = dest
+                .qmp
+                .run("query-status", json!({}))
+                .unwrap_or_else(|e| json!(e));
+            status["status"] == "paused"
+        });
+        if !paused {
+            let d = dest.guest.diagnostics();
+            self.dest = Some(dest);
+            return Err(format!(
+                "the destination did not load the migrated guest: {status}\n{d}"
+            ));
+        }
+        let source = &mut self.a.as_mut().ok_or("no guest A")?.qmp;
+        let same = match same_memory(source, &mut dest.qmp, &self.dir.0) {
+            Ok(s) => s,
+            Err(e) => {
+                self.dest = Some(dest);
+                return Err(e);
+            }
+        };
+        dest.qmp.run("cont", json!({}))?;
         let running = wait_until(CONNECT, || {
             status = dest
                 .qmp
@@ -333,7 +358,7 @@ impl Bed {
         if let Some(old) = old {
             self.retire(old.guest);
         }
-        shell
+        shell.map(|()| same)
     }
 
     /// Ends the destination QEMU of a migration that did not happen.
@@ -369,6 +394,73 @@ impl Bed {
         }
         s
     }
+}
+
+/// Guest RAM of a migration's source (paused after it) and destination
+/// (paused before it runs), compared page by page: the switch marks every
+/// page it writes in the dirty log, so nothing it wrote may be missing at
+/// the destination. Both QEMUs dump their RAM (`pmemsave`) into `dir`.
+/// Ok: what was compared; Err: the pages that differ.
+fn same_memory(source: &mut Qmp, dest: &mut Qmp, dir: &Path) -> Result<String, String> {
+    const PAGE: usize = 4096;
+    let dump = |qmp: &mut Qmp, name: &str| -> Result<Vec<u8>, String> {
+        let path = dir.join(name);
+        let args = json!({ "val": 0, "size": GUEST_RAM, "filename": path.display().to_string() });
+        qmp.run("pmemsave", args)?;
+        std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let src = dump(source, "source.ram")?;
+    let dst = dump(dest, "destination.ram")?;
+    if src.len() != dst.len() || src.len() as u64 != GUEST_RAM {
+        return Err(format!(
+            "pmemsave wrote {} bytes at the source, {} at the destination (of {GUEST_RAM})",
+            src.len(),
+            dst.len()
+        ));
+    }
+    let differ: Vec<String> = src
+        .chunks(PAGE)
+        .zip(dst.chunks(PAGE))
+        .enumerate()
+        .filter(|(_, (a, b))| a != b)
+        .map(|(i, (a, b))| {
+            let diff: Vec<usize> = (0..PAGE).filter(|&k| a[k] != b[k]).collect();
+            // The 16-byte lines around the first difference, both sides:
+            // enough to tell ring entries from packet data.
+            let from = diff[0] & !15;
+            let to = (from + 64).min(PAGE);
+            format!(
+                "{:#x} ({} bytes, {:#x}..={:#x}; source {:02x?}; destination {:02x?})",
+                i * PAGE,
+                diff.len(),
+                diff[0],
+                diff[diff.len() - 1],
+                &a[from..to],
+                &b[from..to]
+            )
+        })
+        .collect();
+    if differ.is_empty() {
+        for name in ["source.ram", "destination.ram"] {
+            let _ = std::fs::remove_file(dir.join(name));
+        }
+    } else {
+        return Err(format!(
+            "guest memory differs between source and destination in {} pages \
+             (a write the dirty log missed): {}",
+            differ.len(),
+            differ
+                .iter()
+                .take(40)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(format!(
+        "destination RAM equal to the source's ({} KiB)",
+        GUEST_RAM >> 10
+    ))
 }
 
 /// Starts a migration of the guest behind `qmp` to `uri` as fast as
@@ -600,7 +692,7 @@ fn migrate_a_under_traffic(bed: &mut Bed, dest_name: &'static str) -> Result<Out
              make it longer (BLOCKS, PACE)"
         ));
     }
-    bed.switch_to_destination(to)?;
+    let same_memory = bed.switch_to_destination(to)?;
     // The flood's connection outlived the migration (its nc still runs).
     stop_flood(bed.b.as_mut().ok_or("no guest B")?)?;
     let got = received_md5(&mut bed.a.as_mut().ok_or("no guest A")?.guest)?;
@@ -648,9 +740,11 @@ fn migrate_a_under_traffic(bed: &mut Bed, dest_name: &'static str) -> Result<Out
     }
     let (src, dst) = (bed.node(from), bed.node(to));
     for (node, port) in [(src, from.port()), (dst, to.port())] {
-        let errors = node.info(port, "log_errors")?;
-        if errors != "0" {
-            return Err(format!("{port}: log_errors {errors}"));
+        for counter in ["log_errors", "log_marks_dropped"] {
+            let n = node.info(port, counter)?;
+            if n != "0" {
+                return Err(format!("{port}: {counter} {n}"));
+            }
         }
     }
     let rarp = dst.info(to.port(), "rarp_sent")?;
@@ -685,7 +779,7 @@ fn migrate_a_under_traffic(bed: &mut Bed, dest_name: &'static str) -> Result<Out
     let ram = &end["ram"];
     Ok(Outcome::Done(format!(
         "completed in {migrate_secs:.1} s (QEMU: total {} ms, downtime {downtime} ms, \
-         {} MiB sent, {} dirty syncs); {} dirty log: {}; \
+         {} MiB sent, {} dirty syncs); {same_memory}; {} dirty log: {}; \
          TCP {} KiB B->A md5-equal across it{}; \
          pings every {PING_MS} ms: {} sent, {} lost, longest gap {} ms, no duplicates; \
          A's checksum errors unchanged ({}); {} on {}: rx {rx}, tx {tx}, rarp_sent {rarp}; \

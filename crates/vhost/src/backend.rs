@@ -615,7 +615,8 @@ impl Backend {
                     (size * 8 * nfv_virtio::dirty_log::LOG_PAGE) >> 20
                 );
                 self.shared.status.log_bytes.store(size, Relaxed);
-                self.log = Some(Arc::new(log));
+                let drops = self.shared.status.log_marks_dropped.clone();
+                self.log = Some(Arc::new(log.counting_drops_in(drops)));
                 self.log_refused = None;
                 Ok(())
             }

@@ -269,6 +269,8 @@ pub struct VhostStatus {
     pub log_bytes: u64,
     /// SET_LOG_BASE requests refused.
     pub log_errors: u64,
+    /// Writes into guest memory the dirty log could not record.
+    pub log_marks_dropped: u64,
     /// Region or dirty-log fds that are not memory the switch may map
     /// (a FIFO, a file on disk or FUSE, too short); also in
     /// `mem_table_errors` or `log_errors`.
@@ -427,6 +429,7 @@ impl VhostUserPort {
             ack_timeouts: s.ack_timeouts.load(Relaxed),
             log_bytes: s.log_bytes.load(Relaxed),
             log_errors: s.log_errors.load(Relaxed),
+            log_marks_dropped: s.log_marks_dropped.load(Relaxed),
             unmappable_fd: s.unmappable_fd.load(Relaxed),
             rarp_requests: s.rarp_requests.load(Relaxed),
             rarp_sent: s.rarp_sent.load(Relaxed),
@@ -518,6 +521,7 @@ impl Port for VhostUserPort {
         .with("copy_mode", if cfg.one_copy { "one-copy" } else { "copy" })
         .with("dirty_log", st.dirty_log_state())
         .with("log_errors", st.log_errors)
+        .with("log_marks_dropped", st.log_marks_dropped)
         .with("unmappable_fd", st.unmappable_fd)
         .with("rarp_sent", st.rarp_sent)
         .with(

@@ -254,6 +254,11 @@ pub(crate) struct Status {
     pub ack_timeouts: AtomicU64,
     /// SET_LOG_BASE refused (no fd, a log we cannot map).
     pub log_errors: AtomicU64,
+    /// Writes into guest memory that could not be marked in the dirty log
+    /// (a page past the log's end, an address outside guest memory): the
+    /// migration may miss them. Shared with each log (`DirtyLog::
+    /// counting_drops_in`).
+    pub log_marks_dropped: Arc<AtomicU64>,
     /// Memory-region or dirty-log fds refused by
     /// `nfv_virtio::tenant_fd::check_mappable` (also counted in
     /// `mem_table_errors` or `log_errors`).

@@ -68,6 +68,9 @@ pub struct DirtyLog {
     /// Writes whose host address is not in guest memory (cannot happen
     /// for addresses the queue translated; counted, not trusted).
     untranslated: AtomicU64,
+    /// Where the owner also counts every dropped mark (both kinds), so
+    /// that the count outlives this log ([`DirtyLog::counting_drops_in`]).
+    drops: Option<std::sync::Arc<AtomicU64>>,
 }
 
 // SAFETY: the mapping lives as long as the `DirtyLog`; every access to
@@ -124,7 +127,23 @@ impl DirtyLog {
             guard: Some(g),
             out_of_range: AtomicU64::new(0),
             untranslated: AtomicU64::new(0),
+            drops: None,
         })
+    }
+
+    /// Also counts every dropped mark in `drops` (a port's counter, kept
+    /// across the logs a frontend hands over one after another).
+    pub fn counting_drops_in(mut self, drops: std::sync::Arc<AtomicU64>) -> DirtyLog {
+        self.drops = Some(drops);
+        self
+    }
+
+    #[cold]
+    fn dropped(&self, kind: &AtomicU64) {
+        kind.fetch_add(1, Ordering::Relaxed);
+        if let Some(d) = &self.drops {
+            d.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Bitmap bytes.
@@ -149,7 +168,7 @@ impl DirtyLog {
         for page in first..=last {
             let byte = page / 8;
             if byte >= self.len as u64 {
-                self.out_of_range.fetch_add(1, Ordering::Relaxed);
+                self.dropped(&self.out_of_range);
                 return;
             }
             let bit = 1u8 << (page % 8);
@@ -170,9 +189,7 @@ impl DirtyLog {
     pub fn mark_host(&self, mem: &crate::GuestMemory, ptr: *const u8, len: usize) {
         match mem.host_to_gpa(ptr, len) {
             Some(gpa) => self.mark(gpa, len),
-            None => {
-                self.untranslated.fetch_add(1, Ordering::Relaxed);
-            }
+            None => self.dropped(&self.untranslated),
         }
     }
 
@@ -272,6 +289,33 @@ mod tests {
         std::os::unix::fs::FileExt::read_exact_at(&f, &mut b, 4100).unwrap();
         assert_eq!(b[15], 0x80);
         assert_eq!(b[..15], [0; 15]);
+    }
+
+    #[test]
+    fn dropped_marks_outlive_the_log_in_the_owners_counter() {
+        let drops = std::sync::Arc::new(AtomicU64::new(0));
+        for round in 1..=2u64 {
+            let f = memfd(8);
+            let log = DirtyLog::map(&f, 8, 0)
+                .unwrap()
+                .counting_drops_in(drops.clone());
+            log.mark(4096 * 63, 1);
+            log.mark(4096 * 64, 1);
+            let mem = crate::GuestMemory::map(vec![crate::memory::RegionSpec {
+                guest_phys_addr: 0,
+                size: 4096,
+                user_addr: 0x1000_0000,
+                mmap_offset: 0,
+                fd: memfd(4096).into(),
+                shrink_sealed: false,
+            }])
+            .unwrap();
+            // A host address outside every region: no guest page to mark.
+            log.mark_host(&mem, std::ptr::null(), 1);
+            assert_eq!((log.out_of_range(), log.untranslated()), (1, 1));
+            drop(log);
+            assert_eq!(drops.load(Ordering::Relaxed), 2 * round);
+        }
     }
 
     #[test]
