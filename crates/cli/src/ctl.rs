@@ -228,8 +228,8 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
             let flows: Vec<FlowReport> = serde_json::from_value(data).map_err(parse_err)?;
             for f in flows {
                 println!(
-                    " duration={:.3}s, n_packets={}, n_bytes={}, {}",
-                    f.duration_secs, f.n_packets, f.n_bytes, f.rule
+                    " duration={:.3}s, n_packets={}, n_bytes={}, idle_age={}, {}",
+                    f.duration_secs, f.n_packets, f.n_bytes, f.idle_age_secs as u64, f.rule
                 );
             }
         }
@@ -534,7 +534,7 @@ pub fn node_text(n: &NodeReport) -> String {
     format!(
         "node {} (nfvswitch {}), up {:.0} s\n  \
          PMDs: {} on cores [{}]\n  \
-         ports: {}, flows: {}, chains: {}\n  \
+         ports: {}, flows: {} (expired: {} idle, {} hard), chains: {}\n  \
          memory: {} x {} B ({} free), hugepages {}, backing {}\n  \
          REST API: {}\n",
         n.name,
@@ -544,6 +544,8 @@ pub fn node_text(n: &NodeReport) -> String {
         cores.join(", "),
         n.ports,
         n.flows,
+        n.flows_expired_idle,
+        n.flows_expired_hard,
         n.chains,
         n.memory.frames,
         n.memory.frame_size,

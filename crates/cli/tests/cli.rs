@@ -162,6 +162,92 @@ fn ports_and_flows_change_at_run_time() {
     }));
 }
 
+/// The rules of `dump-flows` whose cookie is `cookie`.
+fn flows_with_cookie(d: &Daemon, cookie: u64) -> Vec<Value> {
+    let flows = ctl_json(d, &["dump-flows"]);
+    flows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["cookie"] == cookie)
+        .cloned()
+        .collect()
+}
+
+/// `idle_timeout`/`hard_timeout` remove rules once their time has passed
+/// (never before), counted in `show node`; `dump-flows` shows the
+/// timeouts and each rule's idle age; `del-flows cookie=V/M` removes the
+/// rules whose cookie matches under the mask. Waits are upper bounds for
+/// a busy machine; only the lower bounds (not before the timeout) are
+/// exact.
+#[test]
+fn flow_timeouts_and_cookie_filters() {
+    let d = start("timeouts");
+    let added = std::time::Instant::now();
+    for flow in [
+        // Never hit (the sink, port 2, sends nothing): idle after 1 s.
+        "priority=30,cookie=0x501,idle_timeout=1,in_port=2,actions=output:2",
+        // Hit by the generator all along: only its hard timeout ends it.
+        "priority=30,cookie=0x502,hard_timeout=2,idle_timeout=1,in_port=1,actions=output:2",
+        // Hit once the rule above is gone: stays.
+        "priority=29,cookie=0x503,idle_timeout=3600,in_port=1,actions=output:2",
+    ] {
+        assert!(ctl(&d, &["add-flow", flow]).status.success(), "{flow}");
+    }
+    let shown = flows_with_cookie(&d, 0x502);
+    assert_eq!(shown.len(), 1);
+    assert!(
+        shown[0]["rule"]
+            .as_str()
+            .unwrap()
+            .contains("idle_timeout=1,hard_timeout=2"),
+        "{shown:?}"
+    );
+    // (cookie, timeout in seconds, what removes it)
+    let cases = [
+        (0x501, 1, "flows_expired_idle"),
+        (0x502, 2, "flows_expired_hard"),
+    ];
+    for (cookie, secs, counter) in cases {
+        assert!(
+            wait_until(Duration::from_secs(60), || flows_with_cookie(&d, cookie)
+                .is_empty()),
+            "rule {cookie:#x} still there after 60 s"
+        );
+        let after = added.elapsed().as_secs_f64();
+        assert!(
+            after >= f64::from(secs),
+            "rule {cookie:#x} gone after {after:.2} s"
+        );
+        let node = ctl_json(&d, &["show", "node"]);
+        assert!(node[counter].as_u64().unwrap() >= 1, "{node}");
+    }
+    // The generator's packets now hit 0x503: its idle age drops to 0.
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            let f = flows_with_cookie(&d, 0x503);
+            f.len() == 1
+                && f[0]["n_packets"].as_u64().unwrap() > 0
+                && f[0]["idle_age_secs"].as_f64().unwrap() < 10.0
+        }),
+        "{:?}",
+        flows_with_cookie(&d, 0x503)
+    );
+    let before = ctl_json(&d, &["dump-flows"]).as_array().unwrap().len();
+    // Selects no rule: a cookie bit 0x503 lacks.
+    assert_eq!(
+        ctl_json(&d, &["del-flows", "cookie=0x800/0x800"])["deleted"],
+        0
+    );
+    assert_eq!(
+        ctl_json(&d, &["del-flows", "cookie=0x500/0xf00"])["deleted"],
+        1
+    );
+    let left = ctl_json(&d, &["dump-flows"]).as_array().unwrap().len();
+    assert_eq!(left, before - 1);
+    assert!(flows_with_cookie(&d, 0x503).is_empty());
+}
+
 #[test]
 fn sigterm_stops_cleanly_with_final_counters() {
     let mut d = start("term");

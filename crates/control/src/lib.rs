@@ -11,6 +11,7 @@ pub mod attachments;
 mod balance;
 pub mod chains;
 pub mod error;
+mod expiry;
 pub mod node;
 pub mod pmu;
 mod ports;

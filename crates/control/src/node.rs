@@ -42,6 +42,8 @@ pub struct Node {
     pub(crate) attachments: Mutex<crate::attachments::Attachments>,
     /// Rx queue load history and (automatic) rebalancing.
     pub(crate) balancer: crate::balance::Balancer,
+    /// Removes rules whose timeouts ran out (`crate::expiry`).
+    pub(crate) flow_expiry: crate::expiry::FlowExpiry,
     /// `[node]`'s access keys (`crate::access`).
     pub(crate) access: nfv_config::AccessConfig,
     /// The REST API's token file, resolved.
@@ -93,6 +95,7 @@ impl Node {
                 ..Default::default()
             }),
             balancer: crate::balance::Balancer::new(&cfg.pmd),
+            flow_expiry: Default::default(),
             access: cfg.access.clone(),
             api_token_file: cfg.access.api_token_file.clone().unwrap_or_else(|| {
                 let socket = cfg
@@ -130,6 +133,7 @@ impl Node {
         let node = Arc::new(node);
         RateSampler::start(&node);
         crate::balance::Balancer::start(&node);
+        crate::expiry::FlowExpiry::start(&node);
         Ok(node)
     }
 
@@ -168,6 +172,7 @@ impl Node {
     pub fn shutdown(&self) {
         self.rates.stop();
         self.balancer.stop();
+        self.flow_expiry.stop();
         self.datapath.shutdown();
     }
 }

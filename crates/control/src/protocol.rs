@@ -72,6 +72,11 @@ pub struct NodeReport {
     pub pmd_cores: Vec<Option<usize>>,
     pub ports: usize,
     pub flows: usize,
+    /// Rules removed by their idle timeout and by their hard timeout.
+    #[serde(default)]
+    pub flows_expired_idle: u64,
+    #[serde(default)]
+    pub flows_expired_hard: u64,
     pub chains: usize,
     pub memory: MemoryReport,
     /// The address the REST API is bound to (the real one when the
@@ -303,6 +308,10 @@ pub struct FlowReport {
     pub n_packets: u64,
     pub n_bytes: u64,
     pub duration_secs: f64,
+    /// Seconds since a packet last hit the rule (since it was added, if
+    /// none has): what its idle timeout counts.
+    #[serde(default)]
+    pub idle_age_secs: f64,
     /// The rule in ovs-ofctl syntax (re-parsable by add-flow).
     pub rule: String,
 }

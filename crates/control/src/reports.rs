@@ -130,6 +130,14 @@ impl Node {
             pmd_cores: self.datapath.pmd_views().iter().map(|v| v.core).collect(),
             ports: self.datapath.port_views().len(),
             flows: self.datapath.table().snapshot().classifier.rules().len(),
+            flows_expired_idle: self
+                .flow_expiry
+                .idle
+                .load(std::sync::atomic::Ordering::Relaxed),
+            flows_expired_hard: self
+                .flow_expiry
+                .hard
+                .load(std::sync::atomic::Ordering::Relaxed),
             chains: self.chains.len(),
             memory: MemoryReport {
                 frames: pool.frames(),
@@ -193,6 +201,7 @@ impl Node {
 
     pub fn dump_flows(&self) -> Vec<FlowReport> {
         let table = self.datapath.table().snapshot();
+        let now = nfv_tsc::now();
         table
             .classifier
             .rules()
@@ -203,6 +212,7 @@ impl Node {
                 n_packets: r.stats.packets.load(std::sync::atomic::Ordering::Relaxed),
                 n_bytes: r.stats.bytes.load(std::sync::atomic::Ordering::Relaxed),
                 duration_secs: r.created.elapsed().as_secs_f64(),
+                idle_age_secs: r.idle_secs(now),
                 rule: r.spec.to_string(),
             })
             .collect()

@@ -397,11 +397,12 @@ impl Decision {
         c.table_misses += misses;
     }
 
-    /// Credits the rules hit by the last batch and lets go of them.
+    /// Credits the rules hit by the last batch (last hit at TSC `now`,
+    /// the PMD's coarse clock) and lets go of them.
     #[inline]
-    pub fn settle(&mut self) {
+    pub fn settle(&mut self, now: u64) {
         for h in self.verdicts.hits.drain(..) {
-            h.rule.stats.add(h.packets, h.bytes);
+            h.rule.stats.add(h.packets, h.bytes, now);
         }
     }
 }

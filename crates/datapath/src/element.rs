@@ -25,6 +25,8 @@ pub struct Element {
     mac: Arc<MacTable>,
     /// Seconds since the PMD started: the clock of MAC learning.
     now_secs: u32,
+    /// See [`Element::set_now`].
+    now_tsc: u64,
 }
 
 impl Element {
@@ -41,6 +43,7 @@ impl Element {
             fabric: Fabric::default(),
             mac,
             now_secs: 0,
+            now_tsc: nfv_tsc::now(),
         }
     }
 
@@ -64,9 +67,12 @@ impl Element {
         self.decision.set_table(table);
     }
 
-    /// Advances MAC learning's clock (seconds, any epoch).
-    pub fn set_now(&mut self, secs: u32) {
+    /// Advances MAC learning's clock (seconds, any epoch) and the TSC the
+    /// rules' last-hit times are stamped with (read at housekeeping, not
+    /// per batch: `rdtsc` costs ~50 cycles in a VM, timeouts are seconds).
+    pub fn set_now(&mut self, secs: u32, tsc: u64) {
         self.now_secs = secs;
+        self.now_tsc = tsc;
     }
 
     /// Gives this element a tx queue on port `no` (`qid`: this PMD's tx
@@ -124,7 +130,7 @@ impl Element {
                 },
             }
         }
-        self.decision.settle();
+        self.decision.settle(self.now_tsc);
     }
 
     /// Sends every output's pending batch (one tx burst per port).

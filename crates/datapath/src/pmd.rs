@@ -271,8 +271,9 @@ impl Running {
         {
             self.element.set_table(t);
         }
+        let now = nfv_tsc::now();
         self.element
-            .set_now(self.started.elapsed().as_secs() as u32);
+            .set_now(self.started.elapsed().as_secs() as u32, now);
         self.cfg.stats.pool_cached.store(
             self.pool.cached() as u64,
             std::sync::atomic::Ordering::Relaxed,
@@ -289,7 +290,6 @@ impl Running {
         stats
             .megaflow_refused
             .store(refused, std::sync::atomic::Ordering::Relaxed);
-        let now = nfv_tsc::now();
         if now >= self.pmu_due {
             self.pmu_due = now + self.pmu_period;
             let reading = self.pmu.sample(self.ns(), self.c.rx_packets);

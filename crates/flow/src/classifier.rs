@@ -317,7 +317,9 @@ impl Classifier {
             Some(p) => {
                 if let Some(shared) = self.subtables.iter_mut().find(|s| s.mask == fmask)
                     && let Some(bucket) = shared.buckets.get(&MaskedKey(fkey))
-                    && let Some(j) = bucket.iter().position(|r| r.spec.priority == p)
+                    && let Some(j) = bucket
+                        .iter()
+                        .position(|r| r.spec.priority == p && filter.cookie_selects(r.spec.cookie))
                 {
                     let st = Arc::make_mut(shared);
                     let Some(bucket) = st.buckets.get_mut(&MaskedKey(fkey)) else {
@@ -335,31 +337,15 @@ impl Classifier {
                 }
             }
             None => {
-                for shared in &mut self.subtables {
-                    // A subtable that ignores bits the filter matches on
-                    // holds nothing the filter covers.
-                    if shared.mask.masked(&fmask) != fmask {
-                        continue;
-                    }
-                    // Copied only if it holds something to remove.
-                    let covers = |k: &MaskedKey| k.0.masked(&fmask) == fkey;
-                    if !shared.buckets.keys().any(covers) {
-                        continue;
-                    }
-                    let st = Arc::make_mut(shared);
-                    let before = st.n_rules;
-                    let gone: Vec<MaskedKey> =
-                        st.buckets.keys().filter(|k| covers(k)).copied().collect();
-                    for k in &gone {
-                        if let Some(rules) = st.remove_bucket(k) {
-                            st.n_rules -= rules.len();
-                        }
-                    }
-                    if st.n_rules != before {
-                        removed += before - st.n_rules;
-                        st.refresh_bound();
-                    }
-                }
+                // A subtable that ignores bits the filter matches on
+                // holds nothing the filter covers.
+                return self
+                    .remove_rules(
+                        |mask| mask.masked(&fmask) == fmask,
+                        |k| k.masked(&fmask) == fkey,
+                        |r| filter.cookie_selects(r.spec.cookie),
+                    )
+                    .len();
             }
         }
         if removed > 0 {
@@ -367,6 +353,59 @@ impl Classifier {
             self.sort_subtables();
         }
         removed
+    }
+
+    /// Removes the rules for which `gone` says so (the flow timeouts, see
+    /// [`Rule::expired`]); returns them.
+    pub fn remove_if(&mut self, gone: impl Fn(&Rule) -> bool) -> Vec<Arc<Rule>> {
+        self.remove_rules(|_| true, |_| true, gone)
+    }
+
+    /// Removes the rules `gone` selects among those of subtables whose
+    /// mask `subtable` admits, in buckets whose key `bucket` admits (the
+    /// two narrow the walk; `gone` decides). Subtables are copied only if
+    /// they hold something to remove. Returns the rules removed.
+    fn remove_rules(
+        &mut self,
+        subtable: impl Fn(&FlowKey) -> bool,
+        bucket: impl Fn(&FlowKey) -> bool,
+        gone: impl Fn(&Rule) -> bool,
+    ) -> Vec<Arc<Rule>> {
+        let mut out = Vec::new();
+        for shared in &mut self.subtables {
+            if !subtable(&shared.mask) {
+                continue;
+            }
+            let hit: Vec<MaskedKey> = shared
+                .buckets
+                .iter()
+                .filter(|(k, rules)| bucket(&k.0) && rules.iter().any(|r| gone(r)))
+                .map(|(k, _)| *k)
+                .collect();
+            if hit.is_empty() {
+                continue;
+            }
+            let st = Arc::make_mut(shared);
+            for k in &hit {
+                let Some(rules) = st.buckets.get_mut(k) else {
+                    continue;
+                };
+                let (went, kept): (Vec<_>, Vec<_>) =
+                    std::mem::take(rules).into_iter().partition(|r| gone(r));
+                *rules = kept;
+                st.n_rules -= went.len();
+                out.extend(went);
+                if rules.is_empty() {
+                    st.remove_bucket(k);
+                }
+            }
+            st.refresh_bound();
+        }
+        if !out.is_empty() {
+            self.len -= out.len();
+            self.sort_subtables();
+        }
+        out
     }
 
     /// Highest-priority rule matching `key` (older rule wins a tie).

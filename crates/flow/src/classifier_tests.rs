@@ -495,7 +495,7 @@ proptest! {
         for (seq, op) in ops.into_iter().enumerate() {
             match op {
                 Op::Insert(matches, priority) => {
-                    let spec = FlowSpec { priority, cookie: 0, matches, tun_id: None, actions: vec![] };
+                    let spec = FlowSpec { priority, cookie: 0, timeouts: Default::default(), matches, tun_id: None, actions: vec![] };
                     let rule = Arc::new(Rule::new(spec, seq as u64));
                     let same = model.iter().position(|r| r.spec.matches == matches && r.spec.priority == priority);
                     let old = c.insert(rule.clone());
@@ -516,7 +516,7 @@ proptest! {
                         Some(p) => !(r.spec.matches == matches && r.spec.priority == p),
                         None => !r.spec.matches.is_covered_by(&matches),
                     });
-                    let n = c.remove_matching(&FlowFilter { matches, priority });
+                    let n = c.remove_matching(&FlowFilter { matches, priority, cookie: None });
                     prop_assert_eq!(n, before - model.len());
                 }
             }

@@ -126,6 +126,7 @@ mod tests {
             FlowSpec {
                 priority: p,
                 cookie: 0,
+                timeouts: Default::default(),
                 matches: Match::ANY,
                 tun_id: None,
                 actions: vec![],

@@ -167,13 +167,19 @@ impl fmt::Display for Match {
     }
 }
 
-/// `priority=N[,cookie=0xC],<match>,actions=<actions>`.
+/// `priority=N[,cookie=0xC][,idle_timeout=S][,hard_timeout=S],<match>,actions=<actions>`.
 impl fmt::Display for FlowSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut items = Items { f, first: true };
         items.item(format_args!("priority={}", self.priority))?;
         if self.cookie != 0 {
             items.item(format_args!("cookie=0x{:x}", self.cookie))?;
+        }
+        if self.timeouts.idle != 0 {
+            items.item(format_args!("idle_timeout={}", self.timeouts.idle))?;
+        }
+        if self.timeouts.hard != 0 {
+            items.item(format_args!("hard_timeout={}", self.timeouts.hard))?;
         }
         if let Some(vni) = self.tun_id {
             items.item(format_args!("tun_id=0x{vni:x}"))?;
@@ -183,12 +189,16 @@ impl fmt::Display for FlowSpec {
     }
 }
 
-/// `[priority=N,]<match>`; the empty string selects every rule.
+/// `[priority=N,][cookie=0xV/0xM,]<match>`; the empty string selects
+/// every rule.
 impl fmt::Display for FlowFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut items = Items { f, first: true };
         if let Some(p) = self.priority {
             items.item(format_args!("priority={p}"))?;
+        }
+        if let Some(c) = self.cookie {
+            items.item(format_args!("cookie=0x{:x}/0x{:x}", c.value, c.mask))?;
         }
         write_match(&mut items, &self.matches)
     }

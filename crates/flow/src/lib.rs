@@ -27,6 +27,6 @@ pub use action::Action;
 pub use classifier::{Classified, Classifier};
 pub use extract::extract;
 pub use key::{FlowKey, PortNo};
-pub use parse::{FlowParseError, parse_filter, parse_flow};
-pub use rule::{DEFAULT_PRIORITY, FlowSpec, Match, Rule};
+pub use parse::{CookieMatch, FlowFilter, FlowParseError, parse_filter, parse_flow};
+pub use rule::{DEFAULT_PRIORITY, Expiry, FlowSpec, Match, Rule, Timeouts};
 pub use tunnel::{TunnelError, TunnelPort};

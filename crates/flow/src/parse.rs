@@ -7,7 +7,9 @@
 //! keyword := ip | arp | icmp | tcp | udp | sctp
 //! ```
 //!
-//! Fields: `priority`, `cookie`, `table` (0 only), `in_port`, `dl_src`,
+//! Fields: `priority`, `cookie` (in filters `cookie=V/M`: rules whose
+//! cookie has V's bits under mask M), `idle_timeout` and `hard_timeout`
+//! (seconds; not in filters), `table` (0 only), `in_port`, `dl_src`,
 //! `dl_dst` (MAC[/MASK]), `dl_type`, `dl_vlan` (VID, or 0xffff for "no
 //! tag"), `dl_vlan_pcp`, `vlan_tci` (TCI[/MASK]), `nw_src`, `nw_dst`
 //! (A.B.C.D[/PREFIX|/MASK]), `nw_proto`, `tp_src`, `tp_dst` (N[/MASK]),
@@ -26,7 +28,7 @@
 
 use crate::action::Action;
 use crate::key::{FlowKey, PortNo, VLAN_PRESENT, VLAN_VID_MASK, mac_from_u64};
-use crate::rule::{DEFAULT_PRIORITY, FlowSpec, Match};
+use crate::rule::{DEFAULT_PRIORITY, FlowSpec, Match, Timeouts};
 use core::net::Ipv4Addr;
 use nfv_wire::{EtherType, EthernetAddress, IpProtocol};
 
@@ -89,12 +91,34 @@ fn invalid(field: &str, reason: impl Into<String>) -> FlowParseError {
     }
 }
 
-/// A `del-flows`/`dump-flows` selection: match fields and, for strict
-/// deletion, a priority.
+/// A `del-flows`/`dump-flows` selection: match fields, optionally a
+/// cookie (`cookie=V/M`: rules whose cookie has V's bits under M) and,
+/// for strict deletion, a priority.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct FlowFilter {
     pub matches: Match,
     pub priority: Option<u16>,
+    pub cookie: Option<CookieMatch>,
+}
+
+/// `cookie=VALUE/MASK` in a filter (no mask: all 64 bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CookieMatch {
+    pub value: u64,
+    pub mask: u64,
+}
+
+impl CookieMatch {
+    pub fn selects(&self, cookie: u64) -> bool {
+        cookie & self.mask == self.value
+    }
+}
+
+impl FlowFilter {
+    /// Whether the filter's cookie (if any) selects a rule with `cookie`.
+    pub fn cookie_selects(&self, cookie: u64) -> bool {
+        self.cookie.is_none_or(|c| c.selects(cookie))
+    }
 }
 
 /// Parses an `add-flow` string such as
@@ -104,7 +128,8 @@ pub fn parse_flow(text: &str) -> Result<FlowSpec, FlowParseError> {
     let actions = parse_actions(actions.ok_or(E::MissingActions)?)?;
     Ok(FlowSpec {
         priority: b.priority.unwrap_or(DEFAULT_PRIORITY),
-        cookie: b.cookie.unwrap_or(0),
+        cookie: b.cookie.map_or(0, |c| c.value),
+        timeouts: b.timeouts,
         matches: b.finish()?,
         tun_id: b.tun_id,
         actions,
@@ -118,6 +143,7 @@ pub fn parse_filter(text: &str) -> Result<FlowFilter, FlowParseError> {
     Ok(FlowFilter {
         priority: b.priority,
         matches: b.finish()?,
+        cookie: b.cookie,
     })
 }
 
@@ -230,7 +256,10 @@ struct Setting {
 struct Builder {
     slots: [Option<Setting>; N_SLOTS],
     priority: Option<u16>,
-    cookie: Option<u64>,
+    cookie: Option<CookieMatch>,
+    timeouts: Timeouts,
+    idle_set: bool,
+    hard_set: bool,
     table: bool,
     tun_id: Option<u32>,
 }
@@ -270,7 +299,10 @@ impl Builder {
             return Ok(());
         }
         let known = FIELDS.iter().any(|f| f.0 == word)
-            || matches!(word, "priority" | "cookie" | "table" | "tun_id");
+            || matches!(
+                word,
+                "priority" | "cookie" | "table" | "tun_id" | "idle_timeout" | "hard_timeout"
+            );
         Err(if known {
             E::MissingValue(word.into())
         } else {
@@ -287,12 +319,43 @@ impl Builder {
                 }
                 return Ok(());
             }
-            "cookie" if filter => return Err(invalid(name, "not supported in a filter")),
             "cookie" => {
-                let c = uint_in(name, value, u64::MAX, "a 64-bit number")?;
+                let (v, m) = match value.split_once('/') {
+                    Some(_) if !filter => {
+                        return Err(invalid(
+                            name,
+                            "a mask only selects rules (del-flows, dump-flows)",
+                        ));
+                    }
+                    Some((v, m)) => (
+                        uint_in(name, v, u64::MAX, "a 64-bit number")?,
+                        uint_in(name, m, u64::MAX, "a 64-bit mask")?,
+                    ),
+                    None => (uint_in(name, value, u64::MAX, "a 64-bit number")?, u64::MAX),
+                };
+                let c = CookieMatch {
+                    value: v & m,
+                    mask: m,
+                };
                 if self.cookie.replace(c).is_some() {
                     return Err(E::DuplicateField(name.into()));
                 }
+                return Ok(());
+            }
+            "idle_timeout" | "hard_timeout" if filter => {
+                return Err(invalid(name, "not supported in a filter"));
+            }
+            "idle_timeout" | "hard_timeout" => {
+                let secs = uint_in(name, value, 0xffff, "seconds (0..65535, 0: none)")? as u16;
+                let (slot, set) = if name == "idle_timeout" {
+                    (&mut self.timeouts.idle, &mut self.idle_set)
+                } else {
+                    (&mut self.timeouts.hard, &mut self.hard_set)
+                };
+                if std::mem::replace(set, true) {
+                    return Err(E::DuplicateField(name.into()));
+                }
+                *slot = secs;
                 return Ok(());
             }
             "tun_id" if filter => {

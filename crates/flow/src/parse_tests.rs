@@ -4,6 +4,7 @@
 use super::*;
 use crate::action::Action::{self, *};
 use crate::key::mac_to_u64;
+use crate::rule::Timeouts;
 use proptest::prelude::*;
 
 /// Builds an expected match field by field (full masks unless given).
@@ -79,6 +80,7 @@ fn spec(priority: u16, cookie: u64, m: M, actions: &[Action]) -> FlowSpec {
     FlowSpec {
         priority,
         cookie,
+        timeouts: Default::default(),
         matches: m.done(),
         tun_id: None,
         actions: actions.to_vec(),
@@ -122,6 +124,24 @@ fn good_cases() -> Vec<(&'static str, FlowSpec)> {
             spec(D, 0xdead_beef, any, &[Normal]),
         ),
         ("cookie=42,actions=NORMAL", spec(D, 42, any, &[Normal])),
+        (
+            "idle_timeout=10,hard_timeout=0x3c,actions=drop",
+            FlowSpec {
+                timeouts: Timeouts { idle: 10, hard: 60 },
+                ..spec(D, 0, any, &[])
+            },
+        ),
+        (
+            "hard_timeout=65535,in_port=1,actions=output:2",
+            FlowSpec {
+                timeouts: Timeouts {
+                    idle: 0,
+                    hard: 65535,
+                },
+                ..spec(D, 0, any.in_port(1), &[Output(2)])
+            },
+        ),
+        ("idle_timeout=0,actions=drop", spec(D, 0, any, &[])),
         ("table=0,actions=drop", spec(D, 0, any, &[])),
         (
             "dl_src=00:11:22:33:44:55,dl_dst=ff:ff:ff:ff:ff:ff,actions=drop",
@@ -576,6 +596,23 @@ const BAD_CASES: &[(&str, &str)] = &[
         "set_tunnel: \"16777216\" is not a VNI",
     ),
     ("actions=set_tunnel", "\"set_tunnel\" needs a VNI"),
+    (
+        "idle_timeout=65536,actions=drop",
+        "idle_timeout: \"65536\" is not seconds (0..65535, 0: none)",
+    ),
+    (
+        "hard_timeout=-1,actions=drop",
+        "hard_timeout: \"-1\" is not seconds",
+    ),
+    (
+        "idle_timeout=1,idle_timeout=2,actions=drop",
+        "duplicate field \"idle_timeout\"",
+    ),
+    ("hard_timeout,actions=drop", "hard_timeout: missing value"),
+    (
+        "cookie=1/0xff,actions=drop",
+        "cookie: a mask only selects rules (del-flows, dump-flows)",
+    ),
 ];
 
 #[test]
@@ -626,6 +663,7 @@ fn filters() {
             Ok(FlowFilter {
                 matches: M::any().in_port(1).done(),
                 priority: Some(5),
+                cookie: None,
             }),
         ),
         (
@@ -633,6 +671,7 @@ fn filters() {
             Ok(FlowFilter {
                 matches: M::any().ip().nw_proto(6).tp_dst(80, ALL).done(),
                 priority: None,
+                cookie: None,
             }),
         ),
         (
@@ -640,14 +679,40 @@ fn filters() {
             Ok(FlowFilter {
                 matches: Match::ANY,
                 priority: Some(0),
+                cookie: None,
             }),
+        ),
+        (
+            "cookie=0x1234/0xff00,in_port=2",
+            Ok(FlowFilter {
+                matches: M::any().in_port(2).done(),
+                priority: None,
+                cookie: Some(CookieMatch {
+                    value: 0x1200,
+                    mask: 0xff00,
+                }),
+            }),
+        ),
+        (
+            "cookie=7",
+            Ok(FlowFilter {
+                cookie: Some(CookieMatch {
+                    value: 7,
+                    mask: u64::MAX,
+                }),
+                ..FlowFilter::default()
+            }),
+        ),
+        ("cookie=1/x", Err("cookie: \"x\" is not a 64-bit mask")),
+        (
+            "idle_timeout=5",
+            Err("idle_timeout: not supported in a filter"),
         ),
         (
             "in_port=1,actions=drop",
             Err("actions= is not allowed in a filter"),
         ),
         ("actions", Err("actions= is not allowed in a filter")),
-        ("cookie=1", Err("cookie: not supported in a filter")),
         ("tun_id=5", Err("tun_id: not supported in a filter")),
         ("tp_dst=80", Err("tp_dst: needs tcp")),
         ("nw_dsst=1", Err("unknown field \"nw_dsst\"")),
@@ -743,7 +808,7 @@ proptest! {
 
     #[test]
     fn any_filter_round_trips(spec in arb_spec(), strict in any::<bool>()) {
-        let filter = FlowFilter { matches: spec.matches, priority: strict.then_some(spec.priority) };
+        let filter = FlowFilter { matches: spec.matches, priority: strict.then_some(spec.priority), cookie: None };
         let text = filter.to_string();
         prop_assert_eq!(parse_filter(&text), Ok(filter), "{}", text);
     }

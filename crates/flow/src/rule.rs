@@ -37,11 +37,36 @@ impl Match {
     }
 }
 
+/// How long a rule lives (`idle_timeout=`, `hard_timeout=`, seconds;
+/// 0: forever), as OpenFlow's flow timeouts: a rule not hit for `idle`
+/// seconds, or `hard` seconds after it was added, is removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Timeouts {
+    pub idle: u16,
+    pub hard: u16,
+}
+
+impl Timeouts {
+    pub const NONE: Timeouts = Timeouts { idle: 0, hard: 0 };
+
+    pub fn any(&self) -> bool {
+        self.idle != 0 || self.hard != 0
+    }
+}
+
+/// Which timeout removed a rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expiry {
+    Idle,
+    Hard,
+}
+
 /// A parsed `add-flow` request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowSpec {
     pub priority: u16,
     pub cookie: u64,
+    pub timeouts: Timeouts,
     pub matches: Match,
     /// `tun_id=VNI`: only packets that arrived through a tunnel with this
     /// VNI. Not a key field: [`crate::tunnel::resolve`] turns it into the
@@ -76,13 +101,24 @@ impl FlowSpec {
 pub struct RuleStats {
     pub packets: AtomicU64,
     pub bytes: AtomicU64,
+    /// TSC of the last batch that hit the rule (0: never hit): its
+    /// `idle_age` and idle timeout. Written only when it moved, so a rule
+    /// hit by several PMDs does not bounce the line for every batch.
+    pub last_hit: AtomicU64,
 }
 
 impl RuleStats {
+    /// Credits a batch's hits at TSC `now`.
     #[inline]
-    pub fn add(&self, packets: u64, bytes: u64) {
+    pub fn add(&self, packets: u64, bytes: u64, now: u64) {
         self.packets.fetch_add(packets, Ordering::Relaxed);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        // A coarse clock is enough (timeouts are whole seconds): skip the
+        // store while the last one is less than ~2^24 cycles old (a few
+        // ms at GHz rates).
+        if now.wrapping_sub(self.last_hit.load(Ordering::Relaxed)) > 1 << 24 {
+            self.last_hit.store(now, Ordering::Relaxed);
+        }
     }
 }
 
@@ -98,6 +134,8 @@ pub struct Rule {
     pub stats: RuleStats,
     /// Creation time (for `duration=` in dump-flows).
     pub created: std::time::Instant,
+    /// The TSC at creation: where `idle_age` starts for a rule never hit.
+    pub created_tsc: u64,
 }
 
 impl Rule {
@@ -108,6 +146,32 @@ impl Rule {
             seq,
             stats: RuleStats::default(),
             created: std::time::Instant::now(),
+            created_tsc: nfv_tsc::now(),
         }
+    }
+
+    /// Seconds since the rule was last hit (since it was added, if
+    /// never), at TSC `now`.
+    pub fn idle_secs(&self, now: u64) -> f64 {
+        let last = self
+            .stats
+            .last_hit
+            .load(Ordering::Relaxed)
+            .max(self.created_tsc);
+        nfv_tsc::to_secs(now.saturating_sub(last))
+    }
+
+    /// Whether a timeout has run out at `now` (an instant and the TSC
+    /// read with it); the hard timeout first, as OpenFlow reports it.
+    pub fn expired(&self, now: std::time::Instant, tsc: u64) -> Option<Expiry> {
+        let t = self.spec.timeouts;
+        let age = now.saturating_duration_since(self.created).as_secs_f64();
+        if t.hard != 0 && age >= f64::from(t.hard) {
+            return Some(Expiry::Hard);
+        }
+        if t.idle != 0 && self.idle_secs(tsc) >= f64::from(t.idle) {
+            return Some(Expiry::Idle);
+        }
+        None
     }
 }

@@ -19,7 +19,7 @@
 
 use crate::classifier::Classifier;
 use crate::parse::FlowFilter;
-use crate::rule::{FlowSpec, Rule};
+use crate::rule::{Expiry, FlowSpec, Rule};
 use arc_swap::ArcSwap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,6 +38,9 @@ pub struct SharedFlowTable {
     /// Serialises writers; holds the next rule sequence number and the
     /// replaced generations not yet freed.
     writer: Mutex<Writer>,
+    /// Set once a rule with a timeout was added: until then
+    /// [`SharedFlowTable::expire`] does not walk the rules.
+    timed: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -58,6 +61,7 @@ impl SharedFlowTable {
             current: ArcSwap::from_pointee(FlowTable::default()),
             version: AtomicU64::new(0),
             writer: Mutex::new(Writer::default()),
+            timed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -116,6 +120,9 @@ impl SharedFlowTable {
     pub fn add_flows(&self, specs: impl IntoIterator<Item = FlowSpec>) {
         self.edit(|c, seq| {
             for spec in specs {
+                if spec.timeouts.any() {
+                    self.timed.store(true, Ordering::Relaxed);
+                }
                 *seq += 1;
                 c.insert(Arc::new(Rule::new(spec, *seq)));
             }
@@ -126,6 +133,23 @@ impl SharedFlowTable {
     /// returns how many were removed.
     pub fn del_flows(&self, filter: &FlowFilter) -> usize {
         self.edit(|c, _| c.remove_matching(filter))
+    }
+
+    /// Removes the rules whose idle or hard timeout ran out by `now` (an
+    /// instant and the TSC read with it), in one new generation; returns
+    /// them with the timeout that ended each. No generation is made when
+    /// nothing expired: the PMDs keep their caches.
+    pub fn expire(&self, now: std::time::Instant, tsc: u64) -> Vec<(Arc<Rule>, Expiry)> {
+        let due = |r: &Rule| r.spec.timeouts.any() && r.expired(now, tsc).is_some();
+        if !self.timed.load(Ordering::Relaxed)
+            || !self.snapshot().classifier.rules().iter().any(|r| due(r))
+        {
+            return Vec::new();
+        }
+        self.edit(|c, _| c.remove_if(due))
+            .into_iter()
+            .filter_map(|r| r.expired(now, tsc).map(|e| (r, e)))
+            .collect()
     }
 }
 
@@ -154,6 +178,99 @@ mod tests {
         assert!(weak.upgrade().is_none(), "not freed at the next edit");
         // Only the generation just replaced waits.
         assert_eq!(shared.retired(), 1);
+    }
+
+    /// `del-flows cookie=V/M` removes the rules whose cookie has V's
+    /// bits under M, and only those the match part also selects.
+    #[test]
+    fn cookie_filters_select_what_they_mask() {
+        // (filter, cookies of the rules left)
+        let cases: [(&str, &[u64]); 5] = [
+            ("cookie=0x100/0xf00", &[0x1, 0x201, 0x2]),
+            ("cookie=0x1/0xff", &[0x2]),
+            ("cookie=0x1/0xff,in_port=1", &[0x101, 0x201, 0x2]),
+            ("cookie=0x2", &[0x1, 0x101, 0x201]),
+            (
+                "priority=7,cookie=0x201/0xfff,in_port=3",
+                &[0x1, 0x101, 0x2],
+            ),
+        ];
+        for (filter, left) in cases {
+            let shared = SharedFlowTable::new();
+            shared.add_flows(
+                [
+                    "cookie=0x1,in_port=1,actions=drop",
+                    "cookie=0x101,in_port=2,actions=drop",
+                    "priority=7,cookie=0x201,in_port=3,actions=drop",
+                    "cookie=0x2,in_port=4,actions=drop",
+                ]
+                .map(|f| parse_flow(f).unwrap()),
+            );
+            let removed = shared.del_flows(&crate::parse_filter(filter).unwrap());
+            let mut got: Vec<u64> = shared
+                .snapshot()
+                .classifier
+                .rules()
+                .iter()
+                .map(|r| r.spec.cookie)
+                .collect();
+            got.sort_unstable();
+            let mut want = left.to_vec();
+            want.sort_unstable();
+            assert_eq!(got, want, "{filter}");
+            assert_eq!(removed, 4 - left.len(), "{filter}");
+        }
+    }
+
+    /// Rules go when their hard timeout has passed since they were added,
+    /// or their idle timeout since their last hit (since they were added,
+    /// if never hit); the others stay, and a check that removes nothing
+    /// makes no new generation.
+    #[test]
+    fn timeouts_remove_rules_at_their_time() {
+        let hz = nfv_tsc::hz();
+        let shared = SharedFlowTable::new();
+        shared.add_flows(
+            [
+                "in_port=1,hard_timeout=5,actions=drop",
+                "in_port=2,idle_timeout=5,actions=drop",
+                "in_port=3,idle_timeout=5,actions=drop",
+                "in_port=4,actions=drop",
+            ]
+            .map(|f| parse_flow(f).unwrap()),
+        );
+        let rules = shared.snapshot().classifier.rules();
+        let rule = |port: u16| {
+            rules
+                .iter()
+                .find(|r| r.spec.matches.key.in_port() == port)
+                .unwrap()
+                .clone()
+        };
+        let (t0, c0) = (rule(1).created, rule(1).created_tsc);
+        // Rule 3 was hit 4 s after it was added.
+        rule(3).stats.add(1, 64, c0 + 4 * hz);
+        let at = |secs: u64| (t0 + std::time::Duration::from_secs(secs), c0 + secs * hz);
+        // (seconds after the rules were added, ports removed then)
+        let steps: [(u64, &[(u16, Expiry)]); 4] = [
+            (2, &[]),
+            (6, &[(1, Expiry::Hard), (2, Expiry::Idle)]),
+            (8, &[]),
+            (10, &[(3, Expiry::Idle)]),
+        ];
+        for (secs, want) in steps {
+            let version = shared.version();
+            let (now, tsc) = at(secs);
+            let mut got: Vec<(u16, Expiry)> = shared
+                .expire(now, tsc)
+                .iter()
+                .map(|(r, e)| (r.spec.matches.key.in_port(), *e))
+                .collect();
+            got.sort_by_key(|g| g.0);
+            assert_eq!(got, want, "at {secs} s");
+            assert_eq!(shared.version() != version, !want.is_empty(), "at {secs} s");
+        }
+        assert_eq!(shared.snapshot().classifier.len(), 1);
     }
 
     /// A reader that took its snapshot before a publish must see the
