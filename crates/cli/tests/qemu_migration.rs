@@ -28,13 +28,15 @@
 //!
 //! Without the guest image or QEMU the test prints SKIPPED. A migration
 //! case prints SKIPPED only when QEMU refuses to migrate because the
-//! switch cannot log dirty pages (its exact refusal, [`NO_DIRTY_LOG`]);
+//! switch cannot log dirty pages (its exact refusal, `migration_qmp::NO_DIRTY_LOG`);
 //! any other failure fails. Every QEMU and both switches are killed on
 //! drop, also when a case fails; the temp dir goes with them.
 
 mod common;
 #[path = "qemu/guest.rs"]
 mod guest;
+#[path = "qemu/migration_qmp.rs"]
+mod migration_qmp;
 #[path = "qemu/migration_traffic.rs"]
 mod migration_traffic;
 #[path = "qemu/node.rs"]
@@ -46,12 +48,13 @@ mod qmp;
 #[allow(dead_code)] // its TCP helpers are qemu.rs's; this test paces its own transfer
 mod traffic;
 
-use guest::{Extras, GUEST_RAM, Guest, Image, Spec};
+use guest::{Extras, Guest, Image, Spec};
+use migration_qmp::*;
 use migration_traffic::*;
 use nfv_testutil::{TempDir, skip, wait_until};
 use node::{MemifSpec, Node, NodeOpts, PortSpec, packets, wait_info};
 use qmp::Qmp;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -68,16 +71,6 @@ const FAST: u64 = 1 << 30;
 /// The bandwidth of the migration that is cancelled half way (bytes/s):
 /// the guest's tens of MiB of non-zero RAM take most of a minute.
 const CRAWL: u64 = 1 << 20;
-
-/// QEMU 7.2's refusals to migrate while the vhost-user backend cannot log
-/// the pages it writes: the protocol feature for a shared log
-/// (hw/virtio/vhost-user.c) and the virtio feature (hw/virtio/vhost.c).
-/// The first is checked first, so it is the one a backend without either
-/// gets. These are the only refusals that make a case SKIPPED.
-const NO_DIRTY_LOG: [&str; 2] = [
-    "Migration disabled: vhost-user backend lacks VHOST_USER_PROTOCOL_F_LOG_SHMFD feature.",
-    "Migration disabled: vhost lacks VHOST_F_LOG_ALL feature.",
-];
 
 const MAC_A: &str = "52:54:00:00:00:0a";
 const MAC_B: &str = "52:54:00:00:00:0b";
@@ -292,17 +285,9 @@ impl Bed {
     /// paused, is ended as a management layer would; A is now at `site`.
     fn switch_to_destination(&mut self, site: Site) -> Result<String, String> {
         let mut dest = self.dest.take().ok_or("no destination QEMU")?;
-        let mut status = Value::Null;
         // The destination (`-S`) holds the guest paused after the stream:
         // its memory must be the source's, page for page, before it runs.
-        let paused = wait_until(CONNECT, || {
-            status = dest
-                .qmp
-                .run("query-status", json!({}))
-                .unwrap_or_else(|e| json!(e));
-            status["status"] == "paused"
-        });
-        if !paused {
+        if let Err(status) = wait_status(&mut dest.qmp, "paused", CONNECT) {
             let d = dest.guest.diagnostics();
             self.dest = Some(dest);
             return Err(format!(
@@ -318,14 +303,7 @@ impl Bed {
             }
         };
         dest.qmp.run("cont", json!({}))?;
-        let running = wait_until(CONNECT, || {
-            status = dest
-                .qmp
-                .run("query-status", json!({}))
-                .unwrap_or_else(|e| json!(e));
-            status["status"] == "running"
-        });
-        if !running {
+        if let Err(status) = wait_status(&mut dest.qmp, "running", CONNECT) {
             let d = dest.guest.diagnostics();
             self.dest = Some(dest);
             return Err(format!(
@@ -393,116 +371,6 @@ impl Bed {
             s.push_str(&node.log_tail());
         }
         s
-    }
-}
-
-/// Guest RAM of a migration's source (paused after it) and destination
-/// (paused before it runs), compared page by page: the switch marks every
-/// page it writes in the dirty log, so nothing it wrote may be missing at
-/// the destination. Both QEMUs dump their RAM (`pmemsave`) into `dir`.
-/// Ok: what was compared; Err: the pages that differ.
-fn same_memory(source: &mut Qmp, dest: &mut Qmp, dir: &Path) -> Result<String, String> {
-    const PAGE: usize = 4096;
-    let dump = |qmp: &mut Qmp, name: &str| -> Result<Vec<u8>, String> {
-        let path = dir.join(name);
-        let args = json!({ "val": 0, "size": GUEST_RAM, "filename": path.display().to_string() });
-        qmp.run("pmemsave", args)?;
-        std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
-    };
-    let src = dump(source, "source.ram")?;
-    let dst = dump(dest, "destination.ram")?;
-    if src.len() != dst.len() || src.len() as u64 != GUEST_RAM {
-        return Err(format!(
-            "pmemsave wrote {} bytes at the source, {} at the destination (of {GUEST_RAM})",
-            src.len(),
-            dst.len()
-        ));
-    }
-    let differ: Vec<String> = src
-        .chunks(PAGE)
-        .zip(dst.chunks(PAGE))
-        .enumerate()
-        .filter(|(_, (a, b))| a != b)
-        .map(|(i, (a, b))| {
-            let diff: Vec<usize> = (0..PAGE).filter(|&k| a[k] != b[k]).collect();
-            // The 16-byte lines around the first difference, both sides:
-            // enough to tell ring entries from packet data.
-            let from = diff[0] & !15;
-            let to = (from + 64).min(PAGE);
-            format!(
-                "{:#x} ({} bytes, {:#x}..={:#x}; source {:02x?}; destination {:02x?})",
-                i * PAGE,
-                diff.len(),
-                diff[0],
-                diff[diff.len() - 1],
-                &a[from..to],
-                &b[from..to]
-            )
-        })
-        .collect();
-    if differ.is_empty() {
-        for name in ["source.ram", "destination.ram"] {
-            let _ = std::fs::remove_file(dir.join(name));
-        }
-    } else {
-        return Err(format!(
-            "guest memory differs between source and destination in {} pages \
-             (a write the dirty log missed): {}",
-            differ.len(),
-            differ
-                .iter()
-                .take(40)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    Ok(format!(
-        "destination RAM equal to the source's ({} KiB)",
-        GUEST_RAM >> 10
-    ))
-}
-
-/// Starts a migration of the guest behind `qmp` to `uri` as fast as
-/// `bandwidth` allows. `Ok(Some(refusal))`: QEMU refused because the
-/// switch cannot log dirty pages (the one reason to skip); any other
-/// refusal is an error.
-fn start_migration(qmp: &mut Qmp, uri: &str, bandwidth: u64) -> Result<Option<String>, String> {
-    qmp.run(
-        "migrate-set-parameters",
-        json!({ "max-bandwidth": bandwidth }),
-    )?;
-    match qmp.execute("migrate", json!({ "uri": uri }))? {
-        Ok(_) => Ok(None),
-        Err(e) if NO_DIRTY_LOG.iter().any(|m| e.contains(m)) => Ok(Some(e)),
-        Err(e) => Err(format!("migrate to {uri} refused: {e}")),
-    }
-}
-
-/// Polls `query-migrate` until the migration has ended (completed,
-/// failed or cancelled); returns QEMU's last answer.
-fn wait_migration_end(qmp: &mut Qmp, timeout: Duration) -> Result<Value, String> {
-    let deadline = Instant::now() + timeout;
-    let mut completed_at = None;
-    loop {
-        let v = qmp.run("query-migrate", json!({}))?;
-        match v["status"].as_str() {
-            Some("failed" | "cancelled") => return Ok(v),
-            // QEMU 7.2 says `completed` a moment before it has worked out
-            // the total time and the downtime (0 until then).
-            Some("completed") => {
-                let at = *completed_at.get_or_insert_with(Instant::now);
-                let timed = v["total-time"].as_u64().unwrap_or(0) > 0;
-                if timed || at.elapsed() > Duration::from_secs(2) {
-                    return Ok(v);
-                }
-            }
-            _ => {}
-        }
-        if Instant::now() >= deadline {
-            return Err(format!("migration not over after {timeout:?}: {v}"));
-        }
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
