@@ -206,7 +206,9 @@ fn trial(
     });
     node.shutdown();
     let d = after.stats.since(&before.stats);
-    let looked = (d.emc_hits + d.megaflow_hits + d.classifier_hits + d.table_misses).max(1) as f64;
+    let looked =
+        (d.emc_hits + d.megaflow_hits + d.port_wide_hits + d.classifier_hits + d.table_misses)
+            .max(1) as f64;
     Ok(Trial {
         mpps: d.rx_packets as f64 / elapsed / 1e6,
         cycles: d.cycles_per_packet().unwrap_or(f64::NAN),

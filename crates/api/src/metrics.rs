@@ -380,6 +380,10 @@ fn pmd_families(node: &Node, out: &mut Vec<Family>) {
     let mut emc = Family::counter("pmd_emc_hits", "Exact-match cache hits.");
     let mut mf = Family::counter("pmd_megaflow_hits", "Megaflow cache hits.");
     let mut cls = Family::counter("pmd_classifier_hits", "Classifier (rule table) hits.");
+    let mut port_wide = Family::counter(
+        "pmd_port_wide_hits",
+        "Decisions taken without a lookup: the in_port had a rule taking all of its packets.",
+    );
     let mut cache = Family::gauge(
         "pmd_cache_bytes",
         "Bytes a PMD thread's decision caches (EMC, megaflows) hold.",
@@ -421,6 +425,7 @@ fn pmd_families(node: &Node, out: &mut Vec<Family>) {
         emc.count(l.clone(), s.emc_hits);
         mf.count(l.clone(), s.megaflow_hits);
         cls.count(l.clone(), s.classifier_hits);
+        port_wide.count(l.clone(), s.port_wide_hits);
         cache.set(l.clone(), s.cache_bytes as f64);
         megaflows.set(l.clone(), s.megaflows as f64);
         mf_refused.count(l.clone(), s.megaflow_refused);
@@ -434,8 +439,8 @@ fn pmd_families(node: &Node, out: &mut Vec<Family>) {
         }
     }
     out.extend([
-        busy, idle, iters, busy_iters, rx, emc, mf, cls, miss, cache, megaflows, mf_refused, cpp,
-        ratio, pps,
+        busy, idle, iters, busy_iters, rx, emc, mf, cls, port_wide, miss, cache, megaflows,
+        mf_refused, cpp, ratio, pps,
     ]);
     pmu_families(&reports, out);
 }

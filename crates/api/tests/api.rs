@@ -58,6 +58,7 @@ fn pmd() -> Ty {
         ("emc_probes", Ty::U64),
         ("cache_bytes", Ty::U64),
         ("megaflow_hits", Ty::U64),
+        ("port_wide_hits", Ty::U64),
         ("megaflows", Ty::U64),
         ("megaflow_refused", Ty::U64),
         ("classifier_hits", Ty::U64),

@@ -64,6 +64,7 @@ fn metrics_have_the_expected_families_and_count_packets() {
         ("nfvswitch_pmd_rx_packets_total", "counter"),
         ("nfvswitch_pmd_emc_hits_total", "counter"),
         ("nfvswitch_pmd_classifier_hits_total", "counter"),
+        ("nfvswitch_pmd_port_wide_hits_total", "counter"),
         ("nfvswitch_pmd_cycles_per_packet", "gauge"),
         ("nfvswitch_pmd_busy_ratio", "gauge"),
         ("nfvswitch_vnf_rx_packets_total", "counter"),

@@ -233,6 +233,10 @@ pub struct PmdReport {
     /// Decisions the megaflow cache answered (EMC misses it covered).
     #[serde(default)]
     pub megaflow_hits: u64,
+    /// Decisions taken without a lookup: the in_port had a rule taking all
+    /// of its packets (`nfv_flow::port_wide`).
+    #[serde(default)]
+    pub port_wide_hits: u64,
     /// Megaflows the PMD holds now.
     #[serde(default)]
     pub megaflows: u64,

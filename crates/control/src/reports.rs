@@ -181,6 +181,7 @@ impl Node {
                     emc_probes: v.stats.emc_probes,
                     cache_bytes: v.stats.cache_bytes,
                     megaflow_hits: v.stats.megaflow_hits,
+                    port_wide_hits: v.stats.port_wide_hits,
                     megaflows: v.stats.megaflows,
                     megaflow_refused: v.stats.megaflow_refused,
                     classifier_hits: v.stats.classifier_hits,

@@ -233,9 +233,51 @@ impl Decision {
         batch: &mut Batch,
         c: &mut PmdCounters,
     ) -> (&Verdicts, u64) {
+        if let Some(rx_bytes) = self.take_port_wide(in_port, batch, c) {
+            return (&self.verdicts, rx_bytes);
+        }
         let rx_bytes = self.extract_keys(in_port, batch);
         self.look_up(batch, c);
         (&self.verdicts, rx_bytes)
+    }
+
+    /// When one rule takes every packet of `in_port`
+    /// ([`nfv_flow::port_wide`]), gives it the whole batch (runts aside)
+    /// without reading a header or probing a cache; returns the batch's
+    /// bytes. `None`: the batch needs the lookup.
+    #[inline(always)]
+    fn take_port_wide(
+        &mut self,
+        in_port: PortNo,
+        batch: &mut Batch,
+        c: &mut PmdCounters,
+    ) -> Option<u64> {
+        let rule = self.table.port_wide.rule_for(in_port)?;
+        let v = &mut self.verdicts;
+        let (mut rx_bytes, mut bytes, mut packets) = (0u64, 0u64, 0u64);
+        for i in 0..batch.len() {
+            let p = &mut batch[i];
+            p.set_in_port(in_port);
+            let len = p.frame_len() as u64;
+            rx_bytes += len;
+            // A split packet's head alone is longer than this.
+            if p.len() < MIN_FRAME {
+                v.of[i] = RUNT;
+                continue;
+            }
+            v.of[i] = 0;
+            packets += 1;
+            bytes += len;
+        }
+        if packets > 0 {
+            v.hits.push(RuleHits {
+                rule: rule.clone(),
+                packets,
+                bytes,
+            });
+        }
+        c.port_wide_hits += packets;
+        Some(rx_bytes)
     }
 
     /// Pass 1: keys (and their hashes when the EMC is probed), prefetching

@@ -28,6 +28,9 @@ pub struct PmdStats {
     pub emc_probes: AtomicU64,
     /// Decisions answered by the megaflow cache.
     pub megaflow_hits: AtomicU64,
+    /// Decisions taken without a lookup: the packet's in_port has a rule
+    /// that takes all of its packets (`nfv_flow::port_wide`).
+    pub port_wide_hits: AtomicU64,
     pub classifier_hits: AtomicU64,
     pub table_misses: AtomicU64,
     /// Free frames in this PMD's packet-pool cache, published at
@@ -61,6 +64,7 @@ pub struct PmdCounters {
     pub emc_hits: u64,
     pub emc_probes: u64,
     pub megaflow_hits: u64,
+    pub port_wide_hits: u64,
     pub classifier_hits: u64,
     pub table_misses: u64,
 }
@@ -78,6 +82,7 @@ impl PmdStats {
         self.emc_hits.store(c.emc_hits, Relaxed);
         self.emc_probes.store(c.emc_probes, Relaxed);
         self.megaflow_hits.store(c.megaflow_hits, Relaxed);
+        self.port_wide_hits.store(c.port_wide_hits, Relaxed);
         self.classifier_hits.store(c.classifier_hits, Relaxed);
         self.table_misses.store(c.table_misses, Relaxed);
     }
@@ -93,6 +98,7 @@ impl PmdStats {
             emc_hits: self.emc_hits.load(Relaxed),
             emc_probes: self.emc_probes.load(Relaxed),
             megaflow_hits: self.megaflow_hits.load(Relaxed),
+            port_wide_hits: self.port_wide_hits.load(Relaxed),
             classifier_hits: self.classifier_hits.load(Relaxed),
             table_misses: self.table_misses.load(Relaxed),
             cache_bytes: self.cache_bytes.load(Relaxed),
@@ -113,6 +119,7 @@ pub struct PmdSnapshot {
     pub emc_hits: u64,
     pub emc_probes: u64,
     pub megaflow_hits: u64,
+    pub port_wide_hits: u64,
     pub classifier_hits: u64,
     pub table_misses: u64,
     /// A gauge (the latest value), not a counter.
@@ -135,6 +142,7 @@ impl PmdSnapshot {
             emc_hits: self.emc_hits.wrapping_sub(earlier.emc_hits),
             emc_probes: self.emc_probes.wrapping_sub(earlier.emc_probes),
             megaflow_hits: self.megaflow_hits.wrapping_sub(earlier.megaflow_hits),
+            port_wide_hits: self.port_wide_hits.wrapping_sub(earlier.port_wide_hits),
             classifier_hits: self.classifier_hits.wrapping_sub(earlier.classifier_hits),
             table_misses: self.table_misses.wrapping_sub(earlier.table_misses),
             cache_bytes: self.cache_bytes,

@@ -189,17 +189,29 @@ const SINK2: PortNo = 5;
 // ---------------------------------------------------------------------------
 // Tests.
 
+/// How the decision is expected to take the loop's packets.
+#[derive(Clone, Copy, PartialEq)]
+enum Tier {
+    /// Rules on in_port alone: no lookup (`port_wide_hits`).
+    PortWide,
+    /// Rules that also match the protocol: EMC, megaflows, classifier.
+    Lookup,
+}
+
 /// generator → ring A ⇒ ring B → sink, one PMD: every packet arrives.
-fn one_pmd_ring_loop(name: &str, emc_entries: usize) {
+fn one_pmd_ring_loop(name: &str, emc_entries: usize, tier: Tier) {
     let _g = serial();
     const N: u64 = 10_000;
     let pool = pool(name, 8192);
-    let g = Graph::start_with_emc(
-        &pool,
-        1,
-        emc_entries,
-        &["in_port=1,actions=output:2", "in_port=3,actions=output:4"],
-    );
+    let rules: &[&str] = match tier {
+        Tier::PortWide => &["in_port=1,actions=output:2", "in_port=3,actions=output:4"],
+        // The generator sends UDP: the same paths, through the lookup.
+        Tier::Lookup => &[
+            "in_port=1,udp,actions=output:2",
+            "in_port=3,udp,actions=output:4",
+        ],
+    };
+    let g = Graph::start_with_emc(&pool, 1, emc_entries, rules);
     let gen_cfg = GeneratorConfig {
         count: Some(N),
         flows: 16,
@@ -239,6 +251,20 @@ fn one_pmd_ring_loop(name: &str, emc_entries: usize) {
     let pmd = &g.dp.pmd_views()[0].stats;
     assert_eq!(pmd.rx_packets, 2 * N, "PMD rx = generator + ring B");
     assert_eq!(pmd.table_misses, 0);
+    if tier == Tier::PortWide {
+        assert_eq!(
+            pmd.port_wide_hits,
+            2 * N,
+            "every packet decided by its port"
+        );
+        assert_eq!(
+            pmd.emc_hits + pmd.emc_probes + pmd.megaflow_hits + pmd.classifier_hits,
+            0,
+            "and none looked up: {pmd:?}"
+        );
+        return;
+    }
+    assert_eq!(pmd.port_wide_hits, 0, "the rules look at the protocol");
     assert_eq!(
         pmd.emc_hits + pmd.megaflow_hits + pmd.classifier_hits,
         2 * N,
@@ -256,12 +282,17 @@ fn one_pmd_ring_loop(name: &str, emc_entries: usize) {
 
 #[test]
 fn generator_ring_pair_sink_delivers_every_packet() {
-    one_pmd_ring_loop("graph-one-pmd", 1024);
+    one_pmd_ring_loop("graph-one-pmd", 1024, Tier::Lookup);
 }
 
 #[test]
 fn generator_ring_pair_sink_without_emc() {
-    one_pmd_ring_loop("graph-no-emc", 0);
+    one_pmd_ring_loop("graph-no-emc", 0, Tier::Lookup);
+}
+
+#[test]
+fn generator_ring_pair_sink_by_port_wide_rules() {
+    one_pmd_ring_loop("graph-port-wide", 1024, Tier::PortWide);
 }
 
 /// Several outputs to one port overflow its pending batch within one rx

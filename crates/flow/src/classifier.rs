@@ -100,7 +100,7 @@ type Buckets = HashMap<MaskedKey, Vec<Arc<Rule>>, BuildHasherDefault<PassThrough
 /// True when rule `(p1, s1)` wins over `(p2, s2)`: higher priority, then
 /// older (lower seq).
 #[inline(always)]
-fn beats(p1: u16, s1: u64, p2: u16, s2: u64) -> bool {
+pub(crate) fn beats(p1: u16, s1: u64, p2: u16, s2: u64) -> bool {
     p1 > p2 || (p1 == p2 && s1 < s2)
 }
 
@@ -235,6 +235,21 @@ impl Subtable {
 
     fn is_bound(&self, r: &Rule) -> bool {
         r.spec.priority == self.max_priority && r.seq == self.min_seq
+    }
+}
+
+/// A subtable as [`crate::port_wide`] sees it.
+pub(crate) struct SubtableView<'a> {
+    pub(crate) mask: FlowKey,
+    /// The best rule's (priority, seq).
+    pub(crate) bound: (u16, u64),
+    buckets: &'a Buckets,
+}
+
+impl<'a> SubtableView<'a> {
+    /// The best rule of each bucket (one per distinct match).
+    pub(crate) fn best_rules(&self) -> impl Iterator<Item = &'a Arc<Rule>> + use<'a> {
+        self.buckets.values().filter_map(|rules| rules.first())
     }
 }
 
@@ -531,6 +546,15 @@ impl Classifier {
             }
         }
         None
+    }
+
+    /// What [`crate::port_wide`] reads of each subtable.
+    pub(crate) fn subtable_views(&self) -> impl Iterator<Item = SubtableView<'_>> {
+        self.subtables.iter().map(|s| SubtableView {
+            mask: s.mask,
+            bound: (s.max_priority, s.min_seq),
+            buckets: &s.buckets,
+        })
     }
 
     pub fn len(&self) -> usize {

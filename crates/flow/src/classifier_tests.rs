@@ -521,9 +521,14 @@ proptest! {
                 }
             }
             prop_assert_eq!(c.len(), model.len());
+            let port_wide = crate::port_wide::PortWide::of(&c);
             for k in &keys {
                 let want = linear(&model, k).map(|r| r.seq);
                 prop_assert_eq!(c.lookup(k).map(|r| r.seq), want, "key {:?}", k);
+                // A port-wide rule is the answer for every key of its port.
+                if let Some(r) = port_wide.rule_for(k.in_port()) {
+                    prop_assert_eq!(Some(r.seq), want, "port-wide rule for {:?}", k);
+                }
                 // The megaflow mask: every key equal on it gets the same
                 // answer (stages kept right through inserts and removals).
                 let found = c.lookup_with_mask(k);

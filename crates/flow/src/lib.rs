@@ -19,6 +19,7 @@ pub mod format;
 pub mod key;
 pub mod megaflow;
 pub mod parse;
+pub mod port_wide;
 pub mod rule;
 pub mod table;
 pub mod tunnel;

@@ -19,6 +19,7 @@
 
 use crate::classifier::Classifier;
 use crate::parse::FlowFilter;
+use crate::port_wide::PortWide;
 use crate::rule::{Expiry, FlowSpec, Rule};
 use arc_swap::ArcSwap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +30,9 @@ use std::sync::{Arc, Mutex};
 pub struct FlowTable {
     pub version: u64,
     pub classifier: Classifier,
+    /// The in_ports whose every packet one rule takes (worked out once per
+    /// generation; the PMDs skip the lookup for them).
+    pub port_wide: PortWide,
 }
 
 #[derive(Debug)]
@@ -98,6 +102,7 @@ impl SharedFlowTable {
         let version = old.version + 1;
         self.current.store(Arc::new(FlowTable {
             version,
+            port_wide: PortWide::of(&classifier),
             classifier,
         }));
         self.version.store(version, Ordering::Release);
