@@ -80,6 +80,16 @@ impl Verdicts {
             j => Verdict::Rule(&self.hits[j as usize].rule),
         }
     }
+
+    /// The port every one of the batch's `n` packets goes to, when one
+    /// rule whose actions are a plain `output:N` took them all.
+    #[inline(always)]
+    pub fn sole_output(&self, n: usize) -> Option<PortNo> {
+        match self.hits.as_slice() {
+            [only] if only.packets == n as u64 => only.rule.single_output,
+            _ => None,
+        }
+    }
 }
 
 /// Whether probing the EMC pays. An EMC probe that misses costs two cache

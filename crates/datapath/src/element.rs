@@ -106,6 +106,15 @@ impl Element {
     ) {
         let (verdicts, rx_bytes) = self.decision.classify(in_port, batch, c);
         rx.add(batch.len() as u64, rx_bytes);
+        // A batch that one plain `output:N` rule takes whole (a service
+        // chain's hop) goes to the fabric in one move.
+        if let Some(out) = verdicts.sole_output(batch.len())
+            && out != in_port
+            && self.fabric.output_batch(out, batch)
+        {
+            self.decision.settle(self.now_tsc);
+            return;
+        }
         for (i, pkt) in batch.drain(..).enumerate() {
             match verdicts.get(i) {
                 Verdict::Runt => {

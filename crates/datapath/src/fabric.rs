@@ -185,6 +185,36 @@ impl Fabric {
         self.enqueue(idx, pkt, len, pool);
     }
 
+    /// Queues the whole of `batch` for port `out` in one move, leaving
+    /// `batch` empty, when nothing in it needs a packet's own treatment
+    /// (offload metadata, a split packet the queue cannot take, a frame
+    /// too big) and nothing is pending for the port yet. `false`: nothing
+    /// was done; use [`Fabric::output`] per packet.
+    #[inline(always)]
+    pub fn output_batch(&mut self, out: PortNo, batch: &mut Batch) -> bool {
+        let idx = self.slot_of.get(out as usize).copied().unwrap_or(NO_SLOT);
+        if idx == NO_SLOT {
+            return false;
+        }
+        let slot = &mut self.tx[idx as usize];
+        if !slot.pending.is_empty() {
+            return false;
+        }
+        let mut bytes = 0u64;
+        for p in batch.iter() {
+            let len = p.frame_len();
+            let split = p.is_split() || p.is_borrowed();
+            if p.has_offload() || (split && !slot.takes_split) || len > slot.max_frame {
+                return false;
+            }
+            bytes += len as u64;
+        }
+        std::mem::swap(&mut slot.pending, batch);
+        slot.pending_bytes = bytes;
+        self.dirty.push(idx);
+        true
+    }
+
     /// Appends `pkt` (`len` bytes) to slot `idx`'s pending batch.
     #[inline(always)]
     fn enqueue(&mut self, idx: u16, pkt: Packet, len: usize, pool: &mut PoolCache) {
@@ -367,3 +397,7 @@ fn keepable(mut pkt: Packet, counters: &QueueCounters, pool: &mut PoolCache) -> 
 #[cfg(test)]
 #[path = "fabric_offload_tests.rs"]
 mod offload_tests;
+
+#[cfg(test)]
+#[path = "fabric_batch_tests.rs"]
+mod batch_tests;
