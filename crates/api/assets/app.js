@@ -617,8 +617,11 @@ function renderPmds({ pmds }) {
   body.replaceChildren();
   for (const p of pmds) {
     const busy = num(p.busy_percent);
-    const hits = [p.emc_hits, p.classifier_hits, p.table_misses].map((x) => num(x) ?? 0);
-    const all = hits[0] + hits[1] + hits[2];
+    // Decisions without a classifier lookup, of all decisions.
+    const [wide, emc, mf, cls, miss] = [p.port_wide_hits, p.emc_hits, p.megaflow_hits,
+      p.classifier_hits, p.table_misses].map((x) => num(x) ?? 0);
+    const cached = wide + emc + mf;
+    const all = cached + cls + miss;
     const tr = el("tr", { "data-pmd": str(p.index), "data-mpps": str(num(p.mpps) ?? ""),
       "data-busy": str(busy ?? ""), "data-cpp": str(num(p.cycles_per_packet) ?? ""),
       title: "rx queues: " + (arr(p.rx_queues).map(str).join(", ") || "none") });
@@ -631,7 +634,7 @@ function renderPmds({ pmds }) {
       el("td", { text: fixed(p.cycles_per_packet, 0) }),
       el("td", { text: fixed(p.switch_cycles_per_packet, 0) }),
       el("td", { text: fixed(p.packets_per_batch, 1) }),
-      el("td", { text: all ? (100 * hits[0] / all).toFixed(1) + " %" : "–" }));
+      el("td", { text: all ? (100 * cached / all).toFixed(1) + " %" : "–" }));
     body.append(tr);
   }
   if (!pmds.length) body.append(el("tr", {}, el("td", { colspan: 8, class: "l zero", text: "no PMD threads" })));
