@@ -27,12 +27,47 @@ fn a_batch_moves_whole_only_when_every_packet_is_plain() {
     const OUT: PortNo = 3;
     // (name, frame lengths, index of a packet with offload metadata,
     // something already pending for OUT, port asked for, moved whole)
-    type Case = (&'static str, &'static [usize], Option<usize>, bool, PortNo, bool);
+    type Case = (
+        &'static str,
+        &'static [usize],
+        Option<usize>,
+        bool,
+        PortNo,
+        bool,
+    );
     let cases: &[Case] = &[
-        ("plain frames", &[60, 64, 1514, 100, 64], None, false, OUT, true),
-        ("one frame too big", &[64, 1600, 64], None, false, OUT, false),
-        ("one frame with offload metadata", &[64, 64, 64], Some(1), false, OUT, false),
-        ("the port has packets pending", &[64, 64], None, true, OUT, false),
+        (
+            "plain frames",
+            &[60, 64, 1514, 100, 64],
+            None,
+            false,
+            OUT,
+            true,
+        ),
+        (
+            "one frame too big",
+            &[64, 1600, 64],
+            None,
+            false,
+            OUT,
+            false,
+        ),
+        (
+            "one frame with offload metadata",
+            &[64, 64, 64],
+            Some(1),
+            false,
+            OUT,
+            false,
+        ),
+        (
+            "the port has packets pending",
+            &[64, 64],
+            None,
+            true,
+            OUT,
+            false,
+        ),
         ("no such port", &[64, 64], None, false, 9, false),
     ];
     let pool = PacketPool::new(
@@ -48,7 +83,12 @@ fn a_batch_moves_whole_only_when_every_packet_is_plain() {
     for &(name, lens, offloaded, pending, port, want) in cases {
         let stats = Arc::new(PortStats::new(1, 1));
         let mut fabric = Fabric::default();
-        fabric.add_tx(OUT, Box::new(CountingTxq { max_frame: 1518 }), stats.clone(), 0);
+        fabric.add_tx(
+            OUT,
+            Box::new(CountingTxq { max_frame: 1518 }),
+            stats.clone(),
+            0,
+        );
         if pending {
             let mut p = cache.alloc().unwrap();
             p.set_len(64).unwrap();
@@ -75,7 +115,11 @@ fn a_batch_moves_whole_only_when_every_packet_is_plain() {
         if moved {
             assert!(batch.is_empty(), "{name}: the batch is handed over");
         } else {
-            assert_eq!(batch.len(), lens.len(), "{name}: the batch is left as it was");
+            assert_eq!(
+                batch.len(),
+                lens.len(),
+                "{name}: the batch is left as it was"
+            );
             cache.free_batch(&mut batch);
         }
         fabric.flush(&mut cache);

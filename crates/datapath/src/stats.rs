@@ -22,6 +22,9 @@ pub struct PmdStats {
     /// Cycles inside port `rx_burst`/`tx_burst` during busy iterations.
     pub port_cycles: AtomicU64,
     pub rx_packets: AtomicU64,
+    /// Decisions answered by the EMC. Here and in the megaflow and
+    /// classifier hits and the misses, a packet repeating the key of the
+    /// one before it counts under the tier that answered that one.
     pub emc_hits: AtomicU64,
     /// Decisions that probed the EMC (fewer than decisions while it is
     /// bypassed for a low hit rate, see `decision.rs`).
