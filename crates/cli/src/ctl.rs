@@ -5,7 +5,7 @@ use crate::table::{Table, fmt_opt};
 use clap::{Args, Subcommand};
 use nfv_control::protocol::{
     ChainReport, FlowReport, NodeReport, PmdReport, PortReport, RebalanceReport, RxqsReport,
-    TrafficReport,
+    TraceReport, TrafficReport,
 };
 use nfv_control::{Request, Response, request};
 use std::path::{Path, PathBuf};
@@ -66,6 +66,12 @@ enum CtlCommand {
         queue: usize,
         pmd: usize,
     },
+    /// What the datapath would do with a packet given by its fields, e.g.
+    /// 'in_port=1,udp,nw_dst=10.0.0.2,tp_dst=80' (unnamed fields are
+    /// zero): the tier that decides it, the rule, each action and the
+    /// packet after it, the outputs, what the caches keep (OVS
+    /// ofproto/trace).
+    Trace { flow: String },
 }
 
 #[derive(Subcommand)]
@@ -169,6 +175,7 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
             pmd: *pmd,
         },
         CtlCommand::DumpFlows => Request::DumpFlows,
+        CtlCommand::Trace { flow } => Request::Trace { flow: flow.clone() },
         CtlCommand::AddFlow { flows } => Request::AddFlows {
             flows: flows.clone(),
         },
@@ -253,8 +260,80 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
         Request::PmdRxqMove { port, queue, pmd } => {
             println!("rx queue {queue} of port {port} is now polled by PMD {pmd}")
         }
+        Request::Trace { .. } => {
+            let t: TraceReport = serde_json::from_value(data).map_err(parse_err)?;
+            print!("{}", trace_text(&t));
+        }
     }
     Ok(())
+}
+
+pub fn trace_text(t: &TraceReport) -> String {
+    let mut out = format!(
+        "packet:     {}
+decided by: {}
+",
+        t.packet, t.decided_by
+    );
+    match (&t.rule, t.cookie) {
+        (Some(rule), Some(cookie)) if cookie != 0 => {
+            out += &format!(
+                "rule:       {rule} (cookie 0x{cookie:x})
+"
+            )
+        }
+        (Some(rule), _) => {
+            out += &format!(
+                "rule:       {rule}
+"
+            )
+        }
+        (None, _) => {
+            out += "rule:       none matches: dropped (no_match)
+"
+        }
+    }
+    for (i, s) in t.steps.iter().enumerate() {
+        out += &format!(
+            "  {}. {}
+     packet: {}
+",
+            i + 1,
+            s.action,
+            s.packet
+        );
+        if let Some(n) = &s.note {
+            out += &format!(
+                "     {n}
+"
+            );
+        }
+    }
+    if !t.unused_actions.is_empty() {
+        out += &format!(
+            "not applied (after the last output): {}
+",
+            t.unused_actions.join(",")
+        );
+    }
+    if t.rule.is_some() {
+        out += &match t.outputs.is_empty() {
+            true => "outputs:    none: dropped (action_drop)
+"
+            .to_string(),
+            false => format!(
+                "outputs:    {}
+",
+                t.outputs.join(", ")
+            ),
+        };
+    }
+    out += &format!(
+        "cache:      {}
+",
+        t.cache
+    );
+    out
 }
 
 pub fn rxqs_text(r: &RxqsReport) -> String {

@@ -249,6 +249,85 @@ fn flow_timeouts_and_cookie_filters() {
 }
 
 #[test]
+fn trace_names_the_tier_the_rule_the_actions_and_the_outputs() {
+    let d = start("trace");
+    for flow in [
+        "priority=20,in_port=1,udp,tp_dst=53,actions=mod_dl_dst:02:00:00:00:00:09,output:2",
+        "in_port=2,actions=drop",
+    ] {
+        assert!(ctl(&d, &["add-flow", flow]).status.success(), "{flow}");
+    }
+    // (packet, decided by, rule, outputs, first action)
+    let cases: &[(&str, &str, Option<&str>, &[&str], Option<&str>)] = &[
+        (
+            "in_port=1,udp,tp_dst=53",
+            "classifier",
+            Some(
+                "priority=20,udp,in_port=1,tp_dst=53,actions=mod_dl_dst:02:00:00:00:00:09,output:2",
+            ),
+            &["2 (sink0)"],
+            Some("mod_dl_dst:02:00:00:00:00:09"),
+        ),
+        (
+            "in_port=1,tcp,tp_dst=53",
+            "classifier",
+            Some("priority=10,in_port=1,actions=output:2"),
+            &["2 (sink0)"],
+            Some("output:2"),
+        ),
+        // Nothing above it can match port 2's packets: no lookup.
+        (
+            "in_port=2,tcp",
+            "port-wide",
+            Some("priority=32768,in_port=2,actions=drop"),
+            &[],
+            None,
+        ),
+        ("in_port=7,udp", "classifier", None, &[], None),
+    ];
+    for &(packet, tier, rule, outputs, first) in cases {
+        let t = ctl_json(&d, &["trace", packet]);
+        assert!(
+            t["decided_by"].as_str().unwrap().starts_with(tier),
+            "{packet}: {t}"
+        );
+        assert_eq!(t["rule"].as_str(), rule, "{packet}: {t}");
+        let got: Vec<&str> = t["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o.as_str().unwrap())
+            .collect();
+        assert_eq!(got, outputs, "{packet}: {t}");
+        assert_eq!(t["steps"][0]["action"].as_str(), first, "{packet}: {t}");
+    }
+    let human =
+        String::from_utf8_lossy(&ctl(&d, &["trace", "in_port=1,udp,tp_dst=53"]).stdout).to_string();
+    for want in [
+        "decided by: classifier",
+        "1. mod_dl_dst:02:00:00:00:00:09",
+        "outputs:    2 (sink0)",
+        "cache:",
+    ] {
+        assert!(human.contains(want), "{want:?} in:\n{human}");
+    }
+    // Descriptions that are not one packet are refused, naming why.
+    for (packet, why) in [
+        ("udp,tp_dst=53", "in_port"),
+        ("in_port=1,ip,nw_dst=10.0.0.0/24", "exact"),
+        ("priority=5,in_port=1", "priority"),
+        ("in_port=1,bogus=1", "bogus"),
+    ] {
+        let out = ctl(&d, &["trace", packet]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(why),
+            "{packet}: {err}"
+        );
+    }
+}
+
+#[test]
 fn sigterm_stops_cleanly_with_final_counters() {
     let mut d = start("term");
     assert!(wait_until(Duration::from_secs(20), || tx_packets(

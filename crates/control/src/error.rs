@@ -60,6 +60,10 @@ pub enum RequestError {
     },
     #[error(transparent)]
     Filter(FlowParseError),
+    /// A trace's packet description is not a packet (a wildcard, a
+    /// priority, no in_port).
+    #[error("trace: {0}")]
+    Trace(&'static str),
     /// The port table of `add-port` is invalid on its own.
     #[error(transparent)]
     PortConfig(#[from] nfv_config::ConfigError),

@@ -49,6 +49,12 @@ pub enum Request {
         queue: usize,
         pmd: usize,
     },
+    /// What the datapath would do with a packet whose fields are given as
+    /// a match (`in_port=1,udp,nw_dst=10.0.0.2,tp_dst=80`; unnamed fields
+    /// are zero): OVS's `ofproto/trace`.
+    Trace {
+        flow: String,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -318,6 +324,35 @@ pub struct FlowReport {
     pub idle_age_secs: f64,
     /// The rule in ovs-ofctl syntax (re-parsable by add-flow).
     pub rule: String,
+}
+
+/// `trace`: one packet through the flow table.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TraceReport {
+    /// Every field of the packet, as the datapath's flow key holds it.
+    pub packet: String,
+    /// `port-wide rule` (no lookup), or `classifier` with the subtables
+    /// it visited.
+    pub decided_by: String,
+    /// The rule that matched, as dump-flows shows it (`None`: no rule
+    /// matches, the packet is dropped as `no_match`).
+    pub rule: Option<String>,
+    pub cookie: Option<u64>,
+    pub steps: Vec<TraceStepReport>,
+    /// Actions after the last output: never applied.
+    pub unused_actions: Vec<String>,
+    /// Where the packet leaves: port numbers with names, or `normal`.
+    pub outputs: Vec<String>,
+    /// What the PMD's caches keep after it.
+    pub cache: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TraceStepReport {
+    pub action: String,
+    /// The packet's fields after the action.
+    pub packet: String,
+    pub note: Option<String>,
 }
 
 /// One VNF of a chain, from the switch's side of its vhost-user port.

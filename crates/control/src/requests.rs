@@ -44,6 +44,7 @@ impl Node {
                 self.move_rxq(port, *queue, *pmd)?;
                 json!({ "moved": { "port": port, "queue": queue, "pmd": pmd } })
             }
+            Request::Trace { flow } => serde_json::to_value(self.trace(flow)?)?,
             Request::ClearStats => {
                 self.clear_stats();
                 json!({})
@@ -84,6 +85,75 @@ impl Node {
         Ok(self.datapath.table().del_flows(&f))
     }
 
+    /// `trace`: what the datapath would do with the packet `flow`
+    /// describes.
+    pub fn trace(&self, flow: &str) -> Result<crate::protocol::TraceReport, RequestError> {
+        use nfv_datapath::trace::{Output, Tier, trace};
+        let f = parse_filter(flow).map_err(RequestError::Filter)?;
+        if f.priority.is_some() || f.cookie.is_some() {
+            return Err(RequestError::Trace("a packet has no priority or cookie"));
+        }
+        if f.matches.mask.in_port() == 0 {
+            return Err(RequestError::Trace("name the packet's in_port"));
+        }
+        if has_partial_field(&f.matches.mask) {
+            return Err(RequestError::Trace(
+                "a packet's fields are exact: no masks or prefixes",
+            ));
+        }
+        let table = self.datapath.table().snapshot();
+        let t = trace(&table, f.matches.key);
+        let names: std::collections::BTreeMap<PortNo, String> = self
+            .datapath
+            .port_views()
+            .iter()
+            .map(|v| (v.no, v.port.name().to_string()))
+            .collect();
+        let port = |p: PortNo| match names.get(&p) {
+            Some(n) => format!("{p} ({n})"),
+            None => format!("{p} (no such port: dropped as no_port)"),
+        };
+        let emc =
+            "the EMC (where enabled) may keep this exact packet: one EMC miss in 100 is inserted";
+        let cache = match &t.tier {
+            Tier::PortWide => "nothing: the in_port's batches skip the caches".to_string(),
+            Tier::Classifier {
+                megaflow: Some(m), ..
+            } => format!("the megaflow {m}; {emc}"),
+            Tier::Classifier { .. } => format!("no megaflow (too few subtables visited); {emc}"),
+        };
+        Ok(crate::protocol::TraceReport {
+            packet: format!("{:?}", t.packet),
+            decided_by: match &t.tier {
+                Tier::PortWide => "port-wide rule (every packet of the in_port, no lookup)".into(),
+                Tier::Classifier { probes, .. } => {
+                    format!("classifier ({probes} subtable(s) visited)")
+                }
+            },
+            rule: t.rule.as_ref().map(|r| r.spec.to_string()),
+            cookie: t.rule.as_ref().map(|r| r.spec.cookie),
+            steps: t
+                .steps
+                .iter()
+                .map(|s| crate::protocol::TraceStepReport {
+                    action: s.action.to_string(),
+                    packet: format!("{:?}", s.after),
+                    note: s.note.clone(),
+                })
+                .collect(),
+            unused_actions: t.unused.iter().map(|a| a.to_string()).collect(),
+            outputs: t
+                .outputs
+                .iter()
+                .map(|o| match *o {
+                    Output::Port(p) => port(p),
+                    Output::Normal => "normal".to_string(),
+                })
+                .collect(),
+            cache,
+        })
+    }
+
     /// Zeroes the PMD counters and every receiver's streams.
     pub fn clear_stats(&self) {
         self.datapath.clear_pmd_stats();
@@ -93,6 +163,22 @@ impl Node {
             }
         }
     }
+}
+
+/// Whether `mask` covers only part of some field (an address prefix or a
+/// bit mask): a packet has every field whole. (`vlan_tci` aside:
+/// `dl_vlan=5` names a packet's VID and leaves its PCP zero.)
+fn has_partial_field(mask: &nfv_flow::FlowKey) -> bool {
+    let full = |v: u64, bits: u32| v == 0 || v == (1u64 << bits) - 1;
+    !(full(u64::from(mask.dl_type()), 16)
+        && full(u64::from(mask.nw_proto()), 8)
+        && full(u64::from(mask.tp_src()), 16)
+        && full(u64::from(mask.tp_dst()), 16)
+        && full(u64::from(mask.nw_src()), 32)
+        && full(u64::from(mask.nw_dst()), 32)
+        && [mask.dl_src(), mask.dl_dst()]
+            .iter()
+            .all(|m| *m == [0; 6] || *m == [0xff; 6]))
 }
 
 /// Rejects rules naming ports that do not exist.

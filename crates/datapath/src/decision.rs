@@ -35,6 +35,14 @@ pub const EMC_INSERT_EVERY: u32 = 100;
 /// [`MegaflowCache::worth_caching`].)
 pub const MEGAFLOW_MIN_PROBES: usize = 3;
 
+/// The megaflow a classification is cached as, if any: its mask, when
+/// the lookup was costly enough ([`MEGAFLOW_MIN_PROBES`]) and the mask
+/// does not pin a connection.
+pub fn megaflow_of(found: &nfv_flow::Classified<'_>) -> Option<FlowKey> {
+    let enough = found.probes >= MEGAFLOW_MIN_PROBES || (found.probes >= 2 && found.narrowed);
+    (enough && MegaflowCache::worth_caching(&found.mask)).then_some(found.mask)
+}
+
 /// Decisions per judgement of the EMC's worth (see [`EmcGate`]).
 pub const EMC_WINDOW: u32 = 8192;
 
@@ -425,11 +433,7 @@ impl Decision {
                     let classifier = &self.table.classifier;
                     let r = if self.megaflows.is_some() {
                         let found = classifier.lookup_with_mask(key);
-                        let enough = found.probes >= MEGAFLOW_MIN_PROBES
-                            || (found.probes >= 2 && found.narrowed);
-                        if enough && MegaflowCache::worth_caching(&found.mask) {
-                            megaflow = Some(found.mask);
-                        }
+                        megaflow = megaflow_of(&found);
                         found.rule
                     } else {
                         classifier.lookup(key)

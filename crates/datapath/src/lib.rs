@@ -19,6 +19,7 @@ mod interpreter;
 pub mod mac_learning;
 mod pmd;
 pub mod stats;
+pub mod trace;
 
 pub use element::Element;
 

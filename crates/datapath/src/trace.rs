@@ -1,0 +1,165 @@
+//! What the datapath would do with one packet (`nfvswitch ctl trace`, the
+//! counterpart of OVS's `ofproto/trace`): which tier decides it, the rule
+//! it hits, each action with the packet's fields after it, the ports it
+//! leaves by, and what the PMD's caches would keep. It runs on the
+//! control plane over the current table snapshot and uses the decision's
+//! own rules ([`crate::decision::megaflow_of`], [`nfv_flow::port_wide`]),
+//! so it cannot drift from what the PMDs do. It sends nothing and learns
+//! nothing.
+
+use crate::decision::megaflow_of;
+use nfv_flow::key::{VLAN_PRESENT, VLAN_VID_MASK};
+use nfv_flow::table::FlowTable;
+use nfv_flow::{Action, FlowKey, Match, PortNo, Rule};
+use std::sync::Arc;
+
+/// How the packet is decided.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Tier {
+    /// Its in_port has a port-wide rule: no key, no lookup, no cache.
+    PortWide,
+    /// The classifier, after visiting this many subtables; a repeat of
+    /// the packet is then an EMC hit, and one differing only outside
+    /// `megaflow` a megaflow hit (`None`: not cached as a megaflow).
+    Classifier {
+        probes: usize,
+        megaflow: Option<Match>,
+    },
+}
+
+/// One action as the packet meets it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub action: Action,
+    /// The packet's fields after the action.
+    pub after: FlowKey,
+    /// What happened, in words, where the action's text does not say it.
+    pub note: Option<String>,
+}
+
+/// The trace of one packet.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    pub packet: FlowKey,
+    pub tier: Tier,
+    /// The rule that matched (`None`: no rule matches; dropped and counted
+    /// `no_match`).
+    pub rule: Option<Arc<Rule>>,
+    pub steps: Vec<Step>,
+    /// Actions after the last output: never applied.
+    pub unused: Vec<Action>,
+    /// Where the packet (or a copy) leaves, in order.
+    pub outputs: Vec<Output>,
+}
+
+/// Where a packet leaves.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Output {
+    Port(PortNo),
+    /// `normal`: the port MAC learning has for dl_dst when the packet
+    /// comes (none: every port but the in_port; the in_port: dropped).
+    Normal,
+}
+
+/// Traces `packet` (its `in_port` set) through `table`.
+pub fn trace(table: &FlowTable, packet: FlowKey) -> Trace {
+    let in_port = packet.in_port();
+    let (tier, rule) = match table.port_wide.rule_for(in_port) {
+        Some(r) => (Tier::PortWide, Some(r.clone())),
+        None => {
+            let found = table.classifier.lookup_with_mask(&packet);
+            // Misses are cached too (the answer "no rule").
+            let megaflow = megaflow_of(&found).map(|mask| Match {
+                key: packet.masked(&mask),
+                mask,
+            });
+            let tier = Tier::Classifier {
+                probes: found.probes,
+                megaflow,
+            };
+            (tier, found.rule.cloned())
+        }
+    };
+    let mut t = Trace {
+        packet,
+        tier,
+        rule: rule.clone(),
+        steps: Vec::new(),
+        unused: Vec::new(),
+        outputs: Vec::new(),
+    };
+    let Some(rule) = rule else {
+        return t;
+    };
+    let actions = &rule.spec.actions;
+    // As the interpreter: nothing after the last output is applied.
+    let last = actions
+        .iter()
+        .rposition(|a| matches!(a, Action::Output(_) | Action::Normal));
+    let applied = last.map_or(0, |l| l + 1);
+    t.unused = actions[applied..].to_vec();
+    let mut k = packet;
+    for &action in &actions[..applied] {
+        let note = apply(&mut k, action, in_port, &mut t.outputs);
+        t.steps.push(Step {
+            action,
+            after: k,
+            note,
+        });
+    }
+    t
+}
+
+/// `action`'s effect on the fields `k`, and its outputs.
+fn apply(
+    k: &mut FlowKey,
+    action: Action,
+    in_port: PortNo,
+    outputs: &mut Vec<Output>,
+) -> Option<String> {
+    match action {
+        Action::SetDlSrc(m) => k.set_dl_src(m),
+        Action::SetDlDst(m) => k.set_dl_dst(m),
+        Action::SetVlanVid(vid) => {
+            let tci = k.vlan_tci();
+            let pcp = if tci & VLAN_PRESENT != 0 {
+                tci & 0xe000
+            } else {
+                0
+            };
+            k.set_vlan_tci(pcp | VLAN_PRESENT | (vid & VLAN_VID_MASK));
+        }
+        Action::PushVlan(_) => k.set_vlan_tci(VLAN_PRESENT),
+        Action::StripVlan => {
+            let had = k.vlan_tci() & VLAN_PRESENT != 0;
+            k.set_vlan_tci(0);
+            return Some(if had {
+                "outer tag removed (an inner tag, if any, is now the outer one)".into()
+            } else {
+                "no tag: nothing to strip".into()
+            });
+        }
+        Action::SetTunnel(vni) => {
+            return Some(format!(
+                "tunnel outputs send with VNI {vni} (checked against the tunnel port at install)"
+            ));
+        }
+        Action::Output(p) if p == in_port => {
+            return Some("skipped: the packet's own in_port (OpenFlow)".into());
+        }
+        Action::Output(p) => outputs.push(Output::Port(p)),
+        Action::Normal => {
+            outputs.push(Output::Normal);
+            return Some(
+                "MAC learning: to the port dl_dst was learnt on, flooded if none (or multicast), \
+                 dropped if that is the in_port"
+                    .into(),
+            );
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+#[path = "trace_tests.rs"]
+mod tests;
