@@ -157,7 +157,9 @@ impl Switch {
     }
 
     pub fn flow_count(&self) -> Result<usize, String> {
-        match self.request(&Request::DumpFlows)? {
+        match self.request(&Request::DumpFlows {
+            filter: String::new(),
+        })? {
             serde_json::Value::Array(a) => Ok(a.len()),
             v => Err(format!("dump-flows: not a list: {v}")),
         }

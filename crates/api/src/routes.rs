@@ -186,8 +186,22 @@ async fn show_chains(State(st): St) -> ApiResult {
 async fn show_traffic(State(st): St) -> ApiResult {
     handle(&st, Request::ShowTraffic).await
 }
-async fn dump_flows(State(st): St) -> ApiResult {
-    handle(&st, Request::DumpFlows).await
+async fn dump_flows(State(st): St, q: Result<Query<FlowsQuery>, QueryRejection>) -> ApiResult {
+    let Query(q) = q.map_err(|e| ApiError::bad(e.body_text()))?;
+    handle(
+        &st,
+        Request::DumpFlows {
+            filter: q.filter.unwrap_or_default(),
+        },
+    )
+    .await
+}
+
+/// `GET /flows?filter=...`: the rules a del-flows filter selects.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlowsQuery {
+    filter: Option<String>,
 }
 async fn clear_stats(State(st): St) -> ApiResult {
     handle(&st, Request::ClearStats).await

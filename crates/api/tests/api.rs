@@ -392,6 +392,23 @@ fn flows_ports_and_counters_change_through_the_api() {
         .collect();
     assert_eq!(rules.len(), 8, "{rules:?}");
     assert!(rules.iter().any(|r| r.contains("tp_dst=80")), "{rules:?}");
+    // Listed by filter (what the same filter deletes): the UDP rules.
+    let udp = f.get_json("/api/v1/flows?filter=udp");
+    let udp: Vec<&str> = udp
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rule"].as_str().unwrap())
+        .collect();
+    assert!(
+        !udp.is_empty() && udp.iter().all(|r| r.contains("udp")),
+        "{udp:?}"
+    );
+    assert_eq!(
+        udp.len(),
+        rules.iter().filter(|r| r.contains("udp")).count(),
+        "{udp:?} of {rules:?}"
+    );
     // Delete by filter (URL-encoded).
     let r = f.delete("/api/v1/flows?filter=udp%2Ctp_dst%3D53");
     assert_eq!(

@@ -33,8 +33,9 @@ enum CtlCommand {
         #[command(subcommand)]
         what: ShowWhat,
     },
-    /// List rules with hit counters (ovs-ofctl dump-flows style).
-    DumpFlows,
+    /// List rules with hit counters (ovs-ofctl dump-flows style); a filter
+    /// in del-flows syntax lists only the rules it selects.
+    DumpFlows { filter: Option<String> },
     /// Add rules in ovs-ofctl syntax (all or nothing).
     AddFlow {
         #[arg(required = true)]
@@ -174,7 +175,9 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
             queue: *queue,
             pmd: *pmd,
         },
-        CtlCommand::DumpFlows => Request::DumpFlows,
+        CtlCommand::DumpFlows { filter } => Request::DumpFlows {
+            filter: filter.clone().unwrap_or_default(),
+        },
         CtlCommand::Trace { flow } => Request::Trace { flow: flow.clone() },
         CtlCommand::AddFlow { flows } => Request::AddFlows {
             flows: flows.clone(),
@@ -231,7 +234,7 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
             let t: Vec<TrafficReport> = serde_json::from_value(data).map_err(parse_err)?;
             print!("{}", traffic_text(&t));
         }
-        Request::DumpFlows => {
+        Request::DumpFlows { .. } => {
             let flows: Vec<FlowReport> = serde_json::from_value(data).map_err(parse_err)?;
             for f in flows {
                 println!(

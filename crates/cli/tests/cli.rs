@@ -234,6 +234,21 @@ fn flow_timeouts_and_cookie_filters() {
         flows_with_cookie(&d, 0x503)
     );
     let before = ctl_json(&d, &["dump-flows"]).as_array().unwrap().len();
+    // dump-flows lists what del-flows with the same filter deletes.
+    let listed = ctl_json(&d, &["dump-flows", "cookie=0x500/0xf00"]);
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert!(
+        listed[0]["rule"].as_str().unwrap().contains("cookie=0x503"),
+        "{listed}"
+    );
+    assert_eq!(
+        ctl_json(&d, &["dump-flows", "in_port=1"])
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "the priority=10 rule and 0x503"
+    );
     // Selects no rule: a cookie bit 0x503 lacks.
     assert_eq!(
         ctl_json(&d, &["del-flows", "cookie=0x800/0x800"])["deleted"],

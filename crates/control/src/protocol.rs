@@ -12,7 +12,11 @@ pub enum Request {
     ShowChains,
     /// Per receiver port: streams with loss, reordering and latency.
     ShowTraffic,
-    DumpFlows,
+    /// The rules a filter selects, as `del-flows` would (empty: all).
+    DumpFlows {
+        #[serde(default)]
+        filter: String,
+    },
     /// One or more rules in ovs-ofctl syntax; all are validated before any
     /// is installed (all or nothing).
     AddFlows {

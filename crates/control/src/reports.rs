@@ -201,12 +201,18 @@ impl Node {
     }
 
     pub fn dump_flows(&self) -> Vec<FlowReport> {
+        self.dump_flows_selected(&nfv_flow::FlowFilter::default())
+    }
+
+    /// The rules `filter` selects (what `del-flows` with it would remove).
+    pub fn dump_flows_selected(&self, filter: &nfv_flow::FlowFilter) -> Vec<FlowReport> {
         let table = self.datapath.table().snapshot();
         let now = nfv_tsc::now();
         table
             .classifier
             .rules()
             .iter()
+            .filter(|r| filter.selects(&r.spec))
             .map(|r| FlowReport {
                 priority: r.spec.priority,
                 cookie: r.spec.cookie,

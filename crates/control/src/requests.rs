@@ -30,7 +30,10 @@ impl Node {
             Request::ShowPmd => serde_json::to_value(self.show_pmd())?,
             Request::ShowChains => serde_json::to_value(self.show_chains())?,
             Request::ShowTraffic => serde_json::to_value(self.show_traffic())?,
-            Request::DumpFlows => serde_json::to_value(self.dump_flows())?,
+            Request::DumpFlows { filter } => {
+                let f = parse_filter(filter).map_err(RequestError::Filter)?;
+                serde_json::to_value(self.dump_flows_selected(&f))?
+            }
             Request::ShowNode => serde_json::to_value(self.show_node())?,
             Request::AddFlows { flows } => json!({ "added": self.add_flows(flows)? }),
             Request::DelFlows { filter } => json!({ "deleted": self.del_flows(filter)? }),

@@ -119,6 +119,18 @@ impl FlowFilter {
     pub fn cookie_selects(&self, cookie: u64) -> bool {
         self.cookie.is_none_or(|c| c.selects(cookie))
     }
+
+    /// Whether the filter selects the rule `spec` (what `del-flows` with
+    /// it removes, what `dump-flows` with it shows): with a priority
+    /// (strict) the rule with exactly this match and priority, else every
+    /// rule whose match the filter's covers; the cookie filter too.
+    pub fn selects(&self, spec: &crate::rule::FlowSpec) -> bool {
+        let matched = match self.priority {
+            Some(p) => spec.priority == p && spec.matches == self.matches,
+            None => spec.matches.is_covered_by(&self.matches),
+        };
+        matched && self.cookie_selects(spec.cookie)
+    }
 }
 
 /// Parses an `add-flow` string such as
