@@ -273,7 +273,14 @@ fn trace_names_the_tier_the_rule_the_actions_and_the_outputs() {
         assert!(ctl(&d, &["add-flow", flow]).status.success(), "{flow}");
     }
     // (packet, decided by, rule, outputs, first action)
-    let cases: &[(&str, &str, Option<&str>, &[&str], Option<&str>)] = &[
+    type Case = (
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        &'static [&'static str],
+        Option<&'static str>,
+    );
+    let cases: &[Case] = &[
         (
             "in_port=1,udp,tp_dst=53",
             "classifier",
