@@ -70,6 +70,7 @@ pub fn router(served: Arc<Served>, guard: Arc<crate::guard::Guard>) -> Router {
             "/api/v1/flows",
             get(dump_flows).post(add_flows).delete(del_flows),
         )
+        .route("/api/v1/trace", get(trace))
         .route("/api/v1/stats/clear", post(clear_stats))
         .route("/api/v1/timeseries", get(timeseries))
         .route("/api/v1/demo", get(demo))
@@ -120,9 +121,10 @@ async fn index() -> axum::Json<Value> {
             "POST /api/v1/pmd/rxq-move {port, queue, pmd}",
             "GET /api/v1/chains",
             "GET /api/v1/traffic",
-            "GET /api/v1/flows",
+            "GET /api/v1/flows?filter=F",
             "POST /api/v1/flows",
             "DELETE /api/v1/flows?filter=F",
+            "GET /api/v1/trace?flow=PACKET",
             "POST /api/v1/stats/clear",
             "GET /api/v1/timeseries?seconds=N",
             "GET /api/v1/demo",
@@ -195,6 +197,18 @@ async fn dump_flows(State(st): St, q: Result<Query<FlowsQuery>, QueryRejection>)
         },
     )
     .await
+}
+
+/// `GET /trace?flow=...`: what the datapath would do with the packet.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TraceQuery {
+    flow: String,
+}
+
+async fn trace(State(st): St, q: Result<Query<TraceQuery>, QueryRejection>) -> ApiResult {
+    let Query(q) = q.map_err(|e| ApiError::bad(e.body_text()))?;
+    handle(&st, Request::Trace { flow: q.flow }).await
 }
 
 /// `GET /flows?filter=...`: the rules a del-flows filter selects.

@@ -409,6 +409,22 @@ fn flows_ports_and_counters_change_through_the_api() {
         rules.iter().filter(|r| r.contains("udp")).count(),
         "{udp:?} of {rules:?}"
     );
+    // A packet traced through them (`ctl trace`'s report): port 1's
+    // packets all go the chain's way (port-wide), port 7's are looked up.
+    let t = f.get_json("/api/v1/trace?flow=in_port%3D1%2Cudp%2Ctp_dst%3D55");
+    let by = |t: &Value| t["decided_by"].as_str().unwrap().to_string();
+    assert!(by(&t).starts_with("port-wide"), "{t}");
+    let t = f.get_json("/api/v1/trace?flow=in_port%3D7%2Cudp%2Ctp_dst%3D55");
+    assert!(
+        t["rule"]
+            .as_str()
+            .unwrap()
+            .contains("priority=23,udp,tp_dst=55"),
+        "{t}"
+    );
+    assert!(by(&t).starts_with("classifier"), "{t}");
+    refused(&f.get("/api/v1/trace?flow=udp"), 400, "in_port");
+    refused(&f.get("/api/v1/trace"), 400, "flow");
     // Delete by filter (URL-encoded).
     let r = f.delete("/api/v1/flows?filter=udp%2Ctp_dst%3D53");
     assert_eq!(
