@@ -252,9 +252,9 @@ impl NfvSwitch {
             ..Counters::default()
         };
         for p in &pmds {
-            c.rx += p.rx_packets;
-            c.busy += p.busy_cycles;
-            c.idle += p.idle_cycles;
+            c.rx += p.figures.rx_packets;
+            c.busy += p.figures.busy_cycles;
+            c.idle += p.figures.idle_cycles;
         }
         if let [p] = pmds.as_slice() {
             c.per_batch = Some(p.packets_per_batch);

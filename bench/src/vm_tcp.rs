@@ -486,7 +486,11 @@ impl NfvNode {
         let pmds: Vec<nfv_control::protocol::PmdReport> =
             serde_json::from_value(data).map_err(|e| format!("show pmd: {e}"))?;
         Ok(pmds.iter().fold((0, 0, 0), |s, p| {
-            (s.0 + p.rx_packets, s.1 + p.busy_cycles, s.2 + p.idle_cycles)
+            (
+                s.0 + p.figures.rx_packets,
+                s.1 + p.figures.busy_cycles,
+                s.2 + p.figures.idle_cycles,
+            )
         }))
     }
 }

@@ -18,6 +18,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -28,7 +29,7 @@ type Labels = Vec<(&'static str, String)>;
 
 /// One metric family and its samples, before encoding.
 struct Family {
-    name: &'static str,
+    name: Cow<'static, str>,
     help: &'static str,
     unit: Option<Unit>,
     samples: Samples,
@@ -42,17 +43,17 @@ enum Samples {
 }
 
 impl Family {
-    fn counter(name: &'static str, help: &'static str) -> Family {
+    fn counter(name: impl Into<Cow<'static, str>>, help: &'static str) -> Family {
         Family {
-            name,
+            name: name.into(),
             help,
             unit: None,
             samples: Samples::Counter(Vec::new()),
         }
     }
-    fn gauge(name: &'static str, help: &'static str) -> Family {
+    fn gauge(name: impl Into<Cow<'static, str>>, help: &'static str) -> Family {
         Family {
-            name,
+            name: name.into(),
             help,
             unit: None,
             samples: Samples::Gauge(Vec::new()),
@@ -64,9 +65,9 @@ impl Family {
         self
     }
     /// A counter of seconds (or another fractional quantity).
-    fn counter_f(name: &'static str, help: &'static str) -> Family {
+    fn counter_f(name: impl Into<Cow<'static, str>>, help: &'static str) -> Family {
         Family {
-            name,
+            name: name.into(),
             help,
             unit: None,
             samples: Samples::CounterF(Vec::new()),
@@ -89,7 +90,7 @@ impl Family {
             Samples::Counter(_) | Samples::CounterF(_) => MetricType::Counter,
             Samples::Gauge(_) => MetricType::Gauge,
         };
-        let mut m = encoder.encode_descriptor(self.name, self.help, self.unit.as_ref(), ty)?;
+        let mut m = encoder.encode_descriptor(&self.name, self.help, self.unit.as_ref(), ty)?;
         match &self.samples {
             Samples::Counter(s) => {
                 for (labels, v) in s {
@@ -363,40 +364,18 @@ fn port_families(node: &Node, out: &mut Vec<Family>) {
 }
 
 fn pmd_families(node: &Node, out: &mut Vec<Family>) {
-    let mut busy = Family::counter(
-        "pmd_busy_cycles",
-        "TSC cycles a PMD thread spent in iterations that received packets.",
-    );
-    let mut idle = Family::counter(
-        "pmd_idle_cycles",
-        "TSC cycles a PMD thread spent in iterations that received nothing.",
-    );
-    let mut iters = Family::counter("pmd_iterations", "Poll loop iterations of a PMD thread.");
-    let mut busy_iters = Family::counter(
-        "pmd_busy_iterations",
-        "Poll loop iterations that received packets.",
-    );
-    let mut rx = Family::counter("pmd_rx_packets", "Packets received by a PMD thread.");
-    let mut emc = Family::counter("pmd_emc_hits", "Exact-match cache hits.");
-    let mut mf = Family::counter("pmd_megaflow_hits", "Megaflow cache hits.");
-    let mut cls = Family::counter("pmd_classifier_hits", "Classifier (rule table) hits.");
-    let mut port_wide = Family::counter(
-        "pmd_port_wide_hits",
-        "Decisions taken without a lookup: the in_port had a rule taking all of its packets.",
-    );
-    let mut cache = Family::gauge(
-        "pmd_cache_bytes",
-        "Bytes a PMD thread's decision caches (EMC, megaflows) hold.",
-    );
-    let mut megaflows = Family::gauge("pmd_megaflows", "Megaflows a PMD thread holds.");
-    let mut mf_refused = Family::counter(
-        "pmd_megaflow_refused",
-        "Megaflows not cached because the PMD's megaflow cache was full.",
-    );
-    let mut miss = Family::counter(
-        "pmd_table_misses",
-        "Packets that matched no rule (dropped as no_match).",
-    );
+    use nfv_datapath::stats::{FigureKind, PMD_FIGURES};
+    // Every declared per-PMD figure, under its own name and help.
+    let mut figures: Vec<Family> = PMD_FIGURES
+        .iter()
+        .map(|f| {
+            let name = format!("pmd_{}", f.name);
+            match f.kind {
+                FigureKind::Counter => Family::counter(name, f.help),
+                FigureKind::Gauge => Family::gauge(name, f.help),
+            }
+        })
+        .collect();
     let mut cpp = Family::gauge(
         "pmd_cycles_per_packet",
         "Busy TSC cycles per received packet over the last second with traffic \
@@ -411,37 +390,25 @@ fn pmd_families(node: &Node, out: &mut Vec<Family>) {
         "Packets received per second over the last second.",
     );
     let reports = node.show_pmd();
-    for v in node.datapath().pmd_views() {
+    for r in &reports {
         let l: Labels = vec![
-            ("pmd", v.index.to_string()),
-            ("core", v.core.map_or("none".into(), |c| c.to_string())),
+            ("pmd", r.index.to_string()),
+            ("core", r.core.map_or("none".into(), |c| c.to_string())),
         ];
-        let s = &v.stats;
-        busy.count(l.clone(), s.busy_cycles);
-        idle.count(l.clone(), s.idle_cycles);
-        iters.count(l.clone(), s.iterations);
-        busy_iters.count(l.clone(), s.busy_iterations);
-        rx.count(l.clone(), s.rx_packets);
-        emc.count(l.clone(), s.emc_hits);
-        mf.count(l.clone(), s.megaflow_hits);
-        cls.count(l.clone(), s.classifier_hits);
-        port_wide.count(l.clone(), s.port_wide_hits);
-        cache.set(l.clone(), s.cache_bytes as f64);
-        megaflows.set(l.clone(), s.megaflows as f64);
-        mf_refused.count(l.clone(), s.megaflow_refused);
-        miss.count(l.clone(), s.table_misses);
-        if let Some(r) = reports.iter().find(|r| r.index == v.index) {
-            if let Some(c) = r.cycles_per_packet {
-                cpp.set(l.clone(), c);
+        for (fam, f) in figures.iter_mut().zip(PMD_FIGURES) {
+            match f.kind {
+                FigureKind::Counter => fam.count(l.clone(), (f.get)(&r.figures)),
+                FigureKind::Gauge => fam.set(l.clone(), (f.get)(&r.figures) as f64),
             }
-            ratio.set(l.clone(), r.busy_percent / 100.0);
-            pps.set(l.clone(), r.mpps * 1e6);
         }
+        if let Some(c) = r.cycles_per_packet {
+            cpp.set(l.clone(), c);
+        }
+        ratio.set(l.clone(), r.busy_percent / 100.0);
+        pps.set(l, r.mpps * 1e6);
     }
-    out.extend([
-        busy, idle, iters, busy_iters, rx, emc, mf, cls, port_wide, miss, cache, megaflows,
-        mf_refused, cpp, ratio, pps,
-    ]);
+    out.append(&mut figures);
+    out.extend([cpp, ratio, pps]);
     pmu_families(&reports, out);
 }
 

@@ -450,7 +450,11 @@ pub fn pmd_text(pmds: &[PmdReport]) -> String {
 
 /// The PMD table and what its cycles are, without the PMU lines.
 pub fn pmd_table(pmds: &[PmdReport]) -> String {
-    let mut t = Table::new(&[
+    use nfv_datapath::stats::{FigureUnit, PMD_FIGURES};
+    // The figures with a column of their own, as `PMD_FIGURES` declares
+    // them, between the derived rates and the queue list.
+    let shown: Vec<_> = PMD_FIGURES.iter().filter(|f| f.column.is_some()).collect();
+    let mut head = vec![
         "pmd",
         "core",
         "Mpps",
@@ -458,18 +462,12 @@ pub fn pmd_table(pmds: &[PmdReport]) -> String {
         "cyc/pkt",
         "switch cyc/pkt",
         "pkts/iter",
-        "rx pkts",
-        "emc hits",
-        "megaflow hits",
-        "port-wide hits",
-        "cls hits",
-        "misses",
-        "cache KiB",
-        "megaflows",
-        "rx queues",
-    ]);
+    ];
+    head.extend(shown.iter().filter_map(|f| f.column));
+    head.push("rx queues");
+    let mut t = Table::new(&head);
     for p in pmds {
-        t.row(vec![
+        let mut row = vec![
             p.index.to_string(),
             p.core.map_or("-".into(), |c| c.to_string()),
             format!("{:.3}", p.mpps),
@@ -477,19 +475,16 @@ pub fn pmd_table(pmds: &[PmdReport]) -> String {
             fmt_opt(p.cycles_per_packet, 1),
             fmt_opt(p.switch_cycles_per_packet, 1),
             format!("{:.1}", p.packets_per_batch),
-            p.rx_packets.to_string(),
-            p.emc_hits.to_string(),
-            p.megaflow_hits.to_string(),
-            p.port_wide_hits.to_string(),
-            p.classifier_hits.to_string(),
-            p.table_misses.to_string(),
-            (p.cache_bytes >> 10).to_string(),
-            match p.megaflow_refused {
-                0 => p.megaflows.to_string(),
-                r => format!("{} ({r} refused: full)", p.megaflows),
-            },
-            p.rx_queues.join(" "),
-        ]);
+        ];
+        row.extend(shown.iter().map(|f| {
+            let v = (f.get)(&p.figures);
+            match f.unit {
+                FigureUnit::Bytes => (v >> 10).to_string(),
+                _ => v.to_string(),
+            }
+        }));
+        row.push(p.rx_queues.join(" "));
+        t.row(row);
     }
     let hz = pmds.first().map_or(0, |p| p.tsc_hz);
     format!(

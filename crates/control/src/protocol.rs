@@ -1,6 +1,7 @@
 //! The control-socket protocol: one JSON request per line, one JSON
 //! response per line. Typed on both sides; the CLI and tests share it.
 
+use nfv_datapath::stats::PmdSnapshot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -230,34 +231,11 @@ pub struct PmdReport {
     /// The part spent outside port rx/tx bursts (lookup, actions, batching).
     pub switch_cycles_per_packet: Option<f64>,
     pub packets_per_batch: f64,
-    /// Cumulative since start (or clear-stats).
-    pub rx_packets: u64,
-    pub emc_hits: u64,
-    /// Decisions that probed the EMC (it is bypassed while it hits
-    /// rarely; see `nfv_datapath::decision`).
-    #[serde(default)]
-    pub emc_probes: u64,
-    /// Bytes the PMD's EMC and megaflow cache hold now.
-    #[serde(default)]
-    pub cache_bytes: u64,
-    /// Decisions the megaflow cache answered (EMC misses it covered).
-    #[serde(default)]
-    pub megaflow_hits: u64,
-    /// Decisions taken without a lookup: the in_port had a rule taking all
-    /// of its packets (`nfv_flow::port_wide`).
-    #[serde(default)]
-    pub port_wide_hits: u64,
-    /// Megaflows the PMD holds now.
-    #[serde(default)]
-    pub megaflows: u64,
-    /// Megaflows not cached because the cache was full (it keeps what it
-    /// has): traffic that outgrew `megaflow_entries`.
-    #[serde(default)]
-    pub megaflow_refused: u64,
-    pub classifier_hits: u64,
-    pub table_misses: u64,
-    pub busy_cycles: u64,
-    pub idle_cycles: u64,
+    /// Every per-PMD figure (`nfv_datapath::stats::PMD_FIGURES`) by name:
+    /// counters cumulative since start (or clear-stats), gauges as of the
+    /// PMD's last housekeeping.
+    #[serde(flatten)]
+    pub figures: PmdSnapshot,
     pub rx_queues: Vec<String>,
     pub tsc_hz: u64,
     /// PMU counters of the PMD thread.

@@ -176,18 +176,7 @@ impl Node {
                     cycles_per_packet: basis.cycles_per_packet(),
                     switch_cycles_per_packet: basis.switch_cycles_per_packet(),
                     packets_per_batch: basis.packets_per_busy_iteration(),
-                    rx_packets: v.stats.rx_packets,
-                    emc_hits: v.stats.emc_hits,
-                    emc_probes: v.stats.emc_probes,
-                    cache_bytes: v.stats.cache_bytes,
-                    megaflow_hits: v.stats.megaflow_hits,
-                    port_wide_hits: v.stats.port_wide_hits,
-                    megaflows: v.stats.megaflows,
-                    megaflow_refused: v.stats.megaflow_refused,
-                    classifier_hits: v.stats.classifier_hits,
-                    table_misses: v.stats.table_misses,
-                    busy_cycles: v.stats.busy_cycles,
-                    idle_cycles: v.stats.idle_cycles,
+                    figures: v.stats,
                     rx_queues: v
                         .rxqs
                         .iter()

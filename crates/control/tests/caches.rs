@@ -59,7 +59,7 @@ fn no_packet_follows_a_deleted_rule_out_of_a_cache() {
     );
     let pmd: Vec<PmdReport> = serde_json::from_value(ask(&n, Request::ShowPmd)).unwrap();
     assert!(
-        pmd[0].megaflow_hits > 0 && pmd[0].emc_hits > 0,
+        pmd[0].figures.megaflow_hits > 0 && pmd[0].figures.emc_hits > 0,
         "both caches serve: {pmd:?}"
     );
     // The caches' memory is reported: at least the EMC's slots, and far
@@ -67,9 +67,9 @@ fn no_packet_follows_a_deleted_rule_out_of_a_cache() {
     // (a megaflow covers many flows here).
     let emc = nfv_config::DEFAULT_EMC_ENTRIES as u64 * 64;
     assert!(
-        (emc..emc + (1 << 20)).contains(&pmd[0].cache_bytes),
+        (emc..emc + (1 << 20)).contains(&pmd[0].figures.cache_bytes),
         "cache bytes {} (EMC slots alone {emc})",
-        pmd[0].cache_bytes
+        pmd[0].figures.cache_bytes
     );
     ask(
         &n,
@@ -138,13 +138,16 @@ fn a_full_megaflow_cache_reports_what_it_refused() {
         v.remove(0)
     };
     assert!(
-        nfv_testutil::wait_until(DEADLINE, || pmd(&n).megaflow_refused > 1000),
+        nfv_testutil::wait_until(DEADLINE, || pmd(&n).figures.megaflow_refused > 1000),
         "refusals are counted: {:?}",
         pmd(&n)
     );
     let p = pmd(&n);
-    assert_eq!(p.megaflows, 100, "the cache is full and keeps its entries");
-    assert!(p.megaflow_hits > 0, "and still serves them: {p:?}");
+    assert_eq!(
+        p.figures.megaflows, 100,
+        "the cache is full and keeps its entries"
+    );
+    assert!(p.figures.megaflow_hits > 0, "and still serves them: {p:?}");
     assert!(received(&n) > 0, "traffic is forwarded throughout");
     n.shutdown();
 }

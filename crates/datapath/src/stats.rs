@@ -7,152 +7,192 @@
 //! so "switch work" (lookup, actions, batching) can be told apart from the
 //! cost of the ports themselves.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Written by one PMD thread (plain stores), read by the control plane.
-/// The PMU part is a sequence lock so readers get whole readings.
-#[derive(Debug, Default)]
-#[repr(align(64))]
-pub struct PmdStats {
-    pub iterations: AtomicU64,
-    pub busy_iterations: AtomicU64,
-    pub busy_cycles: AtomicU64,
-    pub idle_cycles: AtomicU64,
-    /// Cycles inside port `rx_burst`/`tx_burst` during busy iterations.
-    pub port_cycles: AtomicU64,
-    pub rx_packets: AtomicU64,
-    /// Decisions answered by the EMC. Here and in the megaflow and
-    /// classifier hits and the misses, a packet repeating the key of the
-    /// one before it counts under the tier that answered that one.
-    pub emc_hits: AtomicU64,
-    /// Decisions that probed the EMC (fewer than decisions while it is
-    /// bypassed for a low hit rate, see `decision.rs`).
-    pub emc_probes: AtomicU64,
-    /// Decisions answered by the megaflow cache.
-    pub megaflow_hits: AtomicU64,
-    /// Decisions taken without a lookup: the packet's in_port has a rule
-    /// that takes all of its packets (`nfv_flow::port_wide`).
-    pub port_wide_hits: AtomicU64,
-    pub classifier_hits: AtomicU64,
-    pub table_misses: AtomicU64,
-    /// Free frames in this PMD's packet-pool cache, published at
-    /// housekeeping (every 16 polls); with the pool's shared free list it
-    /// tells how many frames are held by packets.
-    pub pool_cached: AtomicU64,
-    /// Bytes the PMD's decision caches hold (EMC and megaflows), published
-    /// at housekeeping: a gauge.
-    pub cache_bytes: AtomicU64,
-    /// Megaflows cached now (a gauge) and megaflows not cached because the
-    /// cache was full (a counter), published at housekeeping: a full cache
-    /// keeps what it has, so a growing refusal count is how an operator
-    /// sees traffic that outgrew it.
-    pub megaflows: AtomicU64,
-    pub megaflow_refused: AtomicU64,
-    /// PMU counter totals, published every ~100 ms (own cache lines).
-    pub pmu: nfv_pmu::SharedPmu,
+/// How a PMD figure behaves over time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FigureKind {
+    /// Only grows (until clear-stats): rates and [`PmdSnapshot::since`]
+    /// subtract it.
+    Counter,
+    /// The latest value (an occupancy): never subtracted.
+    Gauge,
 }
 
-/// What a PMD accumulates locally between publications.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct PmdCounters {
-    pub iterations: u64,
-    pub busy_iterations: u64,
-    pub busy_cycles: u64,
-    pub idle_cycles: u64,
-    /// Cycles inside port rx and tx bursts: an estimate, timed on every
-    /// 8th iteration and counted 8 times (see `pmd.rs`).
-    pub port_cycles: u64,
-    pub rx_packets: u64,
-    pub emc_hits: u64,
-    pub emc_probes: u64,
-    pub megaflow_hits: u64,
-    pub port_wide_hits: u64,
-    pub classifier_hits: u64,
-    pub table_misses: u64,
+/// What a figure counts, for the readers that scale it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FigureUnit {
+    Packets,
+    /// Decisions (one per packet), named by the tier that took them.
+    Decisions,
+    Iterations,
+    /// TSC cycles.
+    Cycles,
+    Bytes,
+    Megaflows,
 }
 
-impl PmdStats {
-    /// Publishes the PMD's running totals (single writer: plain stores).
-    #[inline]
-    pub fn publish(&self, c: &PmdCounters) {
-        self.iterations.store(c.iterations, Relaxed);
-        self.busy_iterations.store(c.busy_iterations, Relaxed);
-        self.busy_cycles.store(c.busy_cycles, Relaxed);
-        self.idle_cycles.store(c.idle_cycles, Relaxed);
-        self.port_cycles.store(c.port_cycles, Relaxed);
-        self.rx_packets.store(c.rx_packets, Relaxed);
-        self.emc_hits.store(c.emc_hits, Relaxed);
-        self.emc_probes.store(c.emc_probes, Relaxed);
-        self.megaflow_hits.store(c.megaflow_hits, Relaxed);
-        self.port_wide_hits.store(c.port_wide_hits, Relaxed);
-        self.classifier_hits.store(c.classifier_hits, Relaxed);
-        self.table_misses.store(c.table_misses, Relaxed);
-    }
+/// One per-PMD figure as every reader presents it: `/metrics` exports it as
+/// `pmd_<name>` with `help`, `ctl show pmd` gives it a column when `column`
+/// names one, the control protocol and the REST API carry it by `name`
+/// (a [`PmdSnapshot`] field, flattened into their PMD reports).
+#[derive(Clone, Copy, Debug)]
+pub struct PmdFigure {
+    pub name: &'static str,
+    pub kind: FigureKind,
+    pub unit: FigureUnit,
+    pub help: &'static str,
+    pub column: Option<&'static str>,
+    pub get: fn(&PmdSnapshot) -> u64,
+}
 
-    pub fn snapshot(&self) -> PmdSnapshot {
-        PmdSnapshot {
-            iterations: self.iterations.load(Relaxed),
-            busy_iterations: self.busy_iterations.load(Relaxed),
-            busy_cycles: self.busy_cycles.load(Relaxed),
-            idle_cycles: self.idle_cycles.load(Relaxed),
-            port_cycles: self.port_cycles.load(Relaxed),
-            rx_packets: self.rx_packets.load(Relaxed),
-            emc_hits: self.emc_hits.load(Relaxed),
-            emc_probes: self.emc_probes.load(Relaxed),
-            megaflow_hits: self.megaflow_hits.load(Relaxed),
-            port_wide_hits: self.port_wide_hits.load(Relaxed),
-            classifier_hits: self.classifier_hits.load(Relaxed),
-            table_misses: self.table_misses.load(Relaxed),
-            cache_bytes: self.cache_bytes.load(Relaxed),
-            megaflows: self.megaflows.load(Relaxed),
-            megaflow_refused: self.megaflow_refused.load(Relaxed),
+/// Declares every per-PMD figure once and generates what each one needs:
+/// the shared atomics ([`PmdStats`]), the PMD's local accumulators
+/// ([`PmdCounters`], only for figures the poll loop counts), the reader's
+/// copy ([`PmdSnapshot`], with `snapshot`, `publish` and `since`) and the
+/// table ([`PMD_FIGURES`]) that the control protocol, `/metrics` and `ctl`
+/// iterate. Figures in `poll_loop` are accumulated by the PMD in plain
+/// `u64`s and published every few polls; figures in `housekeeping` are
+/// stored by the PMD's housekeeping directly into [`PmdStats`].
+///
+/// Adding a figure: one line here, plus where it is counted.
+macro_rules! pmd_figures {
+    (
+        poll_loop {
+            $( $(#[doc = $ldoc:literal])* $lname:ident : $lkind:ident $lunit:ident, $lcol:expr, $lhelp:literal; )*
         }
-    }
+        housekeeping {
+            $( $(#[doc = $hdoc:literal])* $hname:ident : $hkind:ident $hunit:ident, $hcol:expr, $hhelp:literal; )*
+        }
+    ) => {
+        /// Written by one PMD thread (plain stores), read by the control
+        /// plane. The PMU part is a sequence lock so readers get whole
+        /// readings.
+        #[derive(Debug, Default)]
+        #[repr(align(64))]
+        pub struct PmdStats {
+            $( $(#[doc = $ldoc])* pub $lname: AtomicU64, )*
+            $( $(#[doc = $hdoc])* pub $hname: AtomicU64, )*
+            /// Free frames in this PMD's packet-pool cache, published at
+            /// housekeeping (every 16 polls); with the pool's shared free
+            /// list it tells how many frames are held by packets. Not a
+            /// figure of its own: `show node` sums it into the pool's.
+            pub pool_cached: AtomicU64,
+            /// PMU counter totals, published every ~100 ms (own cache lines).
+            pub pmu: nfv_pmu::SharedPmu,
+        }
+
+        /// What a PMD accumulates locally between publications.
+        #[derive(Debug, Default, Clone, Copy)]
+        pub struct PmdCounters {
+            $( $(#[doc = $ldoc])* pub $lname: u64, )*
+        }
+
+        /// A plain copy of a PMD's figures. Serialized by field name: the
+        /// control protocol's PMD report flattens it.
+        #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(default)]
+        pub struct PmdSnapshot {
+            $( $(#[doc = $ldoc])* pub $lname: u64, )*
+            $( $(#[doc = $hdoc])* pub $hname: u64, )*
+        }
+
+        /// Every per-PMD figure, in declaration order.
+        pub const PMD_FIGURES: &[PmdFigure] = &[
+            $( PmdFigure {
+                name: stringify!($lname),
+                kind: FigureKind::$lkind,
+                unit: FigureUnit::$lunit,
+                help: $lhelp,
+                column: $lcol,
+                get: |s| s.$lname,
+            }, )*
+            $( PmdFigure {
+                name: stringify!($hname),
+                kind: FigureKind::$hkind,
+                unit: FigureUnit::$hunit,
+                help: $hhelp,
+                column: $hcol,
+                get: |s| s.$hname,
+            }, )*
+        ];
+
+        impl PmdStats {
+            /// Publishes the PMD's running totals (single writer: plain
+            /// stores).
+            #[inline]
+            pub fn publish(&self, c: &PmdCounters) {
+                $( self.$lname.store(c.$lname, Relaxed); )*
+            }
+
+            pub fn snapshot(&self) -> PmdSnapshot {
+                PmdSnapshot {
+                    $( $lname: self.$lname.load(Relaxed), )*
+                    $( $hname: self.$hname.load(Relaxed), )*
+                }
+            }
+        }
+
+        impl PmdSnapshot {
+            /// Counter-wise `self - earlier` (for rates over an interval);
+            /// gauges keep their latest value.
+            pub fn since(&self, earlier: &PmdSnapshot) -> PmdSnapshot {
+                PmdSnapshot {
+                    $( $lname: pmd_figures!(@since $lkind, self.$lname, earlier.$lname), )*
+                    $( $hname: pmd_figures!(@since $hkind, self.$hname, earlier.$hname), )*
+                }
+            }
+        }
+    };
+    (@since Counter, $now:expr, $then:expr) => { $now.wrapping_sub($then) };
+    (@since Gauge, $now:expr, $then:expr) => { $now };
 }
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct PmdSnapshot {
-    pub iterations: u64,
-    pub busy_iterations: u64,
-    pub busy_cycles: u64,
-    pub idle_cycles: u64,
-    pub port_cycles: u64,
-    pub rx_packets: u64,
-    pub emc_hits: u64,
-    pub emc_probes: u64,
-    pub megaflow_hits: u64,
-    pub port_wide_hits: u64,
-    pub classifier_hits: u64,
-    pub table_misses: u64,
-    /// A gauge (the latest value), not a counter.
-    pub cache_bytes: u64,
-    /// A gauge, like `cache_bytes`.
-    pub megaflows: u64,
-    pub megaflow_refused: u64,
+pmd_figures! {
+    poll_loop {
+        iterations: Counter Iterations, None, "Poll loop iterations of a PMD thread.";
+        busy_iterations: Counter Iterations, None,
+            "Poll loop iterations that received packets.";
+        busy_cycles: Counter Cycles, None,
+            "TSC cycles a PMD thread spent in iterations that received packets.";
+        idle_cycles: Counter Cycles, None,
+            "TSC cycles a PMD thread spent in iterations that received nothing.";
+        /// An estimate, timed on every 8th iteration and counted 8 times
+        /// (see `pmd.rs`).
+        port_cycles: Counter Cycles, None,
+            "TSC cycles inside port rx and tx bursts during busy iterations (sampled).";
+        rx_packets: Counter Packets, Some("rx pkts"), "Packets received by a PMD thread.";
+        /// Here and in the megaflow, port-wide and classifier hits and the
+        /// misses, a packet repeating the key of the one before it counts
+        /// under the tier that answered that one.
+        emc_hits: Counter Decisions, Some("emc hits"), "Exact-match cache hits.";
+        /// Fewer than decisions while the EMC is bypassed for a low hit
+        /// rate (see `decision.rs`).
+        emc_probes: Counter Decisions, None, "Decisions that probed the exact-match cache.";
+        megaflow_hits: Counter Decisions, Some("megaflow hits"), "Megaflow cache hits.";
+        /// The packet's in_port has a rule that takes all of its packets
+        /// (`nfv_flow::port_wide`).
+        port_wide_hits: Counter Decisions, Some("port-wide hits"),
+            "Decisions taken without a lookup: the in_port had a rule taking all of its packets.";
+        classifier_hits: Counter Decisions, Some("cls hits"), "Classifier (rule table) hits.";
+        table_misses: Counter Decisions, Some("misses"),
+            "Packets that matched no rule (dropped as no_match).";
+    }
+    housekeeping {
+        cache_bytes: Gauge Bytes, Some("cache KiB"),
+            "Bytes a PMD thread's decision caches (EMC, megaflows) hold.";
+        megaflows: Gauge Megaflows, Some("megaflows"), "Megaflows a PMD thread holds.";
+        /// A full cache keeps what it has, so a growing refusal count is
+        /// how an operator sees traffic that outgrew it.
+        megaflow_refused: Counter Megaflows, Some("mf refused"),
+            "Megaflows not cached because the PMD's megaflow cache was full.";
+    }
 }
 
 impl PmdSnapshot {
-    /// Counter-wise `self - earlier` (for rates over an interval).
-    pub fn since(&self, earlier: &PmdSnapshot) -> PmdSnapshot {
-        PmdSnapshot {
-            iterations: self.iterations.wrapping_sub(earlier.iterations),
-            busy_iterations: self.busy_iterations.wrapping_sub(earlier.busy_iterations),
-            busy_cycles: self.busy_cycles.wrapping_sub(earlier.busy_cycles),
-            idle_cycles: self.idle_cycles.wrapping_sub(earlier.idle_cycles),
-            port_cycles: self.port_cycles.wrapping_sub(earlier.port_cycles),
-            rx_packets: self.rx_packets.wrapping_sub(earlier.rx_packets),
-            emc_hits: self.emc_hits.wrapping_sub(earlier.emc_hits),
-            emc_probes: self.emc_probes.wrapping_sub(earlier.emc_probes),
-            megaflow_hits: self.megaflow_hits.wrapping_sub(earlier.megaflow_hits),
-            port_wide_hits: self.port_wide_hits.wrapping_sub(earlier.port_wide_hits),
-            classifier_hits: self.classifier_hits.wrapping_sub(earlier.classifier_hits),
-            table_misses: self.table_misses.wrapping_sub(earlier.table_misses),
-            cache_bytes: self.cache_bytes,
-            megaflows: self.megaflows,
-            megaflow_refused: self.megaflow_refused.wrapping_sub(earlier.megaflow_refused),
-        }
-    }
     /// Busy cycles per received packet (`None` before any packet).
     pub fn cycles_per_packet(&self) -> Option<f64> {
         (self.rx_packets > 0).then(|| self.busy_cycles as f64 / self.rx_packets as f64)
@@ -209,5 +249,51 @@ mod tests {
         assert!((d.busy_percent() - 50.0).abs() < 1e-9);
         assert_eq!(d.packets_per_busy_iteration(), 25.0);
         assert_eq!(PmdSnapshot::default().cycles_per_packet(), None);
+    }
+
+    #[test]
+    fn every_figure_declared_once_under_its_field_name() {
+        // The table's names are the snapshot's serialized keys, each once:
+        // the protocol flattens the snapshot, `/metrics` and `ctl` iterate
+        // the table, so a figure missing from either would vanish there.
+        let mut s = PmdSnapshot::default();
+        for (i, f) in PMD_FIGURES.iter().enumerate() {
+            let mut v = serde_json::to_value(s).unwrap();
+            v[f.name] = serde_json::json!(1000 + i as u64);
+            s = serde_json::from_value(v).unwrap();
+        }
+        let keys = serde_json::to_value(s).unwrap();
+        let keys = keys.as_object().unwrap();
+        assert_eq!(keys.len(), PMD_FIGURES.len());
+        for (i, f) in PMD_FIGURES.iter().enumerate() {
+            assert_eq!((f.get)(&s), 1000 + i as u64, "{}", f.name);
+            assert_eq!(keys[f.name], 1000 + i as u64, "{}", f.name);
+            assert!(!f.help.is_empty() && f.help.ends_with('.'), "{}", f.name);
+        }
+    }
+
+    #[test]
+    fn since_subtracts_counters_and_keeps_gauges() {
+        let earlier = PmdSnapshot {
+            megaflows: 7,
+            cache_bytes: 4096,
+            megaflow_refused: 3,
+            emc_hits: 10,
+            ..Default::default()
+        };
+        let now = PmdSnapshot {
+            megaflows: 5,
+            cache_bytes: 8192,
+            megaflow_refused: 13,
+            emc_hits: 25,
+            ..Default::default()
+        };
+        let d = now.since(&earlier);
+        assert_eq!((d.megaflows, d.cache_bytes), (5, 8192), "gauges: latest");
+        assert_eq!(
+            (d.megaflow_refused, d.emc_hits),
+            (10, 15),
+            "counters: the difference"
+        );
     }
 }

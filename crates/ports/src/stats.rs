@@ -9,63 +9,56 @@
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Why a packet was dropped. Counted where it happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[repr(u8)]
-pub enum DropReason {
+/// Declares the drop reasons once: the enum, its count, the list every
+/// reader iterates (`show ports`, the API, `/metrics`) and each reason's
+/// name there. Adding a reason: one line here, plus where it is counted.
+macro_rules! drop_reasons {
+    ($( $(#[doc = $doc:literal])* $variant:ident => $name:literal, )*) => {
+        /// Why a packet was dropped. Counted where it happened.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+        #[serde(rename_all = "snake_case")]
+        #[repr(u8)]
+        pub enum DropReason {
+            $( $(#[doc = $doc])* $variant, )*
+        }
+
+        impl DropReason {
+            pub const COUNT: usize = [$(stringify!($variant),)*].len();
+            pub const ALL: [DropReason; Self::COUNT] = [$(DropReason::$variant,)*];
+            /// The reason's name in counters, reports and `/metrics`
+            /// labels.
+            pub fn as_str(&self) -> &'static str {
+                match self {
+                    $( DropReason::$variant => $name, )*
+                }
+            }
+        }
+    };
+}
+
+drop_reasons! {
     /// No flow rule matched (table miss).
-    NoMatch,
+    NoMatch => "no_match",
     /// The matching rule's actions were `drop` (or outputs all skipped).
-    Action,
+    Action => "action_drop",
     /// Shorter than an Ethernet header.
-    Runt,
+    Runt => "runt",
     /// The output queue was full (receiver not draining).
-    TxFull,
+    TxFull => "tx_full",
     /// Output to a port that does not exist (any more).
-    NoPort,
+    NoPort => "no_port",
     /// Larger than the output port accepts.
-    TooBig,
+    TooBig => "too_big",
     /// Packet memory exhausted (rx, or copying for several outputs).
-    NoBuffers,
+    NoBuffers => "no_buffers",
     /// No headroom to push a VLAN tag.
-    NoHeadroom,
+    NoHeadroom => "no_headroom",
     /// A port-specific error (see the port's own counters).
-    PortError,
+    PortError => "port_error",
     /// Offload metadata (a partial checksum, a large segment) that no
     /// longer fits its frame, or a segment that found no buffer: the
     /// checksum or segmentation the output needed could not be done.
-    BadOffload,
-}
-
-impl DropReason {
-    pub const COUNT: usize = 10;
-    pub const ALL: [DropReason; Self::COUNT] = [
-        DropReason::NoMatch,
-        DropReason::Action,
-        DropReason::Runt,
-        DropReason::TxFull,
-        DropReason::NoPort,
-        DropReason::TooBig,
-        DropReason::NoBuffers,
-        DropReason::NoHeadroom,
-        DropReason::PortError,
-        DropReason::BadOffload,
-    ];
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            DropReason::NoMatch => "no_match",
-            DropReason::Action => "action_drop",
-            DropReason::Runt => "runt",
-            DropReason::TxFull => "tx_full",
-            DropReason::NoPort => "no_port",
-            DropReason::TooBig => "too_big",
-            DropReason::NoBuffers => "no_buffers",
-            DropReason::NoHeadroom => "no_headroom",
-            DropReason::PortError => "port_error",
-            DropReason::BadOffload => "bad_offload",
-        }
-    }
+    BadOffload => "bad_offload",
 }
 
 /// Counters of one queue in one direction.
