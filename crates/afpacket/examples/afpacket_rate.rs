@@ -29,11 +29,11 @@
 //! these are rates of the whole kernel path, not of the port alone.
 
 use nfv_afpacket::AfPacketConfig;
-use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
+use nfv_mem::{Batch, HugepageMode, Mapping, MemoryConfig, PacketPool, PoolCache, Populate};
 use nfv_ports::{PortConfig, PortKind};
 use nfv_testutil::netns::{Netns, Veth};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -413,9 +413,10 @@ fn tx_rate(ns: &Netns, veth: &Veth, size: usize, window: Duration) -> (f64, f64)
 /// A TPACKET_V2 tx ring with qdisc bypass: frames are copied into slots
 /// marked SEND_REQUEST, then one `send()` makes the kernel transmit them.
 struct TxRing {
+    /// The ring, unmapped on drop (before `fd` is closed: fields drop in
+    /// order).
+    map: Mapping,
     fd: OwnedFd,
-    base: *mut u8,
-    len: usize,
     frame_size: usize,
     frames: usize,
     next: usize,
@@ -455,28 +456,12 @@ impl TxRing {
         };
         assert_eq!(r, 0, "PACKET_TX_RING: {}", io::Error::last_os_error());
         let len = TX_FRAME * TX_FRAMES;
-        // SAFETY: a fresh shared mapping of the socket's ring.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        assert_ne!(
-            base,
-            libc::MAP_FAILED,
-            "mmap: {}",
-            io::Error::last_os_error()
-        );
+        let map = Mapping::shared(fd.as_fd(), len, 0, Populate::Now)
+            .unwrap_or_else(|e| panic!("mmap: {e}"));
         bind(&fd, iface);
         TxRing {
+            map,
             fd,
-            base: base.cast(),
-            len,
             frame_size: TX_FRAME,
             frames: TX_FRAMES,
             next: 0,
@@ -491,7 +476,7 @@ impl TxRing {
             // 16-byte aligned tpacket2_hdr shared with the kernel, accessed
             // through volatile reads/writes of the status word.
             unsafe {
-                let slot = self.base.add(self.next * self.frame_size);
+                let slot = self.map.as_ptr().add(self.next * self.frame_size);
                 let hdr = slot.cast::<libc::tpacket2_hdr>();
                 let status = std::ptr::addr_of_mut!((*hdr).tp_status);
                 if std::ptr::read_volatile(status) != libc::TP_STATUS_AVAILABLE {
@@ -512,12 +497,5 @@ impl TxRing {
         // slots marked SEND_REQUEST.
         let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
         if r < 0 { 0 } else { queued }
-    }
-}
-
-impl Drop for TxRing {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, no longer used.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
     }
 }

@@ -25,10 +25,10 @@
 
 use crate::umem::{CHUNK_SIZE, XDP_PACKET_HEADROOM};
 use arrayvec::ArrayVec;
+use nfv_mem::{Commit, Mapping, Pages, Populate};
 use nfv_virtio::memory::MAX_REGIONS;
 use nfv_virtio::{GuestMemory, RegionFile};
 use std::io;
-use std::os::fd::AsRawFd;
 
 /// Largest kernel headroom `XDP_UMEM_REG` accepts with 2 KiB chunks on
 /// x86-64 (`chunk − 256 − sizeof(skb_shared_info) aligned − 128`).
@@ -76,8 +76,12 @@ impl Unfit {
 /// The reserved range with the guest's files mapped into it; unmapped on
 /// drop (one `munmap` of the whole reservation removes every piece).
 pub struct GuestArea {
-    raw: *mut u8,
-    raw_len: usize,
+    /// The reservation every piece is mapped into. Dropping it unmaps
+    /// them all; the socket that registered the UMEM (and pinned its
+    /// pages) is closed first by whoever owns both.
+    map: Mapping,
+    /// The UMEM's first byte, `map`'s start aligned up to the largest
+    /// page size of the guest's files.
     base: *mut u8,
     /// UMEM length: the guest spans, then `own_len` bytes of own frames.
     len: usize,
@@ -133,73 +137,49 @@ impl GuestArea {
         let len = own_off + align_up(own_len as u64, page);
         let raw_len = usize::try_from(len + max_align)
             .map_err(|_| io::Error::other("guest memory too large for one UMEM"))?;
-        // SAFETY: a fresh inaccessible reservation at an address the
-        // kernel picks; nothing existing is affected.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                raw_len,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let raw = raw.cast::<u8>();
-        let base_addr = align_up(raw as u64, max_align);
+        // An inaccessible reservation, so the pieces below land in address
+        // space of our own.
+        let map = Mapping::reserve(raw_len)?;
+        let raw = map.as_ptr() as u64;
+        // Inside the reservation: base_off < max_align.
+        let base_off = (align_up(raw, max_align) - raw) as usize;
         // Everything the guest's files do not cover (the gaps, the own
         // frames) is our anonymous memory: the kernel pins the whole UMEM,
         // and an inaccessible page would fail the registration.
-        // SAFETY: MAP_FIXED over our own reservation, from its aligned
-        // base for `len` bytes (raw_len = len + max_align covers it).
-        let p = unsafe {
-            libc::mmap(
-                base_addr as *mut libc::c_void,
+        // SAFETY: `[base_off, base_off + len)` lies in our fresh reservation
+        // (raw_len = len + max_align covers it), which nothing uses yet.
+        // On failure the reservation is dropped (unmapped) by `?`.
+        unsafe {
+            map.overlay(
+                base_off,
                 len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
-                -1,
-                0,
+                Pages::Zeros {
+                    populate: Populate::OnTouch,
+                    commit: Commit::NoReserve,
+                },
             )
-        };
-        if p == libc::MAP_FAILED {
-            let err = io::Error::last_os_error();
-            // SAFETY: unmapping the reservation just made.
-            unsafe { libc::munmap(raw.cast(), raw_len) };
-            return Err(err);
-        }
+        }?;
         let mut area = GuestArea {
-            raw,
-            raw_len,
-            // Inside the reservation: base_addr - raw < max_align.
-            base: raw.wrapping_add((base_addr - raw as u64) as usize),
+            base: map.as_ptr().wrapping_add(base_off),
+            map,
             len: len as usize,
             own_off,
             spans: ArrayVec::new(),
         };
         for (f, &(at, file_off, map_len, skip)) in files.iter().zip(&plan) {
-            let off = libc::off_t::try_from(file_off)
-                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-            // SAFETY: MAP_FIXED over a part of our own reservation (the
-            // plan keeps pieces disjoint and inside `len`), so no memory
-            // anyone else uses is replaced.
-            let p = unsafe {
-                libc::mmap(
-                    area.base.add(at as usize).cast(),
-                    map_len as usize,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_FIXED,
-                    f.fd.as_raw_fd(),
-                    off,
-                )
+            let file = Pages::File {
+                fd: f.fd,
+                offset: file_off,
+                populate: Populate::OnTouch,
             };
-            if p == libc::MAP_FAILED {
-                // Drop unmaps the reservation and what is in it.
-                return Err(io::Error::last_os_error());
-            }
+            // SAFETY: a part of our own reservation (the plan keeps pieces
+            // disjoint and inside `len`) that holds only the zeros mapped
+            // above, not yet registered with any socket. On failure, drop
+            // unmaps the reservation and what is in it.
+            unsafe {
+                area.map
+                    .overlay(base_off + at as usize, map_len as usize, file)
+            }?;
             area.spans.push(Span {
                 gpa: f.guest_phys_addr,
                 size: f.size,
@@ -208,20 +188,19 @@ impl GuestArea {
             });
         }
         if own_len > 0 {
-            // SAFETY: as above, the tail of our own reservation.
-            let p = unsafe {
-                libc::mmap(
-                    area.base.add(own_off as usize).cast(),
-                    len as usize - own_off as usize,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_POPULATE,
-                    -1,
-                    0,
-                )
+            let own = Pages::Zeros {
+                populate: Populate::Now,
+                commit: Commit::Reserve,
             };
-            if p == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
+            // SAFETY: as above, the tail of our own reservation (own_off..len,
+            // after every guest piece).
+            unsafe {
+                area.map.overlay(
+                    base_off + own_off as usize,
+                    len as usize - own_off as usize,
+                    own,
+                )
+            }?;
         }
         Ok(area)
     }
@@ -270,15 +249,6 @@ impl GuestArea {
             let d = off.checked_sub(s.umem_off)?;
             (d < s.size).then_some(s.gpa + d)
         })
-    }
-}
-
-impl Drop for GuestArea {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly our reservation, every piece mapped into
-        // it included; the socket that registered it (and pinned its
-        // pages) is closed first by whoever owns both.
-        unsafe { libc::munmap(self.raw.cast(), self.raw_len) };
     }
 }
 

@@ -22,7 +22,7 @@ pub mod region;
 pub mod spin;
 pub mod stats;
 
-pub use mapping::{Mapping, Populate};
+pub use mapping::{Commit, Mapping, Pages, Populate};
 pub use packet::{HEADROOM, OFFLOAD_HDR_LEN, OFFLOAD_META_LEN, Packet, SPLIT_HEAD};
 pub use pool::{PacketPool, PoolCache, PoolError};
 pub use region::{Backing, Region, RegionError};

@@ -24,8 +24,10 @@
 //! when the queues are rebuilt.
 
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+
+use nfv_mem::{Mapping, Populate};
 
 use crate::guard::{self, Guarded};
 use crate::tenant_fd::{UnmappableFd, check_mappable};
@@ -60,8 +62,9 @@ pub struct DirtyLog {
     /// The bitmap (`len` bytes) inside the mapping.
     bits: *mut u8,
     len: usize,
-    map: *mut u8,
-    map_len: usize,
+    /// The mapping `bits` points into (kept only to be unmapped, after
+    /// `guard` is dropped: see `Drop`).
+    _map: Mapping,
     guard: Option<Guarded>,
     /// Marks of pages past the end of the bitmap (dropped).
     out_of_range: AtomicU64,
@@ -98,32 +101,14 @@ impl DirtyLog {
         let map_off = offset & !(page - 1);
         let skip = (offset - map_off) as usize;
         let map_len = size as usize + skip;
-        // SAFETY: a fresh shared mapping of a file we hold open; the
-        // kernel picks the address; the result is checked below.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                map_off as libc::off_t,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(LogError::Map(std::io::Error::last_os_error().to_string()));
-        }
-        let map = map.cast::<u8>();
-        let Some(g) = guard::register(map, map_len) else {
-            // SAFETY: unmapping what was just mapped, never shared.
-            unsafe { libc::munmap(map.cast(), map_len) };
-            return Err(LogError::GuardFull);
-        };
+        let map = Mapping::shared(file.as_fd(), map_len, map_off, Populate::OnTouch)
+            .map_err(|e| LogError::Map(e.to_string()))?;
+        // Refused: `map`, never shared, is unmapped as it drops.
+        let g = guard::register(map.as_ptr(), map_len).ok_or(LogError::GuardFull)?;
         Ok(DirtyLog {
-            bits: map.wrapping_add(skip),
+            bits: map.as_ptr().wrapping_add(skip),
             len: size as usize,
-            map,
-            map_len,
+            _map: map,
             guard: Some(g),
             out_of_range: AtomicU64::new(0),
             untranslated: AtomicU64::new(0),
@@ -223,10 +208,9 @@ impl DirtyLog {
 
 impl Drop for DirtyLog {
     fn drop(&mut self) {
-        // Unguard first (see `guard`), then unmap.
+        // Unguard first (see `guard`); `_map` is unmapped after this body,
+        // when the fields are dropped.
         drop(self.guard.take());
-        // SAFETY: our own mapping, no longer referenced (we are dropped).
-        unsafe { libc::munmap(self.map.cast(), self.map_len) };
     }
 }
 

@@ -6,7 +6,8 @@
 //! handler, installed once by the first [`register`], looks the faulting
 //! address up in a lock-free table of guest mappings. When it belongs to
 //! one, the handler maps anonymous zero memory over that **whole mapping**
-//! (`mmap` with `MAP_FIXED`: a plain syscall, safe in a signal handler),
+//! ([`nfv_mem::mapping::overlay_raw`]: one `mmap` with `MAP_FIXED`, a
+//! plain syscall without allocation, safe in a signal handler),
 //! flags the mapping as faulted and returns: the interrupted access is
 //! retried and reads zeros (writes go to private memory nobody sees). The
 //! ring code already treats guest memory as hostile, so zeros are just one
@@ -43,6 +44,7 @@
 //!
 //! [`GuestMemory::from_raw`]: crate::memory::GuestMemory::from_raw
 
+use nfv_mem::mapping::{Commit, Pages, Populate, overlay_raw};
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
@@ -229,20 +231,16 @@ fn rescue(addr: usize) -> bool {
         if addr.wrapping_sub(start) >= len {
             continue;
         }
-        // SAFETY: `[start, start+len)` is a live guest mapping of ours
-        // (the entry is live and its owner waits for us before unmapping);
-        // MAP_FIXED replaces it in place with private zero pages.
-        let p = unsafe {
-            libc::mmap(
-                start as *mut libc::c_void,
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
+        let zeros = Pages::Zeros {
+            populate: Populate::OnTouch,
+            commit: Commit::NoReserve,
         };
-        if p as usize != start {
+        // SAFETY: `[start, start+len)` is a live, page-aligned guest mapping
+        // of ours (the entry is live and its owner waits for us before
+        // unmapping it, and still unmaps it afterwards); its contents are
+        // lost anyway, which is why we are here. `overlay_raw` is one
+        // MAP_FIXED `mmap`, without allocation: async-signal-safe.
+        if unsafe { overlay_raw(start as *mut u8, len, zeros) }.is_err() {
             return false;
         }
         e.faulted.store(true, Release);
@@ -295,32 +293,18 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-
-    /// A reserved, inaccessible range no other mapping can take: the
-    /// stand-in registrations point into it, so a fault elsewhere never
-    /// matches them.
-    fn reserved(len: usize) -> *mut u8 {
-        // SAFETY: a fresh anonymous reservation, never unmapped (tests).
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        p.cast()
-    }
+    use nfv_mem::Mapping;
+    use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
     #[test]
     fn the_table_grows_past_the_old_limit_and_still_catches_faults() {
-        let stand_in = reserved(4096);
+        // A reserved, inaccessible range no other mapping can take: the
+        // stand-in registrations point into it, so a fault elsewhere never
+        // matches them. Declared first, so it is unmapped last, after the
+        // registrations (also when an assertion fails).
+        let stand_in = Mapping::reserve(4096).unwrap();
         let many: Vec<Guarded> = (0..5 * CHUNK)
-            .map(|_| register(stand_in, 4096).expect("the table grows"))
+            .map(|_| register(stand_in.as_ptr(), 4096).expect("the table grows"))
             .collect();
         assert!(many.iter().any(|g| g.idx >= 4 * CHUNK));
         assert!(in_use() >= 5 * CHUNK);
@@ -332,19 +316,8 @@ mod tests {
         let fd = unsafe { OwnedFd::from_raw_fd(libc::memfd_create(c"guard-grow".as_ptr(), 0)) };
         // SAFETY: plain syscalls on our fd.
         assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), 2 * 4096) }, 0);
-        // SAFETY: a fresh shared mapping of our memfd.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                2 * 4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        let p = p.cast::<u8>();
+        let map = Mapping::shared(fd.as_fd(), 2 * 4096, 0, Populate::OnTouch).unwrap();
+        let p = map.as_ptr();
         let g = register(p, 2 * 4096).expect("registered");
         // SAFETY: inside our mapping, which is live.
         unsafe { p.add(4096).write_volatile(7) };
@@ -357,8 +330,8 @@ mod tests {
         assert!(g.faulted(), "entry {} caught the fault", g.idx);
         assert_ne!(fault_epoch(), epoch);
         drop(many);
+        // Unregistered before it is unmapped (now private zeros).
         drop(g);
-        // SAFETY: our mapping (now private zeros), unregistered above.
-        unsafe { libc::munmap(p.cast(), 2 * 4096) };
+        drop(map);
     }
 }

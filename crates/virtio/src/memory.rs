@@ -33,6 +33,7 @@
 //! given back after the last mapping is removed.
 
 use arrayvec::ArrayVec;
+use nfv_mem::{Mapping, Populate};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -211,9 +212,6 @@ struct MemRegion {
     uva: u64,
     size: u64,
     host: *mut u8,
-    /// Start and length of our own mapping (`map_len == 0`: not ours).
-    map_base: *mut u8,
-    map_len: usize,
 }
 
 /// The memory a driver shares with us, for translating ring and buffer
@@ -229,6 +227,9 @@ pub struct GuestMemory {
     regions: ArrayVec<MemRegion, MAX_REGIONS>,
     /// SIGBUS guards of our own mappings (dropped before unmapping).
     guards: ArrayVec<Guarded, MAX_REGIONS>,
+    /// Our own mappings, in region order (empty for
+    /// [`GuestMemory::from_raw`]); unmapped in `Drop`, after the guards.
+    maps: ArrayVec<Mapping, MAX_REGIONS>,
     /// Regions whose file was not sealed against shrinking.
     unsealed: usize,
     /// The regions' files, in region order (empty for [`GuestMemory::from_raw`]).
@@ -323,6 +324,7 @@ impl GuestMemory {
         let mut mem = GuestMemory {
             regions: ArrayVec::new(),
             guards: ArrayVec::new(),
+            maps: ArrayVec::new(),
             unsealed: specs.iter().filter(|s| !s.shrink_sealed).count(),
             files: ArrayVec::new(),
             charge,
@@ -333,33 +335,14 @@ impl GuestMemory {
             let page = block_size(&s.fd);
             let want = (s.mmap_offset + s.size) as usize;
             let len = want.div_ceil(page) * page;
-            // SAFETY: maps a file the caller handed us; the result is checked
-            // and only used through raw pointers.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    s.fd.as_raw_fd(),
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                // Drop unmaps what was mapped so far.
-                return Err(MemoryError::Map {
-                    index: i,
-                    len,
-                    err: io::Error::last_os_error(),
-                });
-            }
-            let base = p.cast::<u8>();
-            let Some(guard) = crate::guard::register(base, len) else {
-                // SAFETY: unmapping the mapping just made, not yet shared.
-                unsafe { libc::munmap(p, len) };
-                return Err(MemoryError::GuardFull(i));
-            };
+            // Dropping `mem` on an error unmaps what was mapped so far.
+            let map = Mapping::shared(s.fd.as_fd(), len, 0, Populate::OnTouch)
+                .map_err(|err| MemoryError::Map { index: i, len, err })?;
+            let base = map.as_ptr();
+            // Refused: `map`, not yet shared, is unmapped as it drops.
+            let guard = crate::guard::register(base, len).ok_or(MemoryError::GuardFull(i))?;
             mem.guards.push(guard);
+            mem.maps.push(map);
             mem.regions.push(MemRegion {
                 gpa: s.guest_phys_addr,
                 uva: s.user_addr,
@@ -367,8 +350,6 @@ impl GuestMemory {
                 // SAFETY: mmap_offset + size <= len, so this stays inside
                 // the mapping.
                 host: unsafe { base.add(s.mmap_offset as usize) },
-                map_base: base,
-                map_len: len,
             });
             // Kept (not needed by these mappings) so the same memory can
             // be mapped again elsewhere (`files`).
@@ -410,11 +391,10 @@ impl GuestMemory {
                     uva,
                     size: len as u64,
                     host,
-                    map_base: std::ptr::null_mut(),
-                    map_len: 0,
                 })
                 .collect(),
             guards: ArrayVec::new(),
+            maps: ArrayVec::new(),
             unsealed: 0,
             files: ArrayVec::new(),
             charge: None,
@@ -606,16 +586,9 @@ impl Drop for GuestMemory {
         // Unguard first: no SIGBUS handler may remap a range after it is
         // unmapped (and perhaps reused).
         self.guards.clear();
-        for r in &self.regions {
-            if r.map_len != 0 {
-                // SAFETY: unmapping exactly the mapping `map` created; every
-                // queue holding translated pointers keeps an `Arc` to us, so
-                // none is in use any more.
-                unsafe {
-                    libc::munmap(r.map_base.cast(), r.map_len);
-                }
-            }
-        }
+        // Every queue holding translated pointers keeps an `Arc` to us, so
+        // none is in use any more.
+        self.maps.clear();
     }
 }
 
