@@ -23,7 +23,7 @@ pub mod trace;
 
 pub use element::Element;
 
-use crossbeam_channel::{Sender, bounded, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
 use mac_learning::MacTable;
 use nfv_flow::PortNo;
 use nfv_flow::table::SharedFlowTable;
@@ -62,10 +62,36 @@ pub enum DatapathError {
     NoSuchRxq { port: PortNo, queue: usize },
     #[error("no PMD {0} (there are {1})")]
     NoSuchPmd(usize, usize),
-    #[error("a PMD thread did not answer within 2 s")]
+    #[error("a PMD thread did not answer within {} s", PMD_GIVE_UP.as_secs())]
     PmdTimeout,
     #[error("cannot start PMD thread: {0}")]
     Spawn(std::io::Error),
+}
+
+/// A PMD answers a command between two of its iterations: within
+/// microseconds, unless its thread is descheduled (a machine whose cores
+/// run other work can hold it off for seconds). Giving up early is worse
+/// than waiting — a queue handed over after the caller left would be lost
+/// with the dropped answer channel — so a slow answer is logged after
+/// `PMD_SLOW` and only a PMD silent for `PMD_GIVE_UP` is an error.
+const PMD_SLOW: Duration = Duration::from_secs(2);
+const PMD_GIVE_UP: Duration = Duration::from_secs(60);
+
+/// Waits for a PMD's answer to `what` (see [`PMD_SLOW`]).
+fn await_pmd<T>(answer: &Receiver<T>, what: &str) -> Result<T, DatapathError> {
+    match answer.recv_timeout(PMD_SLOW) {
+        Ok(v) => Ok(v),
+        Err(RecvTimeoutError::Disconnected) => Err(DatapathError::PmdTimeout),
+        Err(RecvTimeoutError::Timeout) => {
+            tracing::warn!(
+                "a PMD has not answered {what} for {} s (its thread descheduled?); waiting",
+                PMD_SLOW.as_secs()
+            );
+            answer
+                .recv_timeout(PMD_GIVE_UP - PMD_SLOW)
+                .map_err(|_| DatapathError::PmdTimeout)
+        }
+    }
 }
 
 struct PmdHandle {
@@ -275,8 +301,8 @@ impl Datapath {
         }
         let mut result = Ok(no);
         for _ in &self.pmds {
-            if ack_rx.recv_timeout(Duration::from_secs(2)).is_err() {
-                result = Err(DatapathError::PmdTimeout);
+            if let Err(e) = await_pmd(&ack_rx, "a port removal") {
+                result = Err(e);
                 break;
             }
         }
@@ -311,9 +337,7 @@ impl Datapath {
             qid: queue,
             reply,
         });
-        let taken = answer
-            .recv_timeout(Duration::from_secs(2))
-            .map_err(|_| DatapathError::PmdTimeout)?
+        let taken = await_pmd(&answer, "an rx queue move")?
             .ok_or(DatapathError::NoSuchRxq { port, queue })?;
         let _ = target.commands.send(PmdCommand::AddRxq {
             port,
