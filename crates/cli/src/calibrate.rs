@@ -33,9 +33,10 @@
 //! figures for them and says so.
 
 use crate::sweep::report::rfc3339;
-use crate::topology::{Cores, Run, Setup, Testbed, Topology, VnfInterface};
+use crate::topology::{Cores, Run, Setup, Testbed, Topology};
 use clap::Args;
 use nfv_plan::{HopKind, HopPoint, HopProfile, Machine, Profile};
+use nfv_vnf_interface::VnfInterface;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -102,8 +103,8 @@ struct Sample {
 
 fn interface(k: HopKind) -> (VnfInterface, bool) {
     match k {
-        HopKind::VhostOneCopy => (VnfInterface::Vhost, true),
-        HopKind::VhostCopy => (VnfInterface::Vhost, false),
+        HopKind::VhostOneCopy => (VnfInterface::VhostUser, true),
+        HopKind::VhostCopy => (VnfInterface::VhostUser, false),
         HopKind::MemifOneCopy => (VnfInterface::Memif, true),
         _ => (VnfInterface::Memif, false),
     }
@@ -118,7 +119,7 @@ fn copy_mode(bed: &Testbed, iface: VnfInterface, vnfs: usize) -> Result<(), Stri
         let name = format!("vnf{i}");
         let socket = dir.join(format!("{name}.sock"));
         let kind = match iface {
-            VnfInterface::Vhost => {
+            VnfInterface::VhostUser => {
                 "type=\"vhost-user\",mode=\"server\",queues=1,mrg_rxbuf=true,packed_ring=true"
             }
             VnfInterface::Memif => "type=\"memif\"",

@@ -16,9 +16,10 @@ mod dashboard;
 
 use crate::ctl::{chains_text, pmd_table};
 use crate::pmu_text::{notes, pmu_figures};
-use crate::topology::{Cores, Run, Setup, Testbed, Topology, VnfInterface, validate};
+use crate::topology::{Cores, Run, Setup, Testbed, Topology, validate};
 use clap::Args;
 use dashboard::Dashboard;
+use nfv_vnf_interface::VnfInterface;
 use nix::sys::signal::Signal;
 use std::collections::BTreeSet;
 use std::sync::mpsc;
@@ -51,8 +52,8 @@ pub struct DemoArgs {
     /// VNF poll mode: adaptive (poll while busy, sleep when idle) or busy.
     #[arg(long, default_value = "adaptive")]
     poll: String,
-    /// How the VNFs reach the switch: vhost (vhost-user) or memif.
-    #[arg(long, default_value_t = VnfInterface::Vhost)]
+    /// How the VNFs reach the switch: vhost-user (or vhost) or memif.
+    #[arg(long, default_value_t = VnfInterface::VhostUser)]
     interface: VnfInterface,
     /// Web dashboard address: IP:PORT (port 0: any free port),
     /// localhost:PORT or "off" (default: 127.0.0.1:9180, or any free port

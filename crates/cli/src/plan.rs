@@ -9,7 +9,7 @@
 use crate::sweep::chart::{COLORS, DrawResult, FONT, draw_line_with_dots, draw_n_mesh, load_font};
 use crate::table::Table;
 use clap::Args;
-use nfv_plan::{Interface, Mode, Nic, Offered, Plan, Profile, Topology};
+use nfv_plan::{Mode, Nic, Offered, Plan, Profile, Topology};
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -94,13 +94,10 @@ pub fn text(t: &Topology, profile: &Profile, plan: &Plan) -> String {
         Offered::Gbps(g) => format!("{g} Gbps"),
         Offered::Mpps(m) => format!("{m} Mpps"),
     };
-    let iface = match t.service.interface {
-        Interface::Vhost => "vhost-user",
-        Interface::Memif => "memif",
-    };
     out += &format!(
-        "service: {} VNFs on {iface}, offered {offered}\n",
+        "service: {} VNFs on {}, offered {offered}\n",
         t.service.shape.describe(),
+        t.service.interface,
     );
     let m = &profile.machine;
     out += &format!(

@@ -22,6 +22,7 @@ use nfv_mem::MemoryConfig;
 use nfv_ports::config::{GeneratorConfig, PortConfig, PortKind};
 use nfv_ports::{DropReason, QueueSnapshot};
 use nfv_vhost::{VhostUserConfig, VhostUserMode};
+use nfv_vnf_interface::VnfInterface;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -67,43 +68,6 @@ impl std::str::FromStr for Topology {
             "ns" => Ok(Topology::Ns),
             "ew" => Ok(Topology::Ew),
             other => Err(format!("{other:?} is not ns or ew")),
-        }
-    }
-}
-
-/// How the VNFs reach the switch (`--interface`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum VnfInterface {
-    /// vhost-user ports (the switch listens, the VNF is the driver).
-    #[default]
-    Vhost,
-    /// memif ports (the switch listens, the VNF is the memif client).
-    Memif,
-}
-
-impl VnfInterface {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VnfInterface::Vhost => "vhost",
-            VnfInterface::Memif => "memif",
-        }
-    }
-}
-
-impl std::fmt::Display for VnfInterface {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for VnfInterface {
-    type Err = String;
-    fn from_str(s: &str) -> Result<VnfInterface, String> {
-        match s.trim() {
-            "vhost" | "vhost-user" => Ok(VnfInterface::Vhost),
-            "memif" => Ok(VnfInterface::Memif),
-            other => Err(format!("{other:?} is not vhost or memif")),
         }
     }
 }
@@ -314,7 +278,7 @@ pub fn node_config(run: &Run, setup: &Setup, dir: &Path, pmd_cores: &[usize]) ->
     let vnf = |i: usize| {
         let socket = dir.join(format!("vnf{i}.sock"));
         let kind = match setup.interface {
-            VnfInterface::Vhost => PortKind::typed(VhostUserConfig {
+            VnfInterface::VhostUser => PortKind::typed(VhostUserConfig {
                 socket,
                 mode: VhostUserMode::Server,
                 queues: 1,
@@ -388,7 +352,7 @@ fn spawn_vnf(setup: &Setup, dir: &Path, i: usize, cores: &[usize]) -> Result<Vnf
     let stats = dir.join(format!("vnf{i}.json"));
     let mut cmd = Command::new(exe);
     let socket_flag = match setup.interface {
-        VnfInterface::Vhost => "--socket",
+        VnfInterface::VhostUser => "--socket",
         VnfInterface::Memif => "--memif",
     };
     cmd.args(["--log", "warn", "vnf", socket_flag])

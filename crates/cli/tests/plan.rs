@@ -261,6 +261,13 @@ fn bad_topologies_are_refused_with_file_line_field() {
         ),
         ("missing", "switch_cores = 2\n", "", 1, "node.switch_cores"),
         (
+            "interface",
+            "frames = [64, 1518]",
+            "frames = [64, 1518]\ninterface = \"pipe\"",
+            16,
+            "service.interface",
+        ),
+        (
             "both loads",
             "frames = [64, 1518]",
             "frames = 64\noffered_gbps = 1\noffered_mpps = 1",

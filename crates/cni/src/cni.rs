@@ -233,6 +233,8 @@ fn attach(
     addresses: Option<&Value>,
     result: impl FnOnce(&NodeAttachment) -> Result<Value, CniError>,
 ) -> Result<Value, CniError> {
+    // `type` goes as "vhost-user" or "memif" whichever spelling the
+    // config used: the names every node's attach API reads.
     let mut req = json!({ "type": c.interface, "mode": c.switch_role,
                           "socket": key.socket_name(), "network": c.name });
     if let Some(a) = addresses {
@@ -241,7 +243,7 @@ fn attach(
     let (made, port) = node.attach(key, &req)?;
     let done = result(&port).and_then(|answer| {
         if let Some(file) = &c.runtime_config.device_info_file {
-            let info = device_info::describe(&c.interface, &c.switch_role, &port.socket, key);
+            let info = device_info::describe(c.interface, &c.switch_role, &port.socket, key);
             device_info::write(file, &info, key)?;
         }
         Ok(answer)

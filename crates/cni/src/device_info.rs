@@ -9,6 +9,7 @@
 
 use crate::error::{CniError, DEVICE_INFO_FOREIGN, IO_ERROR, err};
 use crate::key::Key;
+use nfv_vnf_interface::VnfInterface;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::fs::{self, OpenOptions};
@@ -24,21 +25,24 @@ const MAX_READ: u64 = 64 << 10;
 /// application's `mode` (the switch as server means the application is
 /// the client), or `memif` with the application's `role` (`slave`: the
 /// switch is the server).
-pub fn describe(interface: &str, switch_role: &str, socket: &Path, key: &Key) -> Value {
+pub fn describe(interface: VnfInterface, switch_role: &str, socket: &Path, key: &Key) -> Value {
     let marker = json!({ "container_id": key.container_id, "ifname": key.ifname });
-    if interface == "memif" {
-        json!({ "type": "memif", "version": "1.1.0",
+    // The spec's type names are the interface's own names, written out
+    // here because the spec fixes them whatever this tree calls them.
+    match interface {
+        VnfInterface::Memif => json!({ "type": "memif", "version": "1.1.0",
                 "memif": { "role": "slave", "path": socket, "mode": "ethernet" },
-                "nfvswitch": marker })
-    } else {
-        let app_mode = if switch_role == "server" {
-            "client"
-        } else {
-            "server"
-        };
-        json!({ "type": "vhost-user", "version": "1.1.0",
-                "vhost-user": { "mode": app_mode, "path": socket },
-                "nfvswitch": marker })
+                "nfvswitch": marker }),
+        VnfInterface::VhostUser => {
+            let app_mode = if switch_role == "server" {
+                "client"
+            } else {
+                "server"
+            };
+            json!({ "type": "vhost-user", "version": "1.1.0",
+                    "vhost-user": { "mode": app_mode, "path": socket },
+                    "nfvswitch": marker })
+        }
     }
 }
 
@@ -220,9 +224,14 @@ mod tests {
     fn del_removes_only_its_own_file() {
         let d = scratch("devinfo-del");
         let ours = key("aaaa");
-        let info = describe("vhost-user", "server", Path::new("/run/p/a.sock"), &ours);
+        let info = describe(
+            VnfInterface::VhostUser,
+            "server",
+            Path::new("/run/p/a.sock"),
+            &ours,
+        );
         let other = describe(
-            "vhost-user",
+            VnfInterface::VhostUser,
             "server",
             Path::new("/run/p/b.sock"),
             &key("bbbb"),
@@ -274,7 +283,12 @@ mod tests {
     fn add_writes_its_file_and_refuses_to_replace_another() {
         let d = scratch("devinfo-add");
         let ours = key("aaaa");
-        let info = describe("memif", "server", Path::new("/run/p/a.sock"), &ours);
+        let info = describe(
+            VnfInterface::Memif,
+            "server",
+            Path::new("/run/p/a.sock"),
+            &ours,
+        );
         let file = d.0.join("sub/dir/net1.json");
         write(&file, &info, &ours).unwrap();
         let back: Value = serde_json::from_slice(&fs::read(&file).unwrap()).unwrap();
@@ -291,7 +305,7 @@ mod tests {
         let theirs = key("bbbb");
         write(
             &file,
-            &describe("memif", "server", Path::new("/b"), &theirs),
+            &describe(VnfInterface::Memif, "server", Path::new("/b"), &theirs),
             &theirs,
         )
         .unwrap();

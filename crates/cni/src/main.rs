@@ -12,7 +12,7 @@
 //! ```json
 //! { "api": "http://127.0.0.1:9180",
 //!   "apiTokenFile": "/var/run/nfvswitch/api-token",
-//!   "interface": "vhost-user",          // or "memif"
+//!   "interface": "vhost-user",          // or "memif" ("vhost": vhost-user)
 //!   "switchRole": "server",             // the switch's end of the socket
 //!   "socketDir": "/var/run/nfvswitch/pods" }
 //! ```

@@ -5,6 +5,7 @@
 //! happen).
 
 use crate::error::{CniError, DECODE, INCOMPATIBLE_VERSION, INVALID_CONFIG, err};
+use nfv_vnf_interface::VnfInterface;
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -34,8 +35,16 @@ pub struct NetConf {
     /// The node's bearer token; [`DEFAULT_TOKEN_FILE`] when absent.
     #[serde(default)]
     pub api_token_file: Option<PathBuf>,
-    #[serde(default = "default_interface")]
-    pub interface: String,
+    /// `interface` as the config spells it, read into
+    /// [`NetConf::interface`] by [`NetConf::parse`] after the version is
+    /// checked: a bad value is then the spec's invalid-config error, not a
+    /// decode error, and an unsupported version is reported first.
+    #[serde(default, rename = "interface")]
+    interface_name: Option<String>,
+    /// How the pod reaches the switch: `"vhost-user"` (the default; also
+    /// spelled `"vhost"`) or `"memif"`. Set by [`NetConf::parse`].
+    #[serde(skip)]
+    pub interface: VnfInterface,
     #[serde(default = "default_role")]
     pub switch_role: String,
     /// What the pods mount: when given, it must be the node's
@@ -75,9 +84,6 @@ pub struct ValidAttachment {
 fn default_api() -> String {
     DEFAULT_API.into()
 }
-fn default_interface() -> String {
-    "vhost-user".into()
-}
 fn default_role() -> String {
     "server".into()
 }
@@ -85,13 +91,13 @@ fn default_role() -> String {
 impl NetConf {
     /// Decodes and checks the config (stdin's bytes).
     pub fn parse(input: &[u8]) -> Result<NetConf, CniError> {
-        let c: NetConf = serde_json::from_slice(input)
+        let mut c: NetConf = serde_json::from_slice(input)
             .map_err(|e| err(DECODE, "cannot decode the network config", e.to_string()))?;
         c.check()?;
         Ok(c)
     }
 
-    fn check(&self) -> Result<(), CniError> {
+    fn check(&mut self) -> Result<(), CniError> {
         if !SUPPORTED.contains(&self.cni_version.as_str()) {
             return Err(err(
                 INCOMPATIBLE_VERSION,
@@ -99,15 +105,17 @@ impl NetConf {
                 format!("supported: {}", SUPPORTED.join(", ")),
             ));
         }
-        if !matches!(self.interface.as_str(), "vhost-user" | "memif") {
-            return Err(err(
-                INVALID_CONFIG,
-                format!("interface {:?}: vhost-user or memif", self.interface),
-                "",
-            ));
+        if let Some(name) = &self.interface_name {
+            self.interface = name.parse().map_err(|_| {
+                err(
+                    INVALID_CONFIG,
+                    format!("interface {name:?}: {}", VnfInterface::EXPECTED),
+                    "",
+                )
+            })?;
         }
         if !matches!(self.switch_role.as_str(), "server" | "client")
-            || (self.interface == "memif" && self.switch_role == "client")
+            || (self.interface == VnfInterface::Memif && self.switch_role == "client")
         {
             return Err(err(
                 INVALID_CONFIG,
@@ -273,6 +281,7 @@ mod tests {
                 INCOMPATIBLE_VERSION,
             ),
             ("tap", with("interface", json!("tap")), INVALID_CONFIG),
+            ("interface a number", with("interface", json!(1)), DECODE),
             ("role", with("switchRole", json!("both")), INVALID_CONFIG),
             (
                 "remote api",
@@ -328,5 +337,34 @@ mod tests {
         c["apiTokenFile"] = json!("/etc/nfv/token");
         let ok = NetConf::parse(c.to_string().as_bytes()).unwrap();
         assert_eq!(ok.token_file(), (Path::new("/etc/nfv/token"), true));
+    }
+
+    /// Every spelling of `interface`, vhost-user when absent; a bad one is
+    /// invalid config naming what is accepted, and an unsupported version
+    /// is still what is reported first.
+    #[test]
+    fn interface_spellings() {
+        let conf = |extra: Value| {
+            let mut c = json!({"cniVersion": "1.1.0", "name": "n", "type": "nfvswitch-cni"});
+            c.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            NetConf::parse(c.to_string().as_bytes())
+        };
+        for (extra, want) in [
+            (json!({}), VnfInterface::VhostUser),
+            (json!({"interface": "vhost-user"}), VnfInterface::VhostUser),
+            (json!({"interface": "vhost"}), VnfInterface::VhostUser),
+            (json!({"interface": "memif"}), VnfInterface::Memif),
+        ] {
+            assert_eq!(conf(extra.clone()).unwrap().interface, want, "{extra}");
+        }
+        let e = conf(json!({"interface": "tap"})).unwrap_err();
+        assert_eq!(e.code, INVALID_CONFIG);
+        assert_eq!(e.msg, r#"interface "tap": vhost-user (or vhost) or memif"#);
+        let e = conf(json!({"interface": "memif", "switchRole": "client"})).unwrap_err();
+        assert_eq!(e.code, INVALID_CONFIG, "{e:?}");
+        let e = conf(json!({"interface": "tap", "cniVersion": "0.2.0"})).unwrap_err();
+        assert_eq!(e.code, INCOMPATIBLE_VERSION, "{e:?}");
     }
 }

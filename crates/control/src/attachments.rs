@@ -35,6 +35,7 @@
 use crate::Node;
 use crate::error::RequestError;
 use nfv_flow::PortNo;
+use nfv_vnf_interface::VnfInterface;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -54,13 +55,6 @@ pub struct AttachmentKey {
     pub ifname: String,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AttachKind {
-    VhostUser,
-    Memif,
-}
-
 /// Which end of the socket the switch is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -74,8 +68,11 @@ pub enum SwitchRole {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AttachRequest {
+    /// The port's type: `"vhost-user"` or `"memif"` (`"vhost"` is read
+    /// as `"vhost-user"`; written, and so kept in state files and
+    /// answered, as `"vhost-user"`).
     #[serde(rename = "type")]
-    pub kind: AttachKind,
+    pub kind: VnfInterface,
     /// The switch's role on the socket (vhost-user: server or client;
     /// memif: server only).
     #[serde(default)]
@@ -201,7 +198,7 @@ impl AttachRequest {
                 self.socket
             )));
         }
-        if self.kind == AttachKind::Memif && self.mode == SwitchRole::Client {
+        if self.kind == VnfInterface::Memif && self.mode == SwitchRole::Client {
             return Err(AttachError::Invalid(
                 "memif: the switch is the server (the pod's application connects)".into(),
             ));
@@ -229,7 +226,7 @@ impl AttachRequest {
         let s = |v: &str| toml::Value::String(v.to_string()).to_string();
         let socket = s(&self.socket.to_string_lossy());
         match self.kind {
-            AttachKind::VhostUser => {
+            VnfInterface::VhostUser => {
                 let mode = match self.mode {
                     SwitchRole::Server => "server",
                     SwitchRole::Client => "client",
@@ -239,7 +236,7 @@ impl AttachRequest {
                     s(name)
                 )
             }
-            AttachKind::Memif => {
+            VnfInterface::Memif => {
                 format!(
                     "{{ name = {}, id = {id}, type = \"memif\", socket = {socket} }}",
                     s(name)
@@ -496,52 +493,52 @@ mod tests {
             addresses: None,
         };
         assert!(
-            req(AttachKind::VhostUser, SwitchRole::Client, "/run/x.sock")
+            req(VnfInterface::VhostUser, SwitchRole::Client, "/run/x.sock")
                 .check()
                 .is_ok()
         );
         assert!(
-            req(AttachKind::Memif, SwitchRole::Client, "/run/x.sock")
+            req(VnfInterface::Memif, SwitchRole::Client, "/run/x.sock")
                 .check()
                 .is_err()
         );
         // A file name: the node puts it in its socket_dir (`confine`).
         assert!(
-            req(AttachKind::VhostUser, SwitchRole::Server, "x.sock")
+            req(VnfInterface::VhostUser, SwitchRole::Server, "x.sock")
                 .check()
                 .is_ok()
         );
         assert!(
-            req(AttachKind::VhostUser, SwitchRole::Server, "x.sock")
+            req(VnfInterface::VhostUser, SwitchRole::Server, "x.sock")
                 .confine(None)
                 .is_err(),
             "no socket_dir: no attachments"
         );
         assert_eq!(
-            req(AttachKind::VhostUser, SwitchRole::Server, "x.sock")
+            req(VnfInterface::VhostUser, SwitchRole::Server, "x.sock")
                 .confine(Some(Path::new("/run/nfv")))
                 .unwrap()
                 .socket,
             Path::new("/run/nfv/x.sock")
         );
         assert!(
-            req(AttachKind::VhostUser, SwitchRole::Server, "../x.sock")
+            req(VnfInterface::VhostUser, SwitchRole::Server, "../x.sock")
                 .confine(Some(Path::new("/run/nfv")))
                 .is_err()
         );
         let long = format!("/{}", "d".repeat(MAX_SOCKET_PATH));
         assert!(
-            req(AttachKind::VhostUser, SwitchRole::Server, &long)
+            req(VnfInterface::VhostUser, SwitchRole::Server, &long)
                 .check()
                 .is_err()
         );
         let fits = format!("/{}", "d".repeat(MAX_SOCKET_PATH - 1));
         assert!(
-            req(AttachKind::VhostUser, SwitchRole::Server, &fits)
+            req(VnfInterface::VhostUser, SwitchRole::Server, &fits)
                 .check()
                 .is_ok()
         );
-        let mut named = req(AttachKind::VhostUser, SwitchRole::Server, "/run/x.sock");
+        let mut named = req(VnfInterface::VhostUser, SwitchRole::Server, "/run/x.sock");
         named.network = "n".repeat(MAX_NETWORK_NAME + 1);
         assert!(named.check().is_err());
     }
@@ -554,7 +551,7 @@ mod tests {
         };
         assert_eq!(k.port_name(), "c-0123456789ab-net_1");
         let r = AttachRequest {
-            kind: AttachKind::VhostUser,
+            kind: VnfInterface::VhostUser,
             mode: SwitchRole::Client,
             socket: "/var/run/nfv/a \"b\".sock".into(),
             network: String::new(),
@@ -572,7 +569,7 @@ mod tests {
             Some(std::path::Path::new("/var/run/nfv/a \"b\".sock"))
         );
         let m = AttachRequest {
-            kind: AttachKind::Memif,
+            kind: VnfInterface::Memif,
             ..r
         };
         assert!(m.port_table("c-x-net1", 1001).contains("type = \"memif\""));
@@ -584,7 +581,7 @@ mod tests {
             serde_json::from_str(r#"{"type": "vhost-user", "socket": "/run/a.sock"}"#).unwrap();
         assert_eq!(
             (r.kind, r.mode),
-            (AttachKind::VhostUser, SwitchRole::Server)
+            (VnfInterface::VhostUser, SwitchRole::Server)
         );
         assert!(
             serde_json::from_str::<AttachRequest>(r#"{"type": "tap", "socket": "/a"}"#).is_err()
@@ -594,6 +591,12 @@ mod tests {
                 .is_err()
         );
         assert_eq!(r.network, "", "the network is optional");
+        // The short spelling the command line takes is read too; what is
+        // written back (state file, answers) is what older nodes read.
+        let short: AttachRequest =
+            serde_json::from_str(r#"{"type": "vhost", "socket": "/run/a.sock"}"#).unwrap();
+        assert_eq!(short, r);
+        assert_eq!(serde_json::to_value(&short).unwrap()["type"], "vhost-user");
         let r: AttachRequest = serde_json::from_str(
             r#"{"type": "memif", "socket": "/run/a.sock", "network": "nfv-memif"}"#,
         )

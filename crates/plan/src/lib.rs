@@ -26,7 +26,7 @@ pub use error::TopologyError;
 pub use model::{Bottleneck, Mode, Plan, Point, Prediction, plan};
 pub use pcie::Pcie;
 pub use profile::{HopKind, HopPoint, HopProfile, Machine, Profile};
-pub use topology::{Frames, Interface, Nic, Node, Offered, Service, Shape, Topology};
+pub use topology::{Frames, Nic, Node, Offered, Service, Shape, Topology};
 
 #[cfg(test)]
 mod tests;

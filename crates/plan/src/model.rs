@@ -37,7 +37,8 @@
 
 use crate::pcie::Pcie;
 use crate::profile::{Figure, HopKind, Origin, Profile};
-use crate::topology::{Frames, Interface, Nic, Offered, Topology};
+use crate::topology::{Frames, Nic, Offered, Topology};
+use nfv_vnf_interface::VnfInterface;
 use serde::Serialize;
 use std::collections::BTreeSet;
 
@@ -258,10 +259,10 @@ pub fn plan(t: &Topology, profile: &Profile) -> Plan {
     }
 }
 
-fn vnf_kinds(i: Interface) -> (HopKind, HopKind) {
+fn vnf_kinds(i: VnfInterface) -> (HopKind, HopKind) {
     match i {
-        Interface::Vhost => (HopKind::VhostCopy, HopKind::VhostOneCopy),
-        Interface::Memif => (HopKind::MemifCopy, HopKind::MemifOneCopy),
+        VnfInterface::VhostUser => (HopKind::VhostCopy, HopKind::VhostOneCopy),
+        VnfInterface::Memif => (HopKind::MemifCopy, HopKind::MemifOneCopy),
     }
 }
 

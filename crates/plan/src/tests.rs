@@ -348,3 +348,30 @@ fn imix_mean_and_builtin_note() {
     assert!(p.notes[0].contains("built-in default profile"));
     assert!(p.points.iter().all(|x| x.recommended.is_some()));
 }
+
+/// `[service] interface`: every spelling topology files have taken,
+/// vhost-user when absent, `"vhost"` kept in the plan JSON, and a bad
+/// value refused at its line with what is accepted.
+#[test]
+fn interface_spellings() {
+    use nfv_vnf_interface::VnfInterface::{Memif, VhostUser};
+    for (line, want, json) in [
+        ("", VhostUser, "vhost"),
+        ("interface = \"vhost\"\n", VhostUser, "vhost"),
+        ("interface = \"vhost-user\"\n", VhostUser, "vhost"),
+        ("interface = \"memif\"\n", Memif, "memif"),
+    ] {
+        let t = topo(&format!("{G3X8_40G}{line}"));
+        assert_eq!(t.service.interface, want, "{line}");
+        let v = serde_json::to_value(&t.service).unwrap();
+        assert_eq!(v["interface"], json, "{line}");
+    }
+    let bad = format!("{G3X8_40G}interface = \"pipe\"\n");
+    let e = topology::parse(Path::new("t.toml"), &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("t.toml:15: service.interface: \"pipe\" is not vhost-user (or vhost) or memif"),
+        "{e}"
+    );
+}

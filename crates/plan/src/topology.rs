@@ -24,7 +24,8 @@
 //! chain_length = 2        # mixed only
 //! frames = [64, 1518]     # frame sizes 64..=1518 B (FCS included), or "imix"
 //! offered_gbps = 40       # or offered_mpps; default: line rate of every port
-//! interface = "vhost"     # how VNFs reach the switch: "vhost" (default) | "memif"
+//! interface = "vhost"     # how VNFs reach the switch: "vhost" (default; also spelled
+//!                         #   "vhost-user") | "memif"
 //! ```
 //!
 //! Unknown keys are refused; every refusal names file, line and field
@@ -32,6 +33,7 @@
 
 use crate::error::{Doc, TopologyError};
 use crate::pcie::Pcie;
+use nfv_vnf_interface::VnfInterface;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use toml::Spanned;
@@ -218,20 +220,15 @@ pub enum Offered {
     Mpps(f64),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Interface {
-    Vhost,
-    Memif,
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Service {
     pub vnfs: Vec<u32>,
     pub shape: Shape,
     pub frames: Vec<Frames>,
     pub offered: Offered,
-    pub interface: Interface,
+    /// Written `"vhost"` or `"memif"`, as plan JSON always said.
+    #[serde(serialize_with = "nfv_vnf_interface::serialize_short")]
+    pub interface: VnfInterface,
 }
 
 /// Reads and validates a topology file.
@@ -434,20 +431,12 @@ fn service(doc: &Doc, r: RawService) -> Result<Service, TopologyError> {
         (None, Some(m)) => Offered::Mpps(num(doc, m, "service.offered_mpps", 0.0, 10_000.0)?),
         (None, None) => Offered::Line,
     };
-    let interface = match r
-        .interface
-        .as_ref()
-        .map(|v| (v.get_ref().as_str(), v.span()))
-    {
-        None | Some(("vhost" | "vhost-user", _)) => Interface::Vhost,
-        Some(("memif", _)) => Interface::Memif,
-        Some((other, span)) => {
-            return Err(doc.err(
-                span,
-                "service.interface",
-                format!("{other:?} is not \"vhost\" or \"memif\""),
-            ));
-        }
+    let interface = match &r.interface {
+        None => VnfInterface::default(),
+        Some(v) => v
+            .get_ref()
+            .parse::<VnfInterface>()
+            .map_err(|e| doc.err(v.span(), "service.interface", e.to_string()))?,
     };
     Ok(Service {
         vnfs,

@@ -8,8 +8,9 @@
 pub mod chart;
 pub mod report;
 
-use crate::topology::{Cores, Run, Setup, Testbed, Topology, VnfInterface, validate};
+use crate::topology::{Cores, Run, Setup, Testbed, Topology, validate};
 use clap::Args;
+use nfv_vnf_interface::VnfInterface;
 use report::{Machine, Parameters, RunResult, SweepReport};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -45,8 +46,8 @@ pub struct SweepArgs {
     /// VNF poll mode: adaptive (poll while busy, sleep when idle) or busy.
     #[arg(long, default_value = "adaptive")]
     poll: String,
-    /// How the VNFs reach the switch: vhost (vhost-user) or memif.
-    #[arg(long, default_value_t = VnfInterface::Vhost)]
+    /// How the VNFs reach the switch: vhost-user (or vhost) or memif.
+    #[arg(long, default_value_t = VnfInterface::VhostUser)]
     interface: VnfInterface,
     /// Switch PMD counts to sweep over, each PMD on a core of its own
     /// (default: one count, as many PMDs as are left once each VNF has a

@@ -1,7 +1,8 @@
 //! The sweep's results as data (`sweep.json`) and as markdown tables
 //! (`sweep.md`). Pure: no I/O but the two `write_*` functions.
 
-use crate::topology::{Cores, Measurement, Run, Topology, VnfInterface};
+use crate::topology::{Cores, Measurement, Run, Topology};
+use nfv_vnf_interface::VnfInterface;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -80,8 +81,9 @@ pub struct Parameters {
     pub app: String,
     pub poll: String,
     /// vhost-user or memif between the switch and the VNFs (sweeps from
-    /// before memif existed were vhost-user).
-    #[serde(default)]
+    /// before memif existed were vhost-user). Written `"vhost"` or
+    /// `"memif"`, as sweep.json always said.
+    #[serde(default, serialize_with = "nfv_vnf_interface::serialize_short")]
     pub interface: VnfInterface,
     /// Offered load per generator, packets/s; 0 = as fast as possible.
     pub rate_pps: u64,
@@ -459,7 +461,7 @@ pub mod tests {
             warmup_secs: 1.5,
             app: "macswap".into(),
             poll: "adaptive".into(),
-            interface: VnfInterface::Vhost,
+            interface: VnfInterface::VhostUser,
             rate_pps: 0,
         };
         let mut r = SweepReport::new(machine, params);
@@ -594,6 +596,15 @@ pub mod tests {
         assert_eq!(v["machine"]["tsc_ghz"], 2.5);
         assert_eq!(v["parameters"]["sizes"], serde_json::json!([64, 1518]));
         assert_eq!(v["runs"][0]["topology"], "ns");
+        // The spelling sweep.json has always had; `--redraw` reads it and
+        // the long one alike.
+        assert_eq!(v["parameters"]["interface"], "vhost");
+        for spelling in ["vhost", "vhost-user"] {
+            let mut p = v["parameters"].clone();
+            p["interface"] = spelling.into();
+            let p: Parameters = serde_json::from_value(p).unwrap();
+            assert_eq!(p.interface, VnfInterface::VhostUser, "{spelling}");
+        }
         assert!(v["runs"][0]["result"]["mpps"].as_f64().unwrap() > 0.0);
         assert!(v["runs"][0].get("error").is_none());
         let failed = v["runs"]
