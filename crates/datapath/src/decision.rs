@@ -365,6 +365,7 @@ impl Decision {
         let (mut emc_hits, mut megaflow_hits, mut classifier_hits, mut misses) =
             (0u64, 0u64, 0u64, 0u64);
         let (mut emc_probes, mut emc_probe_hits) = (0u32, 0u32);
+        let mut repeated = 0u64;
         // The tier that answered the packet before, whose answer a repeat
         // of its key takes (and is counted under).
         let mut last_tier = Tier::Miss;
@@ -388,6 +389,7 @@ impl Decision {
                     h.bytes += p.frame_len() as u64;
                 }
                 v.of[i] = verdict;
+                repeated += 1;
                 match last_tier {
                     Tier::Emc => emc_hits += 1,
                     Tier::Megaflow => megaflow_hits += 1,
@@ -500,6 +502,7 @@ impl Decision {
         c.megaflow_hits += megaflow_hits;
         c.classifier_hits += classifier_hits;
         c.table_misses += misses;
+        c.repeated_keys += repeated;
     }
 
     /// Credits the rules hit by the last batch (last hit at TSC `now`,

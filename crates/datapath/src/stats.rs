@@ -180,6 +180,8 @@ pmd_figures! {
         classifier_hits: Counter Decisions, Some("cls hits"), "Classifier (rule table) hits.";
         table_misses: Counter Decisions, Some("misses"),
             "Packets that matched no rule (dropped as no_match).";
+        repeated_keys: Counter Decisions, None,
+            "Decisions that reused the answer for the packet before (same key), also counted under that answer's tier.";
     }
     housekeeping {
         cache_bytes: Gauge Bytes, Some("cache KiB"),
