@@ -5,9 +5,13 @@
 //! bytes move.
 
 use nfv_mem::Packet;
+use nfv_offload::OffloadMeta;
 use nfv_ports::DropReason;
 use nfv_wire::l2::TAGGED_HEADER_LEN;
-use nfv_wire::{EtherType, EthernetAddress, EthernetFrame, VlanTag, ethernet, vlan};
+use nfv_wire::{
+    EtherType, EthernetAddress, EthernetFrame, IpProtocol, Ipv4Packet, VlanTag, checksum, ethernet,
+    ipv4, tcp, udp, vlan,
+};
 
 /// The MAC addresses: what moves when a tag is pushed or stripped.
 const MACS_LEN: usize = ethernet::field::SOURCE.end;
@@ -70,6 +74,207 @@ pub fn set_vlan_vid(pkt: &mut Packet, vid: u16) -> Result<(), DropReason> {
         push_vlan(pkt, EtherType::VLAN.0)?;
     }
     VlanTag::new_unchecked(&mut pkt.data_mut()[ethernet::HEADER_LEN..]).set_vid(vid);
+    Ok(())
+}
+
+/// Where an IPv4 packet's headers sit in a frame: the IPv4 header at
+/// `l3`, and for TCP or UDP (not a later fragment, which carries no L4
+/// header) the L4 checksum field at `l4_csum`, with the protocol.
+/// Everything here lies within the packet's data — a split packet's head
+/// holds every header (`SPLIT_HEAD`), and nothing past it is read.
+struct Ipv4Layout {
+    l3: usize,
+    l4: Option<(usize, IpProtocol)>,
+}
+
+/// The layout of `d` if it is an IPv4 packet with a sane header (version
+/// 4, header length at least 20 and within the data); `None` otherwise, and
+/// the L3/L4 rewrites leave such frames alone.
+fn ipv4_layout(d: &[u8]) -> Option<Ipv4Layout> {
+    let l2 = nfv_wire::l2::walk(d)?;
+    if l2.ethertype != EtherType::IPV4 || d.len() < l2.l3_offset + ipv4::HEADER_LEN {
+        return None;
+    }
+    let ip = Ipv4Packet::new_unchecked(&d[l2.l3_offset..]);
+    let ihl = usize::from(ip.header_len());
+    if ip.version() != 4 || ihl < ipv4::HEADER_LEN || d.len() < l2.l3_offset + ihl {
+        return None;
+    }
+    let l4_at = l2.l3_offset + ihl;
+    let l4 = match ip.protocol() {
+        _ if ip.frag_offset() != 0 => None,
+        IpProtocol::TCP if d.len() >= l4_at + tcp::field::CHECKSUM.end => {
+            Some((l4_at + tcp::field::CHECKSUM.start, IpProtocol::TCP))
+        }
+        IpProtocol::UDP if d.len() >= l4_at + udp::HEADER_LEN => {
+            Some((l4_at + udp::field::CHECKSUM.start, IpProtocol::UDP))
+        }
+        _ => None,
+    };
+    Some(Ipv4Layout {
+        l3: l2.l3_offset,
+        l4,
+    })
+}
+
+/// True when the frame's L4 checksum field holds a partial checksum (a
+/// guest's NEEDS_CSUM offload starting at `l4_start`): that field then
+/// covers only the pseudo-header, summed, and the L4 bytes are summed
+/// when the checksum is completed, after any rewrite.
+fn partial_l4_checksum(pkt: &Packet, l4_start: usize) -> bool {
+    pkt.offload().is_some_and(|h| {
+        let m = OffloadMeta::from_virtio_hdr(&h);
+        m.needs_csum() && usize::from(m.csum_start) == l4_start
+    })
+}
+
+fn get16(d: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([d[at], d[at + 1]])
+}
+
+fn put16(d: &mut [u8], at: usize, v: u16) {
+    d[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Updates the L4 checksum at `at` for a change of the covered 32-bit
+/// value `old` → `new` (RFC 1624). A UDP checksum of 0 means "none" and
+/// stays 0; a computed 0 is sent as 0xffff (RFC 768).
+fn update_l4(d: &mut [u8], at: usize, proto: IpProtocol, old: u32, new: u32) {
+    let csum = get16(d, at);
+    if proto == IpProtocol::UDP && csum == 0 {
+        return;
+    }
+    let mut updated = checksum::update32(csum, old, new);
+    if proto == IpProtocol::UDP && updated == 0 {
+        updated = 0xffff;
+    }
+    put16(d, at, updated);
+}
+
+/// `mod_nw_src` / `mod_nw_dst`: rewrites an IPv4 address and the
+/// checksums that cover it (the IPv4 header's; TCP's or UDP's through the
+/// pseudo-header, or the partial sum a checksum offload left there).
+pub fn set_nw_addr(pkt: &mut Packet, src: bool, addr: u32) -> Result<(), DropReason> {
+    let Some(at) = ipv4_layout(pkt.data()) else {
+        return Ok(());
+    };
+    let partial = at
+        .l4
+        .is_some_and(|(csum, p)| partial_l4_checksum(pkt, csum - l4_csum_offset(p)));
+    let d = pkt.data_mut();
+    let field = if src {
+        ipv4::field::SRC_ADDR
+    } else {
+        ipv4::field::DST_ADDR
+    };
+    let field = at.l3 + field.start..at.l3 + field.end;
+    let old = u32::from_be_bytes([
+        d[field.start],
+        d[field.start + 1],
+        d[field.start + 2],
+        d[field.start + 3],
+    ]);
+    if old == addr {
+        return Ok(());
+    }
+    d[field].copy_from_slice(&addr.to_be_bytes());
+    let ip_csum = at.l3 + ipv4::field::CHECKSUM.start;
+    put16(d, ip_csum, checksum::update32(get16(d, ip_csum), old, addr));
+    match at.l4 {
+        Some((csum, _)) if partial => {
+            let sum = nfv_offload::checksum::partial_update32(get16(d, csum), old, addr);
+            put16(d, csum, sum);
+        }
+        Some((csum, proto)) => update_l4(d, csum, proto, old, addr),
+        None => {}
+    }
+    Ok(())
+}
+
+/// Where the checksum field sits in `proto`'s header.
+fn l4_csum_offset(proto: IpProtocol) -> usize {
+    if proto == IpProtocol::TCP {
+        tcp::field::CHECKSUM.start
+    } else {
+        udp::field::CHECKSUM.start
+    }
+}
+
+/// `mod_tp_src` / `mod_tp_dst`: rewrites a TCP or UDP port of an IPv4
+/// packet (not a later fragment) and its checksum. A partial checksum
+/// (offload) covers the ports only when completed, so it is left alone.
+pub fn set_tp_port(pkt: &mut Packet, src: bool, port: u16) -> Result<(), DropReason> {
+    let Some((csum, proto)) = ipv4_layout(pkt.data()).and_then(|a| a.l4) else {
+        return Ok(());
+    };
+    let l4 = csum - l4_csum_offset(proto);
+    let partial = partial_l4_checksum(pkt, l4);
+    // Both protocols put source then destination port first.
+    let at = l4 + if src { 0 } else { 2 };
+    let d = pkt.data_mut();
+    let old = get16(d, at);
+    if old == port {
+        return Ok(());
+    }
+    put16(d, at, port);
+    if !partial {
+        update_l4(d, csum, proto, old.into(), port.into());
+    }
+    Ok(())
+}
+
+/// Rewrites the IPv4 header's 16-bit word at `word` (an offset in the
+/// header) through `edit`, patching the header checksum (RFC 1624).
+fn edit_ipv4_word(pkt: &mut Packet, word: usize, edit: impl FnOnce(u16) -> u16) {
+    let Some(at) = ipv4_layout(pkt.data()) else {
+        return;
+    };
+    let d = pkt.data_mut();
+    let old = get16(d, at.l3 + word);
+    let new = edit(old);
+    put16(d, at.l3 + word, new);
+    let ip_csum = at.l3 + ipv4::field::CHECKSUM.start;
+    put16(d, ip_csum, checksum::update16(get16(d, ip_csum), old, new));
+}
+
+/// `mod_nw_tos:TOS` — the six DSCP bits (`tos` is the byte with ECN 0).
+pub fn set_nw_tos(pkt: &mut Packet, tos: u8) -> Result<(), DropReason> {
+    // Version/IHL and DSCP/ECN form the header's first word.
+    edit_ipv4_word(pkt, ipv4::field::VER_IHL, |w| {
+        (w & 0xff03) | u16::from(tos & 0xfc)
+    });
+    Ok(())
+}
+
+/// `mod_nw_ecn:ECN` — the two ECN bits.
+pub fn set_nw_ecn(pkt: &mut Packet, ecn: u8) -> Result<(), DropReason> {
+    edit_ipv4_word(pkt, ipv4::field::VER_IHL, |w| {
+        (w & 0xfffc) | u16::from(ecn & 0x03)
+    });
+    Ok(())
+}
+
+/// `mod_nw_ttl:TTL`.
+pub fn set_nw_ttl(pkt: &mut Packet, ttl: u8) -> Result<(), DropReason> {
+    // TTL and protocol form one word.
+    edit_ipv4_word(pkt, ipv4::field::TTL, |w| {
+        (w & 0x00ff) | (u16::from(ttl) << 8)
+    });
+    Ok(())
+}
+
+/// `dec_ttl` — one less TTL, or a `ttl_expired` drop when the packet
+/// arrived with TTL 0 or 1 (a router may not forward it). Not IPv4:
+/// unchanged.
+pub fn dec_ttl(pkt: &mut Packet) -> Result<(), DropReason> {
+    let Some(at) = ipv4_layout(pkt.data()) else {
+        return Ok(());
+    };
+    let mut ip = Ipv4Packet::new_unchecked(&mut pkt.data_mut()[at.l3..]);
+    if ip.ttl() <= 1 {
+        return Err(DropReason::TtlExpired);
+    }
+    ip.decrement_ttl();
     Ok(())
 }
 
@@ -213,3 +418,7 @@ mod tests {
         cache.free(p);
     }
 }
+
+#[cfg(test)]
+#[path = "actions_ip_tests.rs"]
+mod ip_tests;

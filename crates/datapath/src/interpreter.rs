@@ -73,6 +73,14 @@ impl Interpreter<'_> {
                 Action::SetVlanVid(v) => actions::set_vlan_vid(&mut pkt, *v).into(),
                 Action::PushVlan(t) => actions::push_vlan(&mut pkt, *t).into(),
                 Action::StripVlan => actions::strip_vlan(&mut pkt).into(),
+                Action::SetNwSrc(a) => actions::set_nw_addr(&mut pkt, true, *a).into(),
+                Action::SetNwDst(a) => actions::set_nw_addr(&mut pkt, false, *a).into(),
+                Action::SetTpSrc(p) => actions::set_tp_port(&mut pkt, true, *p).into(),
+                Action::SetTpDst(p) => actions::set_tp_port(&mut pkt, false, *p).into(),
+                Action::SetNwTos(t) => actions::set_nw_tos(&mut pkt, *t).into(),
+                Action::SetNwEcn(e) => actions::set_nw_ecn(&mut pkt, *e).into(),
+                Action::SetNwTtl(t) => actions::set_nw_ttl(&mut pkt, *t).into(),
+                Action::DecTtl => actions::dec_ttl(&mut pkt).into(),
                 // Checked at install; the tunnel port writes its own VNI.
                 Action::SetTunnel(_) => Step::Next,
                 // OpenFlow: never back out of the in_port.

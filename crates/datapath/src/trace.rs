@@ -11,6 +11,7 @@ use crate::decision::megaflow_of;
 use nfv_flow::key::{VLAN_PRESENT, VLAN_VID_MASK};
 use nfv_flow::table::FlowTable;
 use nfv_flow::{Action, FlowKey, Match, PortNo, Rule};
+use nfv_wire::{EtherType, IpProtocol};
 use std::sync::Arc;
 
 /// How the packet is decided.
@@ -137,6 +138,44 @@ fn apply(
                 "outer tag removed (an inner tag, if any, is now the outer one)".into()
             } else {
                 "no tag: nothing to strip".into()
+            });
+        }
+        Action::SetNwSrc(a) | Action::SetNwDst(a) => {
+            if k.dl_type() != EtherType::IPV4.0 {
+                return Some("not IPv4: unchanged".into());
+            }
+            if matches!(action, Action::SetNwSrc(_)) {
+                k.set_nw_src(a);
+            } else {
+                k.set_nw_dst(a);
+            }
+            return Some("IPv4 and TCP/UDP checksums updated".into());
+        }
+        Action::SetTpSrc(p) | Action::SetTpDst(p) => {
+            let l4 = k.dl_type() == EtherType::IPV4.0
+                && matches!(IpProtocol(k.nw_proto()), IpProtocol::TCP | IpProtocol::UDP);
+            if !l4 {
+                return Some("not TCP or UDP over IPv4: unchanged".into());
+            }
+            if matches!(action, Action::SetTpSrc(_)) {
+                k.set_tp_src(p);
+            } else {
+                k.set_tp_dst(p);
+            }
+            return Some("checksum updated (a later fragment, without ports, is unchanged)".into());
+        }
+        Action::SetNwTos(_) | Action::SetNwEcn(_) | Action::SetNwTtl(_) => {
+            return Some(if k.dl_type() == EtherType::IPV4.0 {
+                "IPv4 header rewritten (a field the key does not hold), checksum updated".into()
+            } else {
+                "not IPv4: unchanged".into()
+            });
+        }
+        Action::DecTtl => {
+            return Some(if k.dl_type() == EtherType::IPV4.0 {
+                "TTL decremented; a packet arriving with TTL 0 or 1 is dropped (ttl_expired)".into()
+            } else {
+                "not IPv4: unchanged".into()
             });
         }
         Action::SetTunnel(vni) => {

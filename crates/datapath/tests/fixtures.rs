@@ -602,6 +602,39 @@ fn mod_dl_src_and_mod_dl_dst() {
     });
 }
 
+/// IPv4 and UDP rewrites: the output equals a frame etherparse built with
+/// the new values (so every checksum is the one a from-scratch
+/// computation gives); frames the rewrites do not apply to pass unchanged;
+/// `dec_ttl` drops a packet that arrives with TTL 1 as `ttl_expired`.
+#[test]
+fn ipv4_and_udp_rewrites_match_a_frame_built_with_the_new_values() {
+    let rewritten = Udp {
+        src_ip: [192, 0, 2, 1],
+        dport: 53,
+        ttl: 63,
+        ..Udp::default()
+    }
+    .build();
+    let ttl_one = Udp {
+        ttl: 1,
+        ..Udp::default()
+    }
+    .build();
+    run(Fixture {
+        name: "ipv4_udp_rewrites",
+        rules: &[
+            "in_port=1,udp,actions=mod_nw_src:192.0.2.1,mod_tp_dst:53,dec_ttl,output:2",
+            "in_port=3,actions=dec_ttl,mod_nw_dst:10.9.9.9,output:4",
+        ],
+        steps: vec![
+            step(1, udp(), vec![(2, rewritten)]),
+            step(3, ARP_REQUEST.to_vec(), vec![(4, ARP_REQUEST.to_vec())]),
+            dropped(3, ttl_one, DropReason::TtlExpired),
+        ],
+        ..Fixture::default()
+    });
+}
+
 #[test]
 fn mod_vlan_vid_pushes_a_tag_on_untagged_frames() {
     run(Fixture {

@@ -27,6 +27,28 @@ pub enum Action {
     /// VNI, so this is checked when the rule is installed
     /// ([`crate::tunnel::resolve`]) and does nothing to the packet.
     SetTunnel(u32),
+    /// `mod_nw_src:A.B.C.D` — IPv4 source address (host order here), the
+    /// IPv4 and TCP/UDP checksums updated incrementally. Other packets
+    /// pass unchanged.
+    SetNwSrc(u32),
+    /// `mod_nw_dst:A.B.C.D` — as `SetNwSrc`, the destination.
+    SetNwDst(u32),
+    /// `mod_tp_src:PORT` — TCP or UDP source port of an IPv4 packet (not of
+    /// a later fragment, which has no L4 header), checksum updated.
+    SetTpSrc(u16),
+    /// `mod_tp_dst:PORT` — as `SetTpSrc`, the destination port.
+    SetTpDst(u16),
+    /// `mod_nw_tos:TOS` — the DSCP bits of the IPv4 TOS byte (`TOS` is the
+    /// byte value, a multiple of 4, as OVS takes it); ECN kept.
+    SetNwTos(u8),
+    /// `mod_nw_ecn:ECN` — the two ECN bits of the IPv4 TOS byte.
+    SetNwEcn(u8),
+    /// `mod_nw_ttl:TTL` — the IPv4 TTL.
+    SetNwTtl(u8),
+    /// `dec_ttl` — decrements the IPv4 TTL; a packet whose TTL is 0 or 1
+    /// is dropped (counted as `ttl_expired`) instead, as a router would
+    /// (OVS sends it to the controller; nfvswitch has none yet).
+    DecTtl,
 }
 
 impl Action {
@@ -40,6 +62,14 @@ impl Action {
                 | Action::SetVlanVid(_)
                 | Action::PushVlan(_)
                 | Action::StripVlan
+                | Action::SetNwSrc(_)
+                | Action::SetNwDst(_)
+                | Action::SetTpSrc(_)
+                | Action::SetTpDst(_)
+                | Action::SetNwTos(_)
+                | Action::SetNwEcn(_)
+                | Action::SetNwTtl(_)
+                | Action::DecTtl
         )
     }
 }

@@ -28,6 +28,14 @@ impl fmt::Display for Action {
             Action::StripVlan => f.write_str("strip_vlan"),
             Action::Normal => f.write_str("normal"),
             Action::SetTunnel(vni) => write!(f, "set_field:0x{vni:x}->tun_id"),
+            Action::SetNwSrc(a) => write!(f, "mod_nw_src:{}", Ipv4Addr::from(a)),
+            Action::SetNwDst(a) => write!(f, "mod_nw_dst:{}", Ipv4Addr::from(a)),
+            Action::SetTpSrc(p) => write!(f, "mod_tp_src:{p}"),
+            Action::SetTpDst(p) => write!(f, "mod_tp_dst:{p}"),
+            Action::SetNwTos(t) => write!(f, "mod_nw_tos:{t}"),
+            Action::SetNwEcn(e) => write!(f, "mod_nw_ecn:{e}"),
+            Action::SetNwTtl(t) => write!(f, "mod_nw_ttl:{t}"),
+            Action::DecTtl => f.write_str("dec_ttl"),
         }
     }
 }

@@ -650,11 +650,60 @@ fn parse_actions(text: &str) -> Result<Vec<Action>, E> {
                 }
             }
             "normal" => none(Action::Normal)?,
-            _ => return Err(E::UnknownAction(tok.into())),
+            _ => l3_l4_action(&lname, tok, arg)?,
         };
         out.push(action);
     }
     Ok(out)
+}
+
+/// The IPv4 and L4 rewrites (`mod_nw_*`, `mod_tp_*`, `dec_ttl`): `name`
+/// lower-cased, `tok` the whole token, `arg` what follows its `:`.
+fn l3_l4_action(name: &str, tok: &str, arg: Option<&str>) -> Result<Action, E> {
+    let field = format!("actions: {name}");
+    let need = |what: &str| match arg {
+        Some(a) if !a.is_empty() => Ok(a),
+        _ => Err(invalid("actions", format!("\"{tok}\" needs {what}"))),
+    };
+    let byte = |what: &'static str, max: u64| -> Result<u8, E> {
+        Ok(uint_in(&field, need(what)?, max, what)? as u8)
+    };
+    let addr = || -> Result<u32, E> {
+        let a = need("an IPv4 address")?;
+        a.parse::<Ipv4Addr>()
+            .map(u32::from)
+            .map_err(|_| bad(&field, a, "an IPv4 address"))
+    };
+    Ok(match name {
+        "mod_nw_src" => Action::SetNwSrc(addr()?),
+        "mod_nw_dst" => Action::SetNwDst(addr()?),
+        "mod_tp_src" => Action::SetTpSrc(port_number(&field, need("a port number (0..65535)")?)?),
+        "mod_tp_dst" => Action::SetTpDst(port_number(&field, need("a port number (0..65535)")?)?),
+        "mod_nw_tos" => {
+            let tos = byte("a TOS byte (0..255, a multiple of 4)", 255)?;
+            if tos & 0x03 != 0 {
+                return Err(invalid(
+                    &field,
+                    format!(
+                        "{tos} sets ECN bits: the TOS must be a multiple of 4 (mod_nw_ecn sets ECN)"
+                    ),
+                ));
+            }
+            Action::SetNwTos(tos)
+        }
+        "mod_nw_ecn" => Action::SetNwEcn(byte("an ECN value (0..3)", 3)?),
+        "mod_nw_ttl" => Action::SetNwTtl(byte("a TTL (0..255)", 255)?),
+        "dec_ttl" => match arg {
+            None => Action::DecTtl,
+            Some(_) => return Err(invalid("actions", "\"dec_ttl\" takes no argument")),
+        },
+        _ => return Err(E::UnknownAction(tok.into())),
+    })
+}
+
+/// A TCP/UDP port number: 16 bits.
+fn port_number(field: &str, s: &str) -> Result<u16, E> {
+    Ok(uint_in(field, s, 0xffff, "a port number (0..65535)")? as u16)
 }
 
 /// A VXLAN network identifier: 24 bits.

@@ -350,10 +350,43 @@ fn good_cases() -> Vec<(&'static str, FlowSpec)> {
                 )
             },
         ),
+        (
+            "udp,actions=mod_nw_src:192.0.2.1,MOD_NW_DST:10.0.0.9,mod_tp_src:0,\
+             mod_tp_dst:0xffff,mod_nw_tos:184,mod_nw_ecn:3,mod_nw_ttl:0,dec_ttl,output:2",
+            spec(
+                D,
+                0,
+                udp,
+                &[
+                    SetNwSrc(0xc000_0201),
+                    SetNwDst(0x0a00_0009),
+                    SetTpSrc(0),
+                    SetTpDst(0xffff),
+                    SetNwTos(184),
+                    SetNwEcn(3),
+                    SetNwTtl(0),
+                    DecTtl,
+                    Output(2),
+                ],
+            ),
+        ),
     ]
 }
 
 const BAD_CASES: &[(&str, &str)] = &[
+    (
+        "actions=mod_nw_src:10.0.0",
+        "\"10.0.0\" is not an IPv4 address",
+    ),
+    ("actions=mod_nw_dst", "\"mod_nw_dst\" needs an IPv4 address"),
+    (
+        "actions=mod_tp_dst:65536",
+        "is not a port number (0..65535)",
+    ),
+    ("actions=mod_nw_tos:185", "the TOS must be a multiple of 4"),
+    ("actions=mod_nw_ecn:4", "is not an ECN value (0..3)"),
+    ("actions=mod_nw_ttl:256", "is not a TTL (0..255)"),
+    ("actions=dec_ttl:2", "\"dec_ttl\" takes no argument"),
     ("nw_dsst=1.2.3.4,actions=drop", "unknown field \"nw_dsst\""),
     ("tcp_dst=80,actions=drop", "unknown field \"tcp_dst\""),
     (
@@ -744,6 +777,14 @@ fn arb_action() -> impl Strategy<Value = Action> {
         Just(StripVlan),
         Just(Normal),
         (0..=0xff_ffffu32).prop_map(SetTunnel),
+        any::<u32>().prop_map(SetNwSrc),
+        any::<u32>().prop_map(SetNwDst),
+        any::<u16>().prop_map(SetTpSrc),
+        any::<u16>().prop_map(SetTpDst),
+        (0..64u8).prop_map(|d| SetNwTos(d << 2)),
+        (0..4u8).prop_map(SetNwEcn),
+        any::<u8>().prop_map(SetNwTtl),
+        Just(DecTtl),
     ]
 }
 
