@@ -151,6 +151,7 @@ impl Node {
                 .map(|o| match *o {
                     Output::Port(p) => port(p),
                     Output::Normal => "normal".to_string(),
+                    Output::Flood => "flood (every port but the in_port)".to_string(),
                 })
                 .collect(),
             cache,

@@ -54,9 +54,7 @@ impl Interpreter<'_> {
     /// Runs `acts` in order; an output sends the packet as modified so far
     /// (a copy, unless it is the last output of the list).
     pub fn run(&mut self, acts: &[Action], mut pkt: Packet) {
-        let last_out = acts
-            .iter()
-            .rposition(|a| matches!(a, Action::Output(_) | Action::Normal));
+        let last_out = acts.iter().rposition(Action::is_output);
         let Some(last_out) = last_out else {
             self.rx.drop(DropReason::Action, 1);
             self.pool.free(pkt);
@@ -98,6 +96,19 @@ impl Interpreter<'_> {
                     return self.done(accounted || took);
                 }
                 Action::Normal => self.copy_to(&pkt, |s, c| s.normal(c)),
+                Action::InPort if last => {
+                    self.fabric.output(self.in_port, pkt, self.rx, self.pool);
+                    return;
+                }
+                Action::InPort => self.copy_to(&pkt, |s, c| {
+                    s.fabric.output(s.in_port, c, s.rx, s.pool);
+                    true
+                }),
+                Action::Flood | Action::All if last => {
+                    let took = self.flood(pkt);
+                    return self.done(accounted || took);
+                }
+                Action::Flood | Action::All => self.copy_to(&pkt, |s, c| s.flood(c)),
             };
             match step {
                 Step::Next => {}

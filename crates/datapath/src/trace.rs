@@ -60,6 +60,8 @@ pub enum Output {
     /// `normal`: the port MAC learning has for dl_dst when the packet
     /// comes (none: every port but the in_port; the in_port: dropped).
     Normal,
+    /// `flood` / `all`: every port but the in_port.
+    Flood,
 }
 
 /// Traces `packet` (its `in_port` set) through `table`.
@@ -94,9 +96,7 @@ pub fn trace(table: &FlowTable, packet: FlowKey) -> Trace {
     };
     let actions = &rule.spec.actions;
     // As the interpreter: nothing after the last output is applied.
-    let last = actions
-        .iter()
-        .rposition(|a| matches!(a, Action::Output(_) | Action::Normal));
+    let last = actions.iter().rposition(Action::is_output);
     let applied = last.map_or(0, |l| l + 1);
     t.unused = actions[applied..].to_vec();
     let mut k = packet;
@@ -187,6 +187,11 @@ fn apply(
             return Some("skipped: the packet's own in_port (OpenFlow)".into());
         }
         Action::Output(p) => outputs.push(Output::Port(p)),
+        Action::InPort => outputs.push(Output::Port(in_port)),
+        Action::Flood | Action::All => {
+            outputs.push(Output::Flood);
+            return Some("to every port but the in_port".into());
+        }
         Action::Normal => {
             outputs.push(Output::Normal);
             return Some(

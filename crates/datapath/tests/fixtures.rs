@@ -828,6 +828,40 @@ fn normal_floods_then_forwards_to_the_learned_port() {
     });
 }
 
+/// The reserved outputs: `in_port` sends back where the packet came from
+/// (which `output:N` to the in_port never does), `flood` and `all` send to
+/// every other port with no learning, an edit before them applies to
+/// every copy.
+#[test]
+fn in_port_flood_and_all_outputs() {
+    let f = udp();
+    let edited = with_src(&udp(), MAC_X);
+    run(Fixture {
+        name: "reserved_outputs",
+        rules: &[
+            "in_port=1,actions=in_port",
+            "in_port=2,actions=output:2,flood",
+            "in_port=3,actions=mod_dl_src:aa:bb:cc:dd:ee:01,all",
+            "in_port=4,actions=in_port,output:1",
+        ],
+        steps: vec![
+            step(1, f.clone(), vec![(1, f.clone())]),
+            step(
+                2,
+                f.clone(),
+                vec![(1, f.clone()), (3, f.clone()), (4, f.clone())],
+            ),
+            step(
+                3,
+                f.clone(),
+                vec![(1, edited.clone()), (2, edited.clone()), (4, edited)],
+            ),
+            step(4, f.clone(), vec![(1, f.clone()), (4, f)]),
+        ],
+        ..Fixture::default()
+    });
+}
+
 /// Frames longer than a split packet's head (split in the split modes):
 /// single output, several outputs sharing one tail, a tag pushed and
 /// popped on the head, a flood, a drop and an output too small — every

@@ -22,6 +22,15 @@ pub enum Action {
     StripVlan,
     /// `normal` — MAC-learning L2 switching.
     Normal,
+    /// `in_port` (or `output:in_port`) — back out of the port the packet
+    /// came in on, the one output `Output` never takes.
+    InPort,
+    /// `flood` — to every port but the in_port (as `normal` floods an
+    /// unknown destination).
+    Flood,
+    /// `all` — to every port but the in_port. The same set as `flood`
+    /// here: no port is configured out of flooding.
+    All,
     /// `set_field:VNI->tun_id` (or `set_tunnel:VNI`) — the VNI the
     /// following tunnel outputs send with. Each tunnel port carries one
     /// VNI, so this is checked when the rule is installed
@@ -52,6 +61,15 @@ pub enum Action {
 }
 
 impl Action {
+    /// True for actions that send the packet somewhere: the interpreter
+    /// applies nothing after the last of them.
+    pub fn is_output(&self) -> bool {
+        matches!(
+            self,
+            Action::Output(_) | Action::Normal | Action::InPort | Action::Flood | Action::All
+        )
+    }
+
     /// True for actions that change packet bytes (`SetTunnel` does not:
     /// the tunnel port writes its own VNI).
     pub fn modifies_packet(&self) -> bool {

@@ -611,7 +611,7 @@ fn parse_actions(text: &str) -> Result<Vec<Action>, E> {
                 drop = true;
                 continue;
             }
-            "output" => Action::Output(port("actions: output", need("a port number")?)?),
+            "output" => output(need("a port number")?)?,
             "mod_dl_src" => Action::SetDlSrc(mac("actions: mod_dl_src", need("a MAC address")?)?),
             "mod_dl_dst" => Action::SetDlDst(mac("actions: mod_dl_dst", need("a MAC address")?)?),
             "mod_vlan_vid" => {
@@ -637,20 +637,12 @@ fn parse_actions(text: &str) -> Result<Vec<Action>, E> {
                 let a = need("VALUE->FIELD")?;
                 match a.split_once("->") {
                     Some((v, "tun_id")) => Action::SetTunnel(vni("actions: set_field", v)?),
-                    Some((_, field)) => {
-                        return Err(invalid(
-                            "actions: set_field",
-                            format!(
-                                "field \"{field}\" is not supported (tun_id only; \
-                                 mod_dl_src, mod_dl_dst and mod_vlan_vid set the others)"
-                            ),
-                        ));
-                    }
+                    Some((v, field)) => set_field(v, field)?,
                     None => return Err(bad("actions: set_field", a, "VALUE->FIELD")),
                 }
             }
             "normal" => none(Action::Normal)?,
-            _ => l3_l4_action(&lname, tok, arg)?,
+            _ => l3_l4_action(&lname, tok, arg, &lname)?,
         };
         out.push(action);
     }
@@ -659,8 +651,9 @@ fn parse_actions(text: &str) -> Result<Vec<Action>, E> {
 
 /// The IPv4 and L4 rewrites (`mod_nw_*`, `mod_tp_*`, `dec_ttl`): `name`
 /// lower-cased, `tok` the whole token, `arg` what follows its `:`.
-fn l3_l4_action(name: &str, tok: &str, arg: Option<&str>) -> Result<Action, E> {
-    let field = format!("actions: {name}");
+/// Errors name `label`'s field (`actions: NAME`, or `actions: set_field`).
+fn l3_l4_action(name: &str, tok: &str, arg: Option<&str>, label: &str) -> Result<Action, E> {
+    let field = format!("actions: {label}");
     let need = |what: &str| match arg {
         Some(a) if !a.is_empty() => Ok(a),
         _ => Err(invalid("actions", format!("\"{tok}\" needs {what}"))),
@@ -693,12 +686,70 @@ fn l3_l4_action(name: &str, tok: &str, arg: Option<&str>) -> Result<Action, E> {
         }
         "mod_nw_ecn" => Action::SetNwEcn(byte("an ECN value (0..3)", 3)?),
         "mod_nw_ttl" => Action::SetNwTtl(byte("a TTL (0..255)", 255)?),
+        "in_port" | "flood" | "all" => match arg {
+            None => output(name)?,
+            Some(_) => return Err(invalid("actions", format!("\"{name}\" takes no argument"))),
+        },
         "dec_ttl" => match arg {
             None => Action::DecTtl,
             Some(_) => return Err(invalid("actions", "\"dec_ttl\" takes no argument")),
         },
         _ => return Err(E::UnknownAction(tok.into())),
     })
+}
+
+/// `output:` a port number, or one of the reserved ports `in_port`,
+/// `flood`, `all`, `normal` (as `ovs-ofctl` takes them).
+fn output(arg: &str) -> Result<Action, E> {
+    Ok(match arg.to_ascii_lowercase().as_str() {
+        "in_port" => Action::InPort,
+        "flood" => Action::Flood,
+        "all" => Action::All,
+        "normal" => Action::Normal,
+        _ => Action::Output(port("actions: output", arg)?),
+    })
+}
+
+/// `set_field:VALUE->FIELD` for the writable fields other than `tun_id`:
+/// the same actions as their `mod_*` forms (OpenFlow 1.2+ names too).
+fn set_field(value: &str, field: &str) -> Result<Action, E> {
+    let name = match field {
+        "dl_src" | "eth_src" => "mod_dl_src",
+        "dl_dst" | "eth_dst" => "mod_dl_dst",
+        "vlan_vid" | "dl_vlan" => "mod_vlan_vid",
+        "nw_src" | "ip_src" => "mod_nw_src",
+        "nw_dst" | "ip_dst" => "mod_nw_dst",
+        "tp_src" | "tcp_src" | "udp_src" => "mod_tp_src",
+        "tp_dst" | "tcp_dst" | "udp_dst" => "mod_tp_dst",
+        "nw_ttl" => "mod_nw_ttl",
+        "nw_ecn" | "ip_ecn" => "mod_nw_ecn",
+        "nw_tos" => "mod_nw_tos",
+        // OpenFlow's ip_dscp is the six-bit value, mod_nw_tos the byte.
+        "ip_dscp" => {
+            let dscp = uint_in("actions: set_field", value, 63, "a DSCP value (0..63)")?;
+            return Ok(Action::SetNwTos((dscp as u8) << 2));
+        }
+        _ => {
+            return Err(invalid(
+                "actions: set_field",
+                format!(
+                    "field \"{field}\" is not supported (writable: eth_src, eth_dst, vlan_vid, \
+                     nw_src, nw_dst, tp_src, tp_dst, nw_tos, ip_dscp, nw_ecn, nw_ttl, tun_id)"
+                ),
+            ));
+        }
+    };
+    let tok = format!("{name}:{value}");
+    match name {
+        "mod_dl_src" => Ok(Action::SetDlSrc(mac("actions: set_field", value)?)),
+        "mod_dl_dst" => Ok(Action::SetDlDst(mac("actions: set_field", value)?)),
+        "mod_vlan_vid" => {
+            // OpenFlow 1.2+ writes the VID with its present bit (0x1000).
+            let vid = uint_in("actions: set_field", value, 0x1fff, "a VLAN ID (0..4095)")?;
+            Ok(Action::SetVlanVid(vid as u16 & VLAN_VID_MASK))
+        }
+        _ => l3_l4_action(name, &tok, Some(value), "set_field"),
+    }
 }
 
 /// A TCP/UDP port number: 16 bits.

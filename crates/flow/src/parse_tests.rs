@@ -370,6 +370,34 @@ fn good_cases() -> Vec<(&'static str, FlowSpec)> {
                 ],
             ),
         ),
+        (
+            "actions=in_port,output:IN_PORT,FLOOD,output:all,output:normal",
+            spec(D, 0, any, &[InPort, InPort, Flood, All, Normal]),
+        ),
+        (
+            "ip,actions=set_field:10.1.2.3->ip_src,set_field:10.1.2.4->nw_dst,\
+             set_field:80->tcp_dst,set_field:81->udp_src,set_field:46->ip_dscp,\
+             set_field:2->ip_ecn,set_field:9->nw_ttl,set_field:0x1005->vlan_vid,\
+             set_field:02:00:00:00:00:01->eth_src,set_field:02:00:00:00:00:02->eth_dst,output:1",
+            spec(
+                D,
+                0,
+                any.ip(),
+                &[
+                    SetNwSrc(0x0a01_0203),
+                    SetNwDst(0x0a01_0204),
+                    SetTpDst(80),
+                    SetTpSrc(81),
+                    SetNwTos(184),
+                    SetNwEcn(2),
+                    SetNwTtl(9),
+                    SetVlanVid(5),
+                    SetDlSrc([2, 0, 0, 0, 0, 1]),
+                    SetDlDst([2, 0, 0, 0, 0, 2]),
+                    Output(1),
+                ],
+            ),
+        ),
     ]
 }
 
@@ -387,6 +415,16 @@ const BAD_CASES: &[(&str, &str)] = &[
     ("actions=mod_nw_ecn:4", "is not an ECN value (0..3)"),
     ("actions=mod_nw_ttl:256", "is not a TTL (0..255)"),
     ("actions=dec_ttl:2", "\"dec_ttl\" takes no argument"),
+    ("actions=flood:2", "\"flood\" takes no argument"),
+    (
+        "actions=set_field:64->ip_dscp",
+        "is not a DSCP value (0..63)",
+    ),
+    (
+        "actions=set_field:1->nw_proto",
+        "field \"nw_proto\" is not supported",
+    ),
+    ("actions=output:everywhere", "\"everywhere\""),
     ("nw_dsst=1.2.3.4,actions=drop", "unknown field \"nw_dsst\""),
     ("tcp_dst=80,actions=drop", "unknown field \"tcp_dst\""),
     (
@@ -475,7 +513,7 @@ const BAD_CASES: &[(&str, &str)] = &[
         "actions: \"drop\" must be the only action",
     ),
     ("actions=drop:1", "actions: \"drop\" takes no argument"),
-    ("actions=flood", "actions: unknown action \"flood\""),
+    ("actions=flood_all", "actions: unknown action \"flood_all\""),
     ("actions=output(1)", "actions: unknown action \"output(1)\""),
     ("actions=normal:1", "actions: \"normal\" takes no argument"),
     (
@@ -618,7 +656,7 @@ const BAD_CASES: &[(&str, &str)] = &[
     ("tun_id,actions=drop", "tun_id: missing value"),
     (
         "actions=set_field:5->nw_dst",
-        "set_field: field \"nw_dst\" is not supported",
+        "actions: set_field: \"5\" is not an IPv4 address",
     ),
     (
         "actions=set_field:5",
@@ -785,6 +823,9 @@ fn arb_action() -> impl Strategy<Value = Action> {
         (0..4u8).prop_map(SetNwEcn),
         any::<u8>().prop_map(SetNwTtl),
         Just(DecTtl),
+        Just(InPort),
+        Just(Flood),
+        Just(All),
     ]
 }
 
