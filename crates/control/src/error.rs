@@ -60,6 +60,12 @@ pub enum RequestError {
     },
     #[error(transparent)]
     Filter(FlowParseError),
+    /// A group text that does not parse.
+    #[error("group: {0}")]
+    GroupText(#[from] nfv_flow::group::GroupParseError),
+    /// A group edit or a rule naming a group the table refused.
+    #[error("{0}")]
+    Group(#[from] nfv_flow::table::GroupError),
     /// A trace's packet description is not a packet (a wildcard, a
     /// priority, no in_port).
     #[error("trace: {0}")]

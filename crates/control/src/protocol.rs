@@ -60,6 +60,22 @@ pub enum Request {
     Trace {
         flow: String,
     },
+    /// A group in `ovs-ofctl add-group` syntax; refused if its id exists.
+    AddGroup {
+        group: String,
+    },
+    /// Replaces a group (same syntax); refused if its id does not exist.
+    ModGroup {
+        group: String,
+    },
+    /// Deletes a group (every group when `group_id` is absent) and the
+    /// rules that name it.
+    DelGroups {
+        #[serde(default)]
+        group_id: Option<u32>,
+    },
+    /// Every group with its buckets' counters.
+    DumpGroups,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -67,6 +83,28 @@ pub enum Request {
 pub enum Response {
     Ok { data: serde_json::Value },
     Error { message: String },
+}
+
+/// One group (`dump-groups`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GroupReport {
+    pub group_id: u32,
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The group as `add-group` text.
+    pub group: String,
+    pub buckets: Vec<BucketReport>,
+    /// Rules whose actions name this group.
+    pub rules: usize,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BucketReport {
+    pub actions: String,
+    pub weight: u16,
+    pub watch_port: Option<u16>,
+    pub packets: u64,
+    pub bytes: u64,
 }
 
 /// The node as a whole (`show node`, `GET /api/v1/node`).

@@ -48,6 +48,23 @@ impl Node {
                 json!({ "moved": { "port": port, "queue": queue, "pmd": pmd } })
             }
             Request::Trace { flow } => serde_json::to_value(self.trace(flow)?)?,
+            Request::AddGroup { group } => {
+                let g = nfv_flow::parse_group(group)?;
+                let id = g.id;
+                self.datapath.table().add_group(g)?;
+                json!({ "added": id })
+            }
+            Request::ModGroup { group } => {
+                let g = nfv_flow::parse_group(group)?;
+                let id = g.id;
+                self.datapath.table().mod_group(g)?;
+                json!({ "modified": id })
+            }
+            Request::DelGroups { group_id } => {
+                let (groups, rules) = self.datapath.table().del_groups(*group_id);
+                json!({ "deleted": groups, "rules_deleted": rules })
+            }
+            Request::DumpGroups => serde_json::to_value(self.dump_groups())?,
             Request::ClearStats => {
                 self.clear_stats();
                 json!({})
@@ -79,8 +96,39 @@ impl Node {
             specs.extend(rules);
         }
         let n = specs.len();
-        self.datapath.table().add_flows(specs);
+        self.datapath.table().add_flows_checked(specs)?;
         Ok(n)
+    }
+
+    /// Every group, its buckets' counters and how many rules name it.
+    pub fn dump_groups(&self) -> Vec<crate::protocol::GroupReport> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let table = self.datapath.table().snapshot();
+        let rules = table.classifier.rules();
+        table
+            .groups
+            .values()
+            .map(|g| crate::protocol::GroupReport {
+                group_id: g.id,
+                kind: g.kind.as_str().into(),
+                group: g.to_string(),
+                buckets: g
+                    .buckets
+                    .iter()
+                    .map(|b| crate::protocol::BucketReport {
+                        actions: nfv_flow::format::ActionList(&b.actions).to_string(),
+                        weight: b.weight,
+                        watch_port: b.watch_port,
+                        packets: b.packets.load(Relaxed),
+                        bytes: b.bytes.load(Relaxed),
+                    })
+                    .collect(),
+                rules: rules
+                    .iter()
+                    .filter(|r| r.spec.actions.contains(&nfv_flow::Action::Group(g.id)))
+                    .count(),
+            })
+            .collect()
     }
 
     pub fn del_flows(&self, filter: &str) -> Result<usize, RequestError> {
@@ -152,6 +200,7 @@ impl Node {
                     Output::Port(p) => port(p),
                     Output::Normal => "normal".to_string(),
                     Output::Flood => "flood (every port but the in_port)".to_string(),
+                    Output::Group(g) => format!("group:{g}"),
                 })
                 .collect(),
             cache,

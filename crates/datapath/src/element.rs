@@ -10,11 +10,11 @@
 
 use crate::decision::{Decision, Verdict};
 use crate::fabric::Fabric;
-use crate::interpreter::Interpreter;
+use crate::interpreter::{GroupTally, Interpreter};
 use crate::mac_learning::MacTable;
 use crate::stats::PmdCounters;
 use nfv_flow::PortNo;
-use nfv_flow::table::FlowTable;
+use nfv_flow::table::{FlowTable, Groups};
 use nfv_mem::{Batch, PoolCache};
 use nfv_ports::{DropReason, PortStats, QueueCounters, TxQueue};
 use std::sync::Arc;
@@ -27,6 +27,10 @@ pub struct Element {
     now_secs: u32,
     /// See [`Element::set_now`].
     now_tsc: u64,
+    /// The groups of the table generation in use (the interpreter's
+    /// `group:N`), and this batch's bucket counts.
+    groups: Arc<Groups>,
+    tally: GroupTally,
 }
 
 impl Element {
@@ -39,6 +43,8 @@ impl Element {
         mac: Arc<MacTable>,
     ) -> Element {
         Element {
+            groups: table.groups.clone(),
+            tally: GroupTally::default(),
             decision: Decision::new(emc_entries, megaflow_entries, table),
             fabric: Fabric::default(),
             mac,
@@ -64,6 +70,7 @@ impl Element {
 
     /// Switches to a new flow table generation (flushing the EMC).
     pub fn set_table(&mut self, table: Arc<FlowTable>) {
+        self.groups = table.groups.clone();
         self.decision.set_table(table);
     }
 
@@ -134,11 +141,14 @@ impl Element {
                         in_port,
                         rx,
                         pool,
+                        groups: &self.groups,
+                        tally: &mut self.tally,
                     }
                     .run(&rule.spec.actions, pkt),
                 },
             }
         }
+        self.tally.flush();
         self.decision.settle(self.now_tsc);
     }
 

@@ -139,6 +139,15 @@ impl Fabric {
         }
     }
 
+    /// Whether port `no` can take packets now: it has a tx queue here and
+    /// the queue says its peer is there (a fast_failover group's test).
+    pub fn is_live(&self, no: PortNo) -> bool {
+        match self.slot_of.get(no as usize).copied() {
+            Some(idx) if idx != NO_SLOT => self.tx[idx as usize].txq.is_live(),
+            _ => false,
+        }
+    }
+
     /// The port numbers that have a tx queue here (flooding's targets).
     pub fn outputs(&self) -> impl Iterator<Item = PortNo> + '_ {
         self.tx.iter().map(|s| s.no)

@@ -11,10 +11,12 @@
 use crate::actions;
 use crate::fabric::Fabric;
 use crate::mac_learning::MacTable;
-use nfv_flow::{Action, PortNo};
+use nfv_flow::table::Groups;
+use nfv_flow::{Action, FlowKey, Group, GroupType, PortNo};
 use nfv_mem::{Packet, PoolCache};
 use nfv_ports::{DropReason, QueueCounters};
 use nfv_wire::EthernetFrame;
+use std::sync::Arc;
 
 /// Most ports one flood reaches.
 const FLOOD_MAX: usize = 64;
@@ -48,17 +50,70 @@ pub(crate) struct Interpreter<'a> {
     /// The in port's rx counters (drops are counted there).
     pub rx: &'a QueueCounters,
     pub pool: &'a mut PoolCache,
+    /// The table generation's groups (`group:N`).
+    pub groups: &'a Groups,
+    /// Bucket counts of this batch, added to the buckets once at its end.
+    pub tally: &'a mut GroupTally,
 }
+
+/// Per-batch packet and byte counts of the group buckets used: one
+/// `fetch_add` per bucket per batch instead of per packet.
+#[derive(Default)]
+pub(crate) struct GroupTally {
+    entries: arrayvec::ArrayVec<(Arc<Group>, usize, u64, u64), 16>,
+}
+
+impl GroupTally {
+    fn add(&mut self, group: &Arc<Group>, bucket: usize, bytes: u64) {
+        if let Some(e) = self
+            .entries
+            .iter_mut()
+            .find(|e| e.1 == bucket && Arc::ptr_eq(&e.0, group))
+        {
+            e.2 += 1;
+            e.3 += bytes;
+            return;
+        }
+        if self.entries.is_full() {
+            self.flush();
+        }
+        self.entries.push((group.clone(), bucket, 1, bytes));
+    }
+
+    /// Adds the batch's counts to the buckets.
+    pub fn flush(&mut self) {
+        for (g, b, packets, bytes) in self.entries.drain(..) {
+            g.buckets[b].count(packets, bytes);
+        }
+    }
+}
+
+/// The fields a select group hashes: the 5-tuple and EtherType, plus the
+/// MACs (for frames that are not IP, whose other fields are zero).
+const SELECT_FIELDS: FlowKey = {
+    let mut k = FlowKey::ALL;
+    // in_port and the VLAN TCI do not belong to a flow's identity here:
+    // w0 keeps dl_type [16,32) and nw_proto [48,56).
+    k.w[0] = (0xff << 48) | (0xffff << 16);
+    k
+};
 
 impl Interpreter<'_> {
     /// Runs `acts` in order; an output sends the packet as modified so far
     /// (a copy, unless it is the last output of the list).
-    pub fn run(&mut self, acts: &[Action], mut pkt: Packet) {
+    pub fn run(&mut self, acts: &[Action], pkt: Packet) {
+        let took = self.apply(acts, pkt);
+        self.done(took);
+    }
+
+    /// Runs `acts` on `pkt`; true if the packet was accounted for (taken
+    /// by an output, or counted as dropped for an edit's reason), false if
+    /// nothing took it (the caller counts one `action_drop`).
+    fn apply(&mut self, acts: &[Action], mut pkt: Packet) -> bool {
         let last_out = acts.iter().rposition(Action::is_output);
         let Some(last_out) = last_out else {
-            self.rx.drop(DropReason::Action, 1);
             self.pool.free(pkt);
-            return;
+            return false;
         };
         // Whether some output took charge of (a copy of) the packet; if
         // none did, the packet is an `action_drop`.
@@ -85,30 +140,26 @@ impl Interpreter<'_> {
                 Action::Output(out) if *out == self.in_port => Step::Next,
                 Action::Output(out) if last => {
                     self.fabric.output(*out, pkt, self.rx, self.pool);
-                    return;
+                    return true;
                 }
                 Action::Output(out) => self.copy_to(&pkt, |s, c| {
                     s.fabric.output(*out, c, s.rx, s.pool);
                     true
                 }),
-                Action::Normal if last => {
-                    let took = self.normal(pkt);
-                    return self.done(accounted || took);
-                }
+                Action::Normal if last => return self.normal(pkt) || accounted,
                 Action::Normal => self.copy_to(&pkt, |s, c| s.normal(c)),
                 Action::InPort if last => {
                     self.fabric.output(self.in_port, pkt, self.rx, self.pool);
-                    return;
+                    return true;
                 }
                 Action::InPort => self.copy_to(&pkt, |s, c| {
                     s.fabric.output(s.in_port, c, s.rx, s.pool);
                     true
                 }),
-                Action::Flood | Action::All if last => {
-                    let took = self.flood(pkt);
-                    return self.done(accounted || took);
-                }
+                Action::Flood | Action::All if last => return self.flood(pkt) || accounted,
                 Action::Flood | Action::All => self.copy_to(&pkt, |s, c| s.flood(c)),
+                Action::Group(g) if last => return self.group(*g, pkt) || accounted,
+                Action::Group(g) => self.copy_to(&pkt, |s, c| s.group(*g, c)),
             };
             match step {
                 Step::Next => {}
@@ -116,13 +167,13 @@ impl Interpreter<'_> {
                 Step::Failed(reason) => {
                     self.rx.drop(reason, 1);
                     self.pool.free(pkt);
-                    return;
+                    return true;
                 }
             }
         }
         // The last output was to the in_port: nothing carries the packet.
         self.pool.free(pkt);
-        self.done(accounted);
+        accounted
     }
 
     /// Hands a copy of `pkt` to `send`, which says whether something took
@@ -168,6 +219,57 @@ impl Interpreter<'_> {
             }
             None => self.flood(pkt),
         }
+    }
+
+    /// The `group:N` action: the group's type picks the buckets whose
+    /// actions run (`nfv_flow::group`). A group missing from the table (a
+    /// config rule naming none) takes nothing.
+    fn group(&mut self, id: u32, pkt: Packet) -> bool {
+        let groups = self.groups;
+        let Some(group) = groups.get(&id) else {
+            self.pool.free(pkt);
+            return false;
+        };
+        let chosen = match group.kind {
+            GroupType::Indirect => Some(0),
+            GroupType::Select => {
+                let key = nfv_flow::extract(self.in_port, pkt.data());
+                group.select(key.masked(&SELECT_FIELDS).hash())
+            }
+            GroupType::FastFailover => group
+                .buckets
+                .iter()
+                .position(|b| b.watch_port.is_some_and(|p| self.fabric.is_live(p))),
+            GroupType::All => return self.all_buckets(group, pkt),
+        };
+        match chosen {
+            Some(b) if b < group.buckets.len() => self.bucket(group, b, pkt),
+            _ => {
+                self.pool.free(pkt);
+                false
+            }
+        }
+    }
+
+    /// An `all` group: every bucket on its own copy (the last on `pkt`).
+    fn all_buckets(&mut self, group: &Arc<Group>, pkt: Packet) -> bool {
+        let Some(last) = group.buckets.len().checked_sub(1) else {
+            self.pool.free(pkt);
+            return false;
+        };
+        let mut took = false;
+        for b in 0..last {
+            match self.pool.copy(&pkt) {
+                Some(c) => took |= self.bucket(group, b, c),
+                None => self.rx.drop(DropReason::NoBuffers, 1),
+            }
+        }
+        self.bucket(group, last, pkt) || took
+    }
+
+    fn bucket(&mut self, group: &Arc<Group>, b: usize, pkt: Packet) -> bool {
+        self.tally.add(group, b, pkt.frame_len() as u64);
+        self.apply(&group.buckets[b].actions, pkt)
     }
 
     /// Sends `pkt` (and copies) to every output but the in port.

@@ -62,6 +62,8 @@ pub enum Output {
     Normal,
     /// `flood` / `all`: every port but the in_port.
     Flood,
+    /// `group:N`: the group's buckets decide (see the step's note).
+    Group(u32),
 }
 
 /// Traces `packet` (its `in_port` set) through `table`.
@@ -101,7 +103,7 @@ pub fn trace(table: &FlowTable, packet: FlowKey) -> Trace {
     t.unused = actions[applied..].to_vec();
     let mut k = packet;
     for &action in &actions[..applied] {
-        let note = apply(&mut k, action, in_port, &mut t.outputs);
+        let note = apply(&mut k, action, in_port, &table.groups, &mut t.outputs);
         t.steps.push(Step {
             action,
             after: k,
@@ -116,6 +118,7 @@ fn apply(
     k: &mut FlowKey,
     action: Action,
     in_port: PortNo,
+    groups: &nfv_flow::table::Groups,
     outputs: &mut Vec<Output>,
 ) -> Option<String> {
     match action {
@@ -188,6 +191,25 @@ fn apply(
         }
         Action::Output(p) => outputs.push(Output::Port(p)),
         Action::InPort => outputs.push(Output::Port(in_port)),
+        Action::Group(g) => {
+            outputs.push(Output::Group(g));
+            return Some(match groups.get(&g) {
+                None => format!("group {g} does not exist: nothing takes the packet"),
+                Some(group) => format!(
+                    "{} group of {} bucket(s): {}",
+                    group.kind.as_str(),
+                    group.buckets.len(),
+                    match group.kind {
+                        nfv_flow::GroupType::All => "every bucket runs on its own copy",
+                        nfv_flow::GroupType::Select =>
+                            "a hash of the 5-tuple picks one bucket by weight",
+                        nfv_flow::GroupType::Indirect => "its bucket runs",
+                        nfv_flow::GroupType::FastFailover =>
+                            "the first bucket whose watch_port is live runs",
+                    }
+                ),
+            });
+        }
         Action::Flood | Action::All => {
             outputs.push(Output::Flood);
             return Some("to every port but the in_port".into());

@@ -31,6 +31,9 @@ pub enum Action {
     /// `all` — to every port but the in_port. The same set as `flood`
     /// here: no port is configured out of flooding.
     All,
+    /// `group:N` — hand the packet to group N (`crate::group`), which
+    /// runs one, several or none of its buckets' action lists.
+    Group(u32),
     /// `set_field:VNI->tun_id` (or `set_tunnel:VNI`) — the VNI the
     /// following tunnel outputs send with. Each tunnel port carries one
     /// VNI, so this is checked when the rule is installed
@@ -66,7 +69,12 @@ impl Action {
     pub fn is_output(&self) -> bool {
         matches!(
             self,
-            Action::Output(_) | Action::Normal | Action::InPort | Action::Flood | Action::All
+            Action::Output(_)
+                | Action::Normal
+                | Action::InPort
+                | Action::Flood
+                | Action::All
+                | Action::Group(_)
         )
     }
 

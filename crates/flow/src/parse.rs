@@ -573,6 +573,11 @@ fn parse_items(text: &str, filter: bool) -> Result<(Builder, Option<&str>), E> {
     }
 }
 
+/// An action list on its own (a group bucket's).
+pub(crate) fn parse_action_list(text: &str) -> Result<Vec<Action>, FlowParseError> {
+    parse_actions(text)
+}
+
 fn parse_actions(text: &str) -> Result<Vec<Action>, E> {
     let mut out = Vec::new();
     let mut drop = false;
@@ -690,6 +695,11 @@ fn l3_l4_action(name: &str, tok: &str, arg: Option<&str>, label: &str) -> Result
             None => output(name)?,
             Some(_) => return Err(invalid("actions", format!("\"{name}\" takes no argument"))),
         },
+        "group" => {
+            let a = need("a group id")?;
+            let id = uint_in(&field, a, crate::group::MAX_GROUP_ID.into(), "a group id")?;
+            Action::Group(id as u32)
+        }
         "dec_ttl" => match arg {
             None => Action::DecTtl,
             Some(_) => return Err(invalid("actions", "\"dec_ttl\" takes no argument")),

@@ -17,13 +17,28 @@
 //! Thread safety: [`SharedFlowTable`] is `Sync`. Writers serialise among
 //! themselves with a mutex (control plane only); readers never block.
 
+use crate::action::Action;
 use crate::classifier::Classifier;
+use crate::group::Group;
 use crate::parse::FlowFilter;
 use crate::port_wide::PortWide;
 use crate::rule::{Expiry, FlowSpec, Rule};
 use arc_swap::ArcSwap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// The groups of one generation, by id.
+pub type Groups = BTreeMap<u32, Arc<Group>>;
+
+/// Why a group or rule edit was refused (nothing changed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    #[error("group {0} exists (mod-group replaces it)")]
+    Exists(u32),
+    #[error("no group {0}")]
+    Missing(u32),
+}
 
 /// One immutable generation of the rule set.
 #[derive(Debug, Default)]
@@ -33,6 +48,9 @@ pub struct FlowTable {
     /// The in_ports whose every packet one rule takes (worked out once per
     /// generation; the PMDs skip the lookup for them).
     pub port_wide: PortWide,
+    /// The groups the rules' `group:N` actions name (shared between
+    /// generations until a group edit).
+    pub groups: Arc<Groups>,
 }
 
 #[derive(Debug)]
@@ -95,22 +113,48 @@ impl SharedFlowTable {
     }
 
     fn edit<R>(&self, f: impl FnOnce(&mut Classifier, &mut u64) -> R) -> R {
+        match self.try_edit(|c, _, seq| Ok::<R, std::convert::Infallible>(f(c, seq))) {
+            Ok(r) => r,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Runs `f` on a copy of the rules and groups and publishes the result
+    /// as the next generation — unless `f` refuses, which leaves the
+    /// current generation in place.
+    fn try_edit<R, E>(
+        &self,
+        f: impl FnOnce(&mut Classifier, &mut Groups, &mut u64) -> Result<R, E>,
+    ) -> Result<R, E> {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let old = self.current.load_full();
         let mut classifier = old.classifier.clone();
-        let r = f(&mut classifier, &mut w.seq);
+        let mut groups = (*old.groups).clone();
+        let r = f(&mut classifier, &mut groups, &mut w.seq)?;
         let version = old.version + 1;
+        // The same groups (by identity): keep sharing the old map.
+        let same = groups.len() == old.groups.len()
+            && groups
+                .iter()
+                .zip(old.groups.iter())
+                .all(|((a, ga), (b, gb))| a == b && Arc::ptr_eq(ga, gb));
+        let groups = if same {
+            old.groups.clone()
+        } else {
+            Arc::new(groups)
+        };
         self.current.store(Arc::new(FlowTable {
             version,
             port_wide: PortWide::of(&classifier),
             classifier,
+            groups,
         }));
         self.version.store(version, Ordering::Release);
         // Generations nobody else holds any more are freed here; the one
         // just replaced waits for the PMDs to move on.
         w.graveyard.retain(|t| Arc::strong_count(t) > 1);
         w.graveyard.push(old);
-        r
+        Ok(r)
     }
 
     /// Replaced generations still waiting to be freed (some PMD held them
@@ -132,6 +176,72 @@ impl SharedFlowTable {
                 c.insert(Arc::new(Rule::new(spec, *seq)));
             }
         })
+    }
+
+    /// As [`Self::add_flows`], refused as a whole (nothing installed) when a
+    /// rule names a group that does not exist.
+    pub fn add_flows_checked(
+        &self,
+        specs: impl IntoIterator<Item = FlowSpec>,
+    ) -> Result<(), GroupError> {
+        self.try_edit(|c, groups, seq| {
+            let specs: Vec<FlowSpec> = specs.into_iter().collect();
+            for spec in &specs {
+                if let Some(g) = groups_named(&spec.actions).find(|g| !groups.contains_key(g)) {
+                    return Err(GroupError::Missing(g));
+                }
+            }
+            for spec in specs {
+                if spec.timeouts.any() {
+                    self.timed.store(true, Ordering::Relaxed);
+                }
+                *seq += 1;
+                c.insert(Arc::new(Rule::new(spec, *seq)));
+            }
+            Ok(())
+        })
+    }
+
+    /// Adds a group; refused if its id is taken.
+    pub fn add_group(&self, group: Group) -> Result<(), GroupError> {
+        self.try_edit(|_, groups, _| {
+            if groups.contains_key(&group.id) {
+                return Err(GroupError::Exists(group.id));
+            }
+            groups.insert(group.id, Arc::new(group));
+            Ok(())
+        })
+    }
+
+    /// Replaces a group (its rules stay; its bucket counters start over).
+    pub fn mod_group(&self, group: Group) -> Result<(), GroupError> {
+        self.try_edit(|_, groups, _| {
+            let slot = groups
+                .get_mut(&group.id)
+                .ok_or(GroupError::Missing(group.id))?;
+            *slot = Arc::new(group);
+            Ok(())
+        })
+    }
+
+    /// Deletes group `id` (every group for `None`) and the rules that name
+    /// a deleted group, as OVS does; returns (groups, rules) deleted.
+    pub fn del_groups(&self, id: Option<u32>) -> (usize, usize) {
+        self.try_edit(|c, groups, _| {
+            let gone: Vec<u32> = groups
+                .keys()
+                .copied()
+                .filter(|g| id.is_none_or(|id| id == *g))
+                .collect();
+            for g in &gone {
+                groups.remove(g);
+            }
+            let rules = c
+                .remove_if(|r| groups_named(&r.spec.actions).any(|g| gone.contains(&g)))
+                .len();
+            Ok::<_, std::convert::Infallible>((gone.len(), rules))
+        })
+        .unwrap_or_else(|never| match never {})
     }
 
     /// Deletes rules selected by `filter` (all rules for the default filter);
@@ -156,6 +266,14 @@ impl SharedFlowTable {
             .filter_map(|r| r.expired(now, tsc).map(|e| (r, e)))
             .collect()
     }
+}
+
+/// The groups an action list names.
+fn groups_named(actions: &[Action]) -> impl Iterator<Item = u32> + '_ {
+    actions.iter().filter_map(|a| match a {
+        Action::Group(g) => Some(*g),
+        _ => None,
+    })
 }
 
 #[cfg(test)]

@@ -61,6 +61,13 @@ pub trait TxQueue: Send {
     fn max_frame(&self) -> usize {
         usize::MAX
     }
+    /// Whether the queue's peer takes packets now (a VNF connected and its
+    /// rings running). A fast_failover group skips buckets watching a port
+    /// that is not live. Read per packet of such a group: an atomic load,
+    /// never a syscall or a lock.
+    fn is_live(&self) -> bool {
+        true
+    }
     /// True when `tx_burst` takes split packets (head in a switch buffer,
     /// tail borrowed from the sender: see `nfv_mem::packet`) and is done
     /// with them when it returns. Ports that keep packets past their burst
