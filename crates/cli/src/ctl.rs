@@ -150,25 +150,22 @@ fn call(socket: &Path, req: &Request) -> Result<serde_json::Value, String> {
 
 pub fn ctl(args: CtlArgs) -> Result<(), String> {
     let socket = find_socket(&args)?;
-    let req = match &args.cmd {
-        CtlCommand::Show {
-            what: ShowWhat::Ports,
-        } => Request::ShowPorts,
-        CtlCommand::Show {
-            what: ShowWhat::Pmd,
-        } => Request::ShowPmd,
-        CtlCommand::Show {
-            what: ShowWhat::Chains,
-        } => Request::ShowChains,
-        CtlCommand::Show {
-            what: ShowWhat::Traffic,
-        } => Request::ShowTraffic,
-        CtlCommand::Show {
-            what: ShowWhat::Node,
-        } => Request::ShowNode,
-        CtlCommand::Show {
-            what: ShowWhat::Rxqs,
-        } => Request::ShowRxqs,
+    let req = request_of(&args.cmd)?;
+    let data = call(&socket, &req)?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&data).unwrap_or_default()
+        );
+        return Ok(());
+    }
+    print_answer(req, data)
+}
+
+/// The request a subcommand makes.
+fn request_of(cmd: &CtlCommand) -> Result<Request, String> {
+    Ok(match cmd {
+        CtlCommand::Show { what } => show_request(what),
         CtlCommand::PmdRebalance { dry_run } => Request::PmdRebalance { dry_run: *dry_run },
         CtlCommand::PmdRxqMove { port, queue, pmd } => Request::PmdRxqMove {
             port: port.clone(),
@@ -182,32 +179,43 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
         CtlCommand::AddFlow { flows } => Request::AddFlows {
             flows: flows.clone(),
         },
-        CtlCommand::AddFlows { file } => {
-            let text =
-                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-            let flows = text
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(String::from)
-                .collect();
-            Request::AddFlows { flows }
-        }
+        CtlCommand::AddFlows { file } => Request::AddFlows {
+            flows: flows_file(file)?,
+        },
         CtlCommand::DelFlows { filter } => Request::DelFlows {
             filter: filter.clone().unwrap_or_default(),
         },
         CtlCommand::AddPort { port } => Request::AddPort { port: port.clone() },
         CtlCommand::DelPort { port } => Request::DelPort { port: port.clone() },
         CtlCommand::ClearStats => Request::ClearStats,
-    };
-    let data = call(&socket, &req)?;
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&data).unwrap_or_default()
-        );
-        return Ok(());
+    })
+}
+
+fn show_request(what: &ShowWhat) -> Request {
+    match what {
+        ShowWhat::Ports => Request::ShowPorts,
+        ShowWhat::Pmd => Request::ShowPmd,
+        ShowWhat::Chains => Request::ShowChains,
+        ShowWhat::Traffic => Request::ShowTraffic,
+        ShowWhat::Node => Request::ShowNode,
+        ShowWhat::Rxqs => Request::ShowRxqs,
     }
+}
+
+/// The rules of an `add-flows` file: a line each, blank lines and `#`
+/// comments skipped.
+fn flows_file(file: &Path) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect())
+}
+
+/// Prints the switch's answer to `req` for people.
+fn print_answer(req: Request, data: serde_json::Value) -> Result<(), String> {
     let parse_err = |e: serde_json::Error| format!("unexpected response: {e}");
     match req {
         Request::ShowPorts => {
