@@ -11,6 +11,8 @@
 
 use crate::served::Served;
 use nfv_control::Node;
+use nfv_control::protocol::{ChainReport, VnfReport};
+use nfv_datapath::PortView;
 use nfv_ports::{DropReason, PortGauges};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -231,136 +233,203 @@ fn node_families(node: &Node, out: &mut Vec<Family>) {
 }
 
 fn port_families(node: &Node, out: &mut Vec<Family>) {
-    let mut rx_p = Family::counter(
-        "port_rx_packets",
-        "Packets received by the switch on a port.",
-    );
-    let mut tx_p = Family::counter(
-        "port_tx_packets",
-        "Packets transmitted by the switch on a port.",
-    );
-    let mut rx_b = Family::counter("port_rx", "Bytes received on a port.").unit(Unit::Bytes);
-    let mut tx_b = Family::counter("port_tx", "Bytes transmitted on a port.").unit(Unit::Bytes);
-    let mut rx_d = Family::counter(
-        "port_rx_dropped_packets",
-        "Packets received on a port and dropped, by reason.",
-    );
-    let mut tx_d = Family::counter(
-        "port_tx_dropped_packets",
-        "Packets not transmitted on a port, by reason.",
-    );
-    let mut q_rx_p = Family::counter(
-        "port_queue_rx_packets",
-        "Packets received on one rx queue of a port.",
-    );
-    let mut q_tx_p = Family::counter(
-        "port_queue_tx_packets",
-        "Packets transmitted on one tx queue of a port (one per PMD thread).",
-    );
-    let mut q_rx_b =
-        Family::counter("port_queue_rx", "Bytes received on one rx queue.").unit(Unit::Bytes);
-    let mut q_tx_b =
-        Family::counter("port_queue_tx", "Bytes transmitted on one tx queue.").unit(Unit::Bytes);
-    let mut queued = Family::gauge(
-        "port_ring_queued_packets",
-        "Packets waiting in a port's ring (ports that expose it).",
-    );
-    let mut guest_rx = Family::gauge(
-        "port_guest_rx_buffers",
-        "Receive buffers the guest had posted at the switch's last transmit burst to it \
-         (vhost-user ports); 0 = the guest is not draining.",
-    );
-    let mut connected = Family::gauge(
-        "port_connected",
-        "1 when the port's peer is connected (ports that have one).",
-    );
-    let mut one_copy = Family::counter(
-        "port_one_copy_packets",
-        "Frames received on a vhost-user port and forwarded in one copy (the switch copied \
-         their headers, the receiving port the rest straight from the sender's buffer).",
-    );
-    let mut zero_copy = Family::counter(
-        "port_zero_copy_packets",
-        "Frames moved without a switch copy: on a kernel port with zero_copy, received \
-         straight into the VNF's buffers; on that VNF's vhost-user port, completed in place.",
-    );
-    let mut zc_fallback = Family::counter(
-        "port_zero_copy_fallbacks",
-        "Why a zero-copy kernel port copied a frame (no_guest_buffer) or stopped lending \
-         guest buffers for a burst (buffer_shape, short_buffer, outside_umem, bad_chain).",
-    );
-    let mut sent_in_place = Family::counter(
-        "port_sent_in_place_packets",
-        "Frames a kernel port with zero_copy sent with their tail read by the kernel straight \
-         from the VNF's transmit buffer (send_in_place).",
-    );
+    let mut traffic = PortTraffic::new();
+    let mut gauges = PortGaugeFamilies::new();
     for v in node.datapath().port_views() {
         let l = port_labels(v.port.name(), v.no, v.port.type_name());
+        traffic.add(&l, &v);
+        gauges.add(&l, &v.port.gauges());
+    }
+    out.extend(traffic.families());
+    out.extend(gauges.families());
+}
+
+/// What the switch counted on each port: totals, drops by reason, and
+/// per queue.
+struct PortTraffic {
+    rx_p: Family,
+    tx_p: Family,
+    rx_b: Family,
+    tx_b: Family,
+    rx_d: Family,
+    tx_d: Family,
+    q_rx_p: Family,
+    q_tx_p: Family,
+    q_rx_b: Family,
+    q_tx_b: Family,
+}
+
+impl PortTraffic {
+    fn new() -> PortTraffic {
+        PortTraffic {
+            rx_p: Family::counter(
+                "port_rx_packets",
+                "Packets received by the switch on a port.",
+            ),
+            tx_p: Family::counter(
+                "port_tx_packets",
+                "Packets transmitted by the switch on a port.",
+            ),
+            rx_b: Family::counter("port_rx", "Bytes received on a port.").unit(Unit::Bytes),
+            tx_b: Family::counter("port_tx", "Bytes transmitted on a port.").unit(Unit::Bytes),
+            rx_d: Family::counter(
+                "port_rx_dropped_packets",
+                "Packets received on a port and dropped, by reason.",
+            ),
+            tx_d: Family::counter(
+                "port_tx_dropped_packets",
+                "Packets not transmitted on a port, by reason.",
+            ),
+            q_rx_p: Family::counter(
+                "port_queue_rx_packets",
+                "Packets received on one rx queue of a port.",
+            ),
+            q_tx_p: Family::counter(
+                "port_queue_tx_packets",
+                "Packets transmitted on one tx queue of a port (one per PMD thread).",
+            ),
+            q_rx_b: Family::counter("port_queue_rx", "Bytes received on one rx queue.")
+                .unit(Unit::Bytes),
+            q_tx_b: Family::counter("port_queue_tx", "Bytes transmitted on one tx queue.")
+                .unit(Unit::Bytes),
+        }
+    }
+
+    fn add(&mut self, l: &Labels, v: &PortView) {
         let (rx, tx) = (v.stats.rx_total(), v.stats.tx_total());
-        rx_p.count(l.clone(), rx.packets);
-        tx_p.count(l.clone(), tx.packets);
-        rx_b.count(l.clone(), rx.bytes);
-        tx_b.count(l.clone(), tx.bytes);
+        self.rx_p.count(l.clone(), rx.packets);
+        self.tx_p.count(l.clone(), tx.packets);
+        self.rx_b.count(l.clone(), rx.bytes);
+        self.tx_b.count(l.clone(), tx.bytes);
         for (i, r) in DropReason::ALL.iter().enumerate() {
-            rx_d.count(with(l.clone(), "reason", r.as_str()), rx.drops[i]);
-            tx_d.count(with(l.clone(), "reason", r.as_str()), tx.drops[i]);
+            self.rx_d
+                .count(with(l.clone(), "reason", r.as_str()), rx.drops[i]);
+            self.tx_d
+                .count(with(l.clone(), "reason", r.as_str()), tx.drops[i]);
         }
         for (q, c) in v.stats.rx.iter().enumerate() {
             let s = c.snapshot();
-            q_rx_p.count(with(l.clone(), "queue", q), s.packets);
-            q_rx_b.count(with(l.clone(), "queue", q), s.bytes);
+            self.q_rx_p.count(with(l.clone(), "queue", q), s.packets);
+            self.q_rx_b.count(with(l.clone(), "queue", q), s.bytes);
         }
         for (q, c) in v.stats.tx.iter().enumerate() {
             let s = c.snapshot();
-            q_tx_p.count(with(l.clone(), "queue", q), s.packets);
-            q_tx_b.count(with(l.clone(), "queue", q), s.bytes);
+            self.q_tx_p.count(with(l.clone(), "queue", q), s.packets);
+            self.q_tx_b.count(with(l.clone(), "queue", q), s.bytes);
         }
-        let gauges = v.port.gauges();
+    }
+
+    /// In the order they are exported.
+    fn families(self) -> [Family; 10] {
+        [
+            self.rx_p,
+            self.tx_p,
+            self.rx_b,
+            self.tx_b,
+            self.rx_d,
+            self.tx_d,
+            self.q_rx_p,
+            self.q_tx_p,
+            self.q_rx_b,
+            self.q_tx_b,
+        ]
+    }
+}
+
+/// What ports report of themselves ([`PortGauges`]), for the ports that
+/// have it.
+struct PortGaugeFamilies {
+    queued: Family,
+    guest_rx: Family,
+    connected: Family,
+    one_copy: Family,
+    zero_copy: Family,
+    zc_fallback: Family,
+    sent_in_place: Family,
+}
+
+impl PortGaugeFamilies {
+    fn new() -> PortGaugeFamilies {
+        PortGaugeFamilies {
+            queued: Family::gauge(
+                "port_ring_queued_packets",
+                "Packets waiting in a port's ring (ports that expose it).",
+            ),
+            guest_rx: Family::gauge(
+                "port_guest_rx_buffers",
+                "Receive buffers the guest had posted at the switch's last transmit burst to it \
+                 (vhost-user ports); 0 = the guest is not draining.",
+            ),
+            connected: Family::gauge(
+                "port_connected",
+                "1 when the port's peer is connected (ports that have one).",
+            ),
+            one_copy: Family::counter(
+                "port_one_copy_packets",
+                "Frames received on a vhost-user port and forwarded in one copy (the switch \
+                 copied their headers, the receiving port the rest straight from the sender's \
+                 buffer).",
+            ),
+            zero_copy: Family::counter(
+                "port_zero_copy_packets",
+                "Frames moved without a switch copy: on a kernel port with zero_copy, received \
+                 straight into the VNF's buffers; on that VNF's vhost-user port, completed in \
+                 place.",
+            ),
+            zc_fallback: Family::counter(
+                "port_zero_copy_fallbacks",
+                "Why a zero-copy kernel port copied a frame (no_guest_buffer) or stopped \
+                 lending guest buffers for a burst (buffer_shape, short_buffer, outside_umem, \
+                 bad_chain).",
+            ),
+            sent_in_place: Family::counter(
+                "port_sent_in_place_packets",
+                "Frames a kernel port with zero_copy sent with their tail read by the kernel \
+                 straight from the VNF's transmit buffer (send_in_place).",
+            ),
+        }
+    }
+
+    fn add(&mut self, l: &Labels, gauges: &PortGauges) {
         if let Some(n) = gauges.queued {
-            queued.set(l.clone(), n as f64);
+            self.queued.set(l.clone(), n as f64);
         }
         if let Some(n) = gauges.guest_rx_free {
-            guest_rx.set(l.clone(), n as f64);
+            self.guest_rx.set(l.clone(), n as f64);
         }
         if let Some(c) = gauges.connected {
-            connected.set(l.clone(), if c { 1.0 } else { 0.0 });
+            self.connected.set(l.clone(), if c { 1.0 } else { 0.0 });
         }
         if let Some(n) = gauges.count(PortGauges::ONE_COPY_PACKETS) {
-            one_copy.count(l.clone(), n);
+            self.one_copy.count(l.clone(), n);
         }
         if let Some(n) = gauges.count(PortGauges::ZERO_COPY_PACKETS) {
-            zero_copy.count(l.clone(), n);
+            self.zero_copy.count(l.clone(), n);
         }
         if let Some(n) = gauges.count(PortGauges::SENT_IN_PLACE_PACKETS) {
-            sent_in_place.count(l.clone(), n);
+            self.sent_in_place.count(l.clone(), n);
         }
         for (k, _) in gauges.entries() {
             if let Some(reason) = k.strip_prefix("zc_fallback_")
                 && let Some(n) = gauges.count(k)
             {
-                zc_fallback.count(with(l.clone(), "reason", reason), n);
+                self.zc_fallback.count(with(l.clone(), "reason", reason), n);
             }
         }
     }
-    out.extend([
-        rx_p,
-        tx_p,
-        rx_b,
-        tx_b,
-        rx_d,
-        tx_d,
-        q_rx_p,
-        q_tx_p,
-        q_rx_b,
-        q_tx_b,
-        queued,
-        guest_rx,
-        connected,
-        one_copy,
-        zero_copy,
-        zc_fallback,
-        sent_in_place,
-    ]);
+
+    /// In the order they are exported.
+    fn families(self) -> [Family; 7] {
+        [
+            self.queued,
+            self.guest_rx,
+            self.connected,
+            self.one_copy,
+            self.zero_copy,
+            self.zc_fallback,
+            self.sent_in_place,
+        ]
+    }
 }
 
 fn pmd_families(node: &Node, out: &mut Vec<Family>) {
@@ -481,59 +550,8 @@ fn pmu_families(reports: &[nfv_control::protocol::PmdReport], out: &mut Vec<Fami
 }
 
 fn chain_families(node: &Node, out: &mut Vec<Family>) {
-    let mut vnf_rx = Family::counter(
-        "vnf_rx_packets",
-        "Packets the switch delivered to a VNF of a chain.",
-    );
-    let mut vnf_tx = Family::counter(
-        "vnf_tx_packets",
-        "Packets a VNF of a chain sent back into the switch.",
-    );
-    let mut vnf_drops = Family::counter(
-        "vnf_dropped_packets",
-        "Packets dropped on a VNF's port, both directions.",
-    );
-    let mut vnf_rx_pps = Family::gauge(
-        "vnf_rx_packets_per_second",
-        "Packets per second delivered to a VNF over the last second.",
-    );
-    let mut vnf_tx_pps = Family::gauge(
-        "vnf_tx_packets_per_second",
-        "Packets per second a VNF sent over the last second.",
-    );
-    let mut vnf_rx_bps = Family::gauge(
-        "vnf_rx_bytes_per_second",
-        "Bytes per second delivered to a VNF over the last second.",
-    );
-    let mut vnf_tx_bps = Family::gauge(
-        "vnf_tx_bytes_per_second",
-        "Bytes per second a VNF sent over the last second.",
-    );
-    let mut vnf_up = Family::gauge("vnf_connected", "1 when the VNF is connected.");
-    let mut ch_in = Family::counter(
-        "chain_ingress_packets",
-        "Packets received on a chain's ingress port.",
-    );
-    let mut ch_out = Family::counter(
-        "chain_egress_packets",
-        "Packets transmitted on a chain's egress port.",
-    );
-    let mut ch_in_pps = Family::gauge(
-        "chain_ingress_packets_per_second",
-        "Packets per second into a chain over the last second.",
-    );
-    let mut ch_out_pps = Family::gauge(
-        "chain_egress_packets_per_second",
-        "Packets per second out of a chain over the last second.",
-    );
-    let mut ch_out_bps = Family::gauge(
-        "chain_egress_bytes_per_second",
-        "Bytes per second out of a chain over the last second.",
-    );
-    let mut ch_loss = Family::gauge(
-        "chain_loss_ratio",
-        "1 - egress/ingress packet rate over the last second, 0 to 1.",
-    );
+    let mut vnfs = VnfFamilies::new();
+    let mut chains = ChainFamilies::new();
     let ports: BTreeMap<u16, (u64, u64)> = node
         .datapath()
         .port_views()
@@ -549,28 +567,152 @@ fn chain_families(node: &Node, out: &mut Vec<Family>) {
     for (cfg, r) in node.chains().iter().zip(&reports) {
         let l: Labels = vec![("chain", r.name.clone())];
         let get = |id: u16| ports.get(&id).copied().unwrap_or_default();
-        ch_in.count(l.clone(), get(cfg.ingress().1).0);
-        ch_out.count(l.clone(), get(cfg.egress().1).1);
-        ch_in_pps.set(l.clone(), r.ingress_mpps * 1e6);
-        ch_out_pps.set(l.clone(), r.egress_mpps * 1e6);
-        ch_out_bps.set(l.clone(), r.egress_gbps * 1e9 / 8.0);
-        ch_loss.set(l.clone(), r.loss_percent / 100.0);
+        let packets_in = get(cfg.ingress().1).0;
+        let packets_out = get(cfg.egress().1).1;
+        chains.add(&l, r, packets_in, packets_out);
         for v in &r.vnfs {
-            let vl = with(with(l.clone(), "vnf", &v.name), "port_no", v.port);
-            vnf_rx.count(vl.clone(), v.rx_packets);
-            vnf_tx.count(vl.clone(), v.tx_packets);
-            vnf_drops.count(vl.clone(), v.drops);
-            vnf_rx_pps.set(vl.clone(), v.rx_mpps * 1e6);
-            vnf_tx_pps.set(vl.clone(), v.tx_mpps * 1e6);
-            vnf_rx_bps.set(vl.clone(), v.rx_gbps * 1e9 / 8.0);
-            vnf_tx_bps.set(vl.clone(), v.tx_gbps * 1e9 / 8.0);
-            vnf_up.set(vl, if v.connected { 1.0 } else { 0.0 });
+            vnfs.add(with(with(l.clone(), "vnf", &v.name), "port_no", v.port), v);
         }
     }
-    out.extend([
-        vnf_rx, vnf_tx, vnf_drops, vnf_rx_pps, vnf_tx_pps, vnf_rx_bps, vnf_tx_bps, vnf_up, ch_in,
-        ch_out, ch_in_pps, ch_out_pps, ch_out_bps, ch_loss,
-    ]);
+    out.extend(vnfs.families());
+    out.extend(chains.families());
+}
+
+/// Each VNF of each chain.
+struct VnfFamilies {
+    rx: Family,
+    tx: Family,
+    drops: Family,
+    rx_pps: Family,
+    tx_pps: Family,
+    rx_bps: Family,
+    tx_bps: Family,
+    up: Family,
+}
+
+impl VnfFamilies {
+    fn new() -> VnfFamilies {
+        VnfFamilies {
+            rx: Family::counter(
+                "vnf_rx_packets",
+                "Packets the switch delivered to a VNF of a chain.",
+            ),
+            tx: Family::counter(
+                "vnf_tx_packets",
+                "Packets a VNF of a chain sent back into the switch.",
+            ),
+            drops: Family::counter(
+                "vnf_dropped_packets",
+                "Packets dropped on a VNF's port, both directions.",
+            ),
+            rx_pps: Family::gauge(
+                "vnf_rx_packets_per_second",
+                "Packets per second delivered to a VNF over the last second.",
+            ),
+            tx_pps: Family::gauge(
+                "vnf_tx_packets_per_second",
+                "Packets per second a VNF sent over the last second.",
+            ),
+            rx_bps: Family::gauge(
+                "vnf_rx_bytes_per_second",
+                "Bytes per second delivered to a VNF over the last second.",
+            ),
+            tx_bps: Family::gauge(
+                "vnf_tx_bytes_per_second",
+                "Bytes per second a VNF sent over the last second.",
+            ),
+            up: Family::gauge("vnf_connected", "1 when the VNF is connected."),
+        }
+    }
+
+    fn add(&mut self, vl: Labels, v: &VnfReport) {
+        self.rx.count(vl.clone(), v.rx_packets);
+        self.tx.count(vl.clone(), v.tx_packets);
+        self.drops.count(vl.clone(), v.drops);
+        self.rx_pps.set(vl.clone(), v.rx_mpps * 1e6);
+        self.tx_pps.set(vl.clone(), v.tx_mpps * 1e6);
+        self.rx_bps.set(vl.clone(), v.rx_gbps * 1e9 / 8.0);
+        self.tx_bps.set(vl.clone(), v.tx_gbps * 1e9 / 8.0);
+        self.up.set(vl, if v.connected { 1.0 } else { 0.0 });
+    }
+
+    /// In the order they are exported.
+    fn families(self) -> [Family; 8] {
+        [
+            self.rx,
+            self.tx,
+            self.drops,
+            self.rx_pps,
+            self.tx_pps,
+            self.rx_bps,
+            self.tx_bps,
+            self.up,
+        ]
+    }
+}
+
+/// Each chain, end to end.
+struct ChainFamilies {
+    ingress: Family,
+    egress: Family,
+    ingress_pps: Family,
+    egress_pps: Family,
+    egress_bps: Family,
+    loss: Family,
+}
+
+impl ChainFamilies {
+    fn new() -> ChainFamilies {
+        ChainFamilies {
+            ingress: Family::counter(
+                "chain_ingress_packets",
+                "Packets received on a chain's ingress port.",
+            ),
+            egress: Family::counter(
+                "chain_egress_packets",
+                "Packets transmitted on a chain's egress port.",
+            ),
+            ingress_pps: Family::gauge(
+                "chain_ingress_packets_per_second",
+                "Packets per second into a chain over the last second.",
+            ),
+            egress_pps: Family::gauge(
+                "chain_egress_packets_per_second",
+                "Packets per second out of a chain over the last second.",
+            ),
+            egress_bps: Family::gauge(
+                "chain_egress_bytes_per_second",
+                "Bytes per second out of a chain over the last second.",
+            ),
+            loss: Family::gauge(
+                "chain_loss_ratio",
+                "1 - egress/ingress packet rate over the last second, 0 to 1.",
+            ),
+        }
+    }
+
+    /// Chain `r`: `packets_in` received on its ingress port,
+    /// `packets_out` sent on its egress port.
+    fn add(&mut self, l: &Labels, r: &ChainReport, packets_in: u64, packets_out: u64) {
+        self.ingress.count(l.clone(), packets_in);
+        self.egress.count(l.clone(), packets_out);
+        self.ingress_pps.set(l.clone(), r.ingress_mpps * 1e6);
+        self.egress_pps.set(l.clone(), r.egress_mpps * 1e6);
+        self.egress_bps.set(l.clone(), r.egress_gbps * 1e9 / 8.0);
+        self.loss.set(l.clone(), r.loss_percent / 100.0);
+    }
+
+    /// In the order they are exported.
+    fn families(self) -> [Family; 6] {
+        [
+            self.ingress,
+            self.egress,
+            self.ingress_pps,
+            self.egress_pps,
+            self.egress_bps,
+            self.loss,
+        ]
+    }
 }
 
 fn traffic_families(node: &Node, out: &mut Vec<Family>) {

@@ -45,6 +45,16 @@ enum CtlCommand {
     AddFlows { file: PathBuf },
     /// Delete rules matching a filter (no filter = all rules).
     DelFlows { filter: Option<String> },
+    /// Add a group in ovs-ofctl syntax, e.g.
+    /// 'group_id=1,type=select,bucket=output:2,bucket=output:3'.
+    AddGroup { group: String },
+    /// Replace a group (same syntax; its rules stay).
+    ModGroup { group: String },
+    /// Delete a group ('group_id=N'; none = every group) and the rules
+    /// that name it.
+    DelGroups { group: Option<String> },
+    /// Groups with their buckets' packet and byte counters.
+    DumpGroups,
     /// Add a port given as inline TOML, e.g. 'name="s2",id=3,type="sink"'.
     AddPort { port: String },
     /// Delete a port by name or number.
@@ -150,25 +160,22 @@ fn call(socket: &Path, req: &Request) -> Result<serde_json::Value, String> {
 
 pub fn ctl(args: CtlArgs) -> Result<(), String> {
     let socket = find_socket(&args)?;
-    let req = match &args.cmd {
-        CtlCommand::Show {
-            what: ShowWhat::Ports,
-        } => Request::ShowPorts,
-        CtlCommand::Show {
-            what: ShowWhat::Pmd,
-        } => Request::ShowPmd,
-        CtlCommand::Show {
-            what: ShowWhat::Chains,
-        } => Request::ShowChains,
-        CtlCommand::Show {
-            what: ShowWhat::Traffic,
-        } => Request::ShowTraffic,
-        CtlCommand::Show {
-            what: ShowWhat::Node,
-        } => Request::ShowNode,
-        CtlCommand::Show {
-            what: ShowWhat::Rxqs,
-        } => Request::ShowRxqs,
+    let req = request_of(&args.cmd)?;
+    let data = call(&socket, &req)?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&data).unwrap_or_default()
+        );
+        return Ok(());
+    }
+    print_answer(req, data)
+}
+
+/// The request a subcommand makes.
+fn request_of(cmd: &CtlCommand) -> Result<Request, String> {
+    Ok(match cmd {
+        CtlCommand::Show { what } => show_request(what),
         CtlCommand::PmdRebalance { dry_run } => Request::PmdRebalance { dry_run: *dry_run },
         CtlCommand::PmdRxqMove { port, queue, pmd } => Request::PmdRxqMove {
             port: port.clone(),
@@ -182,32 +189,59 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
         CtlCommand::AddFlow { flows } => Request::AddFlows {
             flows: flows.clone(),
         },
-        CtlCommand::AddFlows { file } => {
-            let text =
-                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-            let flows = text
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(String::from)
-                .collect();
-            Request::AddFlows { flows }
-        }
+        CtlCommand::AddFlows { file } => Request::AddFlows {
+            flows: flows_file(file)?,
+        },
         CtlCommand::DelFlows { filter } => Request::DelFlows {
             filter: filter.clone().unwrap_or_default(),
         },
         CtlCommand::AddPort { port } => Request::AddPort { port: port.clone() },
         CtlCommand::DelPort { port } => Request::DelPort { port: port.clone() },
         CtlCommand::ClearStats => Request::ClearStats,
-    };
-    let data = call(&socket, &req)?;
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&data).unwrap_or_default()
-        );
-        return Ok(());
+        CtlCommand::AddGroup { group } => Request::AddGroup {
+            group: group.clone(),
+        },
+        CtlCommand::ModGroup { group } => Request::ModGroup {
+            group: group.clone(),
+        },
+        CtlCommand::DelGroups { group } => Request::DelGroups {
+            group_id: group.as_deref().map(group_id_of).transpose()?,
+        },
+        CtlCommand::DumpGroups => Request::DumpGroups,
+    })
+}
+
+fn show_request(what: &ShowWhat) -> Request {
+    match what {
+        ShowWhat::Ports => Request::ShowPorts,
+        ShowWhat::Pmd => Request::ShowPmd,
+        ShowWhat::Chains => Request::ShowChains,
+        ShowWhat::Traffic => Request::ShowTraffic,
+        ShowWhat::Node => Request::ShowNode,
+        ShowWhat::Rxqs => Request::ShowRxqs,
     }
+}
+
+/// The rules of an `add-flows` file: a line each, blank lines and `#`
+/// comments skipped.
+/// `group_id=N` (or just `N`) of `del-groups`.
+fn group_id_of(text: &str) -> Result<u32, String> {
+    let n = text.trim().strip_prefix("group_id=").unwrap_or(text.trim());
+    n.parse().map_err(|_| format!("{text:?} is not group_id=N"))
+}
+
+fn flows_file(file: &Path) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect())
+}
+
+/// Prints the switch's answer to `req` for people.
+fn print_answer(req: Request, data: serde_json::Value) -> Result<(), String> {
     let parse_err = |e: serde_json::Error| format!("unexpected response: {e}");
     match req {
         Request::ShowPorts => {
@@ -248,6 +282,17 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
         Request::AddPort { .. } => println!("added port {}", data["added"]),
         Request::DelPort { .. } => println!("deleted port {}", data["deleted"]),
         Request::ClearStats => println!("PMD and receiver counters cleared"),
+        Request::AddGroup { .. } => println!("added group {}", data["added"]),
+        Request::ModGroup { .. } => println!("modified group {}", data["modified"]),
+        Request::DelGroups { .. } => println!(
+            "deleted {} group(s) and {} flow(s) naming them",
+            data["deleted"], data["rules_deleted"]
+        ),
+        Request::DumpGroups => {
+            let groups: Vec<nfv_control::protocol::GroupReport> =
+                serde_json::from_value(data).map_err(parse_err)?;
+            print!("{}", groups_text(&groups));
+        }
         Request::ShowNode => {
             let n: NodeReport = serde_json::from_value(data).map_err(parse_err)?;
             print!("{}", node_text(&n));
@@ -269,6 +314,25 @@ pub fn ctl(args: CtlArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `dump-groups`: each group as `add-group` text, then its buckets'
+/// counters (as `ovs-ofctl dump-group-stats` pairs them).
+pub fn groups_text(groups: &[nfv_control::protocol::GroupReport]) -> String {
+    if groups.is_empty() {
+        return "no groups\n".into();
+    }
+    let mut out = String::new();
+    for g in groups {
+        out += &format!(" {} ({} rule(s))\n", g.group, g.rules);
+        for (i, b) in g.buckets.iter().enumerate() {
+            out += &format!(
+                "  bucket{i}: packet_count={}, byte_count={}, actions={}\n",
+                b.packets, b.bytes, b.actions
+            );
+        }
+    }
+    out
 }
 
 pub fn trace_text(t: &TraceReport) -> String {

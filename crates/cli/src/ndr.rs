@@ -12,6 +12,7 @@ use nfv_ports::PortKind;
 use nfv_traffic::LatencySummary;
 use nfv_traffic::search::{Bounds, Found, Progress, Resolution, SearchConfig, search};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 #[derive(Args)]
 pub struct NdrArgs {
@@ -130,20 +131,50 @@ fn bounds_text(b: &Bounds) -> String {
 }
 
 pub fn ndr(args: NdrArgs) -> Result<(), String> {
+    check_args(&args)?;
+    let mut cfg = nfv_config::load(&args.config).map_err(|e| e.to_string())?;
+    let (mean, line_gbps) = prepare(&mut cfg, &args)?;
+    let node = Node::start(&cfg).map_err(|e| format!("{}: {e}", args.config.display()))?;
+    let _server = control_server(&cfg, &node);
+    let result = run_search(&node, &args, mean, line_gbps);
+    node.shutdown();
+    let (search_result, outcomes) = result?;
+    let report = Report {
+        args: &args,
+        mean,
+        line_gbps,
+        result: &search_result,
+        outcomes: &outcomes,
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report.json()).unwrap_or_default()
+        );
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(())
+}
+
+fn check_args(args: &NdrArgs) -> Result<(), String> {
     if !(args.trial_secs > 0.0 && args.trial_secs <= 3600.0) {
         return Err("--trial-secs must be above 0 and at most 3600".into());
     }
     if !(args.pdr_loss >= 0.0 && args.pdr_loss < 100.0) {
         return Err("--pdr-loss must be a percentage in 0..100".into());
     }
-    let mut cfg = nfv_config::load(&args.config).map_err(|e| e.to_string())?;
-    let (mean, line_gbps) = prepare(&mut cfg, &args)?;
-    let node = Node::start(&cfg).map_err(|e| format!("{}: {e}", args.config.display()))?;
+    Ok(())
+}
+
+/// Serves the node's control socket while the search runs (`None`, with
+/// a word on stderr, when it cannot).
+fn control_server(cfg: &NodeConfig, node: &Arc<Node>) -> Option<ControlServer> {
     let socket = cfg
         .control_socket
         .clone()
         .unwrap_or_else(|| nfv_control::default_socket(&cfg.name));
-    let _server = match ControlServer::start(&socket, node.clone(), cfg.access.group.as_deref()) {
+    match ControlServer::start(&socket, node.clone(), cfg.access.group.as_deref()) {
         Ok(s) => {
             eprintln!(
                 "control socket {} (try: nfvswitch ctl show traffic)",
@@ -158,23 +189,54 @@ pub fn ndr(args: NdrArgs) -> Result<(), String> {
             );
             None
         }
-    };
-    let result = run_search(&node, &args, mean, line_gbps);
-    node.shutdown();
-    let (search_result, outcomes) = result?;
+    }
+}
 
-    let at = |f: &Option<Found>| -> Option<&TrialOutcome> {
+/// A finished search, for stdout.
+struct Report<'a> {
+    args: &'a NdrArgs,
+    /// The generator's mean frame size, bytes.
+    mean: f64,
+    line_gbps: f64,
+    result: &'a nfv_traffic::SearchResult,
+    /// Of each trial of `result`, in order.
+    outcomes: &'a [TrialOutcome],
+}
+
+impl Report<'_> {
+    /// The trial that found `f`.
+    fn outcome(&self, f: &Option<Found>) -> Option<&TrialOutcome> {
         let f = f.as_ref()?;
-        let i = search_result
+        let i = self
+            .result
             .trials
             .iter()
             .position(|(t, r)| t.rate_pps == f.rate_pps && *r == f.result)?;
-        outcomes.get(i)
-    };
-    let line = |what: &str, f: &Option<Found>| -> String {
+        self.outcomes.get(i)
+    }
+
+    /// NDR, PDR and how they were found.
+    fn text(&self) -> String {
+        let args = self.args;
+        format!(
+            "{}\n{}\n({} trials of {} s; frames of {:.1} B mean; the wire adds 24 B per frame)\n",
+            self.line("NDR (0 loss)       ", &self.result.ndr),
+            self.line(
+                &format!("PDR (<= {} % loss)", args.pdr_loss),
+                &self.result.pdr
+            ),
+            self.result.trials.len(),
+            args.trial_secs,
+            self.mean
+        )
+    }
+
+    /// One rate found (or not).
+    fn line(&self, what: &str, f: &Option<Found>) -> String {
+        let line_gbps = self.line_gbps;
         match f {
             Some(f) => {
-                let (l2, wire) = nfv_traffic::mix::gbps(f.rate_pps, mean);
+                let (l2, wire) = nfv_traffic::mix::gbps(f.rate_pps, self.mean);
                 format!(
                     "{what} {:>9.4} Mpps  {:>7.3} Gbps ({:>7.3} Gbps on the wire, {:.2} % of {line_gbps} Gbps)  lost {} of {}  {}",
                     f.rate_pps / 1e6,
@@ -183,27 +245,29 @@ pub fn ndr(args: NdrArgs) -> Result<(), String> {
                     100.0 * wire / line_gbps,
                     f.result.lost(),
                     f.result.sent,
-                    latency_text(&at(&Some(*f)).and_then(|o| o.latency))
+                    latency_text(&self.outcome(&Some(*f)).and_then(|o| o.latency))
                 )
             }
             None => format!(
                 "{what} not found: even {} pps lost too much",
-                args.min_rate_pps
+                self.args.min_rate_pps
             ),
         }
-    };
-    if args.json {
+    }
+
+    fn json(&self) -> serde_json::Value {
         let j = |f: &Option<Found>| {
             f.map(|f| {
-                let (l2, wire) = nfv_traffic::mix::gbps(f.rate_pps, mean);
+                let (l2, wire) = nfv_traffic::mix::gbps(f.rate_pps, self.mean);
                 serde_json::json!({
                     "rate_pps": f.rate_pps, "gbps": l2, "wire_gbps": wire,
                     "sent": f.result.sent, "received": f.result.received,
-                    "latency_ns": at(&Some(f)).and_then(|o| o.latency),
+                    "latency_ns": self.outcome(&Some(f)).and_then(|o| o.latency),
                 })
             })
         };
-        let trials: Vec<_> = search_result
+        let trials: Vec<_> = self
+            .result
             .trials
             .iter()
             .map(|(t, r)| {
@@ -211,27 +275,11 @@ pub fn ndr(args: NdrArgs) -> Result<(), String> {
                     "sent": r.sent, "received": r.received})
             })
             .collect();
-        let out = serde_json::json!({
-            "ndr": j(&search_result.ndr), "pdr": j(&search_result.pdr),
-            "mean_frame_bytes": mean, "trial_secs": args.trial_secs, "trials": trials,
-        });
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
-    } else {
-        println!("{}", line("NDR (0 loss)       ", &search_result.ndr));
-        println!(
-            "{}",
-            line(
-                &format!("PDR (<= {} % loss)", args.pdr_loss),
-                &search_result.pdr
-            )
-        );
-        println!(
-            "({} trials of {} s; frames of {mean:.1} B mean; the wire adds 24 B per frame)",
-            search_result.trials.len(),
-            args.trial_secs
-        );
+        serde_json::json!({
+            "ndr": j(&self.result.ndr), "pdr": j(&self.result.pdr),
+            "mean_frame_bytes": self.mean, "trial_secs": self.args.trial_secs, "trials": trials,
+        })
     }
-    Ok(())
 }
 
 type Searched = (nfv_traffic::SearchResult, Vec<TrialOutcome>);

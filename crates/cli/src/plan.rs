@@ -9,7 +9,7 @@
 use crate::sweep::chart::{COLORS, DrawResult, FONT, draw_line_with_dots, draw_n_mesh, load_font};
 use crate::table::Table;
 use clap::Args;
-use nfv_plan::{Mode, Nic, Offered, Plan, Profile, Topology};
+use nfv_plan::{Mode, Nic, Offered, Plan, Point, Prediction, Profile, Topology};
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -88,6 +88,19 @@ fn node_line(t: &Topology) -> String {
 
 /// The human-readable plan.
 pub fn text(t: &Topology, profile: &Profile, plan: &Plan) -> String {
+    let mut out = header(t, profile, plan);
+    let (tables, short) = tables(t, plan);
+    out += &tables;
+    out += &cores_note(t, short);
+    out += "\n\nrecommendations:\n";
+    for pt in &plan.points {
+        out += &format!("  N={} {}: {}\n", pt.vnfs, pt.frames.label(), pt.why);
+    }
+    out
+}
+
+/// The topology's name, node, service and profile, and the plan's notes.
+fn header(t: &Topology, profile: &Profile, plan: &Plan) -> String {
     let mut out = format!("plan: {}\n{}\n", t.name, node_line(t));
     let offered = match t.service.offered {
         Offered::Line => "line rate".to_string(),
@@ -107,9 +120,15 @@ pub fn text(t: &Topology, profile: &Profile, plan: &Plan) -> String {
     for n in &plan.notes {
         out += &format!("note: {n}\n");
     }
+    out
+}
+
+/// A table per frame mix, a row per N and mode; and whether some row
+/// needs more cores than the node has.
+fn tables(t: &Topology, plan: &Plan) -> (String, bool) {
+    let mut out = String::new();
     let mut last = None;
     let mut table = None::<Table>;
-    // Some row needs more cores than the node has.
     let mut short = false;
     for pt in &plan.points {
         if last != Some(pt.frames) {
@@ -133,40 +152,51 @@ pub fn text(t: &Topology, profile: &Profile, plan: &Plan) -> String {
         }
         let Some(tb) = table.as_mut() else { continue };
         for p in &pt.predictions {
-            let star = if pt.recommended == Some(p.mode) {
-                "<- recommended"
-            } else {
-                ""
-            };
-            let row = match &p.unavailable {
-                Some(why) => vec![
-                    pt.vnfs.to_string(),
-                    p.mode.as_str().into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    format!("unavailable: {why}"),
-                ],
-                None => vec![
-                    pt.vnfs.to_string(),
-                    p.mode.as_str().into(),
-                    format!("{:.3}", p.mpps),
-                    format!("{:.2}", p.gbps),
-                    format!("{:.3}", p.vnf_tx_mpps),
-                    p.bottleneck.map_or("-", |b| b.as_str()).into(),
-                    cores_cell(p.switch_cores_needed, t.node.switch_cores, &mut short),
-                    cores_cell(p.vnf_cores_needed, t.node.vnf_cores, &mut short),
-                    p.vfs_needed.to_string(),
-                    star.into(),
-                ],
-            };
-            tb.row(row);
+            tb.row(prediction_row(t, pt, p, &mut short));
         }
     }
     if let Some(t) = table {
         out += &format!("{t}");
     }
-    out += "\nswitch cores, VNF cores: what the hardware's rate (NIC, PCIe) would take.";
+    (out, short)
+}
+
+/// One mode at one point; `short` is set when it needs more cores than
+/// the node has.
+fn prediction_row(t: &Topology, pt: &Point, p: &Prediction, short: &mut bool) -> Vec<String> {
+    let star = if pt.recommended == Some(p.mode) {
+        "<- recommended"
+    } else {
+        ""
+    };
+    match &p.unavailable {
+        Some(why) => vec![
+            pt.vnfs.to_string(),
+            p.mode.as_str().into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            format!("unavailable: {why}"),
+        ],
+        None => vec![
+            pt.vnfs.to_string(),
+            p.mode.as_str().into(),
+            format!("{:.3}", p.mpps),
+            format!("{:.2}", p.gbps),
+            format!("{:.3}", p.vnf_tx_mpps),
+            p.bottleneck.map_or("-", |b| b.as_str()).into(),
+            cores_cell(p.switch_cores_needed, t.node.switch_cores, short),
+            cores_cell(p.vnf_cores_needed, t.node.vnf_cores, short),
+            p.vfs_needed.to_string(),
+            star.into(),
+        ],
+    }
+}
+
+/// What the cores columns mean, and (`short`) what "a > b" in them does.
+fn cores_note(t: &Topology, short: bool) -> String {
+    let mut out =
+        String::from("\nswitch cores, VNF cores: what the hardware's rate (NIC, PCIe) would take.");
     if short {
         out += &format!(
             " \"a > b\": a cores, more than the node's b — that mode cannot reach the \
@@ -175,10 +205,6 @@ pub fn text(t: &Topology, profile: &Profile, plan: &Plan) -> String {
             sw = t.node.switch_cores,
             vnf = t.node.vnf_cores
         );
-    }
-    out += "\n\nrecommendations:\n";
-    for pt in &plan.points {
-        out += &format!("  N={} {}: {}\n", pt.vnfs, pt.frames.label(), pt.why);
     }
     out
 }

@@ -264,67 +264,7 @@ fn port(name: String, id: u16, kind: PortKind) -> PortConfig {
 }
 
 pub fn node_config(run: &Run, setup: &Setup, dir: &Path, pmd_cores: &[usize]) -> NodeConfig {
-    let rate = setup.rate_pps;
-    let generator = |i: usize| {
-        let g = GeneratorConfig {
-            frame_size: run.size,
-            rate_pps: (rate > 0).then_some(rate),
-            src_ip: std::net::Ipv4Addr::new(10, 0, i as u8, 1),
-            ..Default::default()
-        };
-        port(format!("gen{i}"), 100 + i as u16, PortKind::Generator(g))
-    };
-    let sink = |i: usize| port(format!("sink{i}"), 200 + i as u16, PortKind::Sink);
-    let vnf = |i: usize| {
-        let socket = dir.join(format!("vnf{i}.sock"));
-        let kind = match setup.interface {
-            VnfInterface::VhostUser => PortKind::typed(VhostUserConfig {
-                socket,
-                mode: VhostUserMode::Server,
-                queues: 1,
-                mrg_rxbuf: true,
-                tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
-                one_copy: true,
-                packed_ring: true,
-                offloads: nfv_vhost::Offloads::ALL,
-                max_guest_memory: nfv_vhost::DEFAULT_MAX_GUEST_MEMORY,
-                mtu: None,
-            }),
-            VnfInterface::Memif => PortKind::typed(nfv_memif::MemifConfig::new(socket)),
-        };
-        port(format!("vnf{i}"), 10 + i as u16, kind)
-    };
-    let mut ports = Vec::new();
-    let mut chains = Vec::new();
-    let hop = |p: &PortConfig| (p.name.clone(), p.id);
-    match run.topology {
-        Topology::Ns => {
-            for i in 1..=run.vnfs {
-                let (g, v, s) = (generator(i), vnf(i), sink(i));
-                chains.push(ChainConfig {
-                    name: format!("ns{i}"),
-                    hops: vec![hop(&g), hop(&v), hop(&s)],
-                    priority: 1000,
-                });
-                ports.extend([g, v, s]);
-            }
-        }
-        Topology::Ew => {
-            let (g, s) = (generator(1), sink(1));
-            let vnfs: Vec<PortConfig> = (1..=run.vnfs).map(vnf).collect();
-            let mut hops = vec![hop(&g)];
-            hops.extend(vnfs.iter().map(hop));
-            hops.push(hop(&s));
-            chains.push(ChainConfig {
-                name: "ew".into(),
-                hops,
-                priority: 1000,
-            });
-            ports.push(g);
-            ports.extend(vnfs);
-            ports.push(s);
-        }
-    }
+    let (ports, chains) = ports_and_chains(run, setup, dir);
     NodeConfig {
         source: "demo".into(),
         name: format!("demo-{}", std::process::id()),
@@ -345,6 +285,82 @@ pub fn node_config(run: &Run, setup: &Setup, dir: &Path, pmd_cores: &[usize]) ->
         flows: vec![],
         chains,
     }
+}
+
+/// The test bed's ports and the chains through them: per VNF a chain
+/// generator → VNF → sink (`ns`), or one chain through every VNF (`ew`).
+fn ports_and_chains(run: &Run, setup: &Setup, dir: &Path) -> (Vec<PortConfig>, Vec<ChainConfig>) {
+    let generator = |i: usize| generator_port(run, setup.rate_pps, i);
+    let vnf = |i: usize| vnf_port(setup, dir, i);
+    let mut ports = Vec::new();
+    let mut chains = Vec::new();
+    let hop = |p: &PortConfig| (p.name.clone(), p.id);
+    match run.topology {
+        Topology::Ns => {
+            for i in 1..=run.vnfs {
+                let (g, v, s) = (generator(i), vnf(i), sink_port(i));
+                chains.push(ChainConfig {
+                    name: format!("ns{i}"),
+                    hops: vec![hop(&g), hop(&v), hop(&s)],
+                    priority: 1000,
+                });
+                ports.extend([g, v, s]);
+            }
+        }
+        Topology::Ew => {
+            let (g, s) = (generator(1), sink_port(1));
+            let vnfs: Vec<PortConfig> = (1..=run.vnfs).map(vnf).collect();
+            let mut hops = vec![hop(&g)];
+            hops.extend(vnfs.iter().map(hop));
+            hops.push(hop(&s));
+            chains.push(ChainConfig {
+                name: "ew".into(),
+                hops,
+                priority: 1000,
+            });
+            ports.push(g);
+            ports.extend(vnfs);
+            ports.push(s);
+        }
+    }
+    (ports, chains)
+}
+
+/// Generator `i`: frames of the run's size at `rate` (0: as fast as it
+/// can), from 10.0.`i`.1.
+fn generator_port(run: &Run, rate: u64, i: usize) -> PortConfig {
+    let g = GeneratorConfig {
+        frame_size: run.size,
+        rate_pps: (rate > 0).then_some(rate),
+        src_ip: std::net::Ipv4Addr::new(10, 0, i as u8, 1),
+        ..Default::default()
+    };
+    port(format!("gen{i}"), 100 + i as u16, PortKind::Generator(g))
+}
+
+fn sink_port(i: usize) -> PortConfig {
+    port(format!("sink{i}"), 200 + i as u16, PortKind::Sink)
+}
+
+/// VNF `i`'s port: a vhost-user server or a memif socket in `dir`.
+fn vnf_port(setup: &Setup, dir: &Path, i: usize) -> PortConfig {
+    let socket = dir.join(format!("vnf{i}.sock"));
+    let kind = match setup.interface {
+        VnfInterface::VhostUser => PortKind::typed(VhostUserConfig {
+            socket,
+            mode: VhostUserMode::Server,
+            queues: 1,
+            mrg_rxbuf: true,
+            tx_retries: VhostUserConfig::DEFAULT_TX_RETRIES,
+            one_copy: true,
+            packed_ring: true,
+            offloads: nfv_vhost::Offloads::ALL,
+            max_guest_memory: nfv_vhost::DEFAULT_MAX_GUEST_MEMORY,
+            mtu: None,
+        }),
+        VnfInterface::Memif => PortKind::typed(nfv_memif::MemifConfig::new(socket)),
+    };
+    port(format!("vnf{i}"), 10 + i as u16, kind)
 }
 
 fn spawn_vnf(setup: &Setup, dir: &Path, i: usize, cores: &[usize]) -> Result<Vnf, String> {
@@ -570,84 +586,15 @@ impl Testbed {
 
     /// Samples the counters every second for `seconds` seconds (calling
     /// `tick(t, self)` after each sample) and returns the means.
-    pub fn measure(&self, seconds: u64, mut tick: impl FnMut(u64, &Testbed)) -> Measurement {
+    pub fn measure(&self, seconds: u64, tick: impl FnMut(u64, &Testbed)) -> Measurement {
         let chains = self.node.chains();
         let ingress: Vec<u16> = chains.iter().map(|c| c.ingress().1).collect();
         let egress: Vec<u16> = chains.iter().map(|c| c.egress().1).collect();
-        let sum = |c: &Counters, ids: &[u16], tx: bool| -> (u64, u64) {
-            ids.iter()
-                .filter_map(|id| c.ports.get(id))
-                .map(|(rx, t)| if tx { t } else { rx })
-                .fold((0, 0), |(p, b), s| (p + s.packets, b + s.bytes))
-        };
-        let first = self.counters();
-        let mut prev = first.at;
-        let mut prev_out = sum(&first, &egress, true);
-        let (mut samples_mpps, mut samples_gbps) = (Vec::new(), Vec::new());
-        let mut last = None;
-        for t in 1..=seconds.max(1) {
-            let due = first.at + Duration::from_secs(t);
-            std::thread::sleep(due.saturating_duration_since(Instant::now()));
-            let now = self.counters();
-            let secs = now.at.duration_since(prev).as_secs_f64().max(1e-3);
-            let out = sum(&now, &egress, true);
-            samples_mpps.push(out.0.wrapping_sub(prev_out.0) as f64 / secs / 1e6);
-            samples_gbps.push(out.1.wrapping_sub(prev_out.1) as f64 * 8.0 / secs / 1e9);
-            (prev, prev_out) = (now.at, out);
-            last = Some(now);
-            tick(t, self);
-        }
-        let last = last.unwrap_or_else(|| self.counters());
-        let secs = last.at.duration_since(first.at).as_secs_f64().max(1e-3);
-        let offered = sum(&last, &ingress, false)
-            .0
-            .wrapping_sub(sum(&first, &ingress, false).0) as f64;
-        let delivered = sum(&last, &egress, true)
-            .0
-            .wrapping_sub(sum(&first, &egress, true).0) as f64;
-        let delta = |id: u16| {
-            let z = (QueueSnapshot::default(), QueueSnapshot::default());
-            let a = first.ports.get(&id).unwrap_or(&z);
-            let b = last.ports.get(&id).unwrap_or(&z);
-            (diff(&b.0, &a.0), diff(&b.1, &a.1))
-        };
-        let vnfs = chains
-            .iter()
-            .flat_map(|c| c.vnfs().iter().map(move |v| (c, v)))
-            .map(|(c, (name, id))| {
-                let (rx, tx) = delta(*id);
-                let i: usize = name.trim_start_matches("vnf").parse().unwrap_or(1);
-                let own = |k: &Counters| k.vnf_drops.get(i.wrapping_sub(1)).copied().unwrap_or(0);
-                VnfMeasurement {
-                    name: name.clone(),
-                    chain: c.name.clone(),
-                    rx_mpps: tx.packets as f64 / secs / 1e6,
-                    rx_gbps: tx.bytes as f64 * 8.0 / secs / 1e9,
-                    tx_mpps: rx.packets as f64 / secs / 1e6,
-                    switch_drops: tx.total_drops() + rx.total_drops(),
-                    vnf_drops: own(&last).saturating_sub(own(&first)),
-                }
-            })
-            .collect();
-        let mut drops = BTreeMap::new();
-        for &id in last.ports.keys() {
-            let (rx, tx) = delta(id);
-            for (i, r) in DropReason::ALL.iter().enumerate() {
-                let n = rx.drops[i] + tx.drops[i];
-                if n > 0 {
-                    *drops.entry(r.as_str().to_string()).or_insert(0) += n;
-                }
-            }
-        }
-        let per_pmd: Vec<(Option<usize>, PmdSnapshot)> = last
-            .pmds
-            .iter()
-            .enumerate()
-            .map(|(i, (core, p))| {
-                let d = first.pmds.get(i).map_or(*p, |(_, f)| p.since(f));
-                (*core, d)
-            })
-            .collect();
+        let w = self.sample(seconds, &egress, tick);
+        let secs = w.secs();
+        let offered = w.moved(&ingress, false) as f64;
+        let delivered = w.moved(&egress, true) as f64;
+        let per_pmd = w.pmds();
         let total = per_pmd
             .iter()
             .fold(PmdSnapshot::default(), |mut t, (_, d)| {
@@ -658,24 +605,151 @@ impl Testbed {
             });
         Measurement {
             seconds: secs,
-            mpps: mean(&samples_mpps),
-            gbps: mean(&samples_gbps),
+            mpps: mean(&w.samples_mpps),
+            gbps: mean(&w.samples_gbps),
             offered_mpps: offered / secs / 1e6,
             loss_percent: if offered > 0.0 {
                 (100.0 * (1.0 - delivered / offered)).max(0.0)
             } else {
                 0.0
             },
-            samples_mpps,
-            samples_gbps,
-            vnfs,
+            vnfs: w.vnfs(chains),
+            drops: w.drops(),
+            samples_mpps: w.samples_mpps,
+            samples_gbps: w.samples_gbps,
             pmd: PmdMeasurement::of(None, &total, secs),
             per_pmd: per_pmd
                 .iter()
                 .map(|(core, d)| PmdMeasurement::of(*core, d, secs))
                 .collect(),
-            drops,
         }
+    }
+
+    /// The counters at the start, after each of `seconds` seconds (the
+    /// delivered rate at the `egress` ports each second) and at the end.
+    fn sample(&self, seconds: u64, egress: &[u16], mut tick: impl FnMut(u64, &Testbed)) -> Window {
+        let first = self.counters();
+        let mut prev = first.at;
+        let mut prev_out = first.total(egress, true);
+        let (mut samples_mpps, mut samples_gbps) = (Vec::new(), Vec::new());
+        let mut last = None;
+        for t in 1..=seconds.max(1) {
+            let due = first.at + Duration::from_secs(t);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            let now = self.counters();
+            let secs = now.at.duration_since(prev).as_secs_f64().max(1e-3);
+            let out = now.total(egress, true);
+            samples_mpps.push(out.0.wrapping_sub(prev_out.0) as f64 / secs / 1e6);
+            samples_gbps.push(out.1.wrapping_sub(prev_out.1) as f64 * 8.0 / secs / 1e9);
+            (prev, prev_out) = (now.at, out);
+            last = Some(now);
+            tick(t, self);
+        }
+        let last = last.unwrap_or_else(|| self.counters());
+        Window {
+            first,
+            last,
+            samples_mpps,
+            samples_gbps,
+        }
+    }
+}
+
+impl Counters {
+    /// Packets and bytes the ports `ids` transmitted (`tx`) or received.
+    fn total(&self, ids: &[u16], tx: bool) -> (u64, u64) {
+        ids.iter()
+            .filter_map(|id| self.ports.get(id))
+            .map(|(rx, t)| if tx { t } else { rx })
+            .fold((0, 0), |(p, b), s| (p + s.packets, b + s.bytes))
+    }
+}
+
+/// A measurement window: the counters at both ends and the per-second
+/// delivered rates in between.
+struct Window {
+    first: Counters,
+    last: Counters,
+    samples_mpps: Vec<f64>,
+    samples_gbps: Vec<f64>,
+}
+
+impl Window {
+    /// Its length, seconds.
+    fn secs(&self) -> f64 {
+        self.last
+            .at
+            .duration_since(self.first.at)
+            .as_secs_f64()
+            .max(1e-3)
+    }
+
+    /// Packets the ports `ids` transmitted (`tx`) or received over it.
+    fn moved(&self, ids: &[u16], tx: bool) -> u64 {
+        self.last
+            .total(ids, tx)
+            .0
+            .wrapping_sub(self.first.total(ids, tx).0)
+    }
+
+    /// Port `id`'s (rx, tx) change over it.
+    fn delta(&self, id: u16) -> (QueueSnapshot, QueueSnapshot) {
+        let z = (QueueSnapshot::default(), QueueSnapshot::default());
+        let a = self.first.ports.get(&id).unwrap_or(&z);
+        let b = self.last.ports.get(&id).unwrap_or(&z);
+        (diff(&b.0, &a.0), diff(&b.1, &a.1))
+    }
+
+    /// Each VNF of `chains`, chain by chain.
+    fn vnfs(&self, chains: &[ChainConfig]) -> Vec<VnfMeasurement> {
+        let secs = self.secs();
+        chains
+            .iter()
+            .flat_map(|c| c.vnfs().iter().map(move |v| (c, v)))
+            .map(|(c, (name, id))| {
+                let (rx, tx) = self.delta(*id);
+                let i: usize = name.trim_start_matches("vnf").parse().unwrap_or(1);
+                let own = |k: &Counters| k.vnf_drops.get(i.wrapping_sub(1)).copied().unwrap_or(0);
+                VnfMeasurement {
+                    name: name.clone(),
+                    chain: c.name.clone(),
+                    rx_mpps: tx.packets as f64 / secs / 1e6,
+                    rx_gbps: tx.bytes as f64 * 8.0 / secs / 1e9,
+                    tx_mpps: rx.packets as f64 / secs / 1e6,
+                    switch_drops: tx.total_drops() + rx.total_drops(),
+                    vnf_drops: own(&self.last).saturating_sub(own(&self.first)),
+                }
+            })
+            .collect()
+    }
+
+    /// The switch's drops over it, all ports and both directions, by
+    /// reason (non-zero reasons only).
+    fn drops(&self) -> BTreeMap<String, u64> {
+        let mut drops = BTreeMap::new();
+        for &id in self.last.ports.keys() {
+            let (rx, tx) = self.delta(id);
+            for (i, r) in DropReason::ALL.iter().enumerate() {
+                let n = rx.drops[i] + tx.drops[i];
+                if n > 0 {
+                    *drops.entry(r.as_str().to_string()).or_insert(0) += n;
+                }
+            }
+        }
+        drops
+    }
+
+    /// Each PMD's core and counter change over it.
+    fn pmds(&self) -> Vec<(Option<usize>, PmdSnapshot)> {
+        self.last
+            .pmds
+            .iter()
+            .enumerate()
+            .map(|(i, (core, p))| {
+                let d = self.first.pmds.get(i).map_or(*p, |(_, f)| p.since(f));
+                (*core, d)
+            })
+            .collect()
     }
 }
 

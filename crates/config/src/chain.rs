@@ -88,83 +88,115 @@ pub(crate) fn chains(
                 format!("duplicate chain name {name:?}"),
             ));
         }
-        let find = |v: &S<String>, field: String| -> Result<(String, u16, bool)> {
-            match ports.iter().find(|p| p.name == *v.get_ref()) {
-                Some(p) => Ok((p.name.clone(), p.id, p.kind.faces_vnf())),
-                None => Err(doc.err(
-                    v.span(),
-                    field,
-                    format!(
-                        "no port named {:?} (ports: {})",
-                        v.get_ref(),
-                        port_list(ports)
-                    ),
-                )),
-            }
-        };
-        let mut hops = vec![find(&c.ingress, check::path(&prefix, "ingress"))?];
-        for (j, v) in c.vnfs.iter().enumerate() {
-            let field = format!("{prefix}.vnfs[{j}]");
-            let hop = find(v, field.clone())?;
-            if !hop.2 {
-                return Err(doc.err(
-                    v.span(),
-                    field,
-                    format!("port {:?} is not a vhost-user port", hop.0),
-                ));
-            }
-            hops.push(hop);
-        }
-        hops.push(find(&c.egress, check::path(&prefix, "egress"))?);
-        let spans: Vec<(&S<String>, String)> =
-            std::iter::once((&c.ingress, check::path(&prefix, "ingress")))
-                .chain(
-                    c.vnfs
-                        .iter()
-                        .enumerate()
-                        .map(|(j, v)| (v, format!("{prefix}.vnfs[{j}]"))),
-                )
-                .chain(std::iter::once((&c.egress, check::path(&prefix, "egress"))))
-                .collect();
-        for k in 1..hops.len() {
-            if hops[..k].iter().any(|h| h.1 == hops[k].1) {
-                let (v, field) = &spans[k];
-                return Err(doc.err(
-                    v.span(),
-                    field.clone(),
-                    format!("port {:?} appears twice in the chain", hops[k].0),
-                ));
-            }
-        }
-        for (k, h) in hops.iter().enumerate().take(hops.len() - 1) {
-            if let Some((_, other)) = feeds.iter().find(|(id, _)| *id == h.1) {
-                let (v, field) = &spans[k];
-                return Err(doc.err(
-                    v.span(),
-                    field.clone(),
-                    format!(
-                        "port {:?} already feeds chain {other:?}; a port can feed only one chain",
-                        h.0
-                    ),
-                ));
-            }
-        }
-        feeds.extend(
-            hops.iter()
-                .take(hops.len() - 1)
-                .map(|h| (h.1, name.clone())),
-        );
+        let hops = hops(doc, &prefix, c, ports)?;
+        check_repeats(doc, &hops)?;
+        // Every hop but the egress feeds the chain.
+        let feeding = &hops[..hops.len() - 1];
+        check_feeds(doc, feeding, &feeds)?;
+        feeds.extend(feeding.iter().map(|h| (h.id, name.clone())));
         let priority = match &c.priority {
             Some(p) => check::int_in(doc, p, &check::path(&prefix, "priority"), 0..=65535)? as u16,
             None => DEFAULT_CHAIN_PRIORITY as u16,
         };
         out.push(ChainConfig {
             name,
-            hops: hops.into_iter().map(|h| (h.0, h.1)).collect(),
+            hops: hops.into_iter().map(|h| (h.name, h.id)).collect(),
             priority,
         });
     }
     Ok(out)
+}
+
+/// One port of a chain, and the key that names it.
+struct Hop<'a> {
+    name: String,
+    id: u16,
+    at: &'a S<String>,
+    field: String,
+}
+
+/// The chain's ports in order: ingress, the VNFs (each a port that faces
+/// a VNF), egress.
+fn hops<'a>(
+    doc: &Doc<'_>,
+    prefix: &str,
+    c: &'a RawChain,
+    ports: &[PortConfig],
+) -> Result<Vec<Hop<'a>>> {
+    let mut hops = vec![hop(doc, ports, &c.ingress, check::path(prefix, "ingress"))?.0];
+    for (j, v) in c.vnfs.iter().enumerate() {
+        let (hop, faces_vnf) = hop(doc, ports, v, format!("{prefix}.vnfs[{j}]"))?;
+        if !faces_vnf {
+            return Err(doc.err(
+                v.span(),
+                hop.field,
+                format!("port {:?} is not a vhost-user port", hop.name),
+            ));
+        }
+        hops.push(hop);
+    }
+    hops.push(hop(doc, ports, &c.egress, check::path(prefix, "egress"))?.0);
+    Ok(hops)
+}
+
+/// The port `v` names, and whether it faces a VNF.
+fn hop<'a>(
+    doc: &Doc<'_>,
+    ports: &[PortConfig],
+    v: &'a S<String>,
+    field: String,
+) -> Result<(Hop<'a>, bool)> {
+    match ports.iter().find(|p| p.name == *v.get_ref()) {
+        Some(p) => Ok((
+            Hop {
+                name: p.name.clone(),
+                id: p.id,
+                at: v,
+                field,
+            },
+            p.kind.faces_vnf(),
+        )),
+        None => Err(doc.err(
+            v.span(),
+            field,
+            format!(
+                "no port named {:?} (ports: {})",
+                v.get_ref(),
+                port_list(ports)
+            ),
+        )),
+    }
+}
+
+/// A port appears once in a chain.
+fn check_repeats(doc: &Doc<'_>, hops: &[Hop]) -> Result<()> {
+    for k in 1..hops.len() {
+        if hops[..k].iter().any(|h| h.id == hops[k].id) {
+            return Err(doc.err(
+                hops[k].at.span(),
+                hops[k].field.clone(),
+                format!("port {:?} appears twice in the chain", hops[k].name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// No port of `feeding` already feeds another chain (`feeds`).
+fn check_feeds(doc: &Doc<'_>, feeding: &[Hop], feeds: &[(u16, String)]) -> Result<()> {
+    for h in feeding {
+        if let Some((_, other)) = feeds.iter().find(|(id, _)| *id == h.id) {
+            return Err(doc.err(
+                h.at.span(),
+                h.field.clone(),
+                format!(
+                    "port {:?} already feeds chain {other:?}; a port can feed only one chain",
+                    h.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn port_list(ports: &[PortConfig]) -> String {

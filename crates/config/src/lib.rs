@@ -482,41 +482,7 @@ fn pmd(doc: &Doc<'_>, raw: Option<&S<RawPmd>>, cpus: &CpuSet) -> Result<PmdConfi
     };
     let cores = match &p.cores {
         None => d.cores,
-        Some(list) => {
-            let items = list.get_ref();
-            if !(1..=MAX_PMD_CORES).contains(&items.len()) {
-                return Err(doc.err(
-                    list.span(),
-                    "pmd.cores",
-                    format!("lists {} CPUs; list 1 to {MAX_PMD_CORES}", items.len()),
-                ));
-            }
-            let mut cores = Vec::with_capacity(items.len());
-            for (i, c) in items.iter().enumerate() {
-                let field = path("pmd", &format!("cores[{i}]"));
-                let n = *c.get_ref();
-                if n < 0 || !cpus.contains(n as usize) {
-                    return Err(doc.err(
-                        c.span(),
-                        field,
-                        format!(
-                            "CPU {n} is not one this process may run on: its affinity \
-                             mask allows CPUs {cpus}"
-                        ),
-                    ));
-                }
-                let n = n as usize;
-                if let Some(j) = cores.iter().position(|&x| x == n) {
-                    return Err(doc.err(
-                        c.span(),
-                        field,
-                        format!("CPU {n} is already listed as pmd.cores[{j}]"),
-                    ));
-                }
-                cores.push(n);
-            }
-            cores
-        }
+        Some(list) => pmd_cores(doc, list, cpus)?,
     };
     let emc_entries = check::opt_pow2(
         doc,
@@ -533,30 +499,7 @@ fn pmd(doc: &Doc<'_>, raw: Option<&S<RawPmd>>, cpus: &CpuSet) -> Result<PmdConfi
             .parse()
             .map_err(|e: String| doc.err(v.span(), "pmd.rxq_assign", e))?,
     };
-    let lb = d.auto_lb;
-    let pct = |v: &Option<S<i64>>, field, default: u8| -> Result<u8> {
-        check::opt_int(doc, v, field, 0..=100, default)
-    };
-    let auto_lb = nfv_sched::AutoLbConfig {
-        enabled: p.auto_lb.as_ref().is_some_and(|v| *v.get_ref()),
-        load_threshold: pct(
-            &p.auto_lb_load_threshold,
-            "pmd.auto_lb_load_threshold",
-            lb.load_threshold,
-        )?,
-        improvement_threshold: pct(
-            &p.auto_lb_improvement_threshold,
-            "pmd.auto_lb_improvement_threshold",
-            lb.improvement_threshold,
-        )?,
-        interval_s: check::opt_int(
-            doc,
-            &p.auto_lb_interval_s,
-            "pmd.auto_lb_interval_s",
-            1..=1_200_000,
-            lb.interval_s,
-        )?,
-    };
+    let auto_lb = auto_lb(doc, p, d.auto_lb)?;
     Ok(PmdConfig {
         cores,
         emc_entries,
@@ -577,5 +520,74 @@ fn pmd(doc: &Doc<'_>, raw: Option<&S<RawPmd>>, cpus: &CpuSet) -> Result<PmdConfi
             d.load_interval_s,
         )?,
         auto_lb,
+    })
+}
+
+/// `pmd.cores`: 1 to [`MAX_PMD_CORES`] distinct CPUs this process may
+/// run on.
+fn pmd_cores(doc: &Doc<'_>, list: &S<Vec<S<i64>>>, cpus: &CpuSet) -> Result<Vec<usize>> {
+    let items = list.get_ref();
+    if !(1..=MAX_PMD_CORES).contains(&items.len()) {
+        return Err(doc.err(
+            list.span(),
+            "pmd.cores",
+            format!("lists {} CPUs; list 1 to {MAX_PMD_CORES}", items.len()),
+        ));
+    }
+    let mut cores = Vec::with_capacity(items.len());
+    for (i, c) in items.iter().enumerate() {
+        let field = path("pmd", &format!("cores[{i}]"));
+        let n = *c.get_ref();
+        if n < 0 || !cpus.contains(n as usize) {
+            return Err(doc.err(
+                c.span(),
+                field,
+                format!(
+                    "CPU {n} is not one this process may run on: its affinity \
+                     mask allows CPUs {cpus}"
+                ),
+            ));
+        }
+        let n = n as usize;
+        if let Some(j) = cores.iter().position(|&x| x == n) {
+            return Err(doc.err(
+                c.span(),
+                field,
+                format!("CPU {n} is already listed as pmd.cores[{j}]"),
+            ));
+        }
+        cores.push(n);
+    }
+    Ok(cores)
+}
+
+/// The `pmd.auto_lb*` keys; `lb` holds the defaults.
+fn auto_lb(
+    doc: &Doc<'_>,
+    p: &RawPmd,
+    lb: nfv_sched::AutoLbConfig,
+) -> Result<nfv_sched::AutoLbConfig> {
+    let pct = |v: &Option<S<i64>>, field, default: u8| -> Result<u8> {
+        check::opt_int(doc, v, field, 0..=100, default)
+    };
+    Ok(nfv_sched::AutoLbConfig {
+        enabled: p.auto_lb.as_ref().is_some_and(|v| *v.get_ref()),
+        load_threshold: pct(
+            &p.auto_lb_load_threshold,
+            "pmd.auto_lb_load_threshold",
+            lb.load_threshold,
+        )?,
+        improvement_threshold: pct(
+            &p.auto_lb_improvement_threshold,
+            "pmd.auto_lb_improvement_threshold",
+            lb.improvement_threshold,
+        )?,
+        interval_s: check::opt_int(
+            doc,
+            &p.auto_lb_interval_s,
+            "pmd.auto_lb_interval_s",
+            1..=1_200_000,
+            lb.interval_s,
+        )?,
     })
 }

@@ -106,97 +106,128 @@ pub(crate) fn check_set(doc: &Doc<'_>, raws: &[S<RawPort>], ports: &[PortConfig]
     let Err(c) = check_port_set(ports, Peers::Complete) else {
         return Ok(());
     };
-    let (i, raw, p) = (c.port, raws[c.port].get_ref(), &ports[c.port]);
+    let (i, raw) = (c.port, raws[c.port].get_ref());
+    let span = match c.kind {
+        ConflictKind::Name => raw.name.span(),
+        ConflictKind::Id => raw.id.span(),
+        // The key, else the port's table.
+        kind => raw.span_of(kind.field()).unwrap_or(raws[i].span()),
+    };
     let j = c.other.unwrap_or(0);
-    let (other, other_raw) = (&ports[j], raws[j].get_ref());
-    let table = raws[i].span();
-    let span = |v: Option<std::ops::Range<usize>>| v.unwrap_or(table.clone());
-    let (span, message) = match c.kind {
-        ConflictKind::Name => (
-            raw.name.span(),
+    let pair = Pair {
+        kind: c.kind,
+        j,
+        p: &ports[i],
+        other: &ports[j],
+        other_raw: raws[j].get_ref(),
+    };
+    Err(doc.err(
+        span,
+        format!("port[{i}].{}", c.kind.field()),
+        pair.message(doc),
+    ))
+}
+
+/// A conflict of port `p` with port `j` (`other`; port 0 when there is
+/// none).
+struct Pair<'a> {
+    kind: ConflictKind,
+    j: usize,
+    p: &'a PortConfig,
+    other: &'a PortConfig,
+    other_raw: &'a RawPort,
+}
+
+impl Pair<'_> {
+    fn message(&self, doc: &Doc<'_>) -> String {
+        let (j, p, other) = (self.j, self.p, self.other);
+        match self.kind {
+            ConflictKind::Name | ConflictKind::Id => self.duplicate(doc),
+            ConflictKind::Socket => crate::port_set::socket_conflict(
+                p,
+                Some(&other.kind),
+                &format!("port[{j}] {:?}", other.name),
+            ),
+            ConflictKind::Iface => format!(
+                "interface {:?} is already used by port[{j}] {:?}; one port per kernel interface",
+                port_iface(p).unwrap_or_default(),
+                other.name
+            ),
+            ConflictKind::NoPeer
+            | ConflictKind::PeerNotRing
+            | ConflictKind::PeerNotReciprocal
+            | ConflictKind::PeerSize => self.ring_peer(),
+            ConflictKind::NoLender | ConflictKind::NotLender | ConflictKind::LenderTaken => {
+                self.lender()
+            }
+        }
+    }
+
+    /// A name or id an earlier port has.
+    fn duplicate(&self, doc: &Doc<'_>) -> String {
+        let (j, p, other, other_raw) = (self.j, self.p, self.other, self.other_raw);
+        if self.kind == ConflictKind::Name {
             format!(
                 "{:?} is already the name of port[{j}] (line {})",
                 p.name,
                 doc.line_of(other_raw.name.span().start)
-            ),
-        ),
-        ConflictKind::Id => (
-            raw.id.span(),
+            )
+        } else {
             format!(
                 "{} is already the id of port[{j}] {:?} (line {})",
                 p.id,
                 other.name,
                 doc.line_of(other_raw.id.span().start)
-            ),
-        ),
-        ConflictKind::Socket => (
-            span(raw.span_of("socket")),
-            crate::port_set::socket_conflict(
-                p,
-                Some(&other.kind),
-                &format!("port[{j}] {:?}", other.name),
-            ),
-        ),
-        ConflictKind::Iface => (
-            span(raw.span_of("iface")),
-            format!(
-                "interface {:?} is already used by port[{j}] {:?}; one port per kernel interface",
-                port_iface(p).unwrap_or_default(),
-                other.name
-            ),
-        ),
-        ConflictKind::NoPeer => (
-            span(raw.span_of("peer")),
-            format!(
+            )
+        }
+    }
+
+    /// A ring port's `peer` (or `size`) that does not fit.
+    fn ring_peer(&self) -> String {
+        let (p, other) = (self.p, self.other);
+        match self.kind {
+            ConflictKind::NoPeer => format!(
                 "no port is named {:?}",
                 port_ring_peer(p).unwrap_or_default()
             ),
-        ),
-        ConflictKind::PeerNotRing => (
-            span(raw.span_of("peer")),
-            format!(
+            ConflictKind::PeerNotRing => format!(
                 "port {:?} is of type {:?}, not \"ring\"",
                 other.name,
                 other.kind.type_name()
             ),
-        ),
-        ConflictKind::PeerNotReciprocal => (
-            span(raw.span_of("peer")),
-            format!(
+            ConflictKind::PeerNotReciprocal => format!(
                 "ring port {:?} names {:?} as its peer, not {:?}; the two ends must name each other",
                 other.name,
                 port_ring_peer(other).unwrap_or_default(),
                 p.name
             ),
-        ),
-        ConflictKind::NoLender | ConflictKind::NotLender | ConflictKind::LenderTaken => (
-            span(raw.span_of("zero_copy")),
-            match c.kind {
-                ConflictKind::NoLender => format!(
-                    "no port is named {:?}",
-                    p.kind.borrows_from().unwrap_or_default()
-                ),
-                ConflictKind::NotLender => format!(
-                    "port[{j}] {:?} is of type {:?}; zero_copy needs a vhost-user port",
-                    other.name,
-                    other.kind.type_name()
-                ),
-                _ => format!(
-                    "port[{j}] {:?} already receives into {:?}'s buffers; one borrower per VNF",
-                    other.name,
-                    p.kind.borrows_from().unwrap_or_default()
-                ),
-            },
-        ),
-        ConflictKind::PeerSize => (
-            span(raw.span_of("size")),
-            format!(
+            _ => format!(
                 "{} differs from the size of its peer {:?} ({})",
                 port_ring_size(p).unwrap_or(0),
                 other.name,
                 port_ring_size(other).unwrap_or(0)
             ),
-        ),
-    };
-    Err(doc.err(span, format!("port[{i}].{}", c.kind.field()), message))
+        }
+    }
+
+    /// A `zero_copy` port's lender that does not fit.
+    fn lender(&self) -> String {
+        let (j, p, other) = (self.j, self.p, self.other);
+        match self.kind {
+            ConflictKind::NoLender => format!(
+                "no port is named {:?}",
+                p.kind.borrows_from().unwrap_or_default()
+            ),
+            ConflictKind::NotLender => format!(
+                "port[{j}] {:?} is of type {:?}; zero_copy needs a vhost-user port",
+                other.name,
+                other.kind.type_name()
+            ),
+            _ => format!(
+                "port[{j}] {:?} already receives into {:?}'s buffers; one borrower per VNF",
+                other.name,
+                p.kind.borrows_from().unwrap_or_default()
+            ),
+        }
+    }
 }

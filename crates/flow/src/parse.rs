@@ -324,118 +324,102 @@ impl Builder {
 
     fn field(&mut self, name: &str, value: &str, filter: bool) -> Result<(), E> {
         match name {
-            "priority" => {
-                let p = uint_in(name, value, 0xffff, "a priority (0..65535)")? as u16;
-                if self.priority.replace(p).is_some() {
-                    return Err(E::DuplicateField(name.into()));
-                }
-                return Ok(());
-            }
-            "cookie" => {
-                let (v, m) = match value.split_once('/') {
-                    Some(_) if !filter => {
-                        return Err(invalid(
-                            name,
-                            "a mask only selects rules (del-flows, dump-flows)",
-                        ));
-                    }
-                    Some((v, m)) => (
-                        uint_in(name, v, u64::MAX, "a 64-bit number")?,
-                        uint_in(name, m, u64::MAX, "a 64-bit mask")?,
-                    ),
-                    None => (uint_in(name, value, u64::MAX, "a 64-bit number")?, u64::MAX),
-                };
-                let c = CookieMatch {
-                    value: v & m,
-                    mask: m,
-                };
-                if self.cookie.replace(c).is_some() {
-                    return Err(E::DuplicateField(name.into()));
-                }
-                return Ok(());
-            }
-            "idle_timeout" | "hard_timeout" if filter => {
-                return Err(invalid(name, "not supported in a filter"));
-            }
-            "idle_timeout" | "hard_timeout" => {
-                let secs = uint_in(name, value, 0xffff, "seconds (0..65535, 0: none)")? as u16;
-                let (slot, set) = if name == "idle_timeout" {
-                    (&mut self.timeouts.idle, &mut self.idle_set)
-                } else {
-                    (&mut self.timeouts.hard, &mut self.hard_set)
-                };
-                if std::mem::replace(set, true) {
-                    return Err(E::DuplicateField(name.into()));
-                }
-                *slot = secs;
-                return Ok(());
-            }
-            "tun_id" if filter => {
-                return Err(invalid(
-                    name,
-                    "not supported in a filter (select the tunnel port with in_port=)",
-                ));
-            }
-            "tun_id" => {
-                if value.contains('/') {
-                    return Err(invalid(
-                        name,
-                        "masks are not supported (each tunnel port carries one VNI)",
-                    ));
-                }
-                let vni = vni(name, value)?;
-                if self.tun_id.replace(vni).is_some() {
-                    return Err(E::DuplicateField(name.into()));
-                }
-                return Ok(());
-            }
+            "priority" => self.priority(name, value),
+            "cookie" => self.cookie(name, value, filter),
+            "idle_timeout" | "hard_timeout" => self.timeout(name, value, filter),
+            "tun_id" => self.tun_id(name, value, filter),
             "table" => {
                 uint_in(name, value, 0, "0 (the only table)")?;
                 if std::mem::replace(&mut self.table, true) {
                     return Err(E::DuplicateField(name.into()));
                 }
-                return Ok(());
+                Ok(())
             }
-            _ => {}
+            _ => self.match_field(name, value),
         }
+    }
+
+    fn priority(&mut self, name: &str, value: &str) -> Result<(), E> {
+        let p = uint_in(name, value, 0xffff, "a priority (0..65535)")? as u16;
+        if self.priority.replace(p).is_some() {
+            return Err(E::DuplicateField(name.into()));
+        }
+        Ok(())
+    }
+
+    /// `cookie=V`, or in a filter `cookie=V/MASK`.
+    fn cookie(&mut self, name: &str, value: &str, filter: bool) -> Result<(), E> {
+        let (v, m) = match value.split_once('/') {
+            Some(_) if !filter => {
+                return Err(invalid(
+                    name,
+                    "a mask only selects rules (del-flows, dump-flows)",
+                ));
+            }
+            Some((v, m)) => (
+                uint_in(name, v, u64::MAX, "a 64-bit number")?,
+                uint_in(name, m, u64::MAX, "a 64-bit mask")?,
+            ),
+            None => (uint_in(name, value, u64::MAX, "a 64-bit number")?, u64::MAX),
+        };
+        let c = CookieMatch {
+            value: v & m,
+            mask: m,
+        };
+        if self.cookie.replace(c).is_some() {
+            return Err(E::DuplicateField(name.into()));
+        }
+        Ok(())
+    }
+
+    /// `idle_timeout` or `hard_timeout` (not in a filter).
+    fn timeout(&mut self, name: &str, value: &str, filter: bool) -> Result<(), E> {
+        if filter {
+            return Err(invalid(name, "not supported in a filter"));
+        }
+        let secs = uint_in(name, value, 0xffff, "seconds (0..65535, 0: none)")? as u16;
+        let (slot, set) = if name == "idle_timeout" {
+            (&mut self.timeouts.idle, &mut self.idle_set)
+        } else {
+            (&mut self.timeouts.hard, &mut self.hard_set)
+        };
+        if std::mem::replace(set, true) {
+            return Err(E::DuplicateField(name.into()));
+        }
+        *slot = secs;
+        Ok(())
+    }
+
+    /// `tun_id=VNI`, unmasked (not in a filter).
+    fn tun_id(&mut self, name: &str, value: &str, filter: bool) -> Result<(), E> {
+        if filter {
+            return Err(invalid(
+                name,
+                "not supported in a filter (select the tunnel port with in_port=)",
+            ));
+        }
+        if value.contains('/') {
+            return Err(invalid(
+                name,
+                "masks are not supported (each tunnel port carries one VNI)",
+            ));
+        }
+        let vni = vni(name, value)?;
+        if self.tun_id.replace(vni).is_some() {
+            return Err(E::DuplicateField(name.into()));
+        }
+        Ok(())
+    }
+
+    /// A packet field ([`FIELDS`]).
+    fn match_field(&mut self, name: &str, value: &str) -> Result<(), E> {
         let Some(&(origin, slot)) = FIELDS.iter().find(|f| f.0 == name) else {
             if PROTOCOLS.iter().any(|p| p.0 == name) {
                 return Err(invalid(name, "is a keyword and takes no value"));
             }
             return Err(E::UnknownField(name.into()));
         };
-        let (v, m) = match slot {
-            Slot::InPort => (port(name, value)?.into(), 0xffff),
-            Slot::DlSrc | Slot::DlDst => mac_masked(name, value)?,
-            Slot::DlType => (
-                uint_in(name, value, 0xffff, "an Ethertype (0..0xffff)")?,
-                0xffff,
-            ),
-            Slot::DlVlan => {
-                let vid = uint(value)
-                    .filter(|&v| v <= VLAN_VID_MASK.into() || v == 0xffff)
-                    .ok_or_else(|| bad(name, value, "a VLAN ID (0..4095, or 0xffff for no tag)"))?;
-                if vid == 0xffff {
-                    (0, VLAN_PRESENT.into())
-                } else {
-                    (
-                        u64::from(VLAN_PRESENT) | vid,
-                        u64::from(VLAN_PRESENT | VLAN_VID_MASK),
-                    )
-                }
-            }
-            Slot::DlVlanPcp => {
-                let pcp = uint_in(name, value, 7, "a VLAN priority (0..7)")?;
-                (
-                    u64::from(VLAN_PRESENT) | pcp << 13,
-                    u64::from(VLAN_PRESENT | VLAN_PCP_MASK),
-                )
-            }
-            Slot::VlanTci => uint_masked(name, value, 0xffff, "a 16-bit TCI")?,
-            Slot::NwSrc | Slot::NwDst => ipv4_masked(name, value)?,
-            Slot::NwProto => (uint_in(name, value, 0xff, "an IP protocol (0..255)")?, 0xff),
-            Slot::TpSrc | Slot::TpDst => uint_masked(name, value, 0xffff, "a port (0..65535)")?,
-        };
+        let (v, m) = slot_value(slot, name, value)?;
         self.set(slot, origin, v, m)
     }
 
@@ -502,6 +486,42 @@ impl Builder {
         check_prerequisites(&matches)?;
         Ok(matches)
     }
+}
+
+/// The value and mask `value` gives packet field `name` (in `slot`).
+fn slot_value(slot: Slot, name: &str, value: &str) -> Result<(u64, u64), E> {
+    Ok(match slot {
+        Slot::InPort => (port(name, value)?.into(), 0xffff),
+        Slot::DlSrc | Slot::DlDst => mac_masked(name, value)?,
+        Slot::DlType => (
+            uint_in(name, value, 0xffff, "an Ethertype (0..0xffff)")?,
+            0xffff,
+        ),
+        Slot::DlVlan => {
+            let vid = uint(value)
+                .filter(|&v| v <= VLAN_VID_MASK.into() || v == 0xffff)
+                .ok_or_else(|| bad(name, value, "a VLAN ID (0..4095, or 0xffff for no tag)"))?;
+            if vid == 0xffff {
+                (0, VLAN_PRESENT.into())
+            } else {
+                (
+                    u64::from(VLAN_PRESENT) | vid,
+                    u64::from(VLAN_PRESENT | VLAN_VID_MASK),
+                )
+            }
+        }
+        Slot::DlVlanPcp => {
+            let pcp = uint_in(name, value, 7, "a VLAN priority (0..7)")?;
+            (
+                u64::from(VLAN_PRESENT) | pcp << 13,
+                u64::from(VLAN_PRESENT | VLAN_PCP_MASK),
+            )
+        }
+        Slot::VlanTci => uint_masked(name, value, 0xffff, "a 16-bit TCI")?,
+        Slot::NwSrc | Slot::NwDst => ipv4_masked(name, value)?,
+        Slot::NwProto => (uint_in(name, value, 0xff, "an IP protocol (0..255)")?, 0xff),
+        Slot::TpSrc | Slot::TpDst => uint_masked(name, value, 0xffff, "a port (0..65535)")?,
+    })
 }
 
 fn is_sep(b: u8) -> bool {
@@ -588,70 +608,79 @@ fn parse_actions(text: &str) -> Result<Vec<Action>, E> {
         if drop {
             return Err(invalid("actions", "\"drop\" must be the only action"));
         }
-        if tok.bytes().all(|b| b.is_ascii_digit()) {
-            out.push(Action::Output(port("actions: output", tok)?));
-            continue;
+        match action(tok)? {
+            Some(a) => out.push(a),
+            None if !out.is_empty() => {
+                return Err(invalid("actions", "\"drop\" must be the only action"));
+            }
+            None => drop = true,
         }
-        let (name, arg) = match tok.split_once(':') {
-            Some((n, a)) => (n, Some(a)),
-            None => (tok, None),
-        };
-        let lname = name.to_ascii_lowercase();
-        let need = |what: &str| match arg {
-            Some(a) if !a.is_empty() => Ok(a),
-            _ => Err(invalid("actions", format!("\"{tok}\" needs {what}"))),
-        };
-        let none = |a: Action| match arg {
-            None => Ok(a),
-            Some(_) => Err(invalid("actions", format!("\"{name}\" takes no argument"))),
-        };
-        let action = match lname.as_str() {
-            "drop" => {
-                if arg.is_some() {
-                    return Err(invalid("actions", "\"drop\" takes no argument"));
-                }
-                if !out.is_empty() {
-                    return Err(invalid("actions", "\"drop\" must be the only action"));
-                }
-                drop = true;
-                continue;
-            }
-            "output" => output(need("a port number")?)?,
-            "mod_dl_src" => Action::SetDlSrc(mac("actions: mod_dl_src", need("a MAC address")?)?),
-            "mod_dl_dst" => Action::SetDlDst(mac("actions: mod_dl_dst", need("a MAC address")?)?),
-            "mod_vlan_vid" => {
-                let a = need("a VLAN ID")?;
-                let vid = uint_in(
-                    "actions: mod_vlan_vid",
-                    a,
-                    VLAN_VID_MASK.into(),
-                    "a VLAN ID (0..4095)",
-                )?;
-                Action::SetVlanVid(vid as u16)
-            }
-            "push_vlan" => {
-                let a = need("an Ethertype (0x8100 or 0x88a8)")?;
-                match uint(a).and_then(|t| u16::try_from(t).ok()).map(EtherType) {
-                    Some(tpid) if tpid.is_vlan() => Action::PushVlan(tpid.0),
-                    _ => return Err(bad("actions: push_vlan", a, "0x8100 or 0x88a8")),
-                }
-            }
-            "strip_vlan" => none(Action::StripVlan)?,
-            "set_tunnel" => Action::SetTunnel(vni("actions: set_tunnel", need("a VNI")?)?),
-            "set_field" => {
-                let a = need("VALUE->FIELD")?;
-                match a.split_once("->") {
-                    Some((v, "tun_id")) => Action::SetTunnel(vni("actions: set_field", v)?),
-                    Some((v, field)) => set_field(v, field)?,
-                    None => return Err(bad("actions: set_field", a, "VALUE->FIELD")),
-                }
-            }
-            "normal" => none(Action::Normal)?,
-            _ => l3_l4_action(&lname, tok, arg, &lname)?,
-        };
-        out.push(action);
     }
     Ok(out)
+}
+
+/// One action (`NAME`, `NAME:ARG` or a bare port number); `None`: `drop`.
+fn action(tok: &str) -> Result<Option<Action>, E> {
+    if tok.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(Some(Action::Output(port("actions: output", tok)?)));
+    }
+    let (name, arg) = match tok.split_once(':') {
+        Some((n, a)) => (n, Some(a)),
+        None => (tok, None),
+    };
+    let lname = name.to_ascii_lowercase();
+    let need = |what: &str| match arg {
+        Some(a) if !a.is_empty() => Ok(a),
+        _ => Err(invalid("actions", format!("\"{tok}\" needs {what}"))),
+    };
+    let none = |a: Action| match arg {
+        None => Ok(a),
+        Some(_) => Err(invalid("actions", format!("\"{name}\" takes no argument"))),
+    };
+    Ok(Some(match lname.as_str() {
+        "drop" => {
+            if arg.is_some() {
+                return Err(invalid("actions", "\"drop\" takes no argument"));
+            }
+            return Ok(None);
+        }
+        "output" => output(need("a port number")?)?,
+        "mod_dl_src" => Action::SetDlSrc(mac("actions: mod_dl_src", need("a MAC address")?)?),
+        "mod_dl_dst" => Action::SetDlDst(mac("actions: mod_dl_dst", need("a MAC address")?)?),
+        "mod_vlan_vid" => {
+            let a = need("a VLAN ID")?;
+            let vid = uint_in(
+                "actions: mod_vlan_vid",
+                a,
+                VLAN_VID_MASK.into(),
+                "a VLAN ID (0..4095)",
+            )?;
+            Action::SetVlanVid(vid as u16)
+        }
+        "push_vlan" => push_vlan(need("an Ethertype (0x8100 or 0x88a8)")?)?,
+        "strip_vlan" => none(Action::StripVlan)?,
+        "set_tunnel" => Action::SetTunnel(vni("actions: set_tunnel", need("a VNI")?)?),
+        "set_field" => set_field(need("VALUE->FIELD")?)?,
+        "normal" => none(Action::Normal)?,
+        _ => l3_l4_action(&lname, tok, arg, &lname)?,
+    }))
+}
+
+/// `push_vlan:TPID`: 0x8100 or 0x88a8.
+fn push_vlan(a: &str) -> Result<Action, E> {
+    match uint(a).and_then(|t| u16::try_from(t).ok()).map(EtherType) {
+        Some(tpid) if tpid.is_vlan() => Ok(Action::PushVlan(tpid.0)),
+        _ => Err(bad("actions: push_vlan", a, "0x8100 or 0x88a8")),
+    }
+}
+
+/// `set_field:VALUE->FIELD`.
+fn set_field(a: &str) -> Result<Action, E> {
+    match a.split_once("->") {
+        Some((v, "tun_id")) => Ok(Action::SetTunnel(vni("actions: set_field", v)?)),
+        Some((v, field)) => set_field_of(v, field),
+        None => Err(bad("actions: set_field", a, "VALUE->FIELD")),
+    }
 }
 
 /// The IPv4 and L4 rewrites (`mod_nw_*`, `mod_tp_*`, `dec_ttl`): `name`
@@ -722,7 +751,7 @@ fn output(arg: &str) -> Result<Action, E> {
 
 /// `set_field:VALUE->FIELD` for the writable fields other than `tun_id`:
 /// the same actions as their `mod_*` forms (OpenFlow 1.2+ names too).
-fn set_field(value: &str, field: &str) -> Result<Action, E> {
+fn set_field_of(value: &str, field: &str) -> Result<Action, E> {
     let name = match field {
         "dl_src" | "eth_src" => "mod_dl_src",
         "dl_dst" | "eth_dst" => "mod_dl_dst",

@@ -295,6 +295,76 @@ fn pcie_fps(p: &Pcie, mix: &[(usize, f64)], x: f64) -> f64 {
     p.bits_per_second() / 8.0 / f64::max(up, down)
 }
 
+/// The NIC figures the model uses (a PCI NIC; the test bed has none).
+#[derive(Clone, Copy)]
+struct PciNic {
+    ports: u32,
+    port_gbps: f64,
+    pcie: Pcie,
+    vfs: u32,
+}
+
+impl PciNic {
+    fn of(nic: &Nic) -> Option<PciNic> {
+        match nic {
+            Nic::Pci {
+                ports,
+                port_gbps,
+                pcie,
+                vfs,
+            } => Some(PciNic {
+                ports: *ports,
+                port_gbps: *port_gbps,
+                pcie: *pcie,
+                vfs: *vfs,
+            }),
+            Nic::Testbed => None,
+        }
+    }
+}
+
+/// One mode at one point on the node: what [`predict`]'s steps share.
+struct Case<'a> {
+    t: &'a Topology,
+    /// The node's clock, Hz.
+    hz: f64,
+    mode: Mode,
+    /// `L_i` of each chain.
+    chains: &'a [u32],
+    /// Mean frame size, bytes.
+    size: f64,
+    /// `None`: the test bed.
+    nic: Option<PciNic>,
+}
+
+/// Cycles per delivered packet of one mode, averaged over the chains.
+struct Cycles {
+    /// `C_sw`.
+    switch: f64,
+    /// `W`.
+    vnf: f64,
+    /// `max c_v`.
+    vnf_max: f64,
+    /// The VNF hop type's `limit_mpps` (switch modes, when the profile
+    /// has one).
+    limit_mpps: Option<f64>,
+}
+
+/// Reads cost figures, noting each hop type that has none.
+struct Figures<'c, 'a> {
+    costs: &'c mut Costs<'a>,
+    missing: Vec<String>,
+}
+
+impl Figures<'_, '_> {
+    fn get(&mut self, k: HopKind, f: Figure) -> f64 {
+        self.costs.get(k, f).unwrap_or_else(|| {
+            self.missing.push(format!("{k}"));
+            0.0
+        })
+    }
+}
+
 fn predict(
     t: &Topology,
     costs: &mut Costs,
@@ -303,158 +373,240 @@ fn predict(
     chains: &[u32],
     mode: Mode,
 ) -> Prediction {
-    let n: u32 = chains.iter().sum();
-    let p = chains.len() as f64;
-    let mean_l = n as f64 / p;
-    let size = frames.mean_size();
-    let (copy, one) = vnf_kinds(t.service.interface);
-    let vk = if mode == Mode::SwitchCopy { copy } else { one };
-    let pci = match &t.node.nic {
-        Nic::Pci {
-            ports,
-            port_gbps,
-            pcie,
-            vfs,
-        } => Some((*ports, *port_gbps, *pcie, *vfs)),
-        Nic::Testbed => None,
-    };
-    // VFs.
-    let vfs_needed = match mode {
-        Mode::Sriov => n,
-        Mode::Hybrid => chains.iter().map(|&l| if l == 1 { 1 } else { 2 }).sum(),
-        _ => 0,
-    };
-    if vfs_needed > 0 {
-        match pci {
-            None => return unavailable(mode, "the test bed has no VFs".into()),
-            Some((.., vfs)) if vfs < vfs_needed => {
-                return unavailable(mode, format!("needs {vfs_needed} VFs, the NIC has {vfs}"));
-            }
-            _ => {}
-        }
-    }
-    // Switch cycles per delivered packet.
-    let mut missing = Vec::new();
-    let mut fig = |k: HopKind, f: Figure, c: &mut Costs| {
-        c.get(k, f).unwrap_or_else(|| {
-            missing.push(format!("{k}"));
-            0.0
-        })
-    };
-    let inner_hops: f64 = chains.iter().map(|&l| (l - 1) as f64).sum::<f64>() / p;
-    let c_sw = match mode {
-        Mode::Sriov => 0.0,
-        Mode::Hybrid => inner_hops * fig(one, Figure::Inner, costs),
-        _ => {
-            let nic = if pci.is_some() {
-                fig(HopKind::Afxdp, Figure::Edge, costs)
-            } else {
-                0.0
-            };
-            2.0 * fig(vk, Figure::Edge, costs) + inner_hops * fig(vk, Figure::Inner, costs) + nic
-        }
-    };
-    // VNF cycles: per VNF, then per delivered packet.
-    let c_vf = if matches!(mode, Mode::Sriov | Mode::Hybrid) {
-        fig(HopKind::Vf, Figure::Vnf, costs)
-    } else {
-        0.0
-    };
-    let c_vk = if mode == Mode::Sriov {
-        0.0
-    } else {
-        fig(vk, Figure::Vnf, costs)
-    };
-    let mut per_vnf = Vec::new();
-    for &l in chains {
-        for j in 0..l {
-            per_vnf.push(match mode {
-                Mode::Sriov => c_vf,
-                Mode::Hybrid if l == 1 => c_vf,
-                Mode::Hybrid if j == 0 || j == l - 1 => (c_vf + c_vk) / 2.0,
-                _ => c_vk,
-            });
-        }
-    }
-    let limit_mpps = if matches!(mode, Mode::SwitchCopy | Mode::SwitchOneCopy) {
-        costs.get(vk, Figure::Limit)
-    } else {
-        None
-    };
-    if !missing.is_empty() {
-        return unavailable(mode, format!("no cost figures for {}", missing.join(", ")));
-    }
-    let w: f64 = per_vnf.iter().sum::<f64>() / p;
-    let c_max = per_vnf.iter().copied().fold(0.0, f64::max);
-    // The limits, in packets per second.
-    let mut limits: Vec<(Bottleneck, f64)> = Vec::new();
-    let line = pci.map(|(ports, gbps, ..)| ports as f64 * gbps * 1e9 / ((size + 20.0) * 8.0));
-    match t.service.offered {
-        // Line rate: the port-speed limit says it.
-        Offered::Line => {}
-        Offered::Gbps(g) => limits.push((Bottleneck::OfferedLoad, g * 1e9 / (size * 8.0))),
-        Offered::Mpps(m) => limits.push((Bottleneck::OfferedLoad, m * 1e6)),
-    }
-    if let (Some(l), Some((.., pcie, _))) = (line, pci) {
-        limits.push((Bottleneck::PortSpeed, l));
-        let x = if mode == Mode::Sriov { mean_l } else { 1.0 };
-        limits.push((Bottleneck::PcieLink, pcie_fps(&pcie, &costs.mix, x)));
-    }
-    if let Some(m) = limit_mpps {
-        limits.push((Bottleneck::HopLimit, p * m * 1e6));
-    }
-    if c_sw > 0.0 {
-        if t.node.switch_cores == 0 {
-            return unavailable(mode, "node.switch_cores = 0".into());
-        }
-        limits.push((
-            Bottleneck::SwitchCores,
-            t.node.switch_cores as f64 * hz / c_sw,
-        ));
-    }
-    if w > 0.0 {
-        let shared = t.node.vnf_cores as f64 * hz / w;
-        let single = p * hz / c_max;
-        limits.push((Bottleneck::VnfCores, shared.min(single)));
-    }
-    // Stable: on a tie the earlier (hardware) limit is named.
-    limits.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let (what, pps) = limits[0];
-    let hw = limits
-        .iter()
-        .filter(|l| l.0.is_hardware())
-        .map(|l| l.1)
-        .fold(f64::INFINITY, f64::min);
-    let cores = |cycles: f64, given: u32| {
-        if !hw.is_finite() {
-            given
-        } else {
-            (hw * cycles / hz - 1e-9).ceil().max(0.0) as u32
-        }
-    };
-    Prediction {
+    let case = Case {
+        t,
+        hz,
         mode,
-        unavailable: None,
-        mpps: pps / 1e6,
-        gbps: pps * size * 8.0 / 1e9,
-        vnf_tx_mpps: pps / p * n as f64 / 1e6,
-        bottleneck: Some(what),
-        limits: limits
-            .iter()
-            .map(|&(what, pps)| Limit {
-                what,
-                mpps: pps / 1e6,
-            })
-            .collect(),
-        switch_cycles_per_packet: c_sw,
-        vnf_cycles_per_packet: w,
-        switch_cores_needed: if c_sw > 0.0 {
-            cores(c_sw, t.node.switch_cores)
+        chains,
+        size: frames.mean_size(),
+        nic: PciNic::of(&t.node.nic),
+    };
+    let vfs_needed = case.vfs_needed();
+    if let Some(why) = case.vf_shortage(vfs_needed) {
+        return unavailable(mode, why);
+    }
+    let cycles = match case.cycles(costs) {
+        Ok(cycles) => cycles,
+        Err(why) => return unavailable(mode, why),
+    };
+    match case.limits(costs, &cycles) {
+        Ok(limits) => case.prediction(&cycles, limits, vfs_needed),
+        Err(why) => unavailable(mode, why),
+    }
+}
+
+impl Case<'_> {
+    /// `P`.
+    fn p(&self) -> f64 {
+        self.chains.len() as f64
+    }
+
+    /// `N`.
+    fn n(&self) -> u32 {
+        self.chains.iter().sum()
+    }
+
+    /// The VNF hop types of the service's interface: (copy, one-copy).
+    fn kinds(&self) -> (HopKind, HopKind) {
+        vnf_kinds(self.t.service.interface)
+    }
+
+    /// The hop type of the VNFs' switch ports in this mode.
+    fn vnf_kind(&self) -> HopKind {
+        let (copy, one) = self.kinds();
+        if self.mode == Mode::SwitchCopy {
+            copy
         } else {
-            0
-        },
-        vnf_cores_needed: cores(w, t.node.vnf_cores),
-        vfs_needed,
+            one
+        }
+    }
+
+    fn vfs_needed(&self) -> u32 {
+        match self.mode {
+            Mode::Sriov => self.n(),
+            Mode::Hybrid => self
+                .chains
+                .iter()
+                .map(|&l| if l == 1 { 1 } else { 2 })
+                .sum(),
+            _ => 0,
+        }
+    }
+
+    /// Why the NIC cannot give `needed` VFs, if it cannot.
+    fn vf_shortage(&self, needed: u32) -> Option<String> {
+        if needed == 0 {
+            return None;
+        }
+        match self.nic {
+            None => Some("the test bed has no VFs".into()),
+            Some(nic) if nic.vfs < needed => {
+                Some(format!("needs {needed} VFs, the NIC has {}", nic.vfs))
+            }
+            _ => None,
+        }
+    }
+
+    /// The mode's cycle figures; `Err` names the hop types the profile
+    /// has no figures for.
+    fn cycles(&self, costs: &mut Costs) -> Result<Cycles, String> {
+        let mut figs = Figures {
+            costs,
+            missing: Vec::new(),
+        };
+        let switch = self.switch_cycles(&mut figs);
+        let per_vnf = self.vnf_cycles(&mut figs);
+        let limit_mpps = if matches!(self.mode, Mode::SwitchCopy | Mode::SwitchOneCopy) {
+            figs.costs.get(self.vnf_kind(), Figure::Limit)
+        } else {
+            None
+        };
+        if !figs.missing.is_empty() {
+            return Err(format!("no cost figures for {}", figs.missing.join(", ")));
+        }
+        Ok(Cycles {
+            switch,
+            vnf: per_vnf.iter().sum::<f64>() / self.p(),
+            vnf_max: per_vnf.iter().copied().fold(0.0, f64::max),
+            limit_mpps,
+        })
+    }
+
+    /// `C_sw`: switch cycles per delivered packet.
+    fn switch_cycles(&self, figs: &mut Figures) -> f64 {
+        let vk = self.vnf_kind();
+        let (_, one) = self.kinds();
+        let inner_hops: f64 = self.chains.iter().map(|&l| (l - 1) as f64).sum::<f64>() / self.p();
+        match self.mode {
+            Mode::Sriov => 0.0,
+            Mode::Hybrid => inner_hops * figs.get(one, Figure::Inner),
+            _ => {
+                let nic = if self.nic.is_some() {
+                    figs.get(HopKind::Afxdp, Figure::Edge)
+                } else {
+                    0.0
+                };
+                2.0 * figs.get(vk, Figure::Edge) + inner_hops * figs.get(vk, Figure::Inner) + nic
+            }
+        }
+    }
+
+    /// `c_v` of every VNF, chain by chain.
+    fn vnf_cycles(&self, figs: &mut Figures) -> Vec<f64> {
+        let mode = self.mode;
+        let c_vf = if matches!(mode, Mode::Sriov | Mode::Hybrid) {
+            figs.get(HopKind::Vf, Figure::Vnf)
+        } else {
+            0.0
+        };
+        let c_vk = if mode == Mode::Sriov {
+            0.0
+        } else {
+            figs.get(self.vnf_kind(), Figure::Vnf)
+        };
+        let mut per_vnf = Vec::new();
+        for &l in self.chains {
+            for j in 0..l {
+                per_vnf.push(match mode {
+                    Mode::Sriov => c_vf,
+                    Mode::Hybrid if l == 1 => c_vf,
+                    Mode::Hybrid if j == 0 || j == l - 1 => (c_vf + c_vk) / 2.0,
+                    _ => c_vk,
+                });
+            }
+        }
+        per_vnf
+    }
+
+    /// Every limit, in packets per second, smallest first (stable: on a
+    /// tie the earlier, hardware, limit comes first).
+    fn limits(&self, costs: &Costs, cycles: &Cycles) -> Result<Vec<(Bottleneck, f64)>, String> {
+        let (t, hz, p) = (self.t, self.hz, self.p());
+        let mut limits: Vec<(Bottleneck, f64)> = Vec::new();
+        match t.service.offered {
+            // Line rate: the port-speed limit says it.
+            Offered::Line => {}
+            Offered::Gbps(g) => limits.push((Bottleneck::OfferedLoad, g * 1e9 / (self.size * 8.0))),
+            Offered::Mpps(m) => limits.push((Bottleneck::OfferedLoad, m * 1e6)),
+        }
+        if let Some(nic) = self.nic {
+            let line = nic.ports as f64 * nic.port_gbps * 1e9 / ((self.size + 20.0) * 8.0);
+            limits.push((Bottleneck::PortSpeed, line));
+            let mean_l = self.n() as f64 / p;
+            let x = if self.mode == Mode::Sriov {
+                mean_l
+            } else {
+                1.0
+            };
+            limits.push((Bottleneck::PcieLink, pcie_fps(&nic.pcie, &costs.mix, x)));
+        }
+        if let Some(m) = cycles.limit_mpps {
+            limits.push((Bottleneck::HopLimit, p * m * 1e6));
+        }
+        if cycles.switch > 0.0 {
+            if t.node.switch_cores == 0 {
+                return Err("node.switch_cores = 0".into());
+            }
+            limits.push((
+                Bottleneck::SwitchCores,
+                t.node.switch_cores as f64 * hz / cycles.switch,
+            ));
+        }
+        if cycles.vnf > 0.0 {
+            let shared = t.node.vnf_cores as f64 * hz / cycles.vnf;
+            let single = p * hz / cycles.vnf_max;
+            limits.push((Bottleneck::VnfCores, shared.min(single)));
+        }
+        limits.sort_by(|a, b| a.1.total_cmp(&b.1));
+        Ok(limits)
+    }
+
+    /// The prediction: the rate the smallest limit allows, and the cores
+    /// that carry what the hardware allows.
+    fn prediction(
+        &self,
+        cycles: &Cycles,
+        limits: Vec<(Bottleneck, f64)>,
+        vfs_needed: u32,
+    ) -> Prediction {
+        let (t, hz, p) = (self.t, self.hz, self.p());
+        let (what, pps) = limits[0];
+        let hw = limits
+            .iter()
+            .filter(|l| l.0.is_hardware())
+            .map(|l| l.1)
+            .fold(f64::INFINITY, f64::min);
+        let cores = |cycles: f64, given: u32| {
+            if !hw.is_finite() {
+                given
+            } else {
+                (hw * cycles / hz - 1e-9).ceil().max(0.0) as u32
+            }
+        };
+        Prediction {
+            mode: self.mode,
+            unavailable: None,
+            mpps: pps / 1e6,
+            gbps: pps * self.size * 8.0 / 1e9,
+            vnf_tx_mpps: pps / p * self.n() as f64 / 1e6,
+            bottleneck: Some(what),
+            limits: limits
+                .iter()
+                .map(|&(what, pps)| Limit {
+                    what,
+                    mpps: pps / 1e6,
+                })
+                .collect(),
+            switch_cycles_per_packet: cycles.switch,
+            vnf_cycles_per_packet: cycles.vnf,
+            switch_cores_needed: if cycles.switch > 0.0 {
+                cores(cycles.switch, t.node.switch_cores)
+            } else {
+                0
+            },
+            vnf_cores_needed: cores(cycles.vnf, t.node.vnf_cores),
+            vfs_needed,
+        }
     }
 }
 

@@ -35,6 +35,7 @@ use crate::error::{Doc, TopologyError};
 use crate::pcie::Pcie;
 use nfv_vnf_interface::VnfInterface;
 use serde::{Deserialize, Serialize};
+use std::ops::Range;
 use std::path::Path;
 use toml::Spanned;
 
@@ -282,85 +283,7 @@ fn node(doc: &Doc, r: RawNode) -> Result<Node, TopologyError> {
         .tsc_ghz
         .map(|v| num(doc, &v, "node.tsc_ghz", 0.2, 10.0))
         .transpose()?;
-    let nic_span = r.nic.span();
-    let n = r.nic.into_inner();
-    let kind = n.kind.as_ref().map_or("pci", |k| k.get_ref().as_str());
-    let nic = match kind {
-        "pci" => {
-            let need = |v: &Option<S<i64>>, f: &str| {
-                v.clone().ok_or_else(|| {
-                    doc.err(nic_span.clone(), f, "missing (needed with kind = \"pci\")")
-                })
-            };
-            let ports = int(
-                doc,
-                &need(&n.ports, "node.nic.ports")?,
-                "node.nic.ports",
-                1,
-                8,
-            )?;
-            let port_gbps = n.port_gbps.ok_or_else(|| {
-                doc.err(
-                    nic_span.clone(),
-                    "node.nic.port_gbps",
-                    "missing (needed with kind = \"pci\")",
-                )
-            })?;
-            let port_gbps = num(doc, &port_gbps, "node.nic.port_gbps", 0.0, 800.0)?;
-            let generation = int(
-                doc,
-                &need(&n.pcie_gen, "node.nic.pcie_gen")?,
-                "node.nic.pcie_gen",
-                1,
-                5,
-            )?;
-            let lanes_v = need(&n.pcie_lanes, "node.nic.pcie_lanes")?;
-            let lanes = *lanes_v.get_ref();
-            if ![1, 2, 4, 8, 16].contains(&lanes) {
-                return Err(doc.err(
-                    lanes_v.span(),
-                    "node.nic.pcie_lanes",
-                    format!("{lanes} is not 1, 2, 4, 8 or 16"),
-                ));
-            }
-            let vfs = n
-                .vfs
-                .map(|v| int(doc, &v, "node.nic.vfs", 0, 4096))
-                .transpose()?
-                .unwrap_or(0);
-            Nic::Pci {
-                ports,
-                port_gbps,
-                pcie: Pcie::new(generation as u8, lanes as u8),
-                vfs,
-            }
-        }
-        "testbed" => {
-            let stray = [
-                ("ports", n.ports.as_ref().map(|v| v.span())),
-                ("port_gbps", n.port_gbps.as_ref().map(|v| v.span())),
-                ("pcie_gen", n.pcie_gen.as_ref().map(|v| v.span())),
-                ("pcie_lanes", n.pcie_lanes.as_ref().map(|v| v.span())),
-                ("vfs", n.vfs.as_ref().map(|v| v.span())),
-            ];
-            if let Some((k, Some(span))) = stray.into_iter().find(|(_, s)| s.is_some()) {
-                return Err(doc.err(
-                    span,
-                    &format!("node.nic.{k}"),
-                    "not used with kind = \"testbed\" (the test bed has no wire and no PCIe)",
-                ));
-            }
-            Nic::Testbed
-        }
-        other => {
-            let span = n.kind.as_ref().map_or(nic_span, |k| k.span());
-            return Err(doc.err(
-                span,
-                "node.nic.kind",
-                format!("{other:?} is not \"pci\" or \"testbed\""),
-            ));
-        }
-    };
+    let nic = nic(doc, r.nic)?;
     Ok(Node {
         switch_cores,
         vnf_cores,
@@ -369,9 +292,120 @@ fn node(doc: &Doc, r: RawNode) -> Result<Node, TopologyError> {
     })
 }
 
+/// `[node.nic]`, by its `kind`.
+fn nic(doc: &Doc, r: S<RawNic>) -> Result<Nic, TopologyError> {
+    let nic_span = r.span();
+    let n = r.into_inner();
+    let kind = n.kind.as_ref().map_or("pci", |k| k.get_ref().as_str());
+    match kind {
+        "pci" => pci_nic(doc, &n, nic_span),
+        "testbed" => testbed_nic(doc, &n),
+        other => {
+            let span = n.kind.as_ref().map_or(nic_span, |k| k.span());
+            Err(doc.err(
+                span,
+                "node.nic.kind",
+                format!("{other:?} is not \"pci\" or \"testbed\""),
+            ))
+        }
+    }
+}
+
+/// `kind = "pci"`: ports, speed and PCIe link are required.
+fn pci_nic(doc: &Doc, n: &RawNic, nic_span: Range<usize>) -> Result<Nic, TopologyError> {
+    let need = |v: &Option<S<i64>>, f: &str| {
+        v.clone()
+            .ok_or_else(|| doc.err(nic_span.clone(), f, "missing (needed with kind = \"pci\")"))
+    };
+    let ports = int(
+        doc,
+        &need(&n.ports, "node.nic.ports")?,
+        "node.nic.ports",
+        1,
+        8,
+    )?;
+    let port_gbps = n.port_gbps.clone().ok_or_else(|| {
+        doc.err(
+            nic_span.clone(),
+            "node.nic.port_gbps",
+            "missing (needed with kind = \"pci\")",
+        )
+    })?;
+    let port_gbps = num(doc, &port_gbps, "node.nic.port_gbps", 0.0, 800.0)?;
+    let generation = int(
+        doc,
+        &need(&n.pcie_gen, "node.nic.pcie_gen")?,
+        "node.nic.pcie_gen",
+        1,
+        5,
+    )?;
+    let lanes_v = need(&n.pcie_lanes, "node.nic.pcie_lanes")?;
+    let lanes = *lanes_v.get_ref();
+    if ![1, 2, 4, 8, 16].contains(&lanes) {
+        return Err(doc.err(
+            lanes_v.span(),
+            "node.nic.pcie_lanes",
+            format!("{lanes} is not 1, 2, 4, 8 or 16"),
+        ));
+    }
+    let vfs = n
+        .vfs
+        .as_ref()
+        .map(|v| int(doc, v, "node.nic.vfs", 0, 4096))
+        .transpose()?
+        .unwrap_or(0);
+    Ok(Nic::Pci {
+        ports,
+        port_gbps,
+        pcie: Pcie::new(generation as u8, lanes as u8),
+        vfs,
+    })
+}
+
+/// `kind = "testbed"`: no wire and no PCIe, so none of their keys.
+fn testbed_nic(doc: &Doc, n: &RawNic) -> Result<Nic, TopologyError> {
+    let stray = [
+        ("ports", n.ports.as_ref().map(|v| v.span())),
+        ("port_gbps", n.port_gbps.as_ref().map(|v| v.span())),
+        ("pcie_gen", n.pcie_gen.as_ref().map(|v| v.span())),
+        ("pcie_lanes", n.pcie_lanes.as_ref().map(|v| v.span())),
+        ("vfs", n.vfs.as_ref().map(|v| v.span())),
+    ];
+    if let Some((k, Some(span))) = stray.into_iter().find(|(_, s)| s.is_some()) {
+        return Err(doc.err(
+            span,
+            &format!("node.nic.{k}"),
+            "not used with kind = \"testbed\" (the test bed has no wire and no PCIe)",
+        ));
+    }
+    Ok(Nic::Testbed)
+}
+
 fn service(doc: &Doc, r: RawService) -> Result<Service, TopologyError> {
-    let span = r.vnfs.span();
-    let vnfs = match r.vnfs.get_ref() {
+    let vnfs = vnfs(doc, &r.vnfs)?;
+    let shape = shape(doc, &r)?;
+    let frames = frames(doc, &r.frames)?;
+    let offered = offered(doc, &r)?;
+    let interface = match &r.interface {
+        None => VnfInterface::default(),
+        Some(v) => v
+            .get_ref()
+            .parse::<VnfInterface>()
+            .map_err(|e| doc.err(v.span(), "service.interface", e.to_string()))?,
+    };
+    Ok(Service {
+        vnfs,
+        shape,
+        frames,
+        offered,
+        interface,
+    })
+}
+
+/// `service.vnfs`: one N or a list of them.
+fn vnfs(doc: &Doc, v: &S<OneOrMany>) -> Result<Vec<u32>, TopologyError> {
+    let span = v.span();
+    Ok(match v.get_ref() {
         OneOrMany::One(x) => vec![int(doc, &S::new(span, *x), "service.vnfs", 1, 64)?],
         OneOrMany::Many(list) if list.is_empty() => {
             return Err(doc.err(span, "service.vnfs", "needs at least one N"));
@@ -384,37 +418,41 @@ fn service(doc: &Doc, r: RawService) -> Result<Service, TopologyError> {
                 int(doc, &S::new(span.clone(), x), &field, 1, 64)
             })
             .collect::<Result<Vec<_>, _>>()?,
-    };
+    })
+}
+
+/// `service.shape`, with `chain_length` where (and only where) it is mixed.
+fn shape(doc: &Doc, r: &RawService) -> Result<Shape, TopologyError> {
     let chain_length = r
         .chain_length
         .as_ref()
         .map(|v| int(doc, v, "service.chain_length", 1, 64))
         .transpose()?;
-    let shape = match (r.shape.get_ref().as_str(), chain_length) {
-        ("north-south" | "ns", None) => Shape::NorthSouth,
-        ("east-west" | "ew", None) => Shape::EastWest,
-        ("mixed", Some(chain_length)) => Shape::Mixed { chain_length },
-        ("mixed", None) => {
-            return Err(doc.err(
-                r.shape.span(),
-                "service.chain_length",
-                "missing (needed with shape = \"mixed\")",
-            ));
-        }
+    match (r.shape.get_ref().as_str(), chain_length) {
+        ("north-south" | "ns", None) => Ok(Shape::NorthSouth),
+        ("east-west" | "ew", None) => Ok(Shape::EastWest),
+        ("mixed", Some(chain_length)) => Ok(Shape::Mixed { chain_length }),
+        ("mixed", None) => Err(doc.err(
+            r.shape.span(),
+            "service.chain_length",
+            "missing (needed with shape = \"mixed\")",
+        )),
         ("north-south" | "ns" | "east-west" | "ew", Some(_)) => {
             let span = r.chain_length.as_ref().map_or(r.shape.span(), |v| v.span());
-            return Err(doc.err(span, "service.chain_length", "only with shape = \"mixed\""));
+            Err(doc.err(span, "service.chain_length", "only with shape = \"mixed\""))
         }
-        (other, _) => {
-            return Err(doc.err(
-                r.shape.span(),
-                "service.shape",
-                format!("{other:?} is not \"north-south\", \"east-west\" or \"mixed\""),
-            ));
-        }
-    };
-    let frames = frames(doc, &r.frames)?;
-    let offered = match (&r.offered_gbps, &r.offered_mpps) {
+        (other, _) => Err(doc.err(
+            r.shape.span(),
+            "service.shape",
+            format!("{other:?} is not \"north-south\", \"east-west\" or \"mixed\""),
+        )),
+    }
+}
+
+/// `service.offered_gbps` or `service.offered_mpps` (not both); neither:
+/// line rate.
+fn offered(doc: &Doc, r: &RawService) -> Result<Offered, TopologyError> {
+    Ok(match (&r.offered_gbps, &r.offered_mpps) {
         (Some(g), Some(m)) => {
             let span = if g.span().start > m.span().start {
                 g.span()
@@ -430,20 +468,6 @@ fn service(doc: &Doc, r: RawService) -> Result<Service, TopologyError> {
         (Some(g), None) => Offered::Gbps(num(doc, g, "service.offered_gbps", 0.0, 10_000.0)?),
         (None, Some(m)) => Offered::Mpps(num(doc, m, "service.offered_mpps", 0.0, 10_000.0)?),
         (None, None) => Offered::Line,
-    };
-    let interface = match &r.interface {
-        None => VnfInterface::default(),
-        Some(v) => v
-            .get_ref()
-            .parse::<VnfInterface>()
-            .map_err(|e| doc.err(v.span(), "service.interface", e.to_string()))?,
-    };
-    Ok(Service {
-        vnfs,
-        shape,
-        frames,
-        offered,
-        interface,
     })
 }
 

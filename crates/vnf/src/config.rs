@@ -4,7 +4,7 @@
 
 use nfv_wire::EthernetAddress;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -198,94 +198,18 @@ fn seconds(flag: &'static str, v: f64) -> Result<Duration, ConfigError> {
 impl TryFrom<VnfOptions> for VnfConfig {
     type Error = ConfigError;
 
+    /// Checks the options in the order the flags are documented; the
+    /// first refusal wins.
     fn try_from(o: VnfOptions) -> Result<VnfConfig, ConfigError> {
-        let (socket, interface) = match (o.memif, o.socket.as_os_str().is_empty()) {
-            (Some(_), false) => {
-                return Err(bad(
-                    "memif",
-                    "give --socket (vhost-user) or --memif, not both",
-                ));
-            }
-            (Some(m), true) if m.as_os_str().is_empty() => {
-                return Err(bad("memif", "a memif socket path (or @name) is required"));
-            }
-            (Some(m), true) => (m, Interface::Memif { id: o.memif_id }),
-            (None, true) => {
-                return Err(bad(
-                    "socket",
-                    "a vhost-user socket path is required (or --memif SOCKET)",
-                ));
-            }
-            (None, false) => (o.socket, Interface::VhostUser),
-        };
-        let mode = match o.mode.as_str() {
-            "client" => Mode::Client,
-            "server" => Mode::Server,
-            m => return Err(bad("mode", format!("{m:?} is not client or server"))),
-        };
-        if mode == Mode::Server && interface != Interface::VhostUser {
-            return Err(bad(
-                "mode",
-                "a memif VNF is always the client (the switch's memif port listens)",
-            ));
-        }
-        if o.packed && interface != Interface::VhostUser {
-            return Err(bad("packed", "packed virtqueues are a vhost-user feature"));
-        }
-        if let Interface::Memif { .. } = interface
-            && o.ring_size > 1 << nfv_wire::memif::ring::MAX_LOG2_SIZE
-        {
-            return Err(bad(
-                "ring-size",
-                format!("{} is more than a memif ring holds (16384)", o.ring_size),
-            ));
-        }
-        let app = match o.app.as_str() {
-            "io" => AppKind::Io,
-            "macswap" => AppKind::MacSwap,
-            "l2fwd" => AppKind::L2Fwd,
-            a => return Err(bad("app", format!("{a:?} is not io, macswap or l2fwd"))),
-        };
-        let poll = match o.poll.as_str() {
-            "busy" => PollMode::Busy,
-            "adaptive" => PollMode::Adaptive,
-            p => return Err(bad("poll", format!("{p:?} is not busy or adaptive"))),
-        };
-        let next_hop = match (&o.next_hop, app) {
-            (Some(s), AppKind::L2Fwd) => Some(s.parse().map_err(|e| bad("next-hop", e))?),
-            (None, AppKind::L2Fwd) => return Err(bad("next-hop", "required by --app l2fwd")),
-            (Some(_), _) => return Err(bad("next-hop", "only used by --app l2fwd")),
-            (None, _) => None,
-        };
-        let mac = match &o.mac {
-            Some(s) => s.parse().map_err(|e| bad("mac", e))?,
-            None => Mac::derived(socket.as_os_str().as_encoded_bytes()),
-        };
-        if mac.0[0] & 1 != 0 {
-            return Err(bad("mac", format!("{mac} is a multicast address")));
-        }
-        if !(1..=MAX_QUEUES).contains(&o.queues) {
-            return Err(bad(
-                "queues",
-                format!("{} is not in 1..={MAX_QUEUES}", o.queues),
-            ));
-        }
-        if !o.ring_size.is_power_of_two() || !(64..=32768).contains(&o.ring_size) {
-            return Err(bad(
-                "ring-size",
-                format!("{} is not a power of two in 64..=32768", o.ring_size),
-            ));
-        }
-        if o.idle_polls == 0 {
-            return Err(bad("idle-polls", "must be at least 1"));
-        }
-        let stats_every = match o.stats_every {
-            0.0 => None,
-            v => Some(seconds("stats-every", v)?),
-        };
-        if stats_every.is_some_and(|d| d < Duration::from_millis(10)) {
-            return Err(bad("stats-every", "must be 0 (off) or at least 0.01 s"));
-        }
+        let (socket, interface) = socket_and_interface(o.memif, o.socket, o.memif_id)?;
+        let mode = mode(&o.mode)?;
+        check_interface(interface, mode, o.packed, o.ring_size)?;
+        let app = app(&o.app)?;
+        let poll = poll(&o.poll)?;
+        let next_hop = next_hop(o.next_hop.as_deref(), app)?;
+        let mac = mac(o.mac.as_deref(), &socket)?;
+        check_sizes(o.queues, o.ring_size, o.idle_polls)?;
+        let stats_every = stats_every(o.stats_every)?;
         let exit_after = o.exit_after.map(|v| seconds("exit-after", v)).transpose()?;
         if let Some(c) = o.cpu
             && c >= libc::CPU_SETSIZE as usize
@@ -311,6 +235,135 @@ impl TryFrom<VnfOptions> for VnfConfig {
             json_stats: o.json_stats,
         })
     }
+}
+
+/// `--socket` (vhost-user) or `--memif` (with `--memif-id`): exactly one.
+fn socket_and_interface(
+    memif: Option<PathBuf>,
+    socket: PathBuf,
+    memif_id: u32,
+) -> Result<(PathBuf, Interface), ConfigError> {
+    match (memif, socket.as_os_str().is_empty()) {
+        (Some(_), false) => Err(bad(
+            "memif",
+            "give --socket (vhost-user) or --memif, not both",
+        )),
+        (Some(m), true) if m.as_os_str().is_empty() => {
+            Err(bad("memif", "a memif socket path (or @name) is required"))
+        }
+        (Some(m), true) => Ok((m, Interface::Memif { id: memif_id })),
+        (None, true) => Err(bad(
+            "socket",
+            "a vhost-user socket path is required (or --memif SOCKET)",
+        )),
+        (None, false) => Ok((socket, Interface::VhostUser)),
+    }
+}
+
+fn mode(s: &str) -> Result<Mode, ConfigError> {
+    match s {
+        "client" => Ok(Mode::Client),
+        "server" => Ok(Mode::Server),
+        m => Err(bad("mode", format!("{m:?} is not client or server"))),
+    }
+}
+
+/// What a memif VNF cannot do: listen, packed virtqueues, rings larger
+/// than memif's.
+fn check_interface(
+    interface: Interface,
+    mode: Mode,
+    packed: bool,
+    ring_size: u32,
+) -> Result<(), ConfigError> {
+    if mode == Mode::Server && interface != Interface::VhostUser {
+        return Err(bad(
+            "mode",
+            "a memif VNF is always the client (the switch's memif port listens)",
+        ));
+    }
+    if packed && interface != Interface::VhostUser {
+        return Err(bad("packed", "packed virtqueues are a vhost-user feature"));
+    }
+    if let Interface::Memif { .. } = interface
+        && ring_size > 1 << nfv_wire::memif::ring::MAX_LOG2_SIZE
+    {
+        return Err(bad(
+            "ring-size",
+            format!("{ring_size} is more than a memif ring holds (16384)"),
+        ));
+    }
+    Ok(())
+}
+
+fn app(s: &str) -> Result<AppKind, ConfigError> {
+    match s {
+        "io" => Ok(AppKind::Io),
+        "macswap" => Ok(AppKind::MacSwap),
+        "l2fwd" => Ok(AppKind::L2Fwd),
+        a => Err(bad("app", format!("{a:?} is not io, macswap or l2fwd"))),
+    }
+}
+
+fn poll(s: &str) -> Result<PollMode, ConfigError> {
+    match s {
+        "busy" => Ok(PollMode::Busy),
+        "adaptive" => Ok(PollMode::Adaptive),
+        p => Err(bad("poll", format!("{p:?} is not busy or adaptive"))),
+    }
+}
+
+/// `--next-hop`: required by `l2fwd`, refused by every other app.
+fn next_hop(s: Option<&str>, app: AppKind) -> Result<Option<Mac>, ConfigError> {
+    match (s, app) {
+        (Some(s), AppKind::L2Fwd) => Ok(Some(s.parse().map_err(|e| bad("next-hop", e))?)),
+        (None, AppKind::L2Fwd) => Err(bad("next-hop", "required by --app l2fwd")),
+        (Some(_), _) => Err(bad("next-hop", "only used by --app l2fwd")),
+        (None, _) => Ok(None),
+    }
+}
+
+/// `--mac`, else one derived from the socket path; never multicast.
+fn mac(s: Option<&str>, socket: &Path) -> Result<Mac, ConfigError> {
+    let mac: Mac = match s {
+        Some(s) => s.parse().map_err(|e| bad("mac", e))?,
+        None => Mac::derived(socket.as_os_str().as_encoded_bytes()),
+    };
+    if mac.0[0] & 1 != 0 {
+        return Err(bad("mac", format!("{mac} is a multicast address")));
+    }
+    Ok(mac)
+}
+
+fn check_sizes(queues: u32, ring_size: u32, idle_polls: u32) -> Result<(), ConfigError> {
+    if !(1..=MAX_QUEUES).contains(&queues) {
+        return Err(bad(
+            "queues",
+            format!("{queues} is not in 1..={MAX_QUEUES}"),
+        ));
+    }
+    if !ring_size.is_power_of_two() || !(64..=32768).contains(&ring_size) {
+        return Err(bad(
+            "ring-size",
+            format!("{ring_size} is not a power of two in 64..=32768"),
+        ));
+    }
+    if idle_polls == 0 {
+        return Err(bad("idle-polls", "must be at least 1"));
+    }
+    Ok(())
+}
+
+/// `--stats-every`: 0 (off) or at least 10 ms.
+fn stats_every(v: f64) -> Result<Option<Duration>, ConfigError> {
+    let stats_every = match v {
+        0.0 => None,
+        v => Some(seconds("stats-every", v)?),
+    };
+    if stats_every.is_some_and(|d| d < Duration::from_millis(10)) {
+        return Err(bad("stats-every", "must be 0 (off) or at least 0.01 s"));
+    }
+    Ok(stats_every)
 }
 
 #[cfg(test)]

@@ -182,6 +182,90 @@ fn retryable(e: &std::io::Error) -> bool {
     )
 }
 
+/// An I/O error on the control socket of `cfg`.
+fn socket_err(cfg: &VnfConfig) -> impl Fn(std::io::Error) -> SessionError + '_ {
+    |err| SessionError::Socket {
+        path: cfg.socket.display().to_string(),
+        err,
+    }
+}
+
+/// The protocol features both sides know (MQ, REPLY_ACK), and with
+/// several queue pairs, whether the switch has as many (`raw`: the
+/// control socket, for GET_QUEUE_NUM).
+fn agree_protocol(
+    fe: &mut Frontend,
+    raw: &UnixStream,
+    cfg: &VnfConfig,
+) -> Result<(), SessionError> {
+    let pf = fe
+        .get_protocol_features()
+        .map_err(proto("GET_PROTOCOL_FEATURES"))?;
+    let ack = pf & (VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK);
+    fe.set_protocol_features(ack)
+        .map_err(proto("SET_PROTOCOL_FEATURES"))?;
+    if ack.contains(VhostUserProtocolFeatures::REPLY_ACK) {
+        // Every later request is acknowledged: a backend that
+        // cannot map our memory says so here, not by silence.
+        fe.set_hdr_flags(VhostUserHeaderFlag::NEED_REPLY);
+    }
+    if cfg.queues > 1 {
+        if !ack.contains(VhostUserProtocolFeatures::MQ) {
+            return Err(SessionError::Queues {
+                want: cfg.queues,
+                have: 1,
+                why: " (no VHOST_USER_PROTOCOL_F_MQ)",
+            });
+        }
+        let have = get_queue_pairs(raw).map_err(socket_err(cfg))?;
+        if have < cfg.queues as u64 {
+            return Err(SessionError::Queues {
+                want: cfg.queues,
+                have,
+                why: "",
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Hands virtqueue `vq` in `mem` to the switch: size, base, addresses,
+/// and a new kick and call eventfd (returned in that order).
+fn set_up_vring(
+    fe: &mut Frontend,
+    mem: &SharedMemory,
+    vq: usize,
+    features: u64,
+) -> Result<(EventFd, EventFd), SessionError> {
+    let new_efd = || EventFd::new(EFD_NONBLOCK).map_err(SessionError::EventFd);
+    let a = mem.vq(vq);
+    fe.set_vring_num(vq, mem.ring_size())
+        .map_err(proto("SET_VRING_NUM"))?;
+    // A packed ring starts in lap 1: the wrap counter in bit 15.
+    let base = if features & VIRTIO_F_RING_PACKED != 0 {
+        nfv_virtio::packed::encode_base(0, true)
+    } else {
+        0
+    };
+    fe.set_vring_base(vq, base)
+        .map_err(proto("SET_VRING_BASE"))?;
+    let addrs = VringConfigData {
+        queue_max_size: mem.ring_size(),
+        queue_size: mem.ring_size(),
+        flags: 0,
+        desc_table_addr: a.desc,
+        used_ring_addr: a.used,
+        avail_ring_addr: a.avail,
+        log_addr: None,
+    };
+    fe.set_vring_addr(vq, &addrs)
+        .map_err(proto("SET_VRING_ADDR"))?;
+    let (k, c) = (new_efd()?, new_efd()?);
+    fe.set_vring_kick(vq, &k).map_err(proto("SET_VRING_KICK"))?;
+    fe.set_vring_call(vq, &c).map_err(proto("SET_VRING_CALL"))?;
+    Ok((k, c))
+}
+
 /// One negotiated vhost-user session: the control channel and the two
 /// eventfds of every virtqueue.
 pub struct Session {
@@ -204,47 +288,14 @@ impl Session {
     ) -> Result<Session, SessionError> {
         let n_vqs = 2 * cfg.queues as usize;
         // Kept for GET_QUEUE_NUM, sent by hand (see `get_queue_pairs`).
-        let raw = stream.try_clone().map_err(|err| SessionError::Socket {
-            path: cfg.socket.display().to_string(),
-            err,
-        })?;
+        let raw = stream.try_clone().map_err(socket_err(cfg))?;
         let mut fe = Frontend::from_stream(stream, n_vqs as u64);
         fe.set_owner().map_err(proto("SET_OWNER"))?;
         let offered = fe.get_features().map_err(proto("GET_FEATURES"))?;
         let features = wanted_features(offered, cfg)?;
         let protocol = features & VHOST_USER_F_PROTOCOL_FEATURES != 0;
         if protocol {
-            let pf = fe
-                .get_protocol_features()
-                .map_err(proto("GET_PROTOCOL_FEATURES"))?;
-            let ack = pf & (VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK);
-            fe.set_protocol_features(ack)
-                .map_err(proto("SET_PROTOCOL_FEATURES"))?;
-            if ack.contains(VhostUserProtocolFeatures::REPLY_ACK) {
-                // Every later request is acknowledged: a backend that
-                // cannot map our memory says so here, not by silence.
-                fe.set_hdr_flags(VhostUserHeaderFlag::NEED_REPLY);
-            }
-            if cfg.queues > 1 {
-                if !ack.contains(VhostUserProtocolFeatures::MQ) {
-                    return Err(SessionError::Queues {
-                        want: cfg.queues,
-                        have: 1,
-                        why: " (no VHOST_USER_PROTOCOL_F_MQ)",
-                    });
-                }
-                let have = get_queue_pairs(&raw).map_err(|err| SessionError::Socket {
-                    path: cfg.socket.display().to_string(),
-                    err,
-                })?;
-                if have < cfg.queues as u64 {
-                    return Err(SessionError::Queues {
-                        want: cfg.queues,
-                        have,
-                        why: "",
-                    });
-                }
-            }
+            agree_protocol(&mut fe, &raw, cfg)?;
         } else if cfg.queues > 1 {
             return Err(SessionError::Queues {
                 want: cfg.queues,
@@ -262,35 +313,10 @@ impl Session {
         fe.set_features(features).map_err(proto("SET_FEATURES"))?;
         fe.set_mem_table(&mem.mem_table())
             .map_err(proto("SET_MEM_TABLE"))?;
-        let new_efd = || EventFd::new(EFD_NONBLOCK).map_err(SessionError::EventFd);
         let mut kick = Vec::with_capacity(n_vqs);
         let mut call = Vec::with_capacity(n_vqs);
         for vq in 0..n_vqs {
-            let a = mem.vq(vq);
-            fe.set_vring_num(vq, mem.ring_size())
-                .map_err(proto("SET_VRING_NUM"))?;
-            // A packed ring starts in lap 1: the wrap counter in bit 15.
-            let base = if features & VIRTIO_F_RING_PACKED != 0 {
-                nfv_virtio::packed::encode_base(0, true)
-            } else {
-                0
-            };
-            fe.set_vring_base(vq, base)
-                .map_err(proto("SET_VRING_BASE"))?;
-            let addrs = VringConfigData {
-                queue_max_size: mem.ring_size(),
-                queue_size: mem.ring_size(),
-                flags: 0,
-                desc_table_addr: a.desc,
-                used_ring_addr: a.used,
-                avail_ring_addr: a.avail,
-                log_addr: None,
-            };
-            fe.set_vring_addr(vq, &addrs)
-                .map_err(proto("SET_VRING_ADDR"))?;
-            let (k, c) = (new_efd()?, new_efd()?);
-            fe.set_vring_kick(vq, &k).map_err(proto("SET_VRING_KICK"))?;
-            fe.set_vring_call(vq, &c).map_err(proto("SET_VRING_CALL"))?;
+            let (k, c) = set_up_vring(&mut fe, mem, vq, features)?;
             kick.push(k);
             call.push(c);
         }

@@ -154,26 +154,10 @@ pub fn sweep(args: SweepArgs) -> Result<(), String> {
     if args.redraw {
         return redraw(&args.out);
     }
-    validate(&args.vnfs, &args.sizes)?;
-    if args.topology.is_empty() {
-        return Err("--topology needs at least one of ns, ew".into());
-    }
-    if !(0.0..=60.0).contains(&args.warmup) {
-        return Err(format!(
-            "--warmup: {} is not in 0..=60 seconds",
-            args.warmup
-        ));
-    }
+    check_args(&args)?;
     let seconds = args.seconds.max(1);
     let max_vnfs = args.vnfs.iter().copied().max().unwrap_or(1);
-    let layouts = if args.pmds.is_empty() {
-        vec![Cores::detect(None, max_vnfs)?]
-    } else {
-        args.pmds
-            .iter()
-            .map(|&k| Cores::detect(Some(k), max_vnfs))
-            .collect::<Result<Vec<_>, _>>()?
-    };
+    let layouts = layouts(&args, max_vnfs)?;
     let cores = &layouts[0];
     let setup = Setup {
         app: args.app.clone(),
@@ -184,35 +168,8 @@ pub fn sweep(args: SweepArgs) -> Result<(), String> {
     };
     setup.check()?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("--out {}: {e}", args.out.display()))?;
-    let mut report = SweepReport::new(
-        Machine::here(cores),
-        Parameters {
-            topologies: args.topology.clone(),
-            vnfs: args.vnfs.clone(),
-            sizes: args.sizes.clone(),
-            seconds,
-            warmup_secs: args.warmup,
-            app: args.app.clone(),
-            poll: args.poll.clone(),
-            interface: args.interface,
-            rate_pps: args.rate_pps,
-        },
-    );
-    let mut runs = Vec::new();
-    for layout in &layouts {
-        for &topology in &args.topology {
-            for &vnfs in &args.vnfs {
-                for &size in &args.sizes {
-                    let run = Run {
-                        topology,
-                        vnfs,
-                        size,
-                    };
-                    runs.push((run, layout));
-                }
-            }
-        }
-    }
+    let mut report = SweepReport::new(Machine::here(cores), parameters(&args, seconds));
+    let runs = runs(&args, &layouts);
     println!(
         "nfvswitch sweep: {} runs of {seconds} s (+{} s warm-up) into {}. {}",
         runs.len(),
@@ -233,9 +190,78 @@ pub fn sweep(args: SweepArgs) -> Result<(), String> {
         report.runs.push(r);
         report::write_json(&args.out, &report)?;
     }
+    finish(&args.out, report, started)
+}
+
+/// The arguments `sweep` refuses before it starts anything.
+fn check_args(args: &SweepArgs) -> Result<(), String> {
+    validate(&args.vnfs, &args.sizes)?;
+    if args.topology.is_empty() {
+        return Err("--topology needs at least one of ns, ew".into());
+    }
+    if !(0.0..=60.0).contains(&args.warmup) {
+        return Err(format!(
+            "--warmup: {} is not in 0..=60 seconds",
+            args.warmup
+        ));
+    }
+    Ok(())
+}
+
+/// The core layout of each `--pmds` count (one, the default count, when
+/// none is given).
+fn layouts(args: &SweepArgs, max_vnfs: usize) -> Result<Vec<Cores>, String> {
+    if args.pmds.is_empty() {
+        Ok(vec![Cores::detect(None, max_vnfs)?])
+    } else {
+        args.pmds
+            .iter()
+            .map(|&k| Cores::detect(Some(k), max_vnfs))
+            .collect()
+    }
+}
+
+/// What the report says the sweep was asked to do.
+fn parameters(args: &SweepArgs, seconds: u64) -> Parameters {
+    Parameters {
+        topologies: args.topology.clone(),
+        vnfs: args.vnfs.clone(),
+        sizes: args.sizes.clone(),
+        seconds,
+        warmup_secs: args.warmup,
+        app: args.app.clone(),
+        poll: args.poll.clone(),
+        interface: args.interface,
+        rate_pps: args.rate_pps,
+    }
+}
+
+/// Every run, in order: layout, then topology, then N, then frame size.
+fn runs<'a>(args: &SweepArgs, layouts: &'a [Cores]) -> Vec<(Run, &'a Cores)> {
+    let mut runs = Vec::new();
+    for layout in layouts {
+        for &topology in &args.topology {
+            for &vnfs in &args.vnfs {
+                for &size in &args.sizes {
+                    let run = Run {
+                        topology,
+                        vnfs,
+                        size,
+                    };
+                    runs.push((run, layout));
+                }
+            }
+        }
+    }
+    runs
+}
+
+/// Writes the finished report, sweep.md and the charts into `out`, prints
+/// the summary and the tables; fails when every run failed.
+fn finish(out: &Path, mut report: SweepReport, started: Instant) -> Result<(), String> {
     report.finished = Some(report::rfc3339(std::time::SystemTime::now()));
-    let json = report::write_json(&args.out, &report)?;
-    let (files, text) = write_outputs(&args.out, &report)?;
+    let json = report::write_json(out, &report)?;
+    let (files, text) = write_outputs(out, &report)?;
     println!(
         "\nsweep done in {:.0} s: {}, {}",
         started.elapsed().as_secs_f64(),
