@@ -16,12 +16,13 @@
 //! that timer (measured figures: `bench/README.md`, AF_PACKET).
 
 use crate::block::{BlockWalk, OFF_BLOCK_STATUS};
+use crate::shared::{RxCounters, bump};
 use nfv_mem::{Batch, Mapping, PoolCache};
 use nfv_ports::RxQueue;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{
-    AtomicU32, AtomicU64,
-    Ordering::{Acquire, Relaxed, Release},
+    AtomicU32,
+    Ordering::{Acquire, Release},
 };
 use std::sync::{Arc, Mutex};
 
@@ -87,29 +88,6 @@ impl Geometry {
             tp_feature_req_word: 0,
         }
     }
-}
-
-/// Counters of one rx queue. Single writer (the PMD polling the queue);
-/// the control plane reads them.
-#[derive(Debug, Default)]
-#[repr(align(64))]
-pub struct RxCounters {
-    /// Frames the kernel cut to fit a ring block (dropped).
-    pub truncated: AtomicU64,
-    /// Frames larger than a switch packet buffer, e.g. GRO aggregates
-    /// (dropped).
-    pub oversize: AtomicU64,
-    /// Blocks whose layout failed the walker's bounds checks.
-    pub bad_blocks: AtomicU64,
-    /// Frames lost with those blocks.
-    pub bad_frames: AtomicU64,
-    /// Blocks handed back to the kernel.
-    pub blocks: AtomicU64,
-}
-
-#[inline(always)]
-fn bump(c: &AtomicU64, n: u64) {
-    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
 /// A mapped TPACKET_V3 ring and the position of the walk through it.

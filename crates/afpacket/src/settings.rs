@@ -1,11 +1,12 @@
-//! The `afpacket` port type: its settings, its `[[port]]` keys and its
-//! registration ([`AFPACKET`]).
+//! The `afpacket` port's settings: its `[[port]]` keys, their parsing and
+//! the limits `open` checks again (a `PortConfig` may be built in code,
+//! without the config file's checks).
 
-use std::sync::Arc;
-
-use nfv_ports::config::{PortConfig, PortKind, PortSettings, same_settings};
-use nfv_ports::{OpenContext, Port, PortOpenError, PortType};
+use nfv_ports::config::{PortSettings, same_settings};
 use nfv_settings::{PortTable, SettingError};
+
+/// Most rx queues (fanout group members) a port may have.
+pub const MAX_RXQS: usize = 64;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct AfPacketConfig {
@@ -36,28 +37,30 @@ impl PortSettings for AfPacketConfig {
     }
 }
 
-/// The `afpacket` port type, listed in `nfv-port-types`. Its open errors are
-/// [`PortOpenError::Unavailable`]: the interface, a permission or the NIC
-/// may be missing, and the node runs without the port.
-pub static AFPACKET: AfPacketType = AfPacketType;
+/// The `[[port]]` keys an `afpacket` port reads besides `name`, `id`,
+/// `type` and `rxqs`.
+pub const KEYS: &[&str] = &["iface", "ring_size"];
 
-pub struct AfPacketType;
+/// Reads an `afpacket` port's keys.
+pub fn parse(t: &PortTable<'_>) -> Result<AfPacketConfig, SettingError> {
+    let d = AfPacketConfig::new("");
+    Ok(AfPacketConfig {
+        iface: t.iface()?,
+        ring_size: t.pow2_or("ring_size", 64..=65536, d.ring_size)?,
+    })
+}
 
-impl PortType for AfPacketType {
-    fn name(&self) -> &'static str {
-        "afpacket"
+/// Checks the ring size and the port's rx queue count against what the
+/// port allows.
+pub fn check(ap: &AfPacketConfig, rxqs: usize) -> Result<(), String> {
+    if !ap.ring_size.is_power_of_two() || !(64..=65536).contains(&ap.ring_size) {
+        return Err(format!(
+            "ring_size {} must be a power of two in 64..=65536",
+            ap.ring_size
+        ));
     }
-    fn keys(&self) -> &'static [&'static str] {
-        &["iface", "ring_size"]
+    if !(1..=MAX_RXQS).contains(&rxqs) {
+        return Err(format!("rxqs {rxqs} must be in 1..={MAX_RXQS}"));
     }
-    fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
-        let d = AfPacketConfig::new("");
-        Ok(PortKind::typed(AfPacketConfig {
-            iface: t.iface()?,
-            ring_size: t.pow2_or("ring_size", 64..=65536, d.ring_size)?,
-        }))
-    }
-    fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
-        crate::open_with(cfg, cx.max_frame()).map_err(PortOpenError::unavailable)
-    }
+    Ok(())
 }

@@ -29,34 +29,12 @@
 //! next, one more syscall. Anything else (ENETDOWN, ENXIO: the link is
 //! down or gone) ends the burst.
 
+use crate::shared::{TxCounters, bump};
 use nfv_mem::{BATCH, Batch, PoolCache};
 use nfv_ports::TxQueue;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-/// Counters of one tx queue. Single writer (the PMD owning the queue).
-#[derive(Debug, Default)]
-#[repr(align(64))]
-pub struct TxCounters {
-    /// `sendmmsg` calls (frames sent / calls = the mean burst).
-    pub calls: AtomicU64,
-    /// Frames left unsent because the kernel said EAGAIN or ENOBUFS.
-    pub busy: AtomicU64,
-    /// Frames the kernel refused one by one (EMSGSIZE, EINVAL).
-    pub bad_frames: AtomicU64,
-    /// Frames left unsent after any other error (link down or gone).
-    pub errors: AtomicU64,
-    /// Large segments given to `sendmmsg` whole (GSO metadata in their
-    /// virtio-net header; the kernel segments them or passes them on).
-    pub gso_frames: AtomicU64,
-}
-
-#[inline(always)]
-fn bump(c: &AtomicU64, n: u64) {
-    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
-}
 
 pub struct AfPacketTx {
     fd: Option<OwnedFd>,

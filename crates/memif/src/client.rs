@@ -8,8 +8,8 @@
 //! rings through [`Client::raw`] to play a hostile client. Single
 //! threaded: one `Client` is driven by one thread.
 
+use crate::copy::copy_range;
 use crate::position::PeerPosition;
-use crate::queue::copy_range;
 use crate::ring::RingView;
 use crate::socket::{Conn, Received, SocketPath};
 use nfv_mem::{HugepageMode, Region};
@@ -147,6 +147,68 @@ pub struct ClientRings {
 }
 
 impl ClientRings {
+    /// Creates the shared memory of `queues` queue pairs with rings of
+    /// 2^`log2` slots, laid out as DPDK does (the C2S rings, the S2C
+    /// rings, then a buffer per slot), every ring initialised and every
+    /// S2C slot posted.
+    fn create(cfg: &ClientConfig, queues: u16, log2: u8) -> Result<ClientRings, ClientError> {
+        let slots = 1usize << log2;
+        let ring_len = memif::ring::len(log2).unwrap_or(0);
+        let rings_len = 2 * usize::from(queues) * ring_len;
+        let buffers_len = 2 * usize::from(queues) * slots * cfg.buffer_size as usize;
+        let region = Region::new(
+            "nfv-memif-client",
+            rings_len + buffers_len,
+            HugepageMode::Never,
+        )
+        .map_err(|e| ClientError::Memory(e.to_string()))?;
+        if cfg.seal {
+            region
+                .seal_size()
+                .map_err(|e| ClientError::Memory(format!("sealing the region: {e}")))?;
+        }
+        let base = region.base().as_ptr();
+        let make = |i: usize| -> Result<RingSlot, ClientError> {
+            let off = i * ring_len;
+            // SAFETY: `off + ring_len <= rings_len <= region.len()`, and
+            // `off` is a multiple of `ring_len` (128 + 16 * slots), so
+            // 8-byte aligned from the page-aligned base; the views live
+            // in `ClientRings` beside the region.
+            let view = unsafe { RingView::new(base.add(off), log2) };
+            let eventfd = eventfd()?;
+            let kick = Call::new(eventfd.try_clone()?);
+            Ok(RingSlot {
+                ring: SpinLock::new(Ring {
+                    view,
+                    buffers: (rings_len + i * slots * cfg.buffer_size as usize) as u32,
+                    pos: 0,
+                    // `init` posts every S2C slot.
+                    posted: if i >= usize::from(queues) {
+                        slots as u16
+                    } else {
+                        0
+                    },
+                    returned: 0,
+                    peer: PeerPosition::default(),
+                }),
+                eventfd,
+                kick,
+            })
+        };
+        let q = usize::from(queues);
+        let c2s = (0..q).map(make).collect::<Result<Vec<_>, _>>()?;
+        let s2c = (q..2 * q).map(make).collect::<Result<Vec<_>, _>>()?;
+        let rings = ClientRings {
+            region,
+            bsize: cfg.buffer_size,
+            c2s,
+            s2c,
+            bad_positions: AtomicU64::new(0),
+        };
+        rings.init();
+        Ok(rings)
+    }
+
     /// Queue pairs.
     pub fn queues(&self) -> usize {
         self.c2s.len()
@@ -206,7 +268,7 @@ impl ClientRings {
                 let chunk = (len - k * bsize).min(bsize);
                 let offset = r.buffers + u32::from(head & (size - 1)) * self.bsize;
                 // SAFETY: the buffer of this slot lies inside our region
-                // (laid out in `connect`) and `chunk <= bsize`; the parts
+                // (laid out in `create`) and `chunk <= bsize`; the parts
                 // are readable (the caller's contract) and never this
                 // slot, which is ours until the head moves past it.
                 unsafe { copy_range(&parts, k * bsize, base.add(offset as usize), chunk) };
@@ -358,81 +420,10 @@ impl Client {
     pub fn connect(cfg: &ClientConfig, timeout: Duration) -> Result<Client, ClientError> {
         let conn = Conn::connect(&cfg.socket)
             .map_err(|e| ClientError::Connect(cfg.socket.to_string(), e))?;
-        let (server_name, max_rings, max_log2) = match recv(&conn, timeout)? {
-            MsgRepr::Hello {
-                name,
-                min_version,
-                max_version,
-                max_c2s_ring,
-                max_s2c_ring,
-                max_log2_ring_size,
-                ..
-            } => {
-                if !(min_version..=max_version).contains(&VERSION) {
-                    return Err(ClientError::Version(min_version, max_version));
-                }
-                // The limits are maximum indexes.
-                let rings = max_c2s_ring.min(max_s2c_ring).saturating_add(1);
-                (lossy(name.as_bytes()), rings, max_log2_ring_size)
-            }
-            m => return Err(ClientError::Unexpected(format!("{m:?} before HELLO"))),
-        };
+        let (server_name, max_rings, max_log2) = hello(&conn, timeout)?;
         let queues = cfg.queues.clamp(1, max_rings.max(1));
         let log2 = cfg.log2_ring.min(max_log2).min(memif::ring::MAX_LOG2_SIZE);
-        let slots = 1usize << log2;
-        let ring_len = memif::ring::len(log2).unwrap_or(0);
-        let rings_len = 2 * usize::from(queues) * ring_len;
-        let buffers_len = 2 * usize::from(queues) * slots * cfg.buffer_size as usize;
-        let region = Region::new(
-            "nfv-memif-client",
-            rings_len + buffers_len,
-            HugepageMode::Never,
-        )
-        .map_err(|e| ClientError::Memory(e.to_string()))?;
-        if cfg.seal {
-            region
-                .seal_size()
-                .map_err(|e| ClientError::Memory(format!("sealing the region: {e}")))?;
-        }
-        let base = region.base().as_ptr();
-        let make = |i: usize| -> Result<RingSlot, ClientError> {
-            let off = i * ring_len;
-            // SAFETY: `off + ring_len <= rings_len <= region.len()`, and
-            // `off` is a multiple of `ring_len` (128 + 16 * slots), so
-            // 8-byte aligned from the page-aligned base; the views live
-            // in `ClientRings` beside the region.
-            let view = unsafe { RingView::new(base.add(off), log2) };
-            let eventfd = eventfd()?;
-            let kick = Call::new(eventfd.try_clone()?);
-            Ok(RingSlot {
-                ring: SpinLock::new(Ring {
-                    view,
-                    buffers: (rings_len + i * slots * cfg.buffer_size as usize) as u32,
-                    pos: 0,
-                    // `init` posts every S2C slot.
-                    posted: if i >= usize::from(queues) {
-                        slots as u16
-                    } else {
-                        0
-                    },
-                    returned: 0,
-                    peer: PeerPosition::default(),
-                }),
-                eventfd,
-                kick,
-            })
-        };
-        let q = usize::from(queues);
-        let c2s = (0..q).map(make).collect::<Result<Vec<_>, _>>()?;
-        let s2c = (q..2 * q).map(make).collect::<Result<Vec<_>, _>>()?;
-        let rings = ClientRings {
-            region,
-            bsize: cfg.buffer_size,
-            c2s,
-            s2c,
-            bad_positions: AtomicU64::new(0),
-        };
-        rings.init();
+        let rings = ClientRings::create(cfg, queues, log2)?;
         let mut client = Client {
             conn,
             rings: Arc::new(rings),
@@ -726,6 +717,30 @@ impl ClientRings {
                 }
             }
         }
+    }
+}
+
+/// Waits for the server's HELLO: its name, the queue pairs it takes and
+/// its largest ring (log2), if it speaks our version.
+fn hello(conn: &Conn, timeout: Duration) -> Result<(String, u16, u8), ClientError> {
+    match recv(conn, timeout)? {
+        MsgRepr::Hello {
+            name,
+            min_version,
+            max_version,
+            max_c2s_ring,
+            max_s2c_ring,
+            max_log2_ring_size,
+            ..
+        } => {
+            if !(min_version..=max_version).contains(&VERSION) {
+                return Err(ClientError::Version(min_version, max_version));
+            }
+            // The limits are maximum indexes.
+            let rings = max_c2s_ring.min(max_s2c_ring).saturating_add(1);
+            Ok((lossy(name.as_bytes()), rings, max_log2_ring_size))
+        }
+        m => Err(ClientError::Unexpected(format!("{m:?} before HELLO"))),
     }
 }
 

@@ -1,5 +1,5 @@
 //! A connected interface: the client's regions mapped into this process
-//! and its rings checked, ready for the queues ([`crate::queue`]).
+//! and its rings checked, ready for the queues (`crate::rx`, `crate::tx`).
 //!
 //! Regions are mapped through `nfv_virtio::GuestMemory`, which first puts
 //! every region fd through `nfv_virtio::tenant_fd::check_mappable` (a

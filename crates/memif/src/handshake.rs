@@ -271,20 +271,9 @@ impl<F> ServerHandshake<F> {
         fd: Option<F>,
         offer: impl Fn(u32) -> Option<Offer>,
     ) -> Step<F> {
-        if bytes.len() != memif::MSG_LEN {
-            return Step::Refuse(Refusal::MessageSize);
-        }
-        // Before INIT only INIT (or the peer leaving) is expected: DPDK
-        // answers an unknown type there as unexpected too.
-        let code = u16::from_le_bytes([bytes[0], bytes[1]]);
-        if matches!(self.state, State::Hello)
-            && code != memif::MsgType::Init as u16
-            && code != memif::MsgType::Disconnect as u16
-        {
-            return Step::Refuse(Refusal::Unexpected);
-        }
-        let Ok(msg) = MsgRepr::parse(bytes) else {
-            return Step::Refuse(Refusal::UnknownType);
+        let msg = match self.parse(bytes) {
+            Ok(msg) => msg,
+            Err(r) => return Step::Refuse(r),
         };
         if let MsgRepr::Disconnect { reason, .. } = msg {
             return Step::PeerLeft(reason);
@@ -313,17 +302,7 @@ impl<F> ServerHandshake<F> {
                 Err(r) => Step::Refuse(r),
             },
             (State::Building { regions, .. }, MsgRepr::AddRegion { index, size }) => {
-                let Some(fd) = fd else {
-                    return Step::Refuse(Refusal::MissingRegionFd);
-                };
-                if usize::from(index) != regions.len()
-                    || index >= self.limits.max_regions
-                    || size == 0
-                {
-                    return Step::Refuse(Refusal::RegionIndex);
-                }
-                regions.push(Region { size, fd });
-                Step::Reply(MsgRepr::Ack)
+                add_region(self.limits, regions, index, size, fd)
             }
             (
                 State::Building {
@@ -345,54 +324,66 @@ impl<F> ServerHandshake<F> {
                     Direction::C2s => c2s,
                     Direction::S2c => s2c,
                 };
-                let i = usize::from(index);
-                if index >= self.limits.max_rings || rings.get(i).is_some_and(Option::is_some) {
-                    return Step::Refuse(Refusal::RingIndex);
-                }
-                if !ring_fits(regions, self.limits, region, offset, log2_ring_size) {
-                    return Step::Refuse(Refusal::RingPlacement);
-                }
-                if rings.len() <= i {
-                    rings.resize_with(i + 1, || None);
-                }
-                rings[i] = Some(Ring {
+                let ring = Ring {
                     region,
                     offset,
                     log2_size: log2_ring_size,
                     fd,
-                });
-                Step::Reply(MsgRepr::Ack)
-            }
-            (State::Building { .. }, MsgRepr::Connect { if_name }) => {
-                let State::Building {
-                    id,
-                    peer_name,
-                    regions,
-                    c2s,
-                    s2c,
-                } = std::mem::replace(&mut self.state, State::Done)
-                else {
-                    unreachable!("matched above");
                 };
-                let complete = |v: Vec<Option<Ring<F>>>| -> Option<Vec<Ring<F>>> {
-                    if v.is_empty() {
-                        return None;
-                    }
-                    v.into_iter().collect()
-                };
-                match (complete(c2s), complete(s2c)) {
-                    (Some(c2s), Some(s2c)) => Step::Connect(Box::new(Setup {
-                        id,
-                        peer_name,
-                        peer_if_name: if_name,
-                        regions,
-                        c2s,
-                        s2c,
-                    })),
-                    _ => Step::Refuse(Refusal::MissingRings),
-                }
+                add_ring(self.limits, regions, rings, index, ring)
             }
+            (State::Building { .. }, MsgRepr::Connect { if_name }) => self.connect(if_name),
             _ => Step::Refuse(Refusal::Unexpected),
+        }
+    }
+
+    /// The message in `bytes`, or why it is refused: not memif's size, a
+    /// type other than INIT before INIT, a type memif does not have.
+    fn parse(&self, bytes: &[u8]) -> Result<MsgRepr, Refusal> {
+        if bytes.len() != memif::MSG_LEN {
+            return Err(Refusal::MessageSize);
+        }
+        // Before INIT only INIT (or the peer leaving) is expected: DPDK
+        // answers an unknown type there as unexpected too.
+        let code = u16::from_le_bytes([bytes[0], bytes[1]]);
+        if matches!(self.state, State::Hello)
+            && code != memif::MsgType::Init as u16
+            && code != memif::MsgType::Disconnect as u16
+        {
+            return Err(Refusal::Unexpected);
+        }
+        MsgRepr::parse(bytes).map_err(|_| Refusal::UnknownType)
+    }
+
+    /// CONNECT: the interface as the client set it up, if it added rings
+    /// 0..n in each direction. Ends the handshake either way.
+    fn connect(&mut self, if_name: Name) -> Step<F> {
+        let State::Building {
+            id,
+            peer_name,
+            regions,
+            c2s,
+            s2c,
+        } = std::mem::replace(&mut self.state, State::Done)
+        else {
+            unreachable!("`step` calls this in State::Building only");
+        };
+        let complete = |v: Vec<Option<Ring<F>>>| -> Option<Vec<Ring<F>>> {
+            if v.is_empty() {
+                return None;
+            }
+            v.into_iter().collect()
+        };
+        match (complete(c2s), complete(s2c)) {
+            (Some(c2s), Some(s2c)) => Step::Connect(Box::new(Setup {
+                id,
+                peer_name,
+                peer_if_name: if_name,
+                regions,
+                c2s,
+                s2c,
+            })),
+            _ => Step::Refuse(Refusal::MissingRings),
         }
     }
 }
@@ -426,6 +417,48 @@ fn accept_init(
         }
     }
     Ok(())
+}
+
+/// ADD_REGION: region `index`, if it comes next, within the limit and not
+/// empty.
+fn add_region<F>(
+    limits: Limits,
+    regions: &mut Vec<Region<F>>,
+    index: u16,
+    size: u64,
+    fd: Option<F>,
+) -> Step<F> {
+    let Some(fd) = fd else {
+        return Step::Refuse(Refusal::MissingRegionFd);
+    };
+    if usize::from(index) != regions.len() || index >= limits.max_regions || size == 0 {
+        return Step::Refuse(Refusal::RegionIndex);
+    }
+    regions.push(Region { size, fd });
+    Step::Reply(MsgRepr::Ack)
+}
+
+/// ADD_RING: ring `index` of one direction (`rings`), if that index is
+/// within the limit and not taken and the ring fits its region.
+fn add_ring<F>(
+    limits: Limits,
+    regions: &[Region<F>],
+    rings: &mut Vec<Option<Ring<F>>>,
+    index: u16,
+    ring: Ring<F>,
+) -> Step<F> {
+    let i = usize::from(index);
+    if index >= limits.max_rings || rings.get(i).is_some_and(Option::is_some) {
+        return Step::Refuse(Refusal::RingIndex);
+    }
+    if !ring_fits(regions, limits, ring.region, ring.offset, ring.log2_size) {
+        return Step::Refuse(Refusal::RingPlacement);
+    }
+    if rings.len() <= i {
+        rings.resize_with(i + 1, || None);
+    }
+    rings[i] = Some(ring);
+    Step::Reply(MsgRepr::Ack)
 }
 
 /// Whether a ring of 2^`log2` slots at `offset` lies inside region

@@ -34,13 +34,14 @@
 //! bound again) and the socket file goes with its listener.
 
 use crate::connection::{Connection, MAX_REGIONS, Refused, RefusedKind};
-use crate::handshake::{Limits, Offer};
-use crate::port::{Common, OpenError, Shared, disconnect, lock};
+use crate::handshake::{Limits, Offer, Setup};
 use crate::serve::{self, HandshakeError, Timeouts};
+use crate::shared::{Common, OpenError, Shared, disconnect, lock};
 use crate::socket::{Conn, Listener, Received, SocketPath};
 use nfv_vhost::RateLimitedLog;
 use nfv_wire::memif::{self, MsgRepr};
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -472,6 +473,42 @@ fn claim_within(claimed: &AtomicBool, wait: Duration) -> bool {
 fn serve_conn(hub: &HubInner, pending: &Pending) {
     let slot = Slot(hub, pending.serial);
     let conn = &pending.conn;
+    let (result, asked) = handshake(hub, pending);
+    if pending.state.load(Acquire) == DISPLACED {
+        // Counted and logged when it was displaced.
+        return;
+    }
+    let setup = match result {
+        Ok(s) => s,
+        Err(e) => {
+            drop(slot);
+            return failed(hub, pending, asked, e);
+        }
+    };
+    let Some(shared) = claim(hub, conn, setup.id, slot) else {
+        return;
+    };
+    let _claim = Claim(&shared);
+    let Some((connection, slots)) = open_connection(&shared, conn, setup) else {
+        return;
+    };
+    connected(&shared, &connection, slots);
+    let watch = connection.clone();
+    shared.publish(Some(connection));
+    let why = watch_client(&shared, conn, &watch);
+    drop(watch);
+    shared.publish(None);
+    disconnected(&shared, why);
+}
+
+/// Runs the handshake of `pending` from HELLO to CONNECT within the
+/// timeouts, marking it as having spoken at its first message. Also
+/// returns the interface id the client asked for, if it got that far, to
+/// count a refusal on that port.
+fn handshake(
+    hub: &HubInner,
+    pending: &Pending,
+) -> (Result<Setup<OwnedFd>, HandshakeError>, Option<u32>) {
     let hello_name = concat!("nfvswitch ", env!("CARGO_PKG_VERSION"));
     // The id the client asked for, to count a refusal on that port.
     let asked = std::cell::Cell::new(None);
@@ -492,21 +529,25 @@ fn serve_conn(hub: &HubInner, pending: &Pending) {
             .state
             .compare_exchange(SILENT, SPOKE, AcqRel, Acquire);
     };
-    let result = serve::until_connect_timed(conn, hub.limits(), hello_name, offer, timeouts, spoke);
-    if pending.state.load(Acquire) == DISPLACED {
-        // Counted and logged when it was displaced.
-        return;
-    }
-    let setup = match result {
-        Ok(s) => s,
-        Err(e) => {
-            drop(slot);
-            return failed(hub, pending, asked.get(), e);
-        }
-    };
-    let Some(shared) = hub.member(setup.id) else {
+    let result = serve::until_connect_timed(
+        &pending.conn,
+        hub.limits(),
+        hello_name,
+        offer,
+        timeouts,
+        spoke,
+    );
+    (result, asked.get())
+}
+
+/// Claims the port with interface `id` for the client on `conn`, waiting
+/// up to [`RECLAIM_WAIT`] for a previous connection to let go, and gives
+/// the handshake slot back. `None` (the client told why) when there is
+/// no such port or it stays claimed.
+fn claim(hub: &HubInner, conn: &Conn, id: u32, slot: Slot<'_>) -> Option<Arc<Shared<Connection>>> {
+    let Some(shared) = hub.member(id) else {
         let _ = conn.send(&disconnect("ID not found"), None);
-        return;
+        return None;
     };
     // Still holding the handshake slot, so waiters stay bounded by the
     // slots (see [`RECLAIM_WAIT`]).
@@ -518,12 +559,23 @@ fn serve_conn(hub: &HubInner, pending: &Pending) {
         // disconnect also sees the count.
         refuse(&shared, "a second client refused: already connected".into());
         let _ = conn.send(&disconnect("Already connected"), None);
-        return;
+        return None;
     }
-    let _claim = Claim(&shared);
+    Some(shared)
+}
+
+/// Checks the client's rings against the port, maps its memory and
+/// answers CONNECTED: the connection and its ring size in slots, or
+/// `None` when the client was refused (counted on the port, told why) or
+/// left.
+fn open_connection(
+    shared: &Shared<Connection>,
+    conn: &Conn,
+    setup: Setup<OwnedFd>,
+) -> Option<(Arc<Connection>, usize)> {
     if setup.c2s.len() > shared.cfg.queues || setup.s2c.len() > shared.cfg.queues {
         refuse(
-            &shared,
+            shared,
             format!(
                 "client refused: {} rings each way, the port takes {}",
                 setup.c2s.len().max(setup.s2c.len()),
@@ -531,7 +583,7 @@ fn serve_conn(hub: &HubInner, pending: &Pending) {
             ),
         );
         let _ = conn.send(&disconnect("Invalid ring index"), None);
-        return;
+        return None;
     }
     let slots = setup.c2s.first().map_or(0, |r| 1usize << r.log2_size);
     let connection = match Connection::open(setup, shared.cfg.max_shared_memory) {
@@ -541,14 +593,20 @@ fn serve_conn(hub: &HubInner, pending: &Pending) {
             reason,
             detail,
         }) => {
-            refuse_as(&shared, kind, format!("client refused: {detail}"));
+            refuse_as(shared, kind, format!("client refused: {detail}"));
             let _ = conn.send(&disconnect(&reason), None);
-            return;
+            return None;
         }
     };
     if let Err(e) = serve::confirm(conn, &shared.name) {
-        return refuse(&shared, format!("client gone before CONNECTED: {e}"));
+        refuse(shared, format!("client gone before CONNECTED: {e}"));
+        return None;
     }
+    Some((connection, slots))
+}
+
+/// Records a connection that came up (`show ports`) and logs it.
+fn connected(shared: &Common, connection: &Connection, slots: usize) {
     {
         let mut st = lock(&shared.status);
         st.connected = true;
@@ -568,11 +626,10 @@ fn serve_conn(hub: &HubInner, pending: &Pending) {
             connection.mapped() >> 20
         ),
     );
-    let watch = connection.clone();
-    shared.publish(Some(connection));
-    let why = watch_client(&shared, conn, &watch);
-    drop(watch);
-    shared.publish(None);
+}
+
+/// Records a connection that ended, and why, and logs it.
+fn disconnected(shared: &Common, why: String) {
     {
         let mut st = lock(&shared.status);
         st.connected = false;

@@ -1,179 +1,55 @@
-//! A memif port: what its control side shares with the PMD queues, in
-//! either role.
-//!
-//! * Server role: the port joins the [`crate::hub`] of its socket (one
-//!   listener per path, shared by ports with different interface ids);
-//!   the hub's connection thread runs the handshake, maps the client's
-//!   memory ([`Connection::open`]) and *publishes* the connection: stores
-//!   it and bumps [`Shared::generation`], which every queue compares once
-//!   per burst, then unpublishes it when the connection ends.
-//! * Client role: the port's own thread connects (again after every
-//!   disconnect), publishes its [`ClientRings`] and watches the socket.
-//! * A refused or failed peer costs a counter and a reason in `show
-//!   ports`; the port keeps serving.
+//! The `memif` port: its type ([`MEMIF`], registered in
+//! `nfv-port-types`) and [`MemifPort`]: opening it (server role: join the
+//! hub of its socket, `crate::hub`; client role: start the port's own
+//! thread, [`run_client`]), closing it (drop: stop, leave the hub, join
+//! the thread), its queues and its gauges.
 
 use crate::client::{Client, ClientConfig, ClientRings};
-use crate::client_queue::{ClientRxq, ClientTxq};
 use crate::connection::Connection;
 use crate::hub::{self, HANDSHAKE_TIMEOUT, HUB_COUNTER_NAMES, Hub};
-use crate::queue::{COUNTER_NAMES, Counters, MemifRxq, MemifTxq};
-use crate::settings::MemifConfig;
-use crate::settings::MemifRole;
-use nfv_ports::{Port, PortGauges, RxQueue, TxQueue};
+use crate::rx::{ClientRxq, MemifRxq};
+use crate::settings::{self, MemifConfig, MemifRole};
+use crate::shared::{COUNTER_NAMES, Common, OpenError, Shared, Status, disconnect, lock};
+use crate::tx::{ClientTxq, MemifTxq};
+use nfv_ports::config::{PortConfig, PortKind};
+use nfv_ports::{OpenContext, Port, PortGauges, PortOpenError, PortType, RxQueue, TxQueue};
+use nfv_settings::{PortTable, SettingError};
 use nfv_vhost::RateLimitedLog;
-use nfv_wire::memif::{MsgRepr, Reason};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// The `memif` port type, listed in `nfv-port-types`.
+pub static MEMIF: MemifType = MemifType;
+
+pub struct MemifType;
+
+impl PortType for MemifType {
+    fn name(&self) -> &'static str {
+        "memif"
+    }
+    fn keys(&self) -> &'static [&'static str] {
+        settings::KEYS
+    }
+    fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
+        Ok(PortKind::typed(settings::parse(t)?))
+    }
+    fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
+        let Some(m) = cfg.kind.settings::<MemifConfig>() else {
+            return Err(PortOpenError::unavailable(format!(
+                "port {}: not a memif port",
+                cfg.name
+            )));
+        };
+        let port: Arc<dyn Port> = MemifPort::open(&cfg.name, m, cx.max_frame())
+            .map_err(|e| PortOpenError::unavailable(format!("port {}: {e}", cfg.name)))?;
+        Ok(port)
+    }
+}
+
 /// How often the client role's thread looks at its connection.
 const TICK: Duration = Duration::from_millis(100);
-
-/// Why the port opened no socket.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("cannot listen on memif socket {socket}: {err}")]
-    Listen { socket: String, err: std::io::Error },
-    #[error("memif socket {socket} already serves interface_id {id} for port {port:?}")]
-    IdTaken {
-        socket: String,
-        id: u32,
-        port: String,
-    },
-    #[error("cannot start its control thread: {0}")]
-    Spawn(std::io::Error),
-}
-
-/// What a port's queues work on while connected: the server role's
-/// [`Connection`] (the client's memory, mapped) or the client role's
-/// [`ClientRings`] (our own memory).
-pub(crate) trait Link: Send + Sync + 'static {
-    /// The memory faulted (SIGBUS survived): stop touching it.
-    fn faulted(&self) -> bool;
-}
-
-impl Link for Connection {
-    fn faulted(&self) -> bool {
-        self.mem.faulted()
-    }
-}
-
-impl Link for ClientRings {
-    /// Our own region, sealed against shrinking: it cannot fault.
-    fn faulted(&self) -> bool {
-        false
-    }
-}
-
-/// What the control thread and the queues share.
-pub(crate) struct Shared<L> {
-    common: Common,
-    generation: AtomicU64,
-    current: Mutex<Option<Arc<L>>>,
-}
-
-/// The role-independent part: identity, stop flag, counters, status.
-pub(crate) struct Common {
-    pub name: String,
-    pub cfg: MemifConfig,
-    pub stop: AtomicBool,
-    /// A client holds the interface (server role; set by the hub's
-    /// connection thread, so two clients cannot both get it).
-    pub claimed: AtomicBool,
-    /// Every queue's counters (queues register when they open).
-    counters: Mutex<Vec<Arc<Counters>>>,
-    pub status: Mutex<Status>,
-    /// Refusals and faults: a client repeating them cannot flood the log.
-    log: RateLimitedLog,
-}
-
-impl<L> std::ops::Deref for Shared<L> {
-    type Target = Common;
-    fn deref(&self) -> &Common {
-        &self.common
-    }
-}
-
-/// What the control side reports (`show ports`).
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Status {
-    pub connected: bool,
-    pub connects: u64,
-    pub disconnects: u64,
-    /// Peers refused (handshake refusals, bad rings, timeouts).
-    pub refused: u64,
-    /// Of `refused`: over a memory budget (too many regions, the port's
-    /// `max_shared_memory`, the node's budget).
-    pub memory_refused: u64,
-    /// Of `refused`: a region fd that is not memory the switch may map
-    /// (`nfv_virtio::tenant_fd::check_mappable`).
-    pub unmappable_fd: u64,
-    /// Bytes of address space the connection's regions map (0: none).
-    pub shared_memory: u64,
-    /// The last peer: its interface name and its name.
-    pub peer: String,
-    pub rings: (usize, usize),
-    pub ring_slots: usize,
-    /// Why the last connection ended or the last peer was refused.
-    pub last_event: String,
-}
-
-impl<L> Shared<L> {
-    fn new(common: Common) -> Shared<L> {
-        Shared {
-            common,
-            generation: AtomicU64::new(0),
-            current: Mutex::new(None),
-        }
-    }
-
-    #[inline(always)]
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Acquire)
-    }
-
-    /// The connection now (slow path: on a generation change).
-    pub fn current(&self) -> Option<Arc<L>> {
-        lock(&self.current).clone()
-    }
-
-    pub(crate) fn publish(&self, conn: Option<Arc<L>>) {
-        *lock(&self.current) = conn;
-        self.generation.fetch_add(1, Release);
-    }
-}
-
-impl Common {
-    pub fn register_counters(&self) -> Arc<Counters> {
-        let c = Arc::new(Counters::default());
-        lock(&self.counters).push(c.clone());
-        c
-    }
-
-    /// Records what happened for `show ports` and logs it (`warn`: a
-    /// refused client or a fault, rate-limited; `info`: connects and
-    /// disconnects, which a client cannot repeat faster than it
-    /// handshakes, rate-limited apart).
-    /// A refusal, logged (rate-limited) under `reason` and recorded.
-    pub(crate) fn refusal(&self, reason: &'static str, what: String) {
-        self.log.warn(reason, || what.clone());
-        lock(&self.status).last_event = what;
-    }
-
-    pub(crate) fn event(&self, warn: bool, what: String) {
-        if warn {
-            self.log.warn("refused", || what.clone());
-        } else {
-            self.log.info("connection", || what.clone());
-        }
-        lock(&self.status).last_event = what;
-    }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// The port's shared state, by role.
 enum Role {
@@ -336,13 +212,6 @@ impl Port for MemifPort {
             }
         }
         g
-    }
-}
-
-pub(crate) fn disconnect(reason: &str) -> MsgRepr {
-    MsgRepr::Disconnect {
-        code: 0,
-        reason: Reason::new(reason.as_bytes()),
     }
 }
 

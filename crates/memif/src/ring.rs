@@ -4,7 +4,7 @@
 //! here forms a Rust reference to it: head, tail and flags are accessed as
 //! atomics (the protocol's acquire/release pairs), descriptors are read
 //! and written as 16 raw bytes, and every value read is a *claim* that the
-//! caller checks (`crate::queue`). Layout: `nfv_wire::memif::ring`.
+//! caller checks (`crate::rx`, `crate::tx`). Layout: `nfv_wire::memif::ring`.
 
 use nfv_wire::memif::{self, DescRepr};
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering::*};

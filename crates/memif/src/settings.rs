@@ -2,14 +2,11 @@
 //! registration ([`MEMIF`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use nfv_ports::config::{PortConfig, PortKind, PortSettings, SocketShare, same_settings};
-use nfv_ports::{OpenContext, Port, PortOpenError, PortType};
+use nfv_ports::config::{PortSettings, SocketShare, same_settings};
 use nfv_settings::{PortTable, SettingError};
 use nfv_wire::memif::Secret;
 
-use crate::port::MemifPort;
 use crate::socket::SocketPath;
 
 /// Which side of the memif connection the switch takes.
@@ -130,118 +127,119 @@ impl PortSettings for MemifConfig {
     }
 }
 
-/// The `memif` port type, listed in `nfv-port-types`.
-pub static MEMIF: MemifType = MemifType;
+/// The `[[port]]` keys a `memif` port reads besides `name`, `id` and
+/// `type` (its rx queues are `queues`, not `rxqs`).
+pub const KEYS: &[&str] = &[
+    "socket",
+    "role",
+    "interface_id",
+    "secret",
+    "queues",
+    "ring_size",
+    "buffer_size",
+    "one_copy",
+    "max_shared_memory_gib",
+];
 
-pub struct MemifType;
-
-impl PortType for MemifType {
-    fn name(&self) -> &'static str {
-        "memif"
+/// Reads a `memif` port's keys and checks them against each other.
+pub fn parse(t: &PortTable<'_>) -> Result<MemifConfig, SettingError> {
+    if t.has("rxqs") {
+        return Err(t.error(
+            "rxqs",
+            "not valid for a port of type \"memif\": its rx queues are the client's \
+             rings; set `queues`",
+        ));
     }
-    fn keys(&self) -> &'static [&'static str] {
-        &[
-            "socket",
-            "role",
-            "interface_id",
-            "secret",
-            "queues",
-            "ring_size",
-            "buffer_size",
-            "one_copy",
+    let socket = parse_socket(t)?;
+    let role = t.one_of_or(
+        "role",
+        &[("server", MemifRole::Server), ("client", MemifRole::Client)],
+        MemifRole::Server,
+    )?;
+    refuse_other_role_keys(t, role)?;
+    let secret = parse_secret(t)?;
+    let d = MemifConfig::new("");
+    Ok(MemifConfig {
+        socket,
+        id: t.int_or("interface_id", 0..=i64::from(u32::MAX), d.id)?,
+        secret,
+        queues: t.int_or("queues", 1..=MemifConfig::MAX_QUEUES as i64, d.queues)?,
+        role,
+        ring_size: t.pow2_or("ring_size", 2..=16384, d.ring_size)?,
+        buffer_size: t.int_or("buffer_size", 128..=65535, d.buffer_size)?,
+        one_copy: t.bool_or("one_copy", d.one_copy)?,
+        max_shared_memory: t.int_or::<u64>(
             "max_shared_memory_gib",
-        ]
-    }
-    fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
-        if t.has("rxqs") {
+            1..=((nfv_vhost::DEFAULT_NODE_GUEST_MEMORY >> 30) as i64),
+            d.max_shared_memory >> 30,
+        )? << 30,
+    })
+}
+
+/// `socket`, required: a file path (checked as every socket path is) or
+/// `@name`, an abstract name that must fit `sun_path`.
+fn parse_socket(t: &PortTable<'_>) -> Result<PathBuf, SettingError> {
+    let raw: Option<String> = t.get("socket")?;
+    let raw = t.required(
+        "socket",
+        raw,
+        "a memif port needs `socket`, the path of its unix socket (or @name for an \
+         abstract one)",
+    )?;
+    Ok(match raw.strip_prefix('@') {
+        Some(name) if name.is_empty() || name.len() >= nfv_settings::MAX_SOCKET_PATH => {
             return Err(t.error(
-                "rxqs",
-                "not valid for a port of type \"memif\": its rx queues are the client's \
-                 rings; set `queues`",
-            ));
-        }
-        let raw: Option<String> = t.get("socket")?;
-        let raw = t.required(
-            "socket",
-            raw,
-            "a memif port needs `socket`, the path of its unix socket (or @name for an \
-             abstract one)",
-        )?;
-        let socket = match raw.strip_prefix('@') {
-            Some(name) if name.is_empty() || name.len() >= nfv_settings::MAX_SOCKET_PATH => {
-                return Err(t.error(
-                    "socket",
-                    format!(
-                        "an abstract socket name needs 1..{} bytes after the @",
-                        nfv_settings::MAX_SOCKET_PATH - 1
-                    ),
-                ));
-            }
-            Some(_) => PathBuf::from(raw),
-            None => t.socket_path("socket")?.unwrap_or_default(),
-        };
-        let role = t.one_of_or(
-            "role",
-            &[("server", MemifRole::Server), ("client", MemifRole::Client)],
-            MemifRole::Server,
-        )?;
-        if role == MemifRole::Server {
-            for key in ["ring_size", "buffer_size"] {
-                if t.has(key) {
-                    return Err(t.error(
-                        key,
-                        "only for role = \"client\": in the server role the client (the \
-                         VNF) owns the memory and chooses its rings and buffers",
-                    ));
-                }
-            }
-        }
-        if role == MemifRole::Client && t.has("max_shared_memory_gib") {
-            return Err(t.error(
-                "max_shared_memory_gib",
-                "only for role = \"server\": in the client role the switch maps only the \
-                 memory it creates",
-            ));
-        }
-        let secret: Option<String> = t.get("secret")?;
-        if let Some(s) = &secret
-            && (s.is_empty() || s.len() > MemifConfig::MAX_SECRET)
-        {
-            return Err(t.error(
-                "secret",
+                "socket",
                 format!(
-                    "a memif secret is 1..={} bytes, this one is {}",
-                    MemifConfig::MAX_SECRET,
-                    s.len()
+                    "an abstract socket name needs 1..{} bytes after the @",
+                    nfv_settings::MAX_SOCKET_PATH - 1
                 ),
             ));
         }
-        let d = MemifConfig::new("");
-        Ok(PortKind::typed(MemifConfig {
-            socket,
-            id: t.int_or("interface_id", 0..=i64::from(u32::MAX), d.id)?,
-            secret,
-            queues: t.int_or("queues", 1..=MemifConfig::MAX_QUEUES as i64, d.queues)?,
-            role,
-            ring_size: t.pow2_or("ring_size", 2..=16384, d.ring_size)?,
-            buffer_size: t.int_or("buffer_size", 128..=65535, d.buffer_size)?,
-            one_copy: t.bool_or("one_copy", d.one_copy)?,
-            max_shared_memory: t.int_or::<u64>(
-                "max_shared_memory_gib",
-                1..=((nfv_vhost::DEFAULT_NODE_GUEST_MEMORY >> 30) as i64),
-                d.max_shared_memory >> 30,
-            )? << 30,
-        }))
+        Some(_) => PathBuf::from(raw),
+        None => t.socket_path("socket")?.unwrap_or_default(),
+    })
+}
+
+/// Refuses the keys that only the other role reads: a key that would be
+/// silently ignored is a mistake the user should hear about.
+fn refuse_other_role_keys(t: &PortTable<'_>, role: MemifRole) -> Result<(), SettingError> {
+    if role == MemifRole::Server {
+        for key in ["ring_size", "buffer_size"] {
+            if t.has(key) {
+                return Err(t.error(
+                    key,
+                    "only for role = \"client\": in the server role the client (the \
+                     VNF) owns the memory and chooses its rings and buffers",
+                ));
+            }
+        }
     }
-    fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
-        let Some(m) = cfg.kind.settings::<MemifConfig>() else {
-            return Err(PortOpenError::unavailable(format!(
-                "port {}: not a memif port",
-                cfg.name
-            )));
-        };
-        let port: Arc<dyn Port> = MemifPort::open(&cfg.name, m, cx.max_frame())
-            .map_err(|e| PortOpenError::unavailable(format!("port {}: {e}", cfg.name)))?;
-        Ok(port)
+    if role == MemifRole::Client && t.has("max_shared_memory_gib") {
+        return Err(t.error(
+            "max_shared_memory_gib",
+            "only for role = \"server\": in the client role the switch maps only the \
+             memory it creates",
+        ));
     }
+    Ok(())
+}
+
+/// `secret`, if given: 1..=[`MemifConfig::MAX_SECRET`] bytes (what INIT
+/// carries).
+fn parse_secret(t: &PortTable<'_>) -> Result<Option<String>, SettingError> {
+    let secret: Option<String> = t.get("secret")?;
+    if let Some(s) = &secret
+        && (s.is_empty() || s.len() > MemifConfig::MAX_SECRET)
+    {
+        return Err(t.error(
+            "secret",
+            format!(
+                "a memif secret is 1..={} bytes, this one is {}",
+                MemifConfig::MAX_SECRET,
+                s.len()
+            ),
+        ));
+    }
+    Ok(secret)
 }

@@ -72,7 +72,7 @@ pub fn attach(
 ) -> Result<(), DevError> {
     // IFF_VNET_HDR: every frame read or written starts with a virtio-net
     // header (`VNET_HDR_LEN` bytes), through which the switch hands the
-    // kernel partial checksums and large segments (`queue.rs`).
+    // kernel partial checksums and large segments (`tx.rs`).
     let mut flags = libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR;
     if multi_queue {
         flags |= libc::IFF_MULTI_QUEUE;
@@ -108,11 +108,6 @@ pub fn attach(
     }
     Ok(())
 }
-
-/// Bytes of the virtio-net header in front of every frame on a TAP
-/// descriptor (`IFF_VNET_HDR`, the kernel's default size: the header
-/// without `num_buffers`).
-pub const VNET_HDR_LEN: usize = 10;
 
 /// The TUN flags of the interface `fd` is attached to (`IFF_PERSIST`,
 /// `IFF_MULTI_QUEUE`, …).

@@ -1,11 +1,12 @@
-//! The `tap` port type: its settings, its `[[port]]` keys and its
-//! registration ([`TAP`]).
+//! The `tap` port's settings: its `[[port]]` keys, their parsing and the
+//! limits `open` checks again (a `PortConfig` may be built in code,
+//! without the config file's checks).
 
-use std::sync::Arc;
-
-use nfv_ports::config::{PortConfig, PortKind, PortSettings, same_settings};
-use nfv_ports::{OpenContext, Port, PortOpenError, PortType};
+use nfv_ports::config::{PortSettings, same_settings};
 use nfv_settings::{PortTable, SettingError};
+
+/// Most queues a port may have (the tun driver allows 256).
+pub const MAX_QUEUES: usize = 64;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct TapConfig {
@@ -26,24 +27,19 @@ impl PortSettings for TapConfig {
     }
 }
 
-/// The `tap` port type, listed in `nfv-port-types`. Its open errors are
-/// [`PortOpenError::Unavailable`]: the interface, a permission or the NIC
-/// may be missing, and the node runs without the port.
-pub static TAP: TapType = TapType;
+/// The `[[port]]` keys a `tap` port reads besides `name`, `id`, `type`
+/// and `rxqs`.
+pub const KEYS: &[&str] = &["iface"];
 
-pub struct TapType;
+/// Reads a `tap` port's keys.
+pub fn parse(t: &PortTable<'_>) -> Result<TapConfig, SettingError> {
+    Ok(TapConfig { iface: t.iface()? })
+}
 
-impl PortType for TapType {
-    fn name(&self) -> &'static str {
-        "tap"
+/// Checks the port's rx queue count against what a TAP allows.
+pub fn check_rxqs(rxqs: usize) -> Result<(), String> {
+    if !(1..=MAX_QUEUES).contains(&rxqs) {
+        return Err(format!("rxqs {rxqs} must be in 1..={MAX_QUEUES}"));
     }
-    fn keys(&self) -> &'static [&'static str] {
-        &["iface"]
-    }
-    fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
-        Ok(PortKind::typed(TapConfig { iface: t.iface()? }))
-    }
-    fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
-        crate::open_with(cfg, cx.max_frame()).map_err(PortOpenError::unavailable)
-    }
+    Ok(())
 }
