@@ -69,7 +69,12 @@ pub fn vnf_trial(
         rxqs: 1,
         kind: PortKind::typed(x),
     };
-    let port = nfv_afxdp::open(&cfg).map_err(|e| e.to_string())?;
+    // The AF_XDP port finds the VNF port it borrows from where a node
+    // would put it: in the lenders it is opened with.
+    let lenders: Arc<nfv_ports::Lenders> = Arc::default();
+    lenders.add(&vhost.lender());
+    let port = nfv_afxdp::open_with(&cfg, Arc::new(nfv_ports::NoRoutes), &lenders)
+        .map_err(|e| e.to_string())?;
     let mut cmd = Command::new(testpmd);
     cmd.args([
         "--no-pci",

@@ -42,6 +42,7 @@ pub use xsk::Bind;
 
 use nfv_netdev::IfaceError;
 use nfv_ports::{Port, PortConfig};
+use nfv_virtio::lend::Lenders;
 use std::io;
 use std::sync::Arc;
 
@@ -160,15 +161,20 @@ impl OpenError {
     }
 }
 
-/// Opens a port of this type from its validated config.
+/// Opens a port of this type from its validated config, on its own: a
+/// `zero_copy` queue finds no VNF port to borrow from (it copies), and
+/// `auto` no route.
 pub fn open(cfg: &PortConfig) -> Result<Arc<dyn Port>, OpenError> {
-    open_with_routes(cfg, Arc::new(nfv_ports::NoRoutes))
+    open_with(cfg, Arc::new(nfv_ports::NoRoutes), &Arc::default())
 }
 
-/// [`open`] in a node: `routes` answers `zero_copy = "auto"`.
-pub fn open_with_routes(
+/// [`open`] in a node: `routes` answers `zero_copy = "auto"`, and a
+/// zero-copy queue finds the VNF port it borrows from in `lenders`
+/// (looked up by name while it has none: the port may be added later).
+pub fn open_with(
     cfg: &PortConfig,
     routes: Arc<dyn nfv_ports::Routes>,
+    lenders: &Arc<Lenders>,
 ) -> Result<Arc<dyn Port>, OpenError> {
     let Some(x) = cfg.kind.settings::<AfXdpConfig>() else {
         return Err(OpenError::WrongKind {
@@ -184,5 +190,7 @@ pub fn open_with_routes(
             port: cfg.id,
         }),
     };
-    Ok(Arc::new(AfXdpPort::open(&cfg.name, cfg.rxqs, x, target)?))
+    Ok(Arc::new(AfXdpPort::open(
+        &cfg.name, cfg.rxqs, x, target, lenders,
+    )?))
 }

@@ -10,6 +10,7 @@ use crate::xsk::{Bind, TxCounters, Xsk, XskError};
 use crate::zero_copy::{Target, ZcQueue, ZcRxq, ZcTxq};
 use crate::{AfXdpConfig, XdpBindMode};
 use nfv_ports::{Port, PortGauges, RxQueue, TxQueue};
+use nfv_virtio::lend::Lenders;
 use std::io;
 use std::os::fd::AsFd;
 use std::sync::Arc;
@@ -73,6 +74,7 @@ impl AfXdpPort {
         rxqs: usize,
         cfg: &AfXdpConfig,
         target: Option<Target>,
+        lenders: &Arc<Lenders>,
     ) -> Result<AfXdpPort, OpenError> {
         let port = || name.to_string();
         let iface = cfg.iface.as_str();
@@ -196,6 +198,7 @@ impl AfXdpPort {
                         Arc::new(ZcQueue::new(
                             name,
                             target.clone(),
+                            lenders.clone(),
                             ifindex,
                             x,
                             map.clone(),

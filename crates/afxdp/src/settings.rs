@@ -177,6 +177,6 @@ impl PortType for AfXdpType {
         }))
     }
     fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
-        crate::open_with_routes(cfg, cx.routes.clone()).map_err(PortOpenError::unavailable)
+        crate::open_with(cfg, cx.routes.clone(), cx.lenders).map_err(PortOpenError::unavailable)
     }
 }

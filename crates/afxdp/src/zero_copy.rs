@@ -4,7 +4,7 @@
 //!
 //! How: the queue's socket is rebuilt over a UMEM that *is* the guest's
 //! memory (`guest_umem.rs`) plus frames of our own. Each burst the queue
-//! borrows the guest's posted receive buffers (`nfv_vhost::lend`) and puts
+//! borrows the guest's posted receive buffers (`nfv_virtio::lend`) and puts
 //! them on the fill ring at the address that lands the frame right after
 //! the virtio-net header. A received frame becomes a packet over the guest
 //! buffer; when the flow table sends it to that VNF, the vhost-user port
@@ -17,8 +17,11 @@
 //!
 //! Life cycle (the manager thread, one per port, every 10 ms):
 //! * waiting: the queue runs an ordinary copy socket until the VNF port
-//!   exists, is claimed (`Lender::claim`; one borrower per queue pair) and
-//!   its guest receive ring runs and may lend (no IN_ORDER);
+//!   exists (found by name in the node's `Lenders`, which the port was
+//!   opened with: looked up again every tick while the queue has no
+//!   lender, so a VNF port added later or removed and added again is
+//!   found), is claimed (`Lender::claim`; one borrower per queue pair)
+//!   and its guest receive ring runs and may lend (no IN_ORDER);
 //! * switching: the guest UMEM is mapped and registered (the pinning, the
 //!   slow part) while the copy socket still runs; then the copy socket is
 //!   taken out, the PMD's burst in flight is waited for, the old socket
@@ -47,8 +50,8 @@ use crate::zero_copy_tx::{Source, TxInPlace, TxInPlaceCounters, reap, transmit_i
 use nfv_mem::SpinLock;
 use nfv_mem::{Batch, PoolCache};
 use nfv_ports::{RxQueue, TxQueue};
-use nfv_vhost::lend::{Borrower, Lease, Lender};
 use nfv_virtio::NotLendable;
+use nfv_virtio::lend::{Borrower, Lease, Lender, Lenders};
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
@@ -197,16 +200,21 @@ pub struct ZcQueue {
     rx_bytes: AtomicU64,
     size_policy: Mutex<SizePolicy>,
     map: Arc<crate::bpf::XskMap>,
+    /// The node's lending ports, where `target` is looked up.
+    lenders: Arc<Lenders>,
     lender: Mutex<Option<Lender>>,
     status: Mutex<Status>,
 }
 
 impl ZcQueue {
     /// A queue that starts on an ordinary copy socket `xsk`; `cfg` gives
-    /// its `send_in_place` and `zero_copy_min_frame`.
+    /// its `send_in_place` and `zero_copy_min_frame`; `target` is looked
+    /// up in `lenders`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         port: &str,
         target: Target,
+        lenders: Arc<Lenders>,
         ifindex: u32,
         xsk: Xsk,
         map: Arc<crate::bpf::XskMap>,
@@ -243,6 +251,7 @@ impl ZcQueue {
             rx_bytes: AtomicU64::new(0),
             size_policy: Mutex::new(SizePolicy::new(cfg.zero_copy_min_frame)),
             map,
+            lenders,
             lender: Mutex::new(None),
             status: Mutex::new(Status {
                 text: "copy: starting".to_string(),
@@ -491,7 +500,7 @@ impl ZcQueue {
             return;
         };
         if lender.is_none()
-            && let Some(l) = Lender::find(&target)
+            && let Some(l) = self.lenders.find(&target)
         {
             let me: Arc<dyn Borrower> = self.clone();
             match l.claim(self.pair_of(&l), me) {

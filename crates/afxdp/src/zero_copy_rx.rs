@@ -10,7 +10,7 @@ use crate::xsk::{RxRings, Xsk};
 use crate::zero_copy::{Fallback, ZcCounters, add};
 use nfv_mem::owner::OwnerId;
 use nfv_mem::{BATCH, Batch, PoolCache};
-use nfv_vhost::lend::Lender;
+use nfv_virtio::lend::Lender;
 use nfv_virtio::{GuestMemory, Lent};
 use std::collections::VecDeque;
 use std::ptr::NonNull;

@@ -9,7 +9,7 @@
 //! buffer). The head is copied into an own tx frame and posted with
 //! `XDP_PKT_CONTD`, the tail as a second descriptor at its place in the
 //! UMEM (the socket is bound with `XDP_USE_SG`, Linux 6.6+). The guest's
-//! chain is kept past the burst (`nfv_vhost::lend::TxKeep`) and goes back
+//! chain is kept past the burst (`nfv_virtio::lend::TxKeep`) and goes back
 //! when the kernel completes the tail's descriptor; a revoke closes the
 //! socket first, then every kept chain goes back.
 //!
@@ -22,8 +22,8 @@
 use crate::umem::{TX_OFFSET, Umem};
 use crate::xsk::{TxState, Xsk, bump};
 use nfv_mem::{Batch, PoolCache};
-use nfv_vhost::lend::TxKeep;
 use nfv_virtio::GuestMemory;
+use nfv_virtio::lend::TxKeep;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

@@ -27,6 +27,9 @@ pub struct Node {
     /// Where the flow table sends each port's packets, for ports that
     /// follow it (`zero_copy = "auto"`).
     pub(crate) routes: Arc<crate::routes::NodeRoutes>,
+    /// The ports whose guest buffers others may borrow (vhost-user ports,
+    /// added as they open; a zero-copy AF_XDP queue finds its VNF here).
+    pub(crate) lenders: Arc<nfv_ports::Lenders>,
     /// Kernel-facing ports of the config that failed to open at start
     /// (interface missing, no permission, XDP busy, MTU): listed by
     /// `show ports` with their error, so the rest of the node runs.
@@ -85,6 +88,7 @@ impl Node {
             datapath,
             factory: PortFactory::new(),
             routes: Arc::new(crate::routes::NodeRoutes::new(table.clone())),
+            lenders: Arc::default(),
             failed_ports: Mutex::new(BTreeMap::new()),
             port_changes: Mutex::new(()),
             rates: RateSampler::default(),

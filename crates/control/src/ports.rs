@@ -27,6 +27,7 @@ impl Node {
             memory: &self.memory,
             factory: &self.factory,
             routes: &routes,
+            lenders: &self.lenders,
         };
         let port = port_type.open(p, &cx).map_err(|e| match e {
             PortOpenError::Unavailable(why) => NodeError::KernelPort(why),

@@ -32,7 +32,7 @@ pub use config::{PortConfig, PortKind, PortNo};
 pub use gauges::{Gauge, PortGauges};
 pub use generator::GeneratorControl;
 pub use open::{OpenError, PortFactory};
-pub use port_type::{NoRoutes, OpenContext, PortOpenError, PortType, Routes};
+pub use port_type::{Lenders, NoRoutes, OpenContext, PortOpenError, PortType, Routes};
 pub use receiver::ReceiverStats;
 pub use stats::{DropReason, PortStats, QueueCounters, QueueSnapshot};
 

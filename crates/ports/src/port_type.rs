@@ -12,8 +12,10 @@
 //! what [`crate::config::PortSettings`] answers (socket, interface).
 //!
 //! Shared state a type needs at open time comes in [`OpenContext`]: the
-//! node's memory layout (frame room) and the built-in types' factory
-//! (ring inboxes shared by the two ends of a ring).
+//! node's memory layout (frame room), the built-in types' factory (ring
+//! inboxes shared by the two ends of a ring), its routes and its lenders
+//! (the ports whose guest buffers others may borrow). All of it is the
+//! node's: nothing a port finds another port through is process-wide.
 
 use crate::Port;
 use crate::builtin_settings as builtin;
@@ -21,6 +23,7 @@ use crate::config::{PortConfig, PortKind};
 use crate::open::PortFactory;
 use nfv_mem::MemoryConfig;
 use nfv_settings::{PortTable, SettingError};
+pub use nfv_virtio::lend::Lenders;
 use std::sync::Arc;
 
 /// The node's state a port may need when it opens.
@@ -30,6 +33,10 @@ pub struct OpenContext<'a> {
     /// Where the flow table sends each port's packets (kept by the port
     /// if it adapts to the rules, as `zero_copy = "auto"` does).
     pub routes: &'a Arc<dyn Routes>,
+    /// The node's ports that lend their guests' receive buffers
+    /// (`nfv_virtio::lend`): a lending type adds each port it opens; a
+    /// borrowing one keeps the directory and finds its lender by name.
+    pub lenders: &'a Arc<Lenders>,
 }
 
 /// What the node's flow table says about where a port's packets go.

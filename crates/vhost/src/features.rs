@@ -21,7 +21,7 @@ use vhost::vhost_user::VhostUserProtocolFeatures;
 /// hop when the two vCPUs are far apart: offering IN_ORDER took that hop
 /// from ~8.5 to ~10.3 Mpps (4 interleaved pairs). Not offered
 /// (`in_order` false) once another port borrows the guest's receive
-/// buffers (`crate::lend`): lent buffers complete in the order the kernel
+/// buffers (`nfv_virtio::lend`): lent buffers complete in the order the kernel
 /// fills them. `VHOST_F_LOG_ALL` always: without it QEMU refuses to
 /// migrate the VM (it acks the bit only while a migration runs, and we
 /// then log our writes into guest memory, `nfv_virtio::dirty_log`).

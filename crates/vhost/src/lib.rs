@@ -136,7 +136,7 @@ mod errors;
 pub mod features;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod lend;
+mod lend;
 mod memtable;
 pub mod message;
 mod ownership;
@@ -362,7 +362,6 @@ impl VhostUserPort {
             VhostUserMode::Client => None,
         };
         let shared = Arc::new(Shared::new(name, cfg));
-        lend::register(&shared);
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("vhost-{name}"))
@@ -383,6 +382,13 @@ impl VhostUserPort {
             Some(v) => Self::open(&cfg.name, v),
             None => Err(VhostError::NotVhostUser(cfg.name.clone())),
         }
+    }
+
+    /// This port as a lender of its guests' receive buffers
+    /// (`nfv_virtio::lend`): what the port type adds to the node's
+    /// [`nfv_virtio::lend::Lenders`] when it opens the port.
+    pub fn lender(&self) -> nfv_virtio::lend::Lender {
+        lend::lender(&self.shared)
     }
 
     pub fn config(&self) -> &VhostUserConfig {

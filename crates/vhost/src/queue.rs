@@ -225,8 +225,9 @@ impl RxQueue for VhostRxq {
             o.fault_epoch = epoch;
             check_memory(&self.shared, 2 * self.pair + 1, dq);
         }
-        // Chains kept for a port that sends their tails in place (see
-        // `lend.rs`): those sent go back before the next dequeue.
+        // Chains kept for a port that sends their tails in place
+        // (`nfv_virtio::lend::TxKeep`): those sent go back before the next
+        // dequeue.
         let keep = &self.shared.lend.pairs[self.pair].tx;
         dq.complete_held();
         keep.before_burst(dq);

@@ -241,12 +241,11 @@ impl PortType for VhostUserType {
             mtu,
         }))
     }
-    fn open(
-        &self,
-        cfg: &PortConfig,
-        _cx: &OpenContext<'_>,
-    ) -> Result<Arc<dyn Port>, PortOpenError> {
-        let port: Arc<dyn Port> = VhostUserPort::from_config(cfg).map_err(PortOpenError::failed)?;
+    /// Opens the port and adds it to the node's lenders, where a
+    /// zero-copy AF_XDP queue naming it finds it.
+    fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
+        let port = VhostUserPort::from_config(cfg).map_err(PortOpenError::failed)?;
+        cx.lenders.add(&port.lender());
         Ok(port)
     }
 }

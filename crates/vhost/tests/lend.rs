@@ -1,5 +1,7 @@
 //! Lending a guest's receive buffers through a real vhost-user port
-//! (`nfv_vhost::lend`): a borrower claims the ring, lends buffers, fills
+//! (`nfv_virtio::lend`, vhost-user's side in `nfv_vhost`'s `lend.rs`): the
+//! port type adds the port to the node's lenders; a borrower claims the
+//! ring, lends buffers, fills
 //! some; the frontend then stops the ring (GET_VRING_BASE), replaces the
 //! memory table or only the call fd. The borrower must be revoked before
 //! the ring changes memory or stops — and not for a new call fd — and
@@ -12,8 +14,8 @@ use common::{Guest, GuestOpts, SwitchSide, cfg, connect, frame, sock, wait_statu
 use nfv_mem::Batch;
 use nfv_ports::Port;
 use nfv_vhost::VhostUserMode::Server;
-use nfv_vhost::lend::{Borrower, Lender};
 use nfv_virtio::Lent;
+use nfv_virtio::lend::{Borrower, Lender, Lenders};
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -40,7 +42,7 @@ struct Rig {
 fn rig(tag: &str) -> Rig {
     let path = sock(tag);
     let sw = SwitchSide::open(tag, &cfg(&path, Server, 1, true), 1);
-    let lender = Lender::find(tag).expect("the port is findable");
+    let lender = sw.port.lender();
     let probe = Arc::new(Probe::default());
     lender.claim(0, probe.clone()).expect("claim");
     let g = Guest::setup(connect(&path), &format!("{tag}-g"), &GuestOpts::default());
@@ -77,6 +79,42 @@ fn fill_buffer(r: &Rig, l: &Lent, f: &[u8]) -> NonNull<u8> {
     // than header + frame here.
     unsafe { std::ptr::copy_nonoverlapping(f.as_ptr(), p.add(12), f.len()) };
     NonNull::new(p).unwrap()
+}
+
+/// The port type adds each port it opens to the node's lenders, and only
+/// that node's: a borrower finds it by name while it is open, and not
+/// once it is removed.
+#[test]
+fn the_port_type_adds_the_port_to_the_nodes_lenders() {
+    use nfv_ports::{NoRoutes, OpenContext, PortConfig, PortFactory, PortKind, PortType, Routes};
+    let path = sock("lend-dir");
+    let lenders: Arc<Lenders> = Arc::default();
+    let other: Arc<Lenders> = Arc::default();
+    let routes: Arc<dyn Routes> = Arc::new(NoRoutes);
+    let memory = nfv_mem::MemoryConfig::default();
+    let factory = PortFactory::new();
+    let cx = OpenContext {
+        memory: &memory,
+        factory: &factory,
+        routes: &routes,
+        lenders: &lenders,
+    };
+    let pc = PortConfig {
+        name: "vnf-dir".into(),
+        id: 3,
+        rxqs: 2,
+        kind: PortKind::typed(cfg(&path, Server, 2, true)),
+    };
+    assert!(lenders.find("vnf-dir").is_none(), "not before it opens");
+    let port = nfv_vhost::VHOST_USER.open(&pc, &cx).expect("open");
+    let l = lenders.find("vnf-dir").expect("found by name");
+    assert_eq!((l.name(), l.pairs(), l.is_closed()), ("vnf-dir", 2, false));
+    assert!(other.find("vnf-dir").is_none(), "another node's lenders");
+    assert!(lenders.find("vnf").is_none());
+    drop(port);
+    assert!(l.is_closed(), "a lender outliving its port sees it closed");
+    assert!(lenders.find("vnf-dir").is_none(), "removed: not found");
+    assert!(l.lease(0).is_err(), "its rings stopped");
 }
 
 #[test]

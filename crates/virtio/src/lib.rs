@@ -19,7 +19,8 @@
 //! `driver/packed.rs`) and everything else is shared (counters, budgets,
 //! the copy loops). The device side always uses chains in the order they
 //! were made available, so it can offer VIRTIO_F_IN_ORDER. Both do
-//! one-copy forwarding; only split rings lend their buffers (`device/`).
+//! one-copy forwarding; only split rings lend their buffers (`device/`),
+//! under the contract between lending and borrowing ports in [`lend`].
 //!
 //! Nothing the peer controls can block or kill the thread running a queue:
 //! - interrupts and kicks go through [`notify`]: the queue marks a
@@ -41,6 +42,7 @@ pub mod dirty_log;
 pub mod driver;
 pub mod guard;
 pub mod layout;
+pub mod lend;
 pub mod memory;
 pub mod net;
 pub mod notify;
