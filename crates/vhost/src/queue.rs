@@ -326,6 +326,13 @@ impl VhostTxq {
 }
 
 impl TxQueue for VhostTxq {
+    /// Live while a frontend is connected (a fast_failover group moves
+    /// to its backup bucket when the VNF's process goes away): one
+    /// relaxed load.
+    fn is_live(&self) -> bool {
+        self.shared.status.connected.load(Relaxed)
+    }
+
     #[inline]
     fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
         if self.shared.generation.load(Acquire) != self.generation {
