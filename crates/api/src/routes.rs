@@ -70,6 +70,11 @@ pub fn router(served: Arc<Served>, guard: Arc<crate::guard::Guard>) -> Router {
             "/api/v1/flows",
             get(dump_flows).post(add_flows).delete(del_flows),
         )
+        .route(
+            "/api/v1/groups",
+            get(dump_groups).post(add_group).put(mod_group),
+        )
+        .route("/api/v1/groups/{id}", delete(del_group))
         .route("/api/v1/trace", get(trace))
         .route("/api/v1/stats/clear", post(clear_stats))
         .route("/api/v1/timeseries", get(timeseries))
@@ -124,6 +129,10 @@ async fn index() -> axum::Json<Value> {
             "GET /api/v1/flows?filter=F",
             "POST /api/v1/flows",
             "DELETE /api/v1/flows?filter=F",
+            "GET /api/v1/groups",
+            "POST /api/v1/groups (add-group text)",
+            "PUT /api/v1/groups (mod-group text)",
+            "DELETE /api/v1/groups/{group_id}",
             "GET /api/v1/trace?flow=PACKET",
             "POST /api/v1/stats/clear",
             "GET /api/v1/timeseries?seconds=N",
@@ -282,6 +291,48 @@ async fn del_flows(State(st): St, q: Result<Query<FilterQuery>, QueryRejection>)
         ));
     };
     handle(&st, Request::DelFlows { filter }).await
+}
+
+/// A group from a JSON body (`{"group": "group_id=1,..."}`) or as text.
+fn group_body(headers: &HeaderMap, body: axum::body::Bytes) -> Result<String, ApiError> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        group: String,
+    }
+    let text = if is_json(headers) {
+        serde_json::from_slice::<Body>(&body)
+            .map_err(|_| ApiError::bad("a JSON body must be {\"group\": \"group_id=N,...\"}"))?
+            .group
+    } else {
+        body_text(body)?
+    };
+    let text = text.trim().to_string();
+    if text.is_empty() {
+        return Err(ApiError::bad("no group given"));
+    }
+    Ok(text)
+}
+
+async fn dump_groups(State(st): St) -> ApiResult {
+    handle(&st, Request::DumpGroups).await
+}
+
+async fn add_group(State(st): St, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult {
+    let group = group_body(&headers, body)?;
+    handle(&st, Request::AddGroup { group }).await
+}
+
+async fn mod_group(State(st): St, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult {
+    let group = group_body(&headers, body)?;
+    handle(&st, Request::ModGroup { group }).await
+}
+
+async fn del_group(State(st): St, Path(id): Path<String>) -> ApiResult {
+    let id: u32 = id
+        .parse()
+        .map_err(|_| ApiError::bad(format!("{id:?} is not a group id")))?;
+    handle(&st, Request::DelGroups { group_id: Some(id) }).await
 }
 
 async fn add_port(State(st): St, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult {

@@ -695,3 +695,82 @@ egress = "s"
     assert_eq!(second.api_addr(), None);
     second.shutdown();
 }
+
+/// Groups over REST: added as text and as JSON, replaced with PUT, named
+/// by a rule, shown with their buckets, traced, deleted with the rules
+/// that name them; a rule naming a missing group, a bad group and a
+/// change without the token are refused.
+#[test]
+fn groups_change_through_the_api() {
+    let f = start("groups");
+    let r = f.post(
+        "/api/v1/groups",
+        "text/plain",
+        "group_id=7,type=select,bucket=output:4,bucket=output:5",
+    );
+    assert_eq!(
+        (r.status, r.json()["added"].as_u64()),
+        (200, Some(7)),
+        "{}",
+        r.body
+    );
+    let r = f.post(
+        "/api/v1/groups",
+        "application/json",
+        r#"{"group": "group_id=8,type=indirect,bucket=output:4"}"#,
+    );
+    assert_eq!(r.json()["added"], 8, "{}", r.body);
+    refused(
+        &f.post("/api/v1/groups", "text/plain", "group_id=8,bucket=output:5"),
+        400,
+        "group 8 exists",
+    );
+    refused(
+        &f.post("/api/v1/groups", "text/plain", "group_id=9,type=indirect"),
+        400,
+        "exactly one bucket",
+    );
+    refused(
+        &f.post("/api/v1/flows", "text/plain", "in_port=6,actions=group:99"),
+        400,
+        "no group 99",
+    );
+    let r = f.post("/api/v1/flows", "text/plain", "in_port=6,actions=group:7");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = f.put(
+        "/api/v1/groups",
+        "group_id=7,type=select,bucket=weight:3,output:4,bucket=output:5",
+    );
+    assert_eq!(r.json()["modified"], 7, "{}", r.body);
+    let groups = f.get_json("/api/v1/groups");
+    assert_eq!(len(&groups), 2, "{groups}");
+    let g7 = &groups[0];
+    assert_eq!(
+        (g7["group_id"].as_u64(), g7["type"].as_str()),
+        (Some(7), Some("select"))
+    );
+    assert_eq!(g7["rules"], 1, "{g7}");
+    assert_eq!(g7["buckets"][0]["weight"], 3, "{g7}");
+    assert_eq!(g7["buckets"][1]["actions"], "output:5", "{g7}");
+    let t = f.get_json("/api/v1/trace?flow=in_port%3D6%2Cudp");
+    assert_eq!(t["outputs"][0], "group:7", "{t}");
+    let r = f.post_with(
+        "/api/v1/groups",
+        "text/plain",
+        "group_id=10,bucket=output:4",
+        &[],
+    );
+    assert_ne!(r.status, 200, "a change without the token: {}", r.body);
+    let r = f.delete("/api/v1/groups/7");
+    assert_eq!(
+        (
+            r.json()["deleted"].as_u64(),
+            r.json()["rules_deleted"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{}",
+        r.body
+    );
+    assert_eq!(len(&f.get_json("/api/v1/groups")), 1);
+    refused(&f.delete("/api/v1/groups/x"), 400, "not a group id");
+}
