@@ -157,16 +157,40 @@ fn round(
     let socket = r["interfaces"][0]["socketPath"]
         .as_str()
         .ok_or(format!("ADD answered no socket: {r}"))?;
-    let id = get(api, "/api/v1/attachments")?["attachments"]
-        .as_array()
-        .and_then(|all| all.iter().find(|x| x["port"] == port.as_str()))
-        .and_then(|x| x["id"].as_u64())
-        .ok_or("the attachment is not listed")?;
+    let id = attachment_id(api, &port)?;
     flow(
         api,
         &a.dir.join("api-token"),
         &format!("in_port={id},actions=output:{SINK}"),
     )?;
+    let log = a.dir.join(format!("testpmd-{i}.log"));
+    let mut app = spawn_app(testpmd, socket, &log)?;
+    let seen = watch(api, &port, &log, before, t0, &mut app)?;
+    app.stop();
+    let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/nfvbcni{}", std::process::id()));
+    plugin(cni, "DEL", &container, conf)?;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    Ok(Round {
+        add: ms(add),
+        connected: ms(seen.connected.unwrap_or(seen.first)),
+        enabled: ms(seen.enabled.unwrap_or(seen.first)),
+        started: ms(seen.started.unwrap_or(seen.first)),
+        first: ms(seen.first),
+    })
+}
+
+/// The switch's number for the attachment of `port` (the API's list).
+fn attachment_id(api: &str, port: &str) -> Result<u64, String> {
+    get(api, "/api/v1/attachments")?["attachments"]
+        .as_array()
+        .and_then(|all| all.iter().find(|x| x["port"] == port))
+        .and_then(|x| x["id"].as_u64())
+        .ok_or_else(|| "the attachment is not listed".into())
+}
+
+/// The pod's application: testpmd sending 64 B frames on virtio-user at
+/// `socket`, logging to `log`.
+fn spawn_app(testpmd: &Path, socket: &str, log: &Path) -> Result<Proc, String> {
     let mut cmd = Command::new(testpmd);
     cmd.args(["--no-pci", "--no-huge", "-m", "512", "-l", "0,1"])
         .arg(format!("--file-prefix=nfvbcni{}", std::process::id()))
@@ -178,23 +202,39 @@ fn round(
             "--total-num-mbufs=16384",
             "--no-lsc-interrupt",
         ]);
-    let mut app = Proc::spawn(
-        "testpmd",
-        cmd,
-        &a.dir.join(format!("testpmd-{i}.log")),
-        Signal::SIGINT,
-    )?;
+    Proc::spawn("testpmd", cmd, log, Signal::SIGINT)
+}
+
+/// When, after ADD began, each step was first seen.
+struct Seen {
+    connected: Option<Duration>,
+    enabled: Option<Duration>,
+    started: Option<Duration>,
+    first: Duration,
+}
+
+/// Polls the API (and the application's `log`) every millisecond until
+/// the sink counts more than `before` (30 s at most after `t0`), noting
+/// when `port` connected, when its queues were enabled and when the
+/// application started forwarding.
+fn watch(
+    api: &str,
+    port: &str,
+    log: &Path,
+    before: u64,
+    t0: Instant,
+    app: &mut Proc,
+) -> Result<Seen, String> {
     let deadline = t0 + Duration::from_secs(30);
     let (mut connected, mut enabled, mut started) = (None, None, None);
-    let log = a.dir.join(format!("testpmd-{i}.log"));
     let first = loop {
         if started.is_none()
-            && std::fs::read_to_string(&log).is_ok_and(|l| l.contains(FORWARDING_STARTED))
+            && std::fs::read_to_string(log).is_ok_and(|l| l.contains(FORWARDING_STARTED))
         {
             started = Some(t0.elapsed());
         }
         let ports = get(api, "/api/v1/ports")?;
-        let (c, e) = port_state(&ports, &port);
+        let (c, e) = port_state(&ports, port);
         if connected.is_none() && c {
             connected = Some(t0.elapsed());
         }
@@ -210,19 +250,11 @@ fn round(
         }
         proc::sleep(Duration::from_millis(1))?;
     };
-    let connected = connected.unwrap_or(first);
-    let enabled = enabled.unwrap_or(first);
-    let started = started.unwrap_or(first);
-    app.stop();
-    let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/nfvbcni{}", std::process::id()));
-    plugin(cni, "DEL", &container, conf)?;
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    Ok(Round {
-        add: ms(add),
-        connected: ms(connected),
-        enabled: ms(enabled),
-        started: ms(started),
-        first: ms(first),
+    Ok(Seen {
+        connected,
+        enabled,
+        started,
+        first,
     })
 }
 

@@ -231,63 +231,19 @@ impl Prepared {
 const HUGEPAGES: u64 = 1024;
 
 pub fn prepare(c: &Common, scenarios: &[Scenario]) -> Result<Prepared, String> {
-    for &s in &c.sizes {
-        crate::frame::udp_frame(s)?;
-    }
-    if c.warm == 0 || c.seconds == 0 {
-        return Err("--warm and --seconds must be at least 1".into());
-    }
-    if (c.perf.is_some() || c.perf_stat.is_some()) && host::which("perf").is_none() {
-        return Err("--perf needs perf (Debian: linux-perf)".into());
-    }
-    if c.switch_cpu == c.endpoint_cpu {
-        return Err("--switch-cpu and --endpoint-cpu must differ (two busy pollers)".into());
-    }
-    c.pmd_cpus()?;
+    check_common(c)?;
     let run_dir = host::run_dir()?;
     let mut skip = Vec::new();
     // The endpoint is testpmd: without it nothing runs.
     if let Err(e) = scenario::ensure_testpmd() {
         return Err(format!("the endpoint needs dpdk-testpmd: {e}"));
     }
-    let mut nfvswitch = PathBuf::new();
-    let mut nfvswitch_source = String::new();
-    let nfv_scenarios = [
-        Scenario::Nfvswitch,
-        Scenario::NfvswitchCopy,
-        Scenario::NfvswitchPacked,
-        Scenario::NfvswitchMemif,
-        Scenario::NfvswitchMemifCopy,
-    ];
-    if nfv_scenarios.iter().any(|s| scenarios.contains(s)) {
-        match scenario::nfvswitch_binary(c.nfvswitch.clone())
-            .and_then(|b| scenario::snapshot(&b, &run_dir))
-        {
-            Ok((b, src)) => (nfvswitch, nfvswitch_source) = (b, src),
-            Err(e) => skip.extend(nfv_scenarios.map(|s| (s, e.clone()))),
-        }
-    }
+    let (nfvswitch, nfvswitch_source) = nfvswitch_copy(c, scenarios, &run_dir, &mut skip);
     let ovs = scenarios.contains(&Scenario::Ovs);
     if ovs && let Err(e) = crate::ovs::prepare() {
         skip.push((Scenario::Ovs, e));
     }
-    let want_huge = c.mem == MemArg::Huge
-        || c.switch_hugepages == SwitchHuge::Require
-        || (ovs && !skip.iter().any(|(s, _)| *s == Scenario::Ovs));
-    let mut huge = None;
-    if want_huge {
-        match Hugepages::reserve(HUGEPAGES, &run_dir) {
-            Ok(g) => huge = Some(g),
-            Err(e) => {
-                if ovs && !skip.iter().any(|(s, _)| *s == Scenario::Ovs) {
-                    skip.push((Scenario::Ovs, format!("OVS-DPDK needs hugepages: {e}")));
-                }
-                if c.mem == MemArg::Huge || c.switch_hugepages == SwitchHuge::Require {
-                    return Err(format!("hugepages asked for: {e}"));
-                }
-            }
-        }
-    }
+    let huge = hugepages(c, ovs, &run_dir, &mut skip)?;
     let mem = match c.mem {
         MemArg::NoHuge => Mem::NoHuge,
         MemArg::Huge => Mem::Huge,
@@ -310,6 +266,83 @@ pub fn prepare(c: &Common, scenarios: &[Scenario]) -> Result<Prepared, String> {
         run_dir,
         _huge: huge,
     })
+}
+
+/// The options `compare` and `hop` refuse before they touch the machine.
+fn check_common(c: &Common) -> Result<(), String> {
+    for &s in &c.sizes {
+        crate::frame::udp_frame(s)?;
+    }
+    if c.warm == 0 || c.seconds == 0 {
+        return Err("--warm and --seconds must be at least 1".into());
+    }
+    if (c.perf.is_some() || c.perf_stat.is_some()) && host::which("perf").is_none() {
+        return Err("--perf needs perf (Debian: linux-perf)".into());
+    }
+    if c.switch_cpu == c.endpoint_cpu {
+        return Err("--switch-cpu and --endpoint-cpu must differ (two busy pollers)".into());
+    }
+    c.pmd_cpus()?;
+    Ok(())
+}
+
+/// With an nfvswitch scenario among `scenarios`: a copy of the binary
+/// under test in `run_dir`, and where it came from; without one, or when
+/// there is none, empty (and every nfvswitch scenario in `skip`).
+fn nfvswitch_copy(
+    c: &Common,
+    scenarios: &[Scenario],
+    run_dir: &Path,
+    skip: &mut Vec<(Scenario, String)>,
+) -> (PathBuf, String) {
+    let nfv_scenarios = [
+        Scenario::Nfvswitch,
+        Scenario::NfvswitchCopy,
+        Scenario::NfvswitchPacked,
+        Scenario::NfvswitchMemif,
+        Scenario::NfvswitchMemifCopy,
+    ];
+    if !nfv_scenarios.iter().any(|s| scenarios.contains(s)) {
+        return (PathBuf::new(), String::new());
+    }
+    match scenario::nfvswitch_binary(c.nfvswitch.clone())
+        .and_then(|b| scenario::snapshot(&b, run_dir))
+    {
+        Ok((b, src)) => (b, src),
+        Err(e) => {
+            skip.extend(nfv_scenarios.map(|s| (s, e.clone())));
+            (PathBuf::new(), String::new())
+        }
+    }
+}
+
+/// Reserves [`HUGEPAGES`] when the endpoint, the switch or OVS (`ovs`,
+/// unless skipped already) wants them. Without them OVS is skipped;
+/// refused when they were asked for.
+fn hugepages(
+    c: &Common,
+    ovs: bool,
+    run_dir: &Path,
+    skip: &mut Vec<(Scenario, String)>,
+) -> Result<Option<Hugepages>, String> {
+    let want_huge = c.mem == MemArg::Huge
+        || c.switch_hugepages == SwitchHuge::Require
+        || (ovs && !skip.iter().any(|(s, _)| *s == Scenario::Ovs));
+    if !want_huge {
+        return Ok(None);
+    }
+    match Hugepages::reserve(HUGEPAGES, run_dir) {
+        Ok(g) => Ok(Some(g)),
+        Err(e) => {
+            if ovs && !skip.iter().any(|(s, _)| *s == Scenario::Ovs) {
+                skip.push((Scenario::Ovs, format!("OVS-DPDK needs hugepages: {e}")));
+            }
+            if c.mem == MemArg::Huge || c.switch_hugepages == SwitchHuge::Require {
+                return Err(format!("hugepages asked for: {e}"));
+            }
+            Ok(None)
+        }
+    }
 }
 
 pub fn spec(c: &Common, size: usize, chain: usize, mem: Mem) -> Spec {
@@ -543,6 +576,28 @@ pub fn compare(a: CompareArgs) -> Result<(), String> {
         .iter()
         .flat_map(|&s| a.chains.iter().map(move |&ch| (s, ch)))
         .collect();
+    print_plan(&a, &p, &cases);
+    let t0 = Instant::now();
+    let (records, interrupted) = run_trials(&a, &p, &cases);
+    let elapsed = t0.elapsed().as_secs_f64();
+    let results = Results::of(&a, &cases, records);
+    println!(
+        "\nmedians over {} reps ({:.1} min; Mpps at the sink; switch cyc/pkt = the switch's busy TSC cycles per packet its PMD received, i.e. per hop)",
+        c.reps,
+        elapsed / 60.0
+    );
+    print!("{}", report::text_table(&report::TABLE_HEAD, &results.rows));
+    results.write(&a, &p, elapsed, interrupted);
+    results.print_checks();
+    if interrupted {
+        return Err("interrupted (partial results above)".into());
+    }
+    Ok(())
+}
+
+/// What the run will do, before it starts.
+fn print_plan(a: &CompareArgs, p: &Prepared, cases: &[(usize, usize)]) {
+    let c = &a.common;
     let runnable = a
         .scenarios
         .iter()
@@ -574,41 +629,151 @@ pub fn compare(a: CompareArgs) -> Result<(), String> {
         (cases.len() * runnable * c.reps * (c.warm + c.seconds + 9)) as f64 / 60.0,
         p.run_dir.display()
     );
-    let t0 = Instant::now();
+}
+
+/// Every trial, interleaved: per rep, per case, per scenario. Stops at
+/// Ctrl-C (then `true`), keeping what ran.
+fn run_trials(a: &CompareArgs, p: &Prepared, cases: &[(usize, usize)]) -> (Vec<Record>, bool) {
+    let c = &a.common;
     let mut records = Vec::new();
-    let mut interrupted = false;
-    'all: for rep in 1..=c.reps {
-        for &(size, chain) in &cases {
+    for rep in 1..=c.reps {
+        for &(size, chain) in cases {
             for &sc in &a.scenarios {
                 let spec = spec(c, size, chain, p.mem);
-                let r = one(&p, sc, &spec, rep);
+                let r = one(p, sc, &spec, rep);
                 let stop = proc::interrupted();
                 records.push(r);
                 if stop {
-                    interrupted = true;
-                    break 'all;
+                    return (records, true);
                 }
             }
         }
     }
-    let elapsed = t0.elapsed().as_secs_f64();
-    // Summary table.
-    let mut rows = Vec::new();
-    let mut sums: Vec<Summary> = Vec::new();
-    for &(size, chain) in &cases {
-        for &sc in &a.scenarios {
-            let s = report::summarize(&records, sc.name(), size, chain);
-            rows.push(report::table_row(&s).to_vec());
-            sums.push(s);
+    (records, false)
+}
+
+/// The trials and what they add up to.
+struct Results {
+    records: Vec<Record>,
+    /// The summary table's rows, case by case, scenario by scenario.
+    rows: Vec<Vec<String>>,
+    sums: Vec<Summary>,
+    /// Against the wire (medians), then issue 38's targets (paired).
+    checks: Vec<Check>,
+    pairs: Vec<paired::Paired>,
+}
+
+impl Results {
+    fn of(a: &CompareArgs, cases: &[(usize, usize)], records: Vec<Record>) -> Results {
+        let mut rows = Vec::new();
+        let mut sums: Vec<Summary> = Vec::new();
+        for &(size, chain) in cases {
+            for &sc in &a.scenarios {
+                let s = report::summarize(&records, sc.name(), size, chain);
+                rows.push(report::table_row(&s).to_vec());
+                sums.push(s);
+            }
+        }
+        let mut checks = wire_checks(cases, &sums);
+        let pairs = pairs(&records, cases);
+        // Issue 38's targets, on the paired ratios of their placement.
+        checks.extend(
+            targets(a.common.packed)
+                .iter()
+                .filter_map(|t| judge(t, &pairs, cases)),
+        );
+        Results {
+            records,
+            rows,
+            sums,
+            checks,
+            pairs,
         }
     }
+
+    /// Checks met and not met.
+    fn tally(&self) -> (usize, usize) {
+        (
+            self.checks.iter().filter(|x| x.met == Some(true)).count(),
+            self.checks.iter().filter(|x| x.met == Some(false)).count(),
+        )
+    }
+
+    /// `compare-TIMESTAMP.json` and `.md` in the results directory.
+    fn write(&self, a: &CompareArgs, p: &Prepared, elapsed: f64, interrupted: bool) {
+        let c = &a.common;
+        let (met, not_met) = self.tally();
+        let ts = host::timestamp();
+        let stem = format!("compare-{ts}");
+        let json = serde_json::json!({
+            "kind": "compare",
+            "timestamp_utc": ts,
+            "elapsed_secs": elapsed,
+            "interrupted": interrupted,
+            "tsc_hz": nfv_tsc::hz(),
+            "args": {
+                "sizes": c.sizes, "chains": a.chains, "reps": c.reps, "seconds": c.seconds, "warm": c.warm,
+                "switch_cpu": c.switch_cpu, "pmd_cpus": c.pmd_cpus().unwrap_or_default(),
+                "endpoint_cpu": c.endpoint_cpu, "mem": p.mem,
+                "switch_hugepages": c.switch_hugepages,
+                "scenarios": a.scenarios.iter().map(|s| s.name()).collect::<Vec<_>>(),
+            },
+            "nfvswitch": p.nfvswitch_source,
+            "skipped": p.skip.iter().map(|(s, r)| (s.name(), r)).collect::<Vec<_>>(),
+            "trials": self.records,
+            "summary": self.sums,
+            "checks": self.checks,
+            "paired": self.pairs,
+        });
+        let check_rows: Vec<Vec<String>> = self.checks.iter().map(Check::row).collect();
+        let pair_rows: Vec<Vec<String>> = self.pairs.iter().map(paired::Paired::row).collect();
+        let md = format!(
+            "# nfv-bench compare {ts}\n\n{} reps interleaved, {} + {} 1-s samples per trial, testpmd memory {:?}, TSC {:.3} GHz.\n\n{}\n## Ratios against the targets\n\n{}\n{met} met, {not_met} not met.\n\n## {PAIRED_TITLE}\n\n{}",
+            c.reps,
+            c.warm,
+            c.seconds,
+            p.mem,
+            nfv_tsc::hz() as f64 / 1e9,
+            report::md_table(&report::TABLE_HEAD, &self.rows),
+            report::md_table(&report::CHECK_HEAD, &check_rows),
+            report::md_table(&paired::HEAD, &pair_rows)
+        );
+        match report::write_results(&report::results_dir(c.results.clone()), &stem, &json, &md) {
+            Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
+            Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
+        }
+    }
+
+    /// The ratios against the targets, then every paired ratio.
+    fn print_checks(&self) {
+        let (met, not_met) = self.tally();
+        let check_rows: Vec<Vec<String>> = self.checks.iter().map(Check::row).collect();
+        println!(
+            "\nratios against the targets (vs the wire: medians; vs OVS: paired trials of the placement named):"
+        );
+        print!("{}", report::text_table(&report::CHECK_HEAD, &check_rows));
+        println!(
+            "{met} met, {not_met} NOT met, {} n/a",
+            self.checks.len() - met - not_met
+        );
+        println!("\n{PAIRED_TITLE}:");
+        if self.pairs.is_empty() {
+            println!("(no pair of trials saw the same placement)");
+        } else {
+            let pair_rows: Vec<Vec<String>> = self.pairs.iter().map(paired::Paired::row).collect();
+            print!("{}", report::text_table(&paired::HEAD, &pair_rows));
+        }
+    }
+}
+
+/// nfvswitch against the wire (no placement target): medians.
+fn wire_checks(cases: &[(usize, usize)], sums: &[Summary]) -> Vec<Check> {
     let get = |sc: Scenario, size: usize, chain: usize| {
         sums.iter()
             .find(|s| s.scenario == sc.name() && s.size == size && s.chain == chain)
     };
-    // nfvswitch against the wire (no placement target): medians.
     let mut checks = Vec::new();
-    for &(size, chain) in &cases {
+    for &(size, chain) in cases {
         let mpps = |sc| get(sc, size, chain).and_then(|s| s.mpps).map(|m| m.0);
         checks.push(Check::new(
             size,
@@ -620,118 +785,48 @@ pub fn compare(a: CompareArgs) -> Result<(), String> {
             0.95,
         ));
     }
-    // The same ratios from trials paired within a rep and a placement.
+    checks
+}
+
+/// The ratios of trials paired within a rep and a placement, case by
+/// case.
+fn pairs(records: &[Record], cases: &[(usize, usize)]) -> Vec<paired::Paired> {
     let (nfv, ovs, wire) = (
         Scenario::Nfvswitch.name(),
         Scenario::Ovs.name(),
         Scenario::Wire.name(),
     );
     let mut pairs = Vec::new();
-    for &case in &cases {
-        pairs.extend(paired::paired(&records, case, E2E_OVS, (nfv, ovs), |o| {
+    for &case in cases {
+        pairs.extend(paired::paired(records, case, E2E_OVS, (nfv, ovs), |o| {
             Some(o.mpps)
         }));
-        pairs.extend(paired::paired(&records, case, CYC_OVS, (nfv, ovs), |o| {
+        pairs.extend(paired::paired(records, case, CYC_OVS, (nfv, ovs), |o| {
             o.pmd.as_ref().map(|p| p.cycles_per_packet)
         }));
         pairs.extend(paired::paired(
-            &records,
+            records,
             case,
             "e2e Mpps nfvswitch / wire",
             (nfv, wire),
             |o| Some(o.mpps),
         ));
         pairs.extend(paired::paired(
-            &records,
+            records,
             case,
             "cyc/pkt one-copy / copy",
             (nfv, Scenario::NfvswitchCopy.name()),
             |o| o.pmd.as_ref().map(|p| p.cycles_per_packet),
         ));
         pairs.extend(paired::paired(
-            &records,
+            records,
             case,
             "e2e Mpps one-copy / copy",
             (nfv, Scenario::NfvswitchCopy.name()),
             |o| Some(o.mpps),
         ));
     }
-    // Issue 38's targets, on the paired ratios of their placement.
-    checks.extend(
-        targets(c.packed)
-            .iter()
-            .filter_map(|t| judge(t, &pairs, &cases)),
-    );
-    let pair_rows: Vec<Vec<String>> = pairs.iter().map(paired::Paired::row).collect();
-    let pair_table = report::text_table(&paired::HEAD, &pair_rows);
-    let table = report::text_table(&report::TABLE_HEAD, &rows);
-    let check_rows: Vec<Vec<String>> = checks.iter().map(Check::row).collect();
-    let check_table = report::text_table(&report::CHECK_HEAD, &check_rows);
-    println!(
-        "\nmedians over {} reps ({:.1} min; Mpps at the sink; switch cyc/pkt = the switch's busy TSC cycles per packet its PMD received, i.e. per hop)",
-        c.reps,
-        elapsed / 60.0
-    );
-    print!("{table}");
-    let (met, not_met) = (
-        checks.iter().filter(|x| x.met == Some(true)).count(),
-        checks.iter().filter(|x| x.met == Some(false)).count(),
-    );
-    let ts = host::timestamp();
-    let stem = format!("compare-{ts}");
-    let json = serde_json::json!({
-        "kind": "compare",
-        "timestamp_utc": ts,
-        "elapsed_secs": elapsed,
-        "interrupted": interrupted,
-        "tsc_hz": nfv_tsc::hz(),
-        "args": {
-            "sizes": c.sizes, "chains": a.chains, "reps": c.reps, "seconds": c.seconds, "warm": c.warm,
-            "switch_cpu": c.switch_cpu, "pmd_cpus": c.pmd_cpus().unwrap_or_default(),
-            "endpoint_cpu": c.endpoint_cpu, "mem": p.mem,
-            "switch_hugepages": c.switch_hugepages,
-            "scenarios": a.scenarios.iter().map(|s| s.name()).collect::<Vec<_>>(),
-        },
-        "nfvswitch": p.nfvswitch_source,
-        "skipped": p.skip.iter().map(|(s, r)| (s.name(), r)).collect::<Vec<_>>(),
-        "trials": records,
-        "summary": sums,
-        "checks": checks,
-        "paired": pairs,
-    });
-    let md = format!(
-        "# nfv-bench compare {ts}\n\n{} reps interleaved, {} + {} 1-s samples per trial, testpmd memory {:?}, TSC {:.3} GHz.\n\n{}\n## Ratios against the targets\n\n{}\n{met} met, {not_met} not met.\n\n## {PAIRED_TITLE}\n\n{}",
-        c.reps,
-        c.warm,
-        c.seconds,
-        p.mem,
-        nfv_tsc::hz() as f64 / 1e9,
-        report::md_table(&report::TABLE_HEAD, &rows),
-        report::md_table(&report::CHECK_HEAD, &check_rows),
-        report::md_table(&paired::HEAD, &pair_rows)
-    );
-    match report::write_results(&report::results_dir(c.results.clone()), &stem, &json, &md) {
-        Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
-        Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
-    }
-    println!(
-        "\nratios against the targets (vs the wire: medians; vs OVS: paired trials of the placement named):"
-    );
-    print!("{check_table}");
-    println!(
-        "{met} met, {not_met} NOT met, {} n/a",
-        checks.len() - met - not_met
-    );
-    println!("\n{PAIRED_TITLE}:");
-    if pairs.is_empty() {
-        println!("(no pair of trials saw the same placement)");
-    } else {
-        print!("{pair_table}");
-    }
-    if interrupted {
-        return Err("interrupted (partial results above)".into());
-    }
-    Ok(())
+    pairs
 }
 
 #[cfg(test)]

@@ -39,33 +39,64 @@ pub struct HopArgs {
     pub packed_ab: bool,
 }
 
+/// The hop's A/B: the A side, and the B side with what its ratio is
+/// called (none: A alone).
+#[derive(Clone, Copy)]
+struct Ab {
+    a: Scenario,
+    b: Option<(Scenario, &'static str)>,
+}
+
+impl Ab {
+    fn of(a: &HopArgs) -> Ab {
+        let b = if a.copy_ab {
+            Some((Scenario::NfvswitchCopy, "one-copy / copy"))
+        } else if a.memif_ab {
+            Some((Scenario::NfvswitchMemif, "vhost / memif"))
+        } else if a.memif_copy_ab {
+            Some((Scenario::NfvswitchMemifCopy, "memif one-copy / copy"))
+        } else if a.packed_ab {
+            Some((Scenario::NfvswitchPacked, "split / packed"))
+        } else {
+            None
+        };
+        // The A side: the memif one-copy hop when A/B-ing memif modes.
+        let a_sc = if a.memif_copy_ab {
+            Scenario::NfvswitchMemif
+        } else {
+            Scenario::Nfvswitch
+        };
+        Ab { a: a_sc, b }
+    }
+
+    /// The scenarios each rep runs, A first.
+    fn modes(self) -> Vec<Scenario> {
+        match self.b {
+            Some((sc, _)) => vec![self.a, sc],
+            None => vec![self.a],
+        }
+    }
+}
+
+const HEAD: [&str; 10] = [
+    "size",
+    "mode",
+    "Mpps median (min..max)",
+    "Gbps",
+    "switch cyc/pkt per hop (min..max)",
+    "ns/hop",
+    "busy %",
+    "other CPU %",
+    "c2c ns",
+    "runs",
+];
+
 pub fn hop(a: HopArgs) -> Result<(), String> {
     let c = &a.common;
-    // The B side of the A/B, with what its ratio is called.
-    let b: Option<(Scenario, &str)> = if a.copy_ab {
-        Some((Scenario::NfvswitchCopy, "one-copy / copy"))
-    } else if a.memif_ab {
-        Some((Scenario::NfvswitchMemif, "vhost / memif"))
-    } else if a.memif_copy_ab {
-        Some((Scenario::NfvswitchMemifCopy, "memif one-copy / copy"))
-    } else if a.packed_ab {
-        Some((Scenario::NfvswitchPacked, "split / packed"))
-    } else {
-        None
-    };
-    // The A side: the memif one-copy hop when A/B-ing memif modes.
-    let a_sc = if a.memif_copy_ab {
-        Scenario::NfvswitchMemif
-    } else {
-        Scenario::Nfvswitch
-    };
-    let modes: Vec<Scenario> = match b {
-        Some((sc, _)) => vec![a_sc, sc],
-        None => vec![a_sc],
-    };
-    let modes = &modes[..];
+    let ab = Ab::of(&a);
+    let modes = &ab.modes()[..];
     let p = compare::prepare(c, modes)?;
-    if let Some(why) = p.skipped(a_sc) {
+    if let Some(why) = p.skipped(ab.a) {
         println!("nfv-bench hop: SKIPPED: {why}");
         return Ok(());
     }
@@ -85,43 +116,123 @@ pub fn hop(a: HopArgs) -> Result<(), String> {
     );
     println!("  nfvswitch: {}", p.nfvswitch_source);
     let t0 = Instant::now();
+    let records = run_trials(&a, &p, modes);
+    let (rows, sums) = summary(&a, modes, &records, hz);
+    let elapsed = t0.elapsed().as_secs_f64();
+    println!(
+        "\nnfvswitch hop, chain {}: medians over {} reps ({:.1} min)",
+        a.chain,
+        c.reps,
+        elapsed / 60.0
+    );
+    print!("{}", report::text_table(&HEAD, &rows));
+    let pairs = ab_pairs(&a, ab, &records);
+    let out = Results {
+        records,
+        rows,
+        sums,
+        pairs,
+    };
+    write(&a, &p, hz, elapsed, &out);
+    if proc::interrupted() {
+        return Err("interrupted (partial results above)".into());
+    }
+    let failed = out
+        .records
+        .iter()
+        .filter(|r: &&Record| matches!(r.result, RecordResult::Failed(_)))
+        .count();
+    if failed == out.records.len() {
+        return Err("every trial failed".into());
+    }
+    Ok(())
+}
+
+/// What the run measured and its tables.
+struct Results {
+    records: Vec<Record>,
+    /// [`HEAD`]'s rows.
+    rows: Vec<Vec<String>>,
+    sums: Vec<report::Summary>,
+    pairs: Vec<paired::Paired>,
+}
+
+/// `hop-TIMESTAMP.json` and `.md` in the results directory.
+fn write(a: &HopArgs, p: &compare::Prepared, hz: f64, elapsed: f64, out: &Results) {
+    let c = &a.common;
+    let ts = host::timestamp();
+    let json = serde_json::json!({
+        "kind": "hop",
+        "timestamp_utc": ts,
+        "elapsed_secs": elapsed,
+        "tsc_hz": nfv_tsc::hz(),
+        "nfvswitch": p.nfvswitch_source,
+        "args": {"sizes": c.sizes, "chain": a.chain, "reps": c.reps, "seconds": c.seconds, "warm": c.warm,
+                 "switch_cpu": c.switch_cpu, "endpoint_cpu": c.endpoint_cpu, "mem": p.mem,
+                 "switch_hugepages": c.switch_hugepages},
+        "trials": out.records,
+        "summary": out.sums,
+        "paired": out.pairs,
+    });
+    let md = format!(
+        "# nfv-bench hop {ts}\n\nnfvswitch, chain {}, {} reps, testpmd memory {:?}, TSC {:.3} GHz.\n\n{}",
+        a.chain,
+        c.reps,
+        p.mem,
+        hz / 1e9,
+        report::md_table(&HEAD, &out.rows)
+    );
+    match report::write_results(
+        &report::results_dir(c.results.clone()),
+        &format!("hop-{ts}"),
+        &json,
+        &md,
+    ) {
+        Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
+        Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
+    }
+}
+
+/// Every trial: per rep, per size, the modes in A/B order, then B/A
+/// (drift over the run hits both alike). Stops at Ctrl-C.
+fn run_trials(a: &HopArgs, p: &compare::Prepared, modes: &[Scenario]) -> Vec<Record> {
+    let c = &a.common;
     let mut records = Vec::new();
-    'all: for rep in 1..=c.reps {
+    for rep in 1..=c.reps {
         for &size in &c.sizes {
             let spec = compare::spec(c, size, a.chain, p.mem);
-            // A/B, then B/A: drift over the run hits both modes alike.
             let mut order = modes.to_vec();
             if rep % 2 == 0 {
                 order.reverse();
             }
             for sc in order {
-                records.push(compare::one(&p, sc, &spec, rep));
+                records.push(compare::one(p, sc, &spec, rep));
                 if proc::interrupted() {
-                    break 'all;
+                    return records;
                 }
             }
         }
     }
-    let head = [
-        "size",
-        "mode",
-        "Mpps median (min..max)",
-        "Gbps",
-        "switch cyc/pkt per hop (min..max)",
-        "ns/hop",
-        "busy %",
-        "other CPU %",
-        "c2c ns",
-        "runs",
-    ];
+    records
+}
+
+/// The table's rows ([`HEAD`]) and the summaries, size by size, mode by
+/// mode.
+fn summary(
+    a: &HopArgs,
+    modes: &[Scenario],
+    records: &[Record],
+    hz: f64,
+) -> (Vec<Vec<String>>, Vec<report::Summary>) {
     let mut rows = Vec::new();
     let mut sums = Vec::new();
-    for (&size, &sc) in c
+    for (&size, &sc) in a
+        .common
         .sizes
         .iter()
         .flat_map(|s| modes.iter().map(move |m| (s, m)))
     {
-        let s = report::summarize(&records, sc.name(), size, a.chain);
+        let s = report::summarize(records, sc.name(), size, a.chain);
         rows.push(vec![
             format!("{size} B"),
             sc.name().to_string(),
@@ -138,70 +249,28 @@ pub fn hop(a: HopArgs) -> Result<(), String> {
         ]);
         sums.push(s);
     }
-    let elapsed = t0.elapsed().as_secs_f64();
-    println!(
-        "\nnfvswitch hop, chain {}: medians over {} reps ({:.1} min)",
-        a.chain,
-        c.reps,
-        elapsed / 60.0
-    );
-    print!("{}", report::text_table(&head, &rows));
+    (rows, sums)
+}
+
+/// With a B side: the A/B ratios paired within each rep and placement,
+/// printed.
+fn ab_pairs(a: &HopArgs, ab: Ab, records: &[Record]) -> Vec<paired::Paired> {
     let mut pairs = Vec::new();
-    if let Some((b_sc, what)) = b {
-        let ab = (a_sc.name(), b_sc.name());
-        let cyc = format!("cyc/pkt {what}");
-        let e2e = format!("e2e Mpps {what}");
-        for &size in &c.sizes {
-            let case = (size, a.chain);
-            pairs.extend(paired::paired(&records, case, &cyc, ab, |o| {
-                o.pmd.as_ref().map(|p| p.cycles_per_packet)
-            }));
-            pairs.extend(paired::paired(&records, case, &e2e, ab, |o| Some(o.mpps)));
-        }
-        let pair_rows: Vec<Vec<String>> = pairs.iter().map(paired::Paired::row).collect();
-        println!("\n{what}, paired within each rep and vCPU placement:");
-        print!("{}", report::text_table(&paired::HEAD, &pair_rows));
+    let Some((b_sc, what)) = ab.b else {
+        return pairs;
+    };
+    let names = (ab.a.name(), b_sc.name());
+    let cyc = format!("cyc/pkt {what}");
+    let e2e = format!("e2e Mpps {what}");
+    for &size in &a.common.sizes {
+        let case = (size, a.chain);
+        pairs.extend(paired::paired(records, case, &cyc, names, |o| {
+            o.pmd.as_ref().map(|p| p.cycles_per_packet)
+        }));
+        pairs.extend(paired::paired(records, case, &e2e, names, |o| Some(o.mpps)));
     }
-    let ts = host::timestamp();
-    let json = serde_json::json!({
-        "kind": "hop",
-        "timestamp_utc": ts,
-        "elapsed_secs": elapsed,
-        "tsc_hz": nfv_tsc::hz(),
-        "nfvswitch": p.nfvswitch_source,
-        "args": {"sizes": c.sizes, "chain": a.chain, "reps": c.reps, "seconds": c.seconds, "warm": c.warm,
-                 "switch_cpu": c.switch_cpu, "endpoint_cpu": c.endpoint_cpu, "mem": p.mem,
-                 "switch_hugepages": c.switch_hugepages},
-        "trials": records,
-        "summary": sums,
-        "paired": pairs,
-    });
-    let md = format!(
-        "# nfv-bench hop {ts}\n\nnfvswitch, chain {}, {} reps, testpmd memory {:?}, TSC {:.3} GHz.\n\n{}",
-        a.chain,
-        c.reps,
-        p.mem,
-        hz / 1e9,
-        report::md_table(&head, &rows)
-    );
-    match report::write_results(
-        &report::results_dir(c.results.clone()),
-        &format!("hop-{ts}"),
-        &json,
-        &md,
-    ) {
-        Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
-        Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
-    }
-    if proc::interrupted() {
-        return Err("interrupted (partial results above)".into());
-    }
-    let failed = records
-        .iter()
-        .filter(|r: &&Record| matches!(r.result, RecordResult::Failed(_)))
-        .count();
-    if failed == records.len() {
-        return Err("every trial failed".into());
-    }
-    Ok(())
+    let pair_rows: Vec<Vec<String>> = pairs.iter().map(paired::Paired::row).collect();
+    println!("\n{what}, paired within each rep and vCPU placement:");
+    print!("{}", report::text_table(&paired::HEAD, &pair_rows));
+    pairs
 }

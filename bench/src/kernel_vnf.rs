@@ -31,6 +31,7 @@ use nfv_afxdp::{AfXdpConfig, XdpBindMode};
 use nfv_mem::Batch;
 use nfv_ports::{Port, PortConfig, PortKind};
 use nfv_vhost::{VhostUserConfig, VhostUserMode, VhostUserPort};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,102 +57,11 @@ pub fn vnf_trial(
         &VhostUserConfig::new(&sock, VhostUserMode::Client),
     )
     .map_err(|e| e.to_string())?;
-    let mut x = AfXdpConfig::new(wire.host());
-    x.mode = XdpBindMode::Copy;
-    if zero_copy {
-        x.zero_copy = nfv_afxdp::ZeroCopy::Into(VNF_PORT.to_string());
-        // veth binds in copy mode, where `auto` would not send in place.
-        x.send_in_place = nfv_afxdp::SendInPlace::On;
-    }
-    let cfg = PortConfig {
-        name: "bench-afxdp".into(),
-        id: 1,
-        rxqs: 1,
-        kind: PortKind::typed(x),
-    };
-    // The AF_XDP port finds the VNF port it borrows from where a node
-    // would put it: in the lenders it is opened with.
-    let lenders: Arc<nfv_ports::Lenders> = Arc::default();
-    lenders.add(&vhost.lender());
-    let port = nfv_afxdp::open_with(&cfg, Arc::new(nfv_ports::NoRoutes), &lenders)
-        .map_err(|e| e.to_string())?;
-    let mut cmd = Command::new(testpmd);
-    cmd.args([
-        "--no-pci",
-        "--no-huge",
-        "-m",
-        "512",
-        &format!("--file-prefix=nfvzc{}", std::process::id()),
-        &format!("--lcores=0@{c},1@{c}", c = cores.1),
-        &format!(
-            "--vdev=net_virtio_user0,path={},server=1,queues=1,mrg_rxbuf=1,queue_size=1024",
-            sock.display()
-        ),
-        "--",
-        if from_vnf {
-            "--forward-mode=txonly"
-        } else {
-            "--forward-mode=rxonly"
-        },
-        &format!("--txpkts={}", a.size),
-        "--nb-cores=1",
-        "--total-num-mbufs=16384",
-        "--no-lsc-interrupt",
-        "--stats-period",
-        "10",
-    ]);
-    let mut vnf = proc::Proc::spawn(
-        "testpmd",
-        cmd,
-        &dir.join("zc-vnf.log"),
-        nix::sys::signal::Signal::SIGINT,
-    )?;
-    let ready = |p: &dyn Port| -> bool {
-        let g = p.gauges();
-        g.text("rx_mode").is_none_or(|m| m.starts_with("zero-copy"))
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !(vhost.gauges().connected == Some(true) && ready(port.as_ref())) {
-        vnf.ensure_alive()?;
-        if std::time::Instant::now() > deadline {
-            return Err(format!(
-                "the VNF never became ready (connected {:?}, rx_mode {:?}); see {}",
-                vhost.gauges().connected,
-                port.gauges().text("rx_mode"),
-                dir.join("zc-vnf.log").display()
-            ));
-        }
-        proc::sleep(Duration::from_millis(100))?;
-    }
+    let port = afxdp_port(wire.host(), zero_copy, &vhost)?;
+    let mut vnf = spawn_vnf(&testpmd, &sock, &dir, from_vnf, a.size, cores.1)?;
+    wait_ready(&vhost, port.as_ref(), &mut vnf, &dir)?;
     let pool = pool()?;
-    let (mut rxq, mut txq) = if from_vnf {
-        (vhost.open_rxq(0), port.open_txq(0))
-    } else {
-        (port.open_rxq(0), vhost.open_txq(0))
-    };
-    let mut cache = pool.cache();
-    let gap = a.poll_gap_us.map(Duration::from_micros);
-    let poller = Poller::start_with_gap(cores.0, gap, move || {
-        let mut b = Batch::new();
-        let t0 = nfv_tsc::now();
-        let n = rxq.rx_burst(&mut b, &mut cache);
-        if n == 0 {
-            // With a gap every poll counts (see `--poll-gap-us`).
-            return (
-                0,
-                if gap.is_some() {
-                    nfv_tsc::now() - t0
-                } else {
-                    0
-                },
-            );
-        }
-        let sent = txq.tx_burst(&mut b, &mut cache);
-        cache.free_batch(&mut b);
-        // Split packets' chains go back (or stay kept for sends in place).
-        rxq.burst_done();
-        (sent, nfv_tsc::now() - t0)
-    });
+    let poller = start_poller(from_vnf, &vhost, &port, &pool, a, cores.0);
     let sender = if from_vnf {
         None
     } else {
@@ -193,5 +103,143 @@ pub fn vnf_trial(
             moved(&vnf_before, &vnf_after).replace("; port counters", "; VNF port counters")
         ),
         c2c_ns: None,
+    })
+}
+
+/// The AF_XDP port on the veth's host end (copy-mode bind); with
+/// `zero_copy`, receiving into the VNF's buffers and sending in place.
+fn afxdp_port(
+    iface: &str,
+    zero_copy: bool,
+    vhost: &nfv_vhost::VhostUserPort,
+) -> Result<Arc<dyn Port>, String> {
+    let mut x = AfXdpConfig::new(iface);
+    x.mode = XdpBindMode::Copy;
+    if zero_copy {
+        x.zero_copy = nfv_afxdp::ZeroCopy::Into(VNF_PORT.to_string());
+        // veth binds in copy mode, where `auto` would not send in place.
+        x.send_in_place = nfv_afxdp::SendInPlace::On;
+    }
+    let cfg = PortConfig {
+        name: "bench-afxdp".into(),
+        id: 1,
+        rxqs: 1,
+        kind: PortKind::typed(x),
+    };
+    // The AF_XDP port finds the VNF port it borrows from where a node
+    // would put it: in the lenders it is opened with.
+    let lenders: Arc<nfv_ports::Lenders> = Arc::default();
+    lenders.add(&vhost.lender());
+    nfv_afxdp::open_with(&cfg, Arc::new(nfv_ports::NoRoutes), &lenders).map_err(|e| e.to_string())
+}
+
+/// The VNF: testpmd on virtio-user, serving `sock`, pinned to `cpu`;
+/// `txonly` frames of `size` bytes (`from_vnf`) or `rxonly`.
+fn spawn_vnf(
+    testpmd: &Path,
+    sock: &Path,
+    dir: &Path,
+    from_vnf: bool,
+    size: usize,
+    cpu: usize,
+) -> Result<proc::Proc, String> {
+    let mut cmd = Command::new(testpmd);
+    cmd.args([
+        "--no-pci",
+        "--no-huge",
+        "-m",
+        "512",
+        &format!("--file-prefix=nfvzc{}", std::process::id()),
+        &format!("--lcores=0@{c},1@{c}", c = cpu),
+        &format!(
+            "--vdev=net_virtio_user0,path={},server=1,queues=1,mrg_rxbuf=1,queue_size=1024",
+            sock.display()
+        ),
+        "--",
+        if from_vnf {
+            "--forward-mode=txonly"
+        } else {
+            "--forward-mode=rxonly"
+        },
+        &format!("--txpkts={size}"),
+        "--nb-cores=1",
+        "--total-num-mbufs=16384",
+        "--no-lsc-interrupt",
+        "--stats-period",
+        "10",
+    ]);
+    proc::Proc::spawn(
+        "testpmd",
+        cmd,
+        &dir.join("zc-vnf.log"),
+        nix::sys::signal::Signal::SIGINT,
+    )
+}
+
+/// Waits (30 s at most) until the VNF is connected and the AF_XDP port
+/// receives as asked (in zero-copy mode when it lends).
+fn wait_ready(
+    vhost: &VhostUserPort,
+    port: &dyn Port,
+    vnf: &mut proc::Proc,
+    dir: &Path,
+) -> Result<(), String> {
+    let ready = |p: &dyn Port| -> bool {
+        let g = p.gauges();
+        g.text("rx_mode").is_none_or(|m| m.starts_with("zero-copy"))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !(vhost.gauges().connected == Some(true) && ready(port)) {
+        vnf.ensure_alive()?;
+        if std::time::Instant::now() > deadline {
+            return Err(format!(
+                "the VNF never became ready (connected {:?}, rx_mode {:?}); see {}",
+                vhost.gauges().connected,
+                port.gauges().text("rx_mode"),
+                dir.join("zc-vnf.log").display()
+            ));
+        }
+        proc::sleep(Duration::from_millis(100))?;
+    }
+    Ok(())
+}
+
+/// The pinned thread on `cpu` that does the hop: `rx_burst` on one port,
+/// `tx_burst` of the batch on the other (VNF → AF_XDP when `from_vnf`).
+fn start_poller(
+    from_vnf: bool,
+    vhost: &Arc<VhostUserPort>,
+    port: &Arc<dyn Port>,
+    pool: &Arc<nfv_mem::PacketPool>,
+    a: &KernelPortArgs,
+    cpu: usize,
+) -> Poller {
+    let (mut rxq, mut txq) = if from_vnf {
+        (vhost.open_rxq(0), port.open_txq(0))
+    } else {
+        (port.open_rxq(0), vhost.open_txq(0))
+    };
+    let mut cache = pool.cache();
+    let gap = a.poll_gap_us.map(Duration::from_micros);
+    Poller::start_with_gap(cpu, gap, move || {
+        let mut b = Batch::new();
+        let t0 = nfv_tsc::now();
+        let n = rxq.rx_burst(&mut b, &mut cache);
+        if n == 0 {
+            // With a gap every poll counts (see `--poll-gap-us`).
+            return (
+                0,
+                if gap.is_some() {
+                    nfv_tsc::now() - t0
+                } else {
+                    0
+                },
+            );
+        }
+        let sent = txq.tx_burst(&mut b, &mut cache);
+        cache.free_batch(&mut b);
+        // Split packets' chains go back (or stay kept for sends in place).
+        rxq.burst_done();
+        (sent, nfv_tsc::now() - t0)
     })
 }

@@ -239,26 +239,19 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// One combination: rules of a shape, flows, megaflow entries, changes
+/// per second.
+struct Combo {
+    shape: Shape,
+    rules: u32,
+    flows: u32,
+    megaflows: usize,
+    changes: u32,
+    specs: Vec<nfv_flow::FlowSpec>,
+}
+
 pub fn scale(a: ScaleArgs) -> Result<(), String> {
-    let mut combos = Vec::new();
-    for &shape in &a.shape {
-        for &r in &a.rules {
-            let specs: Vec<nfv_flow::FlowSpec> = rules_for(shape, r.max(1))
-                .iter()
-                .map(|t| nfv_flow::parse_flow(t).map_err(|e| format!("{t}: {e}")))
-                .collect::<Result<_, _>>()?;
-            for &f in &a.flows {
-                if !(1..=1_000_000).contains(&f) {
-                    return Err(format!("--flows {f}: 1..=1000000"));
-                }
-                for &m in &a.megaflows {
-                    for &c in &a.changes {
-                        combos.push((shape, r.max(1), f, m, c, specs.clone()));
-                    }
-                }
-            }
-        }
-    }
+    let combos = combos(&a)?;
     println!(
         "nfv-bench scale: 64 B, {} combination(s) x {} interleaved round(s) x {} s, TSC {:.3} GHz",
         combos.len(),
@@ -268,16 +261,16 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
     );
     let mut results: Vec<Vec<Trial>> = vec![Vec::new(); combos.len()];
     for round in 0..a.rounds {
-        for (i, (shape, r, f, m, c, specs)) in combos.iter().enumerate() {
-            let t = trial(*f, *m, *c, specs, &a)?;
+        for (i, c) in combos.iter().enumerate() {
+            let t = trial(c.flows, c.megaflows, c.changes, &c.specs, &a)?;
             println!(
                 "  round {} {:?} rules {:>5} flows {:>7} megaflows {:>6} changes/s {:>5} ({:>5.0} made, {:>6.1} us each): {:>6.2} Mpps {:>6.1} cyc/pkt {:>6.1} switch  emc {:>5.1} % (probed {:>5.1} %) mf {:>5.1} % cls {:>5.1} % miss {:>4.1} %",
                 round + 1,
-                shape,
-                r,
-                f,
-                m,
-                c,
+                c.shape,
+                c.rules,
+                c.flows,
+                c.megaflows,
+                c.changes,
                 t.changes_per_s,
                 t.change_us,
                 t.mpps,
@@ -292,6 +285,45 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
             results[i].push(t);
         }
     }
+    print_summary(&combos, &results);
+    Ok(())
+}
+
+/// Every combination of the arguments, shape by shape, rules, flows,
+/// megaflows, changes.
+fn combos(a: &ScaleArgs) -> Result<Vec<Combo>, String> {
+    let mut combos = Vec::new();
+    for &shape in &a.shape {
+        for &r in &a.rules {
+            let specs: Vec<nfv_flow::FlowSpec> = rules_for(shape, r.max(1))
+                .iter()
+                .map(|t| nfv_flow::parse_flow(t).map_err(|e| format!("{t}: {e}")))
+                .collect::<Result<_, _>>()?;
+            for &f in &a.flows {
+                if !(1..=1_000_000).contains(&f) {
+                    return Err(format!("--flows {f}: 1..=1000000"));
+                }
+                for &m in &a.megaflows {
+                    for &c in &a.changes {
+                        combos.push(Combo {
+                            shape,
+                            rules: r.max(1),
+                            flows: f,
+                            megaflows: m,
+                            changes: c,
+                            specs: specs.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(combos)
+}
+
+/// The medians of each combination's trials, with the Mpps ratio to the
+/// first and, with changes, the PMD cycles each change cost.
+fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
     println!(
         "\nshape   rules   flows megaflows changes/s     Mpps  cyc/pkt  switch cyc/pkt  EMC %  megaflow %  classifier %  x Mpps of first  PMD cycles per change"
     );
@@ -305,16 +337,17 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
             )
         })
         .collect();
-    for (i, ((shape, r, f, mf, c, _), ts)) in combos.iter().zip(&results).enumerate() {
+    for (i, (c, ts)) in combos.iter().zip(results).enumerate() {
         let m = |g: fn(&Trial) -> f64| median(ts.iter().map(g).collect());
         let mpps = m(|t| t.mpps);
         let base = *first.get_or_insert(mpps);
         // Against the same combination without changes, if it was run.
-        let calm = combos
-            .iter()
-            .position(|(s2, r2, f2, m2, c2, _)| (s2, r2, f2, m2) == (shape, r, f, mf) && *c2 == 0);
+        let calm = combos.iter().position(|c2| {
+            (c2.shape, c2.rules, c2.flows, c2.megaflows) == (c.shape, c.rules, c.flows, c.megaflows)
+                && c2.changes == 0
+        });
         let per_change = match calm {
-            Some(j) if *c > 0 => {
+            Some(j) if c.changes > 0 => {
                 let (sw, pps) = medians[i];
                 let extra = (sw - medians[j].0) * pps;
                 format!("{:.0}", extra / m(|t| t.changes_per_s))
@@ -323,11 +356,11 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
         };
         println!(
             "{:<7} {:>5} {:>7} {:>9} {:>9}  {:>7.2} {:>8.1} {:>15.1} {:>6.1} {:>10.1} {:>13.1}  {:>15.2}  {:>21}",
-            format!("{shape:?}").to_lowercase(),
-            r,
-            f,
-            mf,
-            c,
+            format!("{:?}", c.shape).to_lowercase(),
+            c.rules,
+            c.flows,
+            c.megaflows,
+            c.changes,
             mpps,
             m(|t| t.cycles),
             m(|t| t.switch_cycles),
@@ -338,5 +371,4 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
             per_change
         );
     }
-    Ok(())
 }

@@ -96,26 +96,7 @@ pub fn run(
     vnif: testpmd::Vnif,
     start: StartDut<'_>,
 ) -> Result<Outcome, String> {
-    let sock_dir = dir.join("sock");
-    std::fs::create_dir_all(&sock_dir).map_err(|e| format!("{}: {e}", sock_dir.display()))?;
-    let pcap = dir.join("frame.pcap");
-    crate::frame::write_pcap(spec.size, &pcap)?;
-    let vnif = match vnif {
-        testpmd::Vnif::Vhost if spec.packed => testpmd::Vnif::VhostPacked,
-        v => v,
-    };
-    let lay = Layout {
-        dir: dir.to_path_buf(),
-        sock_dir: sock_dir.clone(),
-        nports: spec.nports(),
-        switch_cpu: spec.switch_cpu,
-        pmd_cpus: spec.pmd_cpus.clone(),
-        endpoint_cpu: spec.endpoint_cpu,
-        mem: spec.mem,
-        switch_hugepages: spec.switch_hugepages,
-        prefix: prefix.to_string(),
-        packed: vnif == testpmd::Vnif::VhostPacked,
-    };
+    let (lay, vnif, pcap) = layout(dir, prefix, spec, vnif)?;
     let quiet_wait_secs = crate::host::wait_quiet(spec.quiet.0, Duration::from_secs(spec.quiet.1))?;
     let c2c_ns = match spec.placement {
         Some((want, wait)) => wait_placement(spec, want, wait),
@@ -123,137 +104,27 @@ pub fn run(
     };
     let t0 = Instant::now();
     let mut dut = start(&lay)?;
-    let ep_prefix = format!("{prefix}_ep");
-    let mut args = testpmd::endpoint_args(
-        &ep_prefix,
-        spec.mem,
-        &pcap,
-        &sock_dir,
-        spec.nports(),
-        spec.endpoint_cpu,
-        spec.switch_cpu,
-        vnif,
-    );
-    if spec.offloads && vnif != testpmd::Vnif::Memif {
-        let file = dir.join("offloads.cmd");
-        std::fs::write(&file, testpmd::offload_commands(spec.nports()))
-            .map_err(|e| format!("{}: {e}", file.display()))?;
-        args.push(format!("--cmdline-file={}", file.display()));
-    }
-    let ep_log = dir.join("endpoint.log");
-    let mut ep = TestPmd::spawn("testpmd (endpoint)", args, &ep_prefix, &ep_log)?;
-    let sink = testpmd::sink_port(spec.nports());
-
-    let samples = |n: usize| -> Vec<f64> {
-        let text = std::fs::read(&ep_log).unwrap_or_default();
-        let mut s = testpmd::rx_samples(&String::from_utf8_lossy(&text), sink);
-        s.truncate(n);
-        s
-    };
-    let first_traffic_limit = Duration::from_secs(60 + 5 * spec.nports() as u64);
-    let mut started: Option<f64> = None;
-    let mut window: Option<(CpuLoad, Option<Proc>, Option<Proc>)> = None;
-    let mut perf_data = None;
-    let stat_file = dir.join("perf-stat.csv");
-    let want = spec.warm + spec.secs;
-    let pids = |dut: &dyn Dut, ep: &TestPmd| -> Vec<u32> {
-        let mut p = dut.pids();
-        p.extend(ep.proc.pid());
-        p
-    };
-    loop {
-        proc::sleep(Duration::from_millis(100))?;
-        dut.ensure_alive()?;
-        ep.proc.ensure_alive()?;
-        let n = samples(usize::MAX).len();
-        if n > 0 && started.is_none() {
-            started = Some(t0.elapsed().as_secs_f64());
-        }
-        if started.is_none() && t0.elapsed() > first_traffic_limit {
-            return Err(format!(
-                "no traffic at the sink after {first_traffic_limit:?}; endpoint log {}:\n{}",
-                ep_log.display(),
-                proc::tail(&ep_log, 12)
-            ));
-        }
-        if window.is_none() && n >= spec.warm {
-            dut.window_start()?;
-            let mut perf = None;
-            if let Some(ev) = &spec.perf {
-                match dut.pmd_tid() {
-                    Some(tid) => {
-                        let data = dir.join("perf.data");
-                        let mut c = Command::new("perf");
-                        c.args(["record", "-e", ev, "-F", "999", "-g", "-t"])
-                            .arg(tid.to_string())
-                            .arg("-o")
-                            .arg(&data)
-                            .args(["--", "sleep"])
-                            .arg(spec.secs.to_string());
-                        perf = Some(Proc::spawn(
-                            "perf record",
-                            c,
-                            &dir.join("perf.log"),
-                            Signal::SIGINT,
-                        )?);
-                        perf_data = Some(data);
-                    }
-                    None => eprintln!("nfv-bench: no PMD thread found for perf"),
-                }
-            }
-            let mut stat = None;
-            if let (Some(ev), Some(tid)) = (&spec.perf_stat, dut.pmd_tid()) {
-                let mut c = Command::new("perf");
-                c.args(["stat", "-x", ",", "-e", ev, "-t"])
-                    .arg(tid.to_string())
-                    .arg("-o")
-                    .arg(&stat_file)
-                    .args(["--", "sleep"])
-                    .arg(spec.secs.to_string());
-                stat = Some(Proc::spawn(
-                    "perf stat",
-                    c,
-                    &dir.join("perf-stat.log"),
-                    Signal::SIGINT,
-                )?);
-            }
-            window = Some((CpuLoad::start(&pids(dut.as_ref(), &ep)), perf, stat));
-        }
-        if n >= want {
-            break;
-        }
-        if started.is_some_and(|s| t0.elapsed().as_secs_f64() > s + 2.0 * want as f64 + 30.0) {
-            return Err(format!(
-                "only {n} of {want} 1-s samples in {:.0} s (testpmd stalled?); {}",
-                t0.elapsed().as_secs_f64(),
-                ep_log.display()
-            ));
-        }
-    }
+    let mut ep = Endpoint::start(dir, prefix, spec, vnif, &pcap, &lay.sock_dir)?;
+    let (started, window) = wait_window(dir, spec, dut.as_mut(), &mut ep, t0)?;
     let pmd = dut.window_end()?;
-    let (load, perf, stat) = window.expect("window started before it ended");
-    let (other, steal) = load.end(&pids(dut.as_ref(), &ep));
-    ep.stop();
+    let (other, steal) = window.load.end(&pids(dut.as_ref(), &ep.testpmd));
+    ep.testpmd.stop();
     dut.stop();
-    let mut perf_stat = Vec::new();
-    if let Some(mut p) = stat {
-        if !p.wait_exit(Duration::from_secs(15)) {
-            p.stop();
+    let perf_stat = match window.stat {
+        Some(p) => {
+            let pkts = pmd.map_or(0.0, |f| f.pmd_mpps * 1e6 * spec.secs as f64);
+            per_packet_stat(p, &dir.join("perf-stat.csv"), pkts)
         }
-        let pkts = pmd.map_or(0.0, |f| f.pmd_mpps * 1e6 * spec.secs as f64);
-        perf_stat = parse_perf_stat(&std::fs::read_to_string(&stat_file).unwrap_or_default())
-            .into_iter()
-            .map(|(e, n)| (e, if pkts > 0.0 { n / pkts } else { f64::NAN }))
-            .collect();
-    }
+        None => Vec::new(),
+    };
     let mut profile = None;
-    if let (Some(mut p), Some(data)) = (perf, perf_data) {
+    if let (Some(mut p), Some(data)) = (window.perf, window.perf_data) {
         if !p.wait_exit(Duration::from_secs(15)) {
             p.stop();
         }
         profile = Some(perf_report(&data, &dir.join("perf.txt"))?);
     }
-    let s = samples(want);
+    let s = ep.samples(spec.warm + spec.secs);
     let w = &s[spec.warm.min(s.len())..];
     if w.is_empty() {
         return Err("no samples in the window".into());
@@ -275,6 +146,218 @@ pub fn run(
         profile,
         dir: dir.to_path_buf(),
     })
+}
+
+/// The trial's layout in `dir` (its socket directory made, its frame
+/// written to `frame.pcap`), the endpoint's VNF interface (packed when
+/// the spec says so) and the pcap's path.
+fn layout(
+    dir: &Path,
+    prefix: &str,
+    spec: &Spec,
+    vnif: testpmd::Vnif,
+) -> Result<(Layout, testpmd::Vnif, PathBuf), String> {
+    let sock_dir = dir.join("sock");
+    std::fs::create_dir_all(&sock_dir).map_err(|e| format!("{}: {e}", sock_dir.display()))?;
+    let pcap = dir.join("frame.pcap");
+    crate::frame::write_pcap(spec.size, &pcap)?;
+    let vnif = match vnif {
+        testpmd::Vnif::Vhost if spec.packed => testpmd::Vnif::VhostPacked,
+        v => v,
+    };
+    let lay = Layout {
+        dir: dir.to_path_buf(),
+        sock_dir,
+        nports: spec.nports(),
+        switch_cpu: spec.switch_cpu,
+        pmd_cpus: spec.pmd_cpus.clone(),
+        endpoint_cpu: spec.endpoint_cpu,
+        mem: spec.mem,
+        switch_hugepages: spec.switch_hugepages,
+        prefix: prefix.to_string(),
+        packed: vnif == testpmd::Vnif::VhostPacked,
+    };
+    Ok((lay, vnif, pcap))
+}
+
+/// The trial's testpmd: generator, the VNFs' io streams and the sink.
+struct Endpoint {
+    testpmd: TestPmd,
+    log: PathBuf,
+    /// The sink's port number.
+    sink: usize,
+}
+
+impl Endpoint {
+    fn start(
+        dir: &Path,
+        prefix: &str,
+        spec: &Spec,
+        vnif: testpmd::Vnif,
+        pcap: &Path,
+        sock_dir: &Path,
+    ) -> Result<Endpoint, String> {
+        let ep_prefix = format!("{prefix}_ep");
+        let mut args = testpmd::endpoint_args(
+            &ep_prefix,
+            spec.mem,
+            pcap,
+            sock_dir,
+            spec.nports(),
+            spec.endpoint_cpu,
+            spec.switch_cpu,
+            vnif,
+        );
+        if spec.offloads && vnif != testpmd::Vnif::Memif {
+            let file = dir.join("offloads.cmd");
+            std::fs::write(&file, testpmd::offload_commands(spec.nports()))
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            args.push(format!("--cmdline-file={}", file.display()));
+        }
+        let log = dir.join("endpoint.log");
+        let testpmd = TestPmd::spawn("testpmd (endpoint)", args, &ep_prefix, &log)?;
+        Ok(Endpoint {
+            testpmd,
+            log,
+            sink: testpmd::sink_port(spec.nports()),
+        })
+    }
+
+    /// The sink's first `n` 1-s samples (Mpps) in the log.
+    fn samples(&self, n: usize) -> Vec<f64> {
+        let text = std::fs::read(&self.log).unwrap_or_default();
+        let mut s = testpmd::rx_samples(&String::from_utf8_lossy(&text), self.sink);
+        s.truncate(n);
+        s
+    }
+}
+
+/// The trial's processes: the switch's and the endpoint's.
+fn pids(dut: &dyn Dut, ep: &TestPmd) -> Vec<u32> {
+    let mut p = dut.pids();
+    p.extend(ep.proc.pid());
+    p
+}
+
+/// What runs over the measured window.
+struct Window {
+    load: CpuLoad,
+    /// `perf record` of the PMD thread, and its data file.
+    perf: Option<Proc>,
+    perf_data: Option<PathBuf>,
+    /// `perf stat` of the PMD thread.
+    stat: Option<Proc>,
+}
+
+/// Waits for the sink's `warm` samples, starts the window, then waits
+/// for its `secs` samples; returns when traffic first arrived (seconds
+/// after `t0`) and the window. Fails when a process dies, no traffic
+/// comes or the samples stall.
+fn wait_window(
+    dir: &Path,
+    spec: &Spec,
+    dut: &mut dyn Dut,
+    ep: &mut Endpoint,
+    t0: Instant,
+) -> Result<(Option<f64>, Window), String> {
+    let first_traffic_limit = Duration::from_secs(60 + 5 * spec.nports() as u64);
+    let mut started: Option<f64> = None;
+    let mut window: Option<Window> = None;
+    let want = spec.warm + spec.secs;
+    loop {
+        proc::sleep(Duration::from_millis(100))?;
+        dut.ensure_alive()?;
+        ep.testpmd.proc.ensure_alive()?;
+        let n = ep.samples(usize::MAX).len();
+        if n > 0 && started.is_none() {
+            started = Some(t0.elapsed().as_secs_f64());
+        }
+        if started.is_none() && t0.elapsed() > first_traffic_limit {
+            return Err(format!(
+                "no traffic at the sink after {first_traffic_limit:?}; endpoint log {}:\n{}",
+                ep.log.display(),
+                proc::tail(&ep.log, 12)
+            ));
+        }
+        if window.is_none() && n >= spec.warm {
+            dut.window_start()?;
+            let (perf, perf_data) = perf_record(dir, spec, dut)?;
+            let stat = perf_stat(dir, spec, dut)?;
+            window = Some(Window {
+                load: CpuLoad::start(&pids(dut, &ep.testpmd)),
+                perf,
+                perf_data,
+                stat,
+            });
+        }
+        if n >= want {
+            break;
+        }
+        if started.is_some_and(|s| t0.elapsed().as_secs_f64() > s + 2.0 * want as f64 + 30.0) {
+            return Err(format!(
+                "only {n} of {want} 1-s samples in {:.0} s (testpmd stalled?); {}",
+                t0.elapsed().as_secs_f64(),
+                ep.log.display()
+            ));
+        }
+    }
+    let window = window.expect("window started before it ended");
+    Ok((started, window))
+}
+
+/// With `--perf`: `perf record` of the PMD thread over the window, and
+/// the data file it writes.
+fn perf_record(
+    dir: &Path,
+    spec: &Spec,
+    dut: &dyn Dut,
+) -> Result<(Option<Proc>, Option<PathBuf>), String> {
+    let Some(ev) = &spec.perf else {
+        return Ok((None, None));
+    };
+    let Some(tid) = dut.pmd_tid() else {
+        eprintln!("nfv-bench: no PMD thread found for perf");
+        return Ok((None, None));
+    };
+    let data = dir.join("perf.data");
+    let mut c = Command::new("perf");
+    c.args(["record", "-e", ev, "-F", "999", "-g", "-t"])
+        .arg(tid.to_string())
+        .arg("-o")
+        .arg(&data)
+        .args(["--", "sleep"])
+        .arg(spec.secs.to_string());
+    let p = Proc::spawn("perf record", c, &dir.join("perf.log"), Signal::SIGINT)?;
+    Ok((Some(p), Some(data)))
+}
+
+/// With `--perf-stat`: `perf stat` of the PMD thread over the window,
+/// into `perf-stat.csv`.
+fn perf_stat(dir: &Path, spec: &Spec, dut: &dyn Dut) -> Result<Option<Proc>, String> {
+    let (Some(ev), Some(tid)) = (&spec.perf_stat, dut.pmd_tid()) else {
+        return Ok(None);
+    };
+    let mut c = Command::new("perf");
+    c.args(["stat", "-x", ",", "-e", ev, "-t"])
+        .arg(tid.to_string())
+        .arg("-o")
+        .arg(dir.join("perf-stat.csv"))
+        .args(["--", "sleep"])
+        .arg(spec.secs.to_string());
+    let p = Proc::spawn("perf stat", c, &dir.join("perf-stat.log"), Signal::SIGINT)?;
+    Ok(Some(p))
+}
+
+/// Waits for `perf stat` (stops it after 15 s) and divides its counts by
+/// the `pkts` the PMD received (NaN without packets).
+fn per_packet_stat(mut p: Proc, stat_file: &Path, pkts: f64) -> Vec<(String, f64)> {
+    if !p.wait_exit(Duration::from_secs(15)) {
+        p.stop();
+    }
+    parse_perf_stat(&std::fs::read_to_string(stat_file).unwrap_or_default())
+        .into_iter()
+        .map(|(e, n)| (e, if pkts > 0.0 { n / pkts } else { f64::NAN }))
+        .collect()
 }
 
 /// `perf report` by symbol (flat, self time) into `out`.

@@ -118,47 +118,90 @@ pub fn vm_tcp(a: VmTcpArgs) -> Result<(), String> {
         }
     };
     let (image, accel) = image.probe_accel(&run_dir);
-    let mut skip: Vec<(PathKind, String)> = Vec::new();
-    let mut nfvswitch = PathBuf::new();
-    let mut _huge = None;
-    let mut vhost_net = false;
-    for &p in &a.paths {
-        let ready = match p {
-            PathKind::Nfvswitch => {
-                crate::scenario::nfvswitch_binary(a.nfvswitch.clone()).map(|b| nfvswitch = b)
-            }
-            PathKind::Ovs => crate::ovs::prepare().and_then(|()| {
-                let pages = crate::ovs::SOCKET_MEM_MB / 2 + 64;
-                _huge = Some(host::Hugepages::reserve(pages, &run_dir)?);
-                Ok(())
-            }),
-            PathKind::Kernel => kernel_ready().map(|v| vhost_net = v),
-        };
-        if let Err(why) = ready {
-            println!("vm-tcp: SKIPPED {}: {why}", p.name());
-            skip.push((p, why));
-        }
-    }
+    let ready = Ready::of(&a, &run_dir);
     let paths: Vec<PathKind> = a
         .paths
         .iter()
         .copied()
-        .filter(|p| !skip.iter().any(|(s, _)| s == p))
+        .filter(|p| !ready.skip.iter().any(|(s, _)| s == p))
         .collect();
-    let cpus = (a.guest_cpu, a.switch_cpu);
-    print_setup(&a, &image, &accel, vhost_net, &run_dir);
+    print_setup(&a, &image, &accel, ready.vhost_net, &run_dir);
     let t0 = Instant::now();
-    let mut trials: Vec<(PathKind, usize, Result<Trial, String>)> = Vec::new();
-    'all: for round in 1..=a.rounds {
-        for &p in &paths {
+    let trials = run_rounds(&a, &paths, &ready, &image, &run_dir)?;
+    report_all(
+        &a,
+        &paths,
+        &ready.skip,
+        &trials,
+        &accel,
+        ready.vhost_net,
+        t0,
+    );
+    if proc::interrupted() {
+        return Err("interrupted (partial results above)".into());
+    }
+    Ok(())
+}
+
+/// What the paths need, got ready once; the paths that cannot run, with
+/// why (printed as they are found).
+struct Ready {
+    nfvswitch: PathBuf,
+    /// OVS's hugepages, put back when dropped.
+    _huge: Option<host::Hugepages>,
+    vhost_net: bool,
+    skip: Vec<(PathKind, String)>,
+}
+
+impl Ready {
+    fn of(a: &VmTcpArgs, run_dir: &Path) -> Ready {
+        let mut r = Ready {
+            nfvswitch: PathBuf::new(),
+            _huge: None,
+            vhost_net: false,
+            skip: Vec::new(),
+        };
+        for &p in &a.paths {
+            let ready = match p {
+                PathKind::Nfvswitch => {
+                    crate::scenario::nfvswitch_binary(a.nfvswitch.clone()).map(|b| r.nfvswitch = b)
+                }
+                PathKind::Ovs => crate::ovs::prepare().and_then(|()| {
+                    let pages = crate::ovs::SOCKET_MEM_MB / 2 + 64;
+                    r._huge = Some(host::Hugepages::reserve(pages, run_dir)?);
+                    Ok(())
+                }),
+                PathKind::Kernel => kernel_ready().map(|v| r.vhost_net = v),
+            };
+            if let Err(why) = ready {
+                println!("vm-tcp: SKIPPED {}: {why}", p.name());
+                r.skip.push((p, why));
+            }
+        }
+        r
+    }
+}
+
+/// Every round over `paths`, each trial printed as it ends; stops at
+/// Ctrl-C with what it has.
+fn run_rounds(
+    a: &VmTcpArgs,
+    paths: &[PathKind],
+    ready: &Ready,
+    image: &Image,
+    run_dir: &Path,
+) -> Result<Vec<RoundTrial>, String> {
+    let mut trials = Vec::new();
+    for round in 1..=a.rounds {
+        for &p in paths {
             let dir = run_dir.join(format!("r{round}-{}", p.short()));
             let _ = std::fs::create_dir_all(&dir);
             let bed = Bed {
-                image: &image,
+                image,
                 dir: &dir,
-                nfvswitch: &nfvswitch,
-                cpus,
-                vhost_net,
+                nfvswitch: &ready.nfvswitch,
+                cpus: (a.guest_cpu, a.switch_cpu),
+                vhost_net: ready.vhost_net,
                 seconds: a.seconds,
             };
             // Other people's builds on a 2-CPU machine halve a guest.
@@ -182,15 +225,11 @@ pub fn vm_tcp(a: VmTcpArgs) -> Result<(), String> {
             }
             trials.push((p, round, r));
             if proc::interrupted() {
-                break 'all;
+                return Ok(trials);
             }
         }
     }
-    report_all(&a, &paths, &skip, &trials, &accel, vhost_net, t0);
-    if proc::interrupted() {
-        return Err("interrupted (partial results above)".into());
-    }
-    Ok(())
+    Ok(trials)
 }
 
 /// The cached guest image, built first (as root with apt) when missing.
@@ -619,7 +658,9 @@ fn ip(args: &[&str]) -> Result<(), String> {
     run_ok(c, Duration::from_secs(10)).map(|_| ())
 }
 
-type Trials = [(PathKind, usize, Result<Trial, String>)];
+/// A path's trial in a round (1-based).
+type RoundTrial = (PathKind, usize, Result<Trial, String>);
+type Trials = [RoundTrial];
 
 const HEAD: [&str; 7] = [
     "test",

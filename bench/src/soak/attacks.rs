@@ -121,7 +121,24 @@ fn memif_keys(name: &str, id: u16, socket: &Path, interface_id: u32) -> String {
 
 fn plans(s: &Soak) -> Vec<Attack> {
     let dir = s.dir.clone();
-    let sock = |n: &str| node::socket(&dir, n);
+    let mut v = vhost_plans(&dir);
+    v.extend(memif_plans(&dir));
+    let ctl = s.sw.socket.clone();
+    let d = dir.clone();
+    v.push(Attack {
+        name: "many short-lived vhost-user ports (8 at a time, each with a table and rings)",
+        ports: Vec::new(),
+        must_move: Vec::new(),
+        all_refused: false,
+        body: Box::new(move |stop| short_lived_ports(&ctl, &d, stop)),
+    });
+    v
+}
+
+/// The hostile vhost-user frontends: memory tables, unmappable files,
+/// bad descriptors.
+fn vhost_plans(dir: &Path) -> Vec<Attack> {
+    let sock = |n: &str| node::socket(dir, n);
     let mut v = Vec::new();
     let p = sock("att-mem");
     v.push(Attack {
@@ -132,7 +149,7 @@ fn plans(s: &Soak) -> Vec<Attack> {
         body: Box::new(move |stop| av::huge_tables(&p, stop)),
     });
     let p = sock("att-fd");
-    let d = dir.clone();
+    let d = dir.to_path_buf();
     v.push(Attack {
         name: "vhost-user: memory region and dirty log on a disk file and a pipe",
         ports: vec![node::vhost("att-fd", ATT_ID + 1, &p, "server")],
@@ -166,8 +183,16 @@ fn plans(s: &Soak) -> Vec<Attack> {
             body: Box::new(move |stop| av::descriptors(&p, kind, stop)),
         });
     }
+    v
+}
+
+/// The hostile memif clients: unmappable regions, hoarded handshake
+/// slots, ring heads past what the switch gave.
+fn memif_plans(dir: &Path) -> Vec<Attack> {
+    let sock = |n: &str| node::socket(dir, n);
+    let mut v = Vec::new();
     let p = sock("att-mr");
-    let (files, writer) = unmappable_fds(&dir);
+    let (files, writer) = unmappable_fds(dir);
     let sp = SocketPath::File(p.clone());
     v.push(Attack {
         name: "memif: region on a disk file and on a pipe",
@@ -214,15 +239,6 @@ fn plans(s: &Soak) -> Vec<Attack> {
         must_move: vec!["att-pos.bad_head".into()],
         all_refused: false,
         body: Box::new(move |stop| am::ring_overrun(&sp, 1, stop)),
-    });
-    let ctl = s.sw.socket.clone();
-    let d = dir.clone();
-    v.push(Attack {
-        name: "many short-lived vhost-user ports (8 at a time, each with a table and rings)",
-        ports: Vec::new(),
-        must_move: Vec::new(),
-        all_refused: false,
-        body: Box::new(move |stop| short_lived_ports(&ctl, &d, stop)),
     });
     v
 }
@@ -308,12 +324,12 @@ fn chains(ports: &[PortReport]) -> Vec<(&'static str, u16)> {
 }
 
 /// Sink counters and the time they were read.
-fn reading(s: &Soak) -> Result<(Instant, Vec<PortReport>), String> {
+fn reading(s: &Soak) -> Result<Reading, String> {
     let ports = s.sw.ports()?;
     Ok((Instant::now(), ports))
 }
 
-fn rate(a: &(Instant, Vec<PortReport>), b: &(Instant, Vec<PortReport>), sink: u16) -> f64 {
+fn rate(a: &Reading, b: &Reading, sink: u16) -> f64 {
     let dt = b.0.duration_since(a.0).as_secs_f64().max(1e-3);
     node::tx_packets(&b.1, sink).saturating_sub(node::tx_packets(&a.1, sink)) as f64 / dt
 }
@@ -356,113 +372,41 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
     // compares with once they are gone).
     proc::sleep(Duration::from_millis(300))?;
     let fds0 = fd_targets(s.sw.pid);
-    for (i, keys) in a.ports.iter().enumerate() {
-        if let Err(e) = s.sw.add_port(keys) {
-            for n in &names[..i] {
-                let _ = s.sw.del_port(n);
-            }
-            return Ok(AttackResult {
-                name: a.name.to_string(),
-                rates: Vec::new(),
-                moved: Vec::new(),
-                tally: Tally::default(),
-                legit: None,
-                innocent_drops: Vec::new(),
-                rss: None,
-                ok: false,
-                why: format!("add-port {}: {e}", names[i]),
-            });
-        }
+    if let Err(why) = add_ports(s, &a.ports, &names) {
+        return Ok(AttackResult {
+            name: a.name.to_string(),
+            rates: Vec::new(),
+            moved: Vec::new(),
+            tally: Tally::default(),
+            legit: None,
+            innocent_drops: Vec::new(),
+            rss: None,
+            ok: false,
+            why,
+        });
     }
-    // The hoarded socket's legitimate tenant reconnects through all three
-    // phases.
-    let legit_stop = Arc::new(AtomicBool::new(false));
-    let legit = Arc::new(Attempts::default());
-    let legit_thread = names.iter().any(|n| n == "legit").then(|| {
-        let (st, n) = (legit_stop.clone(), legit.clone());
-        let sp = SocketPath::File(node::socket(&s.dir, "att-hoard"));
-        std::thread::spawn(move || {
-            nice_thread();
-            am::legit_reconnects(&sp, 2, &n, &st)
-        })
-    });
-    let legit_at = || {
-        (
-            legit.tries.load(Ordering::Relaxed),
-            legit.connected.load(Ordering::Relaxed),
-        )
-    };
-    proc::sleep(Duration::from_millis(500))?;
-    let r0 = reading(s)?;
-    let l0 = legit_at();
-    proc::sleep(phase)?;
-    let r1 = reading(s)?;
-    let l1 = legit_at();
-    let pid = s.sw.pid;
-    let rss_before = Resources::read(pid).map(|r| r.rss_kib).ok();
-    let stop = Arc::new(AtomicBool::new(false));
-    let st = stop.clone();
-    let body = a.body;
-    let th = std::thread::spawn(move || {
-        nice_thread();
-        body(&st)
-    });
-    let sampling = stop.clone();
-    let sampler = std::thread::spawn(move || rss_peaks(pid, &sampling));
-    proc::sleep(phase)?;
-    let r2 = reading(s)?;
-    let l2 = legit_at();
-    stop.store(true, Ordering::Relaxed);
-    let peaks = sampler.join().ok();
-    let tally = th.join().unwrap_or_else(|_| Tally {
-        notes: vec!["the attacker panicked".into()],
-        ..Tally::default()
-    });
-    let r2b = reading(s)?;
-    let l2b = legit_at();
-    proc::sleep(phase)?;
-    let r3 = reading(s)?;
-    let l3 = legit_at();
-    let rss = match (rss_before, peaks, Resources::read(pid)) {
-        (Some(before_kib), Some((peak_kib, peak_guest_kib)), Ok(after)) => Some(RssPhases {
-            before_kib,
-            peak_kib,
-            peak_guest_kib,
-            after_kib: after.rss_kib,
-        }),
-        _ => None,
-    };
-    legit_stop.store(true, Ordering::Relaxed);
-    let legit_thread_ran = legit_thread.is_some();
-    if let Some(t) = legit_thread {
-        let _ = t.join();
-    }
-    let moved = moved(&r1.1, &r3.1, &names);
+    let legit = Legit::start(s, &names);
+    let p = phases(s, a.body, phase, &legit)?;
+    let legit_thread_ran = legit.stop();
+    let moved = moved(&p.r1.1, &p.r3.1, &names);
     for n in &names {
         if let Err(e) = s.sw.del_port(n) {
             s.errors.push(format!("{}: del-port {n}: {e}", a.name));
         }
     }
     let fds = fds_back(s.sw.pid, &fds0);
-    let rates: Vec<ChainRate> = chains(&r0.1)
+    let rates: Vec<ChainRate> = chains(&p.r0.1)
         .into_iter()
         .map(|(c, sink)| ChainRate {
             chain: c.to_string(),
-            quiet: rate(&r0, &r1, sink),
-            attack: rate(&r1, &r2, sink),
-            after: rate(&r2b, &r3, sink),
+            quiet: rate(&p.r0, &p.r1, sink),
+            attack: rate(&p.r1, &p.r2, sink),
+            after: rate(&p.r2b, &p.r3, sink),
         })
         .collect();
-    let share = |a: (u64, u64), b: (u64, u64)| {
-        let tries = b.0 - a.0;
-        if tries == 0 {
-            0.0
-        } else {
-            (b.1 - a.1) as f64 / tries as f64
-        }
-    };
+    let [l0, l1, l2, l2b, l3] = p.legit;
     let legit = legit_thread_ran.then(|| [share(l0, l1), share(l1, l2), share(l2b, l3)]);
-    let (ok, mut why) = judge(&a.must_move, a.all_refused, &rates, &moved, &tally, legit);
+    let (ok, mut why) = judge(&a.must_move, a.all_refused, &rates, &moved, &p.tally, legit);
     let ok = ok && fds.is_ok();
     if let Err(e) = &fds {
         why = [why, e.clone()]
@@ -475,12 +419,153 @@ fn run_one(s: &mut Soak, a: Attack, secs: f64) -> Result<AttackResult, String> {
         name: a.name.to_string(),
         rates,
         moved,
-        tally,
+        tally: p.tally,
         legit,
-        innocent_drops: drops(&r1.1, &r2.1),
-        rss,
+        innocent_drops: drops(&p.r1.1, &p.r2.1),
+        rss: p.rss,
         ok,
         why,
+    })
+}
+
+/// Adds the attacker's ports (`keys`, named `names`); on a refusal
+/// removes those added and says which failed.
+fn add_ports(s: &mut Soak, keys: &[String], names: &[String]) -> Result<(), String> {
+    for (i, keys) in keys.iter().enumerate() {
+        if let Err(e) = s.sw.add_port(keys) {
+            for n in &names[..i] {
+                let _ = s.sw.del_port(n);
+            }
+            return Err(format!("add-port {}: {e}", names[i]));
+        }
+    }
+    Ok(())
+}
+
+/// The hoarded socket's legitimate tenant, reconnecting through all three
+/// phases (when the attack has a port named `legit`).
+struct Legit {
+    stop: Arc<AtomicBool>,
+    attempts: Arc<Attempts>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Legit {
+    fn start(s: &Soak, names: &[String]) -> Legit {
+        let stop = Arc::new(AtomicBool::new(false));
+        let attempts = Arc::new(Attempts::default());
+        let thread = names.iter().any(|n| n == "legit").then(|| {
+            let (st, n) = (stop.clone(), attempts.clone());
+            let sp = SocketPath::File(node::socket(&s.dir, "att-hoard"));
+            std::thread::spawn(move || {
+                nice_thread();
+                am::legit_reconnects(&sp, 2, &n, &st)
+            })
+        });
+        Legit {
+            stop,
+            attempts,
+            thread,
+        }
+    }
+
+    /// (tries, connected) so far.
+    fn at(&self) -> (u64, u64) {
+        (
+            self.attempts.tries.load(Ordering::Relaxed),
+            self.attempts.connected.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Stops and joins it; whether it ran.
+    fn stop(self) -> bool {
+        self.stop.store(true, Ordering::Relaxed);
+        let ran = self.thread.is_some();
+        if let Some(t) = self.thread {
+            let _ = t.join();
+        }
+        ran
+    }
+}
+
+/// The legitimate client's connected share of its tries from `a` to `b`.
+fn share(a: (u64, u64), b: (u64, u64)) -> f64 {
+    let tries = b.0 - a.0;
+    if tries == 0 {
+        0.0
+    } else {
+        (b.1 - a.1) as f64 / tries as f64
+    }
+}
+
+/// When the switch's ports were read, and their counters.
+type Reading = (Instant, Vec<PortReport>);
+
+/// What the three phases measured: sink readings at their edges (`r2b`:
+/// once the attacker has stopped), the legitimate client's attempts at
+/// the same points, the attacker's tally and the switch's memory.
+struct Phases {
+    r0: Reading,
+    r1: Reading,
+    r2: Reading,
+    r2b: Reading,
+    r3: Reading,
+    legit: [(u64, u64); 5],
+    tally: Tally,
+    rss: Option<RssPhases>,
+}
+
+/// A quiet phase, the attack (`body` on its own thread, the switch's RSS
+/// sampled beside it), a quiet phase.
+fn phases(s: &Soak, body: Body, phase: Duration, legit: &Legit) -> Result<Phases, String> {
+    proc::sleep(Duration::from_millis(500))?;
+    let r0 = reading(s)?;
+    let l0 = legit.at();
+    proc::sleep(phase)?;
+    let r1 = reading(s)?;
+    let l1 = legit.at();
+    let pid = s.sw.pid;
+    let rss_before = Resources::read(pid).map(|r| r.rss_kib).ok();
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let th = std::thread::spawn(move || {
+        nice_thread();
+        body(&st)
+    });
+    let sampling = stop.clone();
+    let sampler = std::thread::spawn(move || rss_peaks(pid, &sampling));
+    proc::sleep(phase)?;
+    let r2 = reading(s)?;
+    let l2 = legit.at();
+    stop.store(true, Ordering::Relaxed);
+    let peaks = sampler.join().ok();
+    let tally = th.join().unwrap_or_else(|_| Tally {
+        notes: vec!["the attacker panicked".into()],
+        ..Tally::default()
+    });
+    let r2b = reading(s)?;
+    let l2b = legit.at();
+    proc::sleep(phase)?;
+    let r3 = reading(s)?;
+    let l3 = legit.at();
+    let rss = match (rss_before, peaks, Resources::read(pid)) {
+        (Some(before_kib), Some((peak_kib, peak_guest_kib)), Ok(after)) => Some(RssPhases {
+            before_kib,
+            peak_kib,
+            peak_guest_kib,
+            after_kib: after.rss_kib,
+        }),
+        _ => None,
+    };
+    Ok(Phases {
+        r0,
+        r1,
+        r2,
+        r2b,
+        r3,
+        legit: [l0, l1, l2, l2b, l3],
+        tally,
+        rss,
     })
 }
 

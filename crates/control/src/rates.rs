@@ -5,6 +5,7 @@
 //! and VNF) for time series (the REST API's `/api/v1/timeseries`).
 
 use crate::node::Node;
+use nfv_datapath::PortView;
 use nfv_datapath::stats::PmdSnapshot;
 use nfv_flow::PortNo;
 use nfv_ports::QueueSnapshot;
@@ -152,89 +153,138 @@ fn chain_rates(chains: &[crate::protocol::ChainReport], ports: &[PortRates]) -> 
         .collect()
 }
 
+/// The counters at the end of an interval, to take the next one's deltas
+/// from.
+struct Counters {
+    at: Instant,
+    /// Per port: (rx, tx) totals.
+    ports: BTreeMap<PortNo, (QueueSnapshot, QueueSnapshot)>,
+    pmds: Vec<PmdSnapshot>,
+    /// Each PMD's own stamped PMU reading.
+    pmus: Vec<nfv_pmu::PmuSnapshot>,
+}
+
+/// Ends the interval that started at `prev`: stores the node's latest
+/// rates and PMU deltas, adds a [`RateSample`] to the history, and
+/// returns the counters now.
+fn sample(node: &Node, prev: &Counters) -> Counters {
+    let now_t = Instant::now();
+    let secs = now_t.duration_since(prev.at).as_secs_f64().max(1e-3);
+    let dp = node.datapath();
+    let ports = ports_since(&dp.port_views(), &prev.ports, secs);
+    let cur_pmds: Vec<PmdSnapshot> = dp.pmd_views().iter().map(|v| v.stats).collect();
+    let pmds = pmds_since(&cur_pmds, &prev.pmds, secs);
+    let pmd_rates = pmd_rates(&pmds);
+    // PMU deltas between the PMDs' own stamped readings.
+    let cur_pmus: Vec<_> = dp.pmd_views().iter().map(|v| v.pmu).collect();
+    *node.rates().pmu.lock().unwrap_or_else(|p| p.into_inner()) = cur_pmus
+        .iter()
+        .enumerate()
+        .map(|(i, s)| s.since(prev.pmus.get(i).unwrap_or(&Default::default())))
+        .collect();
+    *node
+        .rates()
+        .latest
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = Latest {
+        ports: ports.latest,
+        pmds,
+    };
+    // The chain reports read the rates just stored.
+    let sample = RateSample {
+        time: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
+        secs,
+        chains: chain_rates(&node.show_chains(), &ports.rates),
+        ports: ports.rates,
+        pmds: pmd_rates,
+    };
+    node.rates().push(sample);
+    Counters {
+        at: now_t,
+        ports: ports.counters,
+        pmds: cur_pmds,
+        pmus: cur_pmus,
+    }
+}
+
+/// The ports over one interval.
+struct PortsInterval {
+    /// Per port: (rx, tx) rates, for [`Latest`].
+    latest: BTreeMap<PortNo, (Rate, Rate)>,
+    /// For the history.
+    rates: Vec<PortRates>,
+    /// Per port: (rx, tx) totals at the end.
+    counters: BTreeMap<PortNo, (QueueSnapshot, QueueSnapshot)>,
+}
+
+/// The rates of every port since `prev` (none for a port new since then).
+fn ports_since(
+    views: &[PortView],
+    prev: &BTreeMap<PortNo, (QueueSnapshot, QueueSnapshot)>,
+    secs: f64,
+) -> PortsInterval {
+    let mut out = PortsInterval {
+        latest: BTreeMap::new(),
+        rates: Vec::new(),
+        counters: BTreeMap::new(),
+    };
+    for v in views {
+        let cur = (v.stats.rx_total(), v.stats.tx_total());
+        if let Some(prev) = prev.get(&v.no) {
+            let (rx, tx) = (rate(&cur.0, &prev.0, secs), rate(&cur.1, &prev.1, secs));
+            out.latest.insert(v.no, (rx, tx));
+            out.rates.push(PortRates {
+                no: v.no,
+                name: v.port.name().to_string(),
+                rx_mpps: rx.0,
+                rx_gbps: rx.1,
+                tx_mpps: tx.0,
+                tx_gbps: tx.1,
+                rx_drops_per_sec: drop_rate(&cur.0, &prev.0, secs),
+                tx_drops_per_sec: drop_rate(&cur.1, &prev.1, secs),
+            });
+        }
+        out.counters.insert(v.no, cur);
+    }
+    out
+}
+
+/// Each PMD's Mpps and counter deltas since `prev`.
+fn pmds_since(cur: &[PmdSnapshot], prev: &[PmdSnapshot], secs: f64) -> Vec<(f64, PmdSnapshot)> {
+    cur.iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let d = match prev.get(i) {
+                // A counter going backwards means clear-stats.
+                Some(p) if p.iterations <= s.iterations => s.since(p),
+                _ => *s,
+            };
+            (d.rx_packets as f64 / secs / 1e6, d)
+        })
+        .collect()
+}
+
 impl RateSampler {
     pub fn start(node: &Arc<Node>) {
         let weak: Weak<Node> = Arc::downgrade(node);
         let _ = std::thread::Builder::new()
             .name("rates".into())
             .spawn(move || {
-                let mut prev_t = Instant::now();
-                let mut prev_ports: BTreeMap<PortNo, (QueueSnapshot, QueueSnapshot)> =
-                    BTreeMap::new();
-                let mut prev_pmds: Vec<PmdSnapshot> = Vec::new();
-                let mut prev_pmus: Vec<nfv_pmu::PmuSnapshot> = Vec::new();
+                let mut prev = Counters {
+                    at: Instant::now(),
+                    ports: BTreeMap::new(),
+                    pmds: Vec::new(),
+                    pmus: Vec::new(),
+                };
                 loop {
                     std::thread::sleep(INTERVAL);
                     let Some(node) = weak.upgrade() else { return };
                     if node.rates().stop.load(Ordering::Relaxed) {
                         return;
                     }
-                    let now_t = Instant::now();
-                    let secs = now_t.duration_since(prev_t).as_secs_f64().max(1e-3);
-                    let dp = node.datapath();
-                    let mut ports = BTreeMap::new();
-                    let mut cur_ports = BTreeMap::new();
-                    let mut port_rates = Vec::new();
-                    for v in dp.port_views() {
-                        let cur = (v.stats.rx_total(), v.stats.tx_total());
-                        if let Some(prev) = prev_ports.get(&v.no) {
-                            let (rx, tx) =
-                                (rate(&cur.0, &prev.0, secs), rate(&cur.1, &prev.1, secs));
-                            ports.insert(v.no, (rx, tx));
-                            port_rates.push(PortRates {
-                                no: v.no,
-                                name: v.port.name().to_string(),
-                                rx_mpps: rx.0,
-                                rx_gbps: rx.1,
-                                tx_mpps: tx.0,
-                                tx_gbps: tx.1,
-                                rx_drops_per_sec: drop_rate(&cur.0, &prev.0, secs),
-                                tx_drops_per_sec: drop_rate(&cur.1, &prev.1, secs),
-                            });
-                        }
-                        cur_ports.insert(v.no, cur);
-                    }
-                    let cur_pmds: Vec<PmdSnapshot> =
-                        dp.pmd_views().iter().map(|v| v.stats).collect();
-                    let pmds: Vec<(f64, PmdSnapshot)> = cur_pmds
-                        .iter()
-                        .enumerate()
-                        .map(|(i, s)| {
-                            let d = match prev_pmds.get(i) {
-                                // A counter going backwards means clear-stats.
-                                Some(p) if p.iterations <= s.iterations => s.since(p),
-                                _ => *s,
-                            };
-                            (d.rx_packets as f64 / secs / 1e6, d)
-                        })
-                        .collect();
-                    let pmd_rates = pmd_rates(&pmds);
-                    // PMU deltas between the PMDs' own stamped readings.
-                    let cur_pmus: Vec<_> = dp.pmd_views().iter().map(|v| v.pmu).collect();
-                    *node.rates().pmu.lock().unwrap_or_else(|p| p.into_inner()) = cur_pmus
-                        .iter()
-                        .enumerate()
-                        .map(|(i, s)| s.since(prev_pmus.get(i).unwrap_or(&Default::default())))
-                        .collect();
-                    prev_pmus = cur_pmus;
-                    *node
-                        .rates()
-                        .latest
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner()) = Latest { ports, pmds };
-                    let sample = RateSample {
-                        time: std::time::SystemTime::now()
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .map_or(0.0, |d| d.as_secs_f64()),
-                        secs,
-                        chains: chain_rates(&node.show_chains(), &port_rates),
-                        ports: port_rates,
-                        pmds: pmd_rates,
-                    };
-                    node.rates().push(sample);
-                    prev_t = now_t;
-                    prev_ports = cur_ports;
-                    prev_pmds = cur_pmds;
+                    prev = sample(&node, &prev);
                 }
             });
     }

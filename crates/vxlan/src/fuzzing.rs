@@ -204,95 +204,102 @@ struct Run {
 
 pub fn underlay_frames(data: &[u8]) {
     let mut b = Bytes { data, at: 0 };
-    let h = b.u8();
-    let vni = u32::from(b.u16()) % 300;
-    let mtu = 576 + usize::from(b.u16() % 1500);
-    let mut cfg = VxlanConfig::new("fuzz", LOCAL, REMOTE, vni);
-    cfg.strict = h & 1 == 0;
-    if h & 2 != 0 {
-        cfg.gateway = Some(GATEWAY);
-    }
-    cfg.arp_ageing_ms = [1_000, 10_000, 60_000, 900_000][usize::from(h >> 2) & 3];
-    let wire = Arc::new(Wire::default());
-    wire.accept.store(
-        match (h >> 4) & 3 {
-            1 => 0,
-            2 => 1,
-            _ => usize::MAX,
-        },
-        Relaxed,
-    );
-    NOW_MS.with(|c| c.set(1_000_000));
-    let hop = cfg.next_hop();
-    let expect = Expect {
-        local_ip: LOCAL,
-        remote_ip: REMOTE,
-        dst_port: cfg.dst_port,
-        vni,
-        strictness: if cfg.strict {
-            Strictness::Exact
-        } else {
-            Strictness::Rfc
-        },
-    };
-    let remote_view = Expect {
-        local_ip: REMOTE,
-        remote_ip: LOCAL,
-        strictness: Strictness::Exact,
-        ..expect
-    };
-    let port = VxlanPort::over(
-        "fuzz-vxlan",
-        cfg,
-        Underlay {
-            port: Arc::new(FakePort(wire.clone())),
-            mac: LOCAL_MAC,
-            mtu,
-        },
-        Clock { now, hz: 1000 },
-    );
-    let rx = port.open_rxq(0);
-    let tx = port.open_txq(0);
-    let mut run = Run {
-        port,
-        wire,
-        rx,
-        tx,
-        expect,
-        remote_view,
-        hop,
-        vni,
-        queued: Vec::new(),
-    };
+    let mut run = Run::new(&mut b);
     with_pool(|pool| {
         for _ in 0..64 {
             if b.is_empty() {
                 break;
             }
-            match b.u8() % 6 {
-                0 => {
-                    let len = usize::from(b.u16()) % 1600;
-                    let f = b.bytes(len);
-                    run.queue(f);
-                }
-                1 => {
-                    let f = run.tunnel_frame(&mut b);
-                    run.queue(f);
-                }
-                2 => {
-                    let f = run.arp_frame(&mut b);
-                    run.queue(f);
-                }
-                3 => run.rx_burst(pool),
-                4 => run.tx_burst(&mut b, pool),
-                _ => NOW_MS.with(|c| c.set(c.get() + u64::from(b.u16()) * 16)),
-            }
+            run.op(&mut b, pool);
         }
         run.rx_burst(pool);
     });
 }
 
 impl Run {
+    /// The tunnel port the input's header byte, VNI and MTU describe,
+    /// over a fresh underlay, with the clock reset.
+    fn new(b: &mut Bytes) -> Run {
+        let h = b.u8();
+        let vni = u32::from(b.u16()) % 300;
+        let mtu = 576 + usize::from(b.u16() % 1500);
+        let mut cfg = VxlanConfig::new("fuzz", LOCAL, REMOTE, vni);
+        cfg.strict = h & 1 == 0;
+        if h & 2 != 0 {
+            cfg.gateway = Some(GATEWAY);
+        }
+        cfg.arp_ageing_ms = [1_000, 10_000, 60_000, 900_000][usize::from(h >> 2) & 3];
+        let wire = Arc::new(Wire::default());
+        wire.accept.store(
+            match (h >> 4) & 3 {
+                1 => 0,
+                2 => 1,
+                _ => usize::MAX,
+            },
+            Relaxed,
+        );
+        NOW_MS.with(|c| c.set(1_000_000));
+        let hop = cfg.next_hop();
+        let expect = Expect {
+            local_ip: LOCAL,
+            remote_ip: REMOTE,
+            dst_port: cfg.dst_port,
+            vni,
+            strictness: if cfg.strict {
+                Strictness::Exact
+            } else {
+                Strictness::Rfc
+            },
+        };
+        let remote_view = Expect {
+            local_ip: REMOTE,
+            remote_ip: LOCAL,
+            strictness: Strictness::Exact,
+            ..expect
+        };
+        let underlay = Underlay {
+            port: Arc::new(FakePort(wire.clone())),
+            mac: LOCAL_MAC,
+            mtu,
+        };
+        let port = VxlanPort::over("fuzz-vxlan", cfg, underlay, Clock { now, hz: 1000 });
+        let rx = port.open_rxq(0);
+        let tx = port.open_txq(0);
+        Run {
+            port,
+            wire,
+            rx,
+            tx,
+            expect,
+            remote_view,
+            hop,
+            vni,
+            queued: Vec::new(),
+        }
+    }
+
+    /// One op of the input (`op % 6`, see the module doc).
+    fn op(&mut self, b: &mut Bytes, pool: &mut PoolCache) {
+        match b.u8() % 6 {
+            0 => {
+                let len = usize::from(b.u16()) % 1600;
+                let f = b.bytes(len);
+                self.queue(f);
+            }
+            1 => {
+                let f = self.tunnel_frame(b);
+                self.queue(f);
+            }
+            2 => {
+                let f = self.arp_frame(b);
+                self.queue(f);
+            }
+            3 => self.rx_burst(pool),
+            4 => self.tx_burst(b, pool),
+            _ => NOW_MS.with(|c| c.set(c.get() + u64::from(b.u16()) * 16)),
+        }
+    }
+
     fn queue(&mut self, f: Vec<u8>) {
         // At most a burst's worth waits: a receive burst takes them all.
         if self.queued.len() < nfv_mem::BATCH {
@@ -303,12 +310,26 @@ impl Run {
     /// A frame of this tunnel as the remote sends it, then mutated.
     fn tunnel_frame(&self, b: &mut Bytes) -> Vec<u8> {
         let m = b.u16();
-        let inner_len = usize::from(b.u16()) % 1500;
-        let seed = b.u8();
-        let mut inner: Vec<u8> = (0..inner_len).map(|i| seed.wrapping_add(i as u8)).collect();
-        if inner_len >= 14 && m & 1 == 0 {
-            inner[12..14].copy_from_slice(&[0x08, 0x00]);
+        let inner = inner_frame(b, m);
+        let mut f = self.remote_outer(inner.len(), m);
+        let words = ip_options(&mut f, b, m);
+        f.extend_from_slice(&inner);
+        let ip_at = ethernet::HEADER_LEN;
+        let udp_at = ip_at + 20 + 4 * words;
+        mutate_ip(&mut f[ip_at..], b, m);
+        mutate_udp(&mut f[udp_at..], b, m);
+        self.mutate_vxlan(&mut f[udp_at + 8..], b, m);
+        // Checksum again (unless the input wants it wrong).
+        if m & 1024 == 0 {
+            Ipv4Packet::new_unchecked(&mut f[ip_at..]).fill_checksum();
         }
+        damage(&mut f, b, m);
+        f
+    }
+
+    /// The outer headers the remote puts before an inner frame of
+    /// `inner_len` bytes (`m` picks the source port).
+    fn remote_outer(&self, inner_len: usize, m: u16) -> Vec<u8> {
         let t = Template::new(&TunnelHeader {
             src_mac: HOP_MAC,
             dst_mac: LOCAL_MAC,
@@ -322,100 +343,24 @@ impl Run {
         });
         let mut f = vec![0u8; OUTER_LEN];
         t.write(&mut f, inner_len, u32::from(m));
-        // IP options: the outer headers move back by 4 bytes per word.
-        let words = if m & 2 != 0 {
-            usize::from(b.u8() % 11)
-        } else {
-            0
-        };
-        if words > 0 {
-            let at = ethernet::HEADER_LEN + 20;
-            // NOPs: the receive side skips options, whatever they say.
-            f.splice(at..at, std::iter::repeat_n(1u8, 4 * words));
-            let mut ip = Ipv4Packet::new_unchecked(&mut f[ethernet::HEADER_LEN..]);
-            ip.set_header_len((20 + 4 * words) as u8);
-            ip.set_total_len(ip.total_len() + 4 * words as u16);
-        }
-        f.extend_from_slice(&inner);
-        let ip_at = ethernet::HEADER_LEN;
-        let udp_at = ip_at + 20 + 4 * words;
-        {
-            let mut ip = Ipv4Packet::new_unchecked(&mut f[ip_at..]);
-            if m & 4 != 0 {
-                ip.set_more_frags(b.u8() & 1 != 0);
-                ip.set_frag_offset(u16::from(b.u8()) * 8);
-            }
-            if m & 8 != 0 {
-                ip.set_src_addr([REMOTE, OTHER, LOCAL][usize::from(b.u8() % 3)]);
-                ip.set_dst_addr([LOCAL, OTHER, REMOTE][usize::from(b.u8() % 3)]);
-            }
-            if m & 16 != 0 {
-                // Lengths off by a signed byte.
-                let d = b.u8() as i8 as i32;
-                ip.set_total_len((i32::from(ip.total_len()) + d) as u16);
-            }
-            if m & 32 != 0 {
-                ip.set_ttl(b.u8());
-                ip.set_protocol(nfv_wire::IpProtocol(b.u8()));
-            }
-        }
-        {
-            let mut u = UdpPacket::new_unchecked(&mut f[udp_at..]);
-            if m & 64 != 0 {
-                let port = match b.u8() % 3 {
-                    0 => 8472,
-                    1 => b.u16(),
-                    _ => 4789,
-                };
-                u.set_dst_port(port);
-            }
-            if m & 128 != 0 {
-                let d = b.u8() as i8 as i32;
-                u.set_len((i32::from(u.len()) + d) as u16);
-            }
-        }
-        {
-            let mut v = VxlanPacket::new_unchecked(&mut f[udp_at + 8..]);
-            if m & 256 != 0 {
-                v.set_flags_word(
-                    [0x0800_0000, 0, 0x0c00_0000, 0x0800_0001][usize::from(b.u8() & 3)],
-                );
-            }
-            if m & 512 != 0 {
-                let vni = match b.u8() & 3 {
-                    0 => self.vni + 1,
-                    1 => 0xff_ffff,
-                    2 => 0,
-                    _ => u32::from(b.u16()),
-                };
-                v.set_vni(vni);
-            }
-        }
-        // Checksum again (unless the input wants it wrong).
-        if m & 1024 == 0 {
-            Ipv4Packet::new_unchecked(&mut f[ip_at..]).fill_checksum();
-        }
-        if m & 2048 != 0 {
-            // Ethernet padding after the IP packet.
-            let pad = b.u8() % 64;
-            f.extend(std::iter::repeat_n(0, usize::from(pad)));
-        }
-        if m & 4096 != 0 {
-            // Cut short.
-            let keep = usize::from(b.u16()) % (f.len() + 1);
-            f.truncate(keep);
-        }
-        if m & 8192 != 0 {
-            // One byte anywhere.
-            if !f.is_empty() {
-                let at = usize::from(b.u16()) % f.len();
-                f[at] = b.u8();
-            }
-        }
-        if m & 16384 != 0 && f.len() >= ethernet::HEADER_LEN {
-            EthernetFrame::new_unchecked(&mut f[..]).set_ethertype(EtherType(b.u16()));
-        }
         f
+    }
+
+    /// The VXLAN header's flags and VNI, as `m` asks.
+    fn mutate_vxlan(&self, vxlan: &mut [u8], b: &mut Bytes, m: u16) {
+        let mut v = VxlanPacket::new_unchecked(vxlan);
+        if m & 256 != 0 {
+            v.set_flags_word([0x0800_0000, 0, 0x0c00_0000, 0x0800_0001][usize::from(b.u8() & 3)]);
+        }
+        if m & 512 != 0 {
+            let vni = match b.u8() & 3 {
+                0 => self.vni + 1,
+                1 => 0xff_ffff,
+                2 => 0,
+                _ => u32::from(b.u16()),
+            };
+            v.set_vni(vni);
+        }
     }
 
     /// An ARP packet on the underlay.
@@ -467,10 +412,24 @@ impl Run {
         lock(&self.wire.inbox).extend(frames.iter().cloned());
         lock(&self.wire.sent).clear();
         let learnt_before = self.port.neighbour().state(now());
-        let (mut fast, mut slow) = (Vec::new(), Vec::new());
-        let mut replies = Vec::new();
-        let mut taught = Vec::new();
-        for f in &frames {
+        let mut want = self.expected(&frames);
+        let mut batch = Batch::new();
+        self.rx.rx_burst(&mut batch, pool);
+        let got: Vec<Vec<u8>> = batch.iter().map(|p| p.data().to_vec()).collect();
+        self.rx.burst_done();
+        pool.free_batch(&mut batch);
+        check_handed_up(got, &want.fast, &mut want.slow);
+        let sent = std::mem::take(&mut *lock(&self.wire.sent));
+        let accept = self.wire.accept.load(Relaxed);
+        check_answers(&sent, &mut want.replies, accept);
+        let after = self.port.neighbour().state(now());
+        check_learnt(&want.taught, &learnt_before, &after);
+    }
+
+    /// What a receive burst of `frames` should do, read with `classify`.
+    fn expected(&self, frames: &[Vec<u8>]) -> Expected {
+        let mut want = Expected::default();
+        for f in frames {
             let class = classify(f, &self.expect);
             if let Some(len) = fast_tunnel(f, &self.expect) {
                 assert_eq!(
@@ -481,91 +440,32 @@ impl Run {
                     },
                     "fast_tunnel accepted what classify reads otherwise"
                 );
-                fast.push(f[OUTER_LEN..OUTER_LEN + len].to_vec());
+                want.fast.push(f[OUTER_LEN..OUTER_LEN + len].to_vec());
                 continue;
             }
             match class {
                 Class::Tunnel { offset, len } => {
                     assert!(len >= ethernet::HEADER_LEN && offset + len <= f.len());
-                    slow.push(f[offset..offset + len].to_vec());
+                    want.slow.push(f[offset..offset + len].to_vec());
                 }
                 Class::Arp => {
                     let Some(arp) = parse_arp(f) else { continue };
                     let from_hop = arp.spa == self.hop && arp.sha.is_unicast();
                     if from_hop && (arp.tpa == LOCAL || arp.spa == arp.tpa) {
-                        taught.push(arp.sha.0);
+                        want.taught.push(arp.sha.0);
                     }
                     if arp.op == ArpOperation::REQUEST
                         && arp.tpa == LOCAL
                         && !arp.spa.is_unspecified()
                         && arp.sha.is_unicast()
                     {
-                        replies.push(arp);
+                        want.replies.push(arp);
                     }
                 }
                 Class::Refused(_) => {}
             }
         }
-        let mut batch = Batch::new();
-        self.rx.rx_burst(&mut batch, pool);
-        let mut got: Vec<Vec<u8>> = batch.iter().map(|p| p.data().to_vec()).collect();
-        self.rx.burst_done();
-        pool.free_batch(&mut batch);
-        assert!(
-            got.len() == fast.len() + slow.len() && got[..fast.len()] == fast[..],
-            "the fast path's inner frames do not come first, in order"
-        );
-        let mut rest = got.split_off(fast.len());
-        if !ORDER_KEPT {
-            rest.sort();
-            slow.sort();
-        }
-        assert!(
-            rest == slow,
-            "inner frames handed up differ from the tunnel frames received"
-        );
-        let sent = std::mem::take(&mut *lock(&self.wire.sent));
-        let accept = self.wire.accept.load(Relaxed);
-        assert_eq!(sent.len(), replies.len().min(accept), "ARP answers sent");
-        for (i, s) in sent.iter().enumerate() {
-            let eth = EthernetFrame::new_checked(&s[..]).expect("an answer is a frame");
-            assert_eq!(eth.src_addr(), EthernetAddress(LOCAL_MAC));
-            assert_eq!(eth.ethertype(), EtherType::ARP);
-            let a = parse_arp(s).expect("an answer parses");
-            // The request answered: the next in order, or any not yet
-            // answered.
-            let k = if ORDER_KEPT {
-                Some(0)
-            } else {
-                replies
-                    .iter()
-                    .position(|r| r.reply(EthernetAddress(LOCAL_MAC)) == a)
-            };
-            let Some(req) = k.map(|k| replies.remove(k)) else {
-                panic!("answer {i} ({a:?}) to no request of the burst");
-            };
-            assert_eq!(eth.dst_addr(), req.sha, "answer to the asker");
-            assert_eq!(s.len(), ethernet::HEADER_LEN + req.buffer_len());
-            assert_eq!(a, req.reply(EthernetAddress(LOCAL_MAC)), "the answer");
-        }
-        let after = self.port.neighbour().state(now());
-        let learnt = if ORDER_KEPT {
-            taught.last().copied()
-        } else {
-            taught.first().copied()
-        };
-        match learnt {
-            Some(mac) => assert!(
-                matches!(after, State::Reachable { mac: m, .. }
-                    if m == mac || !ORDER_KEPT && taught.contains(&m)),
-                "taught {taught:?}, entry {after:?}"
-            ),
-            None => assert_eq!(
-                std::mem::discriminant(&after),
-                std::mem::discriminant(&learnt_before),
-                "the entry changed with nothing to learn from"
-            ),
-        }
+        want
     }
 
     fn tx_burst(&mut self, b: &mut Bytes, pool: &mut PoolCache) {
@@ -636,6 +536,182 @@ impl Run {
             assert_eq!(eth.dst_addr(), EthernetAddress(mac), "to the next hop");
             assert_eq!(eth.src_addr(), EthernetAddress(LOCAL_MAC));
         }
+    }
+}
+
+/// The inner frame of a tunnel frame: length and a seed from the input,
+/// IPv4's Ethertype unless `m` says otherwise.
+fn inner_frame(b: &mut Bytes, m: u16) -> Vec<u8> {
+    let inner_len = usize::from(b.u16()) % 1500;
+    let seed = b.u8();
+    let mut inner: Vec<u8> = (0..inner_len).map(|i| seed.wrapping_add(i as u8)).collect();
+    if inner_len >= 14 && m & 1 == 0 {
+        inner[12..14].copy_from_slice(&[0x08, 0x00]);
+    }
+    inner
+}
+
+/// IP options, as `m` asks: the outer headers move back by 4 bytes per
+/// word. Returns the words added.
+fn ip_options(f: &mut Vec<u8>, b: &mut Bytes, m: u16) -> usize {
+    let words = if m & 2 != 0 {
+        usize::from(b.u8() % 11)
+    } else {
+        0
+    };
+    if words > 0 {
+        let at = ethernet::HEADER_LEN + 20;
+        // NOPs: the receive side skips options, whatever they say.
+        f.splice(at..at, std::iter::repeat_n(1u8, 4 * words));
+        let mut ip = Ipv4Packet::new_unchecked(&mut f[ethernet::HEADER_LEN..]);
+        ip.set_header_len((20 + 4 * words) as u8);
+        ip.set_total_len(ip.total_len() + 4 * words as u16);
+    }
+    words
+}
+
+/// The outer IPv4 header's fragment bits, addresses, length, TTL and
+/// protocol, as `m` asks.
+fn mutate_ip(ip: &mut [u8], b: &mut Bytes, m: u16) {
+    let mut ip = Ipv4Packet::new_unchecked(ip);
+    if m & 4 != 0 {
+        ip.set_more_frags(b.u8() & 1 != 0);
+        ip.set_frag_offset(u16::from(b.u8()) * 8);
+    }
+    if m & 8 != 0 {
+        ip.set_src_addr([REMOTE, OTHER, LOCAL][usize::from(b.u8() % 3)]);
+        ip.set_dst_addr([LOCAL, OTHER, REMOTE][usize::from(b.u8() % 3)]);
+    }
+    if m & 16 != 0 {
+        // Lengths off by a signed byte.
+        let d = b.u8() as i8 as i32;
+        ip.set_total_len((i32::from(ip.total_len()) + d) as u16);
+    }
+    if m & 32 != 0 {
+        ip.set_ttl(b.u8());
+        ip.set_protocol(nfv_wire::IpProtocol(b.u8()));
+    }
+}
+
+/// The UDP header's destination port and length, as `m` asks.
+fn mutate_udp(udp: &mut [u8], b: &mut Bytes, m: u16) {
+    let mut u = UdpPacket::new_unchecked(udp);
+    if m & 64 != 0 {
+        let port = match b.u8() % 3 {
+            0 => 8472,
+            1 => b.u16(),
+            _ => 4789,
+        };
+        u.set_dst_port(port);
+    }
+    if m & 128 != 0 {
+        let d = b.u8() as i8 as i32;
+        u.set_len((i32::from(u.len()) + d) as u16);
+    }
+}
+
+/// The finished frame padded, cut short, a byte changed or the Ethertype
+/// replaced, as `m` asks.
+fn damage(f: &mut Vec<u8>, b: &mut Bytes, m: u16) {
+    if m & 2048 != 0 {
+        // Ethernet padding after the IP packet.
+        let pad = b.u8() % 64;
+        f.extend(std::iter::repeat_n(0, usize::from(pad)));
+    }
+    if m & 4096 != 0 {
+        // Cut short.
+        let keep = usize::from(b.u16()) % (f.len() + 1);
+        f.truncate(keep);
+    }
+    if m & 8192 != 0 {
+        // One byte anywhere.
+        if !f.is_empty() {
+            let at = usize::from(b.u16()) % f.len();
+            f[at] = b.u8();
+        }
+    }
+    if m & 16384 != 0 && f.len() >= ethernet::HEADER_LEN {
+        EthernetFrame::new_unchecked(&mut f[..]).set_ethertype(EtherType(b.u16()));
+    }
+}
+
+/// What a receive burst should hand up, answer and learn.
+#[derive(Default)]
+struct Expected {
+    /// Inner frames of the tunnel frames the fast path takes, in order.
+    fast: Vec<Vec<u8>>,
+    /// Inner frames of the other tunnel frames, in order.
+    slow: Vec<Vec<u8>>,
+    /// ARP requests for our address, to be answered in order.
+    replies: Vec<ArpRepr>,
+    /// The next hop's MACs that qualifying ARP packets teach, in order.
+    taught: Vec<[u8; 6]>,
+}
+
+/// The frames handed up (`got`) are the fast path's inner frames first,
+/// in order, then the others.
+fn check_handed_up(mut got: Vec<Vec<u8>>, fast: &[Vec<u8>], slow: &mut [Vec<u8>]) {
+    assert!(
+        got.len() == fast.len() + slow.len() && got[..fast.len()] == fast[..],
+        "the fast path's inner frames do not come first, in order"
+    );
+    let mut rest = got.split_off(fast.len());
+    if !ORDER_KEPT {
+        rest.sort();
+        slow.sort();
+    }
+    assert!(
+        rest == slow,
+        "inner frames handed up differ from the tunnel frames received"
+    );
+}
+
+/// Every frame `sent` is the well-formed reply to one of `replies`, one
+/// per request, as many as the underlay accepts.
+fn check_answers(sent: &[Vec<u8>], replies: &mut Vec<ArpRepr>, accept: usize) {
+    assert_eq!(sent.len(), replies.len().min(accept), "ARP answers sent");
+    for (i, s) in sent.iter().enumerate() {
+        let eth = EthernetFrame::new_checked(&s[..]).expect("an answer is a frame");
+        assert_eq!(eth.src_addr(), EthernetAddress(LOCAL_MAC));
+        assert_eq!(eth.ethertype(), EtherType::ARP);
+        let a = parse_arp(s).expect("an answer parses");
+        // The request answered: the next in order, or any not yet
+        // answered.
+        let k = if ORDER_KEPT {
+            Some(0)
+        } else {
+            replies
+                .iter()
+                .position(|r| r.reply(EthernetAddress(LOCAL_MAC)) == a)
+        };
+        let Some(req) = k.map(|k| replies.remove(k)) else {
+            panic!("answer {i} ({a:?}) to no request of the burst");
+        };
+        assert_eq!(eth.dst_addr(), req.sha, "answer to the asker");
+        assert_eq!(s.len(), ethernet::HEADER_LEN + req.buffer_len());
+        assert_eq!(a, req.reply(EthernetAddress(LOCAL_MAC)), "the answer");
+    }
+}
+
+/// The next hop's entry `after` the burst holds a MAC the burst `taught`,
+/// or, taught nothing, is in the same state as `before`.
+fn check_learnt(taught: &[[u8; 6]], before: &State, after: &State) {
+    let learnt = if ORDER_KEPT {
+        taught.last().copied()
+    } else {
+        taught.first().copied()
+    };
+    match learnt {
+        Some(mac) => assert!(
+            matches!(after, State::Reachable { mac: m, .. }
+                if *m == mac || !ORDER_KEPT && taught.contains(m)),
+            "taught {taught:?}, entry {after:?}"
+        ),
+        None => assert_eq!(
+            std::mem::discriminant(after),
+            std::mem::discriminant(before),
+            "the entry changed with nothing to learn from"
+        ),
     }
 }
 
