@@ -143,44 +143,14 @@ fn apply(
                 "no tag: nothing to strip".into()
             });
         }
-        Action::SetNwSrc(a) | Action::SetNwDst(a) => {
-            if k.dl_type() != EtherType::IPV4.0 {
-                return Some("not IPv4: unchanged".into());
-            }
-            if matches!(action, Action::SetNwSrc(_)) {
-                k.set_nw_src(a);
-            } else {
-                k.set_nw_dst(a);
-            }
-            return Some("IPv4 and TCP/UDP checksums updated".into());
-        }
-        Action::SetTpSrc(p) | Action::SetTpDst(p) => {
-            let l4 = k.dl_type() == EtherType::IPV4.0
-                && matches!(IpProtocol(k.nw_proto()), IpProtocol::TCP | IpProtocol::UDP);
-            if !l4 {
-                return Some("not TCP or UDP over IPv4: unchanged".into());
-            }
-            if matches!(action, Action::SetTpSrc(_)) {
-                k.set_tp_src(p);
-            } else {
-                k.set_tp_dst(p);
-            }
-            return Some("checksum updated (a later fragment, without ports, is unchanged)".into());
-        }
-        Action::SetNwTos(_) | Action::SetNwEcn(_) | Action::SetNwTtl(_) => {
-            return Some(if k.dl_type() == EtherType::IPV4.0 {
-                "IPv4 header rewritten (a field the key does not hold), checksum updated".into()
-            } else {
-                "not IPv4: unchanged".into()
-            });
-        }
-        Action::DecTtl => {
-            return Some(if k.dl_type() == EtherType::IPV4.0 {
-                "TTL decremented; a packet arriving with TTL 0 or 1 is dropped (ttl_expired)".into()
-            } else {
-                "not IPv4: unchanged".into()
-            });
-        }
+        Action::SetNwSrc(_)
+        | Action::SetNwDst(_)
+        | Action::SetTpSrc(_)
+        | Action::SetTpDst(_)
+        | Action::SetNwTos(_)
+        | Action::SetNwEcn(_)
+        | Action::SetNwTtl(_)
+        | Action::DecTtl => return Some(apply_ipv4(k, action)),
         Action::SetTunnel(vni) => {
             return Some(format!(
                 "tunnel outputs send with VNI {vni} (checked against the tunnel port at install)"
@@ -193,22 +163,7 @@ fn apply(
         Action::InPort => outputs.push(Output::Port(in_port)),
         Action::Group(g) => {
             outputs.push(Output::Group(g));
-            return Some(match groups.get(&g) {
-                None => format!("group {g} does not exist: nothing takes the packet"),
-                Some(group) => format!(
-                    "{} group of {} bucket(s): {}",
-                    group.kind.as_str(),
-                    group.buckets.len(),
-                    match group.kind {
-                        nfv_flow::GroupType::All => "every bucket runs on its own copy",
-                        nfv_flow::GroupType::Select =>
-                            "a hash of the 5-tuple picks one bucket by weight",
-                        nfv_flow::GroupType::Indirect => "its bucket runs",
-                        nfv_flow::GroupType::FastFailover =>
-                            "the first bucket whose watch_port is live runs",
-                    }
-                ),
-            });
+            return Some(group_note(g, groups));
         }
         Action::Flood | Action::All => {
             outputs.push(Output::Flood);
@@ -224,6 +179,59 @@ fn apply(
         }
     }
     None
+}
+
+/// An IPv4 rewrite's effect on the key (the fields it holds), as a note.
+fn apply_ipv4(k: &mut FlowKey, action: Action) -> String {
+    let ipv4 = k.dl_type() == EtherType::IPV4.0;
+    match action {
+        Action::SetNwSrc(a) | Action::SetNwDst(a) => {
+            if !ipv4 {
+                return "not IPv4: unchanged".into();
+            }
+            if matches!(action, Action::SetNwSrc(_)) {
+                k.set_nw_src(a);
+            } else {
+                k.set_nw_dst(a);
+            }
+            "IPv4 and TCP/UDP checksums updated".into()
+        }
+        Action::SetTpSrc(p) | Action::SetTpDst(p) => {
+            let l4 = matches!(IpProtocol(k.nw_proto()), IpProtocol::TCP | IpProtocol::UDP);
+            if !(ipv4 && l4) {
+                return "not TCP or UDP over IPv4: unchanged".into();
+            }
+            if matches!(action, Action::SetTpSrc(_)) {
+                k.set_tp_src(p);
+            } else {
+                k.set_tp_dst(p);
+            }
+            "checksum updated (a later fragment, without ports, is unchanged)".into()
+        }
+        _ if !ipv4 => "not IPv4: unchanged".into(),
+        Action::DecTtl => {
+            "TTL decremented; a packet arriving with TTL 0 or 1 is dropped (ttl_expired)".into()
+        }
+        _ => "IPv4 header rewritten (a field the key does not hold), checksum updated".into(),
+    }
+}
+
+/// What `group:N` does, as a note.
+fn group_note(g: u32, groups: &nfv_flow::table::Groups) -> String {
+    let Some(group) = groups.get(&g) else {
+        return format!("group {g} does not exist: nothing takes the packet");
+    };
+    let how = match group.kind {
+        nfv_flow::GroupType::All => "every bucket runs on its own copy",
+        nfv_flow::GroupType::Select => "a hash of the 5-tuple picks one bucket by weight",
+        nfv_flow::GroupType::Indirect => "its bucket runs",
+        nfv_flow::GroupType::FastFailover => "the first bucket whose watch_port is live runs",
+    };
+    format!(
+        "{} group of {} bucket(s): {how}",
+        group.kind.as_str(),
+        group.buckets.len()
+    )
 }
 
 #[cfg(test)]
