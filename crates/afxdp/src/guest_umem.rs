@@ -23,7 +23,7 @@
 //! the guest; the kernel writes there only for XDP metadata, which the
 //! built-in program never asks for.
 
-use crate::umem::{CHUNK_SIZE, XDP_PACKET_HEADROOM};
+use crate::chunk::{CHUNK_SIZE, XDP_PACKET_HEADROOM};
 use arrayvec::ArrayVec;
 use nfv_mem::{Commit, Mapping, Pages, Populate};
 use nfv_virtio::memory::MAX_REGIONS;
@@ -100,6 +100,80 @@ fn align_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
+/// One guest file's place in a [`GuestArea`]: its UMEM offset, the file
+/// offset it is mapped from (page-aligned), the mapped length, and the
+/// bytes of the first page before the region.
+type Piece = (u64, u64, u64, u64);
+
+/// Where the guest's files go in the UMEM ([`GuestArea::map`], step 1).
+struct Layout {
+    pieces: Vec<Piece>,
+    /// The end of the last piece's trailing gap.
+    end: u64,
+    /// The largest page size of the files (and at least `page`).
+    max_align: u64,
+}
+
+impl Layout {
+    /// Layout first, so the reservation has the right size. A page of
+    /// our own before each region and after the last keeps every
+    /// buffer's chunk inside the UMEM, however near a region's edge
+    /// the buffer sits.
+    fn plan(files: &[RegionFile<'_>], page: u64) -> io::Result<Layout> {
+        let mut cursor = GAP;
+        let mut max_align = page;
+        let mut plan = Vec::with_capacity(files.len());
+        for f in files {
+            let p = f.page_size.max(4096) as u64;
+            max_align = max_align.max(p);
+            let file_off = f.mmap_offset / p * p;
+            let skip = f.mmap_offset - file_off;
+            let map_len = align_up(skip + f.size, p);
+            let at = align_up(cursor, p);
+            plan.push((at, file_off, map_len, skip));
+            cursor = at
+                .checked_add(map_len + GAP)
+                .ok_or_else(|| io::Error::other("guest memory too large for one UMEM"))?;
+        }
+        Ok(Layout {
+            pieces: plan,
+            end: cursor,
+            max_align,
+        })
+    }
+}
+
+/// Map, step 2: a reservation with room for `len` bytes aligned to
+/// `max_align`, anonymous memory over those bytes. Returns it and the
+/// offset of the aligned start in it.
+fn reserve(len: u64, max_align: u64) -> io::Result<(Mapping, usize)> {
+    let raw_len = usize::try_from(len + max_align)
+        .map_err(|_| io::Error::other("guest memory too large for one UMEM"))?;
+    // An inaccessible reservation, so the pieces `map_files` adds land in
+    // address space of our own.
+    let map = Mapping::reserve(raw_len)?;
+    let raw = map.as_ptr() as u64;
+    // Inside the reservation: base_off < max_align.
+    let base_off = (align_up(raw, max_align) - raw) as usize;
+    // Everything the guest's files do not cover (the gaps, the own
+    // frames) is our anonymous memory: the kernel pins the whole UMEM,
+    // and an inaccessible page would fail the registration.
+    // SAFETY: `[base_off, base_off + len)` lies in our fresh reservation
+    // (raw_len = len + max_align covers it), which nothing uses yet.
+    // On failure the reservation is dropped (unmapped) by `?`.
+    unsafe {
+        map.overlay(
+            base_off,
+            len as usize,
+            Pages::Zeros {
+                populate: Populate::OnTouch,
+                commit: Commit::NoReserve,
+            },
+        )
+    }?;
+    Ok((map, base_off))
+}
+
 impl GuestArea {
     /// Maps every region of `mem` back to back (each at a multiple of its
     /// file's page size), then `own_len` bytes of anonymous memory at a
@@ -113,52 +187,11 @@ impl GuestArea {
                 "the guest memory has no files to map",
             ));
         }
-        // Layout first, so the reservation has the right size. A page of
-        // our own before each region and after the last keeps every
-        // buffer's chunk inside the UMEM, however near a region's edge
-        // the buffer sits.
         let page = 4096u64;
-        let mut cursor = GAP;
-        let mut max_align = page;
-        let mut plan = Vec::with_capacity(files.len());
-        for f in &files {
-            let p = f.page_size.max(4096) as u64;
-            max_align = max_align.max(p);
-            let file_off = f.mmap_offset / p * p;
-            let skip = f.mmap_offset - file_off;
-            let map_len = align_up(skip + f.size, p);
-            let at = align_up(cursor, p);
-            plan.push((at, file_off, map_len, skip));
-            cursor = at
-                .checked_add(map_len + GAP)
-                .ok_or_else(|| io::Error::other("guest memory too large for one UMEM"))?;
-        }
-        let own_off = align_up(cursor, page);
+        let layout = Layout::plan(&files, page)?;
+        let own_off = align_up(layout.end, page);
         let len = own_off + align_up(own_len as u64, page);
-        let raw_len = usize::try_from(len + max_align)
-            .map_err(|_| io::Error::other("guest memory too large for one UMEM"))?;
-        // An inaccessible reservation, so the pieces below land in address
-        // space of our own.
-        let map = Mapping::reserve(raw_len)?;
-        let raw = map.as_ptr() as u64;
-        // Inside the reservation: base_off < max_align.
-        let base_off = (align_up(raw, max_align) - raw) as usize;
-        // Everything the guest's files do not cover (the gaps, the own
-        // frames) is our anonymous memory: the kernel pins the whole UMEM,
-        // and an inaccessible page would fail the registration.
-        // SAFETY: `[base_off, base_off + len)` lies in our fresh reservation
-        // (raw_len = len + max_align covers it), which nothing uses yet.
-        // On failure the reservation is dropped (unmapped) by `?`.
-        unsafe {
-            map.overlay(
-                base_off,
-                len as usize,
-                Pages::Zeros {
-                    populate: Populate::OnTouch,
-                    commit: Commit::NoReserve,
-                },
-            )
-        }?;
+        let (map, base_off) = reserve(len, layout.max_align)?;
         let mut area = GuestArea {
             base: map.as_ptr().wrapping_add(base_off),
             map,
@@ -166,43 +199,60 @@ impl GuestArea {
             own_off,
             spans: ArrayVec::new(),
         };
-        for (f, &(at, file_off, map_len, skip)) in files.iter().zip(&plan) {
+        area.map_files(&files, &layout.pieces, base_off)?;
+        if own_len > 0 {
+            area.map_own(base_off)?;
+        }
+        Ok(area)
+    }
+
+    /// Map, step 3: each guest file over its piece of the reservation.
+    fn map_files(
+        &mut self,
+        files: &[RegionFile<'_>],
+        pieces: &[Piece],
+        base_off: usize,
+    ) -> io::Result<()> {
+        for (f, &(at, file_off, map_len, skip)) in files.iter().zip(pieces) {
             let file = Pages::File {
                 fd: f.fd,
                 offset: file_off,
                 populate: Populate::OnTouch,
             };
             // SAFETY: a part of our own reservation (the plan keeps pieces
-            // disjoint and inside `len`) that holds only the zeros mapped
-            // above, not yet registered with any socket. On failure, drop
+            // disjoint and inside `len`) that holds only the zeros `reserve`
+            // mapped, not yet registered with any socket. On failure, drop
             // unmaps the reservation and what is in it.
             unsafe {
-                area.map
+                self.map
                     .overlay(base_off + at as usize, map_len as usize, file)
             }?;
-            area.spans.push(Span {
+            self.spans.push(Span {
                 gpa: f.guest_phys_addr,
                 size: f.size,
                 umem_off: at + skip,
                 page: f.page_size.max(4096) as u64,
             });
         }
-        if own_len > 0 {
-            let own = Pages::Zeros {
-                populate: Populate::Now,
-                commit: Commit::Reserve,
-            };
-            // SAFETY: as above, the tail of our own reservation (own_off..len,
-            // after every guest piece).
-            unsafe {
-                area.map.overlay(
-                    base_off + own_off as usize,
-                    len as usize - own_off as usize,
-                    own,
-                )
-            }?;
+        Ok(())
+    }
+
+    /// Map, step 4: the own frames, populated and reserved, after every
+    /// guest piece.
+    fn map_own(&mut self, base_off: usize) -> io::Result<()> {
+        let own = Pages::Zeros {
+            populate: Populate::Now,
+            commit: Commit::Reserve,
+        };
+        // SAFETY: as in `map_files`, the tail of our own reservation
+        // (own_off..len, after every guest piece).
+        unsafe {
+            self.map.overlay(
+                base_off + self.own_off as usize,
+                self.len - self.own_off as usize,
+                own,
+            )
         }
-        Ok(area)
     }
 
     pub fn base(&self) -> *mut u8 {

@@ -22,6 +22,7 @@
 //! index lazily; if that makes the ring look full, the descriptors wait on
 //! the rx ring for the next burst instead of being lost.)
 
+use crate::tx::retry_tx;
 use crate::umem::Umem;
 use crate::xsk::{RxRings, Xsk, bump};
 use nfv_mem::hint::prefetch;
@@ -64,20 +65,6 @@ impl RxQueue for AfXdpRxq {
             return 0;
         };
         receive_copies(&self.xsk, r, batch, pool)
-    }
-}
-
-/// Kicks the socket's tx ring again if its last kick left descriptors
-/// there (see `tx.rs`): the rx queue is polled whether or not anything is
-/// sent, so frames left by a burst go out without waiting for the next
-/// one. A tx burst holding the lock kicks by itself, so a busy lock is
-/// skipped.
-#[inline]
-pub(crate) fn retry_tx(xsk: &Xsk) {
-    if xsk.tx_backlog.load(std::sync::atomic::Ordering::Relaxed)
-        && let Some(mut st) = xsk.tx.try_lock()
-    {
-        crate::tx::retry_backlog(xsk, &mut st);
     }
 }
 

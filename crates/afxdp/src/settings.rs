@@ -1,10 +1,9 @@
-//! The `afxdp` port type: its settings, its `[[port]]` keys and its
-//! registration ([`AFXDP`]).
+//! The `afxdp` port's settings: its `[[port]]` keys, their parsing and
+//! the limits `open` checks again (a `PortConfig` may be built in code,
+//! without the config file's checks). The port type, which hands its keys
+//! over to here, is in `port.rs`.
 
-use std::sync::Arc;
-
-use nfv_ports::config::{PortConfig, PortKind, PortSettings, same_settings};
-use nfv_ports::{OpenContext, Port, PortOpenError, PortType};
+use nfv_ports::config::{PortSettings, same_settings};
 use nfv_settings::{PortTable, SettingError};
 
 /// How an AF_XDP socket binds to its queue.
@@ -120,63 +119,61 @@ impl PortSettings for AfXdpConfig {
     }
 }
 
-/// The `afxdp` port type, listed in `nfv-port-types`. Its open errors are
-/// [`PortOpenError::Unavailable`]: the interface, a permission or the NIC
-/// may be missing, and the node runs without the port.
-pub static AFXDP: AfXdpType = AfXdpType;
+/// The `[[port]]` keys an `afxdp` port reads besides `name`, `id`, `type`
+/// and `rxqs`.
+pub const KEYS: &[&str] = &[
+    "iface",
+    "ring_size",
+    "xdp_mode",
+    "zero_copy",
+    "send_in_place",
+    "zero_copy_min_frame",
+];
 
-pub struct AfXdpType;
-
-impl PortType for AfXdpType {
-    fn name(&self) -> &'static str {
-        "afxdp"
-    }
-    fn keys(&self) -> &'static [&'static str] {
-        &[
-            "iface",
-            "ring_size",
+/// Reads an `afxdp` port's keys.
+pub fn parse(t: &PortTable<'_>) -> Result<AfXdpConfig, SettingError> {
+    let d = AfXdpConfig::new("");
+    Ok(AfXdpConfig {
+        iface: t.iface()?,
+        mode: t.one_of_or(
             "xdp_mode",
-            "zero_copy",
+            &[
+                ("auto", XdpBindMode::Auto),
+                ("copy", XdpBindMode::Copy),
+                ("zero-copy", XdpBindMode::ZeroCopy),
+            ],
+            d.mode,
+        )?,
+        ring_size: t.pow2_or("ring_size", 64..=16384, d.ring_size)?,
+        zero_copy: match t.name("zero_copy", nfv_ports::config::MAX_PORT_NAME)? {
+            None => ZeroCopy::Off,
+            Some(a) if a == ZeroCopy::AUTO => ZeroCopy::Auto,
+            Some(p) => ZeroCopy::Into(p),
+        },
+        send_in_place: t.one_of_or(
             "send_in_place",
-            "zero_copy_min_frame",
-        ]
+            &[
+                ("auto", SendInPlace::Auto),
+                ("on", SendInPlace::On),
+                ("off", SendInPlace::Off),
+            ],
+            d.send_in_place,
+        )?,
+        zero_copy_min_frame: t.int_or("zero_copy_min_frame", 0..=9216, d.zero_copy_min_frame)?,
+    })
+}
+
+/// Checks the ring size and the port's rx queue count against what the
+/// port allows.
+pub fn check(cfg: &AfXdpConfig, rxqs: usize) -> Result<(), String> {
+    if !cfg.ring_size.is_power_of_two() || !(64..=16384).contains(&cfg.ring_size) {
+        return Err(format!(
+            "ring_size {} must be a power of two in 64..=16384",
+            cfg.ring_size
+        ));
     }
-    fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
-        let d = AfXdpConfig::new("");
-        Ok(PortKind::typed(AfXdpConfig {
-            iface: t.iface()?,
-            mode: t.one_of_or(
-                "xdp_mode",
-                &[
-                    ("auto", XdpBindMode::Auto),
-                    ("copy", XdpBindMode::Copy),
-                    ("zero-copy", XdpBindMode::ZeroCopy),
-                ],
-                d.mode,
-            )?,
-            ring_size: t.pow2_or("ring_size", 64..=16384, d.ring_size)?,
-            zero_copy: match t.name("zero_copy", nfv_ports::config::MAX_PORT_NAME)? {
-                None => ZeroCopy::Off,
-                Some(a) if a == ZeroCopy::AUTO => ZeroCopy::Auto,
-                Some(p) => ZeroCopy::Into(p),
-            },
-            send_in_place: t.one_of_or(
-                "send_in_place",
-                &[
-                    ("auto", SendInPlace::Auto),
-                    ("on", SendInPlace::On),
-                    ("off", SendInPlace::Off),
-                ],
-                d.send_in_place,
-            )?,
-            zero_copy_min_frame: t.int_or(
-                "zero_copy_min_frame",
-                0..=9216,
-                d.zero_copy_min_frame,
-            )?,
-        }))
+    if !(1..=64).contains(&rxqs) {
+        return Err(format!("rxqs {rxqs} must be in 1..=64"));
     }
-    fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
-        crate::open_with(cfg, cx.routes.clone(), cx.lenders).map_err(PortOpenError::unavailable)
-    }
+    Ok(())
 }

@@ -238,6 +238,20 @@ pub(crate) fn retry_backlog(xsk: &Xsk, st: &mut TxState) {
     }
 }
 
+/// Kicks the socket's tx ring again if its last kick left descriptors
+/// there (see the module doc). Called by the rx path: the rx queue is
+/// polled whether or not anything is sent, so frames left by a burst go
+/// out without waiting for the next one. A tx burst holding the lock
+/// kicks by itself, so a busy lock is skipped.
+#[inline]
+pub(crate) fn retry_tx(xsk: &Xsk) {
+    if xsk.tx_backlog.load(Relaxed)
+        && let Some(mut st) = xsk.tx.try_lock()
+    {
+        retry_backlog(xsk, &mut st);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,7 +306,7 @@ mod tests {
         drop(st);
         let deadline = Instant::now() + Duration::from_secs(5);
         while xsk.tx.lock().tx.outstanding() > 0 && Instant::now() < deadline {
-            crate::rx::retry_tx(&xsk);
+            retry_tx(&xsk);
             std::thread::sleep(RETRY_AFTER / 2);
         }
         let left = xsk.tx.lock().tx.outstanding();

@@ -14,29 +14,12 @@
 //! own frames: guest bytes are read and written through the guest's own
 //! mappings by the virtio code.
 
+pub use crate::chunk::{CHUNK_SIZE, RX_FRAME_MAX, TX_OFFSET, XDP_PACKET_HEADROOM};
 use crate::guest_umem::{GuestArea, Placement};
 use nfv_mem::Mapping;
 use nfv_mem::hint::prefetch;
 use nfv_virtio::GuestMemory;
 use std::io;
-
-/// Bytes per UMEM frame ("chunk"). Aligned mode needs a power of two
-/// between 2048 and the page size.
-pub const CHUNK_SIZE: usize = 2048;
-
-/// What the kernel reserves in front of every received frame
-/// (`XDP_PACKET_HEADROOM`): rx data starts this far into its chunk (plus
-/// the UMEM's own headroom, 0 unless over guest memory).
-pub const XDP_PACKET_HEADROOM: usize = 256;
-
-/// Largest frame the kernel delivers into one chunk (Ethernet header
-/// included, no FCS): `CHUNK_SIZE - XDP_PACKET_HEADROOM` (the UMEM
-/// registers no extra headroom).
-pub const RX_FRAME_MAX: usize = CHUNK_SIZE - XDP_PACKET_HEADROOM;
-
-/// Where tx data starts in its chunk. Tx needs no headroom in copy mode,
-/// so a transmitted frame may use the whole chunk.
-pub const TX_OFFSET: usize = 0;
 
 /// In unaligned mode a descriptor address carries the data's offset from
 /// the chunk address in bits 48..64 (`XSK_UNALIGNED_BUF_OFFSET_SHIFT`).

@@ -220,6 +220,94 @@ fn map_ring<T: Copy>(
     Ok((map, layout))
 }
 
+/// Build, step 1: a fresh AF_XDP socket.
+fn new_socket() -> Result<OwnedFd, XskError> {
+    // SAFETY: plain socket(2); the result is checked before use.
+    let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(XskError {
+            what: "creating the AF_XDP socket",
+            err: io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// Build, step 2: registers (pins) `umem` with socket `sock` and sizes
+/// its four rings.
+fn register(sock: BorrowedFd<'_>, umem: &Umem, rings: &Rings) -> Result<(), XskError> {
+    let ring_size = rings.size;
+    let reg = umem.registration();
+    step(
+        "registering the UMEM",
+        setsockopt(sock, libc::XDP_UMEM_REG, &reg),
+    )?;
+    for (opt, size) in [
+        (libc::XDP_UMEM_FILL_RING, rings.fill_size),
+        (libc::XDP_UMEM_COMPLETION_RING, ring_size),
+        (libc::XDP_RX_RING, rings.fill_size),
+        (libc::XDP_TX_RING, ring_size),
+    ] {
+        step("sizing the rings", setsockopt(sock, opt, &size))?;
+    }
+    Ok(())
+}
+
+/// The four rings of a socket: each ring's mapping and its layout.
+struct RingMaps {
+    rx: (Mapping, RingLayout<libc::xdp_desc>),
+    tx: (Mapping, RingLayout<libc::xdp_desc>),
+    fill: (Mapping, RingLayout<u64>),
+    comp: (Mapping, RingLayout<u64>),
+}
+
+/// Build, step 3: maps the rx, tx, fill and completion rings of `sock`.
+fn map_rings(sock: BorrowedFd<'_>, rings: &Rings) -> Result<RingMaps, XskError> {
+    let off: libc::xdp_mmap_offsets = step(
+        "reading the ring offsets",
+        getsockopt(sock, libc::XDP_MMAP_OFFSETS),
+    )?;
+    let what = "mapping the rings";
+    let (rx_map, rx) = step(
+        what,
+        map_ring::<libc::xdp_desc>(
+            sock,
+            &off.rx,
+            rings.fill_size,
+            libc::XDP_PGOFF_RX_RING as u64,
+        ),
+    )?;
+    let (tx_map, tx) = step(
+        what,
+        map_ring::<libc::xdp_desc>(sock, &off.tx, rings.size, libc::XDP_PGOFF_TX_RING as u64),
+    )?;
+    let (fill_map, fill) = step(
+        what,
+        map_ring::<u64>(
+            sock,
+            &off.fr,
+            rings.fill_size,
+            libc::XDP_UMEM_PGOFF_FILL_RING,
+        ),
+    )?;
+    let (comp_map, comp) = step(
+        what,
+        map_ring::<u64>(
+            sock,
+            &off.cr,
+            rings.size,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+        ),
+    )?;
+    Ok(RingMaps {
+        rx: (rx_map, rx),
+        tx: (tx_map, tx),
+        fill: (fill_map, fill),
+        comp: (comp_map, comp),
+    })
+}
+
 impl Xsk {
     /// A socket on `ifindex` queue `queue` with `ring_size` descriptors per
     /// ring and `2 * ring_size` UMEM frames, bound in `bind` mode with
@@ -263,67 +351,15 @@ impl Xsk {
 
     fn build(queue: u32, rings: Rings, umem: Umem) -> Result<Xsk, XskError> {
         let ring_size = rings.size;
-        // SAFETY: plain socket(2); the result is checked before use.
-        let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            return Err(XskError {
-                what: "creating the AF_XDP socket",
-                err: io::Error::last_os_error(),
-            });
-        }
-        // SAFETY: a fresh descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = new_socket()?;
         let sock = fd.as_fd();
-
-        let reg = umem.registration();
-        step(
-            "registering the UMEM",
-            setsockopt(sock, libc::XDP_UMEM_REG, &reg),
-        )?;
-        for (opt, size) in [
-            (libc::XDP_UMEM_FILL_RING, rings.fill_size),
-            (libc::XDP_UMEM_COMPLETION_RING, ring_size),
-            (libc::XDP_RX_RING, rings.fill_size),
-            (libc::XDP_TX_RING, ring_size),
-        ] {
-            step("sizing the rings", setsockopt(sock, opt, &size))?;
-        }
-        let off: libc::xdp_mmap_offsets = step(
-            "reading the ring offsets",
-            getsockopt(sock, libc::XDP_MMAP_OFFSETS),
-        )?;
-        let what = "mapping the rings";
-        let (rx_map, rx) = step(
-            what,
-            map_ring::<libc::xdp_desc>(
-                sock,
-                &off.rx,
-                rings.fill_size,
-                libc::XDP_PGOFF_RX_RING as u64,
-            ),
-        )?;
-        let (tx_map, tx) = step(
-            what,
-            map_ring::<libc::xdp_desc>(sock, &off.tx, ring_size, libc::XDP_PGOFF_TX_RING as u64),
-        )?;
-        let (fill_map, fill) = step(
-            what,
-            map_ring::<u64>(
-                sock,
-                &off.fr,
-                rings.fill_size,
-                libc::XDP_UMEM_PGOFF_FILL_RING,
-            ),
-        )?;
-        let (comp_map, comp) = step(
-            what,
-            map_ring::<u64>(
-                sock,
-                &off.cr,
-                ring_size,
-                libc::XDP_UMEM_PGOFF_COMPLETION_RING,
-            ),
-        )?;
+        register(sock, &umem, &rings)?;
+        let RingMaps {
+            rx: (rx_map, rx),
+            tx: (tx_map, tx),
+            fill: (fill_map, fill),
+            comp: (comp_map, comp),
+        } = map_rings(sock, &rings)?;
 
         // SAFETY: the rings are fresh; these are the only user-space
         // cursors on each side of each ring.

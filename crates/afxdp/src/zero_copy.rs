@@ -39,8 +39,10 @@
 //! change such a frame before the switch copies it out: `zero_copy` is
 //! for a queue whose traffic belongs to that VNF.
 
-use crate::guest_umem::{Placement, Unfit};
+use crate::guest_umem::Placement;
 use crate::rx::receive_copies;
+use crate::shared::add;
+pub use crate::shared::{Fallback, ZcCounters};
 use crate::umem::Umem;
 use crate::xsk::{Bind, Rings, RxRings, TxCounters, Unbound, Xsk};
 use crate::zero_copy_choice::SizePolicy;
@@ -50,7 +52,6 @@ use crate::zero_copy_tx::{Source, TxInPlace, TxInPlaceCounters, reap, transmit_i
 use nfv_mem::SpinLock;
 use nfv_mem::{Batch, PoolCache};
 use nfv_ports::{RxQueue, TxQueue};
-use nfv_virtio::NotLendable;
 use nfv_virtio::lend::{Borrower, Lease, Lender, Lenders};
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
@@ -60,84 +61,6 @@ use std::time::{Duration, Instant};
 
 /// How long a revoke waits for the PMD's burst in flight.
 const QUIESCE_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// Why a frame did not land in a guest buffer, or a buffer was not lent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
-pub enum Fallback {
-    /// No guest buffer was on the fill ring: the frame landed in an own
-    /// frame and was copied.
-    NoGuestBuffer,
-    /// The next guest buffer is not one writable descriptor.
-    BufferShape,
-    /// The next guest buffer is shorter than header + frame room.
-    ShortBuffer,
-    /// The next guest buffer does not fit the UMEM's layout.
-    OutsideUmem,
-    /// A bad chain (left for the copy path to count).
-    BadChain,
-    /// Zero-copy driver bind: the buffer's chunk would cross a page.
-    PageCross,
-}
-
-impl Fallback {
-    pub const ALL: [Fallback; 6] = [
-        Fallback::NoGuestBuffer,
-        Fallback::BufferShape,
-        Fallback::ShortBuffer,
-        Fallback::OutsideUmem,
-        Fallback::BadChain,
-        Fallback::PageCross,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Fallback::NoGuestBuffer => "no_guest_buffer",
-            Fallback::BufferShape => "buffer_shape",
-            Fallback::ShortBuffer => "short_buffer",
-            Fallback::OutsideUmem => "outside_umem",
-            Fallback::BadChain => "bad_chain",
-            Fallback::PageCross => "page_cross",
-        }
-    }
-    pub(crate) fn of_unfit(u: Unfit) -> Fallback {
-        match u {
-            Unfit::ShortBuffer => Fallback::ShortBuffer,
-            Unfit::OutsideUmem => Fallback::OutsideUmem,
-            Unfit::PageCross => Fallback::PageCross,
-        }
-    }
-    pub(crate) fn of_not_lendable(n: NotLendable) -> Fallback {
-        match n {
-            NotLendable::Shape => Fallback::BufferShape,
-            _ => Fallback::BadChain,
-        }
-    }
-}
-
-/// Counters of one zero-copy queue, written by its rx PMD (single
-/// writer: plain load + store) and read by `show ports`.
-#[derive(Debug, Default)]
-#[repr(align(64))]
-pub struct ZcCounters {
-    /// Frames received straight into guest buffers.
-    pub zero_copy: AtomicU64,
-    /// Guest buffers put on the fill ring.
-    pub lent: AtomicU64,
-    /// Fallbacks by reason ([`Fallback`] order). `no_guest_buffer` counts
-    /// frames; the buffer reasons count bursts that stopped lending.
-    pub fallback: [AtomicU64; 6],
-    /// Rx descriptors that named no posted buffer, or a frame that did
-    /// not fit it (the buffer went back to the guest empty).
-    pub bad_descs: AtomicU64,
-    /// Guest sockets built / revoked.
-    pub switches: AtomicU64,
-    pub revokes: AtomicU64,
-}
-
-#[inline(always)]
-pub(crate) fn add(c: &AtomicU64, n: u64) {
-    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
-}
 
 /// A socket of a zero-copy queue and what the rx side keeps with it.
 struct ZcSocket {
@@ -484,60 +407,21 @@ impl ZcQueue {
     pub(crate) fn tick(self: &Arc<Self>) {
         let want = self.target.resolve();
         let mut lender = self.lender.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(l) = lender.as_ref()
-            && (l.is_closed() || want.as_deref() != Some(l.name()))
-        {
-            // The VNF port was removed, or the flow table now sends this
-            // port's frames elsewhere: let go, start over.
-            self.close_quiet();
-            l.unclaim(self.pair_of(l));
-            *lender = None;
-            *self.claimed.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        }
+        self.let_go_if_stale(&mut lender, want.as_deref());
         let Some(target) = want else {
             self.set_status(self.target.why_none());
             self.ensure_socket();
             return;
         };
-        if lender.is_none()
-            && let Some(l) = self.lenders.find(&target)
-        {
-            let me: Arc<dyn Borrower> = self.clone();
-            match l.claim(self.pair_of(&l), me) {
-                Ok(()) => {
-                    *lender = Some(l);
-                    *self.claimed.lock().unwrap_or_else(|p| p.into_inner()) = Some(target.clone());
-                }
-                Err(e) => self.set_status(format!(
-                    "copy: cannot borrow from vhost-user port {target}: {e}"
-                )),
-            }
+        if lender.is_none() {
+            self.claim(&mut lender, &target);
         }
         let (guest, lending) = {
             let g = self.slot.lock();
             let lend = g.as_ref().and_then(|s| s.lend.as_ref());
             (lend.is_some(), lend.is_some_and(|l| !l.ended))
         };
-        let small = {
-            let mut p = self.size_policy.lock().unwrap_or_else(|p| p.into_inner());
-            p.tick(
-                Instant::now(),
-                self.rx_frames.load(Relaxed),
-                self.rx_bytes.load(Relaxed),
-            )
-        };
-        if let Some(avg) = small {
-            // Small frames: a copy socket costs less than lending.
-            if guest {
-                self.close_and_give_back();
-            }
-            self.set_status(format!(
-                "copy: small frames ({avg} B on average; zero copy from {} B)",
-                self.size_policy
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .lend_from()
-            ));
+        if self.copy_small_frames(guest) {
             self.ensure_socket();
             return;
         }
@@ -548,37 +432,105 @@ impl ZcQueue {
         if let Some(l) = lender.as_ref()
             && !lending
         {
-            let p = self.pair_of(l);
-            match l.lease(p) {
-                Ok(lease) => {
-                    let failed = self
-                        .status
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .failed_tag;
-                    if lease.tag != failed {
-                        let tag = lease.tag;
-                        match self.switch_to_guest(l, p, lease) {
-                            Ok(()) => self.set_status(format!(
-                                "zero-copy into {target} (queue pair {p}){}",
-                                self.target.suffix()
-                            )),
-                            Err(e) => {
-                                self.status
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .failed_tag = tag;
-                                self.set_status(format!("copy: zero-copy failed: {e}"));
-                            }
-                        }
-                    }
-                }
-                Err(e) => self.set_status(format!("copy: {target}: {e}")),
-            }
+            self.lease_and_switch(l, &target);
         } else if lender.is_none() {
             self.set_status(self.target.waiting(&target));
         }
         self.ensure_socket();
+    }
+
+    /// Tick, step 1: lets go of `lender` when its VNF port was removed or
+    /// is no longer the one `want` names.
+    fn let_go_if_stale(&self, lender: &mut Option<Lender>, want: Option<&str>) {
+        if let Some(l) = lender.as_ref()
+            && (l.is_closed() || want != Some(l.name()))
+        {
+            // The VNF port was removed, or the flow table now sends this
+            // port's frames elsewhere: let go, start over.
+            self.close_quiet();
+            l.unclaim(self.pair_of(l));
+            *lender = None;
+            *self.claimed.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+    }
+
+    /// Tick, step 2: claims the queue pair of `target`, if the node has
+    /// that port, into `lender`.
+    fn claim(self: &Arc<Self>, lender: &mut Option<Lender>, target: &str) {
+        if let Some(l) = self.lenders.find(target) {
+            let me: Arc<dyn Borrower> = self.clone();
+            match l.claim(self.pair_of(&l), me) {
+                Ok(()) => {
+                    *lender = Some(l);
+                    *self.claimed.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(target.to_string());
+                }
+                Err(e) => self.set_status(format!(
+                    "copy: cannot borrow from vhost-user port {target}: {e}"
+                )),
+            }
+        }
+    }
+
+    /// Tick, step 3: while frames are small on average, a copy socket
+    /// (a `guest` one is closed, its buffers given back). Returns whether
+    /// they are.
+    fn copy_small_frames(&self, guest: bool) -> bool {
+        let small = {
+            let mut p = self.size_policy.lock().unwrap_or_else(|p| p.into_inner());
+            p.tick(
+                Instant::now(),
+                self.rx_frames.load(Relaxed),
+                self.rx_bytes.load(Relaxed),
+            )
+        };
+        let Some(avg) = small else {
+            return false;
+        };
+        // Small frames: a copy socket costs less than lending.
+        if guest {
+            self.close_and_give_back();
+        }
+        self.set_status(format!(
+            "copy: small frames ({avg} B on average; zero copy from {} B)",
+            self.size_policy
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .lend_from()
+        ));
+        true
+    }
+
+    /// Tick, step 4: leases `l`'s ring and switches to a socket over its
+    /// guest memory, unless that lease already failed to build one.
+    fn lease_and_switch(&self, l: &Lender, target: &str) {
+        let p = self.pair_of(l);
+        match l.lease(p) {
+            Ok(lease) => {
+                let failed = self
+                    .status
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .failed_tag;
+                if lease.tag != failed {
+                    let tag = lease.tag;
+                    match self.switch_to_guest(l, p, lease) {
+                        Ok(()) => self.set_status(format!(
+                            "zero-copy into {target} (queue pair {p}){}",
+                            self.target.suffix()
+                        )),
+                        Err(e) => {
+                            self.status
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .failed_tag = tag;
+                            self.set_status(format!("copy: zero-copy failed: {e}"));
+                        }
+                    }
+                }
+            }
+            Err(e) => self.set_status(format!("copy: {target}: {e}")),
+        }
     }
 
     /// A copy socket when the queue has none (after a revoke or a failed
@@ -690,7 +642,7 @@ impl RxQueue for ZcRxq {
         }
         // Descriptors the kernel left on the tx ring go out from here
         // too (see `tx.rs`).
-        crate::rx::retry_tx(&s.xsk);
+        crate::tx::retry_tx(&s.xsk);
         n
     }
 }

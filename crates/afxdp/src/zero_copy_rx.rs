@@ -5,9 +5,9 @@
 //! its manager are in `zero_copy.rs`.
 
 use crate::guest_umem::Placement;
+use crate::shared::{Fallback, ZcCounters, add};
 use crate::umem::Umem;
 use crate::xsk::{RxRings, Xsk};
-use crate::zero_copy::{Fallback, ZcCounters, add};
 use nfv_mem::owner::OwnerId;
 use nfv_mem::{BATCH, Batch, PoolCache};
 use nfv_virtio::lend::Lender;

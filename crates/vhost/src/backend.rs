@@ -27,11 +27,9 @@ use nfv_virtio::layout::{
 use vhost::vhost_user::message::VhostUserMemoryRegion;
 
 use crate::features;
-use crate::lend::LeaseKey;
 use crate::memtable::{self, MapRefused};
 use crate::message::Region;
-use crate::ownership::RingOwner;
-use crate::shared::{RingSetup, Shared, Snapshot, Status};
+use crate::shared::{RingOwner, RingSetup, Shared, Snapshot, Status};
 
 /// How long `GET_VRING_BASE` waits for the PMD owning a guest TX
 /// virtqueue to let go of it.
@@ -290,7 +288,7 @@ impl Backend {
         // A borrower of this ring's buffers lets go first, outside the
         // lock (see `lend.rs`): then nothing writes the lent buffers and
         // they can go back to the guest before the ring changes.
-        let key = setup.as_deref().map(LeaseKey::of);
+        let key = setup.as_deref().map(RingSetup::lease_key);
         let revoked = self.shared.lend.before_change(p, key.as_ref());
         let stand_in = RingOwner {
             rebuilding: true,

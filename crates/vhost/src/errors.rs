@@ -7,10 +7,9 @@
 //! to the totals its ring had when it was built.
 
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use nfv_virtio::{DeviceQueue, QueueErrors, QueueStats};
-
-use crate::shared::{ERROR_KINDS, ErrorMirror};
 
 /// Counter names, in the order of `values`.
 pub const NAMES: [&str; 22] = [
@@ -40,6 +39,26 @@ pub const NAMES: [&str; 22] = [
 
 /// Number of protocol-violation counters at the front of [`NAMES`].
 pub const VIOLATIONS: usize = 11;
+
+/// Error and drop counters of one virtqueue since the port opened, copied
+/// out of its `DeviceQueue` by the ring's owner (see the module doc).
+#[derive(Debug, Default)]
+pub(crate) struct ErrorMirror {
+    pub counts: [AtomicU64; ERROR_KINDS],
+    pub quarantined: AtomicBool,
+    /// The queue's call fd blocked and is being ignored.
+    pub call_stuck: AtomicBool,
+    /// DeviceQueue construction failures (bad ring addresses etc.).
+    pub setup_failures: AtomicU64,
+}
+
+pub(crate) const ERROR_KINDS: usize = NAMES.len();
+
+impl ErrorMirror {
+    pub fn load(&self) -> [u64; ERROR_KINDS] {
+        std::array::from_fn(|i| self.counts[i].load(Relaxed))
+    }
+}
 
 pub fn values(e: &QueueErrors, s: &QueueStats) -> [u64; ERROR_KINDS] {
     [

@@ -26,8 +26,9 @@ use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 use crate::backend::Backend;
 use crate::channel::Channel;
 use crate::message::{code, encode};
-use crate::queue::{VhostRxq, VhostTxq};
+use crate::rx::VhostRxq;
 use crate::shared::Shared;
+use crate::tx::VhostTxq;
 
 const MIB: u64 = 1 << 20;
 

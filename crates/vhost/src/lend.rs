@@ -2,14 +2,17 @@
 //! port is a lender under the contract of `nfv_virtio::lend`, whose doc
 //! has the rules (claim, lease, revoke before retire, packets, the other
 //! direction); the ring operations are `nfv_virtio`'s `device/lend.rs`
-//! and `device/keep.rs`. Here is how this port keeps those rules:
+//! and `device/keep.rs`. This module holds the port's loans (per guest RX
+//! ring: the borrower, the lease and the buffers coming back) and the
+//! ring side of them; `lender.rs` is the port as a lender, the calls a
+//! borrower makes. Here is how this port keeps the rules:
 //!
 //! * The port type adds each port it opens to the node's
-//!   [`nfv_virtio::lend::Lenders`] (`settings.rs`);
-//!   [`crate::VhostUserPort::lender`] hands the same [`Lender`] out
+//!   [`nfv_virtio::lend::Lenders`] (`port.rs`);
+//!   `VhostUserPort::lender` hands the same `Lender` out
 //!   directly. It is implemented over the port's shared state
-//!   ([`Shared`]), not the port: a lender outliving its port finds its
-//!   rings stopped ([`LendingPort::is_closed`]).
+//!   (`Shared`, `lender.rs`), not the port: a lender outliving its port
+//!   finds its rings stopped (`LendingPort::is_closed`).
 //! * Claimed ([`LendState::claimed`]): `features.rs` no longer offers
 //!   `VIRTIO_F_IN_ORDER`.
 //! * Revoke before retire: the protocol thread, before it rebuilds or
@@ -19,32 +22,29 @@
 //!   lent back under the ring's lock before the old queue retires; before
 //!   a guest TX ring changes, [`LendState::before_tx_change`] makes a
 //!   borrower sending in place let go first.
-//! * Packets over lent buffers come back through [`LendOwner`] (a bit in
-//!   the pair's [`HeadBits`], no lock) and are given back by the next
-//!   holder of the ring's lock ([`LendState::drain_returns`]); this
-//!   port's tx queues complete them in place ([`deliver_mixed`]).
+//! * Packets over lent buffers come back through `LendOwner`
+//!   (`lender.rs`: a bit in the pair's [`HeadBits`], no lock) and are
+//!   given back by the next holder of the ring's lock
+//!   ([`LendState::drain_returns`]); this port's tx queues complete them
+//!   in place ([`deliver_mixed`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use nfv_mem::owner::{self, BufferOwner, OwnerId};
+use nfv_mem::owner::{BufferOwner, OwnerId};
 use nfv_virtio::DeviceQueue;
-use nfv_virtio::lend::{
-    Borrower, HeadBits, Lease, LeaseError, Lender, LendingPort, TxKeep, untoken,
-};
-
-use crate::shared::Shared;
+use nfv_virtio::lend::{Borrower, HeadBits, TxKeep, untoken};
 
 /// One guest RX ring's loans.
 pub struct LendPair {
-    borrower: Mutex<Option<Arc<dyn Borrower>>>,
+    pub(crate) borrower: Mutex<Option<Arc<dyn Borrower>>>,
     /// The current lease; 0: none. Changes (release store) when a lease
     /// starts or ends.
-    tag: AtomicU32,
+    pub(crate) tag: AtomicU32,
     /// What the lease was granted on: memory and ring addresses.
-    key: Mutex<Option<LeaseKey>>,
+    pub(crate) key: Mutex<Option<LeaseKey>>,
     /// Heads whose packets came back through `release`, to give back.
-    returned: HeadBits,
+    pub(crate) returned: HeadBits,
     /// Lent buffers completed in place / given back, by this port's tx
     /// queues and the borrower (single writer each under the ring lock).
     pub zero_copy: AtomicU64,
@@ -67,7 +67,8 @@ impl Default for LendPair {
     }
 }
 
-/// Memory and ring addresses a lease was granted on.
+/// Memory and ring addresses a lease was granted on
+/// (`RingSetup::lease_key`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LeaseKey {
     pub mem: usize,
@@ -76,25 +77,16 @@ pub(crate) struct LeaseKey {
     pub features: u64,
 }
 
-impl LeaseKey {
-    pub fn of(s: &crate::shared::RingSetup) -> LeaseKey {
-        LeaseKey {
-            mem: Arc::as_ptr(&s.mem) as usize,
-            rings: [s.desc, s.avail, s.used],
-            size: s.size,
-            features: s.features,
-        }
-    }
-}
-
-/// The lending state of a port (in [`Shared`]).
+/// The lending state of a port (in `Shared`).
 #[derive(Default)]
 pub(crate) struct LendState {
     /// A borrower exists or existed: IN_ORDER is no longer offered.
     pub claimed: AtomicBool,
-    owner: OnceLock<(OwnerId, Arc<LendOwner>)>,
+    /// The id packets over lent buffers carry, and the owner they go back
+    /// to (`lender.rs`'s `LendOwner`), kept alive here.
+    pub(crate) owner: OnceLock<(OwnerId, Arc<dyn BufferOwner>)>,
     pub pairs: Box<[LendPair]>,
-    next_tag: AtomicU32,
+    pub(crate) next_tag: AtomicU32,
 }
 
 impl LendState {
@@ -180,148 +172,6 @@ impl LendState {
         }
         true
     }
-}
-
-/// Takes packets over lent buffers back (see the module doc).
-pub(crate) struct LendOwner {
-    shared: Weak<Shared>,
-}
-
-impl BufferOwner for LendOwner {
-    fn release(&self, token: u32) {
-        let Some(shared) = self.shared.upgrade() else {
-            return;
-        };
-        let (pair, tag, head) = untoken(token);
-        let Some(lp) = shared.lend.pairs.get(pair) else {
-            return;
-        };
-        let current = lp.tag.load(Acquire);
-        if current == 0 || current & 0xff != tag {
-            // From an ended lease: its buffers were given back already.
-            return;
-        }
-        lp.returned.insert(head);
-    }
-}
-
-/// The port as a lender (see the module doc): the calls a borrower makes
-/// through its [`Lender`].
-impl LendingPort for Shared {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn pairs(&self) -> usize {
-        self.cfg.queues
-    }
-
-    fn is_closed(&self) -> bool {
-        self.stop.load(Acquire)
-    }
-
-    fn owner_id(&self) -> Option<OwnerId> {
-        self.lend.owner_id()
-    }
-
-    fn claim(self: Arc<Self>, pair: usize, b: Arc<dyn Borrower>) -> Result<(), LeaseError> {
-        let lend = &self.lend;
-        let lp = lend.pairs.get(pair).ok_or(LeaseError::NoPair)?;
-        let mut slot = lp.borrower.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_some() {
-            return Err(LeaseError::NotLendable("another port borrows this ring"));
-        }
-        lend.owner.get_or_init(|| {
-            let o = Arc::new(LendOwner {
-                shared: Arc::downgrade(&self),
-            });
-            let weak: Weak<dyn BufferOwner> = Arc::downgrade(&o) as Weak<dyn BufferOwner>;
-            (owner::register_borrowed(weak), o)
-        });
-        lend.claimed.store(true, Release);
-        *slot = Some(b);
-        Ok(())
-    }
-
-    fn unclaim(&self, pair: usize) {
-        let Some(lp) = self.lend.pairs.get(pair) else {
-            return;
-        };
-        *lp.key.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        lp.tag.store(0, Release);
-        *lp.borrower.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        // Buffers still lent go back now: the borrower closed its socket
-        // first, so nothing writes them any more.
-        let ring = &self.tx[pair];
-        let mut st = ring.lock();
-        if let Some(dq) = st.dq.as_mut() {
-            let n = dq.return_all_lent();
-            lp.returned_total.fetch_add(n as u64, Relaxed);
-        }
-    }
-
-    /// Cold: under the ring's lock and the lease's mutex.
-    fn lease(&self, pair: usize) -> Result<Lease, LeaseError> {
-        let lend = &self.lend;
-        let lp = lend.pairs.get(pair).ok_or(LeaseError::NoPair)?;
-        let ring = &self.tx[pair];
-        let st = ring.lock();
-        let dq = st.dq.as_ref().ok_or(LeaseError::NotRunning)?;
-        dq.lendable()
-            .map_err(|e| LeaseError::NotLendable(e.as_str()))?;
-        let key = st.lease_key.clone().ok_or(LeaseError::NotRunning)?;
-        let mut k = lp.key.lock().unwrap_or_else(|p| p.into_inner());
-        let tag = match (k.as_ref(), lp.tag.load(Acquire)) {
-            (Some(cur), t) if *cur == key && t != 0 => t,
-            _ => {
-                let mut t = lend.next_tag.fetch_add(1, Relaxed) & 0xff;
-                if t == 0 {
-                    t = lend.next_tag.fetch_add(1, Relaxed) & 0xff;
-                }
-                *k = Some(key);
-                lp.tag.store(t, Release);
-                t
-            }
-        };
-        Ok(Lease {
-            tag,
-            mem: dq.memory().clone(),
-            hdr_len: dq.hdr_len(),
-        })
-    }
-
-    #[inline]
-    fn with_ring(&self, pair: usize, tag: u32, f: &mut dyn FnMut(&mut DeviceQueue)) {
-        let lend = &self.lend;
-        let Some(lp) = lend.pairs.get(pair) else {
-            return;
-        };
-        if tag == 0 || lp.tag.load(Acquire) != tag {
-            return;
-        }
-        let ring = &self.tx[pair];
-        let mut st = ring.lock();
-        let Some(dq) = st.dq.as_mut() else {
-            return;
-        };
-        lend.drain_returns(pair, dq);
-        let before = dq.stats().lent_returned;
-        f(dq);
-        let after = dq.stats().lent_returned;
-        if after != before {
-            lp.returned_total.fetch_add(after - before, Relaxed);
-        }
-    }
-
-    #[inline]
-    fn tx_keep(&self, pair: usize) -> Option<&TxKeep> {
-        self.lend.pairs.get(pair).map(|lp| &lp.tx)
-    }
-}
-
-/// The lender of `shared`'s port.
-pub(crate) fn lender(shared: &Arc<Shared>) -> Lender {
-    Lender::new(shared.clone())
 }
 
 /// Delivers `batch` into pair `pair`'s guest RX ring in order: packets

@@ -333,7 +333,7 @@ fn fds_exactly(h: &Header, fds: &[OwnedFd], want: usize) -> Result<(), DecodeErr
 
 /// Decodes one request. `fds` are those that came with it; any not used
 /// by the request are closed when this returns (they are dropped).
-pub fn decode(h: &Header, payload: &[u8], mut fds: Vec<OwnedFd>) -> Result<Request, DecodeError> {
+pub fn decode(h: &Header, payload: &[u8], fds: Vec<OwnedFd>) -> Result<Request, DecodeError> {
     use code::*;
     let state = |h: &Header| -> Result<(u32, u32), DecodeError> {
         need(h, payload, 8)?;
@@ -354,37 +354,14 @@ pub fn decode(h: &Header, payload: &[u8], mut fds: Vec<OwnedFd>) -> Result<Reque
             let (index, num) = state(h)?;
             Request::SetVringNum { index, num }
         }
-        SET_VRING_ADDR => {
-            // index, flags, then desc, used, avail, log (u64 each).
-            need(h, payload, 40)?;
-            Request::SetVringAddr {
-                index: u32_at(payload, 0),
-                desc: u64_at(payload, 8),
-                used: u64_at(payload, 16),
-                avail: u64_at(payload, 24),
-            }
-        }
+        SET_VRING_ADDR => decode_vring_addr(h, payload)?,
         SET_VRING_BASE => {
             let (index, base) = state(h)?;
             Request::SetVringBase { index, base }
         }
         GET_VRING_BASE => Request::GetVringBase { index: state(h)?.0 },
         SET_VRING_KICK | SET_VRING_CALL | SET_VRING_ERR => {
-            let v = value(h)?;
-            let kind = match h.request {
-                SET_VRING_KICK => VringFd::Kick,
-                SET_VRING_CALL => VringFd::Call,
-                _ => VringFd::Err,
-            };
-            let index = (v & VRING_INDEX_MASK) as u32;
-            let fd = if v & VRING_NOFD != 0 {
-                fds_exactly(h, &fds, 0)?;
-                None
-            } else {
-                fds_exactly(h, &fds, 1)?;
-                fds.pop()
-            };
-            return Ok(Request::SetVringFd { kind, index, fd });
+            return decode_vring_fd(h, payload, fds);
         }
         GET_PROTOCOL_FEATURES => Request::GetProtocolFeatures,
         SET_PROTOCOL_FEATURES => Request::SetProtocolFeatures(value(h)?),
@@ -400,18 +377,7 @@ pub fn decode(h: &Header, payload: &[u8], mut fds: Vec<OwnedFd>) -> Result<Reque
             fds_exactly(h, &fds, 1)?;
             return Ok(Request::BackendReqFd);
         }
-        SET_LOG_BASE => {
-            // mmap_size, mmap_offset (VhostUserLog); the fd with LOG_SHMFD.
-            need(h, payload, 16)?;
-            if fds.len() > 1 {
-                fds_exactly(h, &fds, 1)?;
-            }
-            return Ok(Request::SetLogBase {
-                size: u64_at(payload, 0),
-                offset: u64_at(payload, 8),
-                fd: fds.pop(),
-            });
-        }
+        SET_LOG_BASE => return decode_log_base(h, payload, fds),
         SET_LOG_FD => {
             fds_exactly(h, &fds, 1)?;
             return Ok(Request::SetLogFd);
@@ -430,6 +396,61 @@ pub fn decode(h: &Header, payload: &[u8], mut fds: Vec<OwnedFd>) -> Result<Reque
     };
     no_fds(h, &fds)?;
     Ok(req)
+}
+
+/// SET_VRING_ADDR: index, flags, then desc, used, avail, log (u64 each).
+fn decode_vring_addr(h: &Header, payload: &[u8]) -> Result<Request, DecodeError> {
+    need(h, payload, 40)?;
+    Ok(Request::SetVringAddr {
+        index: u32_at(payload, 0),
+        desc: u64_at(payload, 8),
+        used: u64_at(payload, 16),
+        avail: u64_at(payload, 24),
+    })
+}
+
+/// SET_VRING_KICK, SET_VRING_CALL, SET_VRING_ERR: the vring index and,
+/// unless `VRING_NOFD` is set, one fd.
+fn decode_vring_fd(
+    h: &Header,
+    payload: &[u8],
+    mut fds: Vec<OwnedFd>,
+) -> Result<Request, DecodeError> {
+    use code::*;
+    need(h, payload, 8)?;
+    let v = u64_at(payload, 0);
+    let kind = match h.request {
+        SET_VRING_KICK => VringFd::Kick,
+        SET_VRING_CALL => VringFd::Call,
+        _ => VringFd::Err,
+    };
+    let index = (v & VRING_INDEX_MASK) as u32;
+    let fd = if v & VRING_NOFD != 0 {
+        fds_exactly(h, &fds, 0)?;
+        None
+    } else {
+        fds_exactly(h, &fds, 1)?;
+        fds.pop()
+    };
+    Ok(Request::SetVringFd { kind, index, fd })
+}
+
+/// SET_LOG_BASE: mmap_size, mmap_offset (VhostUserLog); the fd with
+/// LOG_SHMFD.
+fn decode_log_base(
+    h: &Header,
+    payload: &[u8],
+    mut fds: Vec<OwnedFd>,
+) -> Result<Request, DecodeError> {
+    need(h, payload, 16)?;
+    if fds.len() > 1 {
+        fds_exactly(h, &fds, 1)?;
+    }
+    Ok(Request::SetLogBase {
+        size: u64_at(payload, 0),
+        offset: u64_at(payload, 8),
+        fd: fds.pop(),
+    })
 }
 
 fn decode_mem_table(h: &Header, payload: &[u8], fds: Vec<OwnedFd>) -> Result<Request, DecodeError> {

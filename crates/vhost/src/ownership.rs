@@ -1,8 +1,10 @@
 //! The ring ownership state machine: what the owner of one virtqueue does
 //! when the published setup of its vring changes.
 //!
-//! Both kinds of owner run it over the same fields: a guest TX virtqueue's
-//! rx queue object on its PMD (`queue.rs`, when it sees a new generation)
+//! Both kinds of owner run it over the same fields ([`RingOwner`], in
+//! `shared.rs`: a guest RX ring's lives behind that ring's lock): a guest
+//! TX virtqueue's rx queue object on its PMD (`rx.rs`, when it sees a new
+//! generation)
 //! and the protocol thread for a guest RX virtqueue (`backend.rs`, on the
 //! ring's state taken out of its slot: retiring and building a queue read
 //! and write guest memory and the dirty log, which may fault, so no lock
@@ -27,36 +29,17 @@
 //! given is logged as a warning: chains the previous backend took and
 //! never returned, or a used ring the frontend restored from stale memory
 //! (the driver then sees entries it did not expect).
+//!
+//! Between transitions, both owners run the same two cold checks from
+//! their bursts: [`check_memory`] when the guest-memory fault epoch moved,
+//! and [`publish`] when the queue's counters changed.
+
+use std::sync::atomic::Ordering::Relaxed;
 
 use nfv_virtio::DeviceQueue;
 
-use crate::errors;
-use crate::shared::{ERROR_KINDS, ErrorMirror, RingSetup, Shared, Status};
-
-/// The owner's side of one virtqueue. Single owner: a PMD's rx queue
-/// object, or whoever holds the tx ring's lock.
-#[derive(Default)]
-pub(crate) struct RingOwner {
-    pub dq: Option<DeviceQueue>,
-    /// Id of the setup last applied (0: none).
-    pub setup_id: u64,
-    /// Base epoch `position` belongs to.
-    pub base_epoch: u64,
-    /// Avail position where the last queue stopped.
-    pub position: u16,
-    /// Counter totals of the queues this ring had before `dq`.
-    pub error_base: [u64; ERROR_KINDS],
-    /// Sum of `dq`'s error counters at the last mirror, to notice changes.
-    pub error_seen: u64,
-    /// Guest-memory fault epoch last checked against `dq`'s memory.
-    pub fault_epoch: u64,
-    /// Guest RX rings: what a lease on the running setup is granted on.
-    pub lease_key: Option<crate::lend::LeaseKey>,
-    /// Guest RX rings: this is the stand-in left in the slot while the
-    /// protocol thread rebuilds the ring outside the lock (no queue; tx
-    /// bursts count as busy).
-    pub rebuilding: bool,
-}
+use crate::errors::{self, ERROR_KINDS, ErrorMirror};
+use crate::shared::{RingOwner, RingSetup, Shared, Status};
 
 impl RingOwner {
     /// Moves vring `vring` to `setup` (`None`: stopped); with `keep_lent`
@@ -186,5 +169,42 @@ fn log_stop(shared: &Shared, vring: usize, avail: u16, dq: &DeviceQueue) {
                 )
             }
         });
+    }
+}
+
+/// Stops `dq` if its guest memory faulted (cold: the fault epoch moved).
+#[cold]
+pub(crate) fn check_memory(shared: &Shared, vring: usize, dq: &mut DeviceQueue) {
+    if dq.memory().faulted() && dq.stats().memory_faults == 0 {
+        dq.quarantine_memory_fault();
+        shared.warn_limited(
+            "memory_fault",
+            format!(
+                "vring {vring}: guest memory faulted (SIGBUS: the frontend shrank a memory \
+                 file); the ring is quarantined until a new memory table"
+            ),
+        );
+    }
+}
+
+/// Publishes `dq`'s counters after they changed; logs a call fd that
+/// started blocking.
+#[cold]
+pub(crate) fn publish(
+    shared: &Shared,
+    vring: usize,
+    m: &ErrorMirror,
+    dq: &DeviceQueue,
+    base: &mut [u64; ERROR_KINDS],
+) {
+    errors::mirror(m, dq, base, false);
+    if dq.call_stuck() && !m.call_stuck.swap(true, Relaxed) {
+        shared.warn_limited(
+            "call_blocked",
+            format!(
+                "vring {vring}: writing the call fd would block; it is ignored until the \
+                 frontend sends a new one (SET_VRING_CALL)"
+            ),
+        );
     }
 }

@@ -1,14 +1,13 @@
-//! The `vhost-user` port type: its settings, its `[[port]]` keys and its
-//! registration ([`VHOST_USER`]).
+//! The `vhost-user` port's settings: its `[[port]]` keys, their parsing,
+//! and the frame limits that follow from them (the port type, which hands
+//! its keys over to here, is in `port.rs`).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use nfv_ports::config::{PortConfig, PortKind, PortSettings, same_settings};
-use nfv_ports::{OpenContext, Port, PortOpenError, PortType};
+use nfv_ports::config::{PortSettings, same_settings};
 use nfv_settings::{PortTable, SettingError};
 
-use crate::VhostUserPort;
+use crate::memtable::{DEFAULT_MAX_GUEST_MEMORY, NODE_BUDGET_MAX_GIB};
 
 /// Who creates the vhost-user socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -75,7 +74,7 @@ pub struct VhostUserConfig {
     /// it, and sends the guest no frame longer than MTU + 18 (one VLAN
     /// tag), as OVS drops frames over a vhost port's MTU; large TCP/UDP
     /// segments of a guest that negotiated them are not bound by it.
-    /// Default: not set (F_MTU not offered, frames up to [`crate::max_frame`]).
+    /// Default: not set (F_MTU not offered, frames up to [`max_frame`]).
     pub mtu: Option<u16>,
 }
 
@@ -133,7 +132,7 @@ impl VhostUserConfig {
             one_copy: true,
             packed_ring: true,
             offloads: Offloads::ALL,
-            max_guest_memory: crate::memtable::DEFAULT_MAX_GUEST_MEMORY,
+            max_guest_memory: DEFAULT_MAX_GUEST_MEMORY,
             mtu: None,
         }
     }
@@ -160,92 +159,108 @@ impl PortSettings for VhostUserConfig {
     }
 }
 
-/// The `vhost-user` port type, listed in `nfv-port-types`.
-pub static VHOST_USER: VhostUserType = VhostUserType;
+/// The `[[port]]` keys a `vhost-user` port reads besides `name`, `id`
+/// and `type` (`rxqs` is refused: see [`parse`]).
+pub const KEYS: &[&str] = &[
+    "socket",
+    "mode",
+    "queues",
+    "mrg_rxbuf",
+    "tx_retries",
+    "one_copy",
+    "packed_ring",
+    "csum",
+    "tso",
+    "ecn",
+    "uso",
+    "max_guest_memory_gib",
+    "mtu",
+];
 
-pub struct VhostUserType;
-
-impl PortType for VhostUserType {
-    fn name(&self) -> &'static str {
-        "vhost-user"
+/// Reads a `vhost-user` port's keys.
+pub fn parse(t: &PortTable<'_>) -> Result<VhostUserConfig, SettingError> {
+    if t.has("rxqs") {
+        return Err(t.error(
+            "rxqs",
+            "not valid for a port of type \"vhost-user\": its rx queues are the guest's \
+             queue pairs; set `queues`",
+        ));
     }
-    fn keys(&self) -> &'static [&'static str] {
-        &[
-            "socket",
+    let socket = t.socket_path("socket")?;
+    let socket: PathBuf = t.required(
+        "socket",
+        socket,
+        "a vhost-user port needs `socket`, the path of its unix socket",
+    )?;
+    let d = VhostUserConfig::new("", VhostUserMode::default());
+    let mrg_rxbuf = t.bool_or("mrg_rxbuf", d.mrg_rxbuf)?;
+    let mtu = if t.has("mtu") {
+        let most = frame_limit(mrg_rxbuf) - MTU_OVERHEAD;
+        Some(t.int_or::<u16>("mtu", 68..=most as i64, 1500)?)
+    } else {
+        None
+    };
+    Ok(VhostUserConfig {
+        socket,
+        mode: t.one_of_or(
             "mode",
-            "queues",
-            "mrg_rxbuf",
+            &[
+                ("server", VhostUserMode::Server),
+                ("client", VhostUserMode::Client),
+            ],
+            d.mode,
+        )?,
+        queues: t.int_or("queues", 1..=VhostUserConfig::MAX_QUEUES as i64, d.queues)?,
+        mrg_rxbuf,
+        tx_retries: t.int_or(
             "tx_retries",
-            "one_copy",
-            "packed_ring",
-            "csum",
-            "tso",
-            "ecn",
-            "uso",
+            0..=VhostUserConfig::MAX_TX_RETRIES as i64,
+            d.tx_retries,
+        )?,
+        one_copy: t.bool_or("one_copy", d.one_copy)?,
+        packed_ring: t.bool_or("packed_ring", d.packed_ring)?,
+        offloads: Offloads {
+            csum: t.bool_or("csum", d.offloads.csum)?,
+            tso: t.bool_or("tso", d.offloads.tso)?,
+            ecn: t.bool_or("ecn", d.offloads.ecn)?,
+            uso: t.bool_or("uso", d.offloads.uso)?,
+        },
+        max_guest_memory: t.int_or::<u64>(
             "max_guest_memory_gib",
-            "mtu",
-        ]
+            1..=(NODE_BUDGET_MAX_GIB as i64),
+            d.max_guest_memory >> 30,
+        )? << 30,
+        mtu,
+    })
+}
+
+/// Largest frame sent to a guest that negotiated MRG_RXBUF.
+pub const MAX_FRAME_MRG: usize = 9000;
+/// Largest frame without MRG_RXBUF: what a guest's single receive buffer is
+/// sized for (Linux virtio-net small buffers and DPDK mbufs both hold an
+/// untagged 1500-byte-MTU frame, 1518 bytes).
+pub const MAX_FRAME_NO_MRG: usize = 1518;
+
+/// Bytes a frame may carry beyond its MTU: Ethernet header and one VLAN
+/// tag (14 + 4), as the port's frame limits count them.
+pub const MTU_OVERHEAD: usize = 18;
+
+/// The largest frame a guest's receive buffers take, with or without
+/// MRG_RXBUF.
+pub fn frame_limit(mrg_rxbuf: bool) -> usize {
+    if mrg_rxbuf {
+        MAX_FRAME_MRG
+    } else {
+        MAX_FRAME_NO_MRG
     }
-    fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
-        if t.has("rxqs") {
-            return Err(t.error(
-                "rxqs",
-                "not valid for a port of type \"vhost-user\": its rx queues are the guest's \
-                 queue pairs; set `queues`",
-            ));
-        }
-        let socket = t.socket_path("socket")?;
-        let socket: PathBuf = t.required(
-            "socket",
-            socket,
-            "a vhost-user port needs `socket`, the path of its unix socket",
-        )?;
-        let d = VhostUserConfig::new("", VhostUserMode::default());
-        let mrg_rxbuf = t.bool_or("mrg_rxbuf", d.mrg_rxbuf)?;
-        let mtu = if t.has("mtu") {
-            let most = crate::frame_limit(mrg_rxbuf) - crate::MTU_OVERHEAD;
-            Some(t.int_or::<u16>("mtu", 68..=most as i64, 1500)?)
-        } else {
-            None
-        };
-        Ok(PortKind::typed(VhostUserConfig {
-            socket,
-            mode: t.one_of_or(
-                "mode",
-                &[
-                    ("server", VhostUserMode::Server),
-                    ("client", VhostUserMode::Client),
-                ],
-                d.mode,
-            )?,
-            queues: t.int_or("queues", 1..=VhostUserConfig::MAX_QUEUES as i64, d.queues)?,
-            mrg_rxbuf,
-            tx_retries: t.int_or(
-                "tx_retries",
-                0..=VhostUserConfig::MAX_TX_RETRIES as i64,
-                d.tx_retries,
-            )?,
-            one_copy: t.bool_or("one_copy", d.one_copy)?,
-            packed_ring: t.bool_or("packed_ring", d.packed_ring)?,
-            offloads: Offloads {
-                csum: t.bool_or("csum", d.offloads.csum)?,
-                tso: t.bool_or("tso", d.offloads.tso)?,
-                ecn: t.bool_or("ecn", d.offloads.ecn)?,
-                uso: t.bool_or("uso", d.offloads.uso)?,
-            },
-            max_guest_memory: t.int_or::<u64>(
-                "max_guest_memory_gib",
-                1..=(crate::memtable::NODE_BUDGET_MAX_GIB as i64),
-                d.max_guest_memory >> 30,
-            )? << 30,
-            mtu,
-        }))
-    }
-    /// Opens the port and adds it to the node's lenders, where a
-    /// zero-copy AF_XDP queue naming it finds it.
-    fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
-        let port = VhostUserPort::from_config(cfg).map_err(PortOpenError::failed)?;
-        cx.lenders.add(&port.lender());
-        Ok(port)
+}
+
+/// `TxQueue::max_frame` for a port with this config (fixed when the port
+/// opens, before any guest negotiates): the port's `mtu` + 18 when set.
+pub fn max_frame(cfg: &VhostUserConfig) -> usize {
+    let limit = frame_limit(cfg.mrg_rxbuf);
+    match cfg.mtu {
+        Some(mtu) => (usize::from(mtu) + MTU_OVERHEAD).min(limit),
+        None => limit,
     }
 }

@@ -40,20 +40,42 @@
 //!   again over the same faulted memory refuses to start
 //!   ([`RingSetup::build`]) until a new memory table arrives.
 //!
+//! Here too, as the types the other modules share: each ring's owner
+//! state ([`RingOwner`]; its transitions are in `ownership.rs`) and the
+//! port's open error ([`VhostError`]). This module imports none of the
+//! modules that import it.
+//!
 //! Thread safety: `Shared` is `Sync`. Counters are atomics with a single
 //! writer (the protocol thread, or the ring's owner for ring errors).
 
 use nfv_mem::{SpinGuard, SpinLock};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::VhostUserConfig;
 use nfv_virtio::dirty_log::DirtyLog;
 use nfv_virtio::{DeviceQueue, GuestMemory, QueueSetup};
 
+use crate::errors::{ERROR_KINDS, ErrorMirror};
+use crate::lend::{LeaseKey, LendState};
 use crate::ratelimit::RateLimitedLog;
+use crate::settings::VhostUserConfig;
+
+/// Why a port could not be opened (`VhostUserPort::open`; binding the
+/// server socket, `conn::bind`, returns it too).
+#[derive(Debug, thiserror::Error)]
+pub enum VhostError {
+    #[error("port {0}: not a vhost-user port")]
+    NotVhostUser(String),
+    #[error("vhost-user socket {}: {err}", path.display())]
+    Socket { path: PathBuf, err: String },
+    #[error("port {port}: queues = {queues} is out of range 1..=16")]
+    Queues { port: String, queues: usize },
+    #[error("port {port}: cannot start its protocol thread: {err}")]
+    Spawn { port: String, err: std::io::Error },
+}
 
 /// Everything needed to build a `DeviceQueue` for one running vring.
 #[derive(Debug)]
@@ -104,6 +126,17 @@ impl RingSetup {
         dq.set_dirty_log(self.dirty_log.clone());
         Ok(dq)
     }
+
+    /// What a lease on this setup is granted on: its memory and ring
+    /// addresses.
+    pub fn lease_key(&self) -> LeaseKey {
+        LeaseKey {
+            mem: Arc::as_ptr(&self.mem) as usize,
+            rings: [self.desc, self.avail, self.used],
+            size: self.size,
+            features: self.features,
+        }
+    }
 }
 
 /// One published state of the port.
@@ -115,26 +148,6 @@ pub(crate) struct Snapshot {
     /// Pairs whose guest RX virtqueue `2p` is running, ascending. PMD `q`
     /// transmits on `tx_pairs[q % len]`.
     pub tx_pairs: Vec<usize>,
-}
-
-/// Error and drop counters of one virtqueue since the port opened, copied
-/// out of its `DeviceQueue` by the ring's owner (see [`crate::errors`]).
-#[derive(Debug, Default)]
-pub(crate) struct ErrorMirror {
-    pub counts: [AtomicU64; ERROR_KINDS],
-    pub quarantined: AtomicBool,
-    /// The queue's call fd blocked and is being ignored.
-    pub call_stuck: AtomicBool,
-    /// DeviceQueue construction failures (bad ring addresses etc.).
-    pub setup_failures: AtomicU64,
-}
-
-pub(crate) const ERROR_KINDS: usize = crate::errors::NAMES.len();
-
-impl ErrorMirror {
-    pub fn load(&self) -> [u64; ERROR_KINDS] {
-        std::array::from_fn(|i| self.counts[i].load(Relaxed))
-    }
 }
 
 /// A ring-fill gauge written by the ring's owner once per burst (one
@@ -187,8 +200,34 @@ pub(crate) struct TxRing {
     pub errors: ErrorMirror,
 }
 
-/// The owner's state of a guest RX virtqueue (see [`crate::ownership`]).
-pub(crate) type TxState = crate::ownership::RingOwner;
+/// The owner's state of a guest RX virtqueue.
+pub(crate) type TxState = RingOwner;
+
+/// The owner's side of one virtqueue. Single owner: a PMD's rx queue
+/// object, or whoever holds the tx ring's lock. Its transitions (a setup
+/// that changes) are `RingOwner::apply`, in `ownership.rs`.
+#[derive(Default)]
+pub(crate) struct RingOwner {
+    pub dq: Option<DeviceQueue>,
+    /// Id of the setup last applied (0: none).
+    pub setup_id: u64,
+    /// Base epoch `position` belongs to.
+    pub base_epoch: u64,
+    /// Avail position where the last queue stopped.
+    pub position: u16,
+    /// Counter totals of the queues this ring had before `dq`.
+    pub error_base: [u64; ERROR_KINDS],
+    /// Sum of `dq`'s error counters at the last mirror, to notice changes.
+    pub error_seen: u64,
+    /// Guest-memory fault epoch last checked against `dq`'s memory.
+    pub fault_epoch: u64,
+    /// Guest RX rings: what a lease on the running setup is granted on.
+    pub lease_key: Option<LeaseKey>,
+    /// Guest RX rings: this is the stand-in left in the slot while the
+    /// protocol thread rebuilds the ring outside the lock (no queue; tx
+    /// bursts count as busy).
+    pub rebuilding: bool,
+}
 
 impl Default for TxRing {
     fn default() -> Self {
@@ -314,7 +353,7 @@ pub(crate) struct Shared {
     /// Cap on the bytes one memory table may map (`crate::memtable`).
     pub max_guest_memory: AtomicU64,
     /// Guest RX buffers lent to other ports' rx queues (`lend.rs`).
-    pub lend: crate::lend::LendState,
+    pub lend: LendState,
     /// A MAC to announce (SEND_RARP), taken by queue pair 0's rx queue at
     /// its next resync: `1 << 48 | mac` (see `crate::rarp`), 0 for none.
     pub rarp: AtomicU64,
@@ -339,7 +378,7 @@ impl Shared {
             conn: Mutex::new(None),
             log: RateLimitedLog::new(format!("vhost-user port {name}")),
             max_guest_memory: AtomicU64::new(cfg.max_guest_memory),
-            lend: crate::lend::LendState::new(pairs),
+            lend: LendState::new(pairs),
             rarp: AtomicU64::new(0),
         }
     }

@@ -130,6 +130,50 @@ fn hex(s: &str) -> u64 {
 
 fn count(facts: &str, trace: &str) {
     let facts = std::fs::read_to_string(facts).expect("facts file");
+    let f = parse_facts(&facts);
+    let (mdrv, mdev, mstart) = (f["mark_drv"][0], f["mark_dev"][0], f["mark_start"][0]);
+    let areas = [
+        ("ring", f["rings"][0], f["rings"][1]),
+        ("buffer", f["buffers"][0], f["buffers"][1]),
+    ];
+    let bursts = f["bursts"][0];
+    let mut m = Replay::new();
+    let file = std::fs::File::open(trace).expect("trace file");
+    for l in std::io::BufReader::new(file).lines() {
+        let l = l.unwrap();
+        let Some((op, addr, size)) = parse_access(&l) else {
+            continue;
+        };
+        if op == b'L' && size == 8 {
+            if addr == mdrv || addr == mdev {
+                if m.side == Side::Device {
+                    m.flush();
+                }
+                m.side = if addr == mdrv {
+                    Side::Driver
+                } else {
+                    Side::Device
+                };
+                continue;
+            }
+            if addr == mstart {
+                m.measuring = true;
+                continue;
+            }
+        }
+        let Some(area) = areas
+            .iter()
+            .position(|&(_, base, len)| addr >= base && addr < base + len)
+        else {
+            continue;
+        };
+        m.touch(area, addr, size, op != b'L');
+    }
+    print_tally(&areas, &m.tally, bursts);
+}
+
+/// The facts `run` printed: a name, then numbers (hex with `0x`), a line.
+fn parse_facts(facts: &str) -> HashMap<&str, Vec<u64>> {
     let mut f: HashMap<&str, Vec<u64>> = HashMap::new();
     for l in facts.lines() {
         let mut w = l.split_whitespace();
@@ -147,79 +191,73 @@ fn count(facts: &str, trace: &str) {
             );
         }
     }
-    let (mdrv, mdev, mstart) = (f["mark_drv"][0], f["mark_dev"][0], f["mark_start"][0]);
-    let areas = [
-        ("ring", f["rings"][0], f["rings"][1]),
-        ("buffer", f["buffers"][0], f["buffers"][1]),
-    ];
-    let bursts = f["bursts"][0];
-    let mut lines: HashMap<u64, Line> = HashMap::new();
-    let mut tally: [Tally; 2] = Default::default();
-    let mut side = Side::Driver;
-    let mut measuring = false;
-    // Lines the device touched in this device stretch: (line, area) -> wrote.
-    let mut stretch: HashMap<(u64, usize), bool> = HashMap::new();
-    let flush = |stretch: &mut HashMap<(u64, usize), bool>, tally: &mut [Tally; 2], on: bool| {
-        if on {
-            for (&(_, a), &w) in stretch.iter() {
+    f
+}
+
+/// A lackey trace line's access: its kind (`L`, `S`, `M`), address and
+/// size; `None` for any other line.
+fn parse_access(l: &str) -> Option<(u8, u64, u64)> {
+    let b = l.as_bytes();
+    if b.len() < 4 || b[0] != b' ' {
+        return None;
+    }
+    let op = b[1];
+    if !matches!(op, b'L' | b'S' | b'M') {
+        return None;
+    }
+    let (a, sz) = l[3..].trim().split_once(',')?;
+    Some((op, hex(a), sz.parse::<u64>().unwrap_or(1).max(1)))
+}
+
+/// The two-cache model while the trace replays.
+struct Replay {
+    lines: HashMap<u64, Line>,
+    tally: [Tally; 2],
+    side: Side,
+    measuring: bool,
+    /// Lines the device touched in this device stretch: (line, area) -> wrote.
+    stretch: HashMap<(u64, usize), bool>,
+}
+
+impl Replay {
+    fn new() -> Replay {
+        Replay {
+            lines: HashMap::new(),
+            tally: Default::default(),
+            side: Side::Driver,
+            measuring: false,
+            stretch: HashMap::new(),
+        }
+    }
+
+    /// A device stretch ends: its lines go into the tally (if measuring).
+    fn flush(&mut self) {
+        if self.measuring {
+            for (&(_, a), &w) in self.stretch.iter() {
                 if w {
-                    tally[a].dev_written += 1;
+                    self.tally[a].dev_written += 1;
                 } else {
-                    tally[a].dev_read += 1;
+                    self.tally[a].dev_read += 1;
                 }
             }
         }
-        stretch.clear();
-    };
-    let file = std::fs::File::open(trace).expect("trace file");
-    for l in std::io::BufReader::new(file).lines() {
-        let l = l.unwrap();
-        let b = l.as_bytes();
-        if b.len() < 4 || b[0] != b' ' {
-            continue;
-        }
-        let op = b[1];
-        if !matches!(op, b'L' | b'S' | b'M') {
-            continue;
-        }
-        let Some((a, sz)) = l[3..].trim().split_once(',') else {
-            continue;
-        };
-        let (addr, size) = (hex(a), sz.parse::<u64>().unwrap_or(1).max(1));
-        if op == b'L' && size == 8 {
-            if addr == mdrv || addr == mdev {
-                if side == Side::Device {
-                    flush(&mut stretch, &mut tally, measuring);
-                }
-                side = if addr == mdrv {
-                    Side::Driver
-                } else {
-                    Side::Device
-                };
-                continue;
-            }
-            if addr == mstart {
-                measuring = true;
-                continue;
-            }
-        }
-        let Some(area) = areas
-            .iter()
-            .position(|&(_, base, len)| addr >= base && addr < base + len)
-        else {
-            continue;
-        };
-        let write = op != b'L';
+        self.stretch.clear();
+    }
+
+    /// An access of `size` bytes at `addr` in area `area` by the current
+    /// side: each line it covers moves between the caches as it must.
+    fn touch(&mut self, area: usize, addr: u64, size: u64, write: bool) {
+        let side = self.side;
         for line in addr / 64..=(addr + size - 1) / 64 {
-            let e = lines.entry(line).or_default();
+            let e = self.lines.entry(line).or_default();
             let (mine, other) = match side {
                 Side::Driver => (e.drv, e.dev),
                 Side::Device => (e.dev, e.drv),
             };
-            if !mine && other && measuring {
+            if !mine && other && self.measuring {
                 match side {
-                    Side::Driver => tally[area].to_drv += 1,
-                    Side::Device => tally[area].to_dev += 1,
+                    Side::Driver => self.tally[area].to_drv += 1,
+                    Side::Device => self.tally[area].to_dev += 1,
                 }
             }
             match (side, write) {
@@ -239,11 +277,15 @@ fn count(facts: &str, trace: &str) {
                 (Side::Device, false) => e.dev = true,
             }
             if side == Side::Device {
-                let w = stretch.entry((line, area)).or_insert(false);
+                let w = self.stretch.entry((line, area)).or_insert(false);
                 *w |= write;
             }
         }
     }
+}
+
+/// The tally per burst, by area.
+fn print_tally(areas: &[(&str, u64, u64)], tally: &[Tally; 2], bursts: u64) {
     let per = |x: u64| x as f64 / bursts as f64;
     println!(
         "{:<8} {:>9} {:>9} {:>9} {:>9} {:>9}",

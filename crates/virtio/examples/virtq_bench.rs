@@ -168,21 +168,84 @@ fn threaded(len: usize, features: u64, secs: f64) -> f64 {
     received.load(Ordering::Relaxed) as f64 / secs / 1e6
 }
 
+/// (name, features, with call eventfds: the driver polls (interrupts
+/// disabled) but the device must fence and check each burst; one-copy:
+/// long frames leave dequeue split and enqueue copies them straight
+/// from the TX buffer; dirty log: the guest migrating, every device
+/// write marked in a log — compare with the V1+MRG+EVENT_IDX row)
+const CONFIGS: &[(&str, u64, bool, bool, bool)] = &[
+    ("V1", V1, false, false, false),
+    ("V1+MRG", V1 | MRG, false, false, false),
+    ("V1+MRG one-copy", V1 | MRG, false, true, false),
+    ("V1+MRG+EVENT_IDX", V1 | MRG | EVIDX, false, false, false),
+    (
+        "V1+MRG+EVIDX+offl",
+        V1 | MRG | EVIDX | OFFLOADS,
+        false,
+        false,
+        false,
+    ),
+    ("V1+MRG+EVIDX+call", V1 | MRG | EVIDX, true, false, false),
+    ("V1+MRG+EVIDX+log", V1 | MRG | EVIDX, false, false, true),
+    // Packed rings (what `compare --packed` negotiates).
+    ("PACKED+MRG", V1 | MRG | PACKED, false, false, false),
+    (
+        "PACKED+MRG+EVIDX",
+        V1 | MRG | EVIDX | PACKED,
+        false,
+        false,
+        false,
+    ),
+    // testpmd's virtio-user takes IN_ORDER: TX bursts go back as one
+    // used descriptor.
+    (
+        "PACKED+MRG+INORDER",
+        V1 | MRG | IN_ORDER | PACKED,
+        false,
+        false,
+        false,
+    ),
+];
+
+/// One row: its name, frame length, loopback, burst and samples.
+type Setup = (&'static str, usize, Loopback, Batch, Vec<Sample>);
+
 fn main() {
     if std::env::var_os("VIRTQ_BENCH_THREADS").is_some() {
-        println!("two threads (VNF, switch), 64 and 1518 B, V1+MRG+EVENT_IDX, Mpps of 5 x 1 s:");
-        for len in [64, 1518] {
-            let mut v: Vec<f64> = (0..5)
-                .map(|_| threaded(len, V1 | MRG | EVIDX, 1.0))
-                .collect();
-            v.sort_by(|a, b| a.total_cmp(b));
-            println!(
-                "  {len:>5} B: median {:.2} Mpps (min {:.2}, max {:.2})",
-                v[2], v[0], v[4]
-            );
-        }
+        threaded_rows();
     }
     let hz = nfv_tsc::hz() as f64;
+    print_header(hz);
+    // Keeps the logs' files open while the setups run.
+    let mut logs = Vec::new();
+    let mut setups = setups(&mut logs);
+    for r in 0..ROUNDS {
+        for (_, _, l, pkts, samples) in setups.iter_mut() {
+            round(l, pkts, samples);
+            if r == 0 {
+                samples.clear(); // warm-up
+            }
+        }
+    }
+    report(&setups, hz);
+}
+
+/// The two-thread rows (`VIRTQ_BENCH_THREADS`).
+fn threaded_rows() {
+    println!("two threads (VNF, switch), 64 and 1518 B, V1+MRG+EVENT_IDX, Mpps of 5 x 1 s:");
+    for len in [64, 1518] {
+        let mut v: Vec<f64> = (0..5)
+            .map(|_| threaded(len, V1 | MRG | EVIDX, 1.0))
+            .collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        println!(
+            "  {len:>5} B: median {:.2} Mpps (min {:.2}, max {:.2})",
+            v[2], v[0], v[4]
+        );
+    }
+}
+
+fn print_header(hz: f64) {
     println!(
         "TSC {:.2} GHz; {ROUNDS} interleaved rounds x {BURSTS} bursts of {BATCH}; medians over bursts",
         hz / 1e9
@@ -200,55 +263,20 @@ fn main() {
         "device",
         "dev-ns"
     );
-    // (name, features, with call eventfds: the driver polls (interrupts
-    // disabled) but the device must fence and check each burst; one-copy:
-    // long frames leave dequeue split and enqueue copies them straight
-    // from the TX buffer; dirty log: the guest migrating, every device
-    // write marked in a log — compare with the V1+MRG+EVENT_IDX row)
-    let configs = [
-        ("V1", V1, false, false, false),
-        ("V1+MRG", V1 | MRG, false, false, false),
-        ("V1+MRG one-copy", V1 | MRG, false, true, false),
-        ("V1+MRG+EVENT_IDX", V1 | MRG | EVIDX, false, false, false),
-        (
-            "V1+MRG+EVIDX+offl",
-            V1 | MRG | EVIDX | OFFLOADS,
-            false,
-            false,
-            false,
-        ),
-        ("V1+MRG+EVIDX+call", V1 | MRG | EVIDX, true, false, false),
-        ("V1+MRG+EVIDX+log", V1 | MRG | EVIDX, false, false, true),
-        // Packed rings (what `compare --packed` negotiates).
-        ("PACKED+MRG", V1 | MRG | PACKED, false, false, false),
-        (
-            "PACKED+MRG+EVIDX",
-            V1 | MRG | EVIDX | PACKED,
-            false,
-            false,
-            false,
-        ),
-        // testpmd's virtio-user takes IN_ORDER: TX bursts go back as one
-        // used descriptor.
-        (
-            "PACKED+MRG+INORDER",
-            V1 | MRG | IN_ORDER | PACKED,
-            false,
-            false,
-            false,
-        ),
-    ];
+}
+
+/// Every row of [`CONFIGS`] at each frame length (as the environment
+/// narrows them), set up; dirty logs' files go to `logs`.
+fn setups(logs: &mut Vec<std::fs::File>) -> Vec<Setup> {
     let only: Option<usize> = std::env::var("VIRTQ_BENCH_LEN")
         .ok()
         .and_then(|v| v.parse().ok());
-    let mut setups: Vec<(&str, usize, Loopback, Batch, Vec<Sample>)> = Vec::new();
-    // Keeps the logs' files open while the setups run.
-    let mut logs = Vec::new();
+    let mut setups: Vec<Setup> = Vec::new();
     // VIRTQ_BENCH_SKIP=<text>: leave out the configurations whose name
     // contains it (to compare instruction counts with an older build that
     // lacks a row).
     let skip = std::env::var("VIRTQ_BENCH_SKIP").ok();
-    for &(name, features, call, one_copy, log) in &configs {
+    for &(name, features, call, one_copy, log) in CONFIGS {
         if skip.as_deref().is_some_and(|s| name.contains(s)) {
             continue;
         }
@@ -256,44 +284,55 @@ fn main() {
             if only.is_some_and(|o| o != len) {
                 continue;
             }
-            let mut l = Loopback::new(LoopbackCfg {
-                size: 256,
-                features,
-                frame_size: 2048,
-                frames: 4096,
-                rx_call: call.then(eventfd),
-                tx_call: call.then(eventfd),
-                // Small guest-physical addresses keep the log small.
-                gpa_base: if log { LOG_GPA_BASE } else { 0 },
-                ..Default::default()
-            });
-            l.tx_dev.set_one_copy(one_copy);
-            if log {
-                let (file, log) = dirty_log();
-                l.tx_dev.set_dirty_log(Some(log.clone()));
-                l.rx_dev.set_dirty_log(Some(log));
-                logs.push(file);
-            }
-            l.rx_drv.refill_rx(&mut l.drv);
-            let mut pkts = Batch::new();
-            for i in 0..BATCH {
-                let mut p = l.drv.alloc().unwrap();
-                p.set_len(len).unwrap();
-                common::fill(p.data_mut(), i as u32);
-                pkts.push(p);
-            }
+            let (l, pkts) = setup(features, call, one_copy, log, len, logs);
             setups.push((name, len, l, pkts, Vec::with_capacity(BURSTS * ROUNDS)));
         }
     }
-    for r in 0..ROUNDS {
-        for (_, _, l, pkts, samples) in setups.iter_mut() {
-            round(l, pkts, samples);
-            if r == 0 {
-                samples.clear(); // warm-up
-            }
-        }
+    setups
+}
+
+/// One row's loopback, its driver RX ring filled, and a burst of `len`
+/// byte packets to send.
+fn setup(
+    features: u64,
+    call: bool,
+    one_copy: bool,
+    log: bool,
+    len: usize,
+    logs: &mut Vec<std::fs::File>,
+) -> (Loopback, Batch) {
+    let mut l = Loopback::new(LoopbackCfg {
+        size: 256,
+        features,
+        frame_size: 2048,
+        frames: 4096,
+        rx_call: call.then(eventfd),
+        tx_call: call.then(eventfd),
+        // Small guest-physical addresses keep the log small.
+        gpa_base: if log { LOG_GPA_BASE } else { 0 },
+        ..Default::default()
+    });
+    l.tx_dev.set_one_copy(one_copy);
+    if log {
+        let (file, log) = dirty_log();
+        l.tx_dev.set_dirty_log(Some(log.clone()));
+        l.rx_dev.set_dirty_log(Some(log));
+        logs.push(file);
     }
-    for (name, len, l, _, samples) in &setups {
+    l.rx_drv.refill_rx(&mut l.drv);
+    let mut pkts = Batch::new();
+    for i in 0..BATCH {
+        let mut p = l.drv.alloc().unwrap();
+        p.set_len(len).unwrap();
+        common::fill(p.data_mut(), i as u32);
+        pkts.push(p);
+    }
+    (l, pkts)
+}
+
+/// Prints each row's medians; checks no queue counted an error.
+fn report(setups: &[Setup], hz: f64) {
+    for (name, len, l, _, samples) in setups {
         let stage = |s: usize| median(samples.iter().map(|x| x[s]).collect());
         let total = median(samples.iter().map(|x| x.iter().sum()).collect());
         let device = median(samples.iter().map(|x| x[1] + x[2]).collect());
