@@ -35,7 +35,36 @@ pub(crate) fn receiver(_: &PortTable<'_>) -> Result<PortKind> {
 
 pub(crate) fn generator(t: &PortTable<'_>) -> Result<PortKind> {
     let d = GeneratorConfig::default();
-    let (frame_size, imix) = match t.value("frame_size") {
+    let (frame_size, imix) = frame_size(t, &d)?;
+    check_frame_fits(t, frame_size, imix)?;
+    let rate_percent = rate_percent(t)?;
+    let line_rate_gbps = line_rate_gbps(t, &d)?;
+    let src_mac = src_mac(t, &d)?;
+    let count = t.int("count", 1..=i64::MAX).map_err(|mut e| {
+        e.message.push_str("; leave `count` out to send forever");
+        e
+    })?;
+    Ok(PortKind::Generator(GeneratorConfig {
+        frame_size,
+        imix,
+        stamp: t.bool_or("stamp", false)?,
+        rate_percent,
+        line_rate_gbps,
+        flows: t.int_or("flows", 1..=1_000_000, d.flows)?,
+        rate_pps: t.int("rate_pps", 1..=i64::MAX)?.map(|n| n as u64),
+        count: count.map(|n| n as u64),
+        src_mac,
+        dst_mac: t.mac("dst_mac")?.unwrap_or(d.dst_mac),
+        src_ip: t.ipv4("src_ip")?.unwrap_or(d.src_ip),
+        dst_ip: t.ipv4("dst_ip")?.unwrap_or(d.dst_ip),
+        src_port: t.int_or("src_port", 0..=65535, d.src_port)?,
+        dst_port: t.int_or("dst_port", 0..=65535, d.dst_port)?,
+    }))
+}
+
+/// `frame_size`: bytes, or `"imix"` (then the default size is kept).
+fn frame_size(t: &PortTable<'_>, d: &GeneratorConfig) -> Result<(usize, bool)> {
+    Ok(match t.value("frame_size") {
         None => (d.frame_size, false),
         Some(toml::Value::Integer(n)) if (64..=9000).contains(n) => (*n as usize, false),
         Some(toml::Value::Integer(n)) => {
@@ -57,7 +86,11 @@ pub(crate) fn generator(t: &PortTable<'_>) -> Result<PortKind> {
         Some(_) => {
             return Err(t.invalid_type("frame_size", "a frame size in bytes or \"imix\""));
         }
-    };
+    })
+}
+
+/// The largest frame the generator sends must fit a memory frame.
+fn check_frame_fits(t: &PortTable<'_>, frame_size: usize, imix: bool) -> Result<()> {
     let largest = if imix {
         nfv_traffic::mix::SIMPLE_IMIX
             .iter()
@@ -81,7 +114,11 @@ pub(crate) fn generator(t: &PortTable<'_>) -> Result<PortKind> {
             ),
         ));
     }
-    let rate_percent = match t.float("rate_percent")? {
+    Ok(())
+}
+
+fn rate_percent(t: &PortTable<'_>) -> Result<Option<f64>> {
+    Ok(match t.float("rate_percent")? {
         None => None,
         Some(x) if !(x > 0.0 && x <= 100.0) => {
             return Err(t.error(
@@ -96,8 +133,11 @@ pub(crate) fn generator(t: &PortTable<'_>) -> Result<PortKind> {
             ));
         }
         Some(x) => Some(x),
-    };
-    let line_rate_gbps = match t.float("line_rate_gbps")? {
+    })
+}
+
+fn line_rate_gbps(t: &PortTable<'_>, d: &GeneratorConfig) -> Result<f64> {
+    Ok(match t.float("line_rate_gbps")? {
         None => d.line_rate_gbps,
         Some(x) if !(x > 0.0 && x <= 10_000.0) => {
             return Err(t.error(
@@ -106,8 +146,12 @@ pub(crate) fn generator(t: &PortTable<'_>) -> Result<PortKind> {
             ));
         }
         Some(x) => x,
-    };
-    let src_mac = match t.mac("src_mac")? {
+    })
+}
+
+/// `src_mac`: unicast only (the switch learns it).
+fn src_mac(t: &PortTable<'_>, d: &GeneratorConfig) -> Result<[u8; 6]> {
+    Ok(match t.mac("src_mac")? {
         Some(mac) if mac[0] & 1 != 0 => {
             let written = t.value("src_mac").and_then(|v| v.as_str()).unwrap_or("");
             return Err(t.error(
@@ -117,27 +161,7 @@ pub(crate) fn generator(t: &PortTable<'_>) -> Result<PortKind> {
         }
         Some(mac) => mac,
         None => d.src_mac,
-    };
-    let count = t.int("count", 1..=i64::MAX).map_err(|mut e| {
-        e.message.push_str("; leave `count` out to send forever");
-        e
-    })?;
-    Ok(PortKind::Generator(GeneratorConfig {
-        frame_size,
-        imix,
-        stamp: t.bool_or("stamp", false)?,
-        rate_percent,
-        line_rate_gbps,
-        flows: t.int_or("flows", 1..=1_000_000, d.flows)?,
-        rate_pps: t.int("rate_pps", 1..=i64::MAX)?.map(|n| n as u64),
-        count: count.map(|n| n as u64),
-        src_mac,
-        dst_mac: t.mac("dst_mac")?.unwrap_or(d.dst_mac),
-        src_ip: t.ipv4("src_ip")?.unwrap_or(d.src_ip),
-        dst_ip: t.ipv4("dst_ip")?.unwrap_or(d.dst_ip),
-        src_port: t.int_or("src_port", 0..=65535, d.src_port)?,
-        dst_port: t.int_or("dst_port", 0..=65535, d.dst_port)?,
-    }))
+    })
 }
 
 pub(crate) fn pcap(t: &PortTable<'_>) -> Result<PortKind> {
