@@ -33,6 +33,8 @@ const MEGAFLOWS: usize = 1024;
 mod decision;
 #[path = "fixtures/frames.rs"]
 mod frames;
+#[path = "fixtures/outputs.rs"]
+mod outputs;
 use frames::*;
 
 type Log = Arc<Mutex<Vec<(PortNo, Vec<u8>)>>>;
@@ -832,143 +834,6 @@ fn normal_floods_then_forwards_to_the_learned_port() {
         ],
         ..Fixture::default()
     });
-}
-
-/// The reserved outputs: `in_port` sends back where the packet came from
-/// (which `output:N` to the in_port never does), `flood` and `all` send to
-/// every other port with no learning, an edit before them applies to
-/// every copy.
-#[test]
-fn in_port_flood_and_all_outputs() {
-    let f = udp();
-    let edited = with_src(&udp(), MAC_X);
-    run(Fixture {
-        name: "reserved_outputs",
-        rules: &[
-            "in_port=1,actions=in_port",
-            "in_port=2,actions=output:2,flood",
-            "in_port=3,actions=mod_dl_src:aa:bb:cc:dd:ee:01,all",
-            "in_port=4,actions=in_port,output:1",
-        ],
-        steps: vec![
-            step(1, f.clone(), vec![(1, f.clone())]),
-            step(
-                2,
-                f.clone(),
-                vec![(1, f.clone()), (3, f.clone()), (4, f.clone())],
-            ),
-            step(
-                3,
-                f.clone(),
-                vec![(1, edited.clone()), (2, edited.clone()), (4, edited)],
-            ),
-            step(4, f.clone(), vec![(1, f.clone()), (4, f)]),
-        ],
-        ..Fixture::default()
-    });
-}
-
-/// Groups: `all` runs every bucket on its own copy (an edit in one bucket
-/// does not reach the others), `indirect` its one bucket, `fast_failover`
-/// the first bucket whose watch_port is live (port 9 does not exist here);
-/// a rule naming a group the table lacks (installed unchecked, as config
-/// rules are) drops as `action_drop`; an output before the group keeps
-/// the packet as it was.
-#[test]
-fn all_indirect_and_fast_failover_groups() {
-    let f = udp();
-    let edited = with_src(&udp(), MAC_X);
-    run(Fixture {
-        name: "groups",
-        groups: &[
-            "group_id=1,type=all,bucket=output:2,bucket=mod_dl_src:aa:bb:cc:dd:ee:01,output:3",
-            "group_id=2,type=indirect,bucket=output:4",
-            "group_id=3,type=fast_failover,bucket=watch_port:9,output:9,\
-             bucket=watch_port:3,output:3,bucket=watch_port:1,output:1",
-        ],
-        rules: &[
-            "in_port=1,actions=group:1",
-            "in_port=2,actions=output:1,group:2",
-            "in_port=4,actions=group:3",
-            "in_port=3,actions=group:77",
-        ],
-        steps: vec![
-            step(1, f.clone(), vec![(2, f.clone()), (3, edited)]),
-            step(2, f.clone(), vec![(1, f.clone()), (4, f.clone())]),
-            step(4, f.clone(), vec![(3, f.clone())]),
-            dropped(3, f, DropReason::Action),
-        ],
-        ..Fixture::default()
-    });
-}
-
-/// A select group over four ports spreads 10,000 UDP flows within ±10 %
-/// of an even share, every packet of a flow takes the same bucket, and the
-/// buckets' counters add up to what was sent.
-#[test]
-fn a_select_group_spreads_flows_evenly_and_keeps_each_on_its_bucket() {
-    let f = Fixture {
-        name: "select",
-        groups: &["group_id=5,type=select,bucket=output:2,bucket=output:3,\
-                   bucket=output:4,bucket=output:6"],
-        rules: &["in_port=1,actions=group:5"],
-        ports: &[1, 2, 3, 4, 6],
-        ..Fixture::default()
-    };
-    let mut h = Harness::new(&f, 0, Mode::Whole);
-    let flows: Vec<Vec<u8>> = (0..10_000u32)
-        .map(|i| {
-            Udp {
-                src_ip: [10, 1, (i >> 8) as u8, i as u8],
-                sport: 1024 + (i % 50_000) as u16,
-                ..Udp::default()
-            }
-            .build()
-        })
-        .collect();
-    let index: std::collections::HashMap<&[u8], usize> =
-        flows.iter().enumerate().map(|(i, f)| (&f[..], i)).collect();
-    // The port each flow went to the first time.
-    let mut first: Vec<Option<PortNo>> = vec![None; flows.len()];
-    for round in 0..2 {
-        for chunk in flows.chunks(32) {
-            let frames: Vec<&[u8]> = chunk.iter().map(|v| &v[..]).collect();
-            h.feed(1, &frames);
-            let out = h.take_log();
-            assert_eq!(out.len(), chunk.len(), "every packet leaves once");
-            for (port, frame) in out {
-                let flow = index[&frame[..]];
-                match (round, first[flow]) {
-                    (0, None) => first[flow] = Some(port),
-                    (0, Some(_)) => panic!("flow {flow} left twice"),
-                    (_, was) => assert_eq!(Some(port), was, "flow {flow} moved"),
-                }
-            }
-        }
-    }
-    let first: Vec<PortNo> = first
-        .into_iter()
-        .map(|p| p.expect("every flow left"))
-        .collect();
-    let mut share = BTreeMap::new();
-    for p in &first {
-        *share.entry(*p).or_insert(0u32) += 1;
-    }
-    assert_eq!(share.keys().copied().collect::<Vec<_>>(), vec![2, 3, 4, 6]);
-    for (p, n) in &share {
-        assert!(
-            (2_250..=2_750).contains(n),
-            "port {p}: {n} of 10000 flows: {share:?}"
-        );
-    }
-    let table = h.table.snapshot();
-    let counted: u64 = table.groups[&5]
-        .buckets
-        .iter()
-        .map(|b| b.packets.load(std::sync::atomic::Ordering::Relaxed))
-        .sum();
-    assert_eq!(counted, 20_000, "bucket counters");
-    h.finish(f.name);
 }
 
 /// Frames longer than a split packet's head (split in the split modes):
