@@ -2,6 +2,10 @@
 
 use crate::key::PortNo;
 
+/// Largest group id (`OFPG_MAX`) a `group:N` action may name; the ids above
+/// are reserved.
+pub const MAX_GROUP_ID: u32 = 0xffff_ff00;
+
 /// One action of a rule. An empty action list means `drop`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {

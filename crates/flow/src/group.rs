@@ -25,8 +25,7 @@ use crate::parse::{FlowParseError, parse_action_list};
 use core::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Largest group id (`OFPG_MAX`); the ids above are reserved.
-pub const MAX_GROUP_ID: u32 = 0xffff_ff00;
+pub use crate::action::MAX_GROUP_ID;
 /// Most buckets in one group: a select group's buckets are VNF instances.
 pub const MAX_BUCKETS: usize = 64;
 

@@ -726,7 +726,7 @@ fn l3_l4_action(name: &str, tok: &str, arg: Option<&str>, label: &str) -> Result
         },
         "group" => {
             let a = need("a group id")?;
-            let id = uint_in(&field, a, crate::group::MAX_GROUP_ID.into(), "a group id")?;
+            let id = uint_in(&field, a, crate::action::MAX_GROUP_ID.into(), "a group id")?;
             Action::Group(id as u32)
         }
         "dec_ttl" => match arg {

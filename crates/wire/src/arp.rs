@@ -6,7 +6,10 @@
 
 use core::fmt;
 
-use crate::{Error, EtherType, EthernetAddress, Ipv4Addr, Result, get_ipv4, get_u16, put_u16};
+use crate::bytes::{get_ipv4, get_u16, put_u16};
+use crate::error::{Error, Result};
+use crate::{EtherType, EthernetAddress};
+use core::net::Ipv4Addr;
 
 /// An ARP operation code. A newtype so that unknown values pass through.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

@@ -5,8 +5,8 @@
 //! field is its complement, `!combine(&[...])`. A received header verifies when
 //! the sum over it, checksum field included, is `0xffff`.
 
-use crate::Ipv4Addr;
-use crate::ipv4::IpProtocol;
+use crate::ip::IpProtocol;
+use core::net::Ipv4Addr;
 
 /// Folds a wide one's-complement accumulator down to 16 bits.
 #[inline]

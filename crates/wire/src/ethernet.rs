@@ -3,7 +3,8 @@
 use core::fmt;
 use core::str::FromStr;
 
-use crate::{Error, Result, get_u16, put_u16};
+use crate::bytes::{get_u16, put_u16};
+use crate::error::{Error, Result};
 
 /// A 48-bit Ethernet (MAC) address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

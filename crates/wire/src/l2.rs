@@ -13,7 +13,8 @@
 //! one reported: it is the tag that `dl_vlan` matches and that
 //! `mod_vlan_vid` / `strip_vlan` edit.
 
-use crate::{EtherType, ethernet, get_u16, vlan};
+use crate::bytes::get_u16;
+use crate::{EtherType, ethernet, vlan};
 
 /// How many VLAN tags are skipped before the network-layer header.
 pub const MAX_VLAN_TAGS: usize = 2;

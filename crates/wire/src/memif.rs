@@ -18,7 +18,8 @@
 //! judged here (versions, ids, indices): the port's protocol code decides
 //! and answers with a DISCONNECT reason.
 
-use crate::{Error, Field, Result};
+use crate::Field;
+use crate::error::{Error, Result};
 
 /// Every control message is exactly this long.
 pub const MSG_LEN: usize = 128;

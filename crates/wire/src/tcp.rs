@@ -3,7 +3,10 @@
 use core::fmt;
 use core::ops::{BitOr, BitOrAssign};
 
-use crate::{Error, IpProtocol, Ipv4Addr, Result, checksum, get_u16, get_u32, put_u16, put_u32};
+use crate::bytes::{get_u16, get_u32, put_u16, put_u32};
+use crate::error::{Error, Result};
+use crate::{IpProtocol, checksum};
+use core::net::Ipv4Addr;
 
 /// Field offsets of the fixed TCP header.
 pub mod field {

@@ -2,7 +2,10 @@
 
 use core::fmt;
 
-use crate::{Error, IpProtocol, Ipv4Addr, Result, checksum, get_u16, put_u16};
+use crate::bytes::{get_u16, put_u16};
+use crate::error::{Error, Result};
+use crate::{IpProtocol, checksum};
+use core::net::Ipv4Addr;
 
 /// Field offsets of the UDP header.
 pub mod field {

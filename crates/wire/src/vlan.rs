@@ -7,7 +7,9 @@
 
 use core::fmt;
 
-use crate::{Error, EtherType, Result, get_u16, put_u16};
+use crate::EtherType;
+use crate::bytes::{get_u16, put_u16};
+use crate::error::{Error, Result};
 
 /// Field offsets of a VLAN tag, relative to the byte after the TPID.
 pub mod field {

@@ -15,7 +15,8 @@
 
 use core::fmt;
 
-use crate::{Error, Result, get_u32, put_u32};
+use crate::bytes::{get_u32, put_u32};
+use crate::error::{Error, Result};
 
 /// Field offsets of the VXLAN header.
 pub mod field {
