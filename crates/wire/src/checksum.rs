@@ -57,6 +57,20 @@ pub fn pseudo_header(src: Ipv4Addr, dst: Ipv4Addr, protocol: IpProtocol, length:
     fold(acc)
 }
 
+/// One's-complement sum of the IPv6 pseudo-header (RFC 8200 section 8.1)
+/// used by UDP, TCP and ICMPv6: source, destination, the upper-layer
+/// `length` and the next header value `protocol`.
+pub fn pseudo_header_v6(src: u128, dst: u128, protocol: IpProtocol, length: u32) -> u16 {
+    let acc = words128(src) + words128(dst) + u64::from(length >> 16) + u64::from(length & 0xffff);
+    fold(acc + u64::from(protocol.0))
+}
+
+/// Sum of the eight 16-bit words of a 128-bit value.
+#[inline]
+fn words128(v: u128) -> u64 {
+    (0..8).map(|i| ((v >> (16 * i)) & 0xffff) as u64).sum()
+}
+
 /// RFC 1624 incremental update (eqn. 3): the new value of a checksum *field*
 /// `old_csum` after one 16-bit word covered by it changes from `old_word` to
 /// `new_word`. `HC' = ~(~HC + ~m + m')`.
@@ -74,6 +88,14 @@ pub fn update32(old_csum: u16, old_value: u32, new_value: u32) -> u16 {
         + u64::from(!old_value & 0xffff)
         + u64::from(new_value >> 16)
         + u64::from(new_value & 0xffff);
+    !fold(acc)
+}
+
+/// [`update16`] for a 128-bit value (eight words): an IPv6 address
+/// rewritten under a TCP, UDP or ICMPv6 checksum.
+#[inline]
+pub fn update128(old_csum: u16, old_value: u128, new_value: u128) -> u16 {
+    let acc = u64::from(!old_csum) + words128(!old_value) + words128(new_value);
     !fold(acc)
 }
 
@@ -188,5 +210,43 @@ mod tests {
         let c = update32(u16::from_be_bytes([hdr[10], hdr[11]]), old, new);
         hdr[10..12].copy_from_slice(&c.to_be_bytes());
         assert_eq!(data(&hdr), 0xffff);
+    }
+
+    #[test]
+    fn ipv6_pseudo_header_and_update128_agree_with_etherparse() {
+        let src: u128 = 0x2001_0db8_0000_0000_0000_0000_0000_0001;
+        let dst: u128 = 0xfe80_0000_0000_0000_1234_5678_9abc_def0;
+        let payload = [0x12u8, 0x34, 0x56, 0x78, 0xff, 0xfe, 1, 2, 3];
+        let udp = etherparse::UdpHeader::with_ipv6_checksum(
+            1000,
+            2000,
+            &etherparse::Ipv6Header {
+                traffic_class: 0,
+                flow_label: Default::default(),
+                payload_length: (8 + payload.len()) as u16,
+                next_header: etherparse::IpNumber::UDP,
+                hop_limit: 64,
+                source: src.to_be_bytes(),
+                destination: dst.to_be_bytes(),
+            },
+            &payload,
+        )
+        .unwrap();
+        let mut hdr = udp.to_bytes();
+        hdr[6] = 0;
+        hdr[7] = 0;
+        let len = (8 + payload.len()) as u32;
+        let ours = !combine(&[
+            pseudo_header_v6(src, dst, IpProtocol::UDP, len),
+            data(&[&hdr[..], &payload[..]].concat()),
+        ]);
+        assert_eq!(ours, udp.checksum);
+        // Rewriting the destination: the incremental update equals a recomputation.
+        let dst2: u128 = 0x2001_0db8_ffff_0000_0000_0000_0000_00ff;
+        let full = !combine(&[
+            pseudo_header_v6(src, dst2, IpProtocol::UDP, len),
+            data(&[&hdr[..], &payload[..]].concat()),
+        ]);
+        assert_eq!(update128(ours, dst, dst2), full);
     }
 }

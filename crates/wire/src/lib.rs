@@ -36,8 +36,10 @@ pub mod checksum;
 mod error;
 pub mod ethernet;
 pub mod icmpv4;
+pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;
+pub mod ipv6;
 pub mod l2;
 pub mod memif;
 pub mod tcp;
@@ -51,6 +53,7 @@ pub use error::{Error, Result};
 pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
 pub use ipv4::{IpProtocol, Ipv4Packet, Ipv4Repr};
+pub use ipv6::{Ipv6Packet, Ipv6Repr};
 pub use l2::{L2Info, MAX_VLAN_TAGS};
 pub use tcp::{TcpFlags, TcpPacket};
 pub use udp::{UdpPacket, UdpRepr};
@@ -59,3 +62,5 @@ pub use vxlan::{VxlanPacket, VxlanRepr};
 
 /// `Ipv4Addr` as used by every accessor of this crate (re-exported from `core::net`).
 pub use core::net::Ipv4Addr;
+/// `Ipv6Addr` as used by every accessor of this crate (re-exported from `core::net`).
+pub use core::net::Ipv6Addr;
