@@ -88,13 +88,23 @@ impl GroupTally {
     }
 }
 
-/// The fields a select group hashes: the 5-tuple and EtherType, plus the
-/// MACs (for frames that are not IP, whose other fields are zero).
+/// The fields a select group hashes: the 5-tuple (IPv4 or IPv6) and
+/// EtherType, plus the MACs (for frames that are not IP, whose other
+/// fields are zero). Nothing that changes within a flow: not the TTL,
+/// TCP flags or fragment state (w4), not `metadata`.
 const SELECT_FIELDS: FlowKey = {
-    let mut k = FlowKey::ALL;
+    let mut k = FlowKey::ZERO;
     // in_port and the VLAN TCI do not belong to a flow's identity here:
     // w0 keeps dl_type [16,32) and nw_proto [48,56).
     k.w[0] = (0xff << 48) | (0xffff << 16);
+    k.w[1] = u64::MAX;
+    k.w[2] = u64::MAX;
+    k.w[3] = u64::MAX;
+    // ipv6_src, ipv6_dst.
+    k.w[6] = u64::MAX;
+    k.w[7] = u64::MAX;
+    k.w[8] = u64::MAX;
+    k.w[9] = u64::MAX;
     k
 };
 

@@ -478,7 +478,7 @@ impl Classifier {
                 None => st.mask,
             };
             if MASK {
-                for i in 0..4 {
+                for i in 0..crate::key::KEY_WORDS {
                     seen.w[i] |= depended.w[i];
                     whole.w[i] |= st.mask.w[i];
                 }

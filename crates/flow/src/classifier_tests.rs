@@ -423,7 +423,7 @@ fn arb_match() -> impl Strategy<Value = Match> {
             }
             if let Some((a, len)) = nw {
                 k.set_nw_dst(a);
-                m.set_nw_dst(crate::parse::prefix_mask(len));
+                m.set_nw_dst(crate::values::prefix_mask(len));
             }
             if let Some(p) = tp {
                 k.set_tp_dst(p);

@@ -8,9 +8,11 @@
 //! VLAN tags follow [`nfv_wire::l2`]: up to two are skipped, the outer
 //! TCI goes into `vlan_tci`, and the L3 fields come from what follows.
 
-use crate::key::{FlowKey, PortNo, VLAN_PRESENT};
+use crate::key::{FRAG_ANY, FRAG_LATER, FlowKey, KEY_WORDS, PortNo, VLAN_PRESENT};
+use nfv_wire::ipv6::{self, Fragment};
 use nfv_wire::{
-    ArpPacket, EtherType, IpProtocol, Ipv4Packet, UdpPacket, arp, ethernet, icmpv4, ipv4, tcp, udp,
+    ArpPacket, EtherType, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket, arp, ethernet, icmpv4,
+    icmpv6, ipv4, tcp, udp,
 };
 
 /// Shortest frame the datapath accepts: an Ethernet header.
@@ -26,6 +28,10 @@ const _: () = assert!(
 /// Bytes of the transport header that extraction reads (the two ports, or
 /// ICMP type and code).
 const L4_READ: usize = udp::field::DST_PORT.end;
+
+/// The bits of TCP's offset-and-flags word that are flags (OVS's
+/// `tcp_flags`: the nine defined flags and the three reserved bits).
+const TCP_FLAGS_MASK: u16 = 0x0fff;
 
 /// Reads the headers of `frame` (which arrived on `in_port`) into a key.
 /// Frames shorter than [`MIN_FRAME`] give a key with only `in_port` set.
@@ -44,30 +50,129 @@ pub fn extract(in_port: PortNo, frame: &[u8]) -> FlowKey {
     let tci = l2
         .outer_tci
         .map_or(0, |t| (t & !VLAN_PRESENT) | VLAN_PRESENT);
-    let mut w0 = in_port as u64 | (dl_type.0 as u64) << 16 | (tci as u64) << 32;
-    let mut tp_src = 0u64;
-    let mut tp_dst = 0u64;
-    let mut w3 = 0u64;
+    let w0 = in_port as u64 | (dl_type.0 as u64) << 16 | (tci as u64) << 32;
     let l3b = &frame[l2.l3_offset..];
-    if dl_type == EtherType::IPV4 && l3b.len() >= ipv4::HEADER_LEN {
-        let ip = Ipv4Packet::new_unchecked(l3b);
-        if ip.version() == 4 {
-            let proto = ip.protocol();
-            w0 |= (proto.0 as u64) << 48;
-            w3 = u32::from(ip.src_addr()) as u64 | (u32::from(ip.dst_addr()) as u64) << 32;
-            let ihl = usize::from(ip.header_len());
-            if ihl >= ipv4::HEADER_LEN && ip.frag_offset() == 0 && l3b.len() >= ihl + L4_READ {
-                (tp_src, tp_dst) = l4_fields(proto, &l3b[ihl..]);
-            }
-        }
+    let mut w = [0u64; KEY_WORDS];
+    let l3 = if dl_type == EtherType::IPV4 && l3b.len() >= ipv4::HEADER_LEN {
+        ipv4_fields(l3b)
+    } else if dl_type == EtherType::IPV6 && l3b.len() >= ipv6::HEADER_LEN {
+        ipv6_fields(l3b, &mut w)
     } else if dl_type == EtherType::ARP && l3b.len() >= arp::PACKET_LEN {
-        // OVS convention: ARP opcode in nw_proto (low 8 bits), SPA/TPA in nw_src/nw_dst.
+        // OVS convention: ARP opcode in nw_proto (low 8 bits), SPA/TPA in
+        // nw_src/nw_dst, SHA/THA where ND keeps its link-layer addresses.
         let a = ArpPacket::new_unchecked(l3b);
-        w0 |= (a.operation().0 as u8 as u64) << 48;
-        w3 = u32::from(a.spa()) as u64 | (u32::from(a.tpa()) as u64) << 32;
-    }
-    k.w = [w0, src | tp_src << 48, dst | tp_dst << 48, w3];
+        w[12] = a.sha().to_u64();
+        w[13] = a.tha().to_u64();
+        L3 {
+            w0: (a.operation().0 as u8 as u64) << 48,
+            w3: u32::from(a.spa()) as u64 | (u32::from(a.tpa()) as u64) << 32,
+            ..L3::default()
+        }
+    } else {
+        L3::default()
+    };
+    w[0] = w0 | l3.w0;
+    w[1] = src | l3.tp_src << 48;
+    w[2] = dst | l3.tp_dst << 48;
+    w[3] = l3.w3;
+    w[4] = l3.w4;
+    k.w = w;
     k
+}
+
+/// What the network layer adds to the base words: `nw_proto` and `nw_tos`
+/// (shifted into w0), the ports, w3 and w4.
+#[derive(Default)]
+struct L3 {
+    w0: u64,
+    tp_src: u64,
+    tp_dst: u64,
+    w3: u64,
+    w4: u64,
+}
+
+/// `w4`: `nw_ttl`, `ip_frag`, `tcp_flags`, `ipv6_label`.
+#[inline(always)]
+fn w4(ttl: u8, frag: u8, tcp_flags: u16, label: u32) -> u64 {
+    ttl as u64 | (frag as u64) << 8 | (tcp_flags as u64) << 16 | (label as u64) << 32
+}
+
+/// An IPv4 header at `l3b` (at least [`ipv4::HEADER_LEN`] bytes).
+#[inline(always)]
+fn ipv4_fields(l3b: &[u8]) -> L3 {
+    let ip = Ipv4Packet::new_unchecked(l3b);
+    if ip.version() != 4 {
+        return L3::default();
+    }
+    let proto = ip.protocol();
+    let tos = l3b[ipv4::field::DSCP_ECN];
+    let offset = ip.frag_offset();
+    let frag = if ip.more_frags() || offset != 0 {
+        FRAG_ANY | if offset != 0 { FRAG_LATER } else { 0 }
+    } else {
+        0
+    };
+    let mut l3 = L3 {
+        w0: (proto.0 as u64) << 48 | (tos as u64) << 56,
+        w3: u32::from(ip.src_addr()) as u64 | (u32::from(ip.dst_addr()) as u64) << 32,
+        ..L3::default()
+    };
+    let mut tcp_flags = 0;
+    let ihl = usize::from(ip.header_len());
+    if ihl >= ipv4::HEADER_LEN && offset == 0 && l3b.len() >= ihl + L4_READ {
+        let l4 = &l3b[ihl..];
+        (l3.tp_src, l3.tp_dst) = l4_fields(proto, l4);
+        tcp_flags = tcp_flags_of(proto, l4);
+    }
+    l3.w4 = w4(ip.ttl(), frag, tcp_flags, 0);
+    l3
+}
+
+/// An IPv6 header at `l3b` (at least [`ipv6::HEADER_LEN`] bytes): the
+/// base words' share, and the addresses and ND fields written into `w`.
+/// Extension headers are skipped as [`ipv6::upper_layer`] says (bounded);
+/// `nw_proto` is the upper layer's protocol, or where the walk stopped.
+#[inline(never)]
+fn ipv6_fields(l3b: &[u8], w: &mut [u64; KEY_WORDS]) -> L3 {
+    let ip = Ipv6Packet::new_unchecked(l3b);
+    if ip.version() != 6 {
+        return L3::default();
+    }
+    let (src, dst) = (ip.src_u128(), ip.dst_u128());
+    w[6] = (src >> 64) as u64;
+    w[7] = src as u64;
+    w[8] = (dst >> 64) as u64;
+    w[9] = dst as u64;
+    let rest = &l3b[ipv6::HEADER_LEN..];
+    let up = ipv6::upper_layer(ip.next_header(), rest);
+    let frag = match up.fragment {
+        Fragment::No => 0,
+        Fragment::First => FRAG_ANY,
+        Fragment::Later => FRAG_ANY | FRAG_LATER,
+    };
+    let mut l3 = L3 {
+        w0: (up.protocol.0 as u64) << 48 | (ip.traffic_class() as u64) << 56,
+        ..L3::default()
+    };
+    let mut tcp_flags = 0;
+    if up.complete && rest.len() >= up.offset + L4_READ {
+        let l4 = &rest[up.offset..];
+        if up.protocol == IpProtocol::ICMPV6 {
+            l3.tp_src = l4[icmpv6::field::TYPE] as u64;
+            l3.tp_dst = l4[icmpv6::field::CODE] as u64;
+            if let Some(nd) = icmpv6::nd_fields(l4) {
+                w[10] = (nd.target >> 64) as u64;
+                w[11] = nd.target as u64;
+                w[12] = nd.sll.to_u64();
+                w[13] = nd.tll.to_u64();
+            }
+        } else {
+            (l3.tp_src, l3.tp_dst) = l4_fields(up.protocol, l4);
+            tcp_flags = tcp_flags_of(up.protocol, l4);
+        }
+    }
+    l3.w4 = w4(ip.hop_limit(), frag, tcp_flags, ip.flow_label());
+    l3
 }
 
 /// `tp_src` and `tp_dst` of a first fragment's transport header `l4` (at
@@ -85,6 +190,18 @@ fn l4_fields(proto: IpProtocol, l4: &[u8]) -> (u64, u64) {
             l4[icmpv4::field::CODE] as u64,
         ),
         _ => (0, 0),
+    }
+}
+
+/// TCP's flags when `l4` holds a whole TCP header, else 0 (OVS reads
+/// them only from a complete header).
+#[inline(always)]
+fn tcp_flags_of(proto: IpProtocol, l4: &[u8]) -> u16 {
+    if proto == IpProtocol::TCP && l4.len() >= tcp::HEADER_LEN {
+        u16::from_be_bytes([l4[tcp::field::FLAGS.start], l4[tcp::field::FLAGS.start + 1]])
+            & TCP_FLAGS_MASK
+    } else {
+        0
     }
 }
 
@@ -290,28 +407,93 @@ mod tests {
         }
         k.set_dl_type(dl_type);
         let ip = &f[l3..];
+        let ports = |k: &mut FlowKey, proto: u8, l4: &[u8]| {
+            let (s, d) = match proto {
+                6 | 17 | 132 => (
+                    u16::from_be_bytes([l4[0], l4[1]]),
+                    u16::from_be_bytes([l4[2], l4[3]]),
+                ),
+                1 | 58 => (l4[0].into(), l4[1].into()),
+                _ => (0, 0),
+            };
+            k.set_tp_src(s);
+            k.set_tp_dst(d);
+            if proto == 6 && l4.len() >= 20 {
+                k.set_tcp_flags(u16::from_be_bytes([l4[12], l4[13]]) & 0xfff);
+            }
+        };
         if dl_type == 0x0800 && ip.len() >= 20 && ip[0] >> 4 == 4 {
             k.set_nw_proto(ip[9]);
+            k.set_nw_tos(ip[1]);
+            k.set_nw_ttl(ip[8]);
             k.set_nw_src(u32::from_be_bytes(ip[12..16].try_into().unwrap()));
             k.set_nw_dst(u32::from_be_bytes(ip[16..20].try_into().unwrap()));
             let ihl = usize::from(ip[0] & 15) * 4;
-            let first = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff == 0;
+            let flags_offset = u16::from_be_bytes([ip[6], ip[7]]);
+            let first = flags_offset & 0x1fff == 0;
+            if flags_offset & 0x3fff != 0 {
+                k.set_ip_frag(if first { 1 } else { 3 });
+            }
             if ihl >= 20 && first && ip.len() >= ihl + 4 {
-                let l4 = &ip[ihl..];
-                let (s, d) = match ip[9] {
-                    6 | 17 | 132 => (
-                        u16::from_be_bytes([l4[0], l4[1]]),
-                        u16::from_be_bytes([l4[2], l4[3]]),
-                    ),
-                    1 => (l4[0].into(), l4[1].into()),
-                    _ => (0, 0),
+                ports(&mut k, ip[9], &ip[ihl..]);
+            }
+        } else if dl_type == 0x86dd && ip.len() >= 40 && ip[0] >> 4 == 6 {
+            let vtf = u32::from_be_bytes(ip[0..4].try_into().unwrap());
+            k.set_nw_tos((vtf >> 20) as u8);
+            k.set_ipv6_label(vtf & 0xfffff);
+            k.set_nw_ttl(ip[7]);
+            k.set_ipv6_src(u128::from_be_bytes(ip[8..24].try_into().unwrap()));
+            k.set_ipv6_dst(u128::from_be_bytes(ip[24..40].try_into().unwrap()));
+            // Extension headers, written out again: 0, 43, 60 in units of
+            // 8 bytes, 51 in units of 4, 44 fixed at 8; at most 8 of them.
+            let (mut next, mut at, mut frag, mut upper) = (ip[6], 40usize, 0u8, None);
+            for _ in 0..8 {
+                if !matches!(next, 0 | 43 | 44 | 51 | 60) {
+                    upper = (next != 50).then_some(at);
+                    break;
+                }
+                if ip.len() < at + 8 {
+                    break;
+                }
+                let h = &ip[at..];
+                if next == 44 {
+                    frag = 1;
+                    if u16::from_be_bytes([h[2], h[3]]) >> 3 != 0 {
+                        frag = 3;
+                        next = h[0];
+                        break;
+                    }
+                }
+                let len = match next {
+                    44 => 8,
+                    51 => (usize::from(h[1]) + 2) * 4,
+                    _ => (usize::from(h[1]) + 1) * 8,
                 };
-                k.set_tp_src(s);
-                k.set_tp_dst(d);
+                next = h[0];
+                at += len;
+            }
+            if upper.is_none() && frag != 3 && !matches!(next, 0 | 43 | 44 | 51 | 60 | 50) {
+                // The loop ran out exactly at an upper-layer header.
+                upper = Some(at);
+            }
+            k.set_nw_proto(next);
+            k.set_ip_frag(frag);
+            if let Some(at) = upper.filter(|&at| ip.len() >= at + 4) {
+                let l4 = &ip[at..];
+                ports(&mut k, next, l4);
+                if next == 58 {
+                    if let Some(nd) = nfv_wire::icmpv6::nd_fields(l4) {
+                        k.set_nd_target(nd.target);
+                        k.set_arp_sha(nd.sll.0);
+                        k.set_arp_tha(nd.tll.0);
+                    }
+                }
             }
         } else if dl_type == 0x0806 && ip.len() >= 28 {
             k.set_nw_proto(ip[7]);
+            k.set_arp_sha(ip[8..14].try_into().unwrap());
             k.set_nw_src(u32::from_be_bytes(ip[14..18].try_into().unwrap()));
+            k.set_arp_tha(ip[18..24].try_into().unwrap());
             k.set_nw_dst(u32::from_be_bytes(ip[24..28].try_into().unwrap()));
         }
         k
@@ -326,31 +508,69 @@ mod tests {
             prop_oneof![Just(0x8100u16), Just(0x88a8), any::<u16>()],
             any::<u16>(),
         );
+        let v6_next = prop_oneof![
+            Just(6u8),
+            Just(17),
+            Just(58),
+            Just(0),
+            Just(43),
+            Just(44),
+            Just(51),
+            Just(60),
+            Just(50),
+            any::<u8>()
+        ];
         (
             any::<[u8; 12]>(),
             proptest::collection::vec(tag, 0..4),
-            prop_oneof![Just(0x0800u16), Just(0x0806), any::<u16>()],
-            prop_oneof![Just(0x45u8), Just(0x46), any::<u8>()],
+            prop_oneof![Just(0x0800u16), Just(0x86dd), Just(0x0806), any::<u16>()],
+            prop_oneof![Just(0x45u8), Just(0x46), Just(0x60), any::<u8>()],
             prop_oneof![Just(6u8), Just(17), Just(132), Just(1), any::<u8>()],
             prop_oneof![Just(0u16), any::<u16>()],
-            proptest::collection::vec(any::<u8>(), 40),
-            0usize..100,
+            // IPv6: the fixed header's next header, and up to three
+            // extension headers (next header, length byte, fragment word).
+            (
+                v6_next.clone(),
+                proptest::collection::vec(
+                    (
+                        v6_next,
+                        0u8..3,
+                        prop_oneof![Just(0u16), Just(1), any::<u16>()],
+                    ),
+                    0..4,
+                ),
+            ),
+            proptest::collection::vec(any::<u8>(), 160),
+            0usize..200,
         )
-            .prop_map(|(macs, tags, et, vihl, proto, frag, rest, len)| {
-                let mut f = macs.to_vec();
-                for (tpid, tci) in tags {
-                    f.extend_from_slice(&tpid.to_be_bytes());
-                    f.extend_from_slice(&tci.to_be_bytes());
-                }
-                f.extend_from_slice(&et.to_be_bytes());
-                let l3 = f.len();
-                f.extend_from_slice(&rest);
-                f[l3] = vihl;
-                f[l3 + 6..l3 + 8].copy_from_slice(&frag.to_be_bytes());
-                f[l3 + 9] = proto;
-                f.truncate(len);
-                f
-            })
+            .prop_map(
+                |(macs, tags, et, vihl, proto, frag, (next, exts), rest, len)| {
+                    let mut f = macs.to_vec();
+                    for (tpid, tci) in tags {
+                        f.extend_from_slice(&tpid.to_be_bytes());
+                        f.extend_from_slice(&tci.to_be_bytes());
+                    }
+                    f.extend_from_slice(&et.to_be_bytes());
+                    let l3 = f.len();
+                    f.extend_from_slice(&rest);
+                    f[l3] = vihl;
+                    if et == 0x86dd {
+                        f[l3 + 6] = next;
+                        let mut at = l3 + 40;
+                        for (n, len, word) in exts {
+                            f[at] = n;
+                            f[at + 1] = len;
+                            f[at + 2..at + 4].copy_from_slice(&word.to_be_bytes());
+                            at += (usize::from(len) + 1) * 8;
+                        }
+                    } else {
+                        f[l3 + 6..l3 + 8].copy_from_slice(&frag.to_be_bytes());
+                        f[l3 + 9] = proto;
+                    }
+                    f.truncate(len);
+                    f
+                },
+            )
     }
 
     proptest::proptest! {

@@ -10,12 +10,14 @@
 //! debugging; such text does not parse back.
 
 use crate::action::Action;
-use crate::key::{VLAN_PRESENT, VLAN_VID_MASK};
-use crate::parse::{FlowFilter, PROTOCOLS, prefix_mask};
+use crate::fields::{DSCP_MASK, ECN_MASK, PROTOCOLS, TCP_FLAG_NAMES};
+use crate::key::{FRAG_ANY, FRAG_LATER, VLAN_PRESENT, VLAN_VID_MASK};
+use crate::parse::FlowFilter;
 use crate::rule::{FlowSpec, Match};
+use crate::values::{prefix_mask, prefix_mask128};
 use core::fmt;
-use core::net::Ipv4Addr;
-use nfv_wire::EthernetAddress;
+use core::net::{Ipv4Addr, Ipv6Addr};
+use nfv_wire::{EtherType, EthernetAddress};
 
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -113,6 +115,69 @@ impl Items<'_, '_> {
         }
     }
 
+    fn ipv6(&mut self, name: &str, v: u128, m: u128) -> fmt::Result {
+        let a = Ipv6Addr::from(v);
+        match m {
+            0 => Ok(()),
+            u128::MAX => self.item(format_args!("{name}={a}")),
+            m if prefix_mask128(m.leading_ones()) == m => {
+                self.item(format_args!("{name}={a}/{}", m.leading_ones()))
+            }
+            m => self.item(format_args!("{name}={a}/{}", Ipv6Addr::from(m))),
+        }
+    }
+
+    /// `nw_tos=` for the DSCP bits, `nw_ecn=` for the ECN bits; any other
+    /// mask as `nw_tos=0xV/0xM` (for debugging: it does not parse back).
+    fn tos(&mut self, v: u8, m: u8) -> fmt::Result {
+        match m {
+            0 => Ok(()),
+            DSCP_MASK => self.item(format_args!("nw_tos={v}")),
+            ECN_MASK => self.item(format_args!("nw_ecn={v}")),
+            0xff => {
+                self.item(format_args!("nw_tos={}", v & DSCP_MASK))?;
+                self.item(format_args!("nw_ecn={}", v & ECN_MASK))
+            }
+            m => self.item(format_args!("nw_tos=0x{v:x}/0x{m:x}")),
+        }
+    }
+
+    /// `nw_frag=` in OVS's words.
+    fn frag(&mut self, v: u8, m: u8) -> fmt::Result {
+        let word = match (v, m) {
+            (_, 0) => return Ok(()),
+            (0, FRAG_ANY) => "no",
+            (FRAG_ANY, FRAG_ANY) => "yes",
+            (FRAG_ANY, 3) => "first",
+            (3, 3) => "later",
+            (0, FRAG_LATER) => "not_later",
+            // `no` with the LATER bit too: still "not a fragment".
+            (0, 3) => "no",
+            _ => return self.item(format_args!("nw_frag=0x{v:x}/0x{m:x}")),
+        };
+        self.item(format_args!("nw_frag={word}"))
+    }
+
+    /// `tcp_flags=+syn-ack` (OVS's form) when every masked bit has a
+    /// name, else `tcp_flags=0xV/0xM`.
+    fn tcp_flags(&mut self, v: u16, m: u16) -> fmt::Result {
+        if m == 0 {
+            return Ok(());
+        }
+        let named: u16 = TCP_FLAG_NAMES.iter().map(|f| f.1).sum();
+        if m & !named != 0 {
+            return self.item(format_args!("tcp_flags=0x{v:03x}/0x{m:03x}"));
+        }
+        let mut text = String::new();
+        for &(name, bit) in TCP_FLAG_NAMES {
+            if m & bit != 0 {
+                text.push(if v & bit != 0 { '+' } else { '-' });
+                text.push_str(name);
+            }
+        }
+        self.item(format_args!("tcp_flags={text}"))
+    }
+
     fn vlan(&mut self, v: u16, m: u16) -> fmt::Result {
         const PCP: u16 = 0xe000;
         if m == 0 {
@@ -140,6 +205,7 @@ impl Items<'_, '_> {
 fn write_match(items: &mut Items<'_, '_>, m: &Match) -> fmt::Result {
     let (k, mk) = (&m.key, &m.mask);
     let mut proto_done = false;
+    let dl_type = (mk.dl_type() == 0xffff).then(|| k.dl_type());
     match mk.dl_type() {
         0 => {}
         0xffff => {
@@ -160,16 +226,68 @@ fn write_match(items: &mut Items<'_, '_>, m: &Match) -> fmt::Result {
         mt => items.item(format_args!("dl_type=0x{:04x}/0x{mt:04x}", k.dl_type()))?,
     }
     items.uint("in_port", k.in_port().into(), mk.in_port().into(), 0xffff)?;
+    items.uint("metadata", k.metadata(), mk.metadata(), u64::MAX)?;
     items.vlan(k.vlan_tci(), mk.vlan_tci())?;
     items.mac("dl_src", k.dl_src(), mk.dl_src())?;
     items.mac("dl_dst", k.dl_dst(), mk.dl_dst())?;
-    items.ipv4("nw_src", k.nw_src(), mk.nw_src())?;
-    items.ipv4("nw_dst", k.nw_dst(), mk.nw_dst())?;
+    let arp = dl_type == Some(EtherType::ARP.0);
+    let v6 = dl_type == Some(EtherType::IPV6.0);
+    let (src, dst, proto) = if arp {
+        ("arp_spa", "arp_tpa", "arp_op")
+    } else {
+        ("nw_src", "nw_dst", "nw_proto")
+    };
+    items.ipv4(src, k.nw_src(), mk.nw_src())?;
+    items.ipv4(dst, k.nw_dst(), mk.nw_dst())?;
+    items.ipv6("ipv6_src", k.ipv6_src(), mk.ipv6_src())?;
+    items.ipv6("ipv6_dst", k.ipv6_dst(), mk.ipv6_dst())?;
+    items.uint(
+        "ipv6_label",
+        k.ipv6_label().into(),
+        mk.ipv6_label().into(),
+        0xf_ffff,
+    )?;
     if !proto_done {
-        items.uint("nw_proto", k.nw_proto().into(), mk.nw_proto().into(), 0xff)?;
+        items.uint(proto, k.nw_proto().into(), mk.nw_proto().into(), 0xff)?;
     }
-    items.uint("tp_src", k.tp_src().into(), mk.tp_src().into(), 0xffff)?;
-    items.uint("tp_dst", k.tp_dst().into(), mk.tp_dst().into(), 0xffff)
+    items.tos(k.nw_tos(), mk.nw_tos())?;
+    items.uint("nw_ttl", k.nw_ttl().into(), mk.nw_ttl().into(), 0xff)?;
+    items.frag(k.ip_frag(), mk.ip_frag())?;
+    let icmp = dl_type.is_some()
+        && mk.nw_proto() == 0xff
+        && matches!((k.dl_type(), k.nw_proto()), (0x0800, 1) | (0x86dd, 58));
+    // ICMP type and code by their names when exact and a byte (the names
+    // take no mask and no larger value).
+    let name = |icmp_name, port_name, v: u16, m: u16| {
+        if icmp && m == 0xffff && v <= 0xff {
+            icmp_name
+        } else {
+            port_name
+        }
+    };
+    let (v, m) = (k.tp_src(), mk.tp_src());
+    items.uint(
+        name("icmp_type", "tp_src", v, m),
+        v.into(),
+        m.into(),
+        0xffff,
+    )?;
+    let (v, m) = (k.tp_dst(), mk.tp_dst());
+    items.uint(
+        name("icmp_code", "tp_dst", v, m),
+        v.into(),
+        m.into(),
+        0xffff,
+    )?;
+    items.tcp_flags(k.tcp_flags(), mk.tcp_flags())?;
+    items.ipv6("nd_target", k.nd_target(), mk.nd_target())?;
+    let (sha, tha) = if v6 {
+        ("nd_sll", "nd_tll")
+    } else {
+        ("arp_sha", "arp_tha")
+    };
+    items.mac(sha, k.arp_sha(), mk.arp_sha())?;
+    items.mac(tha, k.arp_tha(), mk.arp_tha())
 }
 
 /// Match fields only; the empty string for [`Match::ANY`].
@@ -230,7 +348,7 @@ mod tests {
             ),
             (
                 "priority=5,cookie=0x1f,arp,nw_proto=2,nw_dst=10.0.0.0/255.0.255.0,actions=normal",
-                "priority=5,cookie=0x1f,arp,nw_dst=10.0.0.0/255.0.255.0,nw_proto=2,actions=normal",
+                "priority=5,cookie=0x1f,arp,arp_tpa=10.0.0.0/255.0.255.0,arp_op=2,actions=normal",
             ),
             (
                 "dl_type=0x0800,nw_proto=99,nw_src=10.1.2.3/16,actions=3,4",

@@ -1,15 +1,32 @@
-//! The flow key: every header field a rule can match, packed into four
-//! 64-bit words so that masking, hashing and comparing are four word
-//! operations each (no per-field branches on the fast path).
+//! The flow key: every header field a rule can match, packed into sixteen
+//! 64-bit words (two cache lines) so that masking, hashing and comparing
+//! are word operations (no per-field branches on the fast path).
 //!
 //! Word layout (bit 0 = least significant):
-//! - w0: `in_port` [0,16) · `dl_type` [16,32) · `vlan_tci` [32,48) · `nw_proto` [48,56)
+//! - w0: `in_port` [0,16) · `dl_type` [16,32) · `vlan_tci` [32,48) · `nw_proto` [48,56) · `nw_tos` [56,64)
 //! - w1: `dl_src` [0,48) · `tp_src` [48,64)
 //! - w2: `dl_dst` [0,48) · `tp_dst` [48,64)
 //! - w3: `nw_src` [0,32) · `nw_dst` [32,64)
+//! - w4: `nw_ttl` [0,8) · `ip_frag` [8,16) · `tcp_flags` [16,32) · `ipv6_label` [32,52)
+//! - w5: `metadata`
+//! - w6, w7: `ipv6_src` (w6 the high half) · w8, w9: `ipv6_dst` · w10, w11: `nd_target`
+//! - w12: `arp_sha` / `nd_sll` [0,48) · w13: `arp_tha` / `nd_tll` [0,48)
+//! - w14, w15: zero (room for the connection tracker's fields)
+//!
+//! Words 0-4 hold everything an IPv4 packet sets; words 5-15 are zero for
+//! it, and [`FlowKey::hash`] skips them when they are, so IPv4 and its
+//! rules' masked keys hash at the cost of five words (IPv6, ARP and
+//! `metadata` pay for the rest). Fields of different `dl_type`s share
+//! nothing except what OVS shares (ARP's opcode in `nw_proto`, its
+//! addresses in `nw_src`/`nw_dst`; `arp_sha`/`nd_sll`, `arp_tha`/`nd_tll`),
+//! and a rule that matches one of them also matches its `dl_type`.
 //!
 //! MAC addresses are stored as the 48-bit big-endian number they spell, so
-//! `00:00:00:00:00:01` is `1`. IPv4 addresses are host-order `u32`.
+//! `00:00:00:00:00:01` is `1`; IPv4 addresses are host-order `u32`, IPv6
+//! ones host-order `u128`. `nw_tos` is the whole TOS / traffic class byte
+//! (DSCP in the top six bits, ECN in the low two). `ip_frag` is
+//! [`FRAG_ANY`] | [`FRAG_LATER`]. ICMP and ICMPv6 type and code are in
+//! `tp_src` and `tp_dst`, as OVS keeps them.
 //! `vlan_tci` follows OVS: `0` means "no 802.1Q tag"; a tagged frame has
 //! [`VLAN_PRESENT`] set plus PCP (bits 13-15) and VID (bits 0-11).
 
@@ -21,13 +38,24 @@ pub const VLAN_PRESENT: u16 = 0x1000;
 /// VID bits of `vlan_tci`.
 pub const VLAN_VID_MASK: u16 = 0x0fff;
 
+/// `ip_frag` bit: the packet is a fragment (first or later).
+pub const FRAG_ANY: u8 = 1;
+/// `ip_frag` bit: the packet is a fragment other than the first.
+pub const FRAG_LATER: u8 = 2;
+
+/// Words of a [`FlowKey`].
+pub const KEY_WORDS: usize = 16;
+/// Words every packet may set; the rest are zero for IPv4 (see the module
+/// doc) and hashed only when not.
+pub const BASE_WORDS: usize = 5;
+
 /// An OpenFlow port number as used in `in_port=` and `output:`.
 pub type PortNo = u16;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[repr(C, align(32))]
+#[repr(C, align(64))]
 pub struct FlowKey {
-    pub w: [u64; 4],
+    pub w: [u64; KEY_WORDS],
 }
 
 const MAC_MASK: u64 = (1 << 48) - 1;
@@ -46,57 +74,95 @@ macro_rules! field {
     };
 }
 
+/// A 128-bit field held in two words, the high half first.
+macro_rules! field128 {
+    ($get:ident, $set:ident, $word:expr) => {
+        #[inline(always)]
+        pub fn $get(&self) -> u128 {
+            u128::from(self.w[$word]) << 64 | u128::from(self.w[$word + 1])
+        }
+        #[inline(always)]
+        pub fn $set(&mut self, v: u128) {
+            self.w[$word] = (v >> 64) as u64;
+            self.w[$word + 1] = v as u64;
+        }
+    };
+}
+
+/// A MAC address in the low 48 bits of a word.
+macro_rules! field_mac {
+    ($get:ident, $set:ident, $word:expr) => {
+        #[inline(always)]
+        pub fn $get(&self) -> [u8; 6] {
+            mac_from_u64(self.w[$word] & MAC_MASK)
+        }
+        #[inline(always)]
+        pub fn $set(&mut self, mac: [u8; 6]) {
+            self.w[$word] = (self.w[$word] & !MAC_MASK) | mac_to_u64(mac);
+        }
+    };
+}
+
 impl FlowKey {
-    pub const ZERO: FlowKey = FlowKey { w: [0; 4] };
+    pub const ZERO: FlowKey = FlowKey { w: [0; KEY_WORDS] };
     /// All bits set: the mask of an exact match.
-    pub const ALL: FlowKey = FlowKey { w: [u64::MAX; 4] };
+    pub const ALL: FlowKey = FlowKey {
+        w: [u64::MAX; KEY_WORDS],
+    };
 
     field!(in_port, set_in_port, u16, 0, 0, 16);
     field!(dl_type, set_dl_type, u16, 0, 16, 16);
     field!(vlan_tci, set_vlan_tci, u16, 0, 32, 16);
     field!(nw_proto, set_nw_proto, u8, 0, 48, 8);
+    field!(nw_tos, set_nw_tos, u8, 0, 56, 8);
     field!(tp_src, set_tp_src, u16, 1, 48, 16);
     field!(tp_dst, set_tp_dst, u16, 2, 48, 16);
     field!(nw_src, set_nw_src, u32, 3, 0, 32);
     field!(nw_dst, set_nw_dst, u32, 3, 32, 32);
+    field!(nw_ttl, set_nw_ttl, u8, 4, 0, 8);
+    field!(ip_frag, set_ip_frag, u8, 4, 8, 8);
+    field!(tcp_flags, set_tcp_flags, u16, 4, 16, 16);
+    field!(ipv6_label, set_ipv6_label, u32, 4, 32, 20);
+    field128!(ipv6_src, set_ipv6_src, 6);
+    field128!(ipv6_dst, set_ipv6_dst, 8);
+    field128!(nd_target, set_nd_target, 10);
+    field_mac!(dl_src, set_dl_src, 1);
+    field_mac!(dl_dst, set_dl_dst, 2);
+    field_mac!(arp_sha, set_arp_sha, 12);
+    field_mac!(arp_tha, set_arp_tha, 13);
 
     #[inline(always)]
-    pub fn dl_src(&self) -> [u8; 6] {
-        mac_from_u64(self.w[1] & MAC_MASK)
+    pub fn metadata(&self) -> u64 {
+        self.w[5]
     }
     #[inline(always)]
-    pub fn set_dl_src(&mut self, mac: [u8; 6]) {
-        self.w[1] = (self.w[1] & !MAC_MASK) | mac_to_u64(mac);
-    }
-    #[inline(always)]
-    pub fn dl_dst(&self) -> [u8; 6] {
-        mac_from_u64(self.w[2] & MAC_MASK)
-    }
-    #[inline(always)]
-    pub fn set_dl_dst(&mut self, mac: [u8; 6]) {
-        self.w[2] = (self.w[2] & !MAC_MASK) | mac_to_u64(mac);
+    pub fn set_metadata(&mut self, v: u64) {
+        self.w[5] = v;
     }
 
     /// `self & mask`, word by word.
     #[inline(always)]
     pub fn masked(&self, mask: &FlowKey) -> FlowKey {
         FlowKey {
-            w: [
-                self.w[0] & mask.w[0],
-                self.w[1] & mask.w[1],
-                self.w[2] & mask.w[2],
-                self.w[3] & mask.w[3],
-            ],
+            w: core::array::from_fn(|i| self.w[i] & mask.w[i]),
         }
     }
 
-    /// A fast 32-bit hash of the whole key. Two independent
-    /// 64x64->128-bit multiplies of the key's word pairs (each word xored
-    /// with a per-process random word), each product folded high into
-    /// low as wyhash mixes, then one more such multiply of their xor: the
-    /// latency is two multiplies, not a chain of four — a packet behind
-    /// several subtables hashes once per subtable, and the chain was most
-    /// of a probe's time.
+    /// True when a word past [`BASE_WORDS`] is set (IPv6, ARP hardware
+    /// addresses, ND, `metadata`).
+    #[inline(always)]
+    pub fn has_extended(&self) -> bool {
+        self.w[BASE_WORDS..].iter().fold(0, |a, w| a | w) != 0
+    }
+
+    /// A fast 32-bit hash of the whole key. Independent 64x64->128-bit
+    /// multiplies of the key's word pairs (each word xored with a
+    /// per-process random word), each product folded high into low as
+    /// wyhash mixes, then one more such multiply of their xor: the
+    /// latency is two multiplies, not a chain — a packet behind several
+    /// subtables hashes once per subtable, and a chain was most of a
+    /// probe's time. The words past [`BASE_WORDS`] are mixed in only when
+    /// one is set, so an IPv4 key costs three multiplies and a final one.
     ///
     /// Why random words: the hash indexes maps that senders fill (the
     /// megaflow cache holds a masked key per distinct flow). With known
@@ -111,40 +177,72 @@ impl FlowKey {
             (r as u64) ^ ((r >> 64) as u64)
         }
         let s = &*HASH_SEED;
-        let x = mum(self.w[0] ^ s[0], self.w[1] ^ s[1]) ^ mum(self.w[2] ^ s[2], self.w[3] ^ s[3]);
+        let w = &self.w;
+        let mut x =
+            mum(w[0] ^ s[0], w[1] ^ s[1]) ^ mum(w[2] ^ s[2], w[3] ^ s[3]) ^ mum(w[4] ^ s[4], s[5]);
+        if self.has_extended() {
+            x ^= mum(w[5] ^ s[6], w[6] ^ s[7])
+                ^ mum(w[7] ^ s[8], w[8] ^ s[9])
+                ^ mum(w[9] ^ s[10], w[10] ^ s[11])
+                ^ mum(w[11] ^ s[12], w[12] ^ s[13])
+                ^ mum(w[13] ^ s[14], w[14] ^ s[15])
+                ^ mum(w[15] ^ s[16], s[17]);
+        }
         // The pair products alone spread keys that differ in a few bits
         // of one word poorly for some seeds (a field counting up in the
         // top bits of a word moves only some product bits); one more
         // multiply by an odd random word spreads them over all 64.
-        let h = mum(x, s[4]);
+        let h = mum(x, s[18]);
         (h ^ (h >> 32)) as u32
     }
 }
 
 /// The key's fields in the order a staged lookup checks them (OVS's
-/// classifier stages): metadata (`in_port`), then L2 (`dl_type`,
-/// `vlan_tci`, `dl_src`, `dl_dst`), then L3 (`nw_proto`, `nw_src`,
-/// `nw_dst`); L4 (`tp_src`, `tp_dst`) is what is left. Entry `k` is the
-/// union of stages `0..=k`: a rule's mask cut by it is what the rule
-/// matches on up to that stage.
+/// classifier stages): metadata (`in_port`, `metadata`), then L2
+/// (`dl_type`, `vlan_tci`, `dl_src`, `dl_dst`), then L3 (`nw_proto`,
+/// `nw_tos`, `nw_ttl`, `ip_frag`, `ipv6_label`, the IPv4 and IPv6
+/// addresses, `arp_sha`/`arp_tha`); L4 (`tp_src`, `tp_dst`, `tcp_flags`,
+/// `nd_target`) is what is left. Entry `k` is the union of stages
+/// `0..=k`: a rule's mask cut by it is what the rule matches on up to
+/// that stage.
 pub const STAGE_PREFIXES: [FlowKey; 3] = {
     const META: u64 = 0xffff;
     const L2_W0: u64 = 0xffff_ffff_0000;
-    const L3_W0: u64 = 0xff << 48;
+    const L3_W0: u64 = 0xffff << 48;
+    const L3_W4: u64 = 0xffff | (0xf_ffff << 32);
+    const M: u64 = u64::MAX;
+    const fn key(w0: u64, mac: u64, w3: u64, w4: u64, l3: u64) -> FlowKey {
+        FlowKey {
+            w: [
+                w0,
+                mac,
+                mac,
+                w3,
+                w4,
+                M,
+                l3,
+                l3,
+                l3,
+                l3,
+                0,
+                0,
+                l3 & MAC_MASK,
+                l3 & MAC_MASK,
+                0,
+                0,
+            ],
+        }
+    }
     [
-        FlowKey { w: [META, 0, 0, 0] },
-        FlowKey {
-            w: [META | L2_W0, MAC_MASK, MAC_MASK, 0],
-        },
-        FlowKey {
-            w: [META | L2_W0 | L3_W0, MAC_MASK, MAC_MASK, u64::MAX],
-        },
+        key(META, 0, 0, 0, 0),
+        key(META | L2_W0, MAC_MASK, 0, 0, 0),
+        key(META | L2_W0 | L3_W0, MAC_MASK, M, L3_W4, M),
     ]
 };
 
 /// The random words [`FlowKey::hash`] mixes in, drawn once per process
 /// from the OS (through the standard library's randomly keyed hasher).
-static HASH_SEED: std::sync::LazyLock<[u64; 5]> = std::sync::LazyLock::new(|| {
+static HASH_SEED: std::sync::LazyLock<[u64; 19]> = std::sync::LazyLock::new(|| {
     use std::hash::{BuildHasher, Hasher};
     let keyed = std::collections::hash_map::RandomState::new();
     std::array::from_fn(|i| {
@@ -180,7 +278,31 @@ impl fmt::Debug for FlowKey {
             self.nw_proto(),
             self.tp_src(),
             self.tp_dst()
-        )
+        )?;
+        if self.w[4] != 0 || self.nw_tos() != 0 {
+            write!(
+                f,
+                " nw_tos={} nw_ttl={} ip_frag={} tcp_flags=0x{:03x} ipv6_label=0x{:05x}",
+                self.nw_tos(),
+                self.nw_ttl(),
+                self.ip_frag(),
+                self.tcp_flags(),
+                self.ipv6_label()
+            )?;
+        }
+        if self.has_extended() {
+            write!(
+                f,
+                " metadata=0x{:x} ipv6_src={} ipv6_dst={} nd_target={} arp_sha={} arp_tha={}",
+                self.metadata(),
+                core::net::Ipv6Addr::from(self.ipv6_src()),
+                core::net::Ipv6Addr::from(self.ipv6_dst()),
+                core::net::Ipv6Addr::from(self.nd_target()),
+                EthernetAddress(self.arp_sha()),
+                EthernetAddress(self.arp_tha())
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -270,17 +392,29 @@ mod tests {
     fn stage_prefixes_grow_by_their_own_fields() {
         type Set = fn(&mut FlowKey);
         // (field, the first stage that includes it; 3 = none)
-        let fields: [(&str, Set, usize); 10] = [
+        let fields: [(&str, Set, usize); 22] = [
             ("in_port", |k| k.set_in_port(u16::MAX), 0),
+            ("metadata", |k| k.set_metadata(u64::MAX), 0),
             ("dl_type", |k| k.set_dl_type(u16::MAX), 1),
             ("vlan_tci", |k| k.set_vlan_tci(u16::MAX), 1),
             ("dl_src", |k| k.set_dl_src([0xff; 6]), 1),
             ("dl_dst", |k| k.set_dl_dst([0xff; 6]), 1),
             ("nw_proto", |k| k.set_nw_proto(u8::MAX), 2),
+            ("nw_tos", |k| k.set_nw_tos(u8::MAX), 2),
+            ("nw_ttl", |k| k.set_nw_ttl(u8::MAX), 2),
+            ("ip_frag", |k| k.set_ip_frag(u8::MAX), 2),
+            ("ipv6_label", |k| k.set_ipv6_label(u32::MAX), 2),
             ("nw_src", |k| k.set_nw_src(u32::MAX), 2),
             ("nw_dst", |k| k.set_nw_dst(u32::MAX), 2),
+            ("ipv6_src", |k| k.set_ipv6_src(u128::MAX), 2),
+            ("ipv6_dst", |k| k.set_ipv6_dst(u128::MAX), 2),
+            ("arp_sha", |k| k.set_arp_sha([0xff; 6]), 2),
+            ("arp_tha", |k| k.set_arp_tha([0xff; 6]), 2),
             ("tp_src", |k| k.set_tp_src(u16::MAX), 3),
             ("tp_dst", |k| k.set_tp_dst(u16::MAX), 3),
+            ("tcp_flags", |k| k.set_tcp_flags(u16::MAX), 3),
+            ("nd_target", |k| k.set_nd_target(u128::MAX), 3),
+            ("nothing else", |_| {}, 3),
         ];
         let mut all = FlowKey::ZERO;
         for (name, set, first) in fields {
@@ -296,6 +430,75 @@ mod tests {
         }
         // Nothing outside the fields.
         assert_eq!(STAGE_PREFIXES[2].masked(&all), STAGE_PREFIXES[2]);
+    }
+
+    /// Every field reads back what was set and leaves every other bit
+    /// of the key alone, and no two fields share a bit.
+    #[test]
+    fn fields_are_disjoint() {
+        type Set = fn(&mut FlowKey);
+        let setters: [Set; 21] = [
+            |k| k.set_in_port(u16::MAX),
+            |k| k.set_metadata(u64::MAX),
+            |k| k.set_dl_type(u16::MAX),
+            |k| k.set_vlan_tci(u16::MAX),
+            |k| k.set_dl_src([0xff; 6]),
+            |k| k.set_dl_dst([0xff; 6]),
+            |k| k.set_nw_proto(u8::MAX),
+            |k| k.set_nw_tos(u8::MAX),
+            |k| k.set_nw_ttl(u8::MAX),
+            |k| k.set_ip_frag(u8::MAX),
+            |k| k.set_ipv6_label(u32::MAX),
+            |k| k.set_nw_src(u32::MAX),
+            |k| k.set_nw_dst(u32::MAX),
+            |k| k.set_ipv6_src(u128::MAX),
+            |k| k.set_ipv6_dst(u128::MAX),
+            |k| k.set_arp_sha([0xff; 6]),
+            |k| k.set_arp_tha([0xff; 6]),
+            |k| k.set_tp_src(u16::MAX),
+            |k| k.set_tp_dst(u16::MAX),
+            |k| k.set_tcp_flags(u16::MAX),
+            |k| k.set_nd_target(u128::MAX),
+        ];
+        let mut seen = FlowKey::ZERO;
+        for (i, set) in setters.iter().enumerate() {
+            let mut k = FlowKey::ZERO;
+            set(&mut k);
+            assert!(k != FlowKey::ZERO, "setter {i} sets nothing");
+            assert_eq!(
+                k.masked(&seen),
+                FlowKey::ZERO,
+                "setter {i} overlaps an earlier field"
+            );
+            for (s, w) in seen.w.iter_mut().zip(k.w) {
+                *s |= w;
+            }
+        }
+        // Words 0-4 hold the base fields; 14 and 15 are free.
+        assert!(
+            !seen
+                .masked(&FlowKey {
+                    w: core::array::from_fn(|i| if i < BASE_WORDS { u64::MAX } else { 0 })
+                })
+                .has_extended()
+        );
+        assert_eq!((seen.w[14], seen.w[15]), (0, 0));
+        let mut v6 = FlowKey::ZERO;
+        v6.set_ipv6_src(0x2001_0db8 << 96 | 7);
+        assert_eq!(v6.ipv6_src(), 0x2001_0db8 << 96 | 7);
+        assert!(v6.has_extended());
+    }
+
+    #[test]
+    fn extended_words_change_the_hash() {
+        let mut a = FlowKey::ZERO;
+        a.set_dl_type(0x86dd);
+        let mut b = a;
+        b.set_ipv6_dst(1);
+        let mut c = a;
+        c.set_ipv6_dst(2);
+        assert_ne!(a.hash(), b.hash());
+        assert_ne!(b.hash(), c.hash());
     }
 
     #[test]

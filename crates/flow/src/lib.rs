@@ -15,6 +15,7 @@ pub mod action;
 pub mod classifier;
 pub mod emc;
 pub mod extract;
+mod fields;
 pub mod format;
 pub mod group;
 pub mod key;
@@ -24,6 +25,7 @@ pub mod port_wide;
 pub mod rule;
 pub mod table;
 pub mod tunnel;
+mod values;
 
 pub use action::Action;
 pub use classifier::{Classified, Classifier};

@@ -27,69 +27,15 @@
 //! sctp or icmp (for icmp, `tp_src`/`tp_dst` are type/code).
 
 use crate::action::Action;
-use crate::key::{FlowKey, PortNo, VLAN_PRESENT, VLAN_VID_MASK, mac_from_u64};
+use crate::key::VLAN_VID_MASK;
 use crate::rule::{DEFAULT_PRIORITY, FlowSpec, Match, Timeouts};
 use core::net::Ipv4Addr;
-use nfv_wire::{EtherType, EthernetAddress, IpProtocol};
+use nfv_wire::EtherType;
 
-// The key stores these as plain numbers; named here for use in patterns.
-const ETHERTYPE_IPV4: u16 = EtherType::IPV4.0;
-const ETHERTYPE_ARP: u16 = EtherType::ARP.0;
-const IPPROTO_ICMP: u8 = IpProtocol::ICMP.0;
-const IPPROTO_TCP: u8 = IpProtocol::TCP.0;
-const IPPROTO_UDP: u8 = IpProtocol::UDP.0;
-const IPPROTO_SCTP: u8 = IpProtocol::SCTP.0;
-
-/// Highest port number a rule may name (OpenFlow 1.0 `OFPP_MAX` - 1);
-/// port 0 is invalid.
-pub const MAX_PORT: PortNo = 0xfeff;
-
-/// VLAN PCP bits of `vlan_tci`.
-const VLAN_PCP_MASK: u16 = 0xe000;
-
-/// Why a flow or filter string was rejected. Every message names the
-/// offending field or token.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FlowParseError {
-    #[error("unknown field \"{0}\"")]
-    UnknownField(String),
-    #[error("duplicate field \"{0}\"")]
-    DuplicateField(String),
-    #[error("missing actions=")]
-    MissingActions,
-    #[error("actions= is not allowed in a filter (match fields and priority only)")]
-    ActionsInFilter,
-    #[error("{0}: missing value (expected {0}=...)")]
-    MissingValue(String),
-    #[error("{field}: \"{value}\" is not {expected}")]
-    BadValue {
-        field: String,
-        value: String,
-        expected: &'static str,
-    },
-    #[error("actions: unknown action \"{0}\"")]
-    UnknownAction(String),
-    /// Anything else: a range, a prerequisite or a conflict.
-    #[error("{field}: {reason}")]
-    Invalid { field: String, reason: String },
-}
-
-use FlowParseError as E;
-
-fn bad(field: &str, value: &str, expected: &'static str) -> FlowParseError {
-    E::BadValue {
-        field: field.into(),
-        value: value.into(),
-        expected,
-    }
-}
-
-fn invalid(field: &str, reason: impl Into<String>) -> FlowParseError {
-    E::Invalid {
-        field: field.into(),
-        reason: reason.into(),
-    }
-}
+pub use crate::fields::check_prerequisites;
+use crate::fields::{MatchFields, is_field};
+use crate::values::{E, bad, invalid, mac, port, uint, uint_in, vni};
+pub use crate::values::{FlowParseError, MAX_PORT};
 
 /// A `del-flows`/`dump-flows` selection: match fields, optionally a
 /// cookie (`cookie=V/M`: rules whose cookie has V's bits under M) and,
@@ -142,7 +88,7 @@ pub fn parse_flow(text: &str) -> Result<FlowSpec, FlowParseError> {
         priority: b.priority.unwrap_or(DEFAULT_PRIORITY),
         cookie: b.cookie.map_or(0, |c| c.value),
         timeouts: b.timeouts,
-        matches: b.finish()?,
+        matches: b.fields.finish()?,
         tun_id: b.tun_id,
         actions,
     })
@@ -154,7 +100,7 @@ pub fn parse_filter(text: &str) -> Result<FlowFilter, FlowParseError> {
     let (b, _) = parse_items(text, true)?;
     Ok(FlowFilter {
         priority: b.priority,
-        matches: b.finish()?,
+        matches: b.fields.finish()?,
         cookie: b.cookie,
     })
 }
@@ -173,100 +119,9 @@ impl core::str::FromStr for FlowFilter {
     }
 }
 
-/// Checks OpenFlow prerequisites of a match: `nw_*` fields need dl_type ip
-/// or arp; `tp_*` fields need ip with nw_proto tcp, udp, sctp or icmp.
-/// Fields with an all-zero mask are wildcards and need nothing.
-pub fn check_prerequisites(m: &Match) -> Result<(), FlowParseError> {
-    let dl_type = (m.mask.dl_type() == 0xffff).then(|| m.key.dl_type());
-    let ip_or_arp = matches!(dl_type, Some(ETHERTYPE_IPV4 | ETHERTYPE_ARP));
-    for (field, used) in [
-        ("nw_src", m.mask.nw_src() != 0),
-        ("nw_dst", m.mask.nw_dst() != 0),
-        ("nw_proto", m.mask.nw_proto() != 0),
-    ] {
-        if used && !ip_or_arp {
-            return Err(invalid(
-                field,
-                "needs ip or arp first (dl_type=0x0800 or 0x0806)",
-            ));
-        }
-    }
-    let l4 = dl_type == Some(ETHERTYPE_IPV4)
-        && m.mask.nw_proto() == 0xff
-        && matches!(
-            m.key.nw_proto(),
-            IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP | IPPROTO_ICMP
-        );
-    for (field, used) in [
-        ("tp_src", m.mask.tp_src() != 0),
-        ("tp_dst", m.mask.tp_dst() != 0),
-    ] {
-        if used && !l4 {
-            return Err(invalid(
-                field,
-                "needs tcp, udp, sctp or icmp first (ip with nw_proto=6, 17, 132 or 1)",
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Protocol shorthands: keyword, dl_type, nw_proto. The formatter prints
-/// the first entry that fits, so specific ones come before `ip`.
-pub(crate) const PROTOCOLS: &[(&str, u16, Option<u8>)] = &[
-    ("icmp", ETHERTYPE_IPV4, Some(IPPROTO_ICMP)),
-    ("tcp", ETHERTYPE_IPV4, Some(IPPROTO_TCP)),
-    ("udp", ETHERTYPE_IPV4, Some(IPPROTO_UDP)),
-    ("sctp", ETHERTYPE_IPV4, Some(IPPROTO_SCTP)),
-    ("ip", ETHERTYPE_IPV4, None),
-    ("arp", ETHERTYPE_ARP, None),
-];
-
-/// Match fields, each one a slot of [`Builder`].
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Slot {
-    InPort,
-    DlSrc,
-    DlDst,
-    DlType,
-    DlVlan,
-    DlVlanPcp,
-    VlanTci,
-    NwSrc,
-    NwDst,
-    NwProto,
-    TpSrc,
-    TpDst,
-}
-const N_SLOTS: usize = 12;
-
-const FIELDS: &[(&str, Slot)] = &[
-    ("in_port", Slot::InPort),
-    ("dl_src", Slot::DlSrc),
-    ("dl_dst", Slot::DlDst),
-    ("dl_type", Slot::DlType),
-    ("dl_vlan", Slot::DlVlan),
-    ("dl_vlan_pcp", Slot::DlVlanPcp),
-    ("vlan_tci", Slot::VlanTci),
-    ("nw_src", Slot::NwSrc),
-    ("nw_dst", Slot::NwDst),
-    ("nw_proto", Slot::NwProto),
-    ("tp_src", Slot::TpSrc),
-    ("tp_dst", Slot::TpDst),
-];
-
-/// One field's value and mask, and the token that set it (a field name or
-/// a protocol keyword), for duplicate and conflict messages.
-#[derive(Clone, Copy, Debug)]
-struct Setting {
-    origin: &'static str,
-    value: u64,
-    mask: u64,
-}
-
 #[derive(Default)]
 struct Builder {
-    slots: [Option<Setting>; N_SLOTS],
+    fields: MatchFields,
     priority: Option<u16>,
     cookie: Option<CookieMatch>,
     timeouts: Timeouts,
@@ -277,40 +132,11 @@ struct Builder {
 }
 
 impl Builder {
-    fn set(&mut self, slot: Slot, origin: &'static str, value: u64, mask: u64) -> Result<(), E> {
-        let new = Setting {
-            origin,
-            value: value & mask,
-            mask,
-        };
-        match self.slots[slot as usize] {
-            None => {
-                self.slots[slot as usize] = Some(new);
-                Ok(())
-            }
-            Some(old) if old.origin == origin => Err(E::DuplicateField(origin.into())),
-            // `tcp,nw_proto=6` or `ip,tcp`: the same value twice is fine.
-            Some(old) if old.value == new.value && old.mask == new.mask => Ok(()),
-            Some(old) => Err(invalid(
-                origin,
-                format!("conflicts with earlier \"{}\"", old.origin),
-            )),
-        }
-    }
-
-    fn get(&self, slot: Slot) -> Option<Setting> {
-        self.slots[slot as usize]
-    }
-
     fn keyword(&mut self, word: &str) -> Result<(), E> {
-        if let Some(&(name, dl_type, proto)) = PROTOCOLS.iter().find(|p| p.0 == word) {
-            self.set(Slot::DlType, name, dl_type.into(), 0xffff)?;
-            if let Some(p) = proto {
-                self.set(Slot::NwProto, name, p.into(), 0xff)?;
-            }
+        if self.fields.keyword(word)? {
             return Ok(());
         }
-        let known = FIELDS.iter().any(|f| f.0 == word)
+        let known = is_field(word)
             || matches!(
                 word,
                 "priority" | "cookie" | "table" | "tun_id" | "idle_timeout" | "hard_timeout"
@@ -335,7 +161,7 @@ impl Builder {
                 }
                 Ok(())
             }
-            _ => self.match_field(name, value),
+            _ => self.fields.field(name, value),
         }
     }
 
@@ -410,118 +236,6 @@ impl Builder {
         }
         Ok(())
     }
-
-    /// A packet field ([`FIELDS`]).
-    fn match_field(&mut self, name: &str, value: &str) -> Result<(), E> {
-        let Some(&(origin, slot)) = FIELDS.iter().find(|f| f.0 == name) else {
-            if PROTOCOLS.iter().any(|p| p.0 == name) {
-                return Err(invalid(name, "is a keyword and takes no value"));
-            }
-            return Err(E::UnknownField(name.into()));
-        };
-        let (v, m) = slot_value(slot, name, value)?;
-        self.set(slot, origin, v, m)
-    }
-
-    /// Builds the (pre-masked) match and checks VLAN consistency and
-    /// prerequisites.
-    fn finish(&self) -> Result<Match, E> {
-        let mut key = FlowKey::ZERO;
-        let mut mask = FlowKey::ZERO;
-        let val = |s: Slot| self.get(s).map_or((0, 0), |x| (x.value, x.mask));
-        let (v, m) = val(Slot::InPort);
-        key.set_in_port(v as u16);
-        mask.set_in_port(m as u16);
-        let (v, m) = val(Slot::DlType);
-        key.set_dl_type(v as u16);
-        mask.set_dl_type(m as u16);
-        let (v, m) = val(Slot::DlSrc);
-        key.set_dl_src(mac_from_u64(v));
-        mask.set_dl_src(mac_from_u64(m));
-        let (v, m) = val(Slot::DlDst);
-        key.set_dl_dst(mac_from_u64(v));
-        mask.set_dl_dst(mac_from_u64(m));
-        let (v, m) = val(Slot::NwSrc);
-        key.set_nw_src(v as u32);
-        mask.set_nw_src(m as u32);
-        let (v, m) = val(Slot::NwDst);
-        key.set_nw_dst(v as u32);
-        mask.set_nw_dst(m as u32);
-        let (v, m) = val(Slot::NwProto);
-        key.set_nw_proto(v as u8);
-        mask.set_nw_proto(m as u8);
-        let (v, m) = val(Slot::TpSrc);
-        key.set_tp_src(v as u16);
-        mask.set_tp_src(m as u16);
-        let (v, m) = val(Slot::TpDst);
-        key.set_tp_dst(v as u16);
-        mask.set_tp_dst(m as u16);
-
-        let vid = self.get(Slot::DlVlan);
-        let pcp = self.get(Slot::DlVlanPcp);
-        if self.get(Slot::VlanTci).is_some() && (vid.is_some() || pcp.is_some()) {
-            return Err(invalid(
-                "vlan_tci",
-                "cannot be combined with dl_vlan or dl_vlan_pcp",
-            ));
-        }
-        if vid.is_some_and(|s| s.value == 0) && pcp.is_some() {
-            return Err(invalid(
-                "dl_vlan_pcp",
-                "conflicts with dl_vlan=0xffff (no tag)",
-            ));
-        }
-        let (mut v, mut m) = val(Slot::VlanTci);
-        for s in [vid, pcp].into_iter().flatten() {
-            v |= s.value;
-            m |= s.mask;
-        }
-        key.set_vlan_tci(v as u16);
-        mask.set_vlan_tci(m as u16);
-
-        let matches = Match {
-            key: key.masked(&mask),
-            mask,
-        };
-        check_prerequisites(&matches)?;
-        Ok(matches)
-    }
-}
-
-/// The value and mask `value` gives packet field `name` (in `slot`).
-fn slot_value(slot: Slot, name: &str, value: &str) -> Result<(u64, u64), E> {
-    Ok(match slot {
-        Slot::InPort => (port(name, value)?.into(), 0xffff),
-        Slot::DlSrc | Slot::DlDst => mac_masked(name, value)?,
-        Slot::DlType => (
-            uint_in(name, value, 0xffff, "an Ethertype (0..0xffff)")?,
-            0xffff,
-        ),
-        Slot::DlVlan => {
-            let vid = uint(value)
-                .filter(|&v| v <= VLAN_VID_MASK.into() || v == 0xffff)
-                .ok_or_else(|| bad(name, value, "a VLAN ID (0..4095, or 0xffff for no tag)"))?;
-            if vid == 0xffff {
-                (0, VLAN_PRESENT.into())
-            } else {
-                (
-                    u64::from(VLAN_PRESENT) | vid,
-                    u64::from(VLAN_PRESENT | VLAN_VID_MASK),
-                )
-            }
-        }
-        Slot::DlVlanPcp => {
-            let pcp = uint_in(name, value, 7, "a VLAN priority (0..7)")?;
-            (
-                u64::from(VLAN_PRESENT) | pcp << 13,
-                u64::from(VLAN_PRESENT | VLAN_PCP_MASK),
-            )
-        }
-        Slot::VlanTci => uint_masked(name, value, 0xffff, "a 16-bit TCI")?,
-        Slot::NwSrc | Slot::NwDst => ipv4_masked(name, value)?,
-        Slot::NwProto => (uint_in(name, value, 0xff, "an IP protocol (0..255)")?, 0xff),
-        Slot::TpSrc | Slot::TpDst => uint_masked(name, value, 0xffff, "a port (0..65535)")?,
-    })
 }
 
 fn is_sep(b: u8) -> bool {
@@ -797,109 +511,6 @@ fn port_number(field: &str, s: &str) -> Result<u16, E> {
 }
 
 /// A VXLAN network identifier: 24 bits.
-fn vni(field: &str, s: &str) -> Result<u32, E> {
-    Ok(uint_in(field, s, 0xff_ffff, "a VNI (0..16777215)")? as u32)
-}
-
-/// Decimal or `0x` hex, digits only (no sign, no spaces).
-fn uint(s: &str) -> Option<u64> {
-    let (digits, radix) = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => (h, 16),
-        None => (s, 10),
-    };
-    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        return None;
-    }
-    u64::from_str_radix(digits, radix).ok()
-}
-
-fn uint_in(field: &str, s: &str, max: u64, expected: &'static str) -> Result<u64, E> {
-    uint(s)
-        .filter(|&v| v <= max)
-        .ok_or_else(|| bad(field, s, expected))
-}
-
-/// `N` or `N/MASK`, both at most `max`.
-fn uint_masked(field: &str, s: &str, max: u64, expected: &'static str) -> Result<(u64, u64), E> {
-    match s.split_once('/') {
-        None => Ok((uint_in(field, s, max, expected)?, max)),
-        Some((v, m)) => Ok((
-            uint_in(field, v, max, expected)?,
-            uint_in(field, m, max, expected)?,
-        )),
-    }
-}
-
-fn port(field: &str, s: &str) -> Result<PortNo, E> {
-    uint(s)
-        .filter(|&p| (1..=u64::from(MAX_PORT)).contains(&p))
-        .map(|p| p as PortNo)
-        .ok_or_else(|| bad(field, s, "a port number (1..65279)"))
-}
-
-/// A MAC address (`xx:xx:xx:xx:xx:xx`, one or two hex digits an octet)
-/// as the 48-bit number the flow key stores.
-fn mac_u64(s: &str) -> Option<u64> {
-    s.parse::<EthernetAddress>()
-        .ok()
-        .map(EthernetAddress::to_u64)
-}
-
-fn mac(field: &str, s: &str) -> Result<[u8; 6], E> {
-    mac_u64(s)
-        .map(mac_from_u64)
-        .ok_or_else(|| bad(field, s, "a MAC address (xx:xx:xx:xx:xx:xx)"))
-}
-
-fn mac_masked(field: &str, s: &str) -> Result<(u64, u64), E> {
-    let (v, m) = match s.split_once('/') {
-        None => (s, None),
-        Some((v, m)) => (v, Some(m)),
-    };
-    let expected = "a MAC address (xx:xx:xx:xx:xx:xx)";
-    let value = mac_u64(v).ok_or_else(|| bad(field, v, expected))?;
-    let mask = match m {
-        None => (1 << 48) - 1,
-        Some(m) => mac_u64(m).ok_or_else(|| bad(field, m, expected))?,
-    };
-    Ok((value, mask))
-}
-
-fn ipv4_masked(field: &str, s: &str) -> Result<(u64, u64), E> {
-    let (a, m) = match s.split_once('/') {
-        None => (s, None),
-        Some((a, m)) => (a, Some(m)),
-    };
-    let addr: Ipv4Addr = a.parse().map_err(|_| bad(field, a, "an IPv4 address"))?;
-    let mask = match m {
-        None => u32::MAX,
-        Some(m) if m.contains('.') => u32::from(
-            m.parse::<Ipv4Addr>()
-                .map_err(|_| bad(field, m, "a prefix length or netmask"))?,
-        ),
-        Some(m) => {
-            if m.is_empty() || !m.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(bad(field, m, "a prefix length or netmask"));
-            }
-            match m.parse::<u32>() {
-                Ok(n) if n <= 32 => prefix_mask(n),
-                _ => {
-                    return Err(invalid(
-                        field,
-                        format!("prefix length {m} out of range 0..32"),
-                    ));
-                }
-            }
-        }
-    };
-    Ok((u32::from(addr).into(), mask.into()))
-}
-
-/// The netmask of an `n`-bit prefix (`n` ≤ 32).
-pub(crate) fn prefix_mask(n: u32) -> u32 {
-    u32::MAX.checked_shl(32 - n).unwrap_or(0)
-}
-
 #[cfg(test)]
 #[path = "parse_tests.rs"]
 mod tests;

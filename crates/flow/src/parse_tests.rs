@@ -3,8 +3,10 @@
 
 use super::*;
 use crate::action::Action::{self, *};
-use crate::key::mac_to_u64;
+use crate::fields::PROTOCOLS;
+use crate::key::{VLAN_PRESENT, mac_from_u64, mac_to_u64};
 use crate::rule::Timeouts;
+use crate::values::prefix_mask;
 use proptest::prelude::*;
 
 /// Builds an expected match field by field (full masks unless given).

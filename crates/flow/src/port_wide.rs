@@ -24,7 +24,11 @@ use std::sync::Arc;
 
 /// The mask of a match on `in_port` alone.
 pub const IN_PORT_ONLY: FlowKey = FlowKey {
-    w: [0xffff, 0, 0, 0],
+    w: {
+        let mut w = [0; crate::key::KEY_WORDS];
+        w[0] = 0xffff;
+        w
+    },
 };
 
 /// Per in_port, the rule that takes all of its packets, if one does.

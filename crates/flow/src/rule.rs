@@ -30,7 +30,7 @@ impl Match {
     /// True when every packet this match accepts is also accepted by
     /// `filter` (the `del-flows` non-strict selection rule of OpenFlow).
     pub fn is_covered_by(&self, filter: &Match) -> bool {
-        (0..4).all(|i| {
+        (0..crate::key::KEY_WORDS).all(|i| {
             self.mask.w[i] & filter.mask.w[i] == filter.mask.w[i]
                 && self.key.w[i] & filter.mask.w[i] == filter.key.w[i]
         })
