@@ -549,3 +549,7 @@ fn tcp_flags(name: &str, value: &str) -> Result<(u64, u64), E> {
     }
     Ok((v, m))
 }
+
+#[cfg(test)]
+#[path = "fields_tests.rs"]
+mod tests;
