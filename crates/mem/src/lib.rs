@@ -23,44 +23,7 @@ pub mod spin;
 pub mod stats;
 
 pub use mapping::{Commit, Mapping, Pages, Populate};
-pub use packet::{HEADROOM, OFFLOAD_HDR_LEN, OFFLOAD_META_LEN, Packet, SPLIT_HEAD};
-pub use pool::{PacketPool, PoolCache, PoolError};
-pub use region::{Backing, Region, RegionError};
+pub use packet::{BATCH, Batch, HEADROOM, OFFLOAD_HDR_LEN, OFFLOAD_META_LEN, Packet, SPLIT_HEAD};
+pub use pool::{MemoryConfig, PacketPool, PoolCache, PoolError};
+pub use region::{Backing, HugepageMode, Region, RegionError};
 pub use spin::{SpinGuard, SpinLock};
-
-/// Packets per burst, as in DPDK and OVS.
-pub const BATCH: usize = 32;
-
-/// Up to [`BATCH`] packets. Fixed capacity: never allocates.
-pub type Batch = arrayvec::ArrayVec<Packet, BATCH>;
-
-/// Where the packet region comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum HugepageMode {
-    /// hugetlbfs when available, memfd otherwise (logged).
-    #[default]
-    Auto,
-    /// Fail if hugepages cannot be had.
-    Require,
-    /// Always memfd with normal pages.
-    Never,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MemoryConfig {
-    /// Bytes per frame buffer including headroom: power of two, 2048..=65536.
-    pub frame_size: usize,
-    /// Number of frames in the pool, 1024..=4_194_304.
-    pub frames: usize,
-    pub hugepages: HugepageMode,
-}
-
-impl Default for MemoryConfig {
-    fn default() -> Self {
-        MemoryConfig {
-            frame_size: 2048,
-            frames: 32768,
-            hugepages: HugepageMode::Auto,
-        }
-    }
-}

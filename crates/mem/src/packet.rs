@@ -41,6 +41,12 @@ pub const OFFLOAD_META_LEN: usize = 16;
 /// `PACKET_VNET_HDR` all use, so ports pass it on without translating.
 pub const OFFLOAD_HDR_LEN: usize = 10;
 
+/// Packets per burst, as in DPDK and OVS.
+pub const BATCH: usize = 32;
+
+/// Up to [`BATCH`] packets. Fixed capacity: never allocates.
+pub type Batch = arrayvec::ArrayVec<Packet, BATCH>;
+
 /// 32 bytes (two 16-byte moves): the buffer's capacity is stored minus one
 /// in 16 bits (pool frames are at most 64 KiB). Offload metadata, rare and
 /// 10 bytes long, does not widen it: it lives at the start of the buffer's

@@ -7,9 +7,8 @@
 //! (`ArrayQueue`); each `PoolCache` belongs to one thread.
 
 use crate::owner::{self, BufferOwner, OwnerId};
-use crate::packet::{HEADROOM, Packet};
-use crate::region::{Backing, Region, RegionError};
-use crate::{Batch, MemoryConfig};
+use crate::packet::{Batch, HEADROOM, Packet};
+use crate::region::{Backing, HugepageMode, Region, RegionError};
 use crossbeam_queue::ArrayQueue;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
@@ -19,6 +18,25 @@ use std::sync::{Arc, Weak};
 const CACHE_MAX: usize = 512;
 /// Frames moved between a cache and the shared list at a time.
 const CACHE_BULK: usize = 128;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryConfig {
+    /// Bytes per frame buffer including headroom: power of two, 2048..=65536.
+    pub frame_size: usize,
+    /// Number of frames in the pool, 1024..=4_194_304.
+    pub frames: usize,
+    pub hugepages: HugepageMode,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            frame_size: 2048,
+            frames: 32768,
+            hugepages: HugepageMode::Auto,
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum PoolError {

@@ -6,7 +6,6 @@
 //! misses, as DPDK does) and fall back to normal pages with a log line;
 //! hugepages are never required unless the config says `require`.
 
-use crate::HugepageMode;
 use crate::mapping::{Mapping, Populate};
 use std::ffi::CString;
 use std::io;
@@ -21,6 +20,18 @@ const PAGE: usize = 4096;
 pub enum Backing {
     Hugepages2M,
     Memfd4K,
+}
+
+/// Where the packet region comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum HugepageMode {
+    /// hugetlbfs when available, memfd otherwise (logged).
+    #[default]
+    Auto,
+    /// Fail if hugepages cannot be had.
+    Require,
+    /// Always memfd with normal pages.
+    Never,
 }
 
 impl Backing {

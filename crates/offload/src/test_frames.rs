@@ -1,7 +1,9 @@
 //! Test frames built by etherparse, their header offsets as etherparse
 //! laid them out, and checks of segments by etherparse: an oracle that
-//! shares no code with the crate.
+//! shares no code with the crate. Also the offload headers a sender sets
+//! with them.
 
+use crate::meta::{F_NEEDS_CSUM, OffloadMeta};
 use etherparse::{
     IpHeaders, IpNumber, Ipv4Extensions, Ipv4Header, Ipv4Options, Ipv6Extensions, Ipv6Header,
     NetHeaders, PacketBuilder, PacketHeaders, PayloadSlice, TcpHeader, TransportHeader, VlanId,
@@ -219,6 +221,46 @@ pub fn make_partial(built: &Built) -> Vec<u8> {
     let p = pseudo_sum(&f, built);
     f[at..at + 2].copy_from_slice(&p.to_be_bytes());
     f
+}
+
+pub fn built(ip: Ip, l4: L4, payload: usize) -> Built {
+    build(&Spec {
+        ip,
+        l4,
+        payload,
+        ..Default::default()
+    })
+}
+pub fn tcp4() -> Built {
+    built(Ip::V4, L4::Tcp, 3000)
+}
+pub fn udp4() -> Built {
+    built(Ip::V4, L4::Udp, 3000)
+}
+pub fn tcp6() -> Built {
+    built(Ip::V6, L4::Tcp, 3000)
+}
+pub fn udp6() -> Built {
+    built(Ip::V6, L4::Udp, 3000)
+}
+
+/// The partial checksum a sender of `b` sets.
+pub fn csum(b: &Built) -> OffloadMeta {
+    OffloadMeta {
+        flags: F_NEEDS_CSUM,
+        csum_start: b.l4 as u16,
+        csum_offset: b.spec.l4.csum_offset() as u16,
+        ..Default::default()
+    }
+}
+/// GSO of `gso_type` with `gso_size`, as Linux fills it (hdr_len too).
+pub fn gso(b: &Built, gso_type: u8, gso_size: u16) -> OffloadMeta {
+    OffloadMeta {
+        gso_type,
+        gso_size,
+        hdr_len: b.payload as u16,
+        ..csum(b)
+    }
 }
 
 /// A segment as etherparse reads it, every checksum verified.

@@ -146,7 +146,7 @@ impl CounterSource for PerfSource {
 
 #[cfg(test)]
 mod tests {
-    use super::scale;
+    use super::*;
     use crate::{Reading, Unsupported};
 
     #[test]

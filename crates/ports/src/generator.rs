@@ -16,6 +16,7 @@
 //! writes a few fields; it never allocates.
 
 use crate::config::GeneratorConfig;
+pub use crate::shared::GeneratorControl;
 use crate::{Clock, Gauge, Port, PortGauges, QueueCounters, RxQueue, TxQueue};
 use nfv_mem::{Batch, PoolCache};
 use nfv_traffic::mix::Pacer;
@@ -27,7 +28,7 @@ use nfv_wire::{
 use std::sync::Arc;
 use std::sync::atomic::{
     AtomicU64,
-    Ordering::{Acquire, Relaxed, Release},
+    Ordering::{Acquire, Relaxed},
 };
 
 /// Flow `f` uses UDP source port `src_port + f % FLOW_PORTS`.
@@ -98,83 +99,6 @@ pub fn stamp_flow(frame: &mut [u8], template: &[u8], cfg: &GeneratorConfig, f: u
     // the header's IHL would read the frame back (the same stall).
     UdpPacket::new_unchecked(&mut frame[ethernet::HEADER_LEN + ipv4::HEADER_LEN..])
         .set_src_port(sport);
-}
-
-/// Lock-free run control of a generator, for the control plane
-/// (`nfvswitch ndr` sets a rate and a packet budget per trial). Each rx
-/// queue notices a change at its next burst (one relaxed load of `epoch`)
-/// and restarts its pacing and budget from then; sequence numbers go on.
-///
-/// Thread safety: `Sync`. Writers are control-plane threads (one at a
-/// time); PMDs only read the settings and each writes its own queue's
-/// `generated` counter.
-pub struct GeneratorControl {
-    port_id: u16,
-    stamp: bool,
-    mean_frame: f64,
-    epoch: AtomicU64,
-    /// Packets per second over all queues; 0 = as fast as possible.
-    rate_pps: AtomicU64,
-    /// Packets to send in total; `u64::MAX` = forever.
-    count: AtomicU64,
-    /// Packets a queue may fall behind its rate before the excess is
-    /// dropped; 0 = unlimited (it catches up later).
-    backlog_limit: AtomicU64,
-    /// Per rx queue, since the port opened (single writer each).
-    generated: Box<[QueueCounters]>,
-    /// Per rx queue: packets dropped for falling behind (`packets` only).
-    missed: Box<[QueueCounters]>,
-}
-
-impl GeneratorControl {
-    /// Sends `count` packets (`None`: forever) at `rate_pps` (`None`: as
-    /// fast as possible), starting now.
-    pub fn start(&self, rate_pps: Option<u64>, count: Option<u64>) {
-        self.rate_pps.store(rate_pps.unwrap_or(0), Relaxed);
-        self.count.store(count.unwrap_or(u64::MAX), Relaxed);
-        self.epoch.fetch_add(1, Release);
-    }
-    /// From the next [`GeneratorControl::start`] on, a rate-limited queue
-    /// that falls more than `packets` behind its rate drops the excess
-    /// (counted as missed, their sequence numbers skipped) — a NIC's rx
-    /// ring overflowing when the switch does not poll it fast enough.
-    /// 0 (the default): never drop, catch up a burst at a time.
-    pub fn set_backlog_limit(&self, packets: u64) {
-        self.backlog_limit.store(packets, Relaxed);
-    }
-    /// Packets dropped for falling behind the rate, since the port opened.
-    pub fn missed(&self) -> u64 {
-        self.missed.iter().map(|c| c.packets.load(Relaxed)).sum()
-    }
-    /// Stops sending (a budget of 0 from now).
-    pub fn stop(&self) {
-        self.start(None, Some(0));
-    }
-    /// Packets generated since the port opened, all queues.
-    pub fn generated(&self) -> u64 {
-        self.generated.iter().map(|c| c.packets.load(Relaxed)).sum()
-    }
-    /// Bytes generated since the port opened, all queues.
-    pub fn generated_bytes(&self) -> u64 {
-        self.generated.iter().map(|c| c.bytes.load(Relaxed)).sum()
-    }
-    /// The port's OpenFlow number: its stamps' streams are
-    /// `nfv_traffic::stamp::stream_id(port_id, queue)`.
-    pub fn port_id(&self) -> u16 {
-        self.port_id
-    }
-    /// Whether frames carry a test stamp.
-    pub fn stamps(&self) -> bool {
-        self.stamp
-    }
-    /// Mean frame size in bytes (without FCS).
-    pub fn mean_frame_size(&self) -> f64 {
-        self.mean_frame
-    }
-    /// Current rate setting (`None` = as fast as possible).
-    pub fn rate_pps(&self) -> Option<u64> {
-        Some(self.rate_pps.load(Relaxed)).filter(|&r| r > 0)
-    }
 }
 
 /// Queue `q`'s part of `total` spread over `n` queues.

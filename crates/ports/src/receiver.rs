@@ -13,46 +13,12 @@
 //! stream is spread over PMDs its counts add up but reordering between
 //! PMDs is not seen.
 
+pub use crate::shared::ReceiverStats;
+use crate::shared::lock;
 use crate::{Clock, Port, PortGauges, RxQueue, TxQueue};
 use nfv_mem::{Batch, PoolCache};
-use nfv_traffic::{ReceiverShared, ReceiverSnapshot, TrafficReceiver};
-use std::sync::{Arc, Mutex, MutexGuard};
-
-/// The counters of a receiver port, for the control plane.
-///
-/// Thread safety: `Sync`. Its mutexes are taken only by the control
-/// plane (opening a queue, reading, clearing); PMDs never touch them.
-#[derive(Default)]
-pub struct ReceiverStats {
-    queues: Mutex<Vec<Arc<ReceiverShared>>>,
-    baseline: Mutex<ReceiverSnapshot>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl ReceiverStats {
-    /// Everything since the port opened, all queues merged.
-    pub fn total(&self) -> ReceiverSnapshot {
-        let mut t = ReceiverSnapshot::default();
-        for q in lock(&self.queues).iter() {
-            t.merge(&q.snapshot());
-        }
-        t
-    }
-    /// Since the last [`ReceiverStats::clear`].
-    pub fn snapshot(&self) -> ReceiverSnapshot {
-        let base = lock(&self.baseline).clone();
-        self.total().since(&base)
-    }
-    /// Starts counting from zero (by remembering the current counts; the
-    /// PMDs' counters are never written by anyone else).
-    pub fn clear(&self) {
-        let now = self.total();
-        *lock(&self.baseline) = now;
-    }
-}
+use nfv_traffic::TrafficReceiver;
+use std::sync::Arc;
 
 pub struct ReceiverPort {
     name: String,

@@ -476,11 +476,11 @@ impl GuestMemory {
         if let Some(r) = self.regions.get(hint) {
             let p = r.host.wrapping_add(gpa.wrapping_sub(r.gpa) as usize);
             if write {
-                crate::ring::prefetch_write(p);
-                crate::ring::prefetch_write(p.wrapping_add(64));
+                nfv_mem::hint::prefetch_write(p);
+                nfv_mem::hint::prefetch_write(p.wrapping_add(64));
             } else {
-                crate::ring::prefetch(p);
-                crate::ring::prefetch(p.wrapping_add(64));
+                nfv_mem::hint::prefetch(p);
+                nfv_mem::hint::prefetch(p.wrapping_add(64));
             }
         }
     }

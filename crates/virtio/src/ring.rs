@@ -218,12 +218,12 @@ pub fn need_event(event: u16, new: u16, old: u16) -> bool {
 }
 
 // The shared cache hints (`nfv_mem::hint`), under the names the device
-// and memory code import from here.
+// code imports from here.
 pub(crate) use nfv_mem::hint::{prefetch, prefetch_write};
 
 #[cfg(test)]
 mod tests {
-    use super::need_event;
+    use super::*;
 
     #[test]
     fn need_event_matches_the_spec_window() {

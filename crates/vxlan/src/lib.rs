@@ -12,7 +12,8 @@
 //! * [`header`]: outer headers, built from a template, read and refused
 //!   by reason (pure).
 //! * [`neigh`]: the next hop's MAC, learnt and aged (pure, atomics).
-//! * [`port`]: the queues, wrapping the underlay's.
+//! * [`port`]: the port type ([`VXLAN`]) and the queues, wrapping the
+//!   underlay's.
 //! * [`settings`]: the `[[port]]` keys.
 
 #[doc(hidden)]
@@ -23,5 +24,5 @@ pub mod port;
 pub mod settings;
 
 pub use header::OUTER_LEN;
-pub use port::{Underlay, VxlanOpenError, VxlanPort};
-pub use settings::{VXLAN, VxlanConfig, VxlanType};
+pub use port::{Underlay, VXLAN, VxlanOpenError, VxlanPort, VxlanType};
+pub use settings::VxlanConfig;

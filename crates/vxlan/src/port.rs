@@ -23,17 +23,39 @@ use crate::header::{
     Class, Expect, OUTER_LEN, Refusal, Template, TunnelHeader, classify, fast_tunnel, flow_hash,
 };
 use crate::neigh::{Neighbour, State};
-use crate::settings::VxlanConfig;
+use crate::settings::{self, VxlanConfig};
 use nfv_afpacket::AfPacketConfig;
 use nfv_mem::{Batch, Packet, PoolCache};
 use nfv_ports::config::{PortConfig, PortKind};
-use nfv_ports::{Clock, Port, PortGauges, RxQueue, TxQueue};
+use nfv_ports::{Clock, OpenContext, Port, PortGauges, PortOpenError, PortType, RxQueue, TxQueue};
+use nfv_settings::{PortTable, SettingError};
 use nfv_wire::arp::ArpPacket;
 use nfv_wire::ethernet::{self, EtherType, EthernetFrame};
 use nfv_wire::vxlan::Strictness;
 use nfv_wire::{ArpOperation, ArpRepr, EthernetAddress, Ipv4Addr};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
+
+/// The `vxlan` port type, listed in `nfv-port-types`. Its open errors
+/// are [`PortOpenError::Unavailable`] (the underlay may be missing).
+pub static VXLAN: VxlanType = VxlanType;
+
+pub struct VxlanType;
+
+impl PortType for VxlanType {
+    fn name(&self) -> &'static str {
+        "vxlan"
+    }
+    fn keys(&self) -> &'static [&'static str] {
+        settings::KEYS
+    }
+    fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
+        Ok(PortKind::typed(settings::parse(t)?))
+    }
+    fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
+        open(cfg, cx.max_frame()).map_err(PortOpenError::unavailable)
+    }
+}
 
 /// Why a VXLAN port did not open.
 #[derive(Debug, thiserror::Error)]

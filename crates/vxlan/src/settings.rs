@@ -1,5 +1,5 @@
-//! The `vxlan` port type: its settings, its `[[port]]` keys and its
-//! registration ([`VXLAN`]).
+//! The `vxlan` port's settings and its `[[port]]` keys ([`KEYS`],
+//! [`parse`]); its registration, [`VXLAN`](crate::VXLAN), is in `port.rs`.
 //!
 //! ```toml
 //! [[port]]
@@ -17,10 +17,8 @@
 //! ```
 
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 
-use nfv_ports::config::{PortConfig, PortKind, PortSettings, same_settings};
-use nfv_ports::{OpenContext, Port, PortOpenError, PortType};
+use nfv_ports::config::{PortSettings, same_settings};
 use nfv_settings::{PortTable, SettingError, check};
 use nfv_wire::vxlan::{MAX_VNI, UDP_PORT};
 
@@ -92,13 +90,9 @@ impl PortSettings for VxlanConfig {
     }
 }
 
-/// The `vxlan` port type, listed in `nfv-port-types`. Its open errors
-/// are [`PortOpenError::Unavailable`] (the underlay may be missing).
-pub static VXLAN: VxlanType = VxlanType;
-
-pub struct VxlanType;
-
-const KEYS: &[&str] = &[
+/// The `[[port]]` keys a `vxlan` port reads besides `name`, `id`, `type`
+/// and `rxqs`.
+pub const KEYS: &[&str] = &[
     "underlay",
     "local_ip",
     "remote_ip",
@@ -127,70 +121,60 @@ fn unicast(t: &PortTable<'_>, key: &str, ip: Ipv4Addr) -> Result<Ipv4Addr, Setti
     Ok(ip)
 }
 
-impl PortType for VxlanType {
-    fn name(&self) -> &'static str {
-        "vxlan"
+/// Reads a `vxlan` port's keys (the ones in [`KEYS`]).
+pub fn parse(t: &PortTable<'_>) -> Result<VxlanConfig, SettingError> {
+    let underlay = t.get::<String>("underlay")?;
+    let underlay = t.required(
+        "underlay",
+        underlay,
+        "a vxlan port needs `underlay`, the kernel interface its frames use",
+    )?;
+    let underlay = check::iface_name(&underlay).map_err(|m| t.error("underlay", m))?;
+    let need = |key: &str, what: &str| -> Result<Ipv4Addr, SettingError> {
+        let ip = t.ipv4(key)?;
+        let ip = t.required(key, ip, &format!("a vxlan port needs `{key}`, {what}"))?;
+        unicast(t, key, ip)
+    };
+    let local_ip = need("local_ip", "this end's IPv4 address on the underlay")?;
+    let remote_ip = need("remote_ip", "the other tunnel endpoint's IPv4 address")?;
+    if local_ip == remote_ip {
+        return Err(t.error("remote_ip", format!("{remote_ip} is also local_ip")));
     }
-    fn keys(&self) -> &'static [&'static str] {
-        KEYS
+    let gateway = match t.ipv4("gateway")? {
+        None => None,
+        Some(g) if g == local_ip => return Err(t.error("gateway", format!("{g} is local_ip"))),
+        Some(g) => Some(unicast(t, "gateway", g)?),
+    };
+    let vni = t.int("vni", 0..=i64::from(MAX_VNI))?;
+    let vni = t.required("vni", vni, "a vxlan port needs `vni` (0..=16777215)")? as u32;
+    let d = VxlanConfig::new(&underlay, local_ip, remote_ip, vni);
+    let src_port_min = t.int_or("src_port_min", 1..=65535, d.src_port_min)?;
+    let src_port_max = t.int_or("src_port_max", 1..=65535, d.src_port_max)?;
+    if src_port_min > src_port_max {
+        return Err(t.error(
+            "src_port_max",
+            format!("{src_port_max} is below src_port_min ({src_port_min})"),
+        ));
     }
-    fn parse(&self, t: &PortTable<'_>) -> Result<PortKind, SettingError> {
-        let underlay = t.get::<String>("underlay")?;
-        let underlay = t.required(
-            "underlay",
-            underlay,
-            "a vxlan port needs `underlay`, the kernel interface its frames use",
-        )?;
-        let underlay = check::iface_name(&underlay).map_err(|m| t.error("underlay", m))?;
-        let need = |key: &str, what: &str| -> Result<Ipv4Addr, SettingError> {
-            let ip = t.ipv4(key)?;
-            let ip = t.required(key, ip, &format!("a vxlan port needs `{key}`, {what}"))?;
-            unicast(t, key, ip)
-        };
-        let local_ip = need("local_ip", "this end's IPv4 address on the underlay")?;
-        let remote_ip = need("remote_ip", "the other tunnel endpoint's IPv4 address")?;
-        if local_ip == remote_ip {
-            return Err(t.error("remote_ip", format!("{remote_ip} is also local_ip")));
-        }
-        let gateway = match t.ipv4("gateway")? {
-            None => None,
-            Some(g) if g == local_ip => return Err(t.error("gateway", format!("{g} is local_ip"))),
-            Some(g) => Some(unicast(t, "gateway", g)?),
-        };
-        let vni = t.int("vni", 0..=i64::from(MAX_VNI))?;
-        let vni = t.required("vni", vni, "a vxlan port needs `vni` (0..=16777215)")? as u32;
-        let d = VxlanConfig::new(&underlay, local_ip, remote_ip, vni);
-        let src_port_min = t.int_or("src_port_min", 1..=65535, d.src_port_min)?;
-        let src_port_max = t.int_or("src_port_max", 1..=65535, d.src_port_max)?;
-        if src_port_min > src_port_max {
-            return Err(t.error(
-                "src_port_max",
-                format!("{src_port_max} is below src_port_min ({src_port_min})"),
-            ));
-        }
-        let local_mac = t.mac("local_mac")?;
-        if let Some(m) = local_mac
-            && !nfv_wire::EthernetAddress(m).is_unicast()
-        {
-            return Err(t.error("local_mac", "a tunnel's source MAC must be unicast"));
-        }
-        let ageing_s: u64 = t.int_or("arp_ageing_s", 1..=3600, d.arp_ageing_ms / 1000)?;
-        Ok(PortKind::typed(VxlanConfig {
-            gateway,
-            local_mac,
-            dst_port: t.int_or("dst_port", 1..=65535, d.dst_port)?,
-            src_port_min,
-            src_port_max,
-            ttl: t.int_or("ttl", 1..=255, d.ttl)?,
-            dont_fragment: t.bool_or("df", d.dont_fragment)?,
-            arp_ageing_ms: ageing_s * 1000,
-            arp_retry_ms: t.int_or("arp_retry_ms", 10..=60_000, d.arp_retry_ms)?,
-            strict: t.bool_or("strict", d.strict)?,
-            ring_size: t.pow2_or("ring_size", 64..=65536, d.ring_size)?,
-            ..d
-        }))
+    let local_mac = t.mac("local_mac")?;
+    if let Some(m) = local_mac
+        && !nfv_wire::EthernetAddress(m).is_unicast()
+    {
+        return Err(t.error("local_mac", "a tunnel's source MAC must be unicast"));
     }
-    fn open(&self, cfg: &PortConfig, cx: &OpenContext<'_>) -> Result<Arc<dyn Port>, PortOpenError> {
-        crate::port::open(cfg, cx.max_frame()).map_err(PortOpenError::unavailable)
-    }
+    let ageing_s: u64 = t.int_or("arp_ageing_s", 1..=3600, d.arp_ageing_ms / 1000)?;
+    Ok(VxlanConfig {
+        gateway,
+        local_mac,
+        dst_port: t.int_or("dst_port", 1..=65535, d.dst_port)?,
+        src_port_min,
+        src_port_max,
+        ttl: t.int_or("ttl", 1..=255, d.ttl)?,
+        dont_fragment: t.bool_or("df", d.dont_fragment)?,
+        arp_ageing_ms: ageing_s * 1000,
+        arp_retry_ms: t.int_or("arp_retry_ms", 10..=60_000, d.arp_retry_ms)?,
+        strict: t.bool_or("strict", d.strict)?,
+        ring_size: t.pow2_or("ring_size", 64..=65536, d.ring_size)?,
+        ..d
+    })
 }

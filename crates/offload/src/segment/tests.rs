@@ -1,6 +1,6 @@
 use super::*;
 use crate::meta::{F_NEEDS_CSUM, GSO_ECN, GSO_TCPV4, GSO_TCPV6, GSO_UDP_L4, OffloadMeta};
-use crate::test_frames::{self, Built, Ip, L4, Spec};
+use crate::test_frames::{self, Built, Ip, L4, Spec, built, gso, tcp4, udp6};
 use crate::validate;
 
 /// The header a Linux guest sends with `b` as a GSO frame.
@@ -226,4 +226,70 @@ fn counts() {
     for (frame_len, gso, want) in table {
         assert_eq!(segment_count(frame_len, &l, gso), want, "{frame_len} {gso}");
     }
+}
+
+/// Deterministic fuzzing: random bytes in the header area and random
+/// header fields. Whatever validate accepts, the rest of the crate must
+/// handle without panicking (debug builds also assert the checksum
+/// bounds in complete_checksum).
+#[test]
+fn random_headers_never_panic_and_accepted_ones_segment() {
+    let bases = [
+        tcp4(),
+        udp6(),
+        built(Ip::V4Options, L4::Udp, 500),
+        built(Ip::V6, L4::Tcp, 10),
+    ];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut dst = vec![0u8; 70_000];
+    let mut accepted_gso = 0;
+    for i in 0..20_000 {
+        let b = &bases[i % bases.len()];
+        let mut f = b.bytes.clone();
+        for _ in 0..(rnd() % 4) {
+            let at = (rnd() as usize) % b.payload.min(f.len());
+            f[at] = rnd() as u8;
+        }
+        f.truncate(f.len() - (rnd() as usize % 8).min(f.len()));
+        let r = rnd();
+        let mut meta = gso(
+            b,
+            [GSO_TCPV4, GSO_TCPV6, GSO_UDP_L4, 0, 2][(r % 5) as usize],
+            (r >> 8) as u16 % 3000,
+        );
+        if r & (1 << 30) != 0 {
+            meta.csum_start = (r >> 32) as u16 % 128;
+            meta.csum_offset = (r >> 48) as u16 % 32;
+        }
+        let Ok(layout) = validate(&meta, &f) else {
+            continue;
+        };
+        if meta.needs_csum() {
+            complete_checksum(
+                &mut f.clone(),
+                meta.csum_start.into(),
+                meta.csum_offset.into(),
+            );
+        }
+        if meta.is_gso() {
+            accepted_gso += 1;
+            let size = usize::from(meta.gso_size);
+            let n = segment_count(f.len(), &layout, size);
+            let mut total = 0;
+            for k in 0..n {
+                total += segment(&f, &layout, size, k, &mut dst, k % 2 == 0) - layout.payload;
+            }
+            assert_eq!(total, f.len() - layout.payload);
+        }
+    }
+    assert!(
+        accepted_gso > 1000,
+        "only {accepted_gso} GSO headers accepted: the fuzz is too hostile to reach segment"
+    );
 }
