@@ -16,7 +16,7 @@
 //!   other attachment of that network is removed (other networks' stay);
 //!   200 with `{"removed": [...]}`.
 
-use crate::routes::{ApiError, St, blocking};
+use crate::handler::{ApiError, St, blocking};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

@@ -51,6 +51,7 @@ mod assets;
 mod attachments;
 pub mod bounded;
 pub mod guard;
+mod handler;
 mod metrics;
 mod routes;
 mod served;

@@ -3,6 +3,7 @@
 //! control plane's locks and may open files and sockets).
 
 use crate::attachments;
+use crate::handler::{ApiError, AppState, St, blocking};
 use crate::served::Served;
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
@@ -10,8 +11,8 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
+use nfv_control::Request;
 use nfv_control::rates::HISTORY;
-use nfv_control::{Node, Request};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -19,28 +20,6 @@ use std::sync::Arc;
 /// Largest request body (a big add-flows batch fits), as on the control
 /// socket.
 const MAX_BODY: usize = 16 << 20;
-
-pub struct AppState {
-    served: Arc<Served>,
-    metrics: prometheus_client::registry::Registry,
-}
-
-pub type St = State<Arc<AppState>>;
-
-/// A refusal: status and message, sent as `{"error": message}`.
-pub struct ApiError(pub StatusCode, pub String);
-
-impl ApiError {
-    pub fn bad(msg: impl Into<String>) -> ApiError {
-        ApiError(StatusCode::BAD_REQUEST, msg.into())
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.0, axum::Json(json!({ "error": self.1 }))).into_response()
-    }
-}
 
 type ApiResult = Result<axum::Json<Value>, ApiError>;
 
@@ -90,18 +69,8 @@ pub fn router(served: Arc<Served>, guard: Arc<crate::guard::Guard>) -> Router {
         .with_state(state)
 }
 
-/// Runs `f` on a blocking thread.
-pub async fn blocking<T: Send + 'static>(
-    st: &Arc<AppState>,
-    f: impl FnOnce(&Node) -> T + Send + 'static,
-) -> Result<T, ApiError> {
-    let node = st.served.node();
-    tokio::task::spawn_blocking(move || f(&node))
-        .await
-        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
-}
-
-/// A control request through [`Node::handle`], as `nfvswitch ctl` sends it.
+/// A control request through [`Node::handle`](nfv_control::Node::handle),
+/// as `nfvswitch ctl` sends it.
 async fn handle(st: &Arc<AppState>, req: Request) -> ApiResult {
     match blocking(st, move |n| n.handle(&req)).await? {
         nfv_control::Response::Ok { data } => Ok(axum::Json(data)),

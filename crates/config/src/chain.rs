@@ -13,22 +13,10 @@
 //! ```
 
 use nfv_ports::config::PortConfig;
-use serde::Deserialize;
 
 use crate::check::{self, Result};
 use crate::error::Doc;
-use crate::raw::S;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawChain {
-    pub name: S<String>,
-    pub ingress: S<String>,
-    #[serde(default)]
-    pub vnfs: Vec<S<String>>,
-    pub egress: S<String>,
-    pub priority: Option<S<i64>>,
-}
+use crate::raw::{RawChain, S};
 
 /// A validated chain; ports are given by name and by id.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -25,7 +25,7 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub flow: Vec<S<RawFlow>>,
     #[serde(default)]
-    pub chain: Vec<S<crate::chain::RawChain>>,
+    pub chain: Vec<S<RawChain>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -138,4 +138,15 @@ impl<'de> Deserialize<'de> for RawPort {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawFlow {
     pub rule: S<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawChain {
+    pub name: S<String>,
+    pub ingress: S<String>,
+    #[serde(default)]
+    pub vnfs: Vec<S<String>>,
+    pub egress: S<String>,
+    pub priority: Option<S<i64>>,
 }

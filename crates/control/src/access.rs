@@ -12,10 +12,10 @@
 //!   replaying from files under `[node] pcap_dir`;
 //! * attachments (the CNI plugin's requests, over the REST API) name a
 //!   socket file inside `[node] socket_dir`, nothing else.
+//!
+//! The rules are here; the node applies them where it adds a port
+//! (`ports.rs`) and confines an attachment's socket ([`crate::attachments`]).
 
-use crate::error::RequestError;
-use crate::node::Node;
-use nfv_ports::{PortConfig, PortKind};
 use std::path::{Component, Path, PathBuf};
 
 /// Who sent a request.
@@ -29,59 +29,6 @@ pub enum Caller {
 
 /// Port types that reach the host's network stack or interfaces.
 pub const KERNEL_FACING: [&str; 4] = ["afxdp", "afpacket", "tap", "vxlan"];
-
-impl Node {
-    /// `[node]`'s access keys.
-    pub fn access(&self) -> &nfv_config::AccessConfig {
-        &self.access
-    }
-
-    /// Where the REST API's token is kept (`[node] api_token_file`, or
-    /// beside the control socket).
-    pub fn api_token_file(&self) -> &Path {
-        &self.api_token_file
-    }
-
-    /// Refuses a port `caller` may not add (see the module doc). A port
-    /// of the config file that failed to open may always be retried as it
-    /// was configured.
-    pub(crate) fn check_caller_may_add(
-        &self,
-        p: &PortConfig,
-        caller: Caller,
-    ) -> Result<(), RequestError> {
-        if caller == Caller::ControlSocket {
-            return Ok(());
-        }
-        let retry = self.failed().get(&p.id).is_some_and(|(c, _)| c == p);
-        let kind = p.kind.type_name();
-        if KERNEL_FACING.contains(&kind) && !self.access.runtime_kernel_ports && !retry {
-            return Err(RequestError::Forbidden(format!(
-                "port {}: {kind} ports reach the host's interfaces and are added over the REST \
-                 API only with [node] runtime_kernel_ports = true (or put it in the config file, \
-                 or use `nfvswitch ctl` on the node)",
-                p.name
-            )));
-        }
-        if let PortKind::Pcap(pcap) = &p.kind {
-            let Some(dir) = &self.access.pcap_dir else {
-                return Err(RequestError::Forbidden(format!(
-                    "port {}: pcap ports write and read files, and are added over the REST API \
-                     only with [node] pcap_dir set (their files then live there)",
-                    p.name
-                )));
-            };
-            for (key, path) in [("capture", &pcap.capture), ("replay", &pcap.replay)] {
-                if let Some(path) = path {
-                    confined_file(dir, path).map_err(|why| {
-                        RequestError::Forbidden(format!("port {}: {key}: {why}", p.name))
-                    })?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
 
 /// Checks that `path` names a file directly or deeper under `dir`, after
 /// resolving symlinks in its directory, and that the file itself, if it

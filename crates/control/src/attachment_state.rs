@@ -168,4 +168,37 @@ mod tests {
             vec![]
         );
     }
+
+    /// A state file written before attachments kept their network still
+    /// loads (network empty); one written now keeps it.
+    #[test]
+    fn state_files_with_and_without_networks_load() {
+        let dir = std::env::temp_dir().join(format!("nfv-attach-state-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.json");
+        std::fs::write(
+            &path,
+            r#"{"version": 1, "attachments": [{"container_id": "c1", "ifname": "net1",
+                "type": "vhost-user", "mode": "server", "socket": "/run/c1.sock",
+                "port": "c-c1-net1", "id": 1000}]}"#,
+        )
+        .unwrap();
+        let old = load(&path).unwrap();
+        assert_eq!(old.len(), 1);
+        assert_eq!(
+            (old[0].port.as_str(), old[0].request.network.as_str()),
+            ("c-c1-net1", "")
+        );
+
+        let mut a = old[0].clone();
+        a.request.network = "nfv".into();
+        let state = Attachments {
+            state_file: Some(path.clone()),
+            list: [(a.key.clone(), a.clone())].into(),
+            ..Default::default()
+        };
+        state.save().unwrap();
+        assert_eq!(load(&path).unwrap(), vec![a]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -8,10 +8,11 @@
 //!   ([`AttachError::Conflict`]). Detaching an unknown key is not an error
 //!   (CNI DEL must succeed for what is already gone).
 //! * **Garbage collection, per network.** Each attachment carries the name
-//!   of the CNI network that asked for it; [`Node::gc_attachments`]
-//!   removes the attachments of one network that are not in the
-//!   orchestrator's list of valid ones (CNI GC, which the spec scopes to
-//!   the network in the config), and leaves other networks' alone.
+//!   of the CNI network that asked for it;
+//!   [`Node::gc_attachments`](crate::Node::gc_attachments) removes the
+//!   attachments of one network that are not in the orchestrator's list
+//!   of valid ones (CNI GC, which the spec scopes to the network in the
+//!   config), and leaves other networks' alone.
 //! * **Persisted.** With `[node] state_file`, every change rewrites the
 //!   file (`crate::attachment_state`: a new file renamed over it, so a
 //!   crash leaves the old or the new list, never half of one), and a node
@@ -31,23 +32,21 @@
 //! the pod. Its name is `c-` + the first 12 characters of the
 //! container id + `-` + the interface name; its number the lowest free
 //! from [`FIRST_ATTACHMENT_ID`].
+//!
+//! This module holds the requests and the checks that need no node; the
+//! node's side (attach, detach, GC, restore at start) is `attach.rs`,
+//! above the node.
 
-use crate::Node;
-use crate::error::RequestError;
 use nfv_flow::PortNo;
 use nfv_vnf_interface::VnfInterface;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Attachment ports are numbered from here up, clear of hand-made ones.
-pub const FIRST_ATTACHMENT_ID: PortNo = 1000;
-/// `sun_path` holds 108 bytes with the terminating NUL.
-pub const MAX_SOCKET_PATH: usize = 107;
-/// CNI allows container ids of any length; ours keep state files sane.
-pub const MAX_CONTAINER_ID: usize = 256;
-/// Network names are short in practice; ours keep state files sane.
-pub const MAX_NETWORK_NAME: usize = 256;
+pub use crate::attachment_limits::{
+    FIRST_ATTACHMENT_ID, MAX_CONTAINER_ID, MAX_NETWORK_NAME, MAX_SOCKET_PATH,
+};
+pub use crate::error::AttachError;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct AttachmentKey {
@@ -107,27 +106,6 @@ pub struct Attachment {
     pub id: PortNo,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum AttachError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error(
-        "{container_id}/{ifname} is attached already with another request (port {port}); \
-         detach it first"
-    )]
-    Conflict {
-        container_id: String,
-        ifname: String,
-        port: String,
-    },
-    #[error("no free port number from {FIRST_ATTACHMENT_ID} up")]
-    NoFreeId,
-    #[error(transparent)]
-    Port(#[from] RequestError),
-    #[error("state file {path}: {err}")]
-    State { path: PathBuf, err: String },
-}
-
 /// The attachments of a node and where they are kept.
 #[derive(Default)]
 pub(crate) struct Attachments {
@@ -158,7 +136,7 @@ impl AttachmentKey {
 
     /// The port's name: `c-<id, 12 chars>-<ifname>` with characters a port
     /// name cannot hold replaced by `_`.
-    fn port_name(&self) -> String {
+    pub(crate) fn port_name(&self) -> String {
         let id: String = self.container_id.chars().take(12).collect();
         let ifname: String = self
             .ifname
@@ -177,7 +155,7 @@ impl AttachmentKey {
 
 impl AttachRequest {
     /// The same port asked for, whatever the network.
-    fn same_port(&self, other: &AttachRequest) -> bool {
+    pub(crate) fn same_port(&self, other: &AttachRequest) -> bool {
         (self.kind, self.mode, &self.socket) == (other.kind, other.mode, &other.socket)
     }
 
@@ -222,7 +200,7 @@ impl AttachRequest {
     }
 
     /// The inline port table `add-port` takes.
-    fn port_table(&self, name: &str, id: PortNo) -> String {
+    pub(crate) fn port_table(&self, name: &str, id: PortNo) -> String {
         let s = |v: &str| toml::Value::String(v.to_string()).to_string();
         let socket = s(&self.socket.to_string_lossy());
         match self.kind {
@@ -257,211 +235,6 @@ pub fn checked_request(
     key.check()?;
     req.check()?;
     req.confine(socket_dir)
-}
-
-impl Node {
-    fn attachments(&self) -> std::sync::MutexGuard<'_, Attachments> {
-        self.attachments.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Every attachment, by key.
-    pub fn list_attachments(&self) -> Vec<Attachment> {
-        self.attachments().list.values().cloned().collect()
-    }
-
-    /// Makes the port of `key` (or answers the one made before for the
-    /// same request). True when it was made now.
-    pub fn attach(
-        &self,
-        key: AttachmentKey,
-        req: AttachRequest,
-    ) -> Result<(Attachment, bool), AttachError> {
-        let req = checked_request(&key, req, self.access.socket_dir.as_deref())?;
-        let mut all = self.attachments();
-        if let Some(a) = all.list.get_mut(&key) {
-            let same_network = a.request.network == req.network || a.request.network.is_empty();
-            if a.request.same_port(&req) && same_network {
-                // An old state file's attachment takes the network; one
-                // made without addresses takes them.
-                let adopt = (a.request.network.is_empty() && !req.network.is_empty())
-                    || (a.request.addresses.is_none() && req.addresses.is_some());
-                if adopt {
-                    a.request.network = req.network;
-                    a.request.addresses = a.request.addresses.take().or(req.addresses);
-                }
-                let a = a.clone();
-                if adopt && let Err(e) = all.save() {
-                    tracing::error!("attachment {}: {e}", a.port);
-                }
-                return Ok((a, false));
-            }
-            return Err(AttachError::Conflict {
-                container_id: key.container_id,
-                ifname: key.ifname,
-                port: a.port.clone(),
-            });
-        }
-        let (name, id) = self.free_name_and_id(&key)?;
-        self.add_port(&req.port_table(&name, id))?;
-        let a = Attachment {
-            key: key.clone(),
-            request: req,
-            port: name,
-            id,
-        };
-        all.list.insert(key, a.clone());
-        if let Err(e) = all.save() {
-            // The port works; the next change retries the file.
-            tracing::error!("attachment {}: {e}", a.port);
-        }
-        tracing::info!(
-            "attached {}/{} as port {} ({})",
-            a.key.container_id,
-            a.key.ifname,
-            a.port,
-            a.id
-        );
-        Ok((a, true))
-    }
-
-    /// Removes the port of `key`; `None` if there was no such attachment.
-    pub fn detach(&self, key: &AttachmentKey) -> Result<Option<Attachment>, AttachError> {
-        let mut all = self.attachments();
-        let Some(a) = all.list.remove(key) else {
-            return Ok(None);
-        };
-        match self.del_port(&a.port) {
-            Ok(_) | Err(RequestError::NoSuchPort(_)) => {}
-            Err(RequestError::Datapath(e)) if e.to_string().contains("no port") => {}
-            Err(e) => {
-                all.list.insert(key.clone(), a);
-                return Err(e.into());
-            }
-        }
-        all.save()?;
-        tracing::info!(
-            "detached {}/{} (port {})",
-            a.key.container_id,
-            a.key.ifname,
-            a.port
-        );
-        Ok(Some(a))
-    }
-
-    /// Detaches every attachment of `network` whose key is not in `valid`;
-    /// returns them. Other networks' attachments stay.
-    pub fn gc_attachments(
-        &self,
-        network: &str,
-        valid: &[AttachmentKey],
-    ) -> Result<Vec<Attachment>, AttachError> {
-        if network.is_empty() {
-            return Err(AttachError::Invalid(
-                "GC needs the network's name (CNI GC is scoped to one network)".into(),
-            ));
-        }
-        let stale: Vec<AttachmentKey> = self
-            .attachments()
-            .list
-            .values()
-            .filter(|a| a.request.network == network && !valid.contains(&a.key))
-            .map(|a| a.key.clone())
-            .collect();
-        let mut removed = Vec::new();
-        for k in stale {
-            if let Some(a) = self.detach(&k)? {
-                removed.push(a);
-            }
-        }
-        Ok(removed)
-    }
-
-    /// At start, after the config's ports: re-creates the ports of the
-    /// state file's attachments. Each passes the checks of a new request
-    /// ([`Node::restorable`]); one that fails them, or whose port conflicts
-    /// with a port present, is refused: logged, counted, left out (the
-    /// config and earlier attachments win). A port that passes but cannot
-    /// open (its socket in use, say) is logged and the attachment stays,
-    /// so DEL and GC can still remove it.
-    pub(crate) fn restore_attachments(&self) -> Result<usize, AttachError> {
-        let Some(path) = self.attachments().state_file.clone() else {
-            return Ok(0);
-        };
-        let saved = crate::attachment_state::load(&path)?;
-        let mut restored = 0;
-        for a in saved {
-            let who = format!("{}/{}", a.key.container_id, a.key.ifname);
-            let opened = self
-                .restorable(&a)
-                .and_then(|()| Ok(self.add_port(&a.request.port_table(&a.port, a.id))?));
-            match opened {
-                Ok(_) => {}
-                Err(AttachError::Port(RequestError::Open(e))) => {
-                    tracing::error!("attachment {who}: port {}: {e}", a.port);
-                }
-                Err(e) => {
-                    tracing::error!(
-                        "attachment {who} of {} refused (left out): {e}",
-                        path.display()
-                    );
-                    self.attachments().restore_refused += 1;
-                    continue;
-                }
-            }
-            self.attachments().list.insert(a.key.clone(), a);
-            restored += 1;
-        }
-        if restored > 0 {
-            tracing::info!("{restored} attachment(s) restored from {}", path.display());
-        }
-        Ok(restored)
-    }
-
-    /// The checks of a new request, for an attachment read back from the
-    /// state file: key, request, socket inside `socket_dir` as stored, a
-    /// port name and number of the attachments' own, not listed twice.
-    fn restorable(&self, a: &Attachment) -> Result<(), AttachError> {
-        let confined =
-            checked_request(&a.key, a.request.clone(), self.access.socket_dir.as_deref())?;
-        if confined.socket != a.request.socket {
-            return Err(AttachError::Invalid(format!(
-                "socket {} is not in {}",
-                a.request.socket.display(),
-                confined.socket.parent().unwrap_or(Path::new("")).display()
-            )));
-        }
-        if a.id < FIRST_ATTACHMENT_ID || !a.port.starts_with("c-") {
-            return Err(AttachError::Invalid(format!(
-                "port {} ({}): attachment ports are named c-... and numbered from \
-                 {FIRST_ATTACHMENT_ID}",
-                a.port, a.id
-            )));
-        }
-        if self.attachments().list.contains_key(&a.key) {
-            return Err(AttachError::Invalid("listed twice".into()));
-        }
-        Ok(())
-    }
-
-    /// State-file attachments refused at start.
-    pub(crate) fn attachments_refused(&self) -> u64 {
-        self.attachments().restore_refused
-    }
-
-    fn free_name_and_id(&self, key: &AttachmentKey) -> Result<(String, PortNo), AttachError> {
-        let configs = self.port_configs();
-        let taken_id =
-            |id: PortNo| configs.iter().any(|c| c.id == id) || self.failed().contains_key(&id);
-        let id = (FIRST_ATTACHMENT_ID..=nfv_config::MAX_PORT_ID)
-            .find(|&id| !taken_id(id))
-            .ok_or(AttachError::NoFreeId)?;
-        let mut name = key.port_name();
-        if configs.iter().any(|c| c.name == name) {
-            name = format!("c-{id}-{}", &name[name.len().min(2 + 12 + 1)..]);
-        }
-        name.truncate(nfv_ports::config::MAX_PORT_NAME);
-        Ok((name, id))
-    }
 }
 
 #[cfg(test)]
@@ -602,38 +375,5 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.network, "nfv-memif");
-    }
-
-    /// A state file written before attachments kept their network still
-    /// loads (network empty); one written now keeps it.
-    #[test]
-    fn state_files_with_and_without_networks_load() {
-        let dir = std::env::temp_dir().join(format!("nfv-attach-state-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("state.json");
-        std::fs::write(
-            &path,
-            r#"{"version": 1, "attachments": [{"container_id": "c1", "ifname": "net1",
-                "type": "vhost-user", "mode": "server", "socket": "/run/c1.sock",
-                "port": "c-c1-net1", "id": 1000}]}"#,
-        )
-        .unwrap();
-        let old = crate::attachment_state::load(&path).unwrap();
-        assert_eq!(old.len(), 1);
-        assert_eq!(
-            (old[0].port.as_str(), old[0].request.network.as_str()),
-            ("c-c1-net1", "")
-        );
-
-        let mut a = old[0].clone();
-        a.request.network = "nfv".into();
-        let state = Attachments {
-            state_file: Some(path.clone()),
-            list: [(a.key.clone(), a.clone())].into(),
-            ..Default::default()
-        };
-        state.save().unwrap();
-        assert_eq!(crate::attachment_state::load(&path).unwrap(), vec![a]);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

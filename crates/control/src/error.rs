@@ -1,15 +1,19 @@
 //! Why the node did not start ([`NodeError`]) or refused a request
-//! ([`RequestError`]). A refusal leaves the running switch as it was; its
-//! text is what `ctl` prints and what the REST API returns.
+//! ([`RequestError`]) or an attachment ([`AttachError`]). A refusal leaves
+//! the running switch as it was; its text is what `ctl` prints and what
+//! the REST API returns. The three nest (a start fails on an attachment,
+//! an attachment on its port's request), so they live together here.
 
+use crate::attachment_limits::FIRST_ATTACHMENT_ID;
 use nfv_flow::{FlowParseError, PortNo};
+use std::path::PathBuf;
 
 /// The node could not start, or a port could not open.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     /// The state file's attachments could not be read back.
     #[error(transparent)]
-    Attachments(Box<crate::attachments::AttachError>),
+    Attachments(Box<AttachError>),
     /// A service chain's steering rule does not parse.
     #[error("chain {chain}: {source}")]
     Chain {
@@ -99,12 +103,33 @@ pub enum RequestError {
     Encode(#[from] serde_json::Error),
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(
+        "{container_id}/{ifname} is attached already with another request (port {port}); \
+         detach it first"
+    )]
+    Conflict {
+        container_id: String,
+        ifname: String,
+        port: String,
+    },
+    #[error("no free port number from {FIRST_ATTACHMENT_ID} up")]
+    NoFreeId,
+    #[error(transparent)]
+    Port(#[from] RequestError),
+    #[error("state file {path}: {err}")]
+    State { path: PathBuf, err: String },
+}
+
 fn flow_prefix(index: Option<usize>) -> String {
     index.map_or_else(String::new, |i| format!("flow {i}: "))
 }
 
-impl From<crate::attachments::AttachError> for NodeError {
-    fn from(e: crate::attachments::AttachError) -> NodeError {
+impl From<AttachError> for NodeError {
+    fn from(e: AttachError) -> NodeError {
         NodeError::Attachments(Box::new(e))
     }
 }

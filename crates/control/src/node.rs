@@ -156,6 +156,17 @@ impl Node {
         &self.chains
     }
 
+    /// `[node]`'s access keys.
+    pub fn access(&self) -> &nfv_config::AccessConfig {
+        &self.access
+    }
+
+    /// Where the REST API's token is kept (`[node] api_token_file`, or
+    /// beside the control socket).
+    pub fn api_token_file(&self) -> &std::path::Path {
+        &self.api_token_file
+    }
+
     /// The newest `last` rate samples (one per second, at most
     /// [`crate::rates::HISTORY`]), oldest first.
     pub fn rate_history(&self, last: usize) -> Vec<crate::rates::RateSample> {

@@ -3,10 +3,11 @@
 //! registry is the only list of ports; each entry carries the config it
 //! was opened from ([`nfv_ports::Configured`]).
 
+use crate::access::{Caller, KERNEL_FACING, confined_file};
 use crate::error::{NodeError, RequestError};
 use crate::node::Node;
 use nfv_flow::PortNo;
-use nfv_ports::{Configured, OpenContext, PortConfig, PortOpenError};
+use nfv_ports::{Configured, OpenContext, PortConfig, PortKind, PortOpenError};
 use std::sync::Arc;
 
 impl Node {
@@ -69,6 +70,46 @@ impl Node {
             .map_err(|c| RequestError::PortConflict(c.describe(&all)))?;
         self.open_port(&p)?;
         Ok(p.id)
+    }
+
+    /// Refuses a port `caller` may not add (see `crate::access`). A port
+    /// of the config file that failed to open may always be retried as it
+    /// was configured.
+    pub(crate) fn check_caller_may_add(
+        &self,
+        p: &PortConfig,
+        caller: Caller,
+    ) -> Result<(), RequestError> {
+        if caller == Caller::ControlSocket {
+            return Ok(());
+        }
+        let retry = self.failed().get(&p.id).is_some_and(|(c, _)| c == p);
+        let kind = p.kind.type_name();
+        if KERNEL_FACING.contains(&kind) && !self.access.runtime_kernel_ports && !retry {
+            return Err(RequestError::Forbidden(format!(
+                "port {}: {kind} ports reach the host's interfaces and are added over the REST \
+                 API only with [node] runtime_kernel_ports = true (or put it in the config file, \
+                 or use `nfvswitch ctl` on the node)",
+                p.name
+            )));
+        }
+        if let PortKind::Pcap(pcap) = &p.kind {
+            let Some(dir) = &self.access.pcap_dir else {
+                return Err(RequestError::Forbidden(format!(
+                    "port {}: pcap ports write and read files, and are added over the REST API \
+                     only with [node] pcap_dir set (their files then live there)",
+                    p.name
+                )));
+            };
+            for (key, path) in [("capture", &pcap.capture), ("replay", &pcap.replay)] {
+                if let Some(path) = path {
+                    confined_file(dir, path).map_err(|why| {
+                        RequestError::Forbidden(format!("port {}: {key}: {why}", p.name))
+                    })?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `del-port`: a running port, or one that failed to open.

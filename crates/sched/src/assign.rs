@@ -1,6 +1,6 @@
 //! The three placement algorithms, and the load arithmetic of a placement.
 
-use crate::{Pmd, RxqId, RxqLoad};
+use crate::types::{Pmd, RxqId, RxqLoad};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 
 use crate::assign::{Algorithm, Placement, assign, moves, pmd_loads, variance};
 use crate::history::INTERVALS;
-use crate::{Pmd, RxqId, RxqLoad};
+use crate::types::{Pmd, RxqId, RxqLoad};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,7 +1,7 @@
 //! Measured cycles per interval: what placement and auto load balancing
 //! decide from.
 
-use crate::{RxqId, RxqLoad};
+use crate::types::{RxqId, RxqLoad};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Intervals of history kept (OVS: 12 of 5 s, one minute).

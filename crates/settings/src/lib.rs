@@ -17,12 +17,9 @@
 //! listens on one.
 
 pub mod check;
+mod limits;
 mod table;
 pub mod unix_socket;
 
+pub use limits::{MAX_IFACE_NAME, MAX_SOCKET_PATH};
 pub use table::{PortTable, SettingError};
-
-/// Longest Unix socket path (`sun_path` holds 108 bytes with the NUL).
-pub const MAX_SOCKET_PATH: usize = 107;
-/// Longest Linux interface name (IFNAMSIZ - 1).
-pub const MAX_IFACE_NAME: usize = 15;

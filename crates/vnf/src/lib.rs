@@ -13,6 +13,8 @@
 //! - [`memif`]: the same apps over memif (the VNF as a memif client).
 //! - [`runner`]: the session loop (connect, negotiate, poll, reconnect),
 //!   adaptive sleeping on the call eventfds, and the stats reporter.
+//! - `wait`: how both loops wait (a sleep a stop request cuts short,
+//!   what `poll(2)` found).
 //!
 //! Tests: apps, config, stats and layout in-file; `tests/switch.rs` runs
 //! the VNF against the real switch (a `Datapath` with the `nfv-vhost`
@@ -26,6 +28,7 @@ mod queues;
 pub mod runner;
 pub mod session;
 pub mod stats;
+mod wait;
 
 pub use app::App;
 pub use config::{AppKind, ConfigError, Interface, Mac, Mode, PollMode, VnfConfig, VnfOptions};

@@ -13,8 +13,8 @@
 
 use crate::app::App;
 use crate::config::{PollMode, VnfConfig};
-use crate::runner::{readable, sleep_unless};
 use crate::stats::VnfStats;
+use crate::wait::{readable, sleep_unless};
 use nfv_mem::{Batch, HugepageMode, MemoryConfig, PacketPool, PoolCache};
 use nfv_memif::client::{Client, ClientConfig, ClientError};
 use nfv_memif::socket::SocketPath;

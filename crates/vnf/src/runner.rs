@@ -20,6 +20,7 @@ use crate::memory::SharedMemory;
 use crate::queues::{self, QueuePair};
 use crate::session::{Endpoint, Session, SessionError};
 use crate::stats::{self, JsonStats, Rates, Snapshot, VnfStats};
+use crate::wait::{readable, sleep_unless};
 use nfv_mem::PoolCache;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use std::sync::Arc;
@@ -190,14 +191,6 @@ fn serve(
     Ok(())
 }
 
-/// Sleeps for `d`, waking early when `stop` is set (checked every 10 ms).
-pub(crate) fn sleep_unless(stop: &AtomicBool, d: Duration) {
-    let end = Instant::now() + d;
-    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// One session's poll loop. Queues (and every buffer they hold) are gone
 /// when it returns; on `Stop` the switch has been told to stop its rings
 /// first, so it no longer writes into buffers that go back to the pool.
@@ -297,11 +290,6 @@ fn sleep(qps: &mut [QueuePair], session: &Session, stats: &VnfStats) {
     for qp in qps.iter_mut() {
         qp.disarm();
     }
-}
-
-/// Whether `poll` found `fd` readable.
-pub(crate) fn readable(fd: &PollFd<'_>) -> bool {
-    fd.revents().is_some_and(|r| r.contains(PollFlags::POLLIN))
 }
 
 /// The reporter thread: a stats line every `--stats-every` and the JSON
