@@ -9,8 +9,8 @@ use nfv_offload::OffloadMeta;
 use nfv_ports::DropReason;
 use nfv_wire::l2::TAGGED_HEADER_LEN;
 use nfv_wire::{
-    EtherType, EthernetAddress, EthernetFrame, IpProtocol, Ipv4Packet, VlanTag, checksum, ethernet,
-    ipv4, tcp, udp, vlan,
+    EtherType, EthernetAddress, EthernetFrame, IpProtocol, Ipv4Packet, Ipv6Packet, VlanTag,
+    checksum, ethernet, icmpv6, ipv4, ipv6, tcp, udp, vlan,
 };
 
 /// The MAC addresses: what moves when a tag is pushed or stripped.
@@ -77,44 +77,62 @@ pub fn set_vlan_vid(pkt: &mut Packet, vid: u16) -> Result<(), DropReason> {
     Ok(())
 }
 
-/// Where an IPv4 packet's headers sit in a frame: the IPv4 header at
-/// `l3`, and for TCP or UDP (not a later fragment, which carries no L4
-/// header) the L4 checksum field at `l4_csum`, with the protocol.
-/// Everything here lies within the packet's data — a split packet's head
-/// holds every header (`SPLIT_HEAD`), and nothing past it is read.
-struct Ipv4Layout {
+/// Where an IP packet's headers sit in a frame: the IPv4 or IPv6 header
+/// at `l3`, and for TCP, UDP or ICMPv6 (not a later fragment, which
+/// carries no L4 header) the L4 checksum field at `l4_csum`, with the
+/// protocol. Everything here lies within the packet's data — a split
+/// packet's head holds every header (`SPLIT_HEAD`), and nothing past it
+/// is read.
+struct IpLayout {
     l3: usize,
+    v6: bool,
     l4: Option<(usize, IpProtocol)>,
 }
 
 /// The layout of `d` if it is an IPv4 packet with a sane header (version
-/// 4, header length at least 20 and within the data); `None` otherwise, and
-/// the L3/L4 rewrites leave such frames alone.
-fn ipv4_layout(d: &[u8]) -> Option<Ipv4Layout> {
+/// 4, header length at least 20 and within the data) or an IPv6 packet
+/// (version 6, its extension headers walked as flow extraction walks
+/// them); `None` otherwise, and the L3/L4 rewrites leave such frames alone.
+fn ip_layout(d: &[u8]) -> Option<IpLayout> {
     let l2 = nfv_wire::l2::walk(d)?;
-    if l2.ethertype != EtherType::IPV4 || d.len() < l2.l3_offset + ipv4::HEADER_LEN {
-        return None;
-    }
-    let ip = Ipv4Packet::new_unchecked(&d[l2.l3_offset..]);
-    let ihl = usize::from(ip.header_len());
-    if ip.version() != 4 || ihl < ipv4::HEADER_LEN || d.len() < l2.l3_offset + ihl {
-        return None;
-    }
-    let l4_at = l2.l3_offset + ihl;
-    let l4 = match ip.protocol() {
-        _ if ip.frag_offset() != 0 => None,
-        IpProtocol::TCP if d.len() >= l4_at + tcp::field::CHECKSUM.end => {
-            Some((l4_at + tcp::field::CHECKSUM.start, IpProtocol::TCP))
+    let l3 = l2.l3_offset;
+    let (l4_at, proto, v6) = if l2.ethertype == EtherType::IPV4 {
+        if d.len() < l3 + ipv4::HEADER_LEN {
+            return None;
         }
-        IpProtocol::UDP if d.len() >= l4_at + udp::HEADER_LEN => {
-            Some((l4_at + udp::field::CHECKSUM.start, IpProtocol::UDP))
+        let ip = Ipv4Packet::new_unchecked(&d[l3..]);
+        let ihl = usize::from(ip.header_len());
+        if ip.version() != 4 || ihl < ipv4::HEADER_LEN || d.len() < l3 + ihl {
+            return None;
+        }
+        let proto = (ip.frag_offset() == 0).then(|| ip.protocol());
+        (l3 + ihl, proto, false)
+    } else if l2.ethertype == EtherType::IPV6 {
+        if d.len() < l3 + ipv6::HEADER_LEN {
+            return None;
+        }
+        let ip = Ipv6Packet::new_unchecked(&d[l3..]);
+        if ip.version() != 6 {
+            return None;
+        }
+        let up = ipv6::upper_layer(ip.next_header(), &d[l3 + ipv6::HEADER_LEN..]);
+        let proto = up.complete.then_some(up.protocol);
+        (l3 + ipv6::HEADER_LEN + up.offset, proto, true)
+    } else {
+        return None;
+    };
+    let l4 = match proto {
+        Some(p @ (IpProtocol::TCP | IpProtocol::UDP))
+            if d.len() >= l4_at + l4_csum_offset(p) + 2 =>
+        {
+            Some((l4_at + l4_csum_offset(p), p))
+        }
+        Some(IpProtocol::ICMPV6) if v6 && d.len() >= l4_at + icmpv6::field::CHECKSUM.end => {
+            Some((l4_at + icmpv6::field::CHECKSUM.start, IpProtocol::ICMPV6))
         }
         _ => None,
     };
-    Some(Ipv4Layout {
-        l3: l2.l3_offset,
-        l4,
-    })
+    Some(IpLayout { l3, v6, l4 })
 }
 
 /// True when the frame's L4 checksum field holds a partial checksum (a
@@ -151,11 +169,25 @@ fn update_l4(d: &mut [u8], at: usize, proto: IpProtocol, old: u32, new: u32) {
     put16(d, at, updated);
 }
 
+/// [`update_l4`] for an IPv6 address under the L4 checksum (TCP, UDP or
+/// ICMPv6 all cover the pseudo-header).
+fn update_l4_128(d: &mut [u8], at: usize, proto: IpProtocol, old: u128, new: u128) {
+    let csum = get16(d, at);
+    if proto == IpProtocol::UDP && csum == 0 {
+        return;
+    }
+    let mut updated = checksum::update128(csum, old, new);
+    if proto == IpProtocol::UDP && updated == 0 {
+        updated = 0xffff;
+    }
+    put16(d, at, updated);
+}
+
 /// `mod_nw_src` / `mod_nw_dst`: rewrites an IPv4 address and the
 /// checksums that cover it (the IPv4 header's; TCP's or UDP's through the
 /// pseudo-header, or the partial sum a checksum offload left there).
 pub fn set_nw_addr(pkt: &mut Packet, src: bool, addr: u32) -> Result<(), DropReason> {
-    let Some(at) = ipv4_layout(pkt.data()) else {
+    let Some(at) = ip_layout(pkt.data()).filter(|a| !a.v6) else {
         return Ok(());
     };
     let partial = at
@@ -191,20 +223,65 @@ pub fn set_nw_addr(pkt: &mut Packet, src: bool, addr: u32) -> Result<(), DropRea
     Ok(())
 }
 
+/// `set_field:ADDR->ipv6_src` / `->ipv6_dst`: rewrites an IPv6 address
+/// and the TCP, UDP or ICMPv6 checksum over it (or the partial sum a
+/// checksum offload left there). IPv6 has no header checksum.
+pub fn set_ipv6_addr(pkt: &mut Packet, src: bool, addr: [u8; 16]) -> Result<(), DropReason> {
+    let Some(at) = ip_layout(pkt.data()).filter(|a| a.v6) else {
+        return Ok(());
+    };
+    let partial = at
+        .l4
+        .is_some_and(|(csum, p)| partial_l4_checksum(pkt, csum - l4_csum_offset(p)));
+    let field = if src {
+        ipv6::field::SRC_ADDR
+    } else {
+        ipv6::field::DST_ADDR
+    };
+    let d = pkt.data_mut();
+    let bytes = &mut d[at.l3 + field.start..at.l3 + field.end];
+    let old = u128::from_be_bytes((&*bytes).try_into().unwrap_or([0; 16]));
+    let new = u128::from_be_bytes(addr);
+    if old == new {
+        return Ok(());
+    }
+    bytes.copy_from_slice(&addr);
+    match at.l4 {
+        Some((csum, _)) if partial => {
+            put16(d, csum, !checksum::update128(!get16(d, csum), old, new))
+        }
+        Some((csum, proto)) => update_l4_128(d, csum, proto, old, new),
+        None => {}
+    }
+    Ok(())
+}
+
+/// `set_field:LABEL->ipv6_label`: the flow label (no checksum covers it).
+pub fn set_ipv6_label(pkt: &mut Packet, label: u32) -> Result<(), DropReason> {
+    if let Some(at) = ip_layout(pkt.data()).filter(|a| a.v6) {
+        Ipv6Packet::new_unchecked(&mut pkt.data_mut()[at.l3..]).set_flow_label(label);
+    }
+    Ok(())
+}
+
 /// Where the checksum field sits in `proto`'s header.
 fn l4_csum_offset(proto: IpProtocol) -> usize {
-    if proto == IpProtocol::TCP {
-        tcp::field::CHECKSUM.start
-    } else {
-        udp::field::CHECKSUM.start
+    match proto {
+        IpProtocol::TCP => tcp::field::CHECKSUM.start,
+        IpProtocol::ICMPV6 => icmpv6::field::CHECKSUM.start,
+        _ => udp::field::CHECKSUM.start,
     }
 }
 
-/// `mod_tp_src` / `mod_tp_dst`: rewrites a TCP or UDP port of an IPv4
-/// packet (not a later fragment) and its checksum. A partial checksum
-/// (offload) covers the ports only when completed, so it is left alone.
+/// `mod_tp_src` / `mod_tp_dst`: rewrites a TCP or UDP port of an IPv4 or
+/// IPv6 packet (not a later fragment) and its checksum. A partial
+/// checksum (offload) covers the ports only when completed, so it is left
+/// alone.
 pub fn set_tp_port(pkt: &mut Packet, src: bool, port: u16) -> Result<(), DropReason> {
-    let Some((csum, proto)) = ipv4_layout(pkt.data()).and_then(|a| a.l4) else {
+    let Some((csum, proto)) = ip_layout(pkt.data())
+        .and_then(|a| a.l4)
+        .filter(|(_, p)| *p != IpProtocol::ICMPV6)
+    else {
         return Ok(());
     };
     let l4 = csum - l4_csum_offset(proto);
@@ -224,12 +301,22 @@ pub fn set_tp_port(pkt: &mut Packet, src: bool, port: u16) -> Result<(), DropRea
 }
 
 /// Rewrites the IPv4 header's 16-bit word at `word` (an offset in the
-/// header) through `edit`, patching the header checksum (RFC 1624).
-fn edit_ipv4_word(pkt: &mut Packet, word: usize, edit: impl FnOnce(u16) -> u16) {
-    let Some(at) = ipv4_layout(pkt.data()) else {
+/// header) through `edit`, patching the header checksum (RFC 1624); or,
+/// for IPv6, the fixed header through `edit_v6`.
+fn edit_ip(
+    pkt: &mut Packet,
+    word: usize,
+    edit: impl FnOnce(u16) -> u16,
+    edit_v6: impl FnOnce(&mut Ipv6Packet<&mut [u8]>),
+) {
+    let Some(at) = ip_layout(pkt.data()) else {
         return;
     };
     let d = pkt.data_mut();
+    if at.v6 {
+        edit_v6(&mut Ipv6Packet::new_unchecked(&mut d[at.l3..]));
+        return;
+    }
     let old = get16(d, at.l3 + word);
     let new = edit(old);
     put16(d, at.l3 + word, new);
@@ -237,40 +324,59 @@ fn edit_ipv4_word(pkt: &mut Packet, word: usize, edit: impl FnOnce(u16) -> u16) 
     put16(d, ip_csum, checksum::update16(get16(d, ip_csum), old, new));
 }
 
-/// `mod_nw_tos:TOS` — the six DSCP bits (`tos` is the byte with ECN 0).
+/// `mod_nw_tos:TOS` — the six DSCP bits (`tos` is the byte with ECN 0) of
+/// the IPv4 TOS or the IPv6 traffic class.
 pub fn set_nw_tos(pkt: &mut Packet, tos: u8) -> Result<(), DropReason> {
     // Version/IHL and DSCP/ECN form the header's first word.
-    edit_ipv4_word(pkt, ipv4::field::VER_IHL, |w| {
-        (w & 0xff03) | u16::from(tos & 0xfc)
-    });
+    edit_ip(
+        pkt,
+        ipv4::field::VER_IHL,
+        |w| (w & 0xff03) | u16::from(tos & 0xfc),
+        |ip| ip.set_traffic_class((ip.traffic_class() & 0x03) | (tos & 0xfc)),
+    );
     Ok(())
 }
 
 /// `mod_nw_ecn:ECN` — the two ECN bits.
 pub fn set_nw_ecn(pkt: &mut Packet, ecn: u8) -> Result<(), DropReason> {
-    edit_ipv4_word(pkt, ipv4::field::VER_IHL, |w| {
-        (w & 0xfffc) | u16::from(ecn & 0x03)
-    });
+    edit_ip(
+        pkt,
+        ipv4::field::VER_IHL,
+        |w| (w & 0xfffc) | u16::from(ecn & 0x03),
+        |ip| ip.set_traffic_class((ip.traffic_class() & 0xfc) | (ecn & 0x03)),
+    );
     Ok(())
 }
 
-/// `mod_nw_ttl:TTL`.
+/// `mod_nw_ttl:TTL` — the IPv4 TTL or IPv6 hop limit.
 pub fn set_nw_ttl(pkt: &mut Packet, ttl: u8) -> Result<(), DropReason> {
     // TTL and protocol form one word.
-    edit_ipv4_word(pkt, ipv4::field::TTL, |w| {
-        (w & 0x00ff) | (u16::from(ttl) << 8)
-    });
+    edit_ip(
+        pkt,
+        ipv4::field::TTL,
+        |w| (w & 0x00ff) | (u16::from(ttl) << 8),
+        |ip| ip.set_hop_limit(ttl),
+    );
     Ok(())
 }
 
-/// `dec_ttl` — one less TTL, or a `ttl_expired` drop when the packet
-/// arrived with TTL 0 or 1 (a router may not forward it). Not IPv4:
-/// unchanged.
+/// `dec_ttl` — one less TTL (IPv4) or hop limit (IPv6), or a
+/// `ttl_expired` drop when the packet arrived with 0 or 1 (a router may
+/// not forward it). Not IP: unchanged.
 pub fn dec_ttl(pkt: &mut Packet) -> Result<(), DropReason> {
-    let Some(at) = ipv4_layout(pkt.data()) else {
+    let Some(at) = ip_layout(pkt.data()) else {
         return Ok(());
     };
-    let mut ip = Ipv4Packet::new_unchecked(&mut pkt.data_mut()[at.l3..]);
+    let d = &mut pkt.data_mut()[at.l3..];
+    if at.v6 {
+        let mut ip = Ipv6Packet::new_unchecked(d);
+        if ip.hop_limit() <= 1 {
+            return Err(DropReason::TtlExpired);
+        }
+        ip.set_hop_limit(ip.hop_limit() - 1);
+        return Ok(());
+    }
+    let mut ip = Ipv4Packet::new_unchecked(d);
     if ip.ttl() <= 1 {
         return Err(DropReason::TtlExpired);
     }

@@ -14,7 +14,7 @@
 use crate::stats::PmdCounters;
 use arrayvec::ArrayVec;
 use nfv_flow::emc::{EmcLookup, ExactMatchCache};
-use nfv_flow::extract::{MIN_FRAME, extract};
+use nfv_flow::extract::{MIN_FRAME, extract_into};
 use nfv_flow::megaflow::MegaflowCache;
 use nfv_flow::table::FlowTable;
 use nfv_flow::{FlowKey, PortNo, Rule};
@@ -336,12 +336,13 @@ impl Decision {
             let p = &mut batch[i];
             p.set_in_port(in_port);
             rx_bytes += p.frame_len() as u64;
-            let k = extract(in_port, p.data());
-            if i > 0 && k == self.keys[i - 1] {
+            extract_into(in_port, p.data(), &mut self.keys[i]);
+            let k = &self.keys[i];
+            if i > 0 && k.same_packet(&self.keys[i - 1]) {
                 repeats |= 1 << i;
                 self.hashes[i] = self.hashes[i - 1];
             } else if hashed {
-                let hash = k.hash();
+                let hash = k.packet_hash();
                 if cold_slots && let Some(emc) = &self.emc {
                     for slot in emc.slot_addresses(hash) {
                         prefetch(slot);
@@ -349,7 +350,6 @@ impl Decision {
                 }
                 self.hashes[i] = hash;
             }
-            self.keys[i] = k;
         }
         self.repeats = repeats;
         rx_bytes
@@ -489,7 +489,7 @@ impl Decision {
                     m.insert(key, &mask, rule.clone());
                 }
                 if emc_insert && let Some(emc) = &mut self.emc {
-                    let hash = if probing { hash } else { key.hash() };
+                    let hash = if probing { hash } else { key.packet_hash() };
                     emc.insert(key, hash, rule);
                 }
             }

@@ -143,6 +143,9 @@ impl Interpreter<'_> {
                 Action::SetNwTos(t) => actions::set_nw_tos(&mut pkt, *t).into(),
                 Action::SetNwEcn(e) => actions::set_nw_ecn(&mut pkt, *e).into(),
                 Action::SetNwTtl(t) => actions::set_nw_ttl(&mut pkt, *t).into(),
+                Action::SetIpv6Src(a) => actions::set_ipv6_addr(&mut pkt, true, *a).into(),
+                Action::SetIpv6Dst(a) => actions::set_ipv6_addr(&mut pkt, false, *a).into(),
+                Action::SetIpv6Label(l) => actions::set_ipv6_label(&mut pkt, *l).into(),
                 Action::DecTtl => actions::dec_ttl(&mut pkt).into(),
                 // Checked at install; the tunnel port writes its own VNI.
                 Action::SetTunnel(_) => Step::Next,

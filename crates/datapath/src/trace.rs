@@ -145,12 +145,15 @@ fn apply(
         }
         Action::SetNwSrc(_)
         | Action::SetNwDst(_)
+        | Action::SetIpv6Src(_)
+        | Action::SetIpv6Dst(_)
+        | Action::SetIpv6Label(_)
         | Action::SetTpSrc(_)
         | Action::SetTpDst(_)
         | Action::SetNwTos(_)
         | Action::SetNwEcn(_)
         | Action::SetNwTtl(_)
-        | Action::DecTtl => return Some(apply_ipv4(k, action)),
+        | Action::DecTtl => return Some(apply_ip(k, action)),
         Action::SetTunnel(vni) => {
             return Some(format!(
                 "tunnel outputs send with VNI {vni} (checked against the tunnel port at install)"
@@ -181,9 +184,12 @@ fn apply(
     None
 }
 
-/// An IPv4 rewrite's effect on the key (the fields it holds), as a note.
-fn apply_ipv4(k: &mut FlowKey, action: Action) -> String {
+/// An IPv4 or IPv6 rewrite's effect on the key (the fields it holds), as
+/// a note.
+fn apply_ip(k: &mut FlowKey, action: Action) -> String {
     let ipv4 = k.dl_type() == EtherType::IPV4.0;
+    let ipv6 = k.dl_type() == EtherType::IPV6.0;
+    let l4 = matches!(IpProtocol(k.nw_proto()), IpProtocol::TCP | IpProtocol::UDP);
     match action {
         Action::SetNwSrc(a) | Action::SetNwDst(a) => {
             if !ipv4 {
@@ -196,10 +202,28 @@ fn apply_ipv4(k: &mut FlowKey, action: Action) -> String {
             }
             "IPv4 and TCP/UDP checksums updated".into()
         }
+        Action::SetIpv6Src(a) | Action::SetIpv6Dst(a) => {
+            if !ipv6 {
+                return "not IPv6: unchanged".into();
+            }
+            let a = u128::from_be_bytes(a);
+            if matches!(action, Action::SetIpv6Src(_)) {
+                k.set_ipv6_src(a);
+            } else {
+                k.set_ipv6_dst(a);
+            }
+            "TCP/UDP/ICMPv6 checksum updated".into()
+        }
+        Action::SetIpv6Label(l) => {
+            if !ipv6 {
+                return "not IPv6: unchanged".into();
+            }
+            k.set_ipv6_label(l);
+            "flow label rewritten".into()
+        }
         Action::SetTpSrc(p) | Action::SetTpDst(p) => {
-            let l4 = matches!(IpProtocol(k.nw_proto()), IpProtocol::TCP | IpProtocol::UDP);
-            if !(ipv4 && l4) {
-                return "not TCP or UDP over IPv4: unchanged".into();
+            if !((ipv4 || ipv6) && l4) {
+                return "not TCP or UDP over IP: unchanged".into();
             }
             if matches!(action, Action::SetTpSrc(_)) {
                 k.set_tp_src(p);
@@ -208,11 +232,27 @@ fn apply_ipv4(k: &mut FlowKey, action: Action) -> String {
             }
             "checksum updated (a later fragment, without ports, is unchanged)".into()
         }
-        _ if !ipv4 => "not IPv4: unchanged".into(),
-        Action::DecTtl => {
-            "TTL decremented; a packet arriving with TTL 0 or 1 is dropped (ttl_expired)".into()
+        _ if !(ipv4 || ipv6) => "not IP: unchanged".into(),
+        Action::SetNwTos(t) => {
+            k.set_nw_tos((k.nw_tos() & 0x03) | (t & 0xfc));
+            "DSCP rewritten".into()
         }
-        _ => "IPv4 header rewritten (a field the key does not hold), checksum updated".into(),
+        Action::SetNwEcn(e) => {
+            k.set_nw_tos((k.nw_tos() & 0xfc) | (e & 0x03));
+            "ECN rewritten".into()
+        }
+        Action::SetNwTtl(t) => {
+            k.set_nw_ttl(t);
+            "TTL rewritten".into()
+        }
+        Action::DecTtl => {
+            if k.nw_ttl() <= 1 {
+                return "TTL 0 or 1: dropped (ttl_expired)".into();
+            }
+            k.set_nw_ttl(k.nw_ttl() - 1);
+            "TTL decremented".into()
+        }
+        _ => "header rewritten".into(),
     }
 }
 

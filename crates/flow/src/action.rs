@@ -49,19 +49,28 @@ pub enum Action {
     SetNwSrc(u32),
     /// `mod_nw_dst:A.B.C.D` — as `SetNwSrc`, the destination.
     SetNwDst(u32),
-    /// `mod_tp_src:PORT` — TCP or UDP source port of an IPv4 packet (not of
-    /// a later fragment, which has no L4 header), checksum updated.
+    /// `set_field:ADDR->ipv6_src` — IPv6 source address (bytes in network
+    /// order), the TCP, UDP or ICMPv6 checksum updated incrementally
+    /// (RFC 1624 over the pseudo-header). Other packets pass unchanged.
+    SetIpv6Src([u8; 16]),
+    /// `set_field:ADDR->ipv6_dst` — as `SetIpv6Src`, the destination.
+    SetIpv6Dst([u8; 16]),
+    /// `set_field:LABEL->ipv6_label` — the IPv6 flow label (20 bits).
+    SetIpv6Label(u32),
+    /// `mod_tp_src:PORT` — TCP or UDP source port of an IPv4 or IPv6 packet
+    /// (not of a later fragment, which has no L4 header), checksum updated.
     SetTpSrc(u16),
     /// `mod_tp_dst:PORT` — as `SetTpSrc`, the destination port.
     SetTpDst(u16),
-    /// `mod_nw_tos:TOS` — the DSCP bits of the IPv4 TOS byte (`TOS` is the
-    /// byte value, a multiple of 4, as OVS takes it); ECN kept.
+    /// `mod_nw_tos:TOS` — the DSCP bits of the IPv4 TOS byte or the IPv6
+    /// traffic class (`TOS` is the byte value, a multiple of 4, as OVS
+    /// takes it); ECN kept.
     SetNwTos(u8),
-    /// `mod_nw_ecn:ECN` — the two ECN bits of the IPv4 TOS byte.
+    /// `mod_nw_ecn:ECN` — the two ECN bits of the TOS / traffic class.
     SetNwEcn(u8),
-    /// `mod_nw_ttl:TTL` — the IPv4 TTL.
+    /// `mod_nw_ttl:TTL` — the IPv4 TTL or IPv6 hop limit.
     SetNwTtl(u8),
-    /// `dec_ttl` — decrements the IPv4 TTL; a packet whose TTL is 0 or 1
+    /// `dec_ttl` — decrements the IPv4 TTL or IPv6 hop limit; a packet whose TTL is 0 or 1
     /// is dropped (counted as `ttl_expired`) instead, as a router would
     /// (OVS sends it to the controller; nfvswitch has none yet).
     DecTtl,
@@ -94,6 +103,9 @@ impl Action {
                 | Action::StripVlan
                 | Action::SetNwSrc(_)
                 | Action::SetNwDst(_)
+                | Action::SetIpv6Src(_)
+                | Action::SetIpv6Dst(_)
+                | Action::SetIpv6Label(_)
                 | Action::SetTpSrc(_)
                 | Action::SetTpDst(_)
                 | Action::SetNwTos(_)

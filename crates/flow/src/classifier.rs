@@ -58,6 +58,14 @@ impl Hash for MaskedKey {
     }
 }
 
+impl Hash for crate::key::BaseKey {
+    #[inline(always)]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let h = u64::from(crate::key::BaseKey::hash(self));
+        state.write_u64(h << 32 | h);
+    }
+}
+
 /// Hasher that passes a pre-computed hash through.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct PassThrough(u64);

@@ -92,7 +92,7 @@ impl ExactMatchCache {
         let (a, b) = self.positions(hash);
         for i in [a, b] {
             let s = &self.slots[i];
-            if s.valid && s.hash == hash && s.key == *key {
+            if s.valid && s.hash == hash && s.key.same_packet(key) {
                 return EmcLookup::Hit(s.rule.as_ref());
             }
         }
@@ -103,7 +103,7 @@ impl ExactMatchCache {
     /// (an empty slot first, else the second way).
     pub fn insert(&mut self, key: &FlowKey, hash: u32, rule: Option<Arc<Rule>>) {
         let (a, b) = self.positions(hash);
-        let i = if !self.slots[a].valid || self.slots[a].key == *key {
+        let i = if !self.slots[a].valid || self.slots[a].key.same_packet(key) {
             a
         } else {
             b

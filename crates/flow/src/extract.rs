@@ -8,7 +8,9 @@
 //! VLAN tags follow [`nfv_wire::l2`]: up to two are skipped, the outer
 //! TCI goes into `vlan_tci`, and the L3 fields come from what follows.
 
-use crate::key::{FRAG_ANY, FRAG_LATER, FlowKey, KEY_WORDS, PortNo, VLAN_PRESENT};
+use crate::key::{
+    BASE_WORDS, FRAG_ANY, FRAG_LATER, FlowKey, KEY_WORDS, PACKET_EXT, PortNo, VLAN_PRESENT,
+};
 use nfv_wire::ipv6::{self, Fragment};
 use nfv_wire::{
     ArpPacket, EtherType, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket, arp, ethernet, icmpv4,
@@ -35,12 +37,27 @@ const TCP_FLAGS_MASK: u16 = 0x0fff;
 
 /// Reads the headers of `frame` (which arrived on `in_port`) into a key.
 /// Frames shorter than [`MIN_FRAME`] give a key with only `in_port` set.
-#[inline]
+#[inline(always)]
 pub fn extract(in_port: PortNo, frame: &[u8]) -> FlowKey {
     let mut k = FlowKey::ZERO;
-    k.set_in_port(in_port);
+    extract_into(in_port, frame, &mut k);
+    k
+}
+
+/// [`extract()`] into `k`, which holds [`FlowKey::ZERO`] or a key this
+/// function wrote (all its words are then written, or were zero). The PMD's loop builds each key where it keeps
+/// it: an IPv4 frame writes the five base words, and the eleven others
+/// only when the key there had them ([`PACKET_EXT`]) and they must go back
+/// to zero.
+#[inline(always)]
+pub fn extract_into(in_port: PortNo, frame: &[u8], k: &mut FlowKey) {
+    debug_assert!(k.w[4] & PACKET_EXT != 0 || !k.has_extended());
+    if k.w[4] & PACKET_EXT != 0 {
+        k.w[BASE_WORDS..].fill(0);
+    }
     let Some(l2) = nfv_wire::l2::walk(frame) else {
-        return k;
+        k.w[..BASE_WORDS].copy_from_slice(&[in_port as u64, 0, 0, 0, 0]);
+        return;
     };
     let eth = ethernet::EthernetFrame::new_unchecked(&frame[..ethernet::HEADER_LEN]);
     let dst = eth.dst_addr_u64();
@@ -52,32 +69,32 @@ pub fn extract(in_port: PortNo, frame: &[u8]) -> FlowKey {
         .map_or(0, |t| (t & !VLAN_PRESENT) | VLAN_PRESENT);
     let w0 = in_port as u64 | (dl_type.0 as u64) << 16 | (tci as u64) << 32;
     let l3b = &frame[l2.l3_offset..];
-    let mut w = [0u64; KEY_WORDS];
     let l3 = if dl_type == EtherType::IPV4 && l3b.len() >= ipv4::HEADER_LEN {
         ipv4_fields(l3b)
     } else if dl_type == EtherType::IPV6 && l3b.len() >= ipv6::HEADER_LEN {
-        ipv6_fields(l3b, &mut w)
+        ipv6_fields(l3b, &mut k.w)
     } else if dl_type == EtherType::ARP && l3b.len() >= arp::PACKET_LEN {
         // OVS convention: ARP opcode in nw_proto (low 8 bits), SPA/TPA in
         // nw_src/nw_dst, SHA/THA where ND keeps its link-layer addresses.
         let a = ArpPacket::new_unchecked(l3b);
-        w[12] = a.sha().to_u64();
-        w[13] = a.tha().to_u64();
+        k.w[12] = a.sha().to_u64();
+        k.w[13] = a.tha().to_u64();
         L3 {
             w0: (a.operation().0 as u8 as u64) << 48,
             w3: u32::from(a.spa()) as u64 | (u32::from(a.tpa()) as u64) << 32,
+            w4: PACKET_EXT,
             ..L3::default()
         }
     } else {
         L3::default()
     };
-    w[0] = w0 | l3.w0;
-    w[1] = src | l3.tp_src << 48;
-    w[2] = dst | l3.tp_dst << 48;
-    w[3] = l3.w3;
-    w[4] = l3.w4;
-    k.w = w;
-    k
+    k.w[..BASE_WORDS].copy_from_slice(&[
+        w0 | l3.w0,
+        src | l3.tp_src << 48,
+        dst | l3.tp_dst << 48,
+        l3.w3,
+        l3.w4,
+    ]);
 }
 
 /// What the network layer adds to the base words: `nw_proto` and `nw_tos`
@@ -171,7 +188,7 @@ fn ipv6_fields(l3b: &[u8], w: &mut [u64; KEY_WORDS]) -> L3 {
             tcp_flags = tcp_flags_of(up.protocol, l4);
         }
     }
-    l3.w4 = w4(ip.hop_limit(), frag, tcp_flags, ip.flow_label());
+    l3.w4 = w4(ip.hop_limit(), frag, tcp_flags, ip.flow_label()) | PACKET_EXT;
     l3
 }
 
@@ -478,6 +495,7 @@ mod tests {
             }
             k.set_nw_proto(next);
             k.set_ip_frag(frag);
+            k.w[4] |= PACKET_EXT;
             if let Some(at) = upper.filter(|&at| ip.len() >= at + 4) {
                 let l4 = &ip[at..];
                 ports(&mut k, next, l4);
@@ -490,6 +508,7 @@ mod tests {
                 }
             }
         } else if dl_type == 0x0806 && ip.len() >= 28 {
+            k.w[4] |= PACKET_EXT;
             k.set_nw_proto(ip[7]);
             k.set_arp_sha(ip[8..14].try_into().unwrap());
             k.set_nw_src(u32::from_be_bytes(ip[14..18].try_into().unwrap()));
@@ -582,6 +601,12 @@ mod tests {
         ) {
             proptest::prop_assert_eq!(extract(in_port, &frame), reference(in_port, &frame));
             proptest::prop_assert_eq!(extract(in_port, &junk), reference(in_port, &junk));
+            // Reusing a slot: whatever key it held, the new one is as fresh.
+            let mut slot = extract(in_port, &frame);
+            extract_into(in_port, &junk, &mut slot);
+            proptest::prop_assert_eq!(slot, reference(in_port, &junk));
+            extract_into(in_port, &frame, &mut slot);
+            proptest::prop_assert_eq!(slot, reference(in_port, &frame));
         }
     }
 }

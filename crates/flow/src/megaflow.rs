@@ -32,7 +32,7 @@
 //! there (the classifier's staged lookup) and do share megaflows.
 
 use crate::classifier::{MaskedKey as Masked, PassThrough};
-use crate::key::FlowKey;
+use crate::key::{BaseKey, FlowKey};
 use crate::rule::Rule;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -41,11 +41,75 @@ use std::sync::Arc;
 /// Batches between two re-rankings of the masks.
 pub const RERANK_EVERY: u32 = 1 << 16;
 
+type Map<K> = HashMap<K, Option<Arc<Rule>>, BuildHasherDefault<PassThrough>>;
+
+/// Masked key → the rule (`None`: the table has no rule for them). A mask
+/// with no bit past the key's base words (every IPv4 rule's) keys its map
+/// by those five words: a third of the bytes to store, hash and compare.
+enum Entries {
+    Base(Map<BaseKey>),
+    Full(Map<Masked>),
+}
+
+impl Entries {
+    fn for_mask(mask: &FlowKey) -> Entries {
+        if mask.has_extended() {
+            Entries::Full(Map::default())
+        } else {
+            Entries::Base(Map::default())
+        }
+    }
+
+    fn fits(&self, mask: &FlowKey) -> bool {
+        matches!(self, Entries::Full(_)) == mask.has_extended()
+    }
+
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        match self {
+            Entries::Base(m) => m.capacity(),
+            Entries::Full(m) => m.capacity(),
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            Entries::Base(m) => m.clear(),
+            Entries::Full(m) => m.clear(),
+        }
+    }
+
+    /// Bytes of the map's table, approximately (key, rule pointer and one
+    /// control byte per entry of capacity).
+    fn bytes(&self) -> usize {
+        let rule = std::mem::size_of::<Option<Arc<Rule>>>() + 1;
+        match self {
+            Entries::Base(m) => m.capacity() * (std::mem::size_of::<BaseKey>() + rule),
+            Entries::Full(m) => m.capacity() * (std::mem::size_of::<Masked>() + rule),
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self, key: &FlowKey, mask: &FlowKey) -> Option<&Option<Arc<Rule>>> {
+        match self {
+            Entries::Base(m) => m.get(&BaseKey::masked(key, mask)),
+            Entries::Full(m) => m.get(&Masked(key.masked(mask))),
+        }
+    }
+
+    /// True when the key was not cached before.
+    fn insert(&mut self, key: &FlowKey, mask: &FlowKey, rule: Option<Arc<Rule>>) -> bool {
+        match self {
+            Entries::Base(m) => m.insert(BaseKey::masked(key, mask), rule).is_none(),
+            Entries::Full(m) => m.insert(Masked(key.masked(mask)), rule).is_none(),
+        }
+    }
+}
+
 struct Subtable {
     mask: FlowKey,
     hits: std::cell::Cell<u64>,
-    /// Masked key → the rule (`None`: the table has no rule for them).
-    entries: HashMap<Masked, Option<Arc<Rule>>, BuildHasherDefault<PassThrough>>,
+    entries: Entries,
 }
 
 pub struct MegaflowCache {
@@ -89,11 +153,10 @@ impl MegaflowCache {
     /// (key, rule pointer and one control byte each), spare maps included.
     /// Bounded by `capacity`: a full cache stops growing.
     pub fn memory_bytes(&self) -> usize {
-        let entry = std::mem::size_of::<(Masked, Option<Arc<Rule>>)>() + 1;
         self.subtables
             .iter()
             .chain(&self.spare)
-            .map(|st| std::mem::size_of::<Subtable>() + st.entries.capacity() * entry)
+            .map(|st| std::mem::size_of::<Subtable>() + st.entries.bytes())
             .sum()
     }
 
@@ -141,7 +204,7 @@ impl MegaflowCache {
     #[inline]
     pub fn lookup(&self, key: &FlowKey) -> Option<Option<&Arc<Rule>>> {
         self.subtables.iter().find_map(|st| {
-            let hit = st.entries.get(&Masked(key.masked(&st.mask)))?;
+            let hit = st.entries.get(key, &st.mask)?;
             st.hits.set(st.hits.get() + 1);
             Some(hit.as_ref())
         })
@@ -159,23 +222,22 @@ impl MegaflowCache {
                 let st = match self.spare.pop() {
                     Some(mut st) => {
                         st.mask = *mask;
+                        if !st.entries.fits(mask) {
+                            st.entries = Entries::for_mask(mask);
+                        }
                         st
                     }
                     None => Subtable {
                         mask: *mask,
                         hits: std::cell::Cell::new(0),
-                        entries: HashMap::default(),
+                        entries: Entries::for_mask(mask),
                     },
                 };
                 self.subtables.push(st);
                 self.subtables.len() - 1
             }
         };
-        if self.subtables[i]
-            .entries
-            .insert(Masked(key.masked(mask)), rule)
-            .is_none()
-        {
+        if self.subtables[i].entries.insert(key, mask, rule) {
             self.len += 1;
         }
     }

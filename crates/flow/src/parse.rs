@@ -482,12 +482,32 @@ fn set_field_of(value: &str, field: &str) -> Result<Action, E> {
             let dscp = uint_in("actions: set_field", value, 63, "a DSCP value (0..63)")?;
             return Ok(Action::SetNwTos((dscp as u8) << 2));
         }
+        "ipv6_src" | "ipv6_dst" => {
+            let a: core::net::Ipv6Addr = value
+                .parse()
+                .map_err(|_| bad("actions: set_field", value, "an IPv6 address"))?;
+            return Ok(if field == "ipv6_src" {
+                Action::SetIpv6Src(a.octets())
+            } else {
+                Action::SetIpv6Dst(a.octets())
+            });
+        }
+        "ipv6_label" => {
+            let l = uint_in(
+                "actions: set_field",
+                value,
+                0xf_ffff,
+                "a flow label (0..0xfffff)",
+            )?;
+            return Ok(Action::SetIpv6Label(l as u32));
+        }
         _ => {
             return Err(invalid(
                 "actions: set_field",
                 format!(
                     "field \"{field}\" is not supported (writable: eth_src, eth_dst, vlan_vid, \
-                     nw_src, nw_dst, tp_src, tp_dst, nw_tos, ip_dscp, nw_ecn, nw_ttl, tun_id)"
+                     nw_src, nw_dst, ipv6_src, ipv6_dst, ipv6_label, tp_src, tp_dst, nw_tos, ip_dscp, nw_ecn, \
+                     nw_ttl, tun_id)"
                 ),
             ));
         }
