@@ -528,3 +528,7 @@ mod tests {
 #[cfg(test)]
 #[path = "actions_ip_tests.rs"]
 mod ip_tests;
+
+#[cfg(test)]
+#[path = "actions_ipv6_tests.rs"]
+mod ipv6_tests;

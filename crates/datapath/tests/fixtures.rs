@@ -33,6 +33,8 @@ const MEGAFLOWS: usize = 1024;
 mod decision;
 #[path = "fixtures/frames.rs"]
 mod frames;
+#[path = "fixtures/ipv6.rs"]
+mod ipv6;
 #[path = "fixtures/outputs.rs"]
 mod outputs;
 use frames::*;
