@@ -8,7 +8,7 @@
 //! nothing.
 
 use crate::decision::megaflow_of;
-use nfv_flow::key::{VLAN_PRESENT, VLAN_VID_MASK};
+use nfv_flow::key::{FRAG_LATER, VLAN_PRESENT, VLAN_VID_MASK};
 use nfv_flow::table::FlowTable;
 use nfv_flow::{Action, FlowKey, Match, PortNo, Rule};
 use nfv_wire::{EtherType, IpProtocol};
@@ -47,7 +47,8 @@ pub struct Trace {
     /// `no_match`).
     pub rule: Option<Arc<Rule>>,
     pub steps: Vec<Step>,
-    /// Actions after the last output: never applied.
+    /// Actions never applied: those after the last output, or after an
+    /// action that dropped the packet (`dec_ttl` on a TTL of 0 or 1).
     pub unused: Vec<Action>,
     /// Where the packet (or a copy) leaves, in order.
     pub outputs: Vec<Output>,
@@ -102,15 +103,36 @@ pub fn trace(table: &FlowTable, packet: FlowKey) -> Trace {
     let applied = last.map_or(0, |l| l + 1);
     t.unused = actions[applied..].to_vec();
     let mut k = packet;
-    for &action in &actions[..applied] {
-        let note = apply(&mut k, action, in_port, &table.groups, &mut t.outputs);
+    // The tags a push_vlan covered, innermost first: the key holds only
+    // the outer one, and strip_vlan brings the one below back.
+    let mut covered = Vec::new();
+    for (i, &action) in actions[..applied].iter().enumerate() {
+        // As the interpreter: an expired TTL drops the packet, and no
+        // later action applies (copies already sent stay sent).
+        let expired = action == Action::DecTtl && is_ip(&k) && k.nw_ttl() <= 1;
+        let note = apply(
+            &mut k,
+            action,
+            in_port,
+            &table.groups,
+            &mut covered,
+            &mut t.outputs,
+        );
         t.steps.push(Step {
             action,
             after: k,
             note,
         });
+        if expired {
+            t.unused = actions[i + 1..].to_vec();
+            break;
+        }
     }
     t
+}
+
+fn is_ip(k: &FlowKey) -> bool {
+    k.dl_type() == EtherType::IPV4.0 || k.dl_type() == EtherType::IPV6.0
 }
 
 /// `action`'s effect on the fields `k`, and its outputs.
@@ -119,6 +141,7 @@ fn apply(
     action: Action,
     in_port: PortNo,
     groups: &nfv_flow::table::Groups,
+    covered: &mut Vec<u16>,
     outputs: &mut Vec<Output>,
 ) -> Option<String> {
     match action {
@@ -133,14 +156,26 @@ fn apply(
             };
             k.set_vlan_tci(pcp | VLAN_PRESENT | (vid & VLAN_VID_MASK));
         }
-        Action::PushVlan(_) => k.set_vlan_tci(VLAN_PRESENT),
+        Action::PushVlan(_) => {
+            if k.vlan_tci() & VLAN_PRESENT != 0 {
+                covered.push(k.vlan_tci());
+            }
+            k.set_vlan_tci(VLAN_PRESENT);
+        }
         Action::StripVlan => {
             let had = k.vlan_tci() & VLAN_PRESENT != 0;
-            k.set_vlan_tci(0);
-            return Some(if had {
-                "outer tag removed (an inner tag, if any, is now the outer one)".into()
-            } else {
-                "no tag: nothing to strip".into()
+            if !had {
+                return Some("no tag: nothing to strip".into());
+            }
+            return Some(match covered.pop() {
+                Some(tci) => {
+                    k.set_vlan_tci(tci);
+                    "outer tag removed: the tag it was pushed over is the outer one again".into()
+                }
+                None => {
+                    k.set_vlan_tci(0);
+                    "outer tag removed (an inner tag, if any, is now the outer one)".into()
+                }
             });
         }
         Action::SetNwSrc(_)
@@ -225,12 +260,15 @@ fn apply_ip(k: &mut FlowKey, action: Action) -> String {
             if !((ipv4 || ipv6) && l4) {
                 return "not TCP or UDP over IP: unchanged".into();
             }
+            if k.ip_frag() & FRAG_LATER != 0 {
+                return "a later fragment (no ports): unchanged".into();
+            }
             if matches!(action, Action::SetTpSrc(_)) {
                 k.set_tp_src(p);
             } else {
                 k.set_tp_dst(p);
             }
-            "checksum updated (a later fragment, without ports, is unchanged)".into()
+            "checksum updated".into()
         }
         _ if !(ipv4 || ipv6) => "not IP: unchanged".into(),
         Action::SetNwTos(t) => {
