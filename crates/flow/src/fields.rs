@@ -137,9 +137,16 @@ impl Need {
             Need::AnyIcmp => "needs icmp or icmp6 first (nw_proto=1 or 58)",
             Need::Icmpv6 => "needs icmp6 first (ipv6 with nw_proto=58)",
             Need::Tcp => "needs tcp or tcp6 first (nw_proto=6)",
-            Need::Nd => "needs icmp6 with icmp_type=135 or 136 first (neighbor discovery)",
-            Need::NdSolicit => "needs icmp6 with icmp_type=135 first (a neighbor solicitation)",
-            Need::NdAdvert => "needs icmp6 with icmp_type=136 first (a neighbor advertisement)",
+            Need::Nd => {
+                "needs icmp6 with icmp_type=135 or 136 first, and icmp_code 0 (neighbor \
+                 discovery)"
+            }
+            Need::NdSolicit => {
+                "needs icmp6 with icmp_type=135 first, and icmp_code 0 (a neighbor solicitation)"
+            }
+            Need::NdAdvert => {
+                "needs icmp6 with icmp_type=136 first, and icmp_code 0 (a neighbor advertisement)"
+            }
         }
     }
 
@@ -155,6 +162,10 @@ impl Need {
             || (v6 && proto == Some(IPPROTO_ICMPV6.into()));
         let icmp6 = v6 && proto == Some(IPPROTO_ICMPV6.into());
         let nd_type = exact(m.mask.tp_src().into(), 0xffff, m.key.tp_src().into());
+        // Neighbor discovery has code 0: packets with another code carry
+        // no ND fields (flow extraction, as OVS's, skips them), and OVS
+        // drops ND fields from a match that pins another code.
+        let nd = icmp6 && m.key.tp_dst() == 0;
         match self {
             Need::Nothing => true,
             Need::Ipv4OrArp => matches!(dl_type, Some(0x0800 | 0x0806)),
@@ -166,9 +177,9 @@ impl Need {
             Need::AnyIcmp => icmp,
             Need::Icmpv6 => icmp6,
             Need::Tcp => ip && proto == Some(IPPROTO_TCP.into()),
-            Need::Nd => icmp6 && matches!(nd_type, Some(135 | 136)),
-            Need::NdSolicit => icmp6 && nd_type == Some(ND_SOLICIT.into()),
-            Need::NdAdvert => icmp6 && nd_type == Some(ND_ADVERT.into()),
+            Need::Nd => nd && matches!(nd_type, Some(135 | 136)),
+            Need::NdSolicit => nd && nd_type == Some(ND_SOLICIT.into()),
+            Need::NdAdvert => nd && nd_type == Some(ND_ADVERT.into()),
         }
     }
 }

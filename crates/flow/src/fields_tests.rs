@@ -247,6 +247,14 @@ fn prerequisites_and_values_are_checked() {
             "nd_target: needs icmp6 with icmp_type=135 or 136",
         ),
         (
+            "icmp6,icmp_type=135,icmp_code=3,nd_target=::1",
+            "nd_target: needs icmp6 with icmp_type=135 or 136 first, and icmp_code 0",
+        ),
+        (
+            "icmp6,icmp_type=136,nd_tll=02:00:00:00:00:01,tp_dst=1",
+            "nd_tll: needs icmp6 with icmp_type=136 first, and icmp_code 0",
+        ),
+        (
             "icmp6,icmp_type=136,nd_sll=02:00:00:00:00:01",
             "nd_sll: needs icmp6 with icmp_type=135",
         ),
