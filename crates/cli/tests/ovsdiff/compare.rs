@@ -5,6 +5,9 @@ use super::key::*;
 use super::random::{Class, Rule};
 use super::{nfv, ovs};
 
+/// Where copies of a packet leave: (port, its fields there), in order.
+pub type Outputs = Vec<(u16, Key)>;
+
 /// A packet traced by both switches over the same rules.
 pub struct Case<'a> {
     pub rules: &'a [Rule],
@@ -33,7 +36,7 @@ impl Case<'_> {
 
     /// The outputs of both sides in [`canonical`] order, with `fields`
     /// zeroed.
-    fn outputs_without(&self, fields: &[F]) -> (Vec<(u16, Key)>, Vec<(u16, Key)>) {
+    fn outputs_without(&self, fields: &[F]) -> (Outputs, Outputs) {
         let strip = |v: &[(u16, Key)]| {
             let v: Vec<(u16, Key)> = v
                 .iter()
@@ -76,8 +79,8 @@ impl Case<'_> {
 /// copies with the same fields are sorted by port: `flood` and `all` send
 /// theirs in hash order in OVS (in port order in nfvswitch), and OpenFlow
 /// orders nothing within them. Copies that differ keep their order.
-pub fn canonical(v: &[(u16, Key)]) -> Vec<(u16, Key)> {
-    let mut out: Vec<(u16, Key)> = Vec::with_capacity(v.len());
+pub fn canonical(v: &[(u16, Key)]) -> Outputs {
+    let mut out: Outputs = Vec::with_capacity(v.len());
     let mut start = 0;
     for (i, o) in v.iter().enumerate() {
         if i > start && o.1 != v[start].1 {
