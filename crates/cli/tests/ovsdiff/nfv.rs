@@ -22,8 +22,9 @@ pub struct Node {
 
 impl Node {
     /// Starts `bin run` with sink ports `ports` in `dir`. Its PMD polls
-    /// nothing (sinks have no rx queues) but spins: the node runs at the
-    /// lowest CPU priority so that it takes little from OVS and the test.
+    /// nothing (sinks have no rx queues) but spins: it is moved to
+    /// SCHED_IDLE, so that it only takes CPU time nothing else wants
+    /// (the control threads, which answer the traces, keep theirs).
     pub fn start(bin: &str, dir: &Path, ports: &[u16]) -> Result<Node, String> {
         let socket = dir.join("nfvswitch.sock");
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -45,11 +46,10 @@ impl Node {
             .arg(&path)
             .stdout(Stdio::null())
             .stderr(log);
-        // SAFETY: prctl and nice are async-signal-safe.
+        // SAFETY: prctl is async-signal-safe; nothing else runs in the hook.
         unsafe {
             cmd.pre_exec(|| {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                libc::nice(19);
                 Ok(())
             });
         }
@@ -63,6 +63,8 @@ impl Node {
             let log = std::fs::read_to_string(dir.join("nfvswitch.log")).unwrap_or_default();
             return Err(format!("nfvswitch: control socket never appeared\n{log}"));
         }
+        // The PMD threads start with the node; a slow start may lag.
+        wait_until(Duration::from_secs(5), || idle_pmds(child.id()) > 0);
         let s = UnixStream::connect(&socket).map_err(|e| e.to_string())?;
         s.set_read_timeout(Some(Duration::from_secs(60)))
             .map_err(|e| e.to_string())?;
@@ -115,6 +117,30 @@ impl Node {
         let t = self.request(json!({"cmd": "trace", "flow": flow}))?;
         parse_trace(&t, &self.ports).map_err(|e| format!("{e}\n{t:#}"))
     }
+}
+
+/// Moves the PMD threads (`pmd-*`) of process `pid` to SCHED_IDLE;
+/// returns how many it found.
+fn idle_pmds(pid: u32) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    let mut n = 0;
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let Ok(tid) = t.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if comm.starts_with("pmd") {
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: a plain syscall on a thread of our own child.
+            unsafe {
+                libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param);
+            }
+            n += 1;
+        }
+    }
+    n
 }
 
 impl Drop for Node {

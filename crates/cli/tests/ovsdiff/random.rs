@@ -608,6 +608,11 @@ pub fn packet_for(rng: &mut Rng, rule: &Rule, near: bool) -> Key {
         if f == F::InPort {
             // Packets come from ports that exist.
             k.in_port = rng.pick(PORTS);
+        } else if f == F::DlType {
+            // Another Ethertype both parse alike (not MPLS, NSH, a VLAN
+            // TPID, RARP or 802.2: OVS reads further fields of those).
+            let others = [ETH_IPV4, ETH_IPV6, ETH_ARP, rng.pick(OTHER_ETHERTYPES)];
+            k.dl_type = rng.pick(&others);
         } else {
             k.set(f, k.get(f) ^ (rng.u128() & m).max(m & m.wrapping_neg()));
         }
