@@ -16,6 +16,7 @@ use arrayvec::ArrayVec;
 use nfv_flow::emc::{EmcLookup, ExactMatchCache};
 use nfv_flow::extract::{MIN_FRAME, extract_into};
 use nfv_flow::megaflow::MegaflowCache;
+use nfv_flow::pipeline;
 use nfv_flow::table::FlowTable;
 use nfv_flow::{FlowKey, PortNo, Rule};
 use nfv_mem::hint::prefetch;
@@ -400,6 +401,8 @@ impl Decision {
             }
             let key = &self.keys[i];
             let hash = self.hashes[i];
+            // A resolved pipeline's rule, owned here for this packet.
+            let resolved: Option<Arc<Rule>>;
             let from_emc = match &self.emc {
                 Some(emc) if probing => {
                     emc_probes += 1;
@@ -433,12 +436,27 @@ impl Decision {
                 }
                 (None, None) => {
                     let classifier = &self.table.classifier;
-                    let r = if self.megaflows.is_some() {
+                    let (r, mask) = if self.megaflows.is_some() {
                         let found = classifier.lookup_with_mask(key);
                         megaflow = megaflow_of(&found);
-                        found.rule
+                        (found.rule, found.mask)
                     } else {
-                        classifier.lookup(key)
+                        (classifier.lookup(key), FlowKey::ZERO)
+                    };
+                    // A rule that goes on to later tables: the whole
+                    // pipeline's decision, as one rule (slow path only:
+                    // the caches keep the result).
+                    let r = match r {
+                        Some(first) if first.pipeline => {
+                            let res = pipeline::resolve(classifier, key, first, mask);
+                            if self.megaflows.is_some() {
+                                megaflow =
+                                    MegaflowCache::worth_caching(&res.mask).then_some(res.mask);
+                            }
+                            resolved = Some(pipeline::composite(first, &res));
+                            resolved.as_ref()
+                        }
+                        other => other,
                     };
                     classifier_hits += u64::from(r.is_some());
                     last_tier = if r.is_some() {
@@ -510,7 +528,7 @@ impl Decision {
     #[inline]
     pub fn settle(&mut self, now: u64) {
         for h in self.verdicts.hits.drain(..) {
-            h.rule.stats.add(h.packets, h.bytes, now);
+            h.rule.credit(h.packets, h.bytes, now);
         }
     }
 }

@@ -148,7 +148,12 @@ impl Interpreter<'_> {
                 Action::SetIpv6Label(l) => actions::set_ipv6_label(&mut pkt, *l).into(),
                 Action::DecTtl => actions::dec_ttl(&mut pkt).into(),
                 // Checked at install; the tunnel port writes its own VNI.
-                Action::SetTunnel(_) => Step::Next,
+                // A resolved pipeline's rule holds none of these (see
+                // `nfv_flow::pipeline`); nothing to do to the packet.
+                Action::SetTunnel(_)
+                | Action::GotoTable(_)
+                | Action::Resubmit(_)
+                | Action::WriteMetadata { .. } => Step::Next,
                 // OpenFlow: never back out of the in_port.
                 Action::Output(out) if *out == self.in_port => Step::Next,
                 Action::Output(out) if last => {

@@ -74,9 +74,28 @@ pub enum Action {
     /// is dropped (counted as `ttl_expired`) instead, as a router would
     /// (OVS sends it to the controller; nfvswitch has none yet).
     DecTtl,
+    /// `goto_table:N` — look the packet (as the actions before changed it)
+    /// up in table N, a later table; the rule's last action.
+    GotoTable(u8),
+    /// `resubmit(,N)` — look the packet up in table N (a later one) and
+    /// run that rule's actions here, then go on with the ones after.
+    Resubmit(u8),
+    /// `write_metadata:VALUE[/MASK]` — sets the masked bits of the
+    /// `metadata` field the later tables match.
+    WriteMetadata { value: u64, mask: u64 },
 }
 
 impl Action {
+    /// True for the actions that continue the pipeline ([`crate::pipeline`]):
+    /// a rule with one is never run as it is, but resolved into the
+    /// actions of every table the packet passes.
+    pub fn is_pipeline(&self) -> bool {
+        matches!(
+            self,
+            Action::GotoTable(_) | Action::Resubmit(_) | Action::WriteMetadata { .. }
+        )
+    }
+
     /// True for actions that send the packet somewhere: the interpreter
     /// applies nothing after the last of them.
     pub fn is_output(&self) -> bool {

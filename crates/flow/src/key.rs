@@ -7,7 +7,8 @@
 //! - w1: `dl_src` [0,48) · `tp_src` [48,64)
 //! - w2: `dl_dst` [0,48) · `tp_dst` [48,64)
 //! - w3: `nw_src` [0,32) · `nw_dst` [32,64)
-//! - w4: `nw_ttl` [0,8) · `ip_frag` [8,16) · `tcp_flags` [16,32) · `ipv6_label` [32,52)
+//! - w4: `nw_ttl` [0,8) · `ip_frag` [8,16) · `tcp_flags` [16,32) · `ipv6_label` [32,52) ·
+//!   `table` [52,60) · [`PACKET_EXT`] (bit 63)
 //! - w5: `metadata`
 //! - w6, w7: `ipv6_src` (w6 the high half) · w8, w9: `ipv6_dst` · w10, w11: `nd_target`
 //! - w12: `arp_sha` / `nd_sll` [0,48) · w13: `arp_tha` / `nd_tll` [0,48)
@@ -20,6 +21,11 @@
 //! nothing except what OVS shares (ARP's opcode in `nw_proto`, its
 //! addresses in `nw_src`/`nw_dst`; `arp_sha`/`nd_sll`, `arp_tha`/`nd_tll`),
 //! and a rule that matches one of them also matches its `dl_type`.
+//!
+//! `table` is the pipeline stage a key is looked up in: every rule matches
+//! its own table's number exactly, a packet's key starts in table 0, and
+//! `goto_table`/`resubmit` look it up again with the next number (see
+//! [`crate::pipeline`]). One classifier so holds every table.
 //!
 //! MAC addresses are stored as the 48-bit big-endian number they spell, so
 //! `00:00:00:00:00:01` is `1`; IPv4 addresses are host-order `u32`, IPv6
@@ -146,6 +152,7 @@ impl FlowKey {
     field!(ip_frag, set_ip_frag, u8, 4, 8, 8);
     field!(tcp_flags, set_tcp_flags, u16, 4, 16, 16);
     field!(ipv6_label, set_ipv6_label, u32, 4, 32, 20);
+    field!(table, set_table, u8, 4, 52, 8);
     field128!(ipv6_src, set_ipv6_src, 6);
     field128!(ipv6_dst, set_ipv6_dst, 8);
     field128!(nd_target, set_nd_target, 10);
@@ -299,7 +306,7 @@ impl PartialEq for BaseKey {
 impl Eq for BaseKey {}
 
 /// The key's fields in the order a staged lookup checks them (OVS's
-/// classifier stages): metadata (`in_port`, `metadata`), then L2
+/// classifier stages): metadata (`in_port`, `table`, `metadata`), then L2
 /// (`dl_type`, `vlan_tci`, `dl_src`, `dl_dst`), then L3 (`nw_proto`,
 /// `nw_tos`, `nw_ttl`, `ip_frag`, `ipv6_label`, the IPv4 and IPv6
 /// addresses, `arp_sha`/`arp_tha`); L4 (`tp_src`, `tp_dst`, `tcp_flags`,
@@ -334,10 +341,11 @@ pub const STAGE_PREFIXES: [FlowKey; 3] = {
             ],
         }
     }
+    const TABLE_W4: u64 = 0xff << 52;
     [
-        key(META, 0, 0, 0, 0),
-        key(META | L2_W0, MAC_MASK, 0, 0, 0),
-        key(META | L2_W0 | L3_W0, MAC_MASK, M, L3_W4, M),
+        key(META, 0, 0, TABLE_W4, 0),
+        key(META | L2_W0, MAC_MASK, 0, TABLE_W4, 0),
+        key(META | L2_W0 | L3_W0, MAC_MASK, M, TABLE_W4 | L3_W4, M),
     ]
 };
 
@@ -383,12 +391,13 @@ impl fmt::Debug for FlowKey {
         if self.w[4] != 0 || self.nw_tos() != 0 {
             write!(
                 f,
-                " nw_tos={} nw_ttl={} ip_frag={} tcp_flags=0x{:03x} ipv6_label=0x{:05x}",
+                " nw_tos={} nw_ttl={} ip_frag={} tcp_flags=0x{:03x} ipv6_label=0x{:05x} table={}",
                 self.nw_tos(),
                 self.nw_ttl(),
                 self.ip_frag(),
                 self.tcp_flags(),
-                self.ipv6_label()
+                self.ipv6_label(),
+                self.table()
             )?;
         }
         if self.has_extended() {
@@ -493,8 +502,9 @@ mod tests {
     fn stage_prefixes_grow_by_their_own_fields() {
         type Set = fn(&mut FlowKey);
         // (field, the first stage that includes it; 3 = none)
-        let fields: [(&str, Set, usize); 22] = [
+        let fields: [(&str, Set, usize); 23] = [
             ("in_port", |k| k.set_in_port(u16::MAX), 0),
+            ("table", |k| k.set_table(u8::MAX), 0),
             ("metadata", |k| k.set_metadata(u64::MAX), 0),
             ("dl_type", |k| k.set_dl_type(u16::MAX), 1),
             ("vlan_tci", |k| k.set_vlan_tci(u16::MAX), 1),
@@ -538,8 +548,9 @@ mod tests {
     #[test]
     fn fields_are_disjoint() {
         type Set = fn(&mut FlowKey);
-        let setters: [Set; 21] = [
+        let setters: [Set; 22] = [
             |k| k.set_in_port(u16::MAX),
+            |k| k.set_table(u8::MAX),
             |k| k.set_metadata(u64::MAX),
             |k| k.set_dl_type(u16::MAX),
             |k| k.set_vlan_tci(u16::MAX),
@@ -584,6 +595,7 @@ mod tests {
                 .has_extended()
         );
         assert_eq!((seen.w[14], seen.w[15]), (0, 0));
+        assert_eq!(seen.w[4] & PACKET_EXT, 0, "no field covers PACKET_EXT");
         let mut v6 = FlowKey::ZERO;
         v6.set_ipv6_src(0x2001_0db8 << 96 | 7);
         assert_eq!(v6.ipv6_src(), 0x2001_0db8 << 96 | 7);

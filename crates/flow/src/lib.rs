@@ -21,6 +21,7 @@ pub mod group;
 pub mod key;
 pub mod megaflow;
 pub mod parse;
+pub mod pipeline;
 pub mod port_wide;
 pub mod rule;
 pub mod table;
