@@ -65,7 +65,7 @@ pub const BASE_WORDS: usize = 5;
 /// An OpenFlow port number as used in `in_port=` and `output:`.
 pub type PortNo = u16;
 
-#[derive(Clone, Copy, Hash, Default)]
+#[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
 pub struct FlowKey {
     pub w: [u64; KEY_WORDS],
@@ -86,6 +86,13 @@ impl PartialEq for FlowKey {
 }
 
 impl Eq for FlowKey {}
+
+/// The words, as the derived impl would: equal keys hash alike.
+impl std::hash::Hash for FlowKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.w.hash(state);
+    }
+}
 
 const MAC_MASK: u64 = (1 << 48) - 1;
 

@@ -437,7 +437,7 @@ mod tests {
 
     #[test]
     fn setters_touch_only_their_field() {
-        let mut b = vec![0u8; HEADER_LEN];
+        let mut b = [0u8; HEADER_LEN];
         repr().emit(&mut Ipv6Packet::new_unchecked(&mut b[..]));
         let mut p = Ipv6Packet::new_unchecked(&mut b[..]);
         p.set_traffic_class(0x04);
@@ -458,7 +458,7 @@ mod tests {
 
     #[test]
     fn checks_refuse_short_and_wrong_version() {
-        let mut b = vec![0u8; HEADER_LEN + 4];
+        let mut b = [0u8; HEADER_LEN + 4];
         repr().emit(&mut Ipv6Packet::new_unchecked(&mut b[..]));
         assert_eq!(
             Ipv6Packet::new_checked(&b[..HEADER_LEN - 1]).err(),
@@ -610,7 +610,7 @@ mod tests {
         // Hop-by-hop + destination options + UDP: etherparse's sliced
         // extension headers end where ours say the upper layer starts.
         let payload = [ext(60, 16), ext(17, 8), vec![0u8; 8]].concat();
-        let mut b = vec![0u8; HEADER_LEN];
+        let mut b = [0u8; HEADER_LEN];
         let mut r = repr();
         r.next_header = HOP_BY_HOP;
         r.payload_len = payload.len() as u16;
