@@ -610,7 +610,7 @@ mod tests {
         // Hop-by-hop + destination options + UDP: etherparse's sliced
         // extension headers end where ours say the upper layer starts.
         let payload = [ext(60, 16), ext(17, 8), vec![0u8; 8]].concat();
-        let mut b = [0u8; HEADER_LEN];
+        let mut b = vec![0u8; HEADER_LEN];
         let mut r = repr();
         r.next_header = HOP_BY_HOP;
         r.payload_len = payload.len() as u16;
