@@ -360,6 +360,16 @@ decided by: {}
 "
         }
     }
+    if t.tables.len() > 1 {
+        out += "tables:\n";
+        for st in &t.tables {
+            out += &match &st.rule {
+                Some(r) => format!("  table {}: {r}\n", st.table),
+                None => format!("  table {}: no rule matches: the pipeline ends here\n", st.table),
+            };
+        }
+        out += "actions of the whole pipeline:\n";
+    }
     for (i, s) in t.steps.iter().enumerate() {
         out += &format!(
             "  {}. {}

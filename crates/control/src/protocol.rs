@@ -358,6 +358,11 @@ pub struct TraceReport {
     /// matches, the packet is dropped as `no_match`).
     pub rule: Option<String>,
     pub cookie: Option<u64>,
+    /// Every table the packet was looked up in, in order, with the rule
+    /// it matched there (`None`: that table missed and the pipeline
+    /// ended); one entry unless the rule goes on to later tables.
+    #[serde(default)]
+    pub tables: Vec<TraceTableReport>,
     pub steps: Vec<TraceStepReport>,
     /// Actions after the last output: never applied.
     pub unused_actions: Vec<String>,
@@ -365,6 +370,12 @@ pub struct TraceReport {
     pub outputs: Vec<String>,
     /// What the PMD's caches keep after it.
     pub cache: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TraceTableReport {
+    pub table: u8,
+    pub rule: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

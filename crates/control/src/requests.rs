@@ -183,6 +183,14 @@ impl Node {
             },
             rule: t.rule.as_ref().map(|r| r.spec.to_string()),
             cookie: t.rule.as_ref().map(|r| r.spec.cookie),
+            tables: t
+                .stages
+                .iter()
+                .map(|s| crate::protocol::TraceTableReport {
+                    table: s.table,
+                    rule: s.rule.as_ref().map(|r| r.spec.to_string()),
+                })
+                .collect(),
             steps: t
                 .steps
                 .iter()
