@@ -367,6 +367,7 @@ impl Decision {
             (0u64, 0u64, 0u64, 0u64);
         let (mut emc_probes, mut emc_probe_hits) = (0u32, 0u32);
         let mut repeated = 0u64;
+        let mut resolutions = 0u64;
         // The tier that answered the packet before, whose answer a repeat
         // of its key takes (and is counted under).
         let mut last_tier = Tier::Miss;
@@ -454,6 +455,7 @@ impl Decision {
                                     MegaflowCache::worth_caching(&res.mask).then_some(res.mask);
                             }
                             resolved = Some(pipeline::composite(first, &res));
+                            resolutions += 1;
                             resolved.as_ref()
                         }
                         other => other,
@@ -521,6 +523,7 @@ impl Decision {
         c.classifier_hits += classifier_hits;
         c.table_misses += misses;
         c.repeated_keys += repeated;
+        c.pipeline_resolutions += resolutions;
     }
 
     /// Credits the rules hit by the last batch (last hit at TSC `now`,

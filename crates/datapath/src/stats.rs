@@ -182,6 +182,10 @@ pmd_figures! {
             "Packets that matched no rule (dropped as no_match).";
         repeated_keys: Counter Decisions, None,
             "Decisions that reused the answer for the packet before (same key), also counted under that answer's tier.";
+        /// Slow path only: the caches keep the resolved rule, so this
+        /// grows with new flows through a pipeline, not with packets.
+        pipeline_resolutions: Counter Decisions, None,
+            "Classifier decisions that followed goto_table/resubmit through later tables.";
     }
     housekeeping {
         cache_bytes: Gauge Bytes, Some("cache KiB"),
