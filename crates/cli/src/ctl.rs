@@ -55,6 +55,16 @@ enum CtlCommand {
     DelGroups { group: Option<String> },
     /// Groups with their buckets' packet and byte counters.
     DumpGroups,
+    /// Add a meter in ovs-ofctl syntax, e.g.
+    /// 'meter=1,kbps,burst,band=type=drop,rate=1000,burst_size=100'.
+    AddMeter { meter: String },
+    /// Replace a meter (same syntax; its rules stay, its bucket starts full).
+    ModMeter { meter: String },
+    /// Delete a meter ('meter=N'; none = every meter) and the rules that
+    /// name it.
+    DelMeters { meter: Option<String> },
+    /// Meters with their packet, byte and band-drop counters.
+    DumpMeters,
     /// Add a port given as inline TOML, e.g. 'name="s2",id=3,type="sink"'.
     AddPort { port: String },
     /// Delete a port by name or number.
@@ -208,6 +218,16 @@ fn request_of(cmd: &CtlCommand) -> Result<Request, String> {
             group_id: group.as_deref().map(group_id_of).transpose()?,
         },
         CtlCommand::DumpGroups => Request::DumpGroups,
+        CtlCommand::AddMeter { meter } => Request::AddMeter {
+            meter: meter.clone(),
+        },
+        CtlCommand::ModMeter { meter } => Request::ModMeter {
+            meter: meter.clone(),
+        },
+        CtlCommand::DelMeters { meter } => Request::DelMeters {
+            meter_id: meter.as_deref().map(meter_id_of).transpose()?,
+        },
+        CtlCommand::DumpMeters => Request::DumpMeters,
     })
 }
 
@@ -228,6 +248,11 @@ fn show_request(what: &ShowWhat) -> Request {
 fn group_id_of(text: &str) -> Result<u32, String> {
     let n = text.trim().strip_prefix("group_id=").unwrap_or(text.trim());
     n.parse().map_err(|_| format!("{text:?} is not group_id=N"))
+}
+
+fn meter_id_of(text: &str) -> Result<u32, String> {
+    let n = text.trim().strip_prefix("meter=").unwrap_or(text.trim());
+    n.parse().map_err(|_| format!("{text:?} is not meter=N"))
 }
 
 fn flows_file(file: &Path) -> Result<Vec<String>, String> {
@@ -292,6 +317,25 @@ fn print_answer(req: Request, data: serde_json::Value) -> Result<(), String> {
             let groups: Vec<nfv_control::protocol::GroupReport> =
                 serde_json::from_value(data).map_err(parse_err)?;
             print!("{}", groups_text(&groups));
+        }
+        Request::AddMeter { .. } => println!("added meter {}", data["added"]),
+        Request::ModMeter { .. } => println!("modified meter {}", data["modified"]),
+        Request::DelMeters { .. } => println!(
+            "deleted {} meter(s) and {} flow(s) naming them",
+            data["deleted"], data["rules_deleted"]
+        ),
+        Request::DumpMeters => {
+            let meters: Vec<nfv_control::protocol::MeterReport> =
+                serde_json::from_value(data).map_err(parse_err)?;
+            if meters.is_empty() {
+                println!("no meters");
+            }
+            for m in meters {
+                println!(
+                    "{} packets={} bytes={} band: dropped packets={} bytes={} rules={}",
+                    m.meter, m.packets, m.bytes, m.band_packets, m.band_bytes, m.rules
+                );
+            }
         }
         Request::ShowNode => {
             let n: NodeReport = serde_json::from_value(data).map_err(parse_err)?;

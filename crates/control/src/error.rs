@@ -70,6 +70,12 @@ pub enum RequestError {
     /// A group edit or a rule naming a group the table refused.
     #[error("{0}")]
     Group(#[from] nfv_flow::table::GroupError),
+    /// A meter text that does not parse.
+    #[error("{0}")]
+    MeterText(#[from] nfv_flow::meter::MeterParseError),
+    /// A meter edit the table refused.
+    #[error("{0}")]
+    Meter(#[from] nfv_flow::table::MeterError),
     /// A trace's packet description is not a packet (a wildcard, a
     /// priority, no in_port).
     #[error("trace: {0}")]

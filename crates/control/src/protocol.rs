@@ -76,6 +76,22 @@ pub enum Request {
     },
     /// Every group with its buckets' counters.
     DumpGroups,
+    /// A meter in `ovs-ofctl add-meter` syntax; refused if its id exists.
+    AddMeter {
+        meter: String,
+    },
+    /// Replaces a meter (same syntax); refused if its id does not exist.
+    ModMeter {
+        meter: String,
+    },
+    /// Deletes a meter (every meter when `meter_id` is absent) and the
+    /// rules that name it.
+    DelMeters {
+        #[serde(default)]
+        meter_id: Option<u32>,
+    },
+    /// Every meter with its counters.
+    DumpMeters,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -95,6 +111,22 @@ pub struct GroupReport {
     pub group: String,
     pub buckets: Vec<BucketReport>,
     /// Rules whose actions name this group.
+    pub rules: usize,
+}
+
+/// `dump-meters`: one meter.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MeterReport {
+    pub meter_id: u32,
+    /// The meter as `add-meter` text.
+    pub meter: String,
+    /// Packets and bytes that reached the meter.
+    pub packets: u64,
+    pub bytes: u64,
+    /// Of those, what its drop band dropped.
+    pub band_packets: u64,
+    pub band_bytes: u64,
+    /// Rules whose actions name this meter.
     pub rules: usize,
 }
 

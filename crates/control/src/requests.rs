@@ -65,6 +65,23 @@ impl Node {
                 json!({ "deleted": groups, "rules_deleted": rules })
             }
             Request::DumpGroups => serde_json::to_value(self.dump_groups())?,
+            Request::AddMeter { meter } => {
+                let m = nfv_flow::meter::parse_meter(meter)?;
+                let id = m.id;
+                self.datapath.table().add_meter(m)?;
+                json!({ "added": id })
+            }
+            Request::ModMeter { meter } => {
+                let m = nfv_flow::meter::parse_meter(meter)?;
+                let id = m.id;
+                self.datapath.table().mod_meter(m)?;
+                json!({ "modified": id })
+            }
+            Request::DelMeters { meter_id } => {
+                let (meters, rules) = self.datapath.table().del_meters(*meter_id);
+                json!({ "deleted": meters, "rules_deleted": rules })
+            }
+            Request::DumpMeters => serde_json::to_value(self.dump_meters())?,
             Request::ClearStats => {
                 self.clear_stats();
                 json!({})
@@ -98,6 +115,34 @@ impl Node {
         let n = specs.len();
         self.datapath.table().add_flows_checked(specs)?;
         Ok(n)
+    }
+
+    /// Every meter, its counters and how many rules name it.
+    pub fn dump_meters(&self) -> Vec<crate::protocol::MeterReport> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let table = self.datapath.table().snapshot();
+        let rules = table.classifier.rules();
+        table
+            .meters
+            .values()
+            .map(|m| crate::protocol::MeterReport {
+                meter_id: m.id,
+                meter: m.to_string(),
+                packets: m.packets_in.load(Relaxed),
+                bytes: m.bytes_in.load(Relaxed),
+                band_packets: m.band_packets.load(Relaxed),
+                band_bytes: m.band_bytes.load(Relaxed),
+                rules: rules
+                    .iter()
+                    .filter(|r| {
+                        r.spec
+                            .actions
+                            .iter()
+                            .any(|a| *a == nfv_flow::Action::Meter(m.id))
+                    })
+                    .count(),
+            })
+            .collect()
     }
 
     /// Every group, its buckets' counters and how many rules name it.

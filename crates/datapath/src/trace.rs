@@ -168,6 +168,11 @@ fn apply(
         | Action::SetNwEcn(_)
         | Action::SetNwTtl(_)
         | Action::DecTtl => return Some(ip_note(&before, action)),
+        Action::Meter(m) => {
+            return Some(format!(
+                "meter {m}: on while within its rate, else dropped (meter_drop)"
+            ));
+        }
         Action::SetTunnel(vni) => {
             return Some(format!(
                 "tunnel outputs send with VNI {vni} (checked against the tunnel port at install)"

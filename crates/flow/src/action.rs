@@ -83,6 +83,9 @@ pub enum Action {
     /// `write_metadata:VALUE[/MASK]` — sets the masked bits of the
     /// `metadata` field the later tables match.
     WriteMetadata { value: u64, mask: u64 },
+    /// `meter:N` — the packet goes on only if meter N's rate allows it;
+    /// else it is dropped (`meter_drop`) and counted on the meter's band.
+    Meter(u32),
 }
 
 impl Action {

@@ -46,6 +46,7 @@ impl fmt::Display for Action {
             Action::SetNwTtl(t) => write!(f, "mod_nw_ttl:{t}"),
             Action::DecTtl => f.write_str("dec_ttl"),
             Action::GotoTable(t) => write!(f, "goto_table:{t}"),
+            Action::Meter(m) => write!(f, "meter:{m}"),
             Action::Resubmit(t) => write!(f, "resubmit(,{t})"),
             Action::WriteMetadata { value, mask } if mask == u64::MAX => {
                 write!(f, "write_metadata:0x{value:x}")

@@ -20,6 +20,7 @@ pub mod format;
 pub mod group;
 pub mod key;
 pub mod megaflow;
+pub mod meter;
 pub mod parse;
 pub mod pipeline;
 pub mod port_wide;

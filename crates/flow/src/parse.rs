@@ -434,6 +434,18 @@ fn action(tok: &str) -> Result<Option<Action>, E> {
         "goto_table" => {
             Action::GotoTable(table_id("actions: goto_table", need("a table number")?)?)
         }
+        "meter" => {
+            let id = uint_in(
+                "actions: meter",
+                need("a meter id")?,
+                crate::meter::MAX_METER_ID.into(),
+                "a meter id (1..4294901760)",
+            )?;
+            if id == 0 {
+                return Err(bad("actions: meter", "0", "a meter id (1..4294901760)"));
+            }
+            Action::Meter(id as u32)
+        }
         "write_metadata" => {
             let (value, mask) = uint_masked(
                 "actions: write_metadata",

@@ -59,8 +59,12 @@ drop_reasons! {
     /// longer fits its frame, or a segment that found no buffer: the
     /// checksum or segmentation the output needed could not be done.
     BadOffload => "bad_offload",
-    /// `dec_ttl` met an IPv4 TTL of 0 or 1: a router may not forward it.
+    /// `dec_ttl` met an IPv4 TTL or IPv6 hop limit of 0 or 1: a router
+    /// may not forward it.
     TtlExpired => "ttl_expired",
+    /// A `meter:N` action's rate was exceeded (the meter's band counts it
+    /// too).
+    MeterDrop => "meter_drop",
 }
 
 /// Counters of one queue in one direction.
