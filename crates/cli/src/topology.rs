@@ -283,6 +283,8 @@ pub fn node_config(run: &Run, setup: &Setup, dir: &Path, pmd_cores: &[usize]) ->
         },
         ports,
         flows: vec![],
+        groups: vec![],
+        meters: vec![],
         chains,
     }
 }

@@ -12,6 +12,13 @@
 //! flows = [                        # optional; must come before the first [table]
 //!   "priority=10,in_port=1,actions=output:2",
 //! ]
+//! groups = [                       # optional (ovs-ofctl add-group text); before the first [table]
+//!   "group_id=1,type=select,bucket=output:3,bucket=output:4",
+//! ]
+//! meters = [                       # optional (ovs-ofctl add-meter text); before the first [table]
+//!   "meter=1,kbps,band=type=drop,rate=1000",
+//! ]
+//! # A rule's group:N or meter:N must name one of these.
 //!
 //! [node]                           # optional
 //! name = "gen-sink"                # [a-zA-Z0-9_.-]{1,64}; default: the file stem
@@ -197,6 +204,11 @@ pub struct NodeConfig {
     pub ports: Vec<PortConfig>,
     /// In file order (`flows` first, then `[[flow]]` tables).
     pub flows: Vec<nfv_flow::FlowSpec>,
+    /// `groups` and `meters`, as `add-group`/`add-meter` text (checked at
+    /// load: they parse, ids are unique, every `group:N` and `meter:N` of
+    /// `flows` names one); the node installs them before the rules.
+    pub groups: Vec<String>,
+    pub meters: Vec<String>,
     /// Service chains (`[[chain]]` tables), in file order; their steering
     /// rules are installed by the node, not listed in `flows`.
     pub chains: Vec<ChainConfig>,
@@ -349,9 +361,10 @@ pub fn parse_str(
         .iter()
         .enumerate()
         .map(|(i, t)| (format!("flow[{i}].rule"), &t.get_ref().rule));
+    let (groups, meters, defined) = flows::groups_and_meters(&doc, &raw.groups, &raw.meters)?;
     let flows = from_list
         .chain(from_tables)
-        .map(|(field, rule)| flows::flow(&doc, &field, rule, &ports))
+        .map(|(field, rule)| flows::flow(&doc, &field, rule, &ports, &defined))
         .collect::<Result<Vec<_>>>()?
         .into_iter()
         .flatten()
@@ -369,6 +382,8 @@ pub fn parse_str(
         chains: chain::chains(&doc, &raw.chain, &ports)?,
         ports,
         flows,
+        groups,
+        meters,
     })
 }
 

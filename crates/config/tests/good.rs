@@ -34,6 +34,8 @@ fn an_empty_file_gets_every_default() {
             pmd: PmdConfig::default_for(2),
             ports: vec![],
             flows: vec![],
+            groups: vec![],
+            meters: vec![],
             chains: vec![],
         }
     );

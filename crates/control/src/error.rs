@@ -35,6 +35,10 @@ pub enum NodeError {
     /// No type in `nfv_port_types::PORT_TYPES` opens ports of this `type`.
     #[error("port type {0:?} is not registered in nfv-control")]
     UnregisteredType(&'static str),
+    /// A group or meter of the config that the table refused (a config
+    /// built in code skips the file's checks).
+    #[error("{0}")]
+    Config(String),
 }
 
 /// A control request the node refused.

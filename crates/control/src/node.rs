@@ -109,7 +109,21 @@ impl Node {
                 nfv_config::AccessConfig::token_file_for(&socket, &cfg.name)
             }),
         };
-        // Rules first, so the first packets find them.
+        // Groups and meters, then the rules naming them (checked at load),
+        // so the first packets find them all.
+        for g in &cfg.groups {
+            let g = nfv_flow::parse_group(g).map_err(|e| NodeError::Config(e.to_string()))?;
+            table
+                .add_group(g)
+                .map_err(|e| NodeError::Config(e.to_string()))?;
+        }
+        for m in &cfg.meters {
+            let m =
+                nfv_flow::meter::parse_meter(m).map_err(|e| NodeError::Config(e.to_string()))?;
+            table
+                .add_meter(m)
+                .map_err(|e| NodeError::Config(e.to_string()))?;
+        }
         table.add_flows(cfg.flows.iter().cloned());
         table.add_flows(crate::chains::steering(&cfg.chains)?);
         // Generators last, so their first packets find every other port.
