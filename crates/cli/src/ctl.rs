@@ -65,6 +65,8 @@ enum CtlCommand {
     DelMeters { meter: Option<String> },
     /// Meters with their packet, byte and band-drop counters.
     DumpMeters,
+    /// The tables that hold rules: rule counts and matched packets.
+    DumpTables,
     /// Add a port given as inline TOML, e.g. 'name="s2",id=3,type="sink"'.
     AddPort { port: String },
     /// Delete a port by name or number.
@@ -228,6 +230,7 @@ fn request_of(cmd: &CtlCommand) -> Result<Request, String> {
             meter_id: meter.as_deref().map(meter_id_of).transpose()?,
         },
         CtlCommand::DumpMeters => Request::DumpMeters,
+        CtlCommand::DumpTables => Request::DumpTables,
     })
 }
 
@@ -317,6 +320,16 @@ fn print_answer(req: Request, data: serde_json::Value) -> Result<(), String> {
             let groups: Vec<nfv_control::protocol::GroupReport> =
                 serde_json::from_value(data).map_err(parse_err)?;
             print!("{}", groups_text(&groups));
+        }
+        Request::DumpTables => {
+            let tables: Vec<nfv_control::protocol::TableReport> =
+                serde_json::from_value(data).map_err(parse_err)?;
+            for t in tables {
+                println!(
+                    " table={}: active={}, matched={} packets, {} bytes",
+                    t.table, t.rules, t.matched_packets, t.matched_bytes
+                );
+            }
         }
         Request::AddMeter { .. } => println!("added meter {}", data["added"]),
         Request::ModMeter { .. } => println!("modified meter {}", data["modified"]),

@@ -368,6 +368,15 @@ fn trace_names_the_tier_the_rule_the_actions_and_the_outputs() {
     // dump-flows with table= shows that table only.
     let t3 = ctl_json(&d, &["dump-flows", "table=3"]);
     assert_eq!(t3.as_array().unwrap().len(), 1, "{t3}");
+    let tables = ctl_json(&d, &["dump-tables"]);
+    let ids: Vec<u64> = tables
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["table"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![0, 3, 4], "{tables}");
+    assert_eq!(tables[1]["rules"], 1, "{tables}");
     // Descriptions that are not one packet are refused, naming why.
     for (packet, why) in [
         ("udp,tp_dst=53", "in_port"),

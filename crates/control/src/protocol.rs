@@ -92,6 +92,8 @@ pub enum Request {
     },
     /// Every meter with its counters.
     DumpMeters,
+    /// Per table: its rules and the packets they matched.
+    DumpTables,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -112,6 +114,17 @@ pub struct GroupReport {
     pub buckets: Vec<BucketReport>,
     /// Rules whose actions name this group.
     pub rules: usize,
+}
+
+/// `dump-tables`: one table that holds rules. `matched` adds up the
+/// rules' counters (a packet through a pipeline counts in every table it
+/// matched in).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TableReport {
+    pub table: u8,
+    pub rules: usize,
+    pub matched_packets: u64,
+    pub matched_bytes: u64,
 }
 
 /// `dump-meters`: one meter.

@@ -82,6 +82,7 @@ impl Node {
                 json!({ "deleted": meters, "rules_deleted": rules })
             }
             Request::DumpMeters => serde_json::to_value(self.dump_meters())?,
+            Request::DumpTables => serde_json::to_value(self.dump_tables())?,
             Request::ClearStats => {
                 self.clear_stats();
                 json!({})
@@ -115,6 +116,25 @@ impl Node {
         let n = specs.len();
         self.datapath.table().add_flows_checked(specs)?;
         Ok(n)
+    }
+
+    /// Per table that holds rules: how many, and what they matched.
+    pub fn dump_tables(&self) -> Vec<crate::protocol::TableReport> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut tables = std::collections::BTreeMap::<u8, crate::protocol::TableReport>::new();
+        for r in self.datapath.table().snapshot().classifier.rules() {
+            let t = r.spec.matches.key.table();
+            let e = tables.entry(t).or_insert(crate::protocol::TableReport {
+                table: t,
+                rules: 0,
+                matched_packets: 0,
+                matched_bytes: 0,
+            });
+            e.rules += 1;
+            e.matched_packets += r.stats.packets.load(Relaxed);
+            e.matched_bytes += r.stats.bytes.load(Relaxed);
+        }
+        tables.into_values().collect()
     }
 
     /// Every meter, its counters and how many rules name it.
