@@ -61,8 +61,8 @@
 //! name = "gen0"                    # required, unique, [a-zA-Z0-9_.-]{1,32}
 //! id = 1                           # required, unique OpenFlow port number 1..=65279
 //! type = "generator"               # required: "generator" | "sink" | "receiver" | "pcap" | "ring" |
-//!                                  #   "vhost-user" | "afxdp" | "afpacket" | "tap" | "memif"
-//!                                  #   (nfv_port_types::PORT_TYPES)
+//!                                  #   "vhost-user" | "afxdp" | "afpacket" | "tap" | "memif" |
+//!                                  #   "vxlan" | "null" (nfv_port_types::PORT_TYPES)
 //! rxqs = 1                         # 1..=64, default 1 (not for "vhost-user": see `queues`)
 //! # type = "generator" (all optional):
 //! #   frame_size = 64              # 64..=9000, and at most memory.frame_size - 128; or "imix":
@@ -78,6 +78,9 @@
 //! #   src_mac = "02:00:00:00:00:01"   dst_mac = "02:00:00:00:00:02"  (src must be unicast)
 //! #   src_ip = "10.0.0.1"   dst_ip = "10.0.0.2"   src_port = 1024   dst_port = 5001
 //! # type = "receiver": no keys of its own; a sink that accounts stamped frames per stream
+//! # type = "null" (nfv_null; takes every frame, receives none, never backpressures):
+//! #   max_frame = 1518             # optional, 60..=65535: longer frames are dropped as too_big;
+//! #                                #   default: every frame is taken
 //! # type = "pcap" (at least one of replay / capture):
 //! #   replay = "data/in.pcap"      # frames to receive
 //! #   capture = "/tmp/out.pcap"    # where transmitted frames are written
