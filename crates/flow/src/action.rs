@@ -6,6 +6,9 @@ use crate::key::PortNo;
 /// are reserved.
 pub const MAX_GROUP_ID: u32 = 0xffff_ff00;
 
+/// Largest meter id (`OFPM_MAX`) a `meter:N` action may name.
+pub const MAX_METER_ID: u32 = 0xffff_0000;
+
 /// One action of a rule. An empty action list means `drop`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {

@@ -25,8 +25,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Largest meter id (`OFPM_MAX`).
-pub const MAX_METER_ID: u32 = 0xffff_0000;
+pub use crate::action::MAX_METER_ID;
 
 /// The meters of one generation, by id.
 pub type Meters = BTreeMap<u32, Arc<Meter>>;

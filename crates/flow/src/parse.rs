@@ -438,7 +438,7 @@ fn action(tok: &str) -> Result<Option<Action>, E> {
             let id = uint_in(
                 "actions: meter",
                 need("a meter id")?,
-                crate::meter::MAX_METER_ID.into(),
+                crate::action::MAX_METER_ID.into(),
                 "a meter id (1..4294901760)",
             )?;
             if id == 0 {
