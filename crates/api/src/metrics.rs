@@ -752,6 +752,138 @@ fn traffic_families(node: &Node, out: &mut Vec<Family>) {
 mod tests {
     use super::*;
 
+    /// A collector of fixed families, for tests.
+    #[derive(Debug)]
+    struct Fixed(fn() -> Vec<Family>);
+
+    impl Collector for Fixed {
+        fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+            for f in (self.0)() {
+                f.encode(&mut encoder)?;
+            }
+            Ok(())
+        }
+    }
+
+    fn text_of(families: fn() -> Vec<Family>) -> String {
+        let mut r = Registry::with_prefix("nfvswitch");
+        r.register_collector(Box::new(Fixed(families)));
+        to_text_004(&encode(&r).unwrap())
+    }
+
+    fn labels(port: &str) -> Labels {
+        port_labels(port, 3, "vhost-user")
+    }
+
+    /// Every gauge a port type may export, under its name, type and help.
+    #[test]
+    fn port_gauges_keep_their_names_and_help() {
+        let t = text_of(|| {
+            let g = PortGauges {
+                connected: Some(true),
+                queued: Some(7),
+                guest_rx_free: Some(250),
+                other: vec![
+                    ("vring0", nfv_ports::Gauge::Text("x".into())),
+                    (PortGauges::ONE_COPY_PACKETS, 11u64.into()),
+                    (PortGauges::ZERO_COPY_PACKETS, 12u64.into()),
+                    ("zc_fallback_no_guest_buffer", 2u64.into()),
+                    ("zc_fallback_bad_chain", 1u64.into()),
+                    (PortGauges::SENT_IN_PLACE_PACKETS, 13u64.into()),
+                ],
+            };
+            let mut f = PortGaugeFamilies::new();
+            f.add(&labels("v"), &g);
+            f.add(&labels("bare"), &PortGauges::default());
+            f.families().into()
+        });
+        assert_eq!(
+            t,
+            concat!(
+                "# HELP nfvswitch_port_ring_queued_packets Packets waiting in a port's ring (ports that expose it).\n",
+                "# TYPE nfvswitch_port_ring_queued_packets gauge\n",
+                "nfvswitch_port_ring_queued_packets{port=\"v\",port_no=\"3\",type=\"vhost-user\"} 7.0\n",
+                "# HELP nfvswitch_port_guest_rx_buffers Receive buffers the guest had posted at the switch's last transmit burst to it (vhost-user ports); 0 = the guest is not draining.\n",
+                "# TYPE nfvswitch_port_guest_rx_buffers gauge\n",
+                "nfvswitch_port_guest_rx_buffers{port=\"v\",port_no=\"3\",type=\"vhost-user\"} 250.0\n",
+                "# HELP nfvswitch_port_connected 1 when the port's peer is connected (ports that have one).\n",
+                "# TYPE nfvswitch_port_connected gauge\n",
+                "nfvswitch_port_connected{port=\"v\",port_no=\"3\",type=\"vhost-user\"} 1.0\n",
+                "# HELP nfvswitch_port_one_copy_packets_total Frames received on a vhost-user port and forwarded in one copy (the switch copied their headers, the receiving port the rest straight from the sender's buffer).\n",
+                "# TYPE nfvswitch_port_one_copy_packets_total counter\n",
+                "nfvswitch_port_one_copy_packets_total{port=\"v\",port_no=\"3\",type=\"vhost-user\"} 11\n",
+                "# HELP nfvswitch_port_zero_copy_packets_total Frames moved without a switch copy: on a kernel port with zero_copy, received straight into the VNF's buffers; on that VNF's vhost-user port, completed in place.\n",
+                "# TYPE nfvswitch_port_zero_copy_packets_total counter\n",
+                "nfvswitch_port_zero_copy_packets_total{port=\"v\",port_no=\"3\",type=\"vhost-user\"} 12\n",
+                "# HELP nfvswitch_port_zero_copy_fallbacks_total Why a zero-copy kernel port copied a frame (no_guest_buffer) or stopped lending guest buffers for a burst (buffer_shape, short_buffer, outside_umem, bad_chain).\n",
+                "# TYPE nfvswitch_port_zero_copy_fallbacks_total counter\n",
+                "nfvswitch_port_zero_copy_fallbacks_total{port=\"v\",port_no=\"3\",type=\"vhost-user\",reason=\"no_guest_buffer\"} 2\n",
+                "nfvswitch_port_zero_copy_fallbacks_total{port=\"v\",port_no=\"3\",type=\"vhost-user\",reason=\"bad_chain\"} 1\n",
+                "# HELP nfvswitch_port_sent_in_place_packets_total Frames a kernel port with zero_copy sent with their tail read by the kernel straight from the VNF's transmit buffer (send_in_place).\n",
+                "# TYPE nfvswitch_port_sent_in_place_packets_total counter\n",
+                "nfvswitch_port_sent_in_place_packets_total{port=\"v\",port_no=\"3\",type=\"vhost-user\"} 13\n",
+            )
+        );
+    }
+
+    /// Every per-VNF figure under its name, type and help.
+    #[test]
+    fn vnf_figures_keep_their_names_and_help() {
+        let t = text_of(|| {
+            let v = VnfReport {
+                name: "vnf1".into(),
+                port: 3,
+                rx_mpps: 2.5,
+                rx_gbps: 1.28,
+                tx_mpps: 2.25,
+                tx_gbps: 1.152,
+                rx_packets: 10,
+                tx_packets: 9,
+                drops: 1,
+                connected: true,
+            };
+            let mut f = VnfFamilies::new();
+            f.add(
+                vec![
+                    ("chain", "c".into()),
+                    ("vnf", "vnf1".into()),
+                    ("port_no", "3".into()),
+                ],
+                &v,
+            );
+            f.families().into()
+        });
+        assert_eq!(
+            t,
+            concat!(
+                "# HELP nfvswitch_vnf_rx_packets_total Packets the switch delivered to a VNF of a chain.\n",
+                "# TYPE nfvswitch_vnf_rx_packets_total counter\n",
+                "nfvswitch_vnf_rx_packets_total{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 10\n",
+                "# HELP nfvswitch_vnf_tx_packets_total Packets a VNF of a chain sent back into the switch.\n",
+                "# TYPE nfvswitch_vnf_tx_packets_total counter\n",
+                "nfvswitch_vnf_tx_packets_total{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 9\n",
+                "# HELP nfvswitch_vnf_dropped_packets_total Packets dropped on a VNF's port, both directions.\n",
+                "# TYPE nfvswitch_vnf_dropped_packets_total counter\n",
+                "nfvswitch_vnf_dropped_packets_total{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 1\n",
+                "# HELP nfvswitch_vnf_rx_packets_per_second Packets per second delivered to a VNF over the last second.\n",
+                "# TYPE nfvswitch_vnf_rx_packets_per_second gauge\n",
+                "nfvswitch_vnf_rx_packets_per_second{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 2500000.0\n",
+                "# HELP nfvswitch_vnf_tx_packets_per_second Packets per second a VNF sent over the last second.\n",
+                "# TYPE nfvswitch_vnf_tx_packets_per_second gauge\n",
+                "nfvswitch_vnf_tx_packets_per_second{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 2250000.0\n",
+                "# HELP nfvswitch_vnf_rx_bytes_per_second Bytes per second delivered to a VNF over the last second.\n",
+                "# TYPE nfvswitch_vnf_rx_bytes_per_second gauge\n",
+                "nfvswitch_vnf_rx_bytes_per_second{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 160000000.0\n",
+                "# HELP nfvswitch_vnf_tx_bytes_per_second Bytes per second a VNF sent over the last second.\n",
+                "# TYPE nfvswitch_vnf_tx_bytes_per_second gauge\n",
+                "nfvswitch_vnf_tx_bytes_per_second{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 144000000.0\n",
+                "# HELP nfvswitch_vnf_connected 1 when the VNF is connected.\n",
+                "# TYPE nfvswitch_vnf_connected gauge\n",
+                "nfvswitch_vnf_connected{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 1.0\n",
+            )
+        );
+    }
+
     #[test]
     fn text_004_names_counter_metadata_like_the_samples() {
         let om = "# HELP nfvswitch_port_rx_bytes Bytes.\n\

@@ -791,3 +791,87 @@ fn access_text(n: &NodeReport) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nfv_control::protocol::{DirectionReport, QueueReport, VnfReport};
+
+    fn port(no: u16, name: &str, drops: &[(&str, u64)]) -> PortReport {
+        let dir = |packets, mpps| DirectionReport {
+            packets,
+            bytes: packets * 64,
+            drops: drops.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
+            mpps,
+            gbps: mpps * 0.512,
+        };
+        PortReport {
+            no,
+            name: name.into(),
+            type_name: "ring".into(),
+            rx: dir(1_000_000, 1.25),
+            tx: dir(999, 0.0),
+            rx_queues: vec![QueueReport {
+                queue: 0,
+                pmd: Some(0),
+                packets: 1_000_000,
+                bytes: 64_000_000,
+                drops: 0,
+            }],
+            tx_queues: Vec::new(),
+            info: Default::default(),
+            error: None,
+        }
+    }
+
+    fn vnf(name: &str, port: u16, connected: bool) -> VnfReport {
+        VnfReport {
+            name: name.into(),
+            port,
+            rx_mpps: 2.5,
+            rx_gbps: 1.28,
+            tx_mpps: 2.25,
+            tx_gbps: 1.152,
+            rx_packets: 10,
+            tx_packets: 9,
+            drops: 1,
+            connected,
+        }
+    }
+
+    /// The columns and cells of `show ports` and `show chains`, as
+    /// operators and scripts read them.
+    #[test]
+    fn ports_and_chains_tables_keep_their_columns() {
+        let t = ports_table(&[
+            port(1, "a", &[]),
+            port(12, "bb", &[("tx_full", 3), ("no_match", 2)]),
+        ]);
+        assert_eq!(
+            t.to_string(),
+            concat!(
+                "port  name  type  rx pkts  rx Mpps  rx Gbps  tx pkts  tx Mpps  tx Gbps  rx drops              tx drops\n",
+                "   1  a     ring  1000000    1.250    0.640      999    0.000    0.000                     0                     0\n",
+                "  12  bb    ring  1000000    1.250    0.640      999    0.000    0.000  no_match=2,tx_full=3  no_match=2,tx_full=3\n",
+            )
+        );
+        let c = ChainReport {
+            name: "c1".into(),
+            hops: vec!["in".into(), "v1".into(), "v2".into(), "out".into()],
+            ingress_mpps: 3.0,
+            egress_mpps: 2.0,
+            egress_gbps: 1.024,
+            loss_percent: 33.333,
+            vnfs: vec![vnf("v1", 3, true), vnf("v2", 4, false)],
+        };
+        assert_eq!(
+            chains_text(&[c]),
+            concat!(
+                "chain  hop    VNF                 rx Mpps  rx Gbps  tx Mpps  tx Gbps  drops   connected\n",
+                "c1         1  v1                    2.500    1.280    2.250    1.152       1  yes\n",
+                "c1         2  v2                    2.500    1.280    2.250    1.152       1  NO\n",
+                "c1     total  in > v1 > v2 > out    3.000             2.000    1.024  33.33%\n",
+            )
+        );
+    }
+}
