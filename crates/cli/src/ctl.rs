@@ -556,24 +556,28 @@ pub fn drops_text(d: &std::collections::BTreeMap<String, u64>) -> String {
 }
 
 pub fn ports_table(ports: &[PortReport]) -> Table {
-    let mut t = Table::new(&[
-        "port", "name", "type", "rx pkts", "rx Mpps", "rx Gbps", "tx pkts", "tx Mpps", "tx Gbps",
-        "rx drops", "tx drops",
-    ]);
+    use nfv_ports::PORT_FIGURES;
+    // Per direction: the figures with a column of their own, as
+    // `PORT_FIGURES` declares them, then the direction's rates; the drops
+    // by reason last.
+    let shown = |rx: bool| {
+        PORT_FIGURES
+            .iter()
+            .filter_map(move |f| Some((f, f.export(rx)?.column?)))
+    };
+    let mut head = vec!["port", "name", "type"];
+    head.extend(shown(true).map(|(_, c)| c).chain(["rx Mpps", "rx Gbps"]));
+    head.extend(shown(false).map(|(_, c)| c).chain(["tx Mpps", "tx Gbps"]));
+    head.extend(["rx drops", "tx drops"]);
+    let mut t = Table::new(&head);
     for p in ports {
-        t.row(vec![
-            p.no.to_string(),
-            p.name.clone(),
-            p.type_name.clone(),
-            p.rx.packets.to_string(),
-            format!("{:.3}", p.rx.mpps),
-            format!("{:.3}", p.rx.gbps),
-            p.tx.packets.to_string(),
-            format!("{:.3}", p.tx.mpps),
-            format!("{:.3}", p.tx.gbps),
-            drops_text(&p.rx.drops),
-            drops_text(&p.tx.drops),
-        ]);
+        let mut row = vec![p.no.to_string(), p.name.clone(), p.type_name.clone()];
+        for (rx, d) in [(true, &p.rx), (false, &p.tx)] {
+            row.extend(shown(rx).map(|(f, _)| (f.get)(&d.figures).to_string()));
+            row.extend([format!("{:.3}", d.mpps), format!("{:.3}", d.gbps)]);
+        }
+        row.extend([drops_text(&p.rx.drops), drops_text(&p.tx.drops)]);
+        t.row(row);
     }
     t
 }
@@ -628,51 +632,45 @@ pub fn pmd_table(pmds: &[PmdReport]) -> String {
 }
 
 pub fn chains_text(chains: &[ChainReport]) -> String {
+    use nfv_control::vnf_figures::{VNF_FIGURES, VnfValue};
     if chains.is_empty() {
         return "no chains configured\n".into();
     }
-    let mut t = Table::new(&[
-        "chain",
-        "hop",
-        "VNF",
-        "rx Mpps",
-        "rx Gbps",
-        "tx Mpps",
-        "tx Gbps",
-        "drops",
-        "connected",
-    ]);
+    // A row per VNF with the figures `VNF_FIGURES` gives a column, then
+    // the chain's total under the columns that have one.
+    let shown: Vec<_> = VNF_FIGURES.iter().filter(|f| f.column.is_some()).collect();
+    let mut head = vec!["chain", "hop", "VNF"];
+    head.extend(shown.iter().filter_map(|f| f.column));
+    let mut t = Table::new(&head);
     for c in chains {
         for (i, v) in c.vnfs.iter().enumerate() {
-            t.row(vec![
-                c.name.clone(),
-                (i + 1).to_string(),
-                v.name.clone(),
-                format!("{:.3}", v.rx_mpps),
-                format!("{:.3}", v.rx_gbps),
-                format!("{:.3}", v.tx_mpps),
-                format!("{:.3}", v.tx_gbps),
-                v.drops.to_string(),
-                if v.connected {
-                    "yes".into()
-                } else {
-                    "NO".into()
-                },
-            ]);
+            let mut row = vec![c.name.clone(), (i + 1).to_string(), v.name.clone()];
+            row.extend(shown.iter().map(|f| match (f.get)(v) {
+                VnfValue::Real(x) => format!("{x:.3}"),
+                VnfValue::Count(n) => n.to_string(),
+                VnfValue::Flag(true) => "yes".into(),
+                VnfValue::Flag(false) => "NO".into(),
+            }));
+            t.row(row);
         }
-        t.row(vec![
-            c.name.clone(),
-            "total".into(),
-            c.hops.join(" > "),
-            format!("{:.3}", c.ingress_mpps),
-            String::new(),
-            format!("{:.3}", c.egress_mpps),
-            format!("{:.3}", c.egress_gbps),
-            format!("{:.2}%", c.loss_percent),
-            String::new(),
-        ]);
+        let mut total = vec![c.name.clone(), "total".into(), c.hops.join(" > ")];
+        total.extend(shown.iter().map(|f| chain_cell(c, f.name)));
+        t.row(total);
     }
     t.to_string()
+}
+
+/// What a chain's total row shows under the column of VNF figure `name`:
+/// traffic in under the VNFs' rx rate, out under their tx rates, the loss
+/// under their drops.
+fn chain_cell(c: &ChainReport, name: &str) -> String {
+    match name {
+        "rx_mpps" => format!("{:.3}", c.ingress_mpps),
+        "tx_mpps" => format!("{:.3}", c.egress_mpps),
+        "tx_gbps" => format!("{:.3}", c.egress_gbps),
+        "drops" => format!("{:.2}%", c.loss_percent),
+        _ => String::new(),
+    }
 }
 
 fn us(ns: u64) -> String {
@@ -796,11 +794,14 @@ fn access_text(n: &NodeReport) -> String {
 mod tests {
     use super::*;
     use nfv_control::protocol::{DirectionReport, QueueReport, VnfReport};
+    use nfv_ports::QueueFigures;
 
     fn port(no: u16, name: &str, drops: &[(&str, u64)]) -> PortReport {
         let dir = |packets, mpps| DirectionReport {
-            packets,
-            bytes: packets * 64,
+            figures: QueueFigures {
+                packets,
+                bytes: packets * 64,
+            },
             drops: drops.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
             mpps,
             gbps: mpps * 0.512,
@@ -814,8 +815,10 @@ mod tests {
             rx_queues: vec![QueueReport {
                 queue: 0,
                 pmd: Some(0),
-                packets: 1_000_000,
-                bytes: 64_000_000,
+                figures: QueueFigures {
+                    packets: 1_000_000,
+                    bytes: 64_000_000,
+                },
                 drops: 0,
             }],
             tx_queues: Vec::new(),

@@ -1,7 +1,10 @@
 //! The control-socket protocol: one JSON request per line, one JSON
 //! response per line. Typed on both sides; the CLI and tests share it.
 
+/// One VNF of a chain: its figures are declared in `vnf_figures.rs`.
+pub use crate::vnf_figures::VnfReport;
 use nfv_datapath::stats::PmdSnapshot;
+use nfv_ports::QueueFigures;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -209,8 +212,10 @@ pub struct MemoryReport {
 /// Counters of one direction of a port.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct DirectionReport {
-    pub packets: u64,
-    pub bytes: u64,
+    /// Every per-port figure (`nfv_ports::PORT_FIGURES`) by name, summed
+    /// over the direction's queues.
+    #[serde(flatten)]
+    pub figures: QueueFigures,
     /// Drops by reason (only non-zero reasons are listed).
     pub drops: BTreeMap<String, u64>,
     /// Rate over the last sampling interval.
@@ -218,13 +223,31 @@ pub struct DirectionReport {
     pub gbps: f64,
 }
 
+/// Reads its figures as the JSON flattens them: `report.rx.packets`.
+impl std::ops::Deref for DirectionReport {
+    type Target = QueueFigures;
+    fn deref(&self) -> &QueueFigures {
+        &self.figures
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct QueueReport {
     pub queue: usize,
     pub pmd: Option<usize>,
-    pub packets: u64,
-    pub bytes: u64,
+    /// Every per-port figure (`nfv_ports::PORT_FIGURES`) by name.
+    #[serde(flatten)]
+    pub figures: QueueFigures,
+    /// All reasons.
     pub drops: u64,
+}
+
+/// Reads its figures as the JSON flattens them: `queue.packets`.
+impl std::ops::Deref for QueueReport {
+    type Target = QueueFigures;
+    fn deref(&self) -> &QueueFigures {
+        &self.figures
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -429,23 +452,6 @@ pub struct TraceStepReport {
     /// The packet's fields after the action.
     pub packet: String,
     pub note: Option<String>,
-}
-
-/// One VNF of a chain, from the switch's side of its vhost-user port.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct VnfReport {
-    pub name: String,
-    pub port: u16,
-    /// What the VNF received (the switch sent to it).
-    pub rx_mpps: f64,
-    pub rx_gbps: f64,
-    /// What the VNF sent back into the switch.
-    pub tx_mpps: f64,
-    pub tx_gbps: f64,
-    pub rx_packets: u64,
-    pub tx_packets: u64,
-    pub drops: u64,
-    pub connected: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -10,16 +10,11 @@
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// How a PMD figure behaves over time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FigureKind {
-    /// Only grows (until clear-stats): rates and [`PmdSnapshot::since`]
-    /// subtract it.
-    Counter,
-    /// The latest value (an occupancy): never subtracted.
-    Gauge,
-}
+/// How a PMD figure behaves over time: a counter only grows (until
+/// clear-stats; rates and [`PmdSnapshot::since`] subtract it), a gauge is
+/// the latest value (an occupancy, never subtracted). One kind for every
+/// family of figures.
+pub use nfv_ports::FigureKind;
 
 /// What a figure counts, for the readers that scale it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
