@@ -801,6 +801,7 @@ mod tests {
             figures: QueueFigures {
                 packets,
                 bytes: packets * 64,
+                ..Default::default()
             },
             drops: drops.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
             mpps,
@@ -818,6 +819,7 @@ mod tests {
                 figures: QueueFigures {
                     packets: 1_000_000,
                     bytes: 64_000_000,
+                    cycles: 9_000_000,
                 },
                 drops: 0,
             }],

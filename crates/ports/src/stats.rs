@@ -87,6 +87,8 @@ pub enum PortUnit {
     /// `/metrics` gives these its `bytes` unit: `port_rx` + bytes is
     /// `nfvswitch_port_rx_bytes_total`.
     Bytes,
+    /// TSC cycles.
+    Cycles,
 }
 
 /// How one direction of a per-port figure is shown; `None`: not there.
@@ -147,12 +149,6 @@ macro_rules! port_figures {
         pub struct QueueCounters {
             $( $(#[doc = $doc])* pub $name: AtomicU64, )*
             pub drops: [AtomicU64; DropReason::COUNT],
-            /// Rx queues: TSC cycles their PMD spent on their bursts
-            /// (receive, decide, act, send), sampled one poll in several
-            /// and scaled: what rx queue placement balances (`nfv_sched`).
-            /// Written by the one PMD polling the queue; a queue moves only
-            /// after its old PMD let go.
-            pub cycles: AtomicU64,
         }
 
         /// A plain copy of a queue's counters (or of a port direction's,
@@ -242,6 +238,15 @@ port_figures! {
     bytes: Counter Bytes {
         rx: None, Some("Bytes received on a port."), Some("Bytes received on one rx queue.");
         tx: None, Some("Bytes transmitted on a port."), Some("Bytes transmitted on one tx queue.");
+    }
+    /// Rx queues: TSC cycles their PMD spent on their bursts (receive,
+    /// decide, act, send), sampled one poll in several and scaled: what rx
+    /// queue placement balances (`nfv_sched`). Written by the one PMD
+    /// polling the queue; a queue moves only after its old PMD let go. Tx
+    /// queues do not count it.
+    cycles: Counter Cycles {
+        rx: None, None, Some("TSC cycles the polling PMD thread spent on one rx queue's bursts \
+            (receive, decide, act, send; sampled), what rx queue placement balances.");
     }
 }
 
