@@ -269,6 +269,17 @@ fn flows_file(file: &Path) -> Result<Vec<String>, String> {
 }
 
 /// Prints the switch's answer to `req` for people.
+/// Prints a report of type `T` from the answer's data with `text`.
+fn show<T: serde::de::DeserializeOwned>(
+    data: serde_json::Value,
+    text: impl Fn(&T) -> String,
+) -> Result<(), String> {
+    let report: T =
+        serde_json::from_value(data).map_err(|e| format!("unexpected response: {e}"))?;
+    print!("{}", text(&report));
+    Ok(())
+}
+
 fn print_answer(req: Request, data: serde_json::Value) -> Result<(), String> {
     let parse_err = |e: serde_json::Error| format!("unexpected response: {e}");
     match req {
@@ -284,18 +295,9 @@ fn print_answer(req: Request, data: serde_json::Value) -> Result<(), String> {
                 );
             }
         }
-        Request::ShowPmd => {
-            let pmds: Vec<PmdReport> = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", pmd_text(&pmds));
-        }
-        Request::ShowChains => {
-            let chains: Vec<ChainReport> = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", chains_text(&chains));
-        }
-        Request::ShowTraffic => {
-            let t: Vec<TrafficReport> = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", traffic_text(&t));
-        }
+        Request::ShowPmd => show(data, |r: &Vec<PmdReport>| pmd_text(r))?,
+        Request::ShowChains => show(data, |r: &Vec<ChainReport>| chains_text(r))?,
+        Request::ShowTraffic => show(data, |r: &Vec<TrafficReport>| traffic_text(r))?,
         Request::DumpFlows { .. } => {
             let flows: Vec<FlowReport> = serde_json::from_value(data).map_err(parse_err)?;
             for f in flows {
@@ -316,61 +318,59 @@ fn print_answer(req: Request, data: serde_json::Value) -> Result<(), String> {
             "deleted {} group(s) and {} flow(s) naming them",
             data["deleted"], data["rules_deleted"]
         ),
-        Request::DumpGroups => {
-            let groups: Vec<nfv_control::protocol::GroupReport> =
-                serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", groups_text(&groups));
-        }
-        Request::DumpTables => {
-            let tables: Vec<nfv_control::protocol::TableReport> =
-                serde_json::from_value(data).map_err(parse_err)?;
-            for t in tables {
-                println!(
-                    " table={}: active={}, matched={} packets, {} bytes",
-                    t.table, t.rules, t.matched_packets, t.matched_bytes
-                );
-            }
-        }
+        Request::DumpGroups => show(data, |r: &Vec<nfv_control::protocol::GroupReport>| {
+            groups_text(r)
+        })?,
+        Request::DumpTables => show(data, |r: &Vec<nfv_control::protocol::TableReport>| {
+            tables_text(r)
+        })?,
         Request::AddMeter { .. } => println!("added meter {}", data["added"]),
         Request::ModMeter { .. } => println!("modified meter {}", data["modified"]),
         Request::DelMeters { .. } => println!(
             "deleted {} meter(s) and {} flow(s) naming them",
             data["deleted"], data["rules_deleted"]
         ),
-        Request::DumpMeters => {
-            let meters: Vec<nfv_control::protocol::MeterReport> =
-                serde_json::from_value(data).map_err(parse_err)?;
-            if meters.is_empty() {
-                println!("no meters");
-            }
-            for m in meters {
-                println!(
-                    "{} packets={} bytes={} band: dropped packets={} bytes={} rules={}",
-                    m.meter, m.packets, m.bytes, m.band_packets, m.band_bytes, m.rules
-                );
-            }
-        }
-        Request::ShowNode => {
-            let n: NodeReport = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", node_text(&n));
-        }
-        Request::ShowRxqs => {
-            let r: RxqsReport = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", rxqs_text(&r));
-        }
-        Request::PmdRebalance { .. } => {
-            let r: RebalanceReport = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", rebalance_text(&r));
-        }
+        Request::DumpMeters => show(data, |r: &Vec<nfv_control::protocol::MeterReport>| {
+            meters_text(r)
+        })?,
+        Request::ShowNode => show(data, |r: &NodeReport| node_text(r))?,
+        Request::ShowRxqs => show(data, |r: &RxqsReport| rxqs_text(r))?,
+        Request::PmdRebalance { .. } => show(data, |r: &RebalanceReport| rebalance_text(r))?,
         Request::PmdRxqMove { port, queue, pmd } => {
             println!("rx queue {queue} of port {port} is now polled by PMD {pmd}")
         }
-        Request::Trace { .. } => {
-            let t: TraceReport = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", trace_text(&t));
-        }
+        Request::Trace { .. } => show(data, |r: &TraceReport| trace_text(r))?,
     }
     Ok(())
+}
+
+/// `dump-tables`: one line per table that holds rules.
+pub fn tables_text(tables: &[nfv_control::protocol::TableReport]) -> String {
+    tables
+        .iter()
+        .map(|t| {
+            format!(
+                " table={}: active={}, matched={} packets, {} bytes\n",
+                t.table, t.rules, t.matched_packets, t.matched_bytes
+            )
+        })
+        .collect()
+}
+
+/// `dump-meters`: one line per meter, with its counters.
+pub fn meters_text(meters: &[nfv_control::protocol::MeterReport]) -> String {
+    if meters.is_empty() {
+        return "no meters\n".into();
+    }
+    meters
+        .iter()
+        .map(|m| {
+            format!(
+                "{} packets={} bytes={} band: dropped packets={} bytes={} rules={}\n",
+                m.meter, m.packets, m.bytes, m.band_packets, m.band_bytes, m.rules
+            )
+        })
+        .collect()
 }
 
 /// `dump-groups`: each group as `add-group` text, then its buckets'

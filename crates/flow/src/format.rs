@@ -251,6 +251,18 @@ fn write_match(items: &mut Items<'_, '_>, m: &Match, implicit_table_0: bool) -> 
     items.vlan(k.vlan_tci(), mk.vlan_tci())?;
     items.mac("dl_src", k.dl_src(), mk.dl_src())?;
     items.mac("dl_dst", k.dl_dst(), mk.dl_dst())?;
+    write_l3_l4(items, m, dl_type, proto_done)
+}
+
+/// The network and transport fields of [`write_match`], named as OVS
+/// names them for the packet's EtherType (`arp_spa`, `icmp_type`, `nd_sll`).
+fn write_l3_l4(
+    items: &mut Items<'_, '_>,
+    m: &Match,
+    dl_type: Option<u16>,
+    proto_done: bool,
+) -> fmt::Result {
+    let (k, mk) = (&m.key, &m.mask);
     let arp = dl_type == Some(EtherType::ARP.0);
     let v6 = dl_type == Some(EtherType::IPV6.0);
     let (src, dst, proto) = if arp {
