@@ -365,7 +365,10 @@ decided by: {}
         for st in &t.tables {
             out += &match &st.rule {
                 Some(r) => format!("  table {}: {r}\n", st.table),
-                None => format!("  table {}: no rule matches: the pipeline ends here\n", st.table),
+                None => format!(
+                    "  table {}: no rule matches: the pipeline ends here\n",
+                    st.table
+                ),
             };
         }
         out += "actions of the whole pipeline:\n";

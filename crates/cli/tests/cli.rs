@@ -354,11 +354,17 @@ fn trace_names_the_tier_the_rule_the_actions_and_the_outputs() {
         Some("priority=32768,table=4,ip,nw_tos=184,actions=output:2"),
         "{t}"
     );
-    assert_eq!(t["steps"][0]["action"].as_str(), Some("mod_nw_tos:184"), "{t}");
+    assert_eq!(
+        t["steps"][0]["action"].as_str(),
+        Some("mod_nw_tos:184"),
+        "{t}"
+    );
     assert_eq!(t["outputs"][0].as_str(), Some("2 (sink0)"), "{t}");
-    let human =
-        String::from_utf8_lossy(&ctl(&d, &["trace", "in_port=1,icmp"]).stdout).to_string();
-    assert!(human.contains("  table 3: priority=32768,table=3,"), "{human}");
+    let human = String::from_utf8_lossy(&ctl(&d, &["trace", "in_port=1,icmp"]).stdout).to_string();
+    assert!(
+        human.contains("  table 3: priority=32768,table=3,"),
+        "{human}"
+    );
     // dump-flows with table= shows that table only.
     let t3 = ctl_json(&d, &["dump-flows", "table=3"]);
     assert_eq!(t3.as_array().unwrap().len(), 1, "{t3}");
