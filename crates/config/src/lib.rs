@@ -77,6 +77,12 @@
 //! #   count = 1000                 # >= 1; default: forever
 //! #   src_mac = "02:00:00:00:00:01"   dst_mac = "02:00:00:00:00:02"  (src must be unicast)
 //! #   src_ip = "10.0.0.1"   dst_ip = "10.0.0.2"   src_port = 1024   dst_port = 5001
+//! #   family = "ipv4"              # "ipv4": Ethernet/IPv4/UDP frames from src_ip to dst_ip |
+//! #                                #   "ipv6": Ethernet/IPv6/UDP from src_ip6 to dst_ip6 (UDP
+//! #                                #   checksum filled in; flows count up the source address's
+//! #                                #   low bits); the other family's addresses, and stamp with
+//! #                                #   "ipv6", are refused
+//! #   src_ip6 = "fd00::1"   dst_ip6 = "fd00::2"    (only with family = "ipv6")
 //! # type = "receiver": no keys of its own; a sink that accounts stamped frames per stream
 //! # type = "null" (nfv_null; takes every frame, receives none, never backpressures):
 //! #   max_frame = 1518             # optional, 60..=65535: longer frames are dropped as too_big;
