@@ -14,10 +14,11 @@
 //! - w12: `arp_sha` / `nd_sll` [0,48) · w13: `arp_tha` / `nd_tll` [0,48)
 //! - w14, w15: zero (room for the connection tracker's fields)
 //!
-//! Words 0-4 hold everything an IPv4 packet sets; words 5-15 are zero for
-//! it, and [`FlowKey::hash`] skips them when they are, so IPv4 and its
-//! rules' masked keys hash at the cost of five words (IPv6, ARP and
-//! `metadata` pay for the rest). Fields of different `dl_type`s share
+//! Words 0-5 hold everything an IPv4 packet sets and `metadata` (which a
+//! pipeline's IPv4 rules match: keeping it here keeps their megaflows in
+//! the short map); words 6-15 are zero for IPv4, and [`FlowKey::hash`]
+//! skips them when they are, so IPv4 keys and its rules' masked keys hash
+//! at the cost of six words (IPv6 and ARP pay for the rest). Fields of different `dl_type`s share
 //! nothing except what OVS shares (ARP's opcode in `nw_proto`, its
 //! addresses in `nw_src`/`nw_dst`; `arp_sha`/`nd_sll`, `arp_tha`/`nd_tll`),
 //! and a rule that matches one of them also matches its `dl_type`.
@@ -60,7 +61,7 @@ pub const PACKET_EXT: u64 = 1 << 63;
 pub const KEY_WORDS: usize = 16;
 /// Words every packet may set; the rest are zero for IPv4 (see the module
 /// doc) and hashed only when not.
-pub const BASE_WORDS: usize = 5;
+pub const BASE_WORDS: usize = 6;
 
 /// An OpenFlow port number as used in `in_port=` and `output:`.
 pub type PortNo = u16;
@@ -186,7 +187,7 @@ impl FlowKey {
     }
 
     /// True when a word past [`BASE_WORDS`] is set (IPv6, ARP hardware
-    /// addresses, ND, `metadata`).
+    /// addresses, ND).
     #[inline(always)]
     pub fn has_extended(&self) -> bool {
         self.w[BASE_WORDS..].iter().fold(0, |a, w| a | w) != 0
@@ -195,7 +196,7 @@ impl FlowKey {
     /// Equality of two packet keys from [`crate::extract()`]: the base
     /// words (and [`PACKET_EXT`] with them), and the rest only when the
     /// flag says they may be set. The exact-match cache and the batch's
-    /// repeated-key check compare with this: an IPv4 key costs five words.
+    /// repeated-key check compare with this: an IPv4 key costs six words.
     #[inline(always)]
     pub fn same_packet(&self, other: &FlowKey) -> bool {
         debug_assert!(self.w[4] & PACKET_EXT != 0 || !self.has_extended());
@@ -237,16 +238,15 @@ impl FlowKey {
     #[inline(always)]
     fn hash_with(&self, extended: bool) -> u32 {
         let w = &self.w;
-        let base = [w[0], w[1], w[2], w[3], w[4]];
+        let base = [w[0], w[1], w[2], w[3], w[4], w[5]];
         let mut x = mix_base(&base);
         if extended {
             let s = &*HASH_SEED;
-            x ^= mum(w[5] ^ s[6], w[6] ^ s[7])
-                ^ mum(w[7] ^ s[8], w[8] ^ s[9])
-                ^ mum(w[9] ^ s[10], w[10] ^ s[11])
-                ^ mum(w[11] ^ s[12], w[12] ^ s[13])
-                ^ mum(w[13] ^ s[14], w[14] ^ s[15])
-                ^ mum(w[15] ^ s[16], s[17]);
+            x ^= mum(w[6] ^ s[6], w[7] ^ s[7])
+                ^ mum(w[8] ^ s[8], w[9] ^ s[9])
+                ^ mum(w[10] ^ s[10], w[11] ^ s[11])
+                ^ mum(w[12] ^ s[12], w[13] ^ s[13])
+                ^ mum(w[14] ^ s[14], w[15] ^ s[15]);
         }
         finish(x)
     }
@@ -264,7 +264,7 @@ fn mum(a: u64, b: u64) -> u64 {
 #[inline(always)]
 fn mix_base(w: &[u64; BASE_WORDS]) -> u64 {
     let s = &*HASH_SEED;
-    mum(w[0] ^ s[0], w[1] ^ s[1]) ^ mum(w[2] ^ s[2], w[3] ^ s[3]) ^ mum(w[4] ^ s[4], s[5])
+    mum(w[0] ^ s[0], w[1] ^ s[1]) ^ mum(w[2] ^ s[2], w[3] ^ s[3]) ^ mum(w[4] ^ s[4], w[5] ^ s[5])
 }
 
 /// The last step of [`FlowKey::hash`]. The pair products alone spread keys
@@ -593,7 +593,7 @@ mod tests {
                 *s |= w;
             }
         }
-        // Words 0-4 hold the base fields; 14 and 15 are free.
+        // Words 0-5 hold the base fields; 14 and 15 are free.
         assert!(
             !seen
                 .masked(&FlowKey {
