@@ -448,7 +448,7 @@ decided by: {}
     }
     if !t.unused_actions.is_empty() {
         out += &format!(
-            "not applied (after the last output): {}
+            "not applied (after the last output, or after a drop): {}
 ",
             t.unused_actions.join(",")
         );

@@ -432,7 +432,8 @@ pub struct TraceReport {
     #[serde(default)]
     pub tables: Vec<TraceTableReport>,
     pub steps: Vec<TraceStepReport>,
-    /// Actions after the last output: never applied.
+    /// Actions never applied: after the last output, or after a drop
+    /// (`dec_ttl` on a TTL of 0 or 1).
     pub unused_actions: Vec<String>,
     /// Where the packet leaves: port numbers with names, or `normal`.
     pub outputs: Vec<String>,

@@ -127,15 +127,36 @@ pub fn trace(table: &FlowTable, packet: FlowKey) -> Trace {
     let applied = last.map_or(0, |l| l + 1);
     t.unused = actions[applied..].to_vec();
     let mut k = packet;
-    for &action in &actions[..applied] {
-        let note = apply(&mut k, action, in_port, &table.groups, &mut t.outputs);
+    // The tags a push_vlan covered, innermost first: the key holds only
+    // the outer one, and strip_vlan brings the one below back.
+    let mut covered = Vec::new();
+    for (i, &action) in actions[..applied].iter().enumerate() {
+        // As the interpreter: an expired TTL drops the packet, and no
+        // later action applies (copies already sent stay sent).
+        let expired = action == Action::DecTtl && is_ip(&k) && k.nw_ttl() <= 1;
+        let note = apply(
+            &mut k,
+            action,
+            in_port,
+            &table.groups,
+            &mut covered,
+            &mut t.outputs,
+        );
         t.steps.push(Step {
             action,
             after: k,
             note,
         });
+        if expired {
+            t.unused = actions[i + 1..].to_vec();
+            break;
+        }
     }
     t
+}
+
+fn is_ip(k: &FlowKey) -> bool {
+    k.dl_type() == EtherType::IPV4.0 || k.dl_type() == EtherType::IPV6.0
 }
 
 /// `action`'s effect on the fields `k` ([`nfv_flow::pipeline::edit_key`],
@@ -145,16 +166,25 @@ fn apply(
     action: Action,
     in_port: PortNo,
     groups: &nfv_flow::table::Groups,
+    covered: &mut Vec<u16>,
     outputs: &mut Vec<Output>,
 ) -> Option<String> {
     let before = *k;
     nfv_flow::pipeline::edit_key(k, &action);
     match action {
+        Action::PushVlan(_) if before.vlan_tci() & VLAN_PRESENT != 0 => {
+            covered.push(before.vlan_tci());
+        }
         Action::StripVlan => {
-            return Some(if before.vlan_tci() & VLAN_PRESENT != 0 {
-                "outer tag removed (an inner tag, if any, is now the outer one)".into()
-            } else {
-                "no tag: nothing to strip".into()
+            if before.vlan_tci() & VLAN_PRESENT == 0 {
+                return Some("no tag: nothing to strip".into());
+            }
+            return Some(match covered.pop() {
+                Some(tci) => {
+                    k.set_vlan_tci(tci);
+                    "outer tag removed: the tag it was pushed over is the outer one again".into()
+                }
+                None => "outer tag removed (an inner tag, if any, is now the outer one)".into(),
             });
         }
         Action::SetNwSrc(_)

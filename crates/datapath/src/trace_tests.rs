@@ -183,3 +183,51 @@ fn the_megaflow_is_what_the_pmd_would_cache() {
         }
     );
 }
+
+/// As the interpreter: `dec_ttl` on a TTL of 0 or 1 drops the packet
+/// there; copies sent before stay sent, nothing after applies (OVS's
+/// `ofproto/trace` agrees: the invalid-TTL exception ends the actions).
+#[test]
+fn an_expired_ttl_ends_the_actions() {
+    let rules = ["in_port=1,actions=output:2,dec_ttl,mod_dl_dst:02:00:00:00:00:09,output:3"];
+    let t = trace(&table(&rules), packet("in_port=1,udp,nw_ttl=1"));
+    assert_eq!(t.outputs, vec![Output::Port(2)]);
+    assert_eq!((t.steps.len(), t.unused.len()), (2, 2));
+    assert!(t.steps[1].note.as_deref().unwrap().contains("ttl_expired"));
+    // A TTL of 2 goes on, decremented.
+    let t = trace(&table(&rules), packet("in_port=1,udp,nw_ttl=2"));
+    assert_eq!(t.outputs, vec![Output::Port(2), Output::Port(3)]);
+    assert_eq!(t.steps[3].after.nw_ttl(), 1);
+    // Not IP: nothing to decrement, nothing dropped.
+    let t = trace(&table(&rules), packet("in_port=1,arp"));
+    assert_eq!(t.outputs.len(), 2);
+}
+
+/// strip_vlan after push_vlan on a tagged packet brings the original tag
+/// back (the key holds one tag; the trace remembers the ones covered).
+#[test]
+fn strip_vlan_uncovers_the_tag_push_vlan_covered() {
+    let rules =
+        ["in_port=1,actions=push_vlan:0x88a8,output:2,strip_vlan,output:3,strip_vlan,output:4"];
+    let t = trace(&table(&rules), packet("in_port=1,dl_vlan=5,dl_vlan_pcp=3"));
+    let tci: Vec<u16> = t.steps.iter().map(|s| s.after.vlan_tci()).collect();
+    let original = VLAN_PRESENT | 5 | 3 << 13;
+    assert_eq!(
+        tci,
+        vec![VLAN_PRESENT, VLAN_PRESENT, original, original, 0, 0]
+    );
+}
+
+/// A later fragment has no ports: mod_tp_* leave it as the interpreter
+/// does (its key's ports stay zero).
+#[test]
+fn port_rewrites_skip_later_fragments() {
+    let rules = ["in_port=1,actions=mod_tp_dst:22,output:2"];
+    let t = trace(&table(&rules), packet("in_port=1,udp,ip_frag=later"));
+    assert_eq!(t.steps[0].after.tp_dst(), 0);
+    let t = trace(
+        &table(&rules),
+        packet("in_port=1,udp,ip_frag=first,tp_dst=53"),
+    );
+    assert_eq!(t.steps[0].after.tp_dst(), 22);
+}

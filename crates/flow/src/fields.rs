@@ -137,9 +137,16 @@ impl Need {
             Need::AnyIcmp => "needs icmp or icmp6 first (nw_proto=1 or 58)",
             Need::Icmpv6 => "needs icmp6 first (ipv6 with nw_proto=58)",
             Need::Tcp => "needs tcp or tcp6 first (nw_proto=6)",
-            Need::Nd => "needs icmp6 with icmp_type=135 or 136 first (neighbor discovery)",
-            Need::NdSolicit => "needs icmp6 with icmp_type=135 first (a neighbor solicitation)",
-            Need::NdAdvert => "needs icmp6 with icmp_type=136 first (a neighbor advertisement)",
+            Need::Nd => {
+                "needs icmp6 with icmp_type=135 or 136 first, and icmp_code 0 (neighbor \
+                 discovery)"
+            }
+            Need::NdSolicit => {
+                "needs icmp6 with icmp_type=135 first, and icmp_code 0 (a neighbor solicitation)"
+            }
+            Need::NdAdvert => {
+                "needs icmp6 with icmp_type=136 first, and icmp_code 0 (a neighbor advertisement)"
+            }
         }
     }
 
@@ -155,6 +162,10 @@ impl Need {
             || (v6 && proto == Some(IPPROTO_ICMPV6.into()));
         let icmp6 = v6 && proto == Some(IPPROTO_ICMPV6.into());
         let nd_type = exact(m.mask.tp_src().into(), 0xffff, m.key.tp_src().into());
+        // Neighbor discovery has code 0: packets with another code carry
+        // no ND fields (flow extraction, as OVS's, skips them), and OVS
+        // drops ND fields from a match that pins another code.
+        let nd = icmp6 && m.key.tp_dst() == 0;
         match self {
             Need::Nothing => true,
             Need::Ipv4OrArp => matches!(dl_type, Some(0x0800 | 0x0806)),
@@ -166,9 +177,9 @@ impl Need {
             Need::AnyIcmp => icmp,
             Need::Icmpv6 => icmp6,
             Need::Tcp => ip && proto == Some(IPPROTO_TCP.into()),
-            Need::Nd => icmp6 && matches!(nd_type, Some(135 | 136)),
-            Need::NdSolicit => icmp6 && nd_type == Some(ND_SOLICIT.into()),
-            Need::NdAdvert => icmp6 && nd_type == Some(ND_ADVERT.into()),
+            Need::Nd => nd && matches!(nd_type, Some(135 | 136)),
+            Need::NdSolicit => nd && nd_type == Some(ND_SOLICIT.into()),
+            Need::NdAdvert => nd && nd_type == Some(ND_ADVERT.into()),
         }
     }
 }
@@ -419,6 +430,24 @@ pub fn check_prerequisites(m: &Match) -> Result<(), E> {
             return Err(invalid(field, need.reason()));
         }
     }
+    // A later fragment carries no TCP, UDP or SCTP header: OVS refuses
+    // their fields beside ip_frag=later (OFPBMC_BAD_PREREQ). ICMP's type
+    // and code it takes (they never match a later fragment either).
+    let later = mk.ip_frag() & FRAG_LATER != 0 && m.key.ip_frag() & FRAG_LATER != 0;
+    let ports = mk.nw_proto() == 0xff
+        && matches!(m.key.nw_proto(), IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP);
+    for (field, used) in [
+        ("tp_src", ports && mk.tp_src() != 0),
+        ("tp_dst", ports && mk.tp_dst() != 0),
+        ("tcp_flags", mk.tcp_flags() != 0),
+    ] {
+        if used && later {
+            return Err(invalid(
+                field,
+                "a later fragment (ip_frag=later) has no TCP, UDP or SCTP header to match",
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -520,30 +549,49 @@ fn ip_frag(name: &str, value: &str) -> Result<(u64, u64), E> {
     })
 }
 
-/// `tcp_flags=N[/M]` (12 bits) or `+flag-flag...` (names from
-/// [`TCP_FLAG_NAMES`]: `+` must be set, `-` must be clear).
+/// `tcp_flags=N[/M]` (12 bits), `+flag-flag...` (`+` must be set, `-`
+/// must be clear) or `flag|flag...` (exactly these set, the other bits
+/// clear), as OVS writes and reads them. A flag is a name from
+/// [`TCP_FLAG_NAMES`] or, for the bits without one, `[HEX]` (`[800]`).
 fn tcp_flags(name: &str, value: &str) -> Result<(u64, u64), E> {
-    const EXPECTED: &str = "TCP flags (N[/M] up to 0xfff, or +syn-ack...)";
-    if !value.starts_with(['+', '-']) {
+    const EXPECTED: &str = "TCP flags (N[/M] up to 0xfff, +syn-ack... or syn|ack...)";
+    let bit = |flag: &str| -> Result<u64, E> {
+        let b = match flag.strip_prefix('[').and_then(|f| f.strip_suffix(']')) {
+            Some(hex) => u64::from_str_radix(hex, 16).ok(),
+            None => TCP_FLAG_NAMES
+                .iter()
+                .find(|f| f.0 == flag)
+                .map(|f| u64::from(f.1)),
+        };
+        b.filter(|b| b.is_power_of_two() && *b <= u64::from(TCP_FLAGS_BITS))
+            .ok_or_else(|| bad(name, value, EXPECTED))
+    };
+    if value.starts_with(|c: char| c.is_ascii_digit()) {
         return uint_masked(name, value, TCP_FLAGS_BITS.into(), EXPECTED);
     }
     let (mut v, mut m) = (0u64, 0u64);
+    if !value.starts_with(['+', '-']) {
+        for flag in value.split('|') {
+            let b = bit(flag)?;
+            if v & b != 0 {
+                return Err(invalid(name, format!("{flag} is named twice")));
+            }
+            v |= b;
+        }
+        return Ok((v, TCP_FLAGS_BITS.into()));
+    }
     let mut rest = value;
     while let Some(sign) = rest.chars().next() {
         let body = &rest[1..];
         let end = body.find(['+', '-']).unwrap_or(body.len());
         let flag = &body[..end];
-        let bit = TCP_FLAG_NAMES
-            .iter()
-            .find(|f| f.0 == flag)
-            .map(|f| u64::from(f.1))
-            .ok_or_else(|| bad(name, value, EXPECTED))?;
-        if m & bit != 0 {
+        let b = bit(flag)?;
+        if m & b != 0 {
             return Err(invalid(name, format!("{flag} is named twice")));
         }
-        m |= bit;
+        m |= b;
         if sign == '+' {
-            v |= bit;
+            v |= b;
         }
         rest = &body[end..];
     }

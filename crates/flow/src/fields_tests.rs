@@ -229,6 +229,18 @@ fn prerequisites_and_values_are_checked() {
             "tcp,tcp_flags=0x1000",
             "tcp_flags: \"0x1000\" is not TCP flags",
         ),
+        (
+            "udp,ip_frag=later,tp_src=53",
+            "tp_src: a later fragment (ip_frag=later) has no TCP, UDP or SCTP header",
+        ),
+        (
+            "sctp6,nw_frag=later,tp_dst=0x0/0x8000",
+            "tp_dst: a later fragment (ip_frag=later) has no TCP, UDP or SCTP header",
+        ),
+        (
+            "tcp,tcp_flags=+syn,ip_frag=later",
+            "tcp_flags: a later fragment (ip_frag=later) has no TCP, UDP or SCTP header",
+        ),
         ("tcp,icmp_type=3", "icmp_type: needs icmp or icmp6 first"),
         ("icmp,icmpv6_type=3", "icmpv6_type: needs icmp6 first"),
         (
@@ -238,6 +250,14 @@ fn prerequisites_and_values_are_checked() {
         (
             "icmp6,nd_target=::1",
             "nd_target: needs icmp6 with icmp_type=135 or 136",
+        ),
+        (
+            "icmp6,icmp_type=135,icmp_code=3,nd_target=::1",
+            "nd_target: needs icmp6 with icmp_type=135 or 136 first, and icmp_code 0",
+        ),
+        (
+            "icmp6,icmp_type=136,nd_tll=02:00:00:00:00:01,tp_dst=1",
+            "nd_tll: needs icmp6 with icmp_type=136 first, and icmp_code 0",
         ),
         (
             "icmp6,icmp_type=136,nd_sll=02:00:00:00:00:01",
@@ -287,4 +307,51 @@ fn the_same_field_under_two_names_agrees() {
     assert!(parse_flow("arp,arp_op=2,nw_proto=2,actions=drop").is_ok());
     assert!(parse_flow("ip,nw_tos=8,ip_dscp=2,actions=drop").is_ok());
     assert!(parse_flow("icmp,icmp_type=8,tp_src=9,actions=drop").is_err());
+}
+
+/// `tcp_flags` as OVS's dump-flows prints it reads back: `[HEX]` for
+/// the bits without a name, `a|b` for an exact value.
+#[test]
+fn tcp_flags_in_ovs_words() {
+    for (text, v, m) in [
+        ("+ack-urg-ece-cwr-ns-[200]-[400]-[800]", 0x010, 0xff0),
+        ("-[800]", 0, 0x800),
+        ("+syn+ack-ns-[200]-[400]+[800]", 0x812, 0xf12),
+        ("syn|ack", 0x012, 0xfff),
+        ("ack", 0x010, 0xfff),
+        ("syn|ack|[800]", 0x812, 0xfff),
+        ("0", 0, 0xfff),
+        ("0x10/0xff0", 0x010, 0xff0),
+    ] {
+        let spec = parse_flow(&format!("tcp,tcp_flags={text},actions=drop"))
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(
+            (spec.matches.key.tcp_flags(), spec.matches.mask.tcp_flags()),
+            (v, m),
+            "{text}"
+        );
+    }
+    for bad in ["[1000]", "+[3]", "syn|syn", "syn|", "+syn|ack"] {
+        assert!(
+            parse_flow(&format!("tcp,tcp_flags={bad},actions=drop")).is_err(),
+            "{bad}"
+        );
+    }
+}
+
+/// Ports beside a fragment state that has them: as OVS, only a later
+/// fragment (which carries no L4 header) refuses them; ICMP's type and
+/// code OVS takes beside any state.
+#[test]
+fn l4_fields_beside_fragment_states() {
+    for ok in [
+        "udp,ip_frag=first,tp_src=53",
+        "udp,ip_frag=yes,tp_src=53",
+        "tcp,ip_frag=not_later,tcp_flags=+syn",
+        "udp,ip_frag=later",
+        "icmp,ip_frag=later,icmp_type=8",
+        "ip,ip_frag=later,nw_proto=47",
+    ] {
+        assert!(parse_flow(&format!("{ok},actions=drop")).is_ok(), "{ok}");
+    }
 }

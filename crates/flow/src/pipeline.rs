@@ -162,6 +162,7 @@ pub fn edit_key(k: &mut FlowKey, action: &Action) {
     let ipv6 = k.dl_type() == EtherType::IPV6.0;
     let ip = ipv4 || ipv6;
     let tcp_udp = matches!(IpProtocol(k.nw_proto()), IpProtocol::TCP | IpProtocol::UDP);
+    let later = k.ip_frag() & crate::key::FRAG_LATER != 0;
     match *action {
         Action::SetDlSrc(m) => k.set_dl_src(m),
         Action::SetDlDst(m) => k.set_dl_dst(m),
@@ -181,8 +182,9 @@ pub fn edit_key(k: &mut FlowKey, action: &Action) {
         Action::SetIpv6Src(a) if ipv6 => k.set_ipv6_src(u128::from_be_bytes(a)),
         Action::SetIpv6Dst(a) if ipv6 => k.set_ipv6_dst(u128::from_be_bytes(a)),
         Action::SetIpv6Label(l) if ipv6 => k.set_ipv6_label(l),
-        Action::SetTpSrc(p) if ip && tcp_udp => k.set_tp_src(p),
-        Action::SetTpDst(p) if ip && tcp_udp => k.set_tp_dst(p),
+        // A later fragment has no ports to rewrite.
+        Action::SetTpSrc(p) if ip && tcp_udp && !later => k.set_tp_src(p),
+        Action::SetTpDst(p) if ip && tcp_udp && !later => k.set_tp_dst(p),
         Action::SetNwTos(t) if ip => k.set_nw_tos((k.nw_tos() & 0x03) | (t & 0xfc)),
         Action::SetNwEcn(e) if ip => k.set_nw_tos((k.nw_tos() & 0xfc) | (e & 0x03)),
         Action::SetNwTtl(t) if ip => k.set_nw_ttl(t),

@@ -1,0 +1,319 @@
+//! An nfvswitch node (`nfvswitch run`, a child process) with a sink port
+//! per number, driven over its control socket (one connection for the
+//! whole run, the requests `nfvswitch ctl` sends), and the reading of its
+//! `trace` answer.
+
+use super::key::*;
+use nfv_testutil::wait_until;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub struct Node {
+    child: Child,
+    w: UnixStream,
+    r: BufReader<UnixStream>,
+    ports: Vec<u16>,
+}
+
+impl Node {
+    /// Starts `bin run` with sink ports `ports` in `dir`. Its PMD polls
+    /// nothing (sinks have no rx queues) but spins: the node runs at the
+    /// lowest CPU priority so that it takes little from OVS and the test.
+    pub fn start(bin: &str, dir: &Path, ports: &[u16]) -> Result<Node, String> {
+        let socket = dir.join("nfvswitch.sock");
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut cfg = format!(
+            "[node]\nname = \"ovsdiff\"\ncontrol_socket = \"{}\"\napi = \"off\"\n\
+             [memory]\nframes = 1024\nhugepages = \"never\"\n\
+             [pmd]\ncores = [{}]\npmu = false\n",
+            socket.display(),
+            cpus - 1
+        );
+        for p in ports {
+            cfg += &format!("[[port]]\nname = \"p{p}\"\nid = {p}\ntype = \"sink\"\n");
+        }
+        let path = dir.join("node.toml");
+        std::fs::write(&path, cfg).map_err(|e| e.to_string())?;
+        let log = std::fs::File::create(dir.join("nfvswitch.log")).map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(bin);
+        cmd.args(["--log", "warn", "run"])
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(log);
+        // SAFETY: prctl and nice are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                libc::nice(19);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(|e| format!("{bin}: {e}"))?;
+        let up = wait_until(Duration::from_secs(30), || {
+            UnixStream::connect(&socket).is_ok()
+        });
+        if !up {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(dir.join("nfvswitch.log")).unwrap_or_default();
+            return Err(format!("nfvswitch: control socket never appeared\n{log}"));
+        }
+        let s = UnixStream::connect(&socket).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(60)))
+            .map_err(|e| e.to_string())?;
+        let r = BufReader::new(s.try_clone().map_err(|e| e.to_string())?);
+        Ok(Node {
+            child,
+            w: s,
+            r,
+            ports: ports.to_vec(),
+        })
+    }
+
+    /// One request; its `data`, or the switch's error message.
+    fn request(&mut self, req: Value) -> Result<Value, String> {
+        let mut text = req.to_string();
+        text.push('\n');
+        self.w
+            .write_all(text.as_bytes())
+            .map_err(|e| format!("control socket: {e}"))?;
+        let mut line = String::new();
+        self.r
+            .read_line(&mut line)
+            .map_err(|e| format!("control socket: {e}"))?;
+        let resp: Value =
+            serde_json::from_str(&line).map_err(|e| format!("control socket: {e}: {line}"))?;
+        match resp["status"].as_str() {
+            Some("ok") => Ok(resp["data"].clone()),
+            _ => Err(resp["message"].as_str().unwrap_or(&line).trim().to_string()),
+        }
+    }
+
+    pub fn del_flows(&mut self) -> Result<(), String> {
+        self.request(json!({"cmd": "del-flows", "filter": ""}))
+            .map(drop)
+    }
+
+    /// All or nothing, as `ctl add-flow` with several rules.
+    pub fn add_flows(&mut self, flows: &[String]) -> Result<(), String> {
+        self.request(json!({"cmd": "add-flows", "flows": flows}))
+            .map(drop)
+    }
+
+    /// Every rule as dump-flows shows it.
+    pub fn dump_flows(&mut self) -> Result<Value, String> {
+        self.request(json!({"cmd": "dump-flows", "filter": ""}))
+    }
+
+    /// `ctl trace FLOW`, read back.
+    pub fn trace(&mut self, flow: &str) -> Result<Trace, String> {
+        let t = self.request(json!({"cmd": "trace", "flow": flow}))?;
+        parse_trace(&t, &self.ports).map_err(|e| format!("{e}\n{t:#}"))
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child by its PID.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let gone = wait_until(Duration::from_secs(10), || {
+            matches!(self.child.try_wait(), Ok(Some(_)))
+        });
+        if !gone {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `k` in the syntax `ctl trace` takes (a match with every field exact).
+pub fn packet_text(k: &Key) -> String {
+    let mut s = format!(
+        "in_port={},dl_src={},dl_dst={}",
+        k.in_port,
+        mac(k.dl_src),
+        mac(k.dl_dst)
+    );
+    if k.vlan_tci & VLAN_PRESENT != 0 {
+        s += &format!(
+            ",dl_vlan={},dl_vlan_pcp={}",
+            k.vlan_tci & 0xfff,
+            k.vlan_tci >> 13
+        );
+    }
+    s += &format!(",dl_type=0x{:04x}", k.dl_type);
+    if k.dl_type == ETH_ARP {
+        s += &format!(
+            ",arp_op={},arp_spa={},arp_tpa={},arp_sha={},arp_tha={}",
+            k.nw_proto,
+            ip4(k.nw_src),
+            ip4(k.nw_dst),
+            mac(k.arp_sha),
+            mac(k.arp_tha)
+        );
+    }
+    if k.is_ip() {
+        s += &format!(",nw_proto={}", k.nw_proto);
+        if k.is_ipv4() {
+            s += &format!(",nw_src={},nw_dst={}", ip4(k.nw_src), ip4(k.nw_dst));
+        } else {
+            s += &format!(
+                ",ipv6_src={},ipv6_dst={},ipv6_label=0x{:05x}",
+                ip6(k.ipv6_src),
+                ip6(k.ipv6_dst),
+                k.ipv6_label
+            );
+        }
+        s += &format!(
+            ",nw_tos={},nw_ecn={},nw_ttl={},ip_frag={}",
+            k.nw_tos & 0xfc,
+            k.nw_tos & 3,
+            k.nw_ttl,
+            super::ovs::frag_word(k.ip_frag)
+        );
+        if k.has_ports() {
+            s += &format!(",tp_src={},tp_dst={}", k.tp_src, k.tp_dst);
+            if k.nw_proto == TCP {
+                s += &format!(",tcp_flags=0x{:03x}", k.tcp_flags);
+            }
+        }
+        if k.has_icmp() {
+            let p = if k.is_ipv6() { "icmpv6" } else { "icmp" };
+            s += &format!(",{p}_type={},{p}_code={}", k.tp_src, k.tp_dst);
+        }
+        if k.is_nd() {
+            s += &format!(",nd_target={}", ip6(k.nd_target));
+            if k.tp_src == 135 {
+                s += &format!(",nd_sll={}", mac(k.arp_sha));
+            } else {
+                s += &format!(",nd_tll={}", mac(k.arp_tha));
+            }
+        }
+    }
+    s
+}
+
+/// One `trace` answer read back.
+#[derive(Debug)]
+pub struct Trace {
+    pub packet: Key,
+    pub priority: Option<u16>,
+    /// The rule as dump-flows shows it.
+    pub rule: Option<String>,
+    /// (port, the packet's fields there), in action order; `flood`/`all`
+    /// as every port but the in_port.
+    pub outputs: Vec<(u16, Key)>,
+    /// A step's note says the TTL ran out.
+    pub ttl_expired: bool,
+    pub json: Value,
+}
+
+fn parse_trace(t: &Value, ports: &[u16]) -> Result<Trace, String> {
+    let packet = parse_key(t["packet"].as_str().ok_or("no packet")?)?;
+    let rule = t["rule"].as_str().map(str::to_string);
+    let priority = match &rule {
+        None => None,
+        Some(r) => Some(
+            r.split(',')
+                .find_map(|i| i.strip_prefix("priority="))
+                .map_or(Ok(32768), |p| p.parse::<u16>())
+                .map_err(|_| format!("priority in {r:?}"))?,
+        ),
+    };
+    let mut outputs = Vec::new();
+    let mut named = 0;
+    let mut ttl_expired = false;
+    for s in t["steps"].as_array().ok_or("no steps")? {
+        let action = s["action"].as_str().ok_or("step without action")?;
+        let note = s["note"].as_str();
+        ttl_expired |= note.is_some_and(|n| n.contains("ttl_expired"));
+        let k = parse_key(s["packet"].as_str().ok_or("step without packet")?)?;
+        if let Some(p) = action.strip_prefix("output:") {
+            let p: u16 = p.parse().map_err(|_| format!("step {action:?}"))?;
+            if note.is_some_and(|n| n.starts_with("skipped")) {
+                continue;
+            }
+            outputs.push((p, k));
+            named += 1;
+        } else if action == "in_port" {
+            outputs.push((packet.in_port, k));
+            named += 1;
+        } else if action == "flood" || action == "all" {
+            for &p in ports.iter().filter(|&&p| p != packet.in_port) {
+                outputs.push((p, k));
+            }
+            named += 1;
+        } else if action == "normal" || action.starts_with("group:") {
+            return Err(format!("output {action:?}: not compared yet"));
+        }
+    }
+    let listed = t["outputs"].as_array().ok_or("no outputs")?.len();
+    if listed != named {
+        return Err(format!(
+            "{listed} outputs listed, {named} output steps that send"
+        ));
+    }
+    Ok(Trace {
+        packet,
+        priority,
+        rule,
+        outputs,
+        ttl_expired,
+        json: t.clone(),
+    })
+}
+
+/// Reads nfvswitch's key text (`in_port=1 dl_src=... nw_tos=...`).
+pub fn parse_key(s: &str) -> Result<Key, String> {
+    let mut k = Key::default();
+    for item in s.split_whitespace() {
+        let (name, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("{item:?} in {s:?}"))?;
+        let bad = || format!("{item:?} in {s:?}");
+        let uint = |v: &str| parse_uint(v).ok_or_else(bad);
+        let macv = |v: &str| parse_mac(v).ok_or_else(bad);
+        let v4 = |v: &str| {
+            v.parse::<std::net::Ipv4Addr>()
+                .map(u32::from)
+                .map_err(|_| bad())
+        };
+        let v6 = |v: &str| {
+            v.parse::<std::net::Ipv6Addr>()
+                .map(u128::from)
+                .map_err(|_| bad())
+        };
+        match name {
+            "in_port" => k.in_port = uint(value)? as u16,
+            "dl_src" => k.dl_src = macv(value)?,
+            "dl_dst" => k.dl_dst = macv(value)?,
+            "dl_type" => k.dl_type = uint(value)? as u16,
+            "vlan_tci" => k.vlan_tci = uint(value)? as u16,
+            "nw_src" => k.nw_src = v4(value)?,
+            "nw_dst" => k.nw_dst = v4(value)?,
+            "nw_proto" => k.nw_proto = uint(value)? as u8,
+            "tp_src" => k.tp_src = uint(value)? as u16,
+            "tp_dst" => k.tp_dst = uint(value)? as u16,
+            "nw_tos" => k.nw_tos = uint(value)? as u8,
+            "nw_ttl" => k.nw_ttl = uint(value)? as u8,
+            "ip_frag" => k.ip_frag = uint(value)? as u8,
+            "tcp_flags" => k.tcp_flags = uint(value)? as u16,
+            "ipv6_label" => k.ipv6_label = uint(value)? as u32,
+            "metadata" => {}
+            "ipv6_src" => k.ipv6_src = v6(value)?,
+            "ipv6_dst" => k.ipv6_dst = v6(value)?,
+            "nd_target" => k.nd_target = v6(value)?,
+            "arp_sha" => k.arp_sha = macv(value)?,
+            "arp_tha" => k.arp_tha = macv(value)?,
+            _ => return Err(format!("key field {name:?} in {s:?}")),
+        }
+    }
+    Ok(k)
+}

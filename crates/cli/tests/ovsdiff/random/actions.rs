@@ -1,0 +1,237 @@
+//! The actions a rule may get: one [`ActionGen`] each in [`ACTIONS`].
+
+use super::*;
+/// What an action generator sees: the rule's class and, as `ovs-ofctl`
+/// checks actions against the match, how many VLAN tags the packet is
+/// known to carry at this point.
+pub struct ActCtx {
+    pub class: Class,
+    pub tags: u32,
+    /// The match pins `ip_frag` to a later fragment.
+    pub later_frag: bool,
+}
+
+/// One generated action.
+pub struct Act {
+    pub text: String,
+    /// Only in OpenFlow 1.1+ (`push_vlan`).
+    pub of13_only: bool,
+    /// Passes OVS's OpenFlow 1.1+ consistency check against the match
+    /// (`ofpact_check`), and means the same there as in OpenFlow 1.0.
+    pub of13_ok: bool,
+}
+
+pub struct ActionGen {
+    pub name: &'static str,
+    pub weight: u32,
+    pub make: fn(&mut Rng, &mut ActCtx) -> Option<Act>,
+}
+
+fn act(text: String, of13_ok: bool) -> Option<Act> {
+    Some(Act {
+        text,
+        of13_only: false,
+        of13_ok,
+    })
+}
+
+pub const ACTIONS: &[ActionGen] = &[
+    ActionGen {
+        name: "output",
+        weight: 30,
+        make: |r, _| {
+            let p = r.pick(PORTS);
+            act(
+                if r.chance(80) {
+                    format!("output:{p}")
+                } else {
+                    p.to_string()
+                },
+                true,
+            )
+        },
+    },
+    ActionGen {
+        name: "in_port",
+        weight: 3,
+        make: |r, _| {
+            act(
+                if r.chance(70) {
+                    "in_port"
+                } else {
+                    "output:in_port"
+                }
+                .into(),
+                true,
+            )
+        },
+    },
+    ActionGen {
+        name: "flood",
+        weight: 2,
+        make: |_, _| act("flood".into(), true),
+    },
+    ActionGen {
+        name: "all",
+        weight: 2,
+        make: |_, _| act("all".into(), true),
+    },
+    ActionGen {
+        name: "mod_dl_src",
+        weight: 4,
+        make: |r, _| act(format!("mod_dl_src:{}", mac(mac_val(r))), true),
+    },
+    ActionGen {
+        name: "mod_dl_dst",
+        weight: 4,
+        make: |r, _| act(format!("mod_dl_dst:{}", mac(mac_val(r))), true),
+    },
+    ActionGen {
+        name: "mod_vlan_vid",
+        weight: 4,
+        make: |r, c| {
+            let vid = r.pick_or(&[0u16, 1, 7, 4095], |r| r.below(4096) as u16);
+            // OpenFlow 1.3 pushes a tag where the match has none: then
+            // it would differ from OpenFlow 1.0's "set, or push if none".
+            let ok = c.tags > 0;
+            c.tags = c.tags.max(1);
+            act(format!("mod_vlan_vid:{vid}"), ok)
+        },
+    },
+    ActionGen {
+        name: "push_vlan",
+        weight: 3,
+        make: |r, c| {
+            // OVS refuses a third tag (FLOW_MAX_VLAN_HEADERS).
+            if c.tags >= 2 {
+                return None;
+            }
+            c.tags += 1;
+            Some(Act {
+                text: format!("push_vlan:0x{:04x}", r.pick(&[0x8100u16, 0x88a8])),
+                of13_only: true,
+                of13_ok: true,
+            })
+        },
+    },
+    ActionGen {
+        name: "strip_vlan",
+        weight: 3,
+        make: |_, c| {
+            let ok = c.tags > 0;
+            c.tags = c.tags.saturating_sub(1);
+            act("strip_vlan".into(), ok)
+        },
+    },
+    ActionGen {
+        name: "mod_nw_src",
+        weight: 3,
+        make: |r, c| {
+            act(
+                format!("mod_nw_src:{}", ip4(ip4_val(r))),
+                matches!(c.class, Class::Ip4(_)),
+            )
+        },
+    },
+    ActionGen {
+        name: "mod_nw_dst",
+        weight: 3,
+        make: |r, c| {
+            act(
+                format!("mod_nw_dst:{}", ip4(ip4_val(r))),
+                matches!(c.class, Class::Ip4(_)),
+            )
+        },
+    },
+    ActionGen {
+        name: "mod_tp_src",
+        weight: 3,
+        make: |r, c| {
+            act(
+                format!("mod_tp_src:{}", port_val(r)),
+                c.class.ports() && !c.later_frag,
+            )
+        },
+    },
+    ActionGen {
+        name: "mod_tp_dst",
+        weight: 3,
+        make: |r, c| {
+            act(
+                format!("mod_tp_dst:{}", port_val(r)),
+                c.class.ports() && !c.later_frag,
+            )
+        },
+    },
+    ActionGen {
+        name: "mod_nw_tos",
+        weight: 2,
+        make: |r, c| act(format!("mod_nw_tos:{}", r.below(64) << 2), c.class.ip()),
+    },
+    ActionGen {
+        name: "mod_nw_ecn",
+        weight: 2,
+        make: |r, c| {
+            // OVS refuses it without an IP match (see KNOWN_REFUSALS):
+            // rare there, so that few rule sets lose a rule.
+            if !c.class.ip() && !r.chance(10) {
+                return None;
+            }
+            act(format!("mod_nw_ecn:{}", r.below(4)), c.class.ip())
+        },
+    },
+    ActionGen {
+        name: "mod_nw_ttl",
+        weight: 2,
+        make: |r, c| {
+            if !c.class.ip() && !r.chance(10) {
+                return None;
+            }
+            act(format!("mod_nw_ttl:{}", ttl_val(r)), c.class.ip())
+        },
+    },
+    ActionGen {
+        name: "dec_ttl",
+        weight: 3,
+        make: |_, c| act("dec_ttl".into(), c.class.ip()),
+    },
+    ActionGen {
+        name: "set_field ipv6_src",
+        weight: 2,
+        make: |r, c| {
+            // OVS refuses it without an IPv6 match (KNOWN_REFUSALS): rare.
+            if !c.class.v6() && !r.chance(5) {
+                return None;
+            }
+            act(
+                format!("set_field:{}->ipv6_src", ip6(ip6_val(r))),
+                c.class.v6(),
+            )
+        },
+    },
+    ActionGen {
+        name: "set_field ipv6_dst",
+        weight: 2,
+        make: |r, c| {
+            // OVS refuses it without an IPv6 match (KNOWN_REFUSALS): rare.
+            if !c.class.v6() && !r.chance(5) {
+                return None;
+            }
+            act(
+                format!("set_field:{}->ipv6_dst", ip6(ip6_val(r))),
+                c.class.v6(),
+            )
+        },
+    },
+    ActionGen {
+        name: "set_field ipv6_label",
+        weight: 2,
+        make: |r, c| {
+            let l = r.pick_or(&[0u32, 1, 0x12345, 0xfffff], |r| r.next() as u32 & 0xfffff);
+            if !c.class.v6() && !r.chance(5) {
+                return None;
+            }
+            act(format!("set_field:0x{l:x}->ipv6_label"), c.class.v6())
+        },
+    },
+];
