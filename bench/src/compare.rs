@@ -5,6 +5,7 @@
 
 use crate::host::{self, Hugepages};
 use crate::paired;
+use crate::placement;
 use crate::proc;
 use crate::report::{self, Check, Record, RecordResult, Summary};
 use crate::scenario::{self, Scenario};
@@ -127,10 +128,10 @@ pub enum PlacementArg {
 }
 
 impl PlacementArg {
-    pub fn placement(self) -> paired::Placement {
+    pub fn placement(self) -> placement::Placement {
         match self {
-            PlacementArg::Near => paired::Placement::Near,
-            PlacementArg::Far => paired::Placement::Far,
+            PlacementArg::Near => placement::Placement::Near,
+            PlacementArg::Far => placement::Placement::Far,
         }
     }
 }
@@ -486,7 +487,7 @@ const PAIRED_TITLE: &str = "ratios of paired trials (same rep and case, both sta
 pub struct Target {
     pub size: usize,
     pub chain: usize,
-    pub placement: paired::Placement,
+    pub placement: placement::Placement,
     /// The paired ratio it applies to (`paired::Paired::what`).
     pub what: &'static str,
     pub op: &'static str,
@@ -502,7 +503,7 @@ const CYC_OVS: &str = "cyc/pkt nfvswitch / OVS";
 /// most 0.45 of OVS's at 64 and 1518 B on split rings (measured floors:
 /// 0.35-0.39), at most 0.8 at 64 B on packed rings.
 pub fn targets(packed: bool) -> Vec<Target> {
-    use paired::Placement::{Far, Near};
+    use placement::Placement::{Far, Near};
     let t = |size, chain, placement, what, op, value| Target {
         size,
         chain,
@@ -832,7 +833,8 @@ fn pairs(records: &[Record], cases: &[(usize, usize)]) -> Vec<paired::Paired> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use paired::{Paired, Placement};
+    use paired::Paired;
+    use placement::Placement;
 
     fn pair(size: usize, chain: usize, placement: Placement, what: &str, r: &[f64]) -> Paired {
         Paired {
@@ -876,5 +878,22 @@ mod tests {
         let none = judge(&targets(false)[0], &pairs[1..], &cases).unwrap();
         assert_eq!(none.met, None);
         assert!(none.missing.unwrap().contains("far placement"));
+    }
+
+    #[test]
+    fn pmd_cpus_skip_the_endpoint_and_respect_the_mask() {
+        let set = |ids: &[usize]| nfv_config::CpuSet::from_ids(ids.iter().copied()).unwrap();
+        let all8 = set(&[0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(pmd_cpus(&all8, 1, 0, 1), Ok(vec![1]));
+        assert_eq!(pmd_cpus(&all8, 1, 0, 4), Ok(vec![1, 2, 3, 4]));
+        assert_eq!(
+            pmd_cpus(&all8, 6, 0, 4),
+            Ok(vec![6, 7, 1, 2]),
+            "wraps, skips 0"
+        );
+        assert_eq!(pmd_cpus(&set(&[2, 5, 9]), 2, 9, 2), Ok(vec![2, 5]));
+        let e = pmd_cpus(&set(&[0, 1]), 1, 0, 2).unwrap_err();
+        assert!(e.contains("--pmds 2") && e.contains("0-1"), "{e}");
+        assert!(pmd_cpus(&all8, 1, 0, 0).is_err());
     }
 }

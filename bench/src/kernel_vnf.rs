@@ -23,8 +23,8 @@
 //! and lets the kernel read the tail from testpmd's buffer. Mpps is what
 //! the AF_XDP port sent.
 
-use crate::kernel_port::{KernelPortArgs, Poller, Trial, measure, moved, pool};
 use crate::kernel_traffic::{Sender, Wire};
+use crate::kernel_trial::{KernelPortArgs, Poller, Trial, measure, moved, pool};
 
 use crate::{host, proc};
 use nfv_afxdp::{AfXdpConfig, XdpBindMode};
@@ -68,7 +68,7 @@ pub fn vnf_trial(
         Some(Sender::start_paced(
             wire.ns.name(),
             &wire.veth.inner,
-            crate::kernel_port::frame(a.size),
+            crate::kernel_trial::frame(a.size),
             Some(cores.1),
             a.rate_kpps.map(|k| k * 1e3),
         )?)

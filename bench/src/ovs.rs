@@ -493,22 +493,4 @@ mod tests {
         );
         assert_eq!(p.rx_per_busy_iteration, Some(9.0));
     }
-
-    #[test]
-    fn pmd_cpus_skip_the_endpoint_and_respect_the_mask() {
-        use crate::compare::pmd_cpus;
-        let set = |ids: &[usize]| nfv_config::CpuSet::from_ids(ids.iter().copied()).unwrap();
-        let all8 = set(&[0, 1, 2, 3, 4, 5, 6, 7]);
-        assert_eq!(pmd_cpus(&all8, 1, 0, 1), Ok(vec![1]));
-        assert_eq!(pmd_cpus(&all8, 1, 0, 4), Ok(vec![1, 2, 3, 4]));
-        assert_eq!(
-            pmd_cpus(&all8, 6, 0, 4),
-            Ok(vec![6, 7, 1, 2]),
-            "wraps, skips 0"
-        );
-        assert_eq!(pmd_cpus(&set(&[2, 5, 9]), 2, 9, 2), Ok(vec![2, 5]));
-        let e = pmd_cpus(&set(&[0, 1]), 1, 0, 2).unwrap_err();
-        assert!(e.contains("--pmds 2") && e.contains("0-1"), "{e}");
-        assert!(pmd_cpus(&all8, 1, 0, 0).is_err());
-    }
 }

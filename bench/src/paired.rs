@@ -9,37 +9,10 @@
 //! (they run one after the other) and keeps a pair only when both trials
 //! measured the same placement just before they started.
 
+use crate::placement::Placement;
 use crate::report::{Record, RecordResult, median};
 use crate::trial::Outcome;
 use serde::Serialize;
-
-/// Round trips below this are a shared-L3 placement.
-pub const NEAR_BELOW_NS: f64 = 150.0;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Placement {
-    Near,
-    Far,
-}
-
-impl Placement {
-    pub fn of(c2c_ns: Option<f64>) -> Option<Placement> {
-        let ns = c2c_ns.filter(|n| n.is_finite())?;
-        Some(if ns < NEAR_BELOW_NS {
-            Placement::Near
-        } else {
-            Placement::Far
-        })
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Placement::Near => "near",
-            Placement::Far => "far",
-        }
-    }
-}
 
 /// The ratios `a / b` of one figure over the pairs of one placement.
 #[derive(Clone, Debug, Serialize)]
@@ -210,13 +183,5 @@ mod tests {
             (Placement::Far, vec![0.8])
         );
         assert!(paired(&records, (1518, 0), "e2e", ("a", "b"), |o| Some(o.mpps)).is_empty());
-    }
-
-    #[test]
-    fn placement_threshold() {
-        assert_eq!(Placement::of(Some(74.0)), Some(Placement::Near));
-        assert_eq!(Placement::of(Some(NEAR_BELOW_NS)), Some(Placement::Far));
-        assert_eq!(Placement::of(Some(f64::NAN)), None);
-        assert_eq!(Placement::of(None), None);
     }
 }

@@ -7,15 +7,28 @@
 //!
 //! Traffic: the generator's UDP flows, 10.0.0.1:1024 → 10.0.0.2:5001 with
 //! the source address and port varied (flow f: source port 1024 + f mod
-//! 1024, source address + f / 1024). Rules, `rules` in all, of one shape:
-//! * `exact`: 5-tuple rules, one per flow for the first `rules - 1`
-//!   flows (priority 100), then a catch-all (priority 1): exact-match
-//!   rules in one subtable, as a per-flow policy is written.
-//! * `prefix`: `rules - 1` rules on `nw_dst` prefixes /16../32 that the
-//!   traffic never matches (17 masks, so 17 subtables the classifier
-//!   visits), then the catch-all: the ACL-ahead-of-forwarding shape.
+//! 1024, source address + f / 1024); with `--family ipv6`, the same over
+//! IPv6, fd00::1:1024 → [fd00::2]:5001 (the generator's `family = "ipv6"`,
+//! its UDP checksum patched per flow). Rules, `rules` in all, of one
+//! shape, written for the family's traffic:
+//! * `exact`: 5-tuple rules (`udp` / `udp6`), one per flow for the first
+//!   `rules - 1` flows (priority 100), then a catch-all (priority 1):
+//!   exact-match rules in one subtable, as a per-flow policy is written.
+//! * `prefix`: `rules - 1` rules on `nw_dst` prefixes /16../32 (IPv6:
+//!   `ipv6_dst` /112../128) that the traffic never matches (17 masks, so
+//!   17 subtables the classifier visits), then the catch-all: the
+//!   ACL-ahead-of-forwarding shape.
 //! * `ports`: `rules - 1` rules on `tp_dst` ranges as OVS users write them
 //!   (value/mask pairs), none matching, then the catch-all.
+//! * `pipeline`: `exact`'s decision over 3 tables: table 0 matches
+//!   `in_port` and goes on with `write_metadata` and `goto_table:1`;
+//!   table 1 holds the `rules - 1` 5-tuple rules (without `in_port`) and
+//!   the catch-all, all `goto_table:2`; table 2 outputs. `rules + 2` rules
+//!   in all. The metadata is written, not matched: a match on it would put
+//!   `metadata` into every megaflow's mask, and a mask past the key's base
+//!   words makes IPv4 megaflows full-key ones (IPv6's cost). Against
+//!   `exact` with the same family, rules, flows, megaflows and changes,
+//!   the summary gives the ratio of 3 tables to 1 ("x 1 table").
 //!
 //! Churn (`--changes R`, A/B'd like `--megaflows`): while traffic runs, a
 //! control thread changes the flow table R times a second — adding, then
@@ -39,6 +52,14 @@ pub enum Shape {
     Exact,
     Prefix,
     Ports,
+    Pipeline,
+}
+
+/// The IP version of the generator's traffic (and of the rules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Family {
+    Ipv4,
+    Ipv6,
 }
 
 #[derive(clap::Args)]
@@ -56,6 +77,9 @@ pub struct ScaleArgs {
     /// Mask shapes of the rules.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "exact")]
     shape: Vec<Shape>,
+    /// IP version of the traffic and the rules.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "ipv4")]
+    family: Vec<Family>,
     /// Interleaved rounds.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
@@ -95,37 +119,88 @@ struct Trial {
     change_us: f64,
 }
 
-fn rules_for(shape: Shape, n: u32) -> Vec<String> {
-    let mut v = Vec::with_capacity(n as usize);
+/// The generator's IPv6 addresses (its defaults; examples/gen-sink.toml
+/// sets only the IPv4 ones).
+fn ipv6_addrs() -> (u128, std::net::Ipv6Addr) {
+    let g = nfv_ports::config::GeneratorConfig::default();
+    (u128::from(g.src_ip6), g.dst_ip6)
+}
+
+/// Flow `i`'s 5-tuple match (source address + i / 1024, source port
+/// 1024 + i % 1024), without `in_port`.
+fn five_tuple(family: Family, i: u32) -> String {
+    let port = 1024 + i % 1024;
+    match family {
+        Family::Ipv4 => format!(
+            "udp,nw_src={},nw_dst=10.0.0.2,tp_src={port},tp_dst=5001",
+            std::net::Ipv4Addr::from(0x0a00_0001u32 + i / 1024)
+        ),
+        Family::Ipv6 => {
+            let (src, dst) = ipv6_addrs();
+            format!(
+                "udp6,ipv6_src={},ipv6_dst={dst},tp_src={port},tp_dst=5001",
+                std::net::Ipv6Addr::from(src + u128::from(i / 1024))
+            )
+        }
+    }
+}
+
+fn rules_for(shape: Shape, family: Family, n: u32) -> Vec<String> {
+    let mut v = Vec::with_capacity(n as usize + 2);
     let extra = n.saturating_sub(1);
+    if shape == Shape::Pipeline {
+        v.push("table=0,priority=1,in_port=1,actions=write_metadata:0x1/0xff,goto_table:1".into());
+        for i in 0..extra {
+            v.push(format!(
+                "table=1,priority=100,{},actions=goto_table:2",
+                five_tuple(family, i)
+            ));
+        }
+        v.push("table=1,priority=1,actions=goto_table:2".into());
+        v.push("table=2,priority=1,actions=output:2".into());
+        return v;
+    }
     for i in 0..extra {
-        v.push(match shape {
-            Shape::Exact => {
-                let (ip, port) = (0x0a00_0001u32 + i / 1024, 1024 + i % 1024);
+        v.push(match (shape, family) {
+            (Shape::Exact, _) => format!(
+                "priority=100,in_port=1,{},actions=output:2",
+                five_tuple(family, i)
+            ),
+            (Shape::Prefix, Family::Ipv6) => {
+                // The IPv4 shape's nets, under 2001:db8::/112.
+                let len = 112 + i % 17;
+                let low = (i.wrapping_mul(2654435761) & 0xffff) as u128;
+                let net =
+                    (0x2001_0db8u128 << 96 | low) & !(u128::MAX.checked_shr(len).unwrap_or(0));
                 format!(
-                    "priority=100,in_port=1,udp,nw_src={},nw_dst=10.0.0.2,tp_src={port},tp_dst=5001,actions=output:2",
-                    std::net::Ipv4Addr::from(ip)
+                    "priority=100,in_port=1,ipv6,ipv6_dst={}/{len},actions=output:2",
+                    std::net::Ipv6Addr::from(net)
                 )
             }
-            Shape::Prefix => {
+            (Shape::Prefix, Family::Ipv4) => {
                 let len = 16 + i % 17;
-                let net = (0xc0a8_0000u32 | (i * 2654435761) & 0xffff) & nfv_prefix(len);
+                let net = (0xc0a8_0000u32 | i.wrapping_mul(2654435761) & 0xffff) & nfv_prefix(len);
                 format!(
                     "priority=100,in_port=1,ip,nw_dst={}/{len},actions=output:2",
                     std::net::Ipv4Addr::from(net)
                 )
             }
-            Shape::Ports => {
+            (Shape::Ports, _) => {
                 // A range 2^k wide at a multiple of it, kept above the
                 // traffic's destination port 5001.
                 let k = i % 8;
                 let base = 8192 + (i << k) % 40000;
                 let base = base & !((1u32 << k) - 1);
                 let mask = 0xffffu32 & !((1u32 << k) - 1);
+                let udp = match family {
+                    Family::Ipv4 => "udp",
+                    Family::Ipv6 => "udp6",
+                };
                 format!(
-                    "priority=100,in_port=1,udp,tp_dst=0x{base:x}/0x{mask:x},actions=output:2"
+                    "priority=100,in_port=1,{udp},tp_dst=0x{base:x}/0x{mask:x},actions=output:2"
                 )
             }
+            (Shape::Pipeline, _) => unreachable!("returned above"),
         });
     }
     v.push("priority=1,in_port=1,actions=output:2".into());
@@ -167,13 +242,8 @@ fn churn(node: &Node, rate: u32, stop: &std::sync::atomic::AtomicBool) -> (u64, 
     (done, took)
 }
 
-fn trial(
-    flows: u32,
-    megaflows: usize,
-    changes: u32,
-    rules: &[nfv_flow::FlowSpec],
-    a: &ScaleArgs,
-) -> Result<Trial, String> {
+fn trial(c: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
+    let (flows, megaflows, changes) = (c.flows, c.megaflows, c.changes);
     let path = crate::host::checkout().join("examples/gen-sink.toml");
     let mut cfg: NodeConfig = nfv_config::load(&path).map_err(|e| e.to_string())?;
     cfg.name = format!("bench-scale-{}", std::process::id());
@@ -184,10 +254,14 @@ fn trial(
     }
     cfg.pmd.pmu = false;
     cfg.pmd.megaflow_entries = megaflows;
-    cfg.flows = rules.to_vec();
+    cfg.flows = c.specs.clone();
     for p in &mut cfg.ports {
         if let nfv_ports::PortKind::Generator(g) = &mut p.kind {
             g.flows = flows;
+            g.family = match c.family {
+                Family::Ipv4 => nfv_ports::config::IpFamily::Ipv4,
+                Family::Ipv6 => nfv_ports::config::IpFamily::Ipv6,
+            };
         }
     }
     let node = Node::start(&cfg).map_err(|e| e.to_string())?;
@@ -239,10 +313,11 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// One combination: rules of a shape, flows, megaflow entries, changes
-/// per second.
+/// One combination: rules of a shape for a family's traffic, flows,
+/// megaflow entries, changes per second.
 struct Combo {
     shape: Shape,
+    family: Family,
     rules: u32,
     flows: u32,
     megaflows: usize,
@@ -262,11 +337,12 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
     let mut results: Vec<Vec<Trial>> = vec![Vec::new(); combos.len()];
     for round in 0..a.rounds {
         for (i, c) in combos.iter().enumerate() {
-            let t = trial(c.flows, c.megaflows, c.changes, &c.specs, &a)?;
+            let t = trial(c, &a)?;
             println!(
-                "  round {} {:?} rules {:>5} flows {:>7} megaflows {:>6} changes/s {:>5} ({:>5.0} made, {:>6.1} us each): {:>6.2} Mpps {:>6.1} cyc/pkt {:>6.1} switch  emc {:>5.1} % (probed {:>5.1} %) mf {:>5.1} % cls {:>5.1} % miss {:>4.1} %",
+                "  round {} {:?} {:?} rules {:>5} flows {:>7} megaflows {:>6} changes/s {:>5} ({:>5.0} made, {:>6.1} us each): {:>6.2} Mpps {:>6.1} cyc/pkt {:>6.1} switch  emc {:>5.1} % (probed {:>5.1} %) mf {:>5.1} % cls {:>5.1} % miss {:>4.1} %",
                 round + 1,
                 c.shape,
+                c.family,
                 c.rules,
                 c.flows,
                 c.megaflows,
@@ -289,30 +365,38 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Every combination of the arguments, shape by shape, rules, flows,
-/// megaflows, changes.
+/// The rules `rules_for` writes, parsed.
+fn specs_for(shape: Shape, family: Family, n: u32) -> Result<Vec<nfv_flow::FlowSpec>, String> {
+    rules_for(shape, family, n)
+        .iter()
+        .map(|t| nfv_flow::parse_flow(t).map_err(|e| format!("{t}: {e}")))
+        .collect()
+}
+
+/// Every combination of the arguments, family by family, shape by shape,
+/// rules, flows, megaflows, changes.
 fn combos(a: &ScaleArgs) -> Result<Vec<Combo>, String> {
     let mut combos = Vec::new();
-    for &shape in &a.shape {
-        for &r in &a.rules {
-            let specs: Vec<nfv_flow::FlowSpec> = rules_for(shape, r.max(1))
-                .iter()
-                .map(|t| nfv_flow::parse_flow(t).map_err(|e| format!("{t}: {e}")))
-                .collect::<Result<_, _>>()?;
-            for &f in &a.flows {
-                if !(1..=1_000_000).contains(&f) {
-                    return Err(format!("--flows {f}: 1..=1000000"));
-                }
-                for &m in &a.megaflows {
-                    for &c in &a.changes {
-                        combos.push(Combo {
-                            shape,
-                            rules: r.max(1),
-                            flows: f,
-                            megaflows: m,
-                            changes: c,
-                            specs: specs.clone(),
-                        });
+    for &family in &a.family {
+        for &shape in &a.shape {
+            for &r in &a.rules {
+                let specs = specs_for(shape, family, r.max(1))?;
+                for &f in &a.flows {
+                    if !(1..=1_000_000).contains(&f) {
+                        return Err(format!("--flows {f}: 1..=1000000"));
+                    }
+                    for &m in &a.megaflows {
+                        for &c in &a.changes {
+                            combos.push(Combo {
+                                shape,
+                                family,
+                                rules: r.max(1),
+                                flows: f,
+                                megaflows: m,
+                                changes: c,
+                                specs: specs.clone(),
+                            });
+                        }
                     }
                 }
             }
@@ -322,10 +406,11 @@ fn combos(a: &ScaleArgs) -> Result<Vec<Combo>, String> {
 }
 
 /// The medians of each combination's trials, with the Mpps ratio to the
-/// first and, with changes, the PMD cycles each change cost.
+/// first, a pipeline's to the same combination in one table (`exact`),
+/// and, with changes, the PMD cycles each change cost.
 fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
     println!(
-        "\nshape   rules   flows megaflows changes/s     Mpps  cyc/pkt  switch cyc/pkt  EMC %  megaflow %  classifier %  x Mpps of first  PMD cycles per change"
+        "\nshape    family rules   flows megaflows changes/s     Mpps  cyc/pkt  switch cyc/pkt  EMC %  megaflow %  classifier %  x Mpps of first  x 1 table  PMD cycles per change"
     );
     let mut first = None;
     let medians: Vec<(f64, f64)> = results
@@ -343,9 +428,25 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
         let base = *first.get_or_insert(mpps);
         // Against the same combination without changes, if it was run.
         let calm = combos.iter().position(|c2| {
-            (c2.shape, c2.rules, c2.flows, c2.megaflows) == (c.shape, c.rules, c.flows, c.megaflows)
+            (c2.shape, c2.family, c2.rules, c2.flows, c2.megaflows)
+                == (c.shape, c.family, c.rules, c.flows, c.megaflows)
                 && c2.changes == 0
         });
+        // A pipeline against its decision in one table, if that was run.
+        let one_table = combos.iter().position(|c2| {
+            c2.shape == Shape::Exact
+                && (c2.family, c2.rules, c2.flows, c2.megaflows, c2.changes)
+                    == (c.family, c.rules, c.flows, c.megaflows, c.changes)
+        });
+        let vs_one_table = match one_table {
+            Some(j) if c.shape == Shape::Pipeline => {
+                format!(
+                    "{:.2}",
+                    mpps / median(results[j].iter().map(|t| t.mpps).collect())
+                )
+            }
+            _ => "-".into(),
+        };
         let per_change = match calm {
             Some(j) if c.changes > 0 => {
                 let (sw, pps) = medians[i];
@@ -355,8 +456,9 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
             _ => "-".into(),
         };
         println!(
-            "{:<7} {:>5} {:>7} {:>9} {:>9}  {:>7.2} {:>8.1} {:>15.1} {:>6.1} {:>10.1} {:>13.1}  {:>15.2}  {:>21}",
+            "{:<8} {:<6} {:>5} {:>7} {:>9} {:>9}  {:>7.2} {:>8.1} {:>15.1} {:>6.1} {:>10.1} {:>13.1}  {:>15.2}  {:>9}  {:>21}",
             format!("{:?}", c.shape).to_lowercase(),
+            format!("{:?}", c.family).to_lowercase(),
             c.rules,
             c.flows,
             c.megaflows,
@@ -368,7 +470,101 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
             m(|t| t.megaflow),
             m(|t| t.classifier),
             mpps / base,
+            vs_one_table,
             per_change
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nfv_flow::{Action, Classifier, Rule};
+    use nfv_ports::config::{GeneratorConfig, IpFamily};
+    use nfv_ports::generator::{stamp_flow, stamp_flow6, template};
+    use std::sync::Arc;
+
+    fn classifier(specs: Vec<nfv_flow::FlowSpec>) -> Classifier {
+        let mut c = Classifier::new();
+        for (i, s) in specs.into_iter().enumerate() {
+            c.insert(Arc::new(Rule::new(s, i as u64)));
+        }
+        c
+    }
+
+    /// Flow `f` of examples/gen-sink.toml's generator (the defaults) in
+    /// `family`.
+    fn frame(family: Family, f: u32) -> Vec<u8> {
+        let g = GeneratorConfig {
+            flows: 1_000_000,
+            family: match family {
+                Family::Ipv4 => IpFamily::Ipv4,
+                Family::Ipv6 => IpFamily::Ipv6,
+            },
+            ..Default::default()
+        };
+        let t = template(&g);
+        let mut d = t.clone();
+        match family {
+            Family::Ipv4 => stamp_flow(&mut d, &t, &g, f),
+            Family::Ipv6 => stamp_flow6(&mut d, &t, &g, f),
+        }
+        d
+    }
+
+    /// The 5-tuple rules match the generator's flows one for one, in one
+    /// table (`exact`) and in the pipeline's table 1, and the rest take the
+    /// catch-all; the pipeline's decision is `exact`'s.
+    #[test]
+    fn five_tuple_rules_match_the_generators_flows() {
+        let n = 3000;
+        for family in [Family::Ipv4, Family::Ipv6] {
+            let exact = classifier(specs_for(Shape::Exact, family, n).unwrap());
+            let pipeline = classifier(specs_for(Shape::Pipeline, family, n).unwrap());
+            for f in [0, 1, 1023, 1024, 2047, 2998, 2999, 3000, 99_999] {
+                let k = nfv_flow::extract(1, &frame(family, f));
+                let want = if f < n - 1 { 100 } else { 1 };
+                let r = exact.lookup(&k).expect("exact: a rule");
+                assert_eq!(r.spec.priority, want, "{family:?} exact flow {f}");
+                assert_eq!(r.spec.actions, vec![Action::Output(2)]);
+                let found = pipeline.lookup_with_mask(&k);
+                let first = found.rule.expect("pipeline: a table-0 rule").clone();
+                let res = nfv_flow::pipeline::resolve(&pipeline, &k, &first, found.mask);
+                let stages: Vec<(u8, Option<u16>)> = res
+                    .stages
+                    .iter()
+                    .map(|s| (s.table, s.rule.as_ref().map(|r| r.spec.priority)))
+                    .collect();
+                assert_eq!(
+                    stages,
+                    vec![(0, Some(1)), (1, Some(want)), (2, Some(1))],
+                    "{family:?} pipeline flow {f}"
+                );
+                assert_eq!(res.actions, vec![Action::Output(2)]);
+            }
+        }
+    }
+
+    /// Every shape's rules parse in both families, `rules` of them (the
+    /// pipeline two more), and none of the ACL shapes' rules matches the
+    /// traffic.
+    #[test]
+    fn every_shape_parses_in_both_families() {
+        for family in [Family::Ipv4, Family::Ipv6] {
+            for shape in [Shape::Exact, Shape::Prefix, Shape::Ports, Shape::Pipeline] {
+                for n in [1, 2, 1000] {
+                    let specs = specs_for(shape, family, n).unwrap();
+                    let extra = if shape == Shape::Pipeline { 2 } else { 0 };
+                    assert_eq!(specs.len() as u32, n + extra, "{shape:?} {family:?} {n}");
+                    if matches!(shape, Shape::Prefix | Shape::Ports) {
+                        let c = classifier(specs);
+                        for f in [0, 1, 5000] {
+                            let k = nfv_flow::extract(1, &frame(family, f));
+                            assert_eq!(c.lookup(&k).unwrap().spec.priority, 1);
+                        }
+                    }
+                }
+            }
+        }
     }
 }

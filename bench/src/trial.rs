@@ -28,7 +28,7 @@ pub struct Spec {
     pub pmd_cpus: Vec<usize>,
     /// Wait (at most this long) until the vCPUs are placed so before the
     /// trial starts (`compare --placement`).
-    pub placement: Option<(crate::paired::Placement, Duration)>,
+    pub placement: Option<(crate::placement::Placement, Duration)>,
     pub endpoint_cpu: usize,
     pub mem: Mem,
     /// `[memory] hugepages` of nfvswitch's node config.
@@ -409,11 +409,11 @@ mod tests {
 /// Measures the vCPUs' cache-line round trip every 0.5 s until it says
 /// `want` or `wait` has passed (then says so); returns the last figure,
 /// which the trial records either way.
-fn wait_placement(spec: &Spec, want: crate::paired::Placement, wait: Duration) -> Option<f64> {
+fn wait_placement(spec: &Spec, want: crate::placement::Placement, wait: Duration) -> Option<f64> {
     let t0 = Instant::now();
     loop {
         let c2c = crate::host::cache_line_round_trip_ns(spec.endpoint_cpu, spec.switch_cpu);
-        let got = crate::paired::Placement::of(c2c);
+        let got = crate::placement::Placement::of(c2c);
         if got == Some(want) {
             if t0.elapsed() > Duration::from_secs(1) {
                 println!(

@@ -12,8 +12,12 @@
 use crate::served::Served;
 use nfv_control::Node;
 use nfv_control::protocol::{ChainReport, VnfReport};
+use nfv_control::vnf_figures::{VNF_FIGURES, VnfValue};
 use nfv_datapath::PortView;
-use nfv_ports::{DropReason, PortGauges};
+use nfv_ports::{
+    DropReason, FigureKind, GAUGE_METRICS, GaugeMetric, PORT_FIGURES, PortExport, PortFigure,
+    PortGauges, PortUnit, QueueCounters, QueueSnapshot,
+};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -73,6 +77,13 @@ impl Family {
             help,
             unit: None,
             samples: Samples::CounterF(Vec::new()),
+        }
+    }
+    /// Adds a figure's value as its kind wants it.
+    fn figure(&mut self, kind: FigureKind, labels: Labels, v: u64) {
+        match kind {
+            FigureKind::Counter => self.count(labels, v),
+            FigureKind::Gauge => self.set(labels, v as f64),
         }
     }
     fn count(&mut self, labels: Labels, v: u64) {
@@ -244,34 +255,75 @@ fn port_families(node: &Node, out: &mut Vec<Family>) {
     out.extend(gauges.families());
 }
 
-/// What the switch counted on each port: totals, drops by reason, and
-/// per queue.
+/// A family of a figure of `kind`, empty.
+fn figure_family(
+    name: impl Into<Cow<'static, str>>,
+    kind: FigureKind,
+    help: &'static str,
+) -> Family {
+    match kind {
+        FigureKind::Counter => Family::counter(name, help),
+        FigureKind::Gauge => Family::gauge(name, help),
+    }
+}
+
+/// The family of a per-port figure, with the `bytes` unit for byte counts
+/// (`port_rx` + bytes = `nfvswitch_port_rx_bytes_total`).
+fn port_figure_family(name: String, f: &PortFigure, help: &'static str) -> Family {
+    match f.unit {
+        PortUnit::Bytes => {
+            let name = name.strip_suffix("_bytes").unwrap_or(&name).to_string();
+            figure_family(name, f.kind, help).unit(Unit::Bytes)
+        }
+        _ => figure_family(name, f.kind, help),
+    }
+}
+
+/// One exported direction of a per-port figure.
+struct PortSeries {
+    family: Family,
+    figure: &'static PortFigure,
+    rx: bool,
+}
+
+impl PortSeries {
+    /// `port_<level><rx|tx>_<name>` of every figure with a help text for
+    /// that level, in declaration order, rx before tx.
+    fn all(level: &str, help: fn(&PortExport) -> Option<&'static str>) -> Vec<PortSeries> {
+        PORT_FIGURES
+            .iter()
+            .flat_map(|f| [(f, true), (f, false)])
+            .filter_map(|(f, rx)| {
+                let help = help(&f.export(rx)?)?;
+                let dir = if rx { "rx" } else { "tx" };
+                Some(PortSeries {
+                    family: port_figure_family(format!("port_{level}{dir}_{}", f.name), f, help),
+                    figure: f,
+                    rx,
+                })
+            })
+            .collect()
+    }
+
+    fn add(&mut self, labels: Labels, s: &QueueSnapshot) {
+        self.family
+            .figure(self.figure.kind, labels, (self.figure.get)(&s.figures()));
+    }
+}
+
+/// What the switch counted on each port ([`PORT_FIGURES`]): each figure's
+/// port totals, drops by reason, then each figure per queue.
 struct PortTraffic {
-    rx_p: Family,
-    tx_p: Family,
-    rx_b: Family,
-    tx_b: Family,
+    totals: Vec<PortSeries>,
     rx_d: Family,
     tx_d: Family,
-    q_rx_p: Family,
-    q_tx_p: Family,
-    q_rx_b: Family,
-    q_tx_b: Family,
+    queues: Vec<PortSeries>,
 }
 
 impl PortTraffic {
     fn new() -> PortTraffic {
         PortTraffic {
-            rx_p: Family::counter(
-                "port_rx_packets",
-                "Packets received by the switch on a port.",
-            ),
-            tx_p: Family::counter(
-                "port_tx_packets",
-                "Packets transmitted by the switch on a port.",
-            ),
-            rx_b: Family::counter("port_rx", "Bytes received on a port.").unit(Unit::Bytes),
-            tx_b: Family::counter("port_tx", "Bytes transmitted on a port.").unit(Unit::Bytes),
+            totals: PortSeries::all("", |e| e.port_help),
             rx_d: Family::counter(
                 "port_rx_dropped_packets",
                 "Packets received on a port and dropped, by reason.",
@@ -280,170 +332,79 @@ impl PortTraffic {
                 "port_tx_dropped_packets",
                 "Packets not transmitted on a port, by reason.",
             ),
-            q_rx_p: Family::counter(
-                "port_queue_rx_packets",
-                "Packets received on one rx queue of a port.",
-            ),
-            q_tx_p: Family::counter(
-                "port_queue_tx_packets",
-                "Packets transmitted on one tx queue of a port (one per PMD thread).",
-            ),
-            q_rx_b: Family::counter("port_queue_rx", "Bytes received on one rx queue.")
-                .unit(Unit::Bytes),
-            q_tx_b: Family::counter("port_queue_tx", "Bytes transmitted on one tx queue.")
-                .unit(Unit::Bytes),
+            queues: PortSeries::all("queue_", |e| e.queue_help),
         }
     }
 
     fn add(&mut self, l: &Labels, v: &PortView) {
         let (rx, tx) = (v.stats.rx_total(), v.stats.tx_total());
-        self.rx_p.count(l.clone(), rx.packets);
-        self.tx_p.count(l.clone(), tx.packets);
-        self.rx_b.count(l.clone(), rx.bytes);
-        self.tx_b.count(l.clone(), tx.bytes);
+        for s in &mut self.totals {
+            s.add(l.clone(), if s.rx { &rx } else { &tx });
+        }
         for (i, r) in DropReason::ALL.iter().enumerate() {
             self.rx_d
                 .count(with(l.clone(), "reason", r.as_str()), rx.drops[i]);
             self.tx_d
                 .count(with(l.clone(), "reason", r.as_str()), tx.drops[i]);
         }
-        for (q, c) in v.stats.rx.iter().enumerate() {
-            let s = c.snapshot();
-            self.q_rx_p.count(with(l.clone(), "queue", q), s.packets);
-            self.q_rx_b.count(with(l.clone(), "queue", q), s.bytes);
-        }
-        for (q, c) in v.stats.tx.iter().enumerate() {
-            let s = c.snapshot();
-            self.q_tx_p.count(with(l.clone(), "queue", q), s.packets);
-            self.q_tx_b.count(with(l.clone(), "queue", q), s.bytes);
+        let snapshots = |qs: &[QueueCounters]| qs.iter().map(|c| c.snapshot()).collect::<Vec<_>>();
+        let (rxqs, txqs) = (snapshots(&v.stats.rx), snapshots(&v.stats.tx));
+        for s in &mut self.queues {
+            for (q, snap) in if s.rx { &rxqs } else { &txqs }.iter().enumerate() {
+                s.add(with(l.clone(), "queue", q), snap);
+            }
         }
     }
 
     /// In the order they are exported.
-    fn families(self) -> [Family; 10] {
-        [
-            self.rx_p,
-            self.tx_p,
-            self.rx_b,
-            self.tx_b,
-            self.rx_d,
-            self.tx_d,
-            self.q_rx_p,
-            self.q_tx_p,
-            self.q_rx_b,
-            self.q_tx_b,
-        ]
+    fn families(self) -> Vec<Family> {
+        let totals = self.totals.into_iter().map(|s| s.family);
+        let queues = self.queues.into_iter().map(|s| s.family);
+        totals.chain([self.rx_d, self.tx_d]).chain(queues).collect()
     }
 }
 
-/// What ports report of themselves ([`PortGauges`]), for the ports that
-/// have it.
+/// What ports report of themselves ([`PortGauges`]): a family for each
+/// gauge [`GAUGE_METRICS`] declares, with a series for each port that
+/// has it.
 struct PortGaugeFamilies {
-    queued: Family,
-    guest_rx: Family,
-    connected: Family,
-    one_copy: Family,
-    zero_copy: Family,
-    zc_fallback: Family,
-    sent_in_place: Family,
+    families: Vec<(&'static GaugeMetric, Family)>,
 }
 
 impl PortGaugeFamilies {
     fn new() -> PortGaugeFamilies {
         PortGaugeFamilies {
-            queued: Family::gauge(
-                "port_ring_queued_packets",
-                "Packets waiting in a port's ring (ports that expose it).",
-            ),
-            guest_rx: Family::gauge(
-                "port_guest_rx_buffers",
-                "Receive buffers the guest had posted at the switch's last transmit burst to it \
-                 (vhost-user ports); 0 = the guest is not draining.",
-            ),
-            connected: Family::gauge(
-                "port_connected",
-                "1 when the port's peer is connected (ports that have one).",
-            ),
-            one_copy: Family::counter(
-                "port_one_copy_packets",
-                "Frames received on a vhost-user port and forwarded in one copy (the switch \
-                 copied their headers, the receiving port the rest straight from the sender's \
-                 buffer).",
-            ),
-            zero_copy: Family::counter(
-                "port_zero_copy_packets",
-                "Frames moved without a switch copy: on a kernel port with zero_copy, received \
-                 straight into the VNF's buffers; on that VNF's vhost-user port, completed in \
-                 place.",
-            ),
-            zc_fallback: Family::counter(
-                "port_zero_copy_fallbacks",
-                "Why a zero-copy kernel port copied a frame (no_guest_buffer) or stopped \
-                 lending guest buffers for a burst (buffer_shape, short_buffer, outside_umem, \
-                 bad_chain).",
-            ),
-            sent_in_place: Family::counter(
-                "port_sent_in_place_packets",
-                "Frames a kernel port with zero_copy sent with their tail read by the kernel \
-                 straight from the VNF's transmit buffer (send_in_place).",
-            ),
+            families: GAUGE_METRICS
+                .iter()
+                .map(|g| (g, figure_family(g.metric, g.kind, g.help)))
+                .collect(),
         }
     }
 
     fn add(&mut self, l: &Labels, gauges: &PortGauges) {
-        if let Some(n) = gauges.queued {
-            self.queued.set(l.clone(), n as f64);
-        }
-        if let Some(n) = gauges.guest_rx_free {
-            self.guest_rx.set(l.clone(), n as f64);
-        }
-        if let Some(c) = gauges.connected {
-            self.connected.set(l.clone(), if c { 1.0 } else { 0.0 });
-        }
-        if let Some(n) = gauges.count(PortGauges::ONE_COPY_PACKETS) {
-            self.one_copy.count(l.clone(), n);
-        }
-        if let Some(n) = gauges.count(PortGauges::ZERO_COPY_PACKETS) {
-            self.zero_copy.count(l.clone(), n);
-        }
-        if let Some(n) = gauges.count(PortGauges::SENT_IN_PLACE_PACKETS) {
-            self.sent_in_place.count(l.clone(), n);
-        }
-        for (k, _) in gauges.entries() {
-            if let Some(reason) = k.strip_prefix("zc_fallback_")
-                && let Some(n) = gauges.count(k)
-            {
-                self.zc_fallback.count(with(l.clone(), "reason", reason), n);
+        for (g, fam) in &mut self.families {
+            for (label, v) in g.series(gauges) {
+                let labels = match (g.label, label) {
+                    (Some(k), Some(value)) => with(l.clone(), k, value),
+                    _ => l.clone(),
+                };
+                fam.figure(g.kind, labels, v);
             }
         }
     }
 
     /// In the order they are exported.
-    fn families(self) -> [Family; 7] {
-        [
-            self.queued,
-            self.guest_rx,
-            self.connected,
-            self.one_copy,
-            self.zero_copy,
-            self.zc_fallback,
-            self.sent_in_place,
-        ]
+    fn families(self) -> Vec<Family> {
+        self.families.into_iter().map(|(_, f)| f).collect()
     }
 }
 
 fn pmd_families(node: &Node, out: &mut Vec<Family>) {
-    use nfv_datapath::stats::{FigureKind, PMD_FIGURES};
+    use nfv_datapath::stats::PMD_FIGURES;
     // Every declared per-PMD figure, under its own name and help.
     let mut figures: Vec<Family> = PMD_FIGURES
         .iter()
-        .map(|f| {
-            let name = format!("pmd_{}", f.name);
-            match f.kind {
-                FigureKind::Counter => Family::counter(name, f.help),
-                FigureKind::Gauge => Family::gauge(name, f.help),
-            }
-        })
+        .map(|f| figure_family(format!("pmd_{}", f.name), f.kind, f.help))
         .collect();
     let mut cpp = Family::gauge(
         "pmd_cycles_per_packet",
@@ -465,10 +426,7 @@ fn pmd_families(node: &Node, out: &mut Vec<Family>) {
             ("core", r.core.map_or("none".into(), |c| c.to_string())),
         ];
         for (fam, f) in figures.iter_mut().zip(PMD_FIGURES) {
-            match f.kind {
-                FigureKind::Counter => fam.count(l.clone(), (f.get)(&r.figures)),
-                FigureKind::Gauge => fam.set(l.clone(), (f.get)(&r.figures) as f64),
-            }
+            fam.figure(f.kind, l.clone(), (f.get)(&r.figures));
         }
         if let Some(c) = r.cycles_per_packet {
             cpp.set(l.clone(), c);
@@ -578,76 +536,33 @@ fn chain_families(node: &Node, out: &mut Vec<Family>) {
     out.extend(chains.families());
 }
 
-/// Each VNF of each chain.
+/// Each VNF of each chain: a family per figure [`VNF_FIGURES`] declares.
 struct VnfFamilies {
-    rx: Family,
-    tx: Family,
-    drops: Family,
-    rx_pps: Family,
-    tx_pps: Family,
-    rx_bps: Family,
-    tx_bps: Family,
-    up: Family,
+    families: Vec<Family>,
 }
 
 impl VnfFamilies {
     fn new() -> VnfFamilies {
         VnfFamilies {
-            rx: Family::counter(
-                "vnf_rx_packets",
-                "Packets the switch delivered to a VNF of a chain.",
-            ),
-            tx: Family::counter(
-                "vnf_tx_packets",
-                "Packets a VNF of a chain sent back into the switch.",
-            ),
-            drops: Family::counter(
-                "vnf_dropped_packets",
-                "Packets dropped on a VNF's port, both directions.",
-            ),
-            rx_pps: Family::gauge(
-                "vnf_rx_packets_per_second",
-                "Packets per second delivered to a VNF over the last second.",
-            ),
-            tx_pps: Family::gauge(
-                "vnf_tx_packets_per_second",
-                "Packets per second a VNF sent over the last second.",
-            ),
-            rx_bps: Family::gauge(
-                "vnf_rx_bytes_per_second",
-                "Bytes per second delivered to a VNF over the last second.",
-            ),
-            tx_bps: Family::gauge(
-                "vnf_tx_bytes_per_second",
-                "Bytes per second a VNF sent over the last second.",
-            ),
-            up: Family::gauge("vnf_connected", "1 when the VNF is connected."),
+            families: VNF_FIGURES
+                .iter()
+                .map(|f| figure_family(format!("vnf_{}", f.metric), f.kind, f.help))
+                .collect(),
         }
     }
 
     fn add(&mut self, vl: Labels, v: &VnfReport) {
-        self.rx.count(vl.clone(), v.rx_packets);
-        self.tx.count(vl.clone(), v.tx_packets);
-        self.drops.count(vl.clone(), v.drops);
-        self.rx_pps.set(vl.clone(), v.rx_mpps * 1e6);
-        self.tx_pps.set(vl.clone(), v.tx_mpps * 1e6);
-        self.rx_bps.set(vl.clone(), v.rx_gbps * 1e9 / 8.0);
-        self.tx_bps.set(vl.clone(), v.tx_gbps * 1e9 / 8.0);
-        self.up.set(vl, if v.connected { 1.0 } else { 0.0 });
+        for (fam, f) in self.families.iter_mut().zip(VNF_FIGURES) {
+            match (f.get)(v) {
+                VnfValue::Count(n) => fam.count(vl.clone(), n),
+                value => fam.set(vl.clone(), f.unit.metric(value)),
+            }
+        }
     }
 
     /// In the order they are exported.
-    fn families(self) -> [Family; 8] {
-        [
-            self.rx,
-            self.tx,
-            self.drops,
-            self.rx_pps,
-            self.tx_pps,
-            self.rx_bps,
-            self.tx_bps,
-            self.up,
-        ]
+    fn families(self) -> Vec<Family> {
+        self.families
     }
 }
 
@@ -751,6 +666,138 @@ fn traffic_families(node: &Node, out: &mut Vec<Family>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A collector of fixed families, for tests.
+    #[derive(Debug)]
+    struct Fixed(fn() -> Vec<Family>);
+
+    impl Collector for Fixed {
+        fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+            for f in (self.0)() {
+                f.encode(&mut encoder)?;
+            }
+            Ok(())
+        }
+    }
+
+    fn text_of(families: fn() -> Vec<Family>) -> String {
+        let mut r = Registry::with_prefix("nfvswitch");
+        r.register_collector(Box::new(Fixed(families)));
+        to_text_004(&encode(&r).unwrap())
+    }
+
+    fn labels(port: &str) -> Labels {
+        port_labels(port, 3, "vhost-user")
+    }
+
+    /// Every gauge a port type may export, under its name, type and help.
+    #[test]
+    fn port_gauges_keep_their_names_and_help() {
+        let t = text_of(|| {
+            let g = PortGauges {
+                connected: Some(true),
+                queued: Some(7),
+                guest_rx_free: Some(250),
+                other: vec![
+                    ("vring0", nfv_ports::Gauge::Text("x".into())),
+                    (PortGauges::ONE_COPY_PACKETS, 11u64.into()),
+                    (PortGauges::ZERO_COPY_PACKETS, 12u64.into()),
+                    ("zc_fallback_no_guest_buffer", 2u64.into()),
+                    ("zc_fallback_bad_chain", 1u64.into()),
+                    (PortGauges::SENT_IN_PLACE_PACKETS, 13u64.into()),
+                ],
+            };
+            let mut f = PortGaugeFamilies::new();
+            f.add(&labels("v"), &g);
+            f.add(&labels("bare"), &PortGauges::default());
+            f.families()
+        });
+        assert_eq!(
+            t,
+            concat!(
+                "# HELP nfvswitch_port_ring_queued_packets Packets waiting in a port's ring (ports that expose it).\n",
+                "# TYPE nfvswitch_port_ring_queued_packets gauge\n",
+                "nfvswitch_port_ring_queued_packets{port=\"v\",port_no=\"3\",type=\"vhost-user\"} 7.0\n",
+                "# HELP nfvswitch_port_guest_rx_buffers Receive buffers the guest had posted at the switch's last transmit burst to it (vhost-user ports); 0 = the guest is not draining.\n",
+                "# TYPE nfvswitch_port_guest_rx_buffers gauge\n",
+                "nfvswitch_port_guest_rx_buffers{port=\"v\",port_no=\"3\",type=\"vhost-user\"} 250.0\n",
+                "# HELP nfvswitch_port_connected 1 when the port's peer is connected (ports that have one).\n",
+                "# TYPE nfvswitch_port_connected gauge\n",
+                "nfvswitch_port_connected{port=\"v\",port_no=\"3\",type=\"vhost-user\"} 1.0\n",
+                "# HELP nfvswitch_port_one_copy_packets_total Frames received on a vhost-user port and forwarded in one copy (the switch copied their headers, the receiving port the rest straight from the sender's buffer).\n",
+                "# TYPE nfvswitch_port_one_copy_packets_total counter\n",
+                "nfvswitch_port_one_copy_packets_total{port=\"v\",port_no=\"3\",type=\"vhost-user\"} 11\n",
+                "# HELP nfvswitch_port_zero_copy_packets_total Frames moved without a switch copy: on a kernel port with zero_copy, received straight into the VNF's buffers; on that VNF's vhost-user port, completed in place.\n",
+                "# TYPE nfvswitch_port_zero_copy_packets_total counter\n",
+                "nfvswitch_port_zero_copy_packets_total{port=\"v\",port_no=\"3\",type=\"vhost-user\"} 12\n",
+                "# HELP nfvswitch_port_zero_copy_fallbacks_total Why a zero-copy kernel port copied a frame (no_guest_buffer) or stopped lending guest buffers for a burst (buffer_shape, short_buffer, outside_umem, bad_chain).\n",
+                "# TYPE nfvswitch_port_zero_copy_fallbacks_total counter\n",
+                "nfvswitch_port_zero_copy_fallbacks_total{port=\"v\",port_no=\"3\",type=\"vhost-user\",reason=\"no_guest_buffer\"} 2\n",
+                "nfvswitch_port_zero_copy_fallbacks_total{port=\"v\",port_no=\"3\",type=\"vhost-user\",reason=\"bad_chain\"} 1\n",
+                "# HELP nfvswitch_port_sent_in_place_packets_total Frames a kernel port with zero_copy sent with their tail read by the kernel straight from the VNF's transmit buffer (send_in_place).\n",
+                "# TYPE nfvswitch_port_sent_in_place_packets_total counter\n",
+                "nfvswitch_port_sent_in_place_packets_total{port=\"v\",port_no=\"3\",type=\"vhost-user\"} 13\n",
+            )
+        );
+    }
+
+    /// Every per-VNF figure under its name, type and help.
+    #[test]
+    fn vnf_figures_keep_their_names_and_help() {
+        let t = text_of(|| {
+            let v = VnfReport {
+                name: "vnf1".into(),
+                port: 3,
+                rx_mpps: 2.5,
+                rx_gbps: 1.28,
+                tx_mpps: 2.25,
+                tx_gbps: 1.152,
+                rx_packets: 10,
+                tx_packets: 9,
+                drops: 1,
+                connected: true,
+            };
+            let mut f = VnfFamilies::new();
+            f.add(
+                vec![
+                    ("chain", "c".into()),
+                    ("vnf", "vnf1".into()),
+                    ("port_no", "3".into()),
+                ],
+                &v,
+            );
+            f.families()
+        });
+        assert_eq!(
+            t,
+            concat!(
+                "# HELP nfvswitch_vnf_rx_packets_per_second Packets per second delivered to a VNF over the last second.\n",
+                "# TYPE nfvswitch_vnf_rx_packets_per_second gauge\n",
+                "nfvswitch_vnf_rx_packets_per_second{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 2500000.0\n",
+                "# HELP nfvswitch_vnf_rx_bytes_per_second Bytes per second delivered to a VNF over the last second.\n",
+                "# TYPE nfvswitch_vnf_rx_bytes_per_second gauge\n",
+                "nfvswitch_vnf_rx_bytes_per_second{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 160000000.0\n",
+                "# HELP nfvswitch_vnf_tx_packets_per_second Packets per second a VNF sent over the last second.\n",
+                "# TYPE nfvswitch_vnf_tx_packets_per_second gauge\n",
+                "nfvswitch_vnf_tx_packets_per_second{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 2250000.0\n",
+                "# HELP nfvswitch_vnf_tx_bytes_per_second Bytes per second a VNF sent over the last second.\n",
+                "# TYPE nfvswitch_vnf_tx_bytes_per_second gauge\n",
+                "nfvswitch_vnf_tx_bytes_per_second{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 144000000.0\n",
+                "# HELP nfvswitch_vnf_rx_packets_total Packets the switch delivered to a VNF of a chain.\n",
+                "# TYPE nfvswitch_vnf_rx_packets_total counter\n",
+                "nfvswitch_vnf_rx_packets_total{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 10\n",
+                "# HELP nfvswitch_vnf_tx_packets_total Packets a VNF of a chain sent back into the switch.\n",
+                "# TYPE nfvswitch_vnf_tx_packets_total counter\n",
+                "nfvswitch_vnf_tx_packets_total{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 9\n",
+                "# HELP nfvswitch_vnf_dropped_packets_total Packets dropped on a VNF's port, both directions.\n",
+                "# TYPE nfvswitch_vnf_dropped_packets_total counter\n",
+                "nfvswitch_vnf_dropped_packets_total{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 1\n",
+                "# HELP nfvswitch_vnf_connected 1 when the VNF is connected.\n",
+                "# TYPE nfvswitch_vnf_connected gauge\n",
+                "nfvswitch_vnf_connected{chain=\"c\",vnf=\"vnf1\",port_no=\"3\"} 1.0\n",
+            )
+        );
+    }
 
     #[test]
     fn text_004_names_counter_metadata_like_the_samples() {

@@ -27,6 +27,7 @@ fn queue() -> Ty {
         ("pmd", opt(Ty::U64)),
         ("packets", Ty::U64),
         ("bytes", Ty::U64),
+        ("cycles", Ty::U64),
         ("drops", Ty::U64),
     ])
 }

@@ -54,6 +54,7 @@ fn metrics_have_the_expected_families_and_count_packets() {
         ("nfvswitch_port_queue_tx_packets_total", "counter"),
         ("nfvswitch_port_queue_rx_bytes_total", "counter"),
         ("nfvswitch_port_queue_tx_bytes_total", "counter"),
+        ("nfvswitch_port_queue_rx_cycles_total", "counter"),
         ("nfvswitch_port_ring_queued_packets", "gauge"),
         ("nfvswitch_port_guest_rx_buffers", "gauge"),
         ("nfvswitch_port_connected", "gauge"),
@@ -110,6 +111,10 @@ fn metrics_have_the_expected_families_and_count_packets() {
     pos("nfvswitch_port_tx_bytes_total", &[("port", "rx")]);
     pos(
         "nfvswitch_port_queue_rx_packets_total",
+        &[("port", "gen"), ("queue", "0")],
+    );
+    pos(
+        "nfvswitch_port_queue_rx_cycles_total",
         &[("port", "gen"), ("queue", "0")],
     );
     pos("nfvswitch_pmd_rx_packets_total", &[("pmd", "0")]);

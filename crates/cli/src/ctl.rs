@@ -55,6 +55,18 @@ enum CtlCommand {
     DelGroups { group: Option<String> },
     /// Groups with their buckets' packet and byte counters.
     DumpGroups,
+    /// Add a meter in ovs-ofctl syntax, e.g.
+    /// 'meter=1,kbps,burst,band=type=drop,rate=1000,burst_size=100'.
+    AddMeter { meter: String },
+    /// Replace a meter (same syntax; its rules stay, its bucket starts full).
+    ModMeter { meter: String },
+    /// Delete a meter ('meter=N'; none = every meter) and the rules that
+    /// name it.
+    DelMeters { meter: Option<String> },
+    /// Meters with their packet, byte and band-drop counters.
+    DumpMeters,
+    /// The tables that hold rules: rule counts and matched packets.
+    DumpTables,
     /// Add a port given as inline TOML, e.g. 'name="s2",id=3,type="sink"'.
     AddPort { port: String },
     /// Delete a port by name or number.
@@ -208,6 +220,17 @@ fn request_of(cmd: &CtlCommand) -> Result<Request, String> {
             group_id: group.as_deref().map(group_id_of).transpose()?,
         },
         CtlCommand::DumpGroups => Request::DumpGroups,
+        CtlCommand::AddMeter { meter } => Request::AddMeter {
+            meter: meter.clone(),
+        },
+        CtlCommand::ModMeter { meter } => Request::ModMeter {
+            meter: meter.clone(),
+        },
+        CtlCommand::DelMeters { meter } => Request::DelMeters {
+            meter_id: meter.as_deref().map(meter_id_of).transpose()?,
+        },
+        CtlCommand::DumpMeters => Request::DumpMeters,
+        CtlCommand::DumpTables => Request::DumpTables,
     })
 }
 
@@ -230,6 +253,11 @@ fn group_id_of(text: &str) -> Result<u32, String> {
     n.parse().map_err(|_| format!("{text:?} is not group_id=N"))
 }
 
+fn meter_id_of(text: &str) -> Result<u32, String> {
+    let n = text.trim().strip_prefix("meter=").unwrap_or(text.trim());
+    n.parse().map_err(|_| format!("{text:?} is not meter=N"))
+}
+
 fn flows_file(file: &Path) -> Result<Vec<String>, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     Ok(text
@@ -241,6 +269,17 @@ fn flows_file(file: &Path) -> Result<Vec<String>, String> {
 }
 
 /// Prints the switch's answer to `req` for people.
+/// Prints a report of type `T` from the answer's data with `text`.
+fn show<T: serde::de::DeserializeOwned>(
+    data: serde_json::Value,
+    text: impl Fn(&T) -> String,
+) -> Result<(), String> {
+    let report: T =
+        serde_json::from_value(data).map_err(|e| format!("unexpected response: {e}"))?;
+    print!("{}", text(&report));
+    Ok(())
+}
+
 fn print_answer(req: Request, data: serde_json::Value) -> Result<(), String> {
     let parse_err = |e: serde_json::Error| format!("unexpected response: {e}");
     match req {
@@ -256,18 +295,9 @@ fn print_answer(req: Request, data: serde_json::Value) -> Result<(), String> {
                 );
             }
         }
-        Request::ShowPmd => {
-            let pmds: Vec<PmdReport> = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", pmd_text(&pmds));
-        }
-        Request::ShowChains => {
-            let chains: Vec<ChainReport> = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", chains_text(&chains));
-        }
-        Request::ShowTraffic => {
-            let t: Vec<TrafficReport> = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", traffic_text(&t));
-        }
+        Request::ShowPmd => show(data, |r: &Vec<PmdReport>| pmd_text(r))?,
+        Request::ShowChains => show(data, |r: &Vec<ChainReport>| chains_text(r))?,
+        Request::ShowTraffic => show(data, |r: &Vec<TrafficReport>| traffic_text(r))?,
         Request::DumpFlows { .. } => {
             let flows: Vec<FlowReport> = serde_json::from_value(data).map_err(parse_err)?;
             for f in flows {
@@ -288,32 +318,59 @@ fn print_answer(req: Request, data: serde_json::Value) -> Result<(), String> {
             "deleted {} group(s) and {} flow(s) naming them",
             data["deleted"], data["rules_deleted"]
         ),
-        Request::DumpGroups => {
-            let groups: Vec<nfv_control::protocol::GroupReport> =
-                serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", groups_text(&groups));
-        }
-        Request::ShowNode => {
-            let n: NodeReport = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", node_text(&n));
-        }
-        Request::ShowRxqs => {
-            let r: RxqsReport = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", rxqs_text(&r));
-        }
-        Request::PmdRebalance { .. } => {
-            let r: RebalanceReport = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", rebalance_text(&r));
-        }
+        Request::DumpGroups => show(data, |r: &Vec<nfv_control::protocol::GroupReport>| {
+            groups_text(r)
+        })?,
+        Request::DumpTables => show(data, |r: &Vec<nfv_control::protocol::TableReport>| {
+            tables_text(r)
+        })?,
+        Request::AddMeter { .. } => println!("added meter {}", data["added"]),
+        Request::ModMeter { .. } => println!("modified meter {}", data["modified"]),
+        Request::DelMeters { .. } => println!(
+            "deleted {} meter(s) and {} flow(s) naming them",
+            data["deleted"], data["rules_deleted"]
+        ),
+        Request::DumpMeters => show(data, |r: &Vec<nfv_control::protocol::MeterReport>| {
+            meters_text(r)
+        })?,
+        Request::ShowNode => show(data, |r: &NodeReport| node_text(r))?,
+        Request::ShowRxqs => show(data, |r: &RxqsReport| rxqs_text(r))?,
+        Request::PmdRebalance { .. } => show(data, |r: &RebalanceReport| rebalance_text(r))?,
         Request::PmdRxqMove { port, queue, pmd } => {
             println!("rx queue {queue} of port {port} is now polled by PMD {pmd}")
         }
-        Request::Trace { .. } => {
-            let t: TraceReport = serde_json::from_value(data).map_err(parse_err)?;
-            print!("{}", trace_text(&t));
-        }
+        Request::Trace { .. } => show(data, |r: &TraceReport| trace_text(r))?,
     }
     Ok(())
+}
+
+/// `dump-tables`: one line per table that holds rules.
+pub fn tables_text(tables: &[nfv_control::protocol::TableReport]) -> String {
+    tables
+        .iter()
+        .map(|t| {
+            format!(
+                " table={}: active={}, matched={} packets, {} bytes\n",
+                t.table, t.rules, t.matched_packets, t.matched_bytes
+            )
+        })
+        .collect()
+}
+
+/// `dump-meters`: one line per meter, with its counters.
+pub fn meters_text(meters: &[nfv_control::protocol::MeterReport]) -> String {
+    if meters.is_empty() {
+        return "no meters\n".into();
+    }
+    meters
+        .iter()
+        .map(|m| {
+            format!(
+                "{} packets={} bytes={} band: dropped packets={} bytes={} rules={}\n",
+                m.meter, m.packets, m.bytes, m.band_packets, m.band_bytes, m.rules
+            )
+        })
+        .collect()
 }
 
 /// `dump-groups`: each group as `add-group` text, then its buckets'
@@ -359,6 +416,19 @@ decided by: {}
             out += "rule:       none matches: dropped (no_match)
 "
         }
+    }
+    if t.tables.len() > 1 {
+        out += "tables:\n";
+        for st in &t.tables {
+            out += &match &st.rule {
+                Some(r) => format!("  table {}: {r}\n", st.table),
+                None => format!(
+                    "  table {}: no rule matches: the pipeline ends here\n",
+                    st.table
+                ),
+            };
+        }
+        out += "actions of the whole pipeline:\n";
     }
     for (i, s) in t.steps.iter().enumerate() {
         out += &format!(
@@ -486,24 +556,28 @@ pub fn drops_text(d: &std::collections::BTreeMap<String, u64>) -> String {
 }
 
 pub fn ports_table(ports: &[PortReport]) -> Table {
-    let mut t = Table::new(&[
-        "port", "name", "type", "rx pkts", "rx Mpps", "rx Gbps", "tx pkts", "tx Mpps", "tx Gbps",
-        "rx drops", "tx drops",
-    ]);
+    use nfv_ports::PORT_FIGURES;
+    // Per direction: the figures with a column of their own, as
+    // `PORT_FIGURES` declares them, then the direction's rates; the drops
+    // by reason last.
+    let shown = |rx: bool| {
+        PORT_FIGURES
+            .iter()
+            .filter_map(move |f| Some((f, f.export(rx)?.column?)))
+    };
+    let mut head = vec!["port", "name", "type"];
+    head.extend(shown(true).map(|(_, c)| c).chain(["rx Mpps", "rx Gbps"]));
+    head.extend(shown(false).map(|(_, c)| c).chain(["tx Mpps", "tx Gbps"]));
+    head.extend(["rx drops", "tx drops"]);
+    let mut t = Table::new(&head);
     for p in ports {
-        t.row(vec![
-            p.no.to_string(),
-            p.name.clone(),
-            p.type_name.clone(),
-            p.rx.packets.to_string(),
-            format!("{:.3}", p.rx.mpps),
-            format!("{:.3}", p.rx.gbps),
-            p.tx.packets.to_string(),
-            format!("{:.3}", p.tx.mpps),
-            format!("{:.3}", p.tx.gbps),
-            drops_text(&p.rx.drops),
-            drops_text(&p.tx.drops),
-        ]);
+        let mut row = vec![p.no.to_string(), p.name.clone(), p.type_name.clone()];
+        for (rx, d) in [(true, &p.rx), (false, &p.tx)] {
+            row.extend(shown(rx).map(|(f, _)| (f.get)(&d.figures).to_string()));
+            row.extend([format!("{:.3}", d.mpps), format!("{:.3}", d.gbps)]);
+        }
+        row.extend([drops_text(&p.rx.drops), drops_text(&p.tx.drops)]);
+        t.row(row);
     }
     t
 }
@@ -558,51 +632,45 @@ pub fn pmd_table(pmds: &[PmdReport]) -> String {
 }
 
 pub fn chains_text(chains: &[ChainReport]) -> String {
+    use nfv_control::vnf_figures::{VNF_FIGURES, VnfValue};
     if chains.is_empty() {
         return "no chains configured\n".into();
     }
-    let mut t = Table::new(&[
-        "chain",
-        "hop",
-        "VNF",
-        "rx Mpps",
-        "rx Gbps",
-        "tx Mpps",
-        "tx Gbps",
-        "drops",
-        "connected",
-    ]);
+    // A row per VNF with the figures `VNF_FIGURES` gives a column, then
+    // the chain's total under the columns that have one.
+    let shown: Vec<_> = VNF_FIGURES.iter().filter(|f| f.column.is_some()).collect();
+    let mut head = vec!["chain", "hop", "VNF"];
+    head.extend(shown.iter().filter_map(|f| f.column));
+    let mut t = Table::new(&head);
     for c in chains {
         for (i, v) in c.vnfs.iter().enumerate() {
-            t.row(vec![
-                c.name.clone(),
-                (i + 1).to_string(),
-                v.name.clone(),
-                format!("{:.3}", v.rx_mpps),
-                format!("{:.3}", v.rx_gbps),
-                format!("{:.3}", v.tx_mpps),
-                format!("{:.3}", v.tx_gbps),
-                v.drops.to_string(),
-                if v.connected {
-                    "yes".into()
-                } else {
-                    "NO".into()
-                },
-            ]);
+            let mut row = vec![c.name.clone(), (i + 1).to_string(), v.name.clone()];
+            row.extend(shown.iter().map(|f| match (f.get)(v) {
+                VnfValue::Real(x) => format!("{x:.3}"),
+                VnfValue::Count(n) => n.to_string(),
+                VnfValue::Flag(true) => "yes".into(),
+                VnfValue::Flag(false) => "NO".into(),
+            }));
+            t.row(row);
         }
-        t.row(vec![
-            c.name.clone(),
-            "total".into(),
-            c.hops.join(" > "),
-            format!("{:.3}", c.ingress_mpps),
-            String::new(),
-            format!("{:.3}", c.egress_mpps),
-            format!("{:.3}", c.egress_gbps),
-            format!("{:.2}%", c.loss_percent),
-            String::new(),
-        ]);
+        let mut total = vec![c.name.clone(), "total".into(), c.hops.join(" > ")];
+        total.extend(shown.iter().map(|f| chain_cell(c, f.name)));
+        t.row(total);
     }
     t.to_string()
+}
+
+/// What a chain's total row shows under the column of VNF figure `name`:
+/// traffic in under the VNFs' rx rate, out under their tx rates, the loss
+/// under their drops.
+fn chain_cell(c: &ChainReport, name: &str) -> String {
+    match name {
+        "rx_mpps" => format!("{:.3}", c.ingress_mpps),
+        "tx_mpps" => format!("{:.3}", c.egress_mpps),
+        "tx_gbps" => format!("{:.3}", c.egress_gbps),
+        "drops" => format!("{:.2}%", c.loss_percent),
+        _ => String::new(),
+    }
 }
 
 fn us(ns: u64) -> String {
@@ -720,4 +788,95 @@ fn access_text(n: &NodeReport) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nfv_control::protocol::{DirectionReport, QueueReport, VnfReport};
+    use nfv_ports::QueueFigures;
+
+    fn port(no: u16, name: &str, drops: &[(&str, u64)]) -> PortReport {
+        let dir = |packets, mpps| DirectionReport {
+            figures: QueueFigures {
+                packets,
+                bytes: packets * 64,
+                ..Default::default()
+            },
+            drops: drops.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
+            mpps,
+            gbps: mpps * 0.512,
+        };
+        PortReport {
+            no,
+            name: name.into(),
+            type_name: "ring".into(),
+            rx: dir(1_000_000, 1.25),
+            tx: dir(999, 0.0),
+            rx_queues: vec![QueueReport {
+                queue: 0,
+                pmd: Some(0),
+                figures: QueueFigures {
+                    packets: 1_000_000,
+                    bytes: 64_000_000,
+                    cycles: 9_000_000,
+                },
+                drops: 0,
+            }],
+            tx_queues: Vec::new(),
+            info: Default::default(),
+            error: None,
+        }
+    }
+
+    fn vnf(name: &str, port: u16, connected: bool) -> VnfReport {
+        VnfReport {
+            name: name.into(),
+            port,
+            rx_mpps: 2.5,
+            rx_gbps: 1.28,
+            tx_mpps: 2.25,
+            tx_gbps: 1.152,
+            rx_packets: 10,
+            tx_packets: 9,
+            drops: 1,
+            connected,
+        }
+    }
+
+    /// The columns and cells of `show ports` and `show chains`, as
+    /// operators and scripts read them.
+    #[test]
+    fn ports_and_chains_tables_keep_their_columns() {
+        let t = ports_table(&[
+            port(1, "a", &[]),
+            port(12, "bb", &[("tx_full", 3), ("no_match", 2)]),
+        ]);
+        assert_eq!(
+            t.to_string(),
+            concat!(
+                "port  name  type  rx pkts  rx Mpps  rx Gbps  tx pkts  tx Mpps  tx Gbps  rx drops              tx drops\n",
+                "   1  a     ring  1000000    1.250    0.640      999    0.000    0.000                     0                     0\n",
+                "  12  bb    ring  1000000    1.250    0.640      999    0.000    0.000  no_match=2,tx_full=3  no_match=2,tx_full=3\n",
+            )
+        );
+        let c = ChainReport {
+            name: "c1".into(),
+            hops: vec!["in".into(), "v1".into(), "v2".into(), "out".into()],
+            ingress_mpps: 3.0,
+            egress_mpps: 2.0,
+            egress_gbps: 1.024,
+            loss_percent: 33.333,
+            vnfs: vec![vnf("v1", 3, true), vnf("v2", 4, false)],
+        };
+        assert_eq!(
+            chains_text(&[c]),
+            concat!(
+                "chain  hop    VNF                 rx Mpps  rx Gbps  tx Mpps  tx Gbps  drops   connected\n",
+                "c1         1  v1                    2.500    1.280    2.250    1.152       1  yes\n",
+                "c1         2  v2                    2.500    1.280    2.250    1.152       1  NO\n",
+                "c1     total  in > v1 > v2 > out    3.000             2.000    1.024  33.33%\n",
+            )
+        );
+    }
 }

@@ -283,6 +283,8 @@ pub fn node_config(run: &Run, setup: &Setup, dir: &Path, pmd_cores: &[usize]) ->
         },
         ports,
         flows: vec![],
+        groups: vec![],
+        meters: vec![],
         chains,
     }
 }
@@ -697,7 +699,7 @@ impl Window {
         let z = (QueueSnapshot::default(), QueueSnapshot::default());
         let a = self.first.ports.get(&id).unwrap_or(&z);
         let b = self.last.ports.get(&id).unwrap_or(&z);
-        (diff(&b.0, &a.0), diff(&b.1, &a.1))
+        (b.0.since(&a.0), b.1.since(&a.1))
     }
 
     /// Each VNF of `chains`, chain by chain.
@@ -751,18 +753,6 @@ impl Window {
             })
             .collect()
     }
-}
-
-fn diff(now: &QueueSnapshot, then: &QueueSnapshot) -> QueueSnapshot {
-    let mut d = QueueSnapshot {
-        packets: now.packets.wrapping_sub(then.packets),
-        bytes: now.bytes.wrapping_sub(then.bytes),
-        ..Default::default()
-    };
-    for (i, x) in d.drops.iter_mut().enumerate() {
-        *x = now.drops[i].wrapping_sub(then.drops[i]);
-    }
-    d
 }
 
 impl Drop for Testbed {

@@ -333,6 +333,50 @@ fn trace_names_the_tier_the_rule_the_actions_and_the_outputs() {
     ] {
         assert!(human.contains(want), "{want:?} in:\n{human}");
     }
+    // A pipeline: every table is listed with its rule, the actions add up.
+    for flow in [
+        "priority=30,in_port=1,icmp,actions=write_metadata:0x7/0xff,goto_table:3",
+        "table=3,metadata=0x7/0xff,actions=mod_nw_tos:184,goto_table:4",
+        "table=4,ip,nw_tos=184,actions=output:2",
+    ] {
+        assert!(ctl(&d, &["add-flow", flow]).status.success(), "{flow}");
+    }
+    let t = ctl_json(&d, &["trace", "in_port=1,icmp"]);
+    let tables: Vec<u64> = t["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["table"].as_u64().unwrap())
+        .collect();
+    assert_eq!(tables, vec![0, 3, 4], "{t}");
+    assert_eq!(
+        t["tables"][2]["rule"].as_str(),
+        Some("priority=32768,table=4,ip,nw_tos=184,actions=output:2"),
+        "{t}"
+    );
+    assert_eq!(
+        t["steps"][0]["action"].as_str(),
+        Some("mod_nw_tos:184"),
+        "{t}"
+    );
+    assert_eq!(t["outputs"][0].as_str(), Some("2 (sink0)"), "{t}");
+    let human = String::from_utf8_lossy(&ctl(&d, &["trace", "in_port=1,icmp"]).stdout).to_string();
+    assert!(
+        human.contains("  table 3: priority=32768,table=3,"),
+        "{human}"
+    );
+    // dump-flows with table= shows that table only.
+    let t3 = ctl_json(&d, &["dump-flows", "table=3"]);
+    assert_eq!(t3.as_array().unwrap().len(), 1, "{t3}");
+    let tables = ctl_json(&d, &["dump-tables"]);
+    let ids: Vec<u64> = tables
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["table"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![0, 3, 4], "{tables}");
+    assert_eq!(tables[1]["rules"], 1, "{tables}");
     // Descriptions that are not one packet are refused, naming why.
     for (packet, why) in [
         ("udp,tp_dst=53", "in_port"),

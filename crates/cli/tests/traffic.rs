@@ -113,14 +113,40 @@ fn ndr_search_prints_ndr_and_pdr() {
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{stdout}{stderr}");
-    // Far below what a PMD forwards: loss-free at the maximum.
+    // The search runs from the maximum down and prints both rates. Far
+    // below what a PMD forwards, an idle machine finds the maximum
+    // loss-free; a busy one can deschedule the PMD long enough within a
+    // 0.2 s trial to lose some (seen at load average 7: NDR 0.0125 Mpps),
+    // so what is asserted is what holds either way: the first trial runs
+    // at the maximum, NDR is loss-free and within the searched range, PDR
+    // is at least NDR.
     assert!(stderr.contains("trial  1 [PDR] 0.0200 Mpps"), "{stderr}");
+    let rate_of = |label: &str| -> f64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label:?} line in {stdout}"));
+        line[label.len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no rate in {line:?}"))
+    };
+    let ndr = rate_of("NDR (0 loss)");
+    let pdr = rate_of("PDR (<= 0.5 % loss)");
     assert!(
-        stdout.contains("NDR (0 loss)") && stdout.contains("0.0200 Mpps"),
-        "{stdout}"
+        (0.005..=0.02).contains(&ndr),
+        "NDR {ndr} Mpps outside 0.005..0.02: {stdout}"
     );
-    assert!(stdout.contains("PDR (<= 0.5 % loss)"), "{stdout}");
-    assert!(stdout.contains("lost 0 of 4000"), "{stdout}");
+    assert!(
+        pdr >= ndr && pdr <= 0.02,
+        "PDR {pdr} vs NDR {ndr}: {stdout}"
+    );
+    let ndr_line = stdout
+        .lines()
+        .find(|l| l.starts_with("NDR"))
+        .unwrap_or_default();
+    assert!(ndr_line.contains("lost 0 of"), "NDR is loss-free: {stdout}");
 
     // Refusals name what is wrong.
     let refuse = |args: &[&str], want: &str| {

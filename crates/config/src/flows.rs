@@ -18,6 +18,7 @@ pub(crate) fn flow(
     field: &str,
     rule: &S<String>,
     ports: &[PortConfig],
+    defined: &Defined,
 ) -> Result<Vec<FlowSpec>> {
     let spec = nfv_flow::parse_flow(rule.get_ref()).map_err(|e| {
         doc.err(
@@ -36,6 +37,18 @@ pub(crate) fn flow(
         ));
     }
     for a in &spec.actions {
+        let undefined = match *a {
+            Action::Group(g) if !defined.groups.contains(&g) => Some(format!("group {g}")),
+            Action::Meter(m) if !defined.meters.contains(&m) => Some(format!("meter {m}")),
+            _ => None,
+        };
+        if let Some(what) = undefined {
+            return Err(doc.err(
+                rule.span(),
+                field,
+                format!("{what} is not defined (add it to `groups`/`meters`)"),
+            ));
+        }
         if let Action::Output(p) = *a
             && !known(p)
         {
@@ -69,4 +82,58 @@ fn no_such_port(what: &str, id: u16, ports: &[PortConfig]) -> String {
         msg.push_str(&format!(" (ports: {}{more})", list.join(", ")));
     }
     msg
+}
+
+/// The ids `groups` and `meters` define, for the rules' `group:N` and
+/// `meter:N`.
+#[derive(Default)]
+pub(crate) struct Defined {
+    pub groups: std::collections::BTreeSet<u32>,
+    pub meters: std::collections::BTreeSet<u32>,
+}
+
+/// Checks `groups` and `meters` (each parses, ids unique); returns their
+/// texts and ids.
+pub(crate) fn groups_and_meters(
+    doc: &Doc<'_>,
+    groups: &[S<String>],
+    meters: &[S<String>],
+) -> Result<(Vec<String>, Vec<String>, Defined)> {
+    let mut defined = Defined::default();
+    for (i, g) in groups.iter().enumerate() {
+        let field = format!("groups[{i}]");
+        let parsed = nfv_flow::parse_group(g.get_ref()).map_err(|e| {
+            doc.err(
+                g.span(),
+                &field,
+                format!("cannot parse {:?}: {e}", g.get_ref()),
+            )
+        })?;
+        if !defined.groups.insert(parsed.id) {
+            return Err(doc.err(
+                g.span(),
+                &field,
+                format!("group {} is defined twice", parsed.id),
+            ));
+        }
+    }
+    for (i, m) in meters.iter().enumerate() {
+        let field = format!("meters[{i}]");
+        let parsed = nfv_flow::meter::parse_meter(m.get_ref()).map_err(|e| {
+            doc.err(
+                m.span(),
+                &field,
+                format!("cannot parse {:?}: {e}", m.get_ref()),
+            )
+        })?;
+        if !defined.meters.insert(parsed.id) {
+            return Err(doc.err(
+                m.span(),
+                &field,
+                format!("meter {} is defined twice", parsed.id),
+            ));
+        }
+    }
+    let text = |v: &[S<String>]| v.iter().map(|s| s.get_ref().clone()).collect();
+    Ok((text(groups), text(meters), defined))
 }

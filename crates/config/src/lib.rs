@@ -12,6 +12,13 @@
 //! flows = [                        # optional; must come before the first [table]
 //!   "priority=10,in_port=1,actions=output:2",
 //! ]
+//! groups = [                       # optional (ovs-ofctl add-group text); before the first [table]
+//!   "group_id=1,type=select,bucket=output:3,bucket=output:4",
+//! ]
+//! meters = [                       # optional (ovs-ofctl add-meter text); before the first [table]
+//!   "meter=1,kbps,band=type=drop,rate=1000",
+//! ]
+//! # A rule's group:N or meter:N must name one of these.
 //!
 //! [node]                           # optional
 //! name = "gen-sink"                # [a-zA-Z0-9_.-]{1,64}; default: the file stem
@@ -54,8 +61,8 @@
 //! name = "gen0"                    # required, unique, [a-zA-Z0-9_.-]{1,32}
 //! id = 1                           # required, unique OpenFlow port number 1..=65279
 //! type = "generator"               # required: "generator" | "sink" | "receiver" | "pcap" | "ring" |
-//!                                  #   "vhost-user" | "afxdp" | "afpacket" | "tap" | "memif"
-//!                                  #   (nfv_port_types::PORT_TYPES)
+//!                                  #   "vhost-user" | "afxdp" | "afpacket" | "tap" | "memif" |
+//!                                  #   "vxlan" | "null" (nfv_port_types::PORT_TYPES)
 //! rxqs = 1                         # 1..=64, default 1 (not for "vhost-user": see `queues`)
 //! # type = "generator" (all optional):
 //! #   frame_size = 64              # 64..=9000, and at most memory.frame_size - 128; or "imix":
@@ -70,7 +77,16 @@
 //! #   count = 1000                 # >= 1; default: forever
 //! #   src_mac = "02:00:00:00:00:01"   dst_mac = "02:00:00:00:00:02"  (src must be unicast)
 //! #   src_ip = "10.0.0.1"   dst_ip = "10.0.0.2"   src_port = 1024   dst_port = 5001
+//! #   family = "ipv4"              # "ipv4": Ethernet/IPv4/UDP frames from src_ip to dst_ip |
+//! #                                #   "ipv6": Ethernet/IPv6/UDP from src_ip6 to dst_ip6 (UDP
+//! #                                #   checksum filled in; flows count up the source address's
+//! #                                #   low bits); the other family's addresses, and stamp with
+//! #                                #   "ipv6", are refused
+//! #   src_ip6 = "fd00::1"   dst_ip6 = "fd00::2"    (only with family = "ipv6")
 //! # type = "receiver": no keys of its own; a sink that accounts stamped frames per stream
+//! # type = "null" (nfv_null; takes every frame, receives none, never backpressures):
+//! #   max_frame = 1518             # optional, 60..=65535: longer frames are dropped as too_big;
+//! #                                #   default: every frame is taken
 //! # type = "pcap" (at least one of replay / capture):
 //! #   replay = "data/in.pcap"      # frames to receive
 //! #   capture = "/tmp/out.pcap"    # where transmitted frames are written
@@ -197,6 +213,11 @@ pub struct NodeConfig {
     pub ports: Vec<PortConfig>,
     /// In file order (`flows` first, then `[[flow]]` tables).
     pub flows: Vec<nfv_flow::FlowSpec>,
+    /// `groups` and `meters`, as `add-group`/`add-meter` text (checked at
+    /// load: they parse, ids are unique, every `group:N` and `meter:N` of
+    /// `flows` names one); the node installs them before the rules.
+    pub groups: Vec<String>,
+    pub meters: Vec<String>,
     /// Service chains (`[[chain]]` tables), in file order; their steering
     /// rules are installed by the node, not listed in `flows`.
     pub chains: Vec<ChainConfig>,
@@ -349,9 +370,10 @@ pub fn parse_str(
         .iter()
         .enumerate()
         .map(|(i, t)| (format!("flow[{i}].rule"), &t.get_ref().rule));
+    let (groups, meters, defined) = flows::groups_and_meters(&doc, &raw.groups, &raw.meters)?;
     let flows = from_list
         .chain(from_tables)
-        .map(|(field, rule)| flows::flow(&doc, &field, rule, &ports))
+        .map(|(field, rule)| flows::flow(&doc, &field, rule, &ports, &defined))
         .collect::<Result<Vec<_>>>()?
         .into_iter()
         .flatten()
@@ -369,6 +391,8 @@ pub fn parse_str(
         chains: chain::chains(&doc, &raw.chain, &ports)?,
         ports,
         flows,
+        groups,
+        meters,
     })
 }
 

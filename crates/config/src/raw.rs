@@ -23,6 +23,10 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub flows: Vec<S<String>>,
     #[serde(default)]
+    pub groups: Vec<S<String>>,
+    #[serde(default)]
+    pub meters: Vec<S<String>>,
+    #[serde(default)]
     pub flow: Vec<S<RawFlow>>,
     #[serde(default)]
     pub chain: Vec<S<RawChain>>,

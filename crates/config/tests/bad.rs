@@ -624,6 +624,36 @@ fn out_of_range_values() {
             "port[0].dst_ip",
             "not an IPv4 address",
         ),
+        gen_key(
+            "gen family",
+            "family = \"ipv5\"",
+            "port[0].family",
+            "unknown variant `ipv5`, expected `ipv4` or `ipv6`",
+        ),
+        gen_key(
+            "gen ip6 with ipv4",
+            "dst_ip6 = \"fd00::2\"",
+            "port[0].dst_ip6",
+            "not used with family = \"ipv4\" (its frames take `dst_ip`)",
+        ),
+        gen_key(
+            "gen ip6 is v4",
+            "src_ip6 = \"10.0.0.1\"\nfamily = \"ipv6\"",
+            "port[0].src_ip6",
+            "\"10.0.0.1\" is not an IPv6 address",
+        ),
+        gen_key(
+            "gen ip with ipv6",
+            "src_ip = \"10.0.0.1\"\nfamily = \"ipv6\"",
+            "port[0].src_ip",
+            "not used with family = \"ipv6\" (its frames take `src_ip6`)",
+        ),
+        gen_key(
+            "gen stamp with ipv6",
+            "stamp = true\nfamily = \"ipv6\"",
+            "port[0].stamp",
+            "only written into IPv4 frames",
+        ),
         Bad {
             name: "pcap loops",
             text: "[[port]]\nname = \"p\"\nid = 1\ntype = \"pcap\"\nreplay = \"a.pcap\"\nloops = -1\n",

@@ -108,3 +108,58 @@ fn bad_flows_name_their_index_and_the_parser_message() {
         },
     ]);
 }
+
+/// `groups` and `meters` are checked at load and rules may name them;
+/// a rule naming one not defined, a duplicate id or text that does not
+/// parse is refused at its line.
+#[test]
+fn groups_and_meters_are_defined_before_the_rules_name_them() {
+    let text = with_ports(
+        "groups = [\"group_id=1,type=all,bucket=output:2\"]\n\
+         meters = [\"meter=3,pktps,band=type=drop,rate=1000\"]\n\
+         flows = [\"in_port=1,actions=meter:3,group:1\"]\n",
+    );
+    let c = common::parse(text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.groups, ["group_id=1,type=all,bucket=output:2"]);
+    assert_eq!(c.meters, ["meter=3,pktps,band=type=drop,rate=1000"]);
+    assert_eq!(c.flows[0].actions, [Action::Meter(3), Action::Group(1)]);
+    check_all(&[
+        Bad {
+            name: "undefined meter",
+            text: with_ports("flows = [\"in_port=1,actions=meter:9,output:2\"]\n"),
+            line: 1,
+            field: "flows[0]",
+            msg: "meter 9 is not defined",
+        },
+        Bad {
+            name: "undefined group",
+            text: with_ports("meters = []\nflows = [\n  \"in_port=1,actions=group:4\",\n]\n"),
+            line: 3,
+            field: "flows[0]",
+            msg: "group 4 is not defined",
+        },
+        Bad {
+            name: "duplicate meter",
+            text: with_ports(
+                "meters = [\"meter=1,band=type=drop,rate=5\", \"meter=1,band=type=drop,rate=6\"]\n",
+            ),
+            line: 1,
+            field: "meters[1]",
+            msg: "meter 1 is defined twice",
+        },
+        Bad {
+            name: "meter text",
+            text: with_ports("meters = [\"meter=1,colour=red\"]\n"),
+            line: 1,
+            field: "meters[0]",
+            msg: "unknown item",
+        },
+        Bad {
+            name: "group text",
+            text: with_ports("groups = [\"group_id=1,type=bogus\"]\n"),
+            line: 1,
+            field: "groups[0]",
+            msg: "cannot parse",
+        },
+    ]);
+}

@@ -10,7 +10,7 @@ use nfv_afxdp::{AfXdpConfig, SendInPlace, XdpBindMode};
 use nfv_config::{NodeConfig, PmdConfig, parse_port_table, parse_str};
 use nfv_mem::{HugepageMode, MemoryConfig};
 use nfv_memif::MemifConfig;
-use nfv_ports::config::{GeneratorConfig, PcapConfig, PortConfig, PortKind, RingConfig};
+use nfv_ports::config::{GeneratorConfig, IpFamily, PcapConfig, PortConfig, PortKind, RingConfig};
 use nfv_tap::TapConfig;
 use nfv_vhost::{VhostUserConfig, VhostUserMode};
 
@@ -34,6 +34,8 @@ fn an_empty_file_gets_every_default() {
             pmd: PmdConfig::default_for(2),
             ports: vec![],
             flows: vec![],
+            groups: vec![],
+            meters: vec![],
             chains: vec![],
         }
     );
@@ -170,6 +172,9 @@ size = 32
                     dst_mac: [0xff; 6],
                     src_ip: Ipv4Addr::new(192, 168, 1, 1),
                     dst_ip: Ipv4Addr::new(192, 168, 1, 2),
+                    family: IpFamily::Ipv4,
+                    src_ip6: GeneratorConfig::default().src_ip6,
+                    dst_ip6: GeneratorConfig::default().dst_ip6,
                     src_port: 0,
                     dst_port: 65535,
                 }),
@@ -263,6 +268,40 @@ peer = "ra"
         })
     );
     assert!(c.ports.iter().all(|p| p.rxqs == 1));
+}
+
+#[test]
+fn generator_family_ipv6_takes_its_own_addresses() {
+    let c = parse(
+        "[[port]]\nname = \"g\"\nid = 1\ntype = \"generator\"\nfamily = \"ipv6\"\n\
+         src_ip6 = \"2001:db8::10\"\ndst_ip6 = \"2001:db8::20\"\nflows = 100\n\
+         [[port]]\nname = \"h\"\nid = 2\ntype = \"generator\"\nfamily = \"ipv6\"\n",
+    );
+    let PortKind::Generator(g) = &c.ports[0].kind else {
+        panic!()
+    };
+    assert_eq!(
+        (g.family, g.src_ip6, g.dst_ip6, g.flows),
+        (
+            IpFamily::Ipv6,
+            "2001:db8::10".parse().unwrap(),
+            "2001:db8::20".parse().unwrap(),
+            100
+        )
+    );
+    // The defaults, fd00::1 -> fd00::2.
+    assert_eq!(
+        c.ports[1].kind,
+        PortKind::Generator(GeneratorConfig {
+            family: IpFamily::Ipv6,
+            ..Default::default()
+        })
+    );
+    let PortKind::Generator(g) = &c.ports[1].kind else {
+        panic!()
+    };
+    assert_eq!(g.src_ip6.to_string(), "fd00::1");
+    assert_eq!(g.dst_ip6.to_string(), "fd00::2");
 }
 
 #[test]

@@ -35,6 +35,10 @@ pub enum NodeError {
     /// No type in `nfv_port_types::PORT_TYPES` opens ports of this `type`.
     #[error("port type {0:?} is not registered in nfv-control")]
     UnregisteredType(&'static str),
+    /// A group or meter of the config that the table refused (a config
+    /// built in code skips the file's checks).
+    #[error("{0}")]
+    Config(String),
 }
 
 /// A control request the node refused.
@@ -70,6 +74,12 @@ pub enum RequestError {
     /// A group edit or a rule naming a group the table refused.
     #[error("{0}")]
     Group(#[from] nfv_flow::table::GroupError),
+    /// A meter text that does not parse.
+    #[error("{0}")]
+    MeterText(#[from] nfv_flow::meter::MeterParseError),
+    /// A meter edit the table refused.
+    #[error("{0}")]
+    Meter(#[from] nfv_flow::table::MeterError),
     /// A trace's packet description is not a packet (a wildcard, a
     /// priority, no in_port).
     #[error("trace: {0}")]

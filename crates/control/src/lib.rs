@@ -8,14 +8,14 @@
 //! No module imports one that imports it back (`scripts/mod-cycles
 //! crates/control`). Below [`node`] is what needs no node: [`protocol`],
 //! [`error`], [`access`], [`attachments`] (with `attachment_limits`),
-//! [`attachment_state`], [`rates`], [`chains`], [`pmu`], `socket_path`
-//! and the parts the node holds (`balance`, `expiry`, `routes`). Above it is what takes a node: the `impl Node`
-//! modules (`ports`, `requests`, `reports`, `attach`, `rebalance`), the
-//! threads (`sampling`, `rebalance`, `expiry_thread`), [`trial`] and
-//! [`server`]. A part whose work needs the node is split in two, its
-//! state below and its node side above: `rates` and `sampling`, `balance`
-//! and `rebalance`, `expiry` and `expiry_thread`, `attachments` and
-//! `attach`.
+//! [`attachment_state`], [`rates`], [`chains`], [`pmu`], [`vnf_figures`],
+//! `socket_path` and the parts the node holds (`balance`, `expiry`,
+//! `routes`). Above it is what takes a node: the `impl Node` modules
+//! (`ports`, `requests`, `reports`, `attach`, `rebalance`), the threads
+//! (`sampling`, `rebalance`, `expiry_thread`), [`trial`] and [`server`].
+//! A part whose work needs the node is split in two, its state below and
+//! its node side above: `rates` and `sampling`, `balance` and
+//! `rebalance`, `expiry` and `expiry_thread`, `attachments` and `attach`.
 
 pub mod access;
 mod attach;
@@ -40,6 +40,7 @@ mod sampling;
 pub mod server;
 mod socket_path;
 pub mod trial;
+pub mod vnf_figures;
 
 pub use access::Caller;
 pub use error::{NodeError, RequestError};

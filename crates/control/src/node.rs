@@ -109,7 +109,9 @@ impl Node {
                 nfv_config::AccessConfig::token_file_for(&socket, &cfg.name)
             }),
         };
-        // Rules first, so the first packets find them.
+        // Groups and meters, then the rules naming them (checked at load),
+        // so the first packets find them all.
+        install_groups_and_meters(&table, cfg)?;
         table.add_flows(cfg.flows.iter().cloned());
         table.add_flows(crate::chains::steering(&cfg.chains)?);
         // Generators last, so their first packets find every other port.
@@ -190,4 +192,21 @@ impl Node {
         self.flow_expiry.stop();
         self.datapath.shutdown();
     }
+}
+
+/// The config's groups and meters, into the table (before its rules).
+fn install_groups_and_meters(
+    table: &nfv_flow::table::SharedFlowTable,
+    cfg: &NodeConfig,
+) -> Result<(), NodeError> {
+    let refused = |e: &dyn std::fmt::Display| NodeError::Config(e.to_string());
+    for g in &cfg.groups {
+        let g = nfv_flow::parse_group(g).map_err(|e| refused(&e))?;
+        table.add_group(g).map_err(|e| refused(&e))?;
+    }
+    for m in &cfg.meters {
+        let m = nfv_flow::meter::parse_meter(m).map_err(|e| refused(&e))?;
+        table.add_meter(m).map_err(|e| refused(&e))?;
+    }
+    Ok(())
 }

@@ -1,7 +1,10 @@
 //! The control-socket protocol: one JSON request per line, one JSON
 //! response per line. Typed on both sides; the CLI and tests share it.
 
+/// One VNF of a chain: its figures are declared in `vnf_figures.rs`.
+pub use crate::vnf_figures::VnfReport;
 use nfv_datapath::stats::PmdSnapshot;
+use nfv_ports::QueueFigures;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -76,6 +79,24 @@ pub enum Request {
     },
     /// Every group with its buckets' counters.
     DumpGroups,
+    /// A meter in `ovs-ofctl add-meter` syntax; refused if its id exists.
+    AddMeter {
+        meter: String,
+    },
+    /// Replaces a meter (same syntax); refused if its id does not exist.
+    ModMeter {
+        meter: String,
+    },
+    /// Deletes a meter (every meter when `meter_id` is absent) and the
+    /// rules that name it.
+    DelMeters {
+        #[serde(default)]
+        meter_id: Option<u32>,
+    },
+    /// Every meter with its counters.
+    DumpMeters,
+    /// Per table: its rules and the packets they matched.
+    DumpTables,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -95,6 +116,33 @@ pub struct GroupReport {
     pub group: String,
     pub buckets: Vec<BucketReport>,
     /// Rules whose actions name this group.
+    pub rules: usize,
+}
+
+/// `dump-tables`: one table that holds rules. `matched` adds up the
+/// rules' counters (a packet through a pipeline counts in every table it
+/// matched in).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TableReport {
+    pub table: u8,
+    pub rules: usize,
+    pub matched_packets: u64,
+    pub matched_bytes: u64,
+}
+
+/// `dump-meters`: one meter.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MeterReport {
+    pub meter_id: u32,
+    /// The meter as `add-meter` text.
+    pub meter: String,
+    /// Packets and bytes that reached the meter.
+    pub packets: u64,
+    pub bytes: u64,
+    /// Of those, what its drop band dropped.
+    pub band_packets: u64,
+    pub band_bytes: u64,
+    /// Rules whose actions name this meter.
     pub rules: usize,
 }
 
@@ -164,8 +212,10 @@ pub struct MemoryReport {
 /// Counters of one direction of a port.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct DirectionReport {
-    pub packets: u64,
-    pub bytes: u64,
+    /// Every per-port figure (`nfv_ports::PORT_FIGURES`) by name, summed
+    /// over the direction's queues.
+    #[serde(flatten)]
+    pub figures: QueueFigures,
     /// Drops by reason (only non-zero reasons are listed).
     pub drops: BTreeMap<String, u64>,
     /// Rate over the last sampling interval.
@@ -173,13 +223,31 @@ pub struct DirectionReport {
     pub gbps: f64,
 }
 
+/// Reads its figures as the JSON flattens them: `report.rx.packets`.
+impl std::ops::Deref for DirectionReport {
+    type Target = QueueFigures;
+    fn deref(&self) -> &QueueFigures {
+        &self.figures
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct QueueReport {
     pub queue: usize,
     pub pmd: Option<usize>,
-    pub packets: u64,
-    pub bytes: u64,
+    /// Every per-port figure (`nfv_ports::PORT_FIGURES`) by name.
+    #[serde(flatten)]
+    pub figures: QueueFigures,
+    /// All reasons.
     pub drops: u64,
+}
+
+/// Reads its figures as the JSON flattens them: `queue.packets`.
+impl std::ops::Deref for QueueReport {
+    type Target = QueueFigures;
+    fn deref(&self) -> &QueueFigures {
+        &self.figures
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -358,6 +426,11 @@ pub struct TraceReport {
     /// matches, the packet is dropped as `no_match`).
     pub rule: Option<String>,
     pub cookie: Option<u64>,
+    /// Every table the packet was looked up in, in order, with the rule
+    /// it matched there (`None`: that table missed and the pipeline
+    /// ended); one entry unless the rule goes on to later tables.
+    #[serde(default)]
+    pub tables: Vec<TraceTableReport>,
     pub steps: Vec<TraceStepReport>,
     /// Actions never applied: after the last output, or after a drop
     /// (`dec_ttl` on a TTL of 0 or 1).
@@ -369,28 +442,17 @@ pub struct TraceReport {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TraceTableReport {
+    pub table: u8,
+    pub rule: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct TraceStepReport {
     pub action: String,
     /// The packet's fields after the action.
     pub packet: String,
     pub note: Option<String>,
-}
-
-/// One VNF of a chain, from the switch's side of its vhost-user port.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct VnfReport {
-    pub name: String,
-    pub port: u16,
-    /// What the VNF received (the switch sent to it).
-    pub rx_mpps: f64,
-    pub rx_gbps: f64,
-    /// What the VNF sent back into the switch.
-    pub tx_mpps: f64,
-    pub tx_gbps: f64,
-    pub rx_packets: u64,
-    pub tx_packets: u64,
-    pub drops: u64,
-    pub connected: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -7,6 +7,9 @@
 //! This module is what is kept ([`RateSampler`]) and read; the thread that
 //! reads the node's counters is `sampling.rs`, above the node.
 
+/// One VNF of a chain over one interval: its rates are declared in
+/// `vnf_figures.rs`.
+pub use crate::vnf_figures::VnfRates;
 use nfv_datapath::stats::PmdSnapshot;
 use nfv_flow::PortNo;
 use serde::{Deserialize, Serialize};
@@ -51,19 +54,6 @@ pub struct PmdRates {
     pub busy_percent: f64,
     /// Busy TSC cycles per received packet; `None` without packets.
     pub cycles_per_packet: Option<f64>,
-}
-
-/// One VNF of a chain over one interval (rx = what the VNF received).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct VnfRates {
-    pub name: String,
-    pub port: PortNo,
-    pub rx_mpps: f64,
-    pub rx_gbps: f64,
-    pub tx_mpps: f64,
-    pub tx_gbps: f64,
-    /// Drops on the VNF's port, both directions.
-    pub drops_per_sec: f64,
 }
 
 /// One chain over one interval.

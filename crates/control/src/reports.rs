@@ -23,8 +23,7 @@ impl Node {
                             QueueReport {
                                 queue: i,
                                 pmd: pmd(i),
-                                packets: s.packets,
-                                bytes: s.bytes,
+                                figures: s.figures(),
                                 drops: s.total_drops(),
                             }
                         })
@@ -228,8 +227,7 @@ fn recent_or(
 
 fn direction(s: &QueueSnapshot, rate: (f64, f64)) -> DirectionReport {
     DirectionReport {
-        packets: s.packets,
-        bytes: s.bytes,
+        figures: s.figures(),
         drops: DropReason::ALL
             .iter()
             .zip(s.drops)

@@ -65,6 +65,24 @@ impl Node {
                 json!({ "deleted": groups, "rules_deleted": rules })
             }
             Request::DumpGroups => serde_json::to_value(self.dump_groups())?,
+            Request::AddMeter { meter } => {
+                let m = nfv_flow::meter::parse_meter(meter)?;
+                let id = m.id;
+                self.datapath.table().add_meter(m)?;
+                json!({ "added": id })
+            }
+            Request::ModMeter { meter } => {
+                let m = nfv_flow::meter::parse_meter(meter)?;
+                let id = m.id;
+                self.datapath.table().mod_meter(m)?;
+                json!({ "modified": id })
+            }
+            Request::DelMeters { meter_id } => {
+                let (meters, rules) = self.datapath.table().del_meters(*meter_id);
+                json!({ "deleted": meters, "rules_deleted": rules })
+            }
+            Request::DumpMeters => serde_json::to_value(self.dump_meters())?,
+            Request::DumpTables => serde_json::to_value(self.dump_tables())?,
             Request::ClearStats => {
                 self.clear_stats();
                 json!({})
@@ -98,6 +116,53 @@ impl Node {
         let n = specs.len();
         self.datapath.table().add_flows_checked(specs)?;
         Ok(n)
+    }
+
+    /// Per table that holds rules: how many, and what they matched.
+    pub fn dump_tables(&self) -> Vec<crate::protocol::TableReport> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut tables = std::collections::BTreeMap::<u8, crate::protocol::TableReport>::new();
+        for r in self.datapath.table().snapshot().classifier.rules() {
+            let t = r.spec.matches.key.table();
+            let e = tables.entry(t).or_insert(crate::protocol::TableReport {
+                table: t,
+                rules: 0,
+                matched_packets: 0,
+                matched_bytes: 0,
+            });
+            e.rules += 1;
+            e.matched_packets += r.stats.packets.load(Relaxed);
+            e.matched_bytes += r.stats.bytes.load(Relaxed);
+        }
+        tables.into_values().collect()
+    }
+
+    /// Every meter, its counters and how many rules name it.
+    pub fn dump_meters(&self) -> Vec<crate::protocol::MeterReport> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let table = self.datapath.table().snapshot();
+        let rules = table.classifier.rules();
+        table
+            .meters
+            .values()
+            .map(|m| crate::protocol::MeterReport {
+                meter_id: m.id,
+                meter: m.to_string(),
+                packets: m.packets_in.load(Relaxed),
+                bytes: m.bytes_in.load(Relaxed),
+                band_packets: m.band_packets.load(Relaxed),
+                band_bytes: m.band_bytes.load(Relaxed),
+                rules: rules
+                    .iter()
+                    .filter(|r| {
+                        r.spec
+                            .actions
+                            .iter()
+                            .any(|a| *a == nfv_flow::Action::Meter(m.id))
+                    })
+                    .count(),
+            })
+            .collect()
     }
 
     /// Every group, its buckets' counters and how many rules name it.
@@ -183,6 +248,14 @@ impl Node {
             },
             rule: t.rule.as_ref().map(|r| r.spec.to_string()),
             cookie: t.rule.as_ref().map(|r| r.spec.cookie),
+            tables: t
+                .stages
+                .iter()
+                .map(|s| crate::protocol::TraceTableReport {
+                    table: s.table,
+                    rule: s.rule.as_ref().map(|r| r.spec.to_string()),
+                })
+                .collect(),
             steps: t
                 .steps
                 .iter()

@@ -4,7 +4,7 @@
 
 use crate::node::Node;
 use crate::rates::{
-    ChainRates, INTERVAL, Latest, PmdRates, PortRates, Rate, RateSample, RateSampler, VnfRates,
+    ChainRates, INTERVAL, Latest, PmdRates, PortRates, Rate, RateSample, RateSampler,
 };
 use nfv_datapath::PortView;
 use nfv_datapath::stats::PmdSnapshot;
@@ -51,17 +51,12 @@ fn chain_rates(chains: &[crate::protocol::ChainReport], ports: &[PortRates]) -> 
             vnfs: c
                 .vnfs
                 .iter()
-                .map(|v| VnfRates {
-                    name: v.name.clone(),
-                    port: v.port,
-                    rx_mpps: v.rx_mpps,
-                    rx_gbps: v.rx_gbps,
-                    tx_mpps: v.tx_mpps,
-                    tx_gbps: v.tx_gbps,
-                    drops_per_sec: ports
+                .map(|v| {
+                    let drops_per_sec = ports
                         .iter()
                         .find(|p| p.no == v.port)
-                        .map_or(0.0, |p| p.rx_drops_per_sec + p.tx_drops_per_sec),
+                        .map_or(0.0, |p| p.rx_drops_per_sec + p.tx_drops_per_sec);
+                    v.rates(drops_per_sec)
                 })
                 .collect(),
         })

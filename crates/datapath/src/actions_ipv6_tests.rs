@@ -91,6 +91,9 @@ fn pool() -> std::sync::Arc<PacketPool> {
 }
 
 type Edit = fn(&mut Packet) -> Result<(), DropReason>;
+/// (name, frame, edit, (offset from the IPv6 header, new bytes), whether
+/// the L4 checksum may move)
+type Case = (&'static str, Vec<u8>, Edit, (usize, Vec<u8>), bool);
 
 fn run(input: &[u8], edit: Edit) -> Result<Vec<u8>, DropReason> {
     let pool = pool();
@@ -119,8 +122,7 @@ fn l4_csum(f: &[u8]) -> usize {
 
 #[test]
 fn ipv6_rewrites_keep_the_l4_checksum_valid_and_touch_nothing_else() {
-    // (name, frame, edit, (offset from the IPv6 header, new bytes), L4 checksum may move)
-    let cases: Vec<(&str, Vec<u8>, Edit, (usize, Vec<u8>), bool)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "tcp ipv6_src",
             tcp6(),

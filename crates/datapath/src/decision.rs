@@ -16,6 +16,7 @@ use arrayvec::ArrayVec;
 use nfv_flow::emc::{EmcLookup, ExactMatchCache};
 use nfv_flow::extract::{MIN_FRAME, extract_into};
 use nfv_flow::megaflow::MegaflowCache;
+use nfv_flow::pipeline;
 use nfv_flow::table::FlowTable;
 use nfv_flow::{FlowKey, PortNo, Rule};
 use nfv_mem::hint::prefetch;
@@ -366,6 +367,7 @@ impl Decision {
             (0u64, 0u64, 0u64, 0u64);
         let (mut emc_probes, mut emc_probe_hits) = (0u32, 0u32);
         let mut repeated = 0u64;
+        let mut resolutions = 0u64;
         // The tier that answered the packet before, whose answer a repeat
         // of its key takes (and is counted under).
         let mut last_tier = Tier::Miss;
@@ -400,6 +402,8 @@ impl Decision {
             }
             let key = &self.keys[i];
             let hash = self.hashes[i];
+            // A resolved pipeline's rule, owned here for this packet.
+            let resolved: Option<Arc<Rule>>;
             let from_emc = match &self.emc {
                 Some(emc) if probing => {
                     emc_probes += 1;
@@ -433,12 +437,28 @@ impl Decision {
                 }
                 (None, None) => {
                     let classifier = &self.table.classifier;
-                    let r = if self.megaflows.is_some() {
+                    let (r, mask) = if self.megaflows.is_some() {
                         let found = classifier.lookup_with_mask(key);
                         megaflow = megaflow_of(&found);
-                        found.rule
+                        (found.rule, found.mask)
                     } else {
-                        classifier.lookup(key)
+                        (classifier.lookup(key), FlowKey::ZERO)
+                    };
+                    // A rule that goes on to later tables: the whole
+                    // pipeline's decision, as one rule (slow path only:
+                    // the caches keep the result).
+                    let r = match r {
+                        Some(first) if first.pipeline => {
+                            let res = pipeline::resolve(classifier, key, first, mask);
+                            if self.megaflows.is_some() {
+                                megaflow =
+                                    MegaflowCache::worth_caching(&res.mask).then_some(res.mask);
+                            }
+                            resolved = Some(pipeline::composite(first, &res));
+                            resolutions += 1;
+                            resolved.as_ref()
+                        }
+                        other => other,
                     };
                     classifier_hits += u64::from(r.is_some());
                     last_tier = if r.is_some() {
@@ -503,6 +523,7 @@ impl Decision {
         c.classifier_hits += classifier_hits;
         c.table_misses += misses;
         c.repeated_keys += repeated;
+        c.pipeline_resolutions += resolutions;
     }
 
     /// Credits the rules hit by the last batch (last hit at TSC `now`,
@@ -510,7 +531,7 @@ impl Decision {
     #[inline]
     pub fn settle(&mut self, now: u64) {
         for h in self.verdicts.hits.drain(..) {
-            h.rule.stats.add(h.packets, h.bytes, now);
+            h.rule.credit(h.packets, h.bytes, now);
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::interpreter::{GroupTally, Interpreter};
 use crate::mac_learning::MacTable;
 use crate::stats::PmdCounters;
 use nfv_flow::PortNo;
+use nfv_flow::meter::{MeterBudget, Meters};
 use nfv_flow::table::{FlowTable, Groups};
 use nfv_mem::{Batch, PoolCache};
 use nfv_ports::{DropReason, PortStats, QueueCounters, TxQueue};
@@ -30,6 +31,9 @@ pub struct Element {
     /// The groups of the table generation in use (the interpreter's
     /// `group:N`), and this batch's bucket counts.
     groups: Arc<Groups>,
+    /// The generation's meters, and this PMD's tokens in hand for them.
+    meters: Arc<Meters>,
+    budget: MeterBudget,
     tally: GroupTally,
 }
 
@@ -44,6 +48,8 @@ impl Element {
     ) -> Element {
         Element {
             groups: table.groups.clone(),
+            meters: table.meters.clone(),
+            budget: MeterBudget::default(),
             tally: GroupTally::default(),
             decision: Decision::new(emc_entries, megaflow_entries, table),
             fabric: Fabric::default(),
@@ -71,6 +77,7 @@ impl Element {
     /// Switches to a new flow table generation (flushing the EMC).
     pub fn set_table(&mut self, table: Arc<FlowTable>) {
         self.groups = table.groups.clone();
+        self.meters = table.meters.clone();
         self.decision.set_table(table);
     }
 
@@ -143,12 +150,16 @@ impl Element {
                         pool,
                         groups: &self.groups,
                         tally: &mut self.tally,
+                        meters: &self.meters,
+                        budget: &mut self.budget,
+                        now_tsc: self.now_tsc,
                     }
                     .run(&rule.spec.actions, pkt),
                 },
             }
         }
         self.tally.flush();
+        self.budget.settle();
         self.decision.settle(self.now_tsc);
     }
 

@@ -11,6 +11,7 @@
 use crate::actions;
 use crate::fabric::Fabric;
 use crate::mac_learning::MacTable;
+use nfv_flow::meter::{MeterBudget, Meters};
 use nfv_flow::table::Groups;
 use nfv_flow::{Action, FlowKey, Group, GroupType, PortNo};
 use nfv_mem::{Packet, PoolCache};
@@ -54,6 +55,11 @@ pub(crate) struct Interpreter<'a> {
     pub groups: &'a Groups,
     /// Bucket counts of this batch, added to the buckets once at its end.
     pub tally: &'a mut GroupTally,
+    /// The table generation's meters (`meter:N`), the PMD's tokens in
+    /// hand for them, and its coarse TSC clock.
+    pub meters: &'a Meters,
+    pub budget: &'a mut MeterBudget,
+    pub now_tsc: u64,
 }
 
 /// Per-batch packet and byte counts of the group buckets used: one
@@ -148,7 +154,13 @@ impl Interpreter<'_> {
                 Action::SetIpv6Label(l) => actions::set_ipv6_label(&mut pkt, *l).into(),
                 Action::DecTtl => actions::dec_ttl(&mut pkt).into(),
                 // Checked at install; the tunnel port writes its own VNI.
-                Action::SetTunnel(_) => Step::Next,
+                // A resolved pipeline's rule holds none of these (see
+                // `nfv_flow::pipeline`); nothing to do to the packet.
+                Action::Meter(m) => self.meter(*m, &pkt),
+                Action::SetTunnel(_)
+                | Action::GotoTable(_)
+                | Action::Resubmit(_)
+                | Action::WriteMetadata { .. } => Step::Next,
                 // OpenFlow: never back out of the in_port.
                 Action::Output(out) if *out == self.in_port => Step::Next,
                 Action::Output(out) if last => {
@@ -199,6 +211,18 @@ impl Interpreter<'_> {
             Step::Carried
         } else {
             Step::Next
+        }
+    }
+
+    /// `meter:N`: on if the meter's rate allows the packet, else a
+    /// `meter_drop` (a meter the table lacks lets everything pass: rules
+    /// naming one are refused, and deleting one deletes its rules).
+    fn meter(&mut self, id: u32, pkt: &Packet) -> Step {
+        match self.meters.get(&id) {
+            Some(m) if !self.budget.admit(m, pkt.frame_len() as u64, self.now_tsc) => {
+                Step::Failed(DropReason::MeterDrop)
+            }
+            _ => Step::Next,
         }
     }
 

@@ -10,16 +10,11 @@
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// How a PMD figure behaves over time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FigureKind {
-    /// Only grows (until clear-stats): rates and [`PmdSnapshot::since`]
-    /// subtract it.
-    Counter,
-    /// The latest value (an occupancy): never subtracted.
-    Gauge,
-}
+/// How a PMD figure behaves over time: a counter only grows (until
+/// clear-stats; rates and [`PmdSnapshot::since`] subtract it), a gauge is
+/// the latest value (an occupancy, never subtracted). One kind for every
+/// family of figures.
+pub use nfv_ports::FigureKind;
 
 /// What a figure counts, for the readers that scale it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -182,6 +177,10 @@ pmd_figures! {
             "Packets that matched no rule (dropped as no_match).";
         repeated_keys: Counter Decisions, None,
             "Decisions that reused the answer for the packet before (same key), also counted under that answer's tier.";
+        /// Slow path only: the caches keep the resolved rule, so this
+        /// grows with new flows through a pipeline, not with packets.
+        pipeline_resolutions: Counter Decisions, None,
+            "Classifier decisions that followed goto_table/resubmit through later tables.";
     }
     housekeeping {
         cache_bytes: Gauge Bytes, Some("cache KiB"),

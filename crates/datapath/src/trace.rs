@@ -8,7 +8,8 @@
 //! nothing.
 
 use crate::decision::megaflow_of;
-use nfv_flow::key::{FRAG_LATER, VLAN_PRESENT, VLAN_VID_MASK};
+use nfv_flow::key::VLAN_PRESENT;
+use nfv_flow::pipeline::{self, Stage};
 use nfv_flow::table::FlowTable;
 use nfv_flow::{Action, FlowKey, Match, PortNo, Rule};
 use nfv_wire::{EtherType, IpProtocol};
@@ -46,9 +47,11 @@ pub struct Trace {
     /// The rule that matched (`None`: no rule matches; dropped and counted
     /// `no_match`).
     pub rule: Option<Arc<Rule>>,
+    /// Every table consulted, in order, with the rule each matched (one
+    /// stage unless the rule goes on with `goto_table`/`resubmit`).
+    pub stages: Vec<Stage>,
     pub steps: Vec<Step>,
-    /// Actions never applied: those after the last output, or after an
-    /// action that dropped the packet (`dec_ttl` on a TTL of 0 or 1).
+    /// Actions after the last output: never applied.
     pub unused: Vec<Action>,
     /// Where the packet (or a copy) leaves, in order.
     pub outputs: Vec<Output>,
@@ -70,8 +73,8 @@ pub enum Output {
 /// Traces `packet` (its `in_port` set) through `table`.
 pub fn trace(table: &FlowTable, packet: FlowKey) -> Trace {
     let in_port = packet.in_port();
-    let (tier, rule) = match table.port_wide.rule_for(in_port) {
-        Some(r) => (Tier::PortWide, Some(r.clone())),
+    let (mut tier, rule, mask) = match table.port_wide.rule_for(in_port) {
+        Some(r) => (Tier::PortWide, Some(r.clone()), None),
         None => {
             let found = table.classifier.lookup_with_mask(&packet);
             // Misses are cached too (the answer "no rule").
@@ -83,13 +86,18 @@ pub fn trace(table: &FlowTable, packet: FlowKey) -> Trace {
                 probes: found.probes,
                 megaflow,
             };
-            (tier, found.rule.cloned())
+            (tier, found.rule.cloned(), Some(found.mask))
         }
     };
     let mut t = Trace {
         packet,
-        tier,
+        tier: tier.clone(),
         rule: rule.clone(),
+        stages: vec![Stage {
+            table: packet.table(),
+            key: packet,
+            rule: rule.clone(),
+        }],
         steps: Vec::new(),
         unused: Vec::new(),
         outputs: Vec::new(),
@@ -97,7 +105,23 @@ pub fn trace(table: &FlowTable, packet: FlowKey) -> Trace {
     let Some(rule) = rule else {
         return t;
     };
-    let actions = &rule.spec.actions;
+    // A pipeline: every table's rule, and the actions they add up to, as
+    // the PMD resolves it (with the union of the lookups' masks cached).
+    let actions = if rule.pipeline {
+        let res = pipeline::resolve(&table.classifier, &packet, &rule, mask.unwrap_or_default());
+        if let Tier::Classifier { megaflow, .. } = &mut tier {
+            *megaflow =
+                nfv_flow::megaflow::MegaflowCache::worth_caching(&res.mask).then(|| Match {
+                    key: packet.masked(&res.mask),
+                    mask: res.mask,
+                });
+        }
+        t.tier = tier;
+        t.stages = res.stages;
+        res.actions
+    } else {
+        rule.spec.actions.clone()
+    };
     // As the interpreter: nothing after the last output is applied.
     let last = actions.iter().rposition(Action::is_output);
     let applied = last.map_or(0, |l| l + 1);
@@ -135,7 +159,8 @@ fn is_ip(k: &FlowKey) -> bool {
     k.dl_type() == EtherType::IPV4.0 || k.dl_type() == EtherType::IPV6.0
 }
 
-/// `action`'s effect on the fields `k`, and its outputs.
+/// `action`'s effect on the fields `k` ([`nfv_flow::pipeline::edit_key`],
+/// as the later tables see them), its outputs, and a note.
 fn apply(
     k: &mut FlowKey,
     action: Action,
@@ -144,27 +169,14 @@ fn apply(
     covered: &mut Vec<u16>,
     outputs: &mut Vec<Output>,
 ) -> Option<String> {
+    let before = *k;
+    nfv_flow::pipeline::edit_key(k, &action);
     match action {
-        Action::SetDlSrc(m) => k.set_dl_src(m),
-        Action::SetDlDst(m) => k.set_dl_dst(m),
-        Action::SetVlanVid(vid) => {
-            let tci = k.vlan_tci();
-            let pcp = if tci & VLAN_PRESENT != 0 {
-                tci & 0xe000
-            } else {
-                0
-            };
-            k.set_vlan_tci(pcp | VLAN_PRESENT | (vid & VLAN_VID_MASK));
-        }
-        Action::PushVlan(_) => {
-            if k.vlan_tci() & VLAN_PRESENT != 0 {
-                covered.push(k.vlan_tci());
-            }
-            k.set_vlan_tci(VLAN_PRESENT);
+        Action::PushVlan(_) if before.vlan_tci() & VLAN_PRESENT != 0 => {
+            covered.push(before.vlan_tci());
         }
         Action::StripVlan => {
-            let had = k.vlan_tci() & VLAN_PRESENT != 0;
-            if !had {
+            if before.vlan_tci() & VLAN_PRESENT == 0 {
                 return Some("no tag: nothing to strip".into());
             }
             return Some(match covered.pop() {
@@ -172,10 +184,7 @@ fn apply(
                     k.set_vlan_tci(tci);
                     "outer tag removed: the tag it was pushed over is the outer one again".into()
                 }
-                None => {
-                    k.set_vlan_tci(0);
-                    "outer tag removed (an inner tag, if any, is now the outer one)".into()
-                }
+                None => "outer tag removed (an inner tag, if any, is now the outer one)".into(),
             });
         }
         Action::SetNwSrc(_)
@@ -188,7 +197,12 @@ fn apply(
         | Action::SetNwTos(_)
         | Action::SetNwEcn(_)
         | Action::SetNwTtl(_)
-        | Action::DecTtl => return Some(apply_ip(k, action)),
+        | Action::DecTtl => return Some(ip_note(&before, action)),
+        Action::Meter(m) => {
+            return Some(format!(
+                "meter {m}: on while within its rate, else dropped (meter_drop)"
+            ));
+        }
         Action::SetTunnel(vni) => {
             return Some(format!(
                 "tunnel outputs send with VNI {vni} (checked against the tunnel port at install)"
@@ -215,83 +229,45 @@ fn apply(
                     .into(),
             );
         }
+        Action::SetDlSrc(_)
+        | Action::SetDlDst(_)
+        | Action::SetVlanVid(_)
+        | Action::PushVlan(_)
+        | Action::GotoTable(_)
+        | Action::Resubmit(_)
+        | Action::WriteMetadata { .. } => {}
     }
     None
 }
 
-/// An IPv4 or IPv6 rewrite's effect on the key (the fields it holds), as
-/// a note.
-fn apply_ip(k: &mut FlowKey, action: Action) -> String {
+/// What an IPv4 or IPv6 rewrite did to a packet with the fields `k`
+/// (before it), in words.
+fn ip_note(k: &FlowKey, action: Action) -> String {
     let ipv4 = k.dl_type() == EtherType::IPV4.0;
     let ipv6 = k.dl_type() == EtherType::IPV6.0;
     let l4 = matches!(IpProtocol(k.nw_proto()), IpProtocol::TCP | IpProtocol::UDP);
     match action {
-        Action::SetNwSrc(a) | Action::SetNwDst(a) => {
-            if !ipv4 {
-                return "not IPv4: unchanged".into();
-            }
-            if matches!(action, Action::SetNwSrc(_)) {
-                k.set_nw_src(a);
-            } else {
-                k.set_nw_dst(a);
-            }
-            "IPv4 and TCP/UDP checksums updated".into()
+        Action::SetNwSrc(_) | Action::SetNwDst(_) if !ipv4 => "not IPv4: unchanged",
+        Action::SetNwSrc(_) | Action::SetNwDst(_) => "IPv4 and TCP/UDP checksums updated",
+        Action::SetIpv6Src(_) | Action::SetIpv6Dst(_) | Action::SetIpv6Label(_) if !ipv6 => {
+            "not IPv6: unchanged"
         }
-        Action::SetIpv6Src(a) | Action::SetIpv6Dst(a) => {
-            if !ipv6 {
-                return "not IPv6: unchanged".into();
-            }
-            let a = u128::from_be_bytes(a);
-            if matches!(action, Action::SetIpv6Src(_)) {
-                k.set_ipv6_src(a);
-            } else {
-                k.set_ipv6_dst(a);
-            }
-            "TCP/UDP/ICMPv6 checksum updated".into()
+        Action::SetIpv6Src(_) | Action::SetIpv6Dst(_) => "TCP/UDP/ICMPv6 checksum updated",
+        Action::SetIpv6Label(_) => "flow label rewritten",
+        Action::SetTpSrc(_) | Action::SetTpDst(_) if !((ipv4 || ipv6) && l4) => {
+            "not TCP or UDP over IP: unchanged"
         }
-        Action::SetIpv6Label(l) => {
-            if !ipv6 {
-                return "not IPv6: unchanged".into();
-            }
-            k.set_ipv6_label(l);
-            "flow label rewritten".into()
+        Action::SetTpSrc(_) | Action::SetTpDst(_) => {
+            "checksum updated (a later fragment, without ports, is unchanged)"
         }
-        Action::SetTpSrc(p) | Action::SetTpDst(p) => {
-            if !((ipv4 || ipv6) && l4) {
-                return "not TCP or UDP over IP: unchanged".into();
-            }
-            if k.ip_frag() & FRAG_LATER != 0 {
-                return "a later fragment (no ports): unchanged".into();
-            }
-            if matches!(action, Action::SetTpSrc(_)) {
-                k.set_tp_src(p);
-            } else {
-                k.set_tp_dst(p);
-            }
-            "checksum updated".into()
-        }
-        _ if !(ipv4 || ipv6) => "not IP: unchanged".into(),
-        Action::SetNwTos(t) => {
-            k.set_nw_tos((k.nw_tos() & 0x03) | (t & 0xfc));
-            "DSCP rewritten".into()
-        }
-        Action::SetNwEcn(e) => {
-            k.set_nw_tos((k.nw_tos() & 0xfc) | (e & 0x03));
-            "ECN rewritten".into()
-        }
-        Action::SetNwTtl(t) => {
-            k.set_nw_ttl(t);
-            "TTL rewritten".into()
-        }
-        Action::DecTtl => {
-            if k.nw_ttl() <= 1 {
-                return "TTL 0 or 1: dropped (ttl_expired)".into();
-            }
-            k.set_nw_ttl(k.nw_ttl() - 1);
-            "TTL decremented".into()
-        }
-        _ => "header rewritten".into(),
+        _ if !(ipv4 || ipv6) => "not IP: unchanged",
+        Action::DecTtl if k.nw_ttl() <= 1 => "TTL 0 or 1: dropped (ttl_expired)",
+        Action::DecTtl => "TTL decremented",
+        Action::SetNwTtl(_) => "TTL rewritten",
+        Action::SetNwEcn(_) => "ECN rewritten",
+        _ => "DSCP rewritten",
     }
+    .into()
 }
 
 /// What `group:N` does, as a note.

@@ -37,6 +37,8 @@ mod frames;
 mod ipv6;
 #[path = "fixtures/outputs.rs"]
 mod outputs;
+#[path = "fixtures/pipeline.rs"]
+mod pipeline;
 use frames::*;
 
 type Log = Arc<Mutex<Vec<(PortNo, Vec<u8>)>>>;

@@ -6,6 +6,9 @@ use crate::key::PortNo;
 /// are reserved.
 pub const MAX_GROUP_ID: u32 = 0xffff_ff00;
 
+/// Largest meter id (`OFPM_MAX`) a `meter:N` action may name.
+pub const MAX_METER_ID: u32 = 0xffff_0000;
+
 /// One action of a rule. An empty action list means `drop`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -74,9 +77,31 @@ pub enum Action {
     /// is dropped (counted as `ttl_expired`) instead, as a router would
     /// (OVS sends it to the controller; nfvswitch has none yet).
     DecTtl,
+    /// `goto_table:N` — look the packet (as the actions before changed it)
+    /// up in table N, a later table; the rule's last action.
+    GotoTable(u8),
+    /// `resubmit(,N)` — look the packet up in table N (a later one) and
+    /// run that rule's actions here, then go on with the ones after.
+    Resubmit(u8),
+    /// `write_metadata:VALUE[/MASK]` — sets the masked bits of the
+    /// `metadata` field the later tables match.
+    WriteMetadata { value: u64, mask: u64 },
+    /// `meter:N` — the packet goes on only if meter N's rate allows it;
+    /// else it is dropped (`meter_drop`) and counted on the meter's band.
+    Meter(u32),
 }
 
 impl Action {
+    /// True for the actions that continue the pipeline ([`crate::pipeline`]):
+    /// a rule with one is never run as it is, but resolved into the
+    /// actions of every table the packet passes.
+    pub fn is_pipeline(&self) -> bool {
+        matches!(
+            self,
+            Action::GotoTable(_) | Action::Resubmit(_) | Action::WriteMetadata { .. }
+        )
+    }
+
     /// True for actions that send the packet somewhere: the interpreter
     /// applies nothing after the last of them.
     pub fn is_output(&self) -> bool {

@@ -337,6 +337,25 @@ impl Classifier {
         let fkey = filter.matches.key.masked(&fmask);
         let mut removed = 0;
         match filter.priority {
+            // Strict without `table=`: that match and priority in every
+            // table (a walk; the probe below needs the table's number).
+            Some(p) if fmask.table() == 0 => {
+                return self
+                    .remove_rules(
+                        |mask| {
+                            let mut m = *mask;
+                            m.set_table(0);
+                            m == fmask
+                        },
+                        |k| {
+                            let mut k = *k;
+                            k.set_table(0);
+                            k == fkey
+                        },
+                        |r| r.spec.priority == p && filter.cookie_selects(r.spec.cookie),
+                    )
+                    .len();
+            }
             Some(p) => {
                 if let Some(shared) = self.subtables.iter_mut().find(|s| s.mask == fmask)
                     && let Some(bucket) = shared.buckets.get(&MaskedKey(fkey))
@@ -533,7 +552,9 @@ impl Classifier {
         let mut above: Vec<Match> = Vec::new();
         for r in self.rules() {
             let m = &r.spec.matches;
-            if in_port & m.mask.in_port() != m.key.in_port() {
+            // Packets arrive in table 0 (a rule going on to later tables
+            // has no single output and stops the search below).
+            if m.key.table() != 0 || in_port & m.mask.in_port() != m.key.in_port() {
                 continue;
             }
             let to = r.single_output.filter(|&p| p != in_port);
@@ -549,6 +570,7 @@ impl Classifier {
             out = Some(to);
             let mut rest = m.mask;
             rest.set_in_port(0);
+            rest.set_table(0);
             if rest == FlowKey::ZERO {
                 return out;
             }

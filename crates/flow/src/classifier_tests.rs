@@ -287,14 +287,15 @@ fn one_hash_probe_for_rules_sharing_a_mask() {
 }
 
 /// The fields a filter names, as a mask.
+/// The mask of the fields `text` names, and the table (every lookup
+/// depends on the table it is in).
 fn fields(text: &str) -> FlowKey {
-    if text.is_empty() {
-        return FlowKey::ZERO;
-    }
-    parse_filter(text)
+    let mut m = parse_filter(text)
         .unwrap_or_else(|e| panic!("{text}: {e}"))
         .matches
-        .mask
+        .mask;
+    m.set_table(0xff);
+    m
 }
 
 /// Staged lookup: a miss joins the megaflow's mask with the fields up to

@@ -7,17 +7,31 @@
 //! classifier per packet. The whole cache is flushed whenever the flow
 //! table's version changes, which keeps cached `Arc<Rule>`s truthful.
 
-use crate::key::FlowKey;
+use crate::key::{BASE_WORDS, FlowKey, KEY_WORDS, PACKET_EXT};
 use crate::rule::Rule;
 use std::sync::Arc;
 
+/// One cache line: the key's base words (all an IPv4 packet sets), the
+/// hash and the answer. The other words live in a parallel array that
+/// only a key with [`PACKET_EXT`] (IPv6, ARP) reads, so IPv4 flows touch
+/// one line per probe, as with the old four-word key.
 #[derive(Clone, Default)]
 #[repr(align(64))]
 struct Slot {
-    key: FlowKey,
+    base: [u64; BASE_WORDS],
     hash: u32,
     valid: bool,
     rule: Option<Arc<Rule>>,
+}
+
+type Extended = [u64; KEY_WORDS - BASE_WORDS];
+
+impl Slot {
+    #[inline(always)]
+    fn holds(&self, key: &FlowKey, ext: &Extended) -> bool {
+        let base = (0..BASE_WORDS).fold(0, |acc, i| acc | (self.base[i] ^ key.w[i]));
+        base == 0 && (key.w[4] & PACKET_EXT == 0 || ext[..] == key.w[BASE_WORDS..])
+    }
 }
 
 /// Result of a cache probe.
@@ -29,6 +43,8 @@ pub enum EmcLookup<'a> {
 
 pub struct ExactMatchCache {
     slots: Box<[Slot]>,
+    /// Each slot's words past the base ones (read for extended keys only).
+    ext: Box<[Extended]>,
     mask: u32,
     version: u64,
 }
@@ -39,6 +55,7 @@ impl ExactMatchCache {
         let n = entries.max(2).next_power_of_two();
         ExactMatchCache {
             slots: vec![Slot::default(); n].into_boxed_slice(),
+            ext: vec![[0; KEY_WORDS - BASE_WORDS]; n].into_boxed_slice(),
             mask: (n - 1) as u32,
             version: 0,
         }
@@ -48,9 +65,10 @@ impl ExactMatchCache {
         self.slots.len()
     }
 
-    /// Bytes of its slots (fixed at creation).
+    /// Bytes of its slots (fixed at creation), the extended words' array
+    /// included (an IPv4-only workload never touches it).
     pub fn memory_bytes(&self) -> usize {
-        self.slots.len() * std::mem::size_of::<Slot>()
+        self.slots.len() * (std::mem::size_of::<Slot>() + std::mem::size_of::<Extended>())
     }
 
     /// Flushes the cache if the flow table changed since it was filled.
@@ -92,7 +110,7 @@ impl ExactMatchCache {
         let (a, b) = self.positions(hash);
         for i in [a, b] {
             let s = &self.slots[i];
-            if s.valid && s.hash == hash && s.key.same_packet(key) {
+            if s.valid && s.hash == hash && s.holds(key, &self.ext[i]) {
                 return EmcLookup::Hit(s.rule.as_ref());
             }
         }
@@ -103,13 +121,16 @@ impl ExactMatchCache {
     /// (an empty slot first, else the second way).
     pub fn insert(&mut self, key: &FlowKey, hash: u32, rule: Option<Arc<Rule>>) {
         let (a, b) = self.positions(hash);
-        let i = if !self.slots[a].valid || self.slots[a].key.same_packet(key) {
+        let i = if !self.slots[a].valid || self.slots[a].holds(key, &self.ext[a]) {
             a
         } else {
             b
         };
+        if key.w[4] & PACKET_EXT != 0 {
+            self.ext[i].copy_from_slice(&key.w[BASE_WORDS..]);
+        }
         let s = &mut self.slots[i];
-        s.key = *key;
+        s.base.copy_from_slice(&key.w[..BASE_WORDS]);
         s.hash = hash;
         s.valid = true;
         s.rule = rule;
@@ -171,5 +192,32 @@ mod tests {
                 assert_eq!(r.spec.priority, i);
             }
         }
+    }
+
+    /// IPv6 keys equal in their base words but not in their addresses
+    /// are different entries (the extended words are compared for them),
+    /// and an IPv4 key never matches a slot an IPv6 key left.
+    #[test]
+    fn extended_words_tell_ipv6_keys_apart() {
+        let mut emc = ExactMatchCache::new(64);
+        let v6 = |dst: u128| {
+            let mut k = FlowKey::ZERO;
+            k.set_dl_type(0x86dd);
+            k.set_ipv6_dst(dst);
+            k.w[4] |= PACKET_EXT;
+            k
+        };
+        let (a, b) = (v6(1), v6(2));
+        emc.insert(&a, a.packet_hash(), Some(rule(1)));
+        assert!(matches!(
+            emc.lookup(&a, a.packet_hash()),
+            EmcLookup::Hit(Some(_))
+        ));
+        // Same hash forced: only the extended words differ.
+        assert!(matches!(emc.lookup(&b, a.packet_hash()), EmcLookup::Miss));
+        let mut v4 = a;
+        v4.w[4] &= !PACKET_EXT;
+        v4.w[BASE_WORDS..].fill(0);
+        assert!(matches!(emc.lookup(&v4, a.packet_hash()), EmcLookup::Miss));
     }
 }

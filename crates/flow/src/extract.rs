@@ -46,7 +46,7 @@ pub fn extract(in_port: PortNo, frame: &[u8]) -> FlowKey {
 
 /// [`extract()`] into `k`, which holds [`FlowKey::ZERO`] or a key this
 /// function wrote (all its words are then written, or were zero). The PMD's loop builds each key where it keeps
-/// it: an IPv4 frame writes the five base words, and the eleven others
+/// it: an IPv4 frame writes the six base words, and the ten others
 /// only when the key there had them ([`PACKET_EXT`]) and they must go back
 /// to zero.
 #[inline(always)]
@@ -56,7 +56,7 @@ pub fn extract_into(in_port: PortNo, frame: &[u8], k: &mut FlowKey) {
         k.w[BASE_WORDS..].fill(0);
     }
     let Some(l2) = nfv_wire::l2::walk(frame) else {
-        k.w[..BASE_WORDS].copy_from_slice(&[in_port as u64, 0, 0, 0, 0]);
+        k.w[..BASE_WORDS].copy_from_slice(&[in_port as u64, 0, 0, 0, 0, 0]);
         return;
     };
     let eth = ethernet::EthernetFrame::new_unchecked(&frame[..ethernet::HEADER_LEN]);
@@ -94,6 +94,8 @@ pub fn extract_into(in_port: PortNo, frame: &[u8], k: &mut FlowKey) {
         dst | l3.tp_dst << 48,
         l3.w3,
         l3.w4,
+        // metadata: a packet enters the pipeline with none.
+        0,
     ]);
 }
 

@@ -45,6 +45,15 @@ impl fmt::Display for Action {
             Action::SetNwEcn(e) => write!(f, "mod_nw_ecn:{e}"),
             Action::SetNwTtl(t) => write!(f, "mod_nw_ttl:{t}"),
             Action::DecTtl => f.write_str("dec_ttl"),
+            Action::GotoTable(t) => write!(f, "goto_table:{t}"),
+            Action::Meter(m) => write!(f, "meter:{m}"),
+            Action::Resubmit(t) => write!(f, "resubmit(,{t})"),
+            Action::WriteMetadata { value, mask } if mask == u64::MAX => {
+                write!(f, "write_metadata:0x{value:x}")
+            }
+            Action::WriteMetadata { value, mask } => {
+                write!(f, "write_metadata:0x{value:x}/0x{mask:x}")
+            }
         }
     }
 }
@@ -205,8 +214,17 @@ impl Items<'_, '_> {
     }
 }
 
-fn write_match(items: &mut Items<'_, '_>, m: &Match) -> fmt::Result {
+/// The match's fields; `table=N` first when the mask holds the table,
+/// except table 0 when `implicit_table_0` (a rule's own table: a rule text
+/// without `table=` is in table 0, a filter's selects every table).
+fn write_match(items: &mut Items<'_, '_>, m: &Match, implicit_table_0: bool) -> fmt::Result {
     let (k, mk) = (&m.key, &m.mask);
+    match mk.table() {
+        0 => {}
+        0xff if implicit_table_0 && k.table() == 0 => {}
+        0xff => items.item(format_args!("table={}", k.table()))?,
+        mt => items.item(format_args!("table=0x{:x}/0x{mt:x}", k.table()))?,
+    }
     let mut proto_done = false;
     let dl_type = (mk.dl_type() == 0xffff).then(|| k.dl_type());
     match mk.dl_type() {
@@ -233,6 +251,18 @@ fn write_match(items: &mut Items<'_, '_>, m: &Match) -> fmt::Result {
     items.vlan(k.vlan_tci(), mk.vlan_tci())?;
     items.mac("dl_src", k.dl_src(), mk.dl_src())?;
     items.mac("dl_dst", k.dl_dst(), mk.dl_dst())?;
+    write_l3_l4(items, m, dl_type, proto_done)
+}
+
+/// The network and transport fields of [`write_match`], named as OVS
+/// names them for the packet's EtherType (`arp_spa`, `icmp_type`, `nd_sll`).
+fn write_l3_l4(
+    items: &mut Items<'_, '_>,
+    m: &Match,
+    dl_type: Option<u16>,
+    proto_done: bool,
+) -> fmt::Result {
+    let (k, mk) = (&m.key, &m.mask);
     let arp = dl_type == Some(EtherType::ARP.0);
     let v6 = dl_type == Some(EtherType::IPV6.0);
     let (src, dst, proto) = if arp {
@@ -296,7 +326,7 @@ fn write_match(items: &mut Items<'_, '_>, m: &Match) -> fmt::Result {
 /// Match fields only; the empty string for [`Match::ANY`].
 impl fmt::Display for Match {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_match(&mut Items { f, first: true }, self)
+        write_match(&mut Items { f, first: true }, self, true)
     }
 }
 
@@ -317,7 +347,7 @@ impl fmt::Display for FlowSpec {
         if let Some(vni) = self.tun_id {
             items.item(format_args!("tun_id=0x{vni:x}"))?;
         }
-        write_match(&mut items, &self.matches)?;
+        write_match(&mut items, &self.matches, true)?;
         items.item(format_args!("actions={}", ActionList(&self.actions)))
     }
 }
@@ -333,7 +363,7 @@ impl fmt::Display for FlowFilter {
         if let Some(c) = self.cookie {
             items.item(format_args!("cookie=0x{:x}/0x{:x}", c.value, c.mask))?;
         }
-        write_match(&mut items, &self.matches)
+        write_match(&mut items, &self.matches, false)
     }
 }
 

@@ -237,6 +237,11 @@ fn parse_bucket(text: &str) -> Result<Bucket, GroupParseError> {
             "a bucket may not name a group (no chains of groups)",
         ));
     }
+    if actions.iter().any(Action::is_pipeline) {
+        return Err(invalid(
+            "a bucket may not go on to another table (goto_table, resubmit, write_metadata)",
+        ));
+    }
     Ok(Bucket {
         weight,
         watch_port,

@@ -7,19 +7,26 @@
 //! - w1: `dl_src` [0,48) · `tp_src` [48,64)
 //! - w2: `dl_dst` [0,48) · `tp_dst` [48,64)
 //! - w3: `nw_src` [0,32) · `nw_dst` [32,64)
-//! - w4: `nw_ttl` [0,8) · `ip_frag` [8,16) · `tcp_flags` [16,32) · `ipv6_label` [32,52)
+//! - w4: `nw_ttl` [0,8) · `ip_frag` [8,16) · `tcp_flags` [16,32) · `ipv6_label` [32,52) ·
+//!   `table` [52,60) · [`PACKET_EXT`] (bit 63)
 //! - w5: `metadata`
 //! - w6, w7: `ipv6_src` (w6 the high half) · w8, w9: `ipv6_dst` · w10, w11: `nd_target`
 //! - w12: `arp_sha` / `nd_sll` [0,48) · w13: `arp_tha` / `nd_tll` [0,48)
 //! - w14, w15: zero (room for the connection tracker's fields)
 //!
-//! Words 0-4 hold everything an IPv4 packet sets; words 5-15 are zero for
-//! it, and [`FlowKey::hash`] skips them when they are, so IPv4 and its
-//! rules' masked keys hash at the cost of five words (IPv6, ARP and
-//! `metadata` pay for the rest). Fields of different `dl_type`s share
+//! Words 0-5 hold everything an IPv4 packet sets and `metadata` (which a
+//! pipeline's IPv4 rules match: keeping it here keeps their megaflows in
+//! the short map); words 6-15 are zero for IPv4, and [`FlowKey::hash`]
+//! skips them when they are, so IPv4 keys and its rules' masked keys hash
+//! at the cost of six words (IPv6 and ARP pay for the rest). Fields of different `dl_type`s share
 //! nothing except what OVS shares (ARP's opcode in `nw_proto`, its
 //! addresses in `nw_src`/`nw_dst`; `arp_sha`/`nd_sll`, `arp_tha`/`nd_tll`),
 //! and a rule that matches one of them also matches its `dl_type`.
+//!
+//! `table` is the pipeline stage a key is looked up in: every rule matches
+//! its own table's number exactly, a packet's key starts in table 0, and
+//! `goto_table`/`resubmit` look it up again with the next number (see
+//! [`crate::pipeline`]). One classifier so holds every table.
 //!
 //! MAC addresses are stored as the 48-bit big-endian number they spell, so
 //! `00:00:00:00:00:01` is `1`; IPv4 addresses are host-order `u32`, IPv6
@@ -54,12 +61,12 @@ pub const PACKET_EXT: u64 = 1 << 63;
 pub const KEY_WORDS: usize = 16;
 /// Words every packet may set; the rest are zero for IPv4 (see the module
 /// doc) and hashed only when not.
-pub const BASE_WORDS: usize = 5;
+pub const BASE_WORDS: usize = 6;
 
 /// An OpenFlow port number as used in `in_port=` and `output:`.
 pub type PortNo = u16;
 
-#[derive(Clone, Copy, Hash, Default)]
+#[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
 pub struct FlowKey {
     pub w: [u64; KEY_WORDS],
@@ -80,6 +87,13 @@ impl PartialEq for FlowKey {
 }
 
 impl Eq for FlowKey {}
+
+/// The words, as the derived impl would: equal keys hash alike.
+impl std::hash::Hash for FlowKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.w.hash(state);
+    }
+}
 
 const MAC_MASK: u64 = (1 << 48) - 1;
 
@@ -146,6 +160,7 @@ impl FlowKey {
     field!(ip_frag, set_ip_frag, u8, 4, 8, 8);
     field!(tcp_flags, set_tcp_flags, u16, 4, 16, 16);
     field!(ipv6_label, set_ipv6_label, u32, 4, 32, 20);
+    field!(table, set_table, u8, 4, 52, 8);
     field128!(ipv6_src, set_ipv6_src, 6);
     field128!(ipv6_dst, set_ipv6_dst, 8);
     field128!(nd_target, set_nd_target, 10);
@@ -172,7 +187,7 @@ impl FlowKey {
     }
 
     /// True when a word past [`BASE_WORDS`] is set (IPv6, ARP hardware
-    /// addresses, ND, `metadata`).
+    /// addresses, ND).
     #[inline(always)]
     pub fn has_extended(&self) -> bool {
         self.w[BASE_WORDS..].iter().fold(0, |a, w| a | w) != 0
@@ -181,7 +196,7 @@ impl FlowKey {
     /// Equality of two packet keys from [`crate::extract()`]: the base
     /// words (and [`PACKET_EXT`] with them), and the rest only when the
     /// flag says they may be set. The exact-match cache and the batch's
-    /// repeated-key check compare with this: an IPv4 key costs five words.
+    /// repeated-key check compare with this: an IPv4 key costs six words.
     #[inline(always)]
     pub fn same_packet(&self, other: &FlowKey) -> bool {
         debug_assert!(self.w[4] & PACKET_EXT != 0 || !self.has_extended());
@@ -223,16 +238,15 @@ impl FlowKey {
     #[inline(always)]
     fn hash_with(&self, extended: bool) -> u32 {
         let w = &self.w;
-        let base = [w[0], w[1], w[2], w[3], w[4]];
+        let base = [w[0], w[1], w[2], w[3], w[4], w[5]];
         let mut x = mix_base(&base);
         if extended {
             let s = &*HASH_SEED;
-            x ^= mum(w[5] ^ s[6], w[6] ^ s[7])
-                ^ mum(w[7] ^ s[8], w[8] ^ s[9])
-                ^ mum(w[9] ^ s[10], w[10] ^ s[11])
-                ^ mum(w[11] ^ s[12], w[12] ^ s[13])
-                ^ mum(w[13] ^ s[14], w[14] ^ s[15])
-                ^ mum(w[15] ^ s[16], s[17]);
+            x ^= mum(w[6] ^ s[6], w[7] ^ s[7])
+                ^ mum(w[8] ^ s[8], w[9] ^ s[9])
+                ^ mum(w[10] ^ s[10], w[11] ^ s[11])
+                ^ mum(w[12] ^ s[12], w[13] ^ s[13])
+                ^ mum(w[14] ^ s[14], w[15] ^ s[15]);
         }
         finish(x)
     }
@@ -250,7 +264,7 @@ fn mum(a: u64, b: u64) -> u64 {
 #[inline(always)]
 fn mix_base(w: &[u64; BASE_WORDS]) -> u64 {
     let s = &*HASH_SEED;
-    mum(w[0] ^ s[0], w[1] ^ s[1]) ^ mum(w[2] ^ s[2], w[3] ^ s[3]) ^ mum(w[4] ^ s[4], s[5])
+    mum(w[0] ^ s[0], w[1] ^ s[1]) ^ mum(w[2] ^ s[2], w[3] ^ s[3]) ^ mum(w[4] ^ s[4], w[5] ^ s[5])
 }
 
 /// The last step of [`FlowKey::hash`]. The pair products alone spread keys
@@ -299,7 +313,7 @@ impl PartialEq for BaseKey {
 impl Eq for BaseKey {}
 
 /// The key's fields in the order a staged lookup checks them (OVS's
-/// classifier stages): metadata (`in_port`, `metadata`), then L2
+/// classifier stages): metadata (`in_port`, `table`, `metadata`), then L2
 /// (`dl_type`, `vlan_tci`, `dl_src`, `dl_dst`), then L3 (`nw_proto`,
 /// `nw_tos`, `nw_ttl`, `ip_frag`, `ipv6_label`, the IPv4 and IPv6
 /// addresses, `arp_sha`/`arp_tha`); L4 (`tp_src`, `tp_dst`, `tcp_flags`,
@@ -334,10 +348,11 @@ pub const STAGE_PREFIXES: [FlowKey; 3] = {
             ],
         }
     }
+    const TABLE_W4: u64 = 0xff << 52;
     [
-        key(META, 0, 0, 0, 0),
-        key(META | L2_W0, MAC_MASK, 0, 0, 0),
-        key(META | L2_W0 | L3_W0, MAC_MASK, M, L3_W4, M),
+        key(META, 0, 0, TABLE_W4, 0),
+        key(META | L2_W0, MAC_MASK, 0, TABLE_W4, 0),
+        key(META | L2_W0 | L3_W0, MAC_MASK, M, TABLE_W4 | L3_W4, M),
     ]
 };
 
@@ -383,12 +398,13 @@ impl fmt::Debug for FlowKey {
         if self.w[4] != 0 || self.nw_tos() != 0 {
             write!(
                 f,
-                " nw_tos={} nw_ttl={} ip_frag={} tcp_flags=0x{:03x} ipv6_label=0x{:05x}",
+                " nw_tos={} nw_ttl={} ip_frag={} tcp_flags=0x{:03x} ipv6_label=0x{:05x} table={}",
                 self.nw_tos(),
                 self.nw_ttl(),
                 self.ip_frag(),
                 self.tcp_flags(),
-                self.ipv6_label()
+                self.ipv6_label(),
+                self.table()
             )?;
         }
         if self.has_extended() {
@@ -493,8 +509,9 @@ mod tests {
     fn stage_prefixes_grow_by_their_own_fields() {
         type Set = fn(&mut FlowKey);
         // (field, the first stage that includes it; 3 = none)
-        let fields: [(&str, Set, usize); 22] = [
+        let fields: [(&str, Set, usize); 23] = [
             ("in_port", |k| k.set_in_port(u16::MAX), 0),
+            ("table", |k| k.set_table(u8::MAX), 0),
             ("metadata", |k| k.set_metadata(u64::MAX), 0),
             ("dl_type", |k| k.set_dl_type(u16::MAX), 1),
             ("vlan_tci", |k| k.set_vlan_tci(u16::MAX), 1),
@@ -538,8 +555,9 @@ mod tests {
     #[test]
     fn fields_are_disjoint() {
         type Set = fn(&mut FlowKey);
-        let setters: [Set; 21] = [
+        let setters: [Set; 22] = [
             |k| k.set_in_port(u16::MAX),
+            |k| k.set_table(u8::MAX),
             |k| k.set_metadata(u64::MAX),
             |k| k.set_dl_type(u16::MAX),
             |k| k.set_vlan_tci(u16::MAX),
@@ -575,7 +593,7 @@ mod tests {
                 *s |= w;
             }
         }
-        // Words 0-4 hold the base fields; 14 and 15 are free.
+        // Words 0-5 hold the base fields; 14 and 15 are free.
         assert!(
             !seen
                 .masked(&FlowKey {
@@ -584,6 +602,7 @@ mod tests {
                 .has_extended()
         );
         assert_eq!((seen.w[14], seen.w[15]), (0, 0));
+        assert_eq!(seen.w[4] & PACKET_EXT, 0, "no field covers PACKET_EXT");
         let mut v6 = FlowKey::ZERO;
         v6.set_ipv6_src(0x2001_0db8 << 96 | 7);
         assert_eq!(v6.ipv6_src(), 0x2001_0db8 << 96 | 7);

@@ -45,7 +45,7 @@ type Map<K> = HashMap<K, Option<Arc<Rule>>, BuildHasherDefault<PassThrough>>;
 
 /// Masked key → the rule (`None`: the table has no rule for them). A mask
 /// with no bit past the key's base words (every IPv4 rule's) keys its map
-/// by those five words: a third of the bytes to store, hash and compare.
+/// by those six words: under half the bytes to store, hash and compare.
 enum Entries {
     Base(Map<BaseKey>),
     Full(Map<Masked>),
@@ -184,10 +184,14 @@ impl MegaflowCache {
     /// the module docs).
     #[inline]
     pub fn worth_caching(mask: &FlowKey) -> bool {
-        let mut per_flow = FlowKey::ZERO;
-        per_flow.set_nw_src(u32::MAX);
-        per_flow.set_tp_src(u16::MAX);
-        mask.masked(&per_flow) != per_flow
+        let pins = |per_flow: FlowKey| mask.masked(&per_flow) == per_flow;
+        let mut v4 = FlowKey::ZERO;
+        v4.set_nw_src(u32::MAX);
+        v4.set_tp_src(u16::MAX);
+        let mut v6 = FlowKey::ZERO;
+        v6.set_ipv6_src(u128::MAX);
+        v6.set_tp_src(u16::MAX);
+        !pins(v4) && !pins(v6)
     }
 
     /// Once per batch: re-ranks the masks every [`RERANK_EVERY`] calls.
@@ -305,6 +309,9 @@ mod tests {
                 false,
             ),
             ("udp,nw_src=10.0.0.1,tp_src=1", false),
+            ("udp6,ipv6_src=fd00::1,tp_src=1", false),
+            ("udp6,ipv6_src=fd00::/64,tp_src=1", true),
+            ("udp6,ipv6_dst=fd00::1,tp_dst=53", true),
         ];
         for (text, want) in cases {
             let mask = parse_flow(&format!("{text},actions=drop"))

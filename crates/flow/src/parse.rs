@@ -34,7 +34,7 @@ use nfv_wire::EtherType;
 
 pub use crate::fields::check_prerequisites;
 use crate::fields::{MatchFields, is_field};
-use crate::values::{E, bad, invalid, mac, port, uint, uint_in, vni};
+use crate::values::{E, bad, invalid, mac, port, uint, uint_in, uint_masked, vni};
 pub use crate::values::{FlowParseError, MAX_PORT};
 
 /// A `del-flows`/`dump-flows` selection: match fields, optionally a
@@ -61,6 +61,19 @@ impl CookieMatch {
 }
 
 impl FlowFilter {
+    /// Strict selection: the filter's match exactly, the table included
+    /// only when the filter names one (without `table=` a strict
+    /// `del-flows` acts in every table).
+    pub fn same_match(&self, m: &Match) -> bool {
+        if self.matches.mask.table() != 0 {
+            return *m == self.matches;
+        }
+        let mut m = *m;
+        m.key.set_table(0);
+        m.mask.set_table(0);
+        m == self.matches
+    }
+
     /// Whether the filter's cookie (if any) selects a rule with `cookie`.
     pub fn cookie_selects(&self, cookie: u64) -> bool {
         self.cookie.is_none_or(|c| c.selects(cookie))
@@ -72,7 +85,7 @@ impl FlowFilter {
     /// rule whose match the filter's covers; the cookie filter too.
     pub fn selects(&self, spec: &crate::rule::FlowSpec) -> bool {
         let matched = match self.priority {
-            Some(p) => spec.priority == p && spec.matches == self.matches,
+            Some(p) => spec.priority == p && self.same_match(&spec.matches),
             None => spec.matches.is_covered_by(&self.matches),
         };
         matched && self.cookie_selects(spec.cookie)
@@ -84,23 +97,46 @@ impl FlowFilter {
 pub fn parse_flow(text: &str) -> Result<FlowSpec, FlowParseError> {
     let (b, actions) = parse_items(text, false)?;
     let actions = parse_actions(actions.ok_or(E::MissingActions)?)?;
+    let table = b.table.unwrap_or(0);
+    for a in &actions {
+        if let Action::GotoTable(n) | Action::Resubmit(n) = a
+            && *n <= table
+        {
+            return Err(invalid(
+                "actions",
+                format!(
+                    "{a} from table {table}: the pipeline only goes forward (to a table above {table})"
+                ),
+            ));
+        }
+    }
+    // A rule matches its table's number exactly (see `crate::key`).
+    let mut matches = b.fields.finish()?;
+    matches.key.set_table(table);
+    matches.mask.set_table(u8::MAX);
     Ok(FlowSpec {
         priority: b.priority.unwrap_or(DEFAULT_PRIORITY),
         cookie: b.cookie.map_or(0, |c| c.value),
         timeouts: b.timeouts,
-        matches: b.fields.finish()?,
+        matches,
         tun_id: b.tun_id,
         actions,
     })
 }
 
 /// Parses a `del-flows` filter: match fields only (and optional `priority=`,
-/// which makes the deletion strict). The empty string selects every rule.
+/// which makes the deletion strict). The empty string selects every rule;
+/// without `table=` the filter selects rules in every table.
 pub fn parse_filter(text: &str) -> Result<FlowFilter, FlowParseError> {
     let (b, _) = parse_items(text, true)?;
+    let mut matches = b.fields.finish()?;
+    if let Some(t) = b.table {
+        matches.key.set_table(t);
+        matches.mask.set_table(u8::MAX);
+    }
     Ok(FlowFilter {
         priority: b.priority,
-        matches: b.fields.finish()?,
+        matches,
         cookie: b.cookie,
     })
 }
@@ -127,7 +163,7 @@ struct Builder {
     timeouts: Timeouts,
     idle_set: bool,
     hard_set: bool,
-    table: bool,
+    table: Option<u8>,
     tun_id: Option<u32>,
 }
 
@@ -155,8 +191,8 @@ impl Builder {
             "idle_timeout" | "hard_timeout" => self.timeout(name, value, filter),
             "tun_id" => self.tun_id(name, value, filter),
             "table" => {
-                uint_in(name, value, 0, "0 (the only table)")?;
-                if std::mem::replace(&mut self.table, true) {
+                let t = table_id(name, value)?;
+                if self.table.replace(t).is_some() {
                     return Err(E::DuplicateField(name.into()));
                 }
                 Ok(())
@@ -315,10 +351,7 @@ pub(crate) fn parse_action_list(text: &str) -> Result<Vec<Action>, FlowParseErro
 fn parse_actions(text: &str) -> Result<Vec<Action>, E> {
     let mut out = Vec::new();
     let mut drop = false;
-    for tok in text
-        .split(|c: char| c == ',' || c.is_ascii_whitespace())
-        .filter(|t| !t.is_empty())
-    {
+    for tok in action_tokens(text).filter(|t| !t.is_empty()) {
         if drop {
             return Err(invalid("actions", "\"drop\" must be the only action"));
         }
@@ -330,7 +363,29 @@ fn parse_actions(text: &str) -> Result<Vec<Action>, E> {
             None => drop = true,
         }
     }
+    if let Some(i) = out.iter().position(|a| matches!(a, Action::GotoTable(_)))
+        && i + 1 != out.len()
+    {
+        return Err(invalid(
+            "actions",
+            "goto_table must be the last action (it is an instruction: nothing runs after it)",
+        ));
+    }
     Ok(out)
+}
+
+/// The action list split at commas and spaces outside parentheses
+/// (`resubmit(,2)` is one token).
+fn action_tokens(text: &str) -> impl Iterator<Item = &str> {
+    let mut depth = 0u32;
+    text.split(move |c: char| {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        depth == 0 && (c == ',' || c.is_ascii_whitespace())
+    })
 }
 
 /// One action (`NAME`, `NAME:ARG` or a bare port number); `None`: `drop`.
@@ -376,8 +431,58 @@ fn action(tok: &str) -> Result<Option<Action>, E> {
         "set_tunnel" => Action::SetTunnel(vni("actions: set_tunnel", need("a VNI")?)?),
         "set_field" => set_field(need("VALUE->FIELD")?)?,
         "normal" => none(Action::Normal)?,
+        "goto_table" => {
+            Action::GotoTable(table_id("actions: goto_table", need("a table number")?)?)
+        }
+        "meter" => {
+            let id = uint_in(
+                "actions: meter",
+                need("a meter id")?,
+                crate::action::MAX_METER_ID.into(),
+                "a meter id (1..4294901760)",
+            )?;
+            if id == 0 {
+                return Err(bad("actions: meter", "0", "a meter id (1..4294901760)"));
+            }
+            Action::Meter(id as u32)
+        }
+        "write_metadata" => {
+            let (value, mask) = uint_masked(
+                "actions: write_metadata",
+                need("VALUE[/MASK]")?,
+                u64::MAX,
+                "a 64-bit number",
+            )?;
+            Action::WriteMetadata {
+                value: value & mask,
+                mask,
+            }
+        }
+        _ if lname.starts_with("resubmit(") => resubmit(tok)?,
         _ => l3_l4_action(&lname, tok, arg, &lname)?,
     }))
+}
+
+/// A table number: 0..254 (255 is OpenFlow's "all tables").
+fn table_id(field: &str, s: &str) -> Result<u8, E> {
+    Ok(uint_in(field, s, 254, "a table number (0..254)")? as u8)
+}
+
+/// `resubmit(,N)`: the packet looked up in table N, here. The port form
+/// (`resubmit(PORT,N)`, `resubmit:PORT`) changes the in_port and is not
+/// supported.
+fn resubmit(tok: &str) -> Result<Action, E> {
+    let inner = tok
+        .strip_prefix("resubmit(")
+        .and_then(|t| t.strip_suffix(')'))
+        .ok_or_else(|| bad("actions: resubmit", tok, "resubmit(,TABLE)"))?;
+    match inner.split_once(',') {
+        Some(("", t)) => Ok(Action::Resubmit(table_id("actions: resubmit", t.trim())?)),
+        _ => Err(invalid(
+            "actions: resubmit",
+            format!("\"{tok}\": only resubmit(,TABLE) is supported (no in_port change)"),
+        )),
+    }
 }
 
 /// `push_vlan:TPID`: 0x8100 or 0x88a8.

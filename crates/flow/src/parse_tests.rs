@@ -78,7 +78,10 @@ impl M {
     }
 }
 
+/// A rule's spec: its match in table 0 (every rule matches its table).
 fn spec(priority: u16, cookie: u64, m: M, actions: &[Action]) -> FlowSpec {
+    let mut m = m;
+    m.0.mask.set_table(0xff);
     FlowSpec {
         priority,
         cookie,
@@ -636,8 +639,8 @@ const BAD_CASES: &[(&str, &str)] = &[
         "tp_dst: \"0x10000\" is not a port",
     ),
     (
-        "table=1,actions=drop",
-        "table: \"1\" is not 0 (the only table)",
+        "table=255,actions=drop",
+        "table: \"255\" is not a table number (0..254)",
     ),
     (
         "cookie=0xg,actions=drop",

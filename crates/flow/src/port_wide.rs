@@ -22,10 +22,20 @@ use crate::key::{FlowKey, PortNo};
 use crate::rule::Rule;
 use std::sync::Arc;
 
-/// The mask of a match on `in_port` alone.
-pub const IN_PORT_ONLY: FlowKey = FlowKey {
+/// The mask of a match on nothing but its table (every rule matches its
+/// table's number: a catch-all's mask).
+pub const TABLE_ONLY: FlowKey = FlowKey {
     w: {
         let mut w = [0; crate::key::KEY_WORDS];
+        w[4] = 0xff << 52;
+        w
+    },
+};
+
+/// The mask of a match on `in_port` alone (and the table).
+pub const IN_PORT_ONLY: FlowKey = FlowKey {
+    w: {
+        let mut w = TABLE_ONLY.w;
         w[0] = 0xffff;
         w
     },
@@ -49,19 +59,26 @@ impl PortWide {
         let mut by_port = Vec::new();
         // Bounds (priority, seq) of every other subtable.
         let mut rest = Vec::new();
+        // Packets arrive in table 0: only its rules take them. (The other
+        // subtables' bounds count whatever table their rules are in:
+        // conservative.)
+        let table_0 = |r: &&Arc<Rule>| r.spec.matches.key.table() == 0;
         for view in classifier.subtable_views() {
-            if view.mask == FlowKey::ZERO {
-                catch_all = view.best_rules().next();
+            if view.mask == TABLE_ONLY {
+                catch_all = view.best_rules().find(table_0);
             } else if view.mask == IN_PORT_ONLY {
-                by_port.extend(view.best_rules());
+                by_port.extend(view.best_rules().filter(table_0));
             } else {
                 rest.push(view.bound);
             }
         }
+        // A rule that goes on to later tables takes no port whole: its
+        // packets are resolved through the pipeline.
         let unbeaten = |r: &Arc<Rule>| {
-            !rest
-                .iter()
-                .any(|&(p, s)| beats(p, s, r.spec.priority, r.seq))
+            !r.pipeline
+                && !rest
+                    .iter()
+                    .any(|&(p, s)| beats(p, s, r.spec.priority, r.seq))
         };
         let mut named: Vec<(PortNo, Option<Arc<Rule>>)> = by_port
             .into_iter()

@@ -2,6 +2,7 @@
 
 use crate::action::Action;
 use crate::key::{FlowKey, PortNo};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// OpenFlow's default priority when `priority=` is not given.
@@ -136,17 +137,46 @@ pub struct Rule {
     pub created: std::time::Instant,
     /// The TSC at creation: where `idle_age` starts for a rule never hit.
     pub created_tsc: u64,
+    /// Whether its actions continue the pipeline ([`Action::is_pipeline`]):
+    /// then it is never run as it is, but resolved ([`crate::pipeline`]).
+    pub pipeline: bool,
+    /// A resolved pipeline's consulted rules, credited with its packets
+    /// ([`crate::pipeline::composite`]); empty for a rule of the table.
+    pub parts: Vec<Arc<Rule>>,
 }
 
 impl Rule {
     pub fn new(spec: FlowSpec, seq: u64) -> Rule {
         Rule {
             single_output: spec.single_output(),
+            pipeline: spec.actions.iter().any(Action::is_pipeline),
             spec,
             seq,
             stats: RuleStats::default(),
             created: std::time::Instant::now(),
             created_tsc: nfv_tsc::now(),
+            parts: Vec::new(),
+        }
+    }
+
+    /// A resolved pipeline as one rule (see [`crate::pipeline::composite`]).
+    pub fn composite(spec: FlowSpec, seq: u64, parts: Vec<Arc<Rule>>) -> Rule {
+        Rule {
+            parts,
+            ..Rule::new(spec, seq)
+        }
+    }
+
+    /// Credits `packets` and `bytes` at TSC `now`: to the rule, or to the
+    /// rules a resolved pipeline consulted.
+    #[inline]
+    pub fn credit(&self, packets: u64, bytes: u64, now: u64) {
+        if self.parts.is_empty() {
+            self.stats.add(packets, bytes, now);
+        } else {
+            for p in &self.parts {
+                p.stats.add(packets, bytes, now);
+            }
         }
     }
 

@@ -20,6 +20,7 @@
 use crate::action::Action;
 use crate::classifier::Classifier;
 use crate::group::Group;
+use crate::meter::{Meter, Meters};
 use crate::parse::FlowFilter;
 use crate::port_wide::PortWide;
 use crate::rule::{Expiry, FlowSpec, Rule};
@@ -31,6 +32,24 @@ use std::sync::{Arc, Mutex};
 /// The groups of one generation, by id.
 pub type Groups = BTreeMap<u32, Arc<Group>>;
 
+/// Why a meter edit, or a rule naming a meter, was refused (nothing
+/// changed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MeterError {
+    #[error("meter {0} exists (mod-meter replaces it)")]
+    Exists(u32),
+    #[error("no meter {0}")]
+    Missing(u32),
+}
+
+/// The meters an action list names.
+fn meters_named(actions: &[Action]) -> impl Iterator<Item = u32> + '_ {
+    actions.iter().filter_map(|a| match a {
+        Action::Meter(m) => Some(*m),
+        _ => None,
+    })
+}
+
 /// Why a group or rule edit was refused (nothing changed).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GroupError {
@@ -38,6 +57,9 @@ pub enum GroupError {
     Exists(u32),
     #[error("no group {0}")]
     Missing(u32),
+    /// A rule names a meter that does not exist.
+    #[error("no meter {0}")]
+    MeterMissing(u32),
 }
 
 /// One immutable generation of the rule set.
@@ -51,6 +73,9 @@ pub struct FlowTable {
     /// The groups the rules' `group:N` actions name (shared between
     /// generations until a group edit).
     pub groups: Arc<Groups>,
+    /// The meters the rules' `meter:N` actions name (shared likewise; a
+    /// meter's bucket and counters live as long as the meter).
+    pub meters: Arc<Meters>,
 }
 
 #[derive(Debug)]
@@ -131,7 +156,6 @@ impl SharedFlowTable {
         let mut classifier = old.classifier.clone();
         let mut groups = (*old.groups).clone();
         let r = f(&mut classifier, &mut groups, &mut w.seq)?;
-        let version = old.version + 1;
         // The same groups (by identity): keep sharing the old map.
         let same = groups.len() == old.groups.len()
             && groups
@@ -143,18 +167,91 @@ impl SharedFlowTable {
         } else {
             Arc::new(groups)
         };
+        let meters = old.meters.clone();
+        self.publish(&mut w, old, classifier, groups, meters);
+        Ok(r)
+    }
+
+    /// As [`Self::try_edit`], for the meters (and the rules naming them).
+    fn try_edit_meters<R, E>(
+        &self,
+        f: impl FnOnce(&mut Classifier, &mut Meters) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let old = self.current.load_full();
+        let mut classifier = old.classifier.clone();
+        let mut meters = (*old.meters).clone();
+        let r = f(&mut classifier, &mut meters)?;
+        let groups = old.groups.clone();
+        self.publish(&mut w, old, classifier, groups, Arc::new(meters));
+        Ok(r)
+    }
+
+    /// Publishes the next generation after `old`.
+    fn publish(
+        &self,
+        w: &mut Writer,
+        old: Arc<FlowTable>,
+        classifier: Classifier,
+        groups: Arc<Groups>,
+        meters: Arc<Meters>,
+    ) {
+        let version = old.version + 1;
         self.current.store(Arc::new(FlowTable {
             version,
             port_wide: PortWide::of(&classifier),
             classifier,
             groups,
+            meters,
         }));
         self.version.store(version, Ordering::Release);
         // Generations nobody else holds any more are freed here; the one
         // just replaced waits for the PMDs to move on.
         w.graveyard.retain(|t| Arc::strong_count(t) > 1);
         w.graveyard.push(old);
-        Ok(r)
+    }
+
+    /// Adds a meter; refused if its id is taken.
+    pub fn add_meter(&self, meter: Meter) -> Result<(), MeterError> {
+        self.try_edit_meters(|_, meters| {
+            if meters.contains_key(&meter.id) {
+                return Err(MeterError::Exists(meter.id));
+            }
+            meters.insert(meter.id, Arc::new(meter));
+            Ok(())
+        })
+    }
+
+    /// Replaces a meter (its rules stay; its bucket and counters start over).
+    pub fn mod_meter(&self, meter: Meter) -> Result<(), MeterError> {
+        self.try_edit_meters(|_, meters| {
+            let slot = meters
+                .get_mut(&meter.id)
+                .ok_or(MeterError::Missing(meter.id))?;
+            *slot = Arc::new(meter);
+            Ok(())
+        })
+    }
+
+    /// Deletes meter `id` (every meter for `None`) and the rules that
+    /// name a deleted meter, as OpenFlow does; returns (meters, rules)
+    /// deleted.
+    pub fn del_meters(&self, id: Option<u32>) -> (usize, usize) {
+        self.try_edit_meters(|c, meters| {
+            let gone: Vec<u32> = meters
+                .keys()
+                .copied()
+                .filter(|m| id.is_none_or(|id| id == *m))
+                .collect();
+            for m in &gone {
+                meters.remove(m);
+            }
+            let rules = c
+                .remove_if(|r| meters_named(&r.spec.actions).any(|m| gone.contains(&m)))
+                .len();
+            Ok::<_, std::convert::Infallible>((gone.len(), rules))
+        })
+        .unwrap_or_else(|never| match never {})
     }
 
     /// Replaced generations still waiting to be freed (some PMD held them
@@ -179,16 +276,22 @@ impl SharedFlowTable {
     }
 
     /// As [`Self::add_flows`], refused as a whole (nothing installed) when a
-    /// rule names a group that does not exist.
+    /// rule names a group or a meter that does not exist.
     pub fn add_flows_checked(
         &self,
         specs: impl IntoIterator<Item = FlowSpec>,
     ) -> Result<(), GroupError> {
         self.try_edit(|c, groups, seq| {
+            // The writer lock is held: the current generation is the one
+            // being edited.
+            let meters = self.current.load().meters.clone();
             let specs: Vec<FlowSpec> = specs.into_iter().collect();
             for spec in &specs {
                 if let Some(g) = groups_named(&spec.actions).find(|g| !groups.contains_key(g)) {
                     return Err(GroupError::Missing(g));
+                }
+                if let Some(m) = meters_named(&spec.actions).find(|m| !meters.contains_key(m)) {
+                    return Err(GroupError::MeterMissing(m));
                 }
             }
             for spec in specs {

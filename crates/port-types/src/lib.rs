@@ -20,6 +20,7 @@ pub static PORT_TYPES: &[&dyn PortType] = &[
     &nfv_tap::TAP,
     &nfv_memif::MEMIF,
     &nfv_vxlan::VXLAN,
+    &nfv_null::NULL,
 ];
 
 /// The registered type named `name` (a `type = "..."` value).

@@ -3,7 +3,7 @@
 
 use nfv_settings::{PortTable, SettingError};
 
-use crate::config::{GeneratorConfig, MAX_PORT_NAME, PcapConfig, PortKind, RingConfig};
+use crate::config::{GeneratorConfig, IpFamily, MAX_PORT_NAME, PcapConfig, PortKind, RingConfig};
 
 type Result<T> = std::result::Result<T, SettingError>;
 
@@ -18,6 +18,9 @@ pub(crate) const GENERATOR_KEYS: &[&str] = &[
     "dst_mac",
     "src_ip",
     "dst_ip",
+    "family",
+    "src_ip6",
+    "dst_ip6",
     "src_port",
     "dst_port",
     "rate_pps",
@@ -40,6 +43,7 @@ pub(crate) fn generator(t: &PortTable<'_>) -> Result<PortKind> {
     let rate_percent = rate_percent(t)?;
     let line_rate_gbps = line_rate_gbps(t, &d)?;
     let src_mac = src_mac(t, &d)?;
+    let family = family(t, &d)?;
     let count = t.int("count", 1..=i64::MAX).map_err(|mut e| {
         e.message.push_str("; leave `count` out to send forever");
         e
@@ -51,15 +55,49 @@ pub(crate) fn generator(t: &PortTable<'_>) -> Result<PortKind> {
         rate_percent,
         line_rate_gbps,
         flows: t.int_or("flows", 1..=1_000_000, d.flows)?,
+        family,
         rate_pps: t.int("rate_pps", 1..=i64::MAX)?.map(|n| n as u64),
         count: count.map(|n| n as u64),
         src_mac,
         dst_mac: t.mac("dst_mac")?.unwrap_or(d.dst_mac),
         src_ip: t.ipv4("src_ip")?.unwrap_or(d.src_ip),
         dst_ip: t.ipv4("dst_ip")?.unwrap_or(d.dst_ip),
+        src_ip6: t.ipv6("src_ip6")?.unwrap_or(d.src_ip6),
+        dst_ip6: t.ipv6("dst_ip6")?.unwrap_or(d.dst_ip6),
         src_port: t.int_or("src_port", 0..=65535, d.src_port)?,
         dst_port: t.int_or("dst_port", 0..=65535, d.dst_port)?,
     }))
+}
+
+/// `family`: `"ipv4"` (default) or `"ipv6"`. The other family's
+/// addresses are refused rather than ignored, and so is `stamp` with
+/// IPv6: a receiver reads stamps where an IPv4 frame's UDP payload starts,
+/// and IPv6's mandatory UDP checksum would have to cover each stamp.
+fn family(t: &PortTable<'_>, d: &GeneratorConfig) -> Result<IpFamily> {
+    let family = t.one_of_or(
+        "family",
+        &[("ipv4", IpFamily::Ipv4), ("ipv6", IpFamily::Ipv6)],
+        d.family,
+    )?;
+    let (theirs, ours, name) = match family {
+        IpFamily::Ipv4 => (["src_ip6", "dst_ip6"], ["src_ip", "dst_ip"], "ipv4"),
+        IpFamily::Ipv6 => (["src_ip", "dst_ip"], ["src_ip6", "dst_ip6"], "ipv6"),
+    };
+    for (key, instead) in theirs.into_iter().zip(ours) {
+        if t.has(key) {
+            return Err(t.error(
+                key,
+                format!("not used with family = \"{name}\" (its frames take `{instead}`)"),
+            ));
+        }
+    }
+    if family == IpFamily::Ipv6 && t.bool_or("stamp", false)? {
+        return Err(t.error(
+            "stamp",
+            "test stamps are only written into IPv4 frames (family = \"ipv4\")",
+        ));
+    }
+    Ok(family)
 }
 
 /// `frame_size`: bytes, or `"imix"` (then the default size is kept).

@@ -6,7 +6,7 @@
 
 use std::any::Any;
 use std::fmt::Debug;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -212,6 +212,9 @@ pub struct GeneratorConfig {
     pub imix: bool,
     /// Distinct 5-tuples, 1..=1_000_000 (UDP source port and source IP vary).
     pub flows: u32,
+    /// Ethernet/IPv4/UDP frames (from `src_ip` to `dst_ip`) or
+    /// Ethernet/IPv6/UDP ones (from `src_ip6` to `dst_ip6`).
+    pub family: IpFamily,
     /// Packets per second over all queues; `None` = as fast as possible
     /// (unless `rate_percent` is set).
     pub rate_pps: Option<u64>,
@@ -231,8 +234,19 @@ pub struct GeneratorConfig {
     pub dst_mac: [u8; 6],
     pub src_ip: Ipv4Addr,
     pub dst_ip: Ipv4Addr,
+    /// The addresses of [`IpFamily::Ipv6`] frames.
+    pub src_ip6: Ipv6Addr,
+    pub dst_ip6: Ipv6Addr,
     pub src_port: u16,
     pub dst_port: u16,
+}
+
+/// The IP version of a generator's frames.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IpFamily {
+    #[default]
+    Ipv4,
+    Ipv6,
 }
 
 impl Default for GeneratorConfig {
@@ -241,6 +255,7 @@ impl Default for GeneratorConfig {
             frame_size: 64,
             imix: false,
             flows: 1,
+            family: IpFamily::Ipv4,
             rate_pps: None,
             rate_percent: None,
             line_rate_gbps: 10.0,
@@ -250,6 +265,8 @@ impl Default for GeneratorConfig {
             dst_mac: [0x02, 0, 0, 0, 0, 0x02],
             src_ip: Ipv4Addr::new(10, 0, 0, 1),
             dst_ip: Ipv4Addr::new(10, 0, 0, 2),
+            src_ip6: Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1),
+            dst_ip6: Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2),
             src_port: 1024,
             dst_port: 5001,
         }

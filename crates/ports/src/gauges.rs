@@ -5,8 +5,10 @@
 //! Gauges the framework itself reads are fields ([`PortGauges::connected`],
 //! [`PortGauges::queued`], [`PortGauges::guest_rx_free`]); everything else
 //! a port type wants shown is a keyed [`Gauge`] in [`PortGauges::other`].
-//! Reading them is cold (control plane, about once a second).
+//! Reading them is cold (control plane, about once a second). The ones
+//! `/metrics` exports, with their names and help, are [`GAUGE_METRICS`].
 
+use crate::stats::FigureKind;
 use std::fmt;
 
 /// One port-type-specific value.
@@ -95,6 +97,9 @@ impl PortGauges {
     /// Frames sent with their tail read from the sender's buffer in
     /// place (an AF_XDP port's `send_in_place`).
     pub const SENT_IN_PLACE_PACKETS: &'static str = "tx_zero_copy_packets";
+    /// The prefix of a zero-copy kernel port's fallback counters, one per
+    /// reason (`zc_fallback_no_guest_buffer`, …).
+    pub const ZC_FALLBACK: &'static str = "zc_fallback_";
 
     /// Appends a type-specific gauge.
     pub fn push(&mut self, key: &'static str, value: impl Into<Gauge>) {
@@ -139,6 +144,105 @@ impl PortGauges {
         self.get(key).map(|v| v.to_string())
     }
 }
+
+/// A gauge that `/metrics` exports for every port that reports it.
+#[derive(Clone, Copy, Debug)]
+pub struct GaugeMetric {
+    /// The key in [`PortGauges::entries`]. With `label`, a prefix: each
+    /// key that starts with it is one series, labelled with the rest.
+    pub key: &'static str,
+    pub label: Option<&'static str>,
+    /// The family's name (`/metrics` adds the `nfvswitch_` prefix, and
+    /// `_total` to a counter's samples).
+    pub metric: &'static str,
+    pub kind: FigureKind,
+    pub help: &'static str,
+}
+
+impl GaugeMetric {
+    /// Its series in `gauges`: the label's value (with a `label`) and the
+    /// value, a flag as 0 or 1; text is not exported.
+    pub fn series<'a>(
+        &'a self,
+        gauges: &'a PortGauges,
+    ) -> impl Iterator<Item = (Option<&'static str>, u64)> + 'a {
+        gauges.entries().filter_map(move |(k, v)| {
+            let label = match self.label {
+                None => (k == self.key).then_some(None)?,
+                Some(_) => Some(k.strip_prefix(self.key)?),
+            };
+            let v = match v {
+                Gauge::Count(n) => n,
+                Gauge::Flag(b) => u64::from(b),
+                Gauge::Text(_) => return None,
+            };
+            Some((label, v))
+        })
+    }
+}
+
+/// The [`PortGauges`] that `/metrics` exports, one line each, in the order
+/// it exports them. Every other gauge is shown by `show ports` (the
+/// control protocol's port `info`) only.
+pub const GAUGE_METRICS: &[GaugeMetric] = &[
+    GaugeMetric {
+        key: PortGauges::QUEUED,
+        label: None,
+        metric: "port_ring_queued_packets",
+        kind: FigureKind::Gauge,
+        help: "Packets waiting in a port's ring (ports that expose it).",
+    },
+    GaugeMetric {
+        key: PortGauges::GUEST_RX_FREE,
+        label: None,
+        metric: "port_guest_rx_buffers",
+        kind: FigureKind::Gauge,
+        help: "Receive buffers the guest had posted at the switch's last transmit burst to it \
+               (vhost-user ports); 0 = the guest is not draining.",
+    },
+    GaugeMetric {
+        key: PortGauges::CONNECTED,
+        label: None,
+        metric: "port_connected",
+        kind: FigureKind::Gauge,
+        help: "1 when the port's peer is connected (ports that have one).",
+    },
+    GaugeMetric {
+        key: PortGauges::ONE_COPY_PACKETS,
+        label: None,
+        metric: "port_one_copy_packets",
+        kind: FigureKind::Counter,
+        help: "Frames received on a vhost-user port and forwarded in one copy (the switch \
+               copied their headers, the receiving port the rest straight from the sender's \
+               buffer).",
+    },
+    GaugeMetric {
+        key: PortGauges::ZERO_COPY_PACKETS,
+        label: None,
+        metric: "port_zero_copy_packets",
+        kind: FigureKind::Counter,
+        help: "Frames moved without a switch copy: on a kernel port with zero_copy, received \
+               straight into the VNF's buffers; on that VNF's vhost-user port, completed in \
+               place.",
+    },
+    GaugeMetric {
+        key: PortGauges::ZC_FALLBACK,
+        label: Some("reason"),
+        metric: "port_zero_copy_fallbacks",
+        kind: FigureKind::Counter,
+        help: "Why a zero-copy kernel port copied a frame (no_guest_buffer) or stopped \
+               lending guest buffers for a burst (buffer_shape, short_buffer, outside_umem, \
+               bad_chain).",
+    },
+    GaugeMetric {
+        key: PortGauges::SENT_IN_PLACE_PACKETS,
+        label: None,
+        metric: "port_sent_in_place_packets",
+        kind: FigureKind::Counter,
+        help: "Frames a kernel port with zero_copy sent with their tail read by the kernel \
+               straight from the VNF's transmit buffer (send_in_place).",
+    },
+];
 
 #[cfg(test)]
 mod tests {

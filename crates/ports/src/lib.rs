@@ -35,11 +35,14 @@ mod shared;
 
 pub use clock::Clock;
 pub use config::{PortConfig, PortKind, PortNo};
-pub use gauges::{Gauge, PortGauges};
+pub use gauges::{GAUGE_METRICS, Gauge, GaugeMetric, PortGauges};
 pub use generator::GeneratorControl;
 pub use open::{OpenError, PortFactory};
 pub use port::{Configured, Port};
 pub use port_type::{Lenders, NoRoutes, OpenContext, PortOpenError, PortType, Routes};
 pub use queue::{RxQueue, TxQueue, settle_tx};
 pub use receiver::ReceiverStats;
-pub use stats::{DropReason, PortStats, QueueCounters, QueueSnapshot};
+pub use stats::{
+    DropReason, FigureKind, PORT_FIGURES, PortExport, PortFigure, PortStats, PortUnit,
+    QueueCounters, QueueFigures, QueueSnapshot,
+};

@@ -1,7 +1,7 @@
 //! Value checks with the messages users see; each returns the typed value
 //! or the message (the caller adds file, line and field).
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
@@ -91,6 +91,12 @@ pub fn mac(s: &str) -> Result<[u8; 6], String> {
 pub fn ipv4(s: &str) -> Result<Ipv4Addr, String> {
     s.parse()
         .map_err(|_| format!("{s:?} is not an IPv4 address like \"10.0.0.1\""))
+}
+
+/// `fd00::1`.
+pub fn ipv6(s: &str) -> Result<Ipv6Addr, String> {
+    s.parse()
+        .map_err(|_| format!("{s:?} is not an IPv6 address like \"fd00::1\""))
 }
 
 /// A name the kernel would accept for a network interface (whether it

@@ -193,6 +193,10 @@ impl<'a> PortTable<'a> {
         self.checked(key, |s: String| check::ipv4(&s))
     }
 
+    pub fn ipv6(&self, key: &str) -> Result<Option<std::net::Ipv6Addr>> {
+        self.checked(key, |s: String| check::ipv6(&s))
+    }
+
     /// One of `options` by name, or `default`.
     pub fn one_of_or<T: Copy>(&self, key: &str, options: &[(&str, T)], default: T) -> Result<T> {
         Ok(self

@@ -437,7 +437,7 @@ mod tests {
 
     #[test]
     fn setters_touch_only_their_field() {
-        let mut b = vec![0u8; HEADER_LEN];
+        let mut b = [0u8; HEADER_LEN];
         repr().emit(&mut Ipv6Packet::new_unchecked(&mut b[..]));
         let mut p = Ipv6Packet::new_unchecked(&mut b[..]);
         p.set_traffic_class(0x04);
@@ -458,7 +458,7 @@ mod tests {
 
     #[test]
     fn checks_refuse_short_and_wrong_version() {
-        let mut b = vec![0u8; HEADER_LEN + 4];
+        let mut b = [0u8; HEADER_LEN + 4];
         repr().emit(&mut Ipv6Packet::new_unchecked(&mut b[..]));
         assert_eq!(
             Ipv6Packet::new_checked(&b[..HEADER_LEN - 1]).err(),

@@ -1,18 +1,20 @@
 //! Shared by the tests that run a node against kernel network namespaces
-//! (`kernel.rs`, `vxlan.rs`): the node as a child process with its control
-//! socket, hosts (a namespace with a veth), ping and a checked TCP
-//! exchange between namespaces. Everything is removed on drop.
+//! (`kernel.rs`, `kernel_ipv6.rs`, `vxlan.rs`): the node as a child
+//! process with its control socket, hosts (a namespace with a veth, IPv4
+//! and optionally IPv6), static neighbour entries, ping (IPv4 or IPv6 by
+//! the address) and a checked TCP exchange between namespaces.
+//! Everything is removed on drop.
 #![allow(dead_code)]
 
 use nfv_testutil::netns::{Netns, Veth};
 use nfv_testutil::wait_until;
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_nfvswitch");
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -176,6 +178,45 @@ impl Node {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// `dump-flows` as JSON: one object per rule (`cookie`, `priority`,
+    /// `n_packets`, `n_bytes`, `rule`).
+    pub fn flows(&self) -> Value {
+        let out = Command::new(BIN)
+            .args(["ctl", "--json", "--socket"])
+            .arg(&self.socket)
+            .arg("dump-flows")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "dump-flows: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The packet counter of the one rule whose cookie is `cookie`.
+    pub fn flow_packets(&self, cookie: u64) -> u64 {
+        let flows = self.flows();
+        let hits: Vec<&Value> = flows
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["cookie"] == cookie)
+            .collect();
+        assert_eq!(hits.len(), 1, "cookie {cookie:#x} in {flows}");
+        hits[0]["n_packets"].as_u64().unwrap()
+    }
+
+    /// The drops for `reason` on port `name`'s receive side (where the
+    /// datapath counts the drops of the packets that port received);
+    /// `show ports` lists only non-zero reasons.
+    pub fn rx_drops(&self, name: &str, reason: &str) -> u64 {
+        let p = self.port(name);
+        assert!(p["rx"]["drops"].is_object(), "no rx.drops in {p}");
+        p["rx"]["drops"][reason].as_u64().unwrap_or(0)
+    }
+
     pub fn port(&self, name: &str) -> Value {
         self.ports()
             .as_array()
@@ -215,21 +256,83 @@ pub fn host(ip: Ipv4Addr) -> Result<(Netns, Veth), String> {
     Ok((ns, veth))
 }
 
+/// [`host`] with IPv6 address `ip6/64` on the veth too, added `nodad`:
+/// usable at once (a tentative address cannot be bound), and no DAD
+/// probe has to cross the switch.
+pub fn dual_host(ip4: Ipv4Addr, ip6: Ipv6Addr) -> Result<(Netns, Veth), String> {
+    let (ns, veth) = host(ip4)?;
+    ns.run(&[
+        "ip",
+        "-6",
+        "addr",
+        "add",
+        &format!("{ip6}/64"),
+        "dev",
+        &veth.inner,
+        "nodad",
+    ])?;
+    Ok((ns, veth))
+}
+
+/// `aa:bb:cc:dd:ee:ff`, as `ip` and rule text write a MAC.
+pub fn mac_text(mac: [u8; 6]) -> String {
+    mac.map(|b| format!("{b:02x}")).join(":")
+}
+
+/// A permanent neighbour entry (ARP or NDP) in `ns`: `ip` is at `mac` on
+/// the host's veth end `dev`, and the host never asks.
+pub fn static_neighbour(
+    ns: &Netns,
+    dev: &str,
+    ip: impl Into<IpAddr>,
+    mac: [u8; 6],
+) -> Result<(), String> {
+    let ip = ip.into().to_string();
+    let mac = mac_text(mac);
+    ns.run(&[
+        "ip",
+        "neigh",
+        "replace",
+        &ip,
+        "lladdr",
+        &mac,
+        "dev",
+        dev,
+        "nud",
+        "permanent",
+    ])
+    .map(|_| ())
+}
+
 /// Pings `to` from `ns` until one reply arrives or `WAIT` passes, then
 /// sends `count` pings with a payload pattern; returns the replies got.
-pub fn ping(ns: &Netns, to: Ipv4Addr, count: u32) -> Result<u32, String> {
+/// An IPv6 `to` pings over IPv6 (`ping` picks the family by the address).
+pub fn ping(ns: &Netns, to: impl Into<IpAddr>, count: u32) -> Result<u32, String> {
     ping_sized(ns, to, count, 1000, &[])
 }
 
-/// [`ping`] with `size` bytes of payload and more `ping` options.
+/// [`ping`] with `size` bytes of payload and more `ping` options (the
+/// first, waited-for ping goes without them).
 pub fn ping_sized(
     ns: &Netns,
-    to: Ipv4Addr,
+    to: impl Into<IpAddr>,
     count: u32,
     size: usize,
     more: &[&str],
 ) -> Result<u32, String> {
-    let to = to.to_string();
+    Ok(ping_output(ns, to, count, size, more)?.0)
+}
+
+/// [`ping_sized`], also returning what `ping` printed (the replies'
+/// `ttl=` values are there: for IPv6 the hop limit they arrived with).
+pub fn ping_output(
+    ns: &Netns,
+    to: impl Into<IpAddr>,
+    count: u32,
+    size: usize,
+    more: &[&str],
+) -> Result<(u32, String), String> {
+    let to = to.into().to_string();
     let first = wait_until(WAIT, || {
         ns.run(&["ping", "-c", "1", "-W", "1", &to]).is_ok()
     });
@@ -251,7 +354,7 @@ pub fn ping_sized(
         .find_map(|part| part.trim().strip_suffix(" received"))
         .and_then(|n| n.trim().parse().ok())
         .ok_or(format!("cannot read ping output: {text}"))?;
-    Ok(received)
+    Ok((received, text.into_owned()))
 }
 
 /// Deterministic bytes for stream `seed` (checked by the other end).
@@ -276,11 +379,49 @@ pub fn tcp_exchange(
     up: usize,
     down: usize,
 ) -> Result<(), String> {
+    tcp_exchange_at(
+        client_ns,
+        server_ns,
+        SocketAddr::from((server_ip, 0)),
+        None,
+        up,
+        down,
+    )
+}
+
+/// [`tcp_exchange`] with the server listening on `listen` (IPv4 or IPv6;
+/// port 0: one the kernel picks) and the client connecting to `connect`
+/// — another address a switch in between translates to `listen` (a
+/// virtual IP and port) — or, if `None`, to the address listened on.
+pub fn tcp_exchange_at(
+    client_ns: &Netns,
+    server_ns: &Netns,
+    listen: SocketAddr,
+    connect: Option<SocketAddr>,
+    up: usize,
+    down: usize,
+) -> Result<(), String> {
     let (tx, rx) = std::sync::mpsc::channel::<u16>();
     let server = server_ns.spawn_in(move || -> Result<(), String> {
-        let l = TcpListener::bind((server_ip, 0)).map_err(|e| format!("bind: {e}"))?;
+        let l = TcpListener::bind(listen).map_err(|e| format!("bind {listen}: {e}"))?;
         tx.send(l.local_addr().unwrap().port()).unwrap();
-        let (mut s, _) = l.accept().map_err(|e| format!("accept: {e}"))?;
+        // Not forever: when the client never gets through (its connect
+        // gives up after WAIT), this thread must end too.
+        l.set_nonblocking(true).unwrap();
+        let end = Instant::now() + 2 * WAIT;
+        let mut s = loop {
+            match l.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= end {
+                        return Err(format!("accept: no connection within {:?}", 2 * WAIT));
+                    }
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(e) => return Err(format!("accept: {e}")),
+            }
+        };
+        s.set_nonblocking(false).unwrap();
         s.set_read_timeout(Some(WAIT)).unwrap();
         let mut got = Vec::with_capacity(up);
         s.read_to_end(&mut got)
@@ -298,9 +439,10 @@ pub fn tcp_exchange(
     let port = rx
         .recv_timeout(WAIT)
         .map_err(|e| format!("server port: {e}"))?;
+    let addr = connect.unwrap_or(SocketAddr::new(listen.ip(), port));
     let client = client_ns.spawn_in(move || -> Result<(), String> {
-        let addr = SocketAddr::from((server_ip, port));
-        let mut s = TcpStream::connect_timeout(&addr, WAIT).map_err(|e| format!("connect: {e}"))?;
+        let mut s =
+            TcpStream::connect_timeout(&addr, WAIT).map_err(|e| format!("connect {addr}: {e}"))?;
         s.set_read_timeout(Some(WAIT)).unwrap();
         s.write_all(&pattern(1, up))
             .map_err(|e| format!("client write: {e}"))?;
@@ -321,6 +463,12 @@ pub fn tcp_exchange(
         (Err(c), Err(s)) => Err(format!("{c}; {s}")),
         (c, s) => c.and(s),
     }
+}
+
+/// A TCP connect from `ns` to `to` that gives up after `timeout`: its
+/// result (for checks that a connection does not get through).
+pub fn tcp_connect(ns: &Netns, to: SocketAddr, timeout: Duration) -> std::io::Result<()> {
+    ns.run_in(move || TcpStream::connect_timeout(&to, timeout).map(drop))
 }
 
 /// What the kernel says about the TCP sockets, counters and links of

@@ -332,7 +332,9 @@ pub fn parse_key(s: &str) -> Result<Key, String> {
             "ip_frag" => k.ip_frag = uint(value)? as u8,
             "tcp_flags" => k.tcp_flags = uint(value)? as u16,
             "ipv6_label" => k.ipv6_label = uint(value)? as u32,
-            "metadata" => {}
+            // The pipeline stage (every packet enters in table 0) and the
+            // register the later tables match: neither is a packet field.
+            "metadata" | "table" => {}
             "ipv6_src" => k.ipv6_src = v6(value)?,
             "ipv6_dst" => k.ipv6_dst = v6(value)?,
             "nd_target" => k.nd_target = v6(value)?,

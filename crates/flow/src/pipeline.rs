@@ -1,0 +1,201 @@
+//! Several tables: a rule whose actions include `goto_table:N`,
+//! `resubmit(,N)` or `write_metadata` continues the packet's lookup in a
+//! later table, as OpenFlow pipelines and OVS's `resubmit` do.
+//!
+//! Every table lives in the one classifier (the key's `table` field says
+//! which, [`crate::key`]), so a table lookup is a classifier lookup with
+//! that field set. [`resolve`] follows one packet key through the
+//! pipeline on the slow path — when no cache answers it — and returns the
+//! whole pipeline's decision as one rule:
+//! * its actions are every consulted rule's actions in the order they run,
+//!   with the pipeline actions taken out (what they did is already decided),
+//!   so a PMD runs them as it runs any rule's;
+//! * its `parts` are the consulted rules, which the PMD credits with the
+//!   packets (and a table that missed, with its miss counter);
+//! * the mask the decision depended on is the union of every lookup's, as
+//!   OVS's megaflows cache a whole pipeline: packets equal on it take the
+//!   same path, so a 3-table pipeline costs one megaflow probe on a hit.
+//!
+//! The union is exact for fields no action rewrote before a lookup and
+//! conservative (narrower megaflows) for those that one did: a later
+//! table's dependence on a rewritten field is recorded against the
+//! packet's own field. Lookups go forward only (a rule refers to tables
+//! above its own, checked at parse time) and at most [`MAX_LOOKUPS`] run
+//! per packet, so a pipeline cannot loop; past the bound the rest is
+//! dropped and counted as the table's miss.
+//!
+//! A table that misses ends the pipeline: what the earlier tables' rules
+//! applied still happens (an output before the `goto_table` sends), then
+//! nothing — OpenFlow 1.3's default table-miss behaviour, drop.
+
+use crate::action::Action;
+use crate::classifier::Classifier;
+use crate::key::{FlowKey, VLAN_PRESENT, VLAN_VID_MASK};
+use crate::rule::{FlowSpec, Match, Rule};
+use nfv_wire::{EtherType, IpProtocol};
+use std::sync::Arc;
+
+/// Table lookups one packet may take (the first included).
+pub const MAX_LOOKUPS: usize = 16;
+
+/// One table's answer on the way.
+#[derive(Clone, Debug)]
+pub struct Stage {
+    pub table: u8,
+    /// The key looked up (as the earlier actions left it).
+    pub key: FlowKey,
+    /// The rule that matched; `None`: the table missed.
+    pub rule: Option<Arc<Rule>>,
+}
+
+/// The whole pipeline's decision for one packet.
+#[derive(Clone, Debug)]
+pub struct Resolution {
+    /// Every table consulted, in order.
+    pub stages: Vec<Stage>,
+    /// What runs on the packet: the rules' actions, pipeline actions out.
+    pub actions: Vec<Action>,
+    /// The union of the lookups' masks (what the decision depended on).
+    pub mask: FlowKey,
+    /// Whether [`MAX_LOOKUPS`] cut the pipeline short.
+    pub truncated: bool,
+}
+
+/// Follows `key` from `first` (the rule table 0 matched, whose lookup
+/// depended on `first_mask`) through the later tables of `classifier`.
+pub fn resolve(
+    classifier: &Classifier,
+    key: &FlowKey,
+    first: &Arc<Rule>,
+    first_mask: FlowKey,
+) -> Resolution {
+    let mut r = Resolution {
+        stages: vec![Stage {
+            table: key.table(),
+            key: *key,
+            rule: Some(first.clone()),
+        }],
+        actions: Vec::with_capacity(first.spec.actions.len()),
+        mask: first_mask,
+        truncated: false,
+    };
+    let mut k = *key;
+    run(classifier, &first.spec.actions, &mut k, &mut r);
+    r
+}
+
+/// Runs `actions` on the key, descending into the tables they name.
+fn run(classifier: &Classifier, actions: &[Action], k: &mut FlowKey, r: &mut Resolution) {
+    for a in actions {
+        match *a {
+            Action::GotoTable(t) | Action::Resubmit(t) => {
+                if r.stages.len() >= MAX_LOOKUPS {
+                    r.truncated = true;
+                    return;
+                }
+                let mut probe = *k;
+                probe.set_table(t);
+                let found = classifier.lookup_with_mask(&probe);
+                for (m, f) in r.mask.w.iter_mut().zip(found.mask.w) {
+                    *m |= f;
+                }
+                let rule = found.rule.cloned();
+                r.stages.push(Stage {
+                    table: t,
+                    key: probe,
+                    rule: rule.clone(),
+                });
+                let Some(rule) = rule else {
+                    // A miss ends the pipeline (goto_table is last anyway;
+                    // after a resubmit that missed, the rest still runs).
+                    if matches!(a, Action::GotoTable(_)) {
+                        return;
+                    }
+                    continue;
+                };
+                // The later table sees the packet as the actions left it;
+                // back in this table, the key goes on from there too.
+                let mut inner = probe;
+                run(classifier, &rule.spec.actions, &mut inner, r);
+                inner.set_table(k.table());
+                *k = inner;
+                if r.truncated {
+                    return;
+                }
+            }
+            Action::WriteMetadata { value, mask } => {
+                k.set_metadata((k.metadata() & !mask) | (value & mask));
+            }
+            other => {
+                edit_key(k, &other);
+                r.actions.push(other);
+            }
+        }
+    }
+}
+
+/// The one rule a PMD runs for a resolved pipeline: the resolution's
+/// actions, the consulted rules as its parts (credited with its
+/// packets), the first rule's priority and cookie.
+pub fn composite(first: &Arc<Rule>, res: &Resolution) -> Arc<Rule> {
+    let spec = FlowSpec {
+        priority: first.spec.priority,
+        cookie: first.spec.cookie,
+        timeouts: Default::default(),
+        matches: Match {
+            key: first.spec.matches.key,
+            mask: first.spec.matches.mask,
+        },
+        tun_id: first.spec.tun_id,
+        actions: res.actions.clone(),
+    };
+    let parts = res.stages.iter().filter_map(|s| s.rule.clone()).collect();
+    Arc::new(Rule::composite(spec, first.seq, parts))
+}
+
+/// What `action` does to the fields of `k` (the key a later table sees,
+/// and what `ctl trace` prints after each step). Actions that change no
+/// key field (outputs, groups, tunnels) leave it alone; a rewrite that
+/// does not apply to the packet (an IPv4 address on IPv6) too.
+pub fn edit_key(k: &mut FlowKey, action: &Action) {
+    let ipv4 = k.dl_type() == EtherType::IPV4.0;
+    let ipv6 = k.dl_type() == EtherType::IPV6.0;
+    let ip = ipv4 || ipv6;
+    let tcp_udp = matches!(IpProtocol(k.nw_proto()), IpProtocol::TCP | IpProtocol::UDP);
+    let later = k.ip_frag() & crate::key::FRAG_LATER != 0;
+    match *action {
+        Action::SetDlSrc(m) => k.set_dl_src(m),
+        Action::SetDlDst(m) => k.set_dl_dst(m),
+        Action::SetVlanVid(vid) => {
+            let tci = k.vlan_tci();
+            let pcp = if tci & VLAN_PRESENT != 0 {
+                tci & 0xe000
+            } else {
+                0
+            };
+            k.set_vlan_tci(pcp | VLAN_PRESENT | (vid & VLAN_VID_MASK));
+        }
+        Action::PushVlan(_) => k.set_vlan_tci(VLAN_PRESENT),
+        Action::StripVlan => k.set_vlan_tci(0),
+        Action::SetNwSrc(a) if ipv4 => k.set_nw_src(a),
+        Action::SetNwDst(a) if ipv4 => k.set_nw_dst(a),
+        Action::SetIpv6Src(a) if ipv6 => k.set_ipv6_src(u128::from_be_bytes(a)),
+        Action::SetIpv6Dst(a) if ipv6 => k.set_ipv6_dst(u128::from_be_bytes(a)),
+        Action::SetIpv6Label(l) if ipv6 => k.set_ipv6_label(l),
+        // A later fragment has no ports to rewrite.
+        Action::SetTpSrc(p) if ip && tcp_udp && !later => k.set_tp_src(p),
+        Action::SetTpDst(p) if ip && tcp_udp && !later => k.set_tp_dst(p),
+        Action::SetNwTos(t) if ip => k.set_nw_tos((k.nw_tos() & 0x03) | (t & 0xfc)),
+        Action::SetNwEcn(e) if ip => k.set_nw_tos((k.nw_tos() & 0xfc) | (e & 0x03)),
+        Action::SetNwTtl(t) if ip => k.set_nw_ttl(t),
+        Action::DecTtl if ip && k.nw_ttl() > 1 => k.set_nw_ttl(k.nw_ttl() - 1),
+        Action::WriteMetadata { value, mask } => {
+            k.set_metadata((k.metadata() & !mask) | (value & mask));
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+#[path = "pipeline_tests.rs"]
+mod tests;

@@ -1,0 +1,206 @@
+//! Pipelines resolved over a classifier: which rules a packet passes, the
+//! actions they add up to, the union mask, the bound on lookups, and the
+//! parse-time checks (forward only, goto last).
+
+use super::*;
+use crate::parse::{parse_filter, parse_flow};
+
+fn classifier(rules: &[&str]) -> Classifier {
+    let mut c = Classifier::new();
+    for (i, r) in rules.iter().enumerate() {
+        let spec = parse_flow(r).unwrap_or_else(|e| panic!("{r}: {e}"));
+        c.insert(Arc::new(Rule::new(spec, i as u64)));
+    }
+    c
+}
+
+/// A UDP packet's key: in_port 1, 10.0.0.1:1000 -> 10.0.0.2:53.
+fn udp_key() -> FlowKey {
+    let mut k = FlowKey::ZERO;
+    k.set_in_port(1);
+    k.set_dl_type(0x0800);
+    k.set_nw_proto(17);
+    k.set_nw_src(0x0a00_0001);
+    k.set_nw_dst(0x0a00_0002);
+    k.set_tp_src(1000);
+    k.set_tp_dst(53);
+    k
+}
+
+fn resolve_key(c: &Classifier, k: &FlowKey) -> Option<Resolution> {
+    let found = c.lookup_with_mask(k);
+    let first = found.rule?.clone();
+    Some(resolve(c, k, &first, found.mask))
+}
+
+#[test]
+fn a_three_table_pipeline_adds_up_its_actions_and_masks() {
+    let c = classifier(&[
+        "table=0,in_port=1,actions=write_metadata:0x5/0xff,goto_table:1",
+        "table=1,metadata=0x5/0xff,udp,actions=mod_nw_dst:10.9.9.9,goto_table:2",
+        // Table 2 sees the rewritten address.
+        "table=2,ip,nw_dst=10.9.9.9,actions=output:3",
+        "table=2,ip,nw_dst=10.0.0.2,actions=output:4",
+    ]);
+    let r = resolve_key(&c, &udp_key()).unwrap();
+    assert_eq!(
+        r.stages.iter().map(|s| s.table).collect::<Vec<_>>(),
+        vec![0, 1, 2]
+    );
+    assert!(r.stages.iter().all(|s| s.rule.is_some()));
+    assert_eq!(
+        r.actions,
+        vec![Action::SetNwDst(0x0a09_0909), Action::Output(3)]
+    );
+    assert!(!r.truncated);
+    // The union: in_port (table 0), dl_type, nw_proto (table 1), nw_dst
+    // (table 2), metadata (table 1), and every stage's table field.
+    assert_eq!(r.mask.in_port(), 0xffff);
+    assert_eq!(r.mask.nw_proto(), 0xff);
+    assert_ne!(r.mask.nw_dst(), 0);
+    assert_eq!(r.mask.metadata() & 0xff, 0xff);
+    assert_eq!(r.mask.table(), 0xff);
+    assert_eq!(r.mask.tp_src(), 0, "no table looked at the source port");
+}
+
+#[test]
+fn a_miss_in_a_later_table_keeps_what_ran_before() {
+    let c = classifier(&[
+        "in_port=1,actions=output:2,goto_table:5",
+        "table=5,tcp,actions=output:3",
+    ]);
+    let r = resolve_key(&c, &udp_key()).unwrap();
+    assert_eq!(r.stages.len(), 2);
+    assert!(r.stages[1].rule.is_none(), "table 5 has no rule for UDP");
+    assert_eq!(r.actions, vec![Action::Output(2)]);
+}
+
+#[test]
+fn resubmit_runs_the_other_table_here_and_goes_on() {
+    let c = classifier(&[
+        "in_port=1,actions=mod_dl_src:02:00:00:00:00:aa,resubmit(,3),output:2",
+        "table=3,actions=mod_dl_dst:02:00:00:00:00:bb,output:7",
+    ]);
+    let r = resolve_key(&c, &udp_key()).unwrap();
+    assert_eq!(
+        r.actions,
+        vec![
+            Action::SetDlSrc([2, 0, 0, 0, 0, 0xaa]),
+            Action::SetDlDst([2, 0, 0, 0, 0, 0xbb]),
+            Action::Output(7),
+            Action::Output(2),
+        ]
+    );
+}
+
+#[test]
+fn lookups_are_bounded() {
+    // Each table resubmits to the next twice: 2^n lookups unbounded.
+    let mut rules = Vec::new();
+    for t in 0..20 {
+        rules.push(format!(
+            "table={t},actions=resubmit(,{}),resubmit(,{})",
+            t + 1,
+            t + 1
+        ));
+    }
+    let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
+    let c = classifier(&rules);
+    let r = resolve_key(&c, &udp_key()).unwrap();
+    assert!(r.truncated);
+    assert_eq!(r.stages.len(), MAX_LOOKUPS);
+}
+
+#[test]
+fn composite_credits_every_rule_it_passed() {
+    let c = classifier(&["in_port=1,actions=goto_table:1", "table=1,actions=output:2"]);
+    let k = udp_key();
+    let found = c.lookup_with_mask(&k);
+    let first = found.rule.unwrap().clone();
+    let res = resolve(&c, &k, &first, found.mask);
+    let rule = composite(&first, &res);
+    assert_eq!(rule.single_output, Some(2));
+    assert!(!rule.pipeline);
+    rule.credit(3, 192, 1);
+    for part in &rule.parts {
+        assert_eq!(
+            part.stats
+                .packets
+                .load(std::sync::atomic::Ordering::Relaxed),
+            3
+        );
+    }
+    assert_eq!(rule.parts.len(), 2);
+}
+
+#[test]
+fn table_numbers_in_rules_and_filters() {
+    // A rule is in table 0 unless it says otherwise, and matches it exactly.
+    let r = parse_flow("actions=drop").unwrap();
+    assert_eq!((r.matches.key.table(), r.matches.mask.table()), (0, 0xff));
+    let r = parse_flow("table=7,ip,actions=goto_table:9").unwrap();
+    assert_eq!(r.matches.key.table(), 7);
+    assert_eq!(
+        r.to_string(),
+        "priority=32768,table=7,ip,actions=goto_table:9"
+    );
+    assert_eq!(parse_flow(&r.to_string()).unwrap(), r);
+    // A filter without table= selects every table.
+    let f = parse_filter("ip").unwrap();
+    assert_eq!(f.matches.mask.table(), 0);
+    assert!(f.selects(&r));
+    assert!(!parse_filter("table=3").unwrap().selects(&r));
+    assert!(parse_filter("table=7").unwrap().selects(&r));
+    // Strict without table=: the rule's match, whatever its table.
+    assert!(parse_filter("priority=32768,ip").unwrap().selects(&r));
+    for (text, want) in [
+        (
+            "table=3,actions=goto_table:3",
+            "the pipeline only goes forward",
+        ),
+        (
+            "table=3,actions=resubmit(,1)",
+            "the pipeline only goes forward",
+        ),
+        (
+            "actions=goto_table:1,output:2",
+            "goto_table must be the last action",
+        ),
+        (
+            "actions=resubmit(1,2)",
+            "only resubmit(,TABLE) is supported",
+        ),
+        ("table=255,actions=drop", "\"255\" is not a table number"),
+        ("actions=goto_table:255", "\"255\" is not a table number"),
+    ] {
+        let e = parse_flow(text).unwrap_err().to_string();
+        assert!(e.contains(want), "{text}: {e}");
+    }
+    let w = parse_flow("actions=write_metadata:0x12/0xff,resubmit(,4),goto_table:5").unwrap();
+    assert_eq!(
+        w.to_string(),
+        "priority=32768,actions=write_metadata:0x12/0xff,resubmit(,4),goto_table:5"
+    );
+}
+
+#[test]
+fn edit_key_follows_the_rewrites_a_later_table_sees() {
+    let mut k = udp_key();
+    k.set_nw_ttl(64);
+    for a in [
+        Action::SetNwSrc(0x0b00_0001),
+        Action::SetTpDst(5353),
+        Action::DecTtl,
+        Action::SetNwTos(0xb8),
+        Action::SetVlanVid(7),
+        Action::SetIpv6Dst([0xff; 16]),
+    ] {
+        edit_key(&mut k, &a);
+    }
+    assert_eq!(k.nw_src(), 0x0b00_0001);
+    assert_eq!(k.tp_dst(), 5353);
+    assert_eq!(k.nw_ttl(), 63);
+    assert_eq!(k.nw_tos(), 0xb8);
+    assert_eq!(k.vlan_tci(), VLAN_PRESENT | 7);
+    assert_eq!(k.ipv6_dst(), 0, "an IPv6 rewrite leaves an IPv4 key alone");
+}
