@@ -65,7 +65,7 @@ fn checksums_verify(f: &[u8]) -> bool {
     }
 }
 
-type Edit = fn(&mut Packet) -> Result<(), DropReason>;
+pub(super) type Edit = fn(&mut Packet) -> Result<(), DropReason>;
 /// (name, frame, edit, (offset from the IPv4 header, new bytes) the edit
 /// must leave, whether the L4 checksum field may change)
 type Case = (&'static str, Vec<u8>, Edit, (usize, Vec<u8>), bool);
@@ -139,7 +139,7 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-fn pool() -> std::sync::Arc<PacketPool> {
+pub(super) fn pool() -> std::sync::Arc<PacketPool> {
     PacketPool::new(
         "ip-actions",
         &MemoryConfig {
@@ -151,7 +151,11 @@ fn pool() -> std::sync::Arc<PacketPool> {
     .unwrap()
 }
 
-fn run(cache: &mut nfv_mem::PoolCache, input: &[u8], edit: Edit) -> Result<Vec<u8>, DropReason> {
+pub(super) fn run(
+    cache: &mut nfv_mem::PoolCache,
+    input: &[u8],
+    edit: Edit,
+) -> Result<Vec<u8>, DropReason> {
     let mut p = cache.alloc().unwrap();
     p.set_len(input.len()).unwrap();
     p.data_mut().copy_from_slice(input);

@@ -3,9 +3,9 @@
 //! pseudo-header, the field holds its new value, and no byte outside the
 //! field and the L4 checksum moved — also behind an extension header.
 
+use super::ip_tests::pool;
 use super::*;
 use etherparse::{PacketBuilder, SlicedPacket, TransportSlice};
-use nfv_mem::{HugepageMode, MemoryConfig, PacketPool};
 
 const SRC: [u8; 16] = [0xfd, 0x77, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 const DST: [u8; 16] = [0xfd, 0x77, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
@@ -78,32 +78,16 @@ fn checksums_verify(f: &[u8]) -> bool {
     }
 }
 
-fn pool() -> std::sync::Arc<PacketPool> {
-    PacketPool::new(
-        "ipv6-actions",
-        &MemoryConfig {
-            frame_size: 2048,
-            frames: 64,
-            hugepages: HugepageMode::Never,
-        },
-    )
-    .unwrap()
-}
-
 type Edit = fn(&mut Packet) -> Result<(), DropReason>;
 /// (name, frame, edit, (offset from the IPv6 header, new bytes), whether
 /// the L4 checksum may move)
 type Case = (&'static str, Vec<u8>, Edit, (usize, Vec<u8>), bool);
 
+/// One edit on a copy of `input` (the IPv4 tests' pool and runner).
 fn run(input: &[u8], edit: Edit) -> Result<Vec<u8>, DropReason> {
     let pool = pool();
     let mut cache = pool.cache();
-    let mut p = cache.alloc().unwrap();
-    p.set_len(input.len()).unwrap();
-    p.data_mut().copy_from_slice(input);
-    let got = edit(&mut p).map(|_| p.data().to_vec());
-    cache.free(p);
-    got
+    super::ip_tests::run(&mut cache, input, edit)
 }
 
 /// Offset of the L4 checksum field in each frame above (TCP behind the
