@@ -174,21 +174,63 @@ pub fn parse_group(text: &str) -> Result<Group, GroupParseError> {
         .enumerate()
         .map(|(i, b)| parse_bucket(b).map_err(|e| with_bucket(i, e)))
         .collect::<Result<Vec<_>, _>>()?;
-    check(kind, &buckets)?;
-    let mut total = 0u32;
-    let cumulative = buckets
-        .iter()
-        .map(|b| {
-            total += u32::from(b.weight);
-            total
+    Group::new(id, kind, buckets)
+}
+
+impl Group {
+    /// A group from parts decoded elsewhere (an OpenFlow `GROUP_MOD`),
+    /// checked as `add-group` text is: bucket count, indirect's single
+    /// bucket, fast_failover's watch ports.
+    pub fn new(id: u32, kind: GroupType, buckets: Vec<Bucket>) -> Result<Group, GroupParseError> {
+        if id > MAX_GROUP_ID {
+            return Err(invalid(format!(
+                "group_id {id} is not a group id (0..{MAX_GROUP_ID})"
+            )));
+        }
+        check(kind, &buckets)?;
+        let mut total = 0u32;
+        let cumulative = buckets
+            .iter()
+            .map(|b| {
+                total += u32::from(b.weight);
+                total
+            })
+            .collect();
+        Ok(Group {
+            id,
+            kind,
+            buckets,
+            cumulative,
         })
-        .collect();
-    Ok(Group {
-        id,
-        kind,
-        buckets,
-        cumulative,
-    })
+    }
+}
+
+impl Bucket {
+    /// A bucket with zeroed counters; refused as `add-group` refuses it
+    /// when its actions name a group or go on to another table.
+    pub fn new(
+        weight: u16,
+        watch_port: Option<PortNo>,
+        actions: Vec<Action>,
+    ) -> Result<Bucket, GroupParseError> {
+        if actions.iter().any(|a| matches!(a, Action::Group(_))) {
+            return Err(invalid(
+                "a bucket may not name a group (no chains of groups)",
+            ));
+        }
+        if actions.iter().any(Action::is_pipeline) {
+            return Err(invalid(
+                "a bucket may not go on to another table (goto_table, resubmit, write_metadata)",
+            ));
+        }
+        Ok(Bucket {
+            weight,
+            watch_port,
+            actions,
+            packets: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        })
+    }
 }
 
 fn with_bucket(i: usize, e: GroupParseError) -> GroupParseError {
@@ -232,23 +274,7 @@ fn parse_bucket(text: &str) -> Result<Bucket, GroupParseError> {
     let actions_text = rest.trim().strip_prefix("actions=").unwrap_or(rest.trim());
     let actions = parse_action_list(actions_text)
         .map_err(|error| GroupParseError::Bucket { bucket: 0, error })?;
-    if actions.iter().any(|a| matches!(a, Action::Group(_))) {
-        return Err(invalid(
-            "a bucket may not name a group (no chains of groups)",
-        ));
-    }
-    if actions.iter().any(Action::is_pipeline) {
-        return Err(invalid(
-            "a bucket may not go on to another table (goto_table, resubmit, write_metadata)",
-        ));
-    }
-    Ok(Bucket {
-        weight,
-        watch_port,
-        actions,
-        packets: AtomicU64::new(0),
-        bytes: AtomicU64::new(0),
-    })
+    Bucket::new(weight, watch_port, actions)
 }
 
 fn check(kind: GroupType, buckets: &[Bucket]) -> Result<(), GroupParseError> {

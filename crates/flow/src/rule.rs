@@ -159,6 +159,32 @@ impl Rule {
         }
     }
 
+    /// This rule with other actions (OpenFlow's modify-flows): the match,
+    /// priority, cookie, timeouts, age and insertion order stay; the
+    /// counters are carried over unless `reset_counts`. Packets a PMD
+    /// credits to the old rule between the copy and the new generation
+    /// reaching it are not carried.
+    pub fn with_actions(&self, actions: Vec<Action>, reset_counts: bool) -> Rule {
+        let spec = FlowSpec {
+            actions,
+            ..self.spec.clone()
+        };
+        let r = Rule {
+            created: self.created,
+            created_tsc: self.created_tsc,
+            ..Rule::new(spec, self.seq)
+        };
+        if !reset_counts {
+            let copy = |to: &AtomicU64, from: &AtomicU64| {
+                to.store(from.load(Ordering::Relaxed), Ordering::Relaxed)
+            };
+            copy(&r.stats.packets, &self.stats.packets);
+            copy(&r.stats.bytes, &self.stats.bytes);
+            copy(&r.stats.last_hit, &self.stats.last_hit);
+        }
+        r
+    }
+
     /// A resolved pipeline as one rule (see [`crate::pipeline::composite`]).
     pub fn composite(spec: FlowSpec, seq: u64, parts: Vec<Arc<Rule>>) -> Rule {
         Rule {

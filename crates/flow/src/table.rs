@@ -60,6 +60,10 @@ pub enum GroupError {
     /// A rule names a meter that does not exist.
     #[error("no meter {0}")]
     MeterMissing(u32),
+    /// OpenFlow's `CHECK_OVERLAP`: a rule of the same table and priority
+    /// matches some of the same packets.
+    #[error("a rule of the same table and priority overlaps it")]
+    Overlaps,
 }
 
 /// One immutable generation of the rule set.
@@ -345,6 +349,68 @@ impl SharedFlowTable {
             Ok::<_, std::convert::Infallible>((gone.len(), rules))
         })
         .unwrap_or_else(|never| match never {})
+    }
+
+    /// Replaces the actions of the rules `select` picks (OpenFlow's
+    /// modify and modify-strict), keeping their counters unless
+    /// `reset_counts`; refused as a whole when the actions name a missing
+    /// group or meter. Returns how many rules changed.
+    pub fn modify_flows(
+        &self,
+        select: impl Fn(&Rule) -> bool,
+        actions: &[Action],
+        reset_counts: bool,
+    ) -> Result<usize, GroupError> {
+        self.try_edit(|c, groups, _| {
+            if let Some(g) = groups_named(actions).find(|g| !groups.contains_key(g)) {
+                return Err(GroupError::Missing(g));
+            }
+            let meters = self.current.load().meters.clone();
+            if let Some(m) = meters_named(actions).find(|m| !meters.contains_key(m)) {
+                return Err(GroupError::MeterMissing(m));
+            }
+            let picked: Vec<Arc<Rule>> = c.rules().into_iter().filter(|r| select(r)).collect();
+            for r in &picked {
+                c.insert(Arc::new(r.with_actions(actions.to_vec(), reset_counts)));
+            }
+            Ok(picked.len())
+        })
+    }
+
+    /// Deletes the rules `select` picks and returns them (OpenFlow's
+    /// delete with `out_port`/`out_group` filters, whose deleted rules a
+    /// controller may be told about).
+    pub fn del_flows_where(&self, select: impl Fn(&Rule) -> bool) -> Vec<Arc<Rule>> {
+        self.edit(|c, _| c.remove_if(select))
+    }
+
+    /// Adds one rule unless a rule `conflicts` with it (OpenFlow's
+    /// `CHECK_OVERLAP`: refused with [`GroupError::Overlaps`]), both
+    /// decided under the writer lock. Refused like
+    /// [`Self::add_flows_checked`] when it names a missing group or meter.
+    pub fn add_flow_unless(
+        &self,
+        spec: FlowSpec,
+        conflicts: impl Fn(&Rule) -> bool,
+    ) -> Result<(), GroupError> {
+        self.try_edit(|c, groups, seq| {
+            if let Some(g) = groups_named(&spec.actions).find(|g| !groups.contains_key(g)) {
+                return Err(GroupError::Missing(g));
+            }
+            let meters = self.current.load().meters.clone();
+            if let Some(m) = meters_named(&spec.actions).find(|m| !meters.contains_key(m)) {
+                return Err(GroupError::MeterMissing(m));
+            }
+            if c.rules().iter().any(|r| conflicts(r)) {
+                return Err(GroupError::Overlaps);
+            }
+            if spec.timeouts.any() {
+                self.timed.store(true, Ordering::Relaxed);
+            }
+            *seq += 1;
+            c.insert(Arc::new(Rule::new(spec, *seq)));
+            Ok(())
+        })
     }
 
     /// Deletes rules selected by `filter` (all rules for the default filter);

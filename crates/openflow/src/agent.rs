@@ -1,0 +1,168 @@
+//! The state every connection of one switch shares: the node, its flow
+//! table, the controllers' roles (OpenFlow 1.3 §6.3.6) and the queues
+//! asynchronous messages (flow removed) go out on, and the counters
+//! `show controllers` reports.
+//!
+//! Asynchronous messages never wait for a controller: each session has
+//! a bounded queue, and a message that finds it full is dropped and
+//! counted (`async_dropped`). So a controller that stops reading slows
+//! nobody: not the thread expiring rules, not the other controllers.
+
+use crate::switch::Switch;
+use nfv_flow::table::SharedFlowTable;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+
+/// A controller's role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Equal,
+    Master,
+    Slave,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Equal => "equal",
+            Role::Master => "master",
+            Role::Slave => "slave",
+        }
+    }
+
+    pub(crate) fn wire(self) -> u32 {
+        match self {
+            Role::Equal => 1,
+            Role::Master => 2,
+            Role::Slave => 3,
+        }
+    }
+}
+
+/// One connected controller as reported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionReport {
+    pub id: u64,
+    pub peer: String,
+    pub role: Role,
+    pub negotiated: bool,
+    /// Messages received, by OpenFlow type name.
+    pub received: BTreeMap<&'static str, u64>,
+    pub errors_sent: u64,
+    pub async_sent: u64,
+    pub async_dropped: u64,
+}
+
+pub(crate) struct SessionSlot {
+    pub report: SessionReport,
+    /// Where asynchronous messages for this controller go.
+    pub tx: SyncSender<Vec<u8>>,
+}
+
+pub struct Agent {
+    pub(crate) switch: Arc<dyn Switch>,
+    pub(crate) table: Arc<SharedFlowTable>,
+    pub(crate) sessions: Mutex<BTreeMap<u64, SessionSlot>>,
+    next_id: AtomicU64,
+    /// The largest generation id a master or slave request carried.
+    pub(crate) generation: Mutex<Option<u64>>,
+    /// Rules (by table, priority and match) added with
+    /// `OFPFF_SEND_FLOW_REM`: their removal is announced.
+    pub(crate) flow_removed_wanted: Mutex<std::collections::HashSet<RuleKey>>,
+    /// Messages dropped because a session's queue was full.
+    pub async_dropped: AtomicU64,
+}
+
+/// A rule's identity: its priority and match (which holds its table).
+pub(crate) type RuleKey = (u16, nfv_flow::Match);
+
+impl Agent {
+    pub fn new(switch: Arc<dyn Switch>, table: Arc<SharedFlowTable>) -> Arc<Agent> {
+        Arc::new(Agent {
+            switch,
+            table,
+            sessions: Mutex::new(BTreeMap::new()),
+            next_id: AtomicU64::new(1),
+            generation: Mutex::new(None),
+            flow_removed_wanted: Mutex::new(Default::default()),
+            async_dropped: AtomicU64::new(0),
+        })
+    }
+
+    /// Registers a connection; its asynchronous messages go to `tx`.
+    pub(crate) fn open(&self, peer: String, tx: SyncSender<Vec<u8>>) -> u64 {
+        let id = self.next_id.fetch_add(1, Relaxed);
+        let report = SessionReport {
+            id,
+            peer,
+            role: Role::Equal,
+            negotiated: false,
+            received: BTreeMap::new(),
+            errors_sent: 0,
+            async_sent: 0,
+            async_dropped: 0,
+        };
+        lock(&self.sessions).insert(id, SessionSlot { report, tx });
+        id
+    }
+
+    pub(crate) fn close(&self, id: u64) {
+        lock(&self.sessions).remove(&id);
+    }
+
+    pub(crate) fn update(&self, id: u64, f: impl FnOnce(&mut SessionReport)) {
+        if let Some(s) = lock(&self.sessions).get_mut(&id) {
+            f(&mut s.report);
+        }
+    }
+
+    /// The connected controllers.
+    pub fn sessions(&self) -> Vec<SessionReport> {
+        lock(&self.sessions)
+            .values()
+            .map(|s| s.report.clone())
+            .collect()
+    }
+
+    /// Sends `msg` to every negotiated controller that is not a slave
+    /// (flow removed and port status go to masters and equals), never
+    /// waiting: a full queue drops it.
+    pub(crate) fn broadcast(&self, msg: &[u8]) {
+        let mut sessions = lock(&self.sessions);
+        for s in sessions.values_mut() {
+            if !s.report.negotiated || s.report.role == Role::Slave {
+                continue;
+            }
+            match s.tx.try_send(msg.to_vec()) {
+                Ok(()) => s.report.async_sent += 1,
+                Err(TrySendError::Full(_)) => {
+                    s.report.async_dropped += 1;
+                    self.async_dropped.fetch_add(1, Relaxed);
+                }
+                Err(TrySendError::Disconnected(_)) => {}
+            }
+        }
+    }
+
+    /// Tells the controllers that asked (`OFPFF_SEND_FLOW_REM`) that
+    /// these rules are gone, and why: for rules removed by the node
+    /// itself (timeouts, `ctl del-flows`) as much as by OpenFlow.
+    pub fn rules_removed(&self, rules: &[(Arc<nfv_flow::Rule>, crate::messages::RemovedReason)]) {
+        if rules.is_empty() {
+            return;
+        }
+        let mut wanted = lock(&self.flow_removed_wanted);
+        for (rule, why) in rules {
+            let key = crate::messages::rule_key(rule);
+            if wanted.remove(&key) {
+                self.broadcast(&crate::messages::flow_removed(rule, *why));
+            }
+        }
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,322 @@
+//! Where controllers connect: passive listeners (`punix:PATH`,
+//! `ptcp:PORT[:IP]`), a thread per connection reading requests and one
+//! writing what goes back.
+//!
+//! `punix:` sockets are bound with `nfv_settings::unix_socket` (never
+//! taking a path over, removed only while still ours) and mode 0600:
+//! only the switch's own user can program it through them. `ptcp:`
+//! listens on loopback only: OpenFlow has no credential of its own, so
+//! a plain TCP listener would let anyone who reaches the port rewrite
+//! the flow table; `ptcp:` on another address is refused at config time
+//! (TLS, `pssl:`, is not built yet).
+//!
+//! A connection that stays silent is probed with an `ECHO_REQUEST` after
+//! [`PROBE_AFTER`] and closed when the probe goes unanswered as long.
+
+use crate::agent::Agent;
+use crate::session::Session;
+use crate::wire::{HEADER_LEN, Header};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Idle time before an echo probe, and before closing after one.
+pub const PROBE_AFTER: Duration = Duration::from_secs(5);
+/// Connections at once, over all listeners: more are closed at accept.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Messages queued for one connection's writer.
+const QUEUE: usize = 1024;
+
+/// How to close each open connection (when the listeners stop).
+type Closers = Arc<Mutex<Vec<Box<dyn Fn() + Send>>>>;
+
+/// A listener as the config names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+/// Parses `punix:PATH` or `ptcp:PORT[:IP]` (IP defaults to 127.0.0.1;
+/// only loopback addresses are taken, see the module doc).
+pub fn parse_target(s: &str) -> Result<Target, String> {
+    if let Some(path) = s.strip_prefix("punix:") {
+        if path.is_empty() || !path.starts_with('/') {
+            return Err(format!("\"{s}\": punix: needs an absolute path"));
+        }
+        return Ok(Target::Unix(PathBuf::from(path)));
+    }
+    if let Some(rest) = s.strip_prefix("ptcp:") {
+        let (port, ip) = match rest.split_once(':') {
+            Some((p, ip)) => (p, ip.trim_start_matches('[').trim_end_matches(']')),
+            None => (rest, "127.0.0.1"),
+        };
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("\"{s}\": ptcp:PORT[:IP] needs a port number"))?;
+        let ip: std::net::IpAddr = ip
+            .parse()
+            .map_err(|_| format!("\"{s}\": \"{ip}\" is not an IP address"))?;
+        if !ip.is_loopback() {
+            return Err(format!(
+                "\"{s}\": ptcp: listens on loopback only (OpenFlow over plain TCP has no \
+                 credential; pssl: is not built yet)"
+            ));
+        }
+        return Ok(Target::Tcp(SocketAddr::new(ip, port)));
+    }
+    Err(format!(
+        "\"{s}\": a listener is punix:PATH or ptcp:PORT[:IP] (active controllers and ssl: are not built yet)"
+    ))
+}
+
+/// The running listeners; dropping them stops accepting, closes every
+/// connection and removes the `punix:` socket files.
+pub struct Listeners {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    /// Where each listener ended up (a `ptcp:0` gets a port).
+    pub bound: Vec<String>,
+    _sockets: Vec<nfv_settings::unix_socket::BoundSocket>,
+    conns: Closers,
+}
+
+enum Listener {
+    Unix(UnixListener),
+    Tcp(TcpListener),
+}
+
+/// Starts a listener for each target.
+pub fn start(agent: Arc<Agent>, targets: &[Target]) -> io::Result<Listeners> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let active = Arc::new(AtomicUsize::new(0));
+    let conns: Closers = Arc::default();
+    let mut out = Listeners {
+        stop: stop.clone(),
+        threads: Vec::new(),
+        bound: Vec::new(),
+        _sockets: Vec::new(),
+        conns: conns.clone(),
+    };
+    for t in targets {
+        let l = match t {
+            Target::Unix(path) => {
+                let access = nfv_settings::unix_socket::SocketAccess {
+                    mode: Some(0o600),
+                    ..Default::default()
+                };
+                let (l, bound) =
+                    nfv_settings::unix_socket::bind_exclusive(path, &access).map_err(|e| {
+                        io::Error::new(e.kind(), format!("punix:{}: {e}", path.display()))
+                    })?;
+                out._sockets.push(bound);
+                out.bound.push(format!("punix:{}", path.display()));
+                l.set_nonblocking(true)?;
+                Listener::Unix(l)
+            }
+            Target::Tcp(addr) => {
+                let l = TcpListener::bind(addr)
+                    .map_err(|e| io::Error::new(e.kind(), format!("ptcp:{addr}: {e}")))?;
+                let a = l.local_addr()?;
+                out.bound.push(format!("ptcp:{}:{}", a.port(), a.ip()));
+                l.set_nonblocking(true)?;
+                Listener::Tcp(l)
+            }
+        };
+        let (agent, stop, active, conns) =
+            (agent.clone(), stop.clone(), active.clone(), conns.clone());
+        out.threads.push(
+            std::thread::Builder::new()
+                .name("openflow-listen".into())
+                .spawn(move || accept_loop(l, agent, stop, active, conns))?,
+        );
+    }
+    Ok(out)
+}
+
+fn accept_loop(
+    l: Listener,
+    agent: Arc<Agent>,
+    stop: Arc<AtomicBool>,
+    active: Arc<AtomicUsize>,
+    conns: Closers,
+) {
+    while !stop.load(Relaxed) {
+        let accepted: io::Result<(Box<dyn Conn>, String)> = match &l {
+            Listener::Unix(l) => l
+                .accept()
+                .map(|(s, _)| (Box::new(s) as Box<dyn Conn>, "unix".to_string())),
+            Listener::Tcp(l) => l
+                .accept()
+                .map(|(s, a)| (Box::new(s) as Box<dyn Conn>, a.to_string())),
+        };
+        match accepted {
+            Ok((conn, peer)) => {
+                if active.load(Relaxed) >= MAX_CONNECTIONS {
+                    tracing::warn!("OpenFlow: {MAX_CONNECTIONS} connections open; {peer} refused");
+                    continue;
+                }
+                if let Err(e) = serve(conn, peer, &agent, &active, &conns) {
+                    tracing::warn!("OpenFlow: connection not served: {e}");
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                tracing::warn!("OpenFlow: accept: {e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+/// A connected stream of either kind.
+trait Conn: Read + Write + Send {
+    fn clone_box(&self) -> io::Result<Box<dyn Conn>>;
+    fn set_timeout(&self, t: Option<Duration>) -> io::Result<()>;
+    fn shutdown_both(&self);
+    fn blocking(&self) -> io::Result<()>;
+}
+
+impl Conn for std::os::unix::net::UnixStream {
+    fn clone_box(&self) -> io::Result<Box<dyn Conn>> {
+        Ok(Box::new(self.try_clone()?))
+    }
+    fn set_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(t)
+    }
+    fn shutdown_both(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Both);
+    }
+    fn blocking(&self) -> io::Result<()> {
+        self.set_nonblocking(false)
+    }
+}
+
+impl Conn for std::net::TcpStream {
+    fn clone_box(&self) -> io::Result<Box<dyn Conn>> {
+        Ok(Box::new(self.try_clone()?))
+    }
+    fn set_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(t)
+    }
+    fn shutdown_both(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Both);
+    }
+    fn blocking(&self) -> io::Result<()> {
+        self.set_nodelay(true)?;
+        self.set_nonblocking(false)
+    }
+}
+
+fn serve(
+    conn: Box<dyn Conn>,
+    peer: String,
+    agent: &Arc<Agent>,
+    active: &Arc<AtomicUsize>,
+    conns: &Closers,
+) -> io::Result<()> {
+    conn.blocking()?;
+    conn.set_timeout(Some(PROBE_AFTER))?;
+    let writer = conn.clone_box()?;
+    let closer = conn.clone_box()?;
+    crate::agent::lock(conns).push(Box::new(move || closer.shutdown_both()));
+    let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE);
+    let session = Session::new(agent.clone(), peer, tx.clone());
+    active.fetch_add(1, Relaxed);
+    std::thread::Builder::new()
+        .name("openflow-tx".into())
+        .spawn(move || write_loop(writer, rx))?;
+    let active = active.clone();
+    std::thread::Builder::new()
+        .name("openflow-rx".into())
+        .spawn(move || {
+            read_loop(conn, session, tx);
+            active.fetch_sub(1, Relaxed);
+        })?;
+    Ok(())
+}
+
+fn write_loop(mut w: Box<dyn Conn>, rx: Receiver<Vec<u8>>) {
+    for m in rx {
+        if w.write_all(&m).is_err() {
+            break;
+        }
+    }
+    w.shutdown_both();
+}
+
+fn read_loop(mut r: Box<dyn Conn>, mut session: Session, tx: std::sync::mpsc::SyncSender<Vec<u8>>) {
+    if tx.send(Session::hello()).is_err() {
+        return;
+    }
+    let mut probe_sent = false;
+    let mut out = Vec::new();
+    loop {
+        let mut head = [0u8; HEADER_LEN];
+        match r.read_exact(&mut head) {
+            Ok(()) => probe_sent = false,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                if probe_sent {
+                    tracing::info!("OpenFlow: a controller stopped answering; closing");
+                    break;
+                }
+                probe_sent = true;
+                let probe = crate::wire::Writer::message(crate::wire::msg::ECHO_REQUEST, 0);
+                if tx.send(probe.finish()).is_err() {
+                    break;
+                }
+                continue;
+            }
+            Err(_) => break,
+        }
+        let Some(h) = Header::parse(&head) else { break };
+        let len = usize::from(h.length);
+        if len < HEADER_LEN {
+            // No way to find the next message: the stream is lost.
+            break;
+        }
+        let mut m = vec![0u8; len];
+        m[..HEADER_LEN].copy_from_slice(&head);
+        // The rest of a message arrives within one probe interval, or
+        // the connection is given up.
+        if r.read_exact(&mut m[HEADER_LEN..]).is_err() {
+            break;
+        }
+        out.clear();
+        let keep = session.handle(&m, &mut out);
+        for reply in out.drain(..) {
+            if tx.send(reply).is_err() {
+                return;
+            }
+        }
+        if !keep {
+            break;
+        }
+    }
+    r.shutdown_both();
+}
+
+impl Drop for Listeners {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        for close in crate::agent::lock(&self.conns).iter() {
+            close();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
