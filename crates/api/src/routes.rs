@@ -31,6 +31,7 @@ pub fn router(served: Arc<Served>, guard: Arc<crate::guard::Guard>) -> Router {
     Router::new()
         .route("/api/v1", get(index))
         .route("/api/v1/node", get(show_node))
+        .route("/api/v1/controllers", get(show_controllers))
         .route("/api/v1/ports", get(show_ports).post(add_port))
         .route("/api/v1/ports/{port}", delete(del_port))
         .route("/api/v1/attachments", get(attachments::list))
@@ -103,6 +104,7 @@ async fn index() -> axum::Json<Value> {
             "PUT /api/v1/groups (mod-group text)",
             "DELETE /api/v1/groups/{group_id}",
             "GET /api/v1/trace?flow=PACKET",
+            "GET /api/v1/controllers",
             "POST /api/v1/stats/clear",
             "GET /api/v1/timeseries?seconds=N",
             "GET /api/v1/demo",
@@ -113,6 +115,9 @@ async fn index() -> axum::Json<Value> {
 
 async fn show_node(State(st): St) -> ApiResult {
     handle(&st, Request::ShowNode).await
+}
+async fn show_controllers(State(st): St) -> ApiResult {
+    handle(&st, Request::ShowControllers).await
 }
 async fn show_ports(State(st): St) -> ApiResult {
     handle(&st, Request::ShowPorts).await

@@ -111,6 +111,9 @@ enum ShowWhat {
     /// Rx queues per PMD and their share of its cycles over the load
     /// history (OVS pmd-rxq-show); the auto load balancer's last word.
     Rxqs,
+    /// OpenFlow: where the agent listens, each controller connected, its
+    /// role, messages by type, errors and asynchronous messages.
+    Controllers,
 }
 
 fn sockets_in(dir: &Path) -> Vec<PathBuf> {
@@ -242,6 +245,7 @@ fn show_request(what: &ShowWhat) -> Request {
         ShowWhat::Traffic => Request::ShowTraffic,
         ShowWhat::Node => Request::ShowNode,
         ShowWhat::Rxqs => Request::ShowRxqs,
+        ShowWhat::Controllers => Request::ShowControllers,
     }
 }
 
@@ -297,6 +301,7 @@ fn print_answer(req: Request, data: serde_json::Value) -> Result<(), String> {
         }
         Request::ShowPmd => show(data, |r: &Vec<PmdReport>| pmd_text(r))?,
         Request::ShowChains => show(data, |r: &Vec<ChainReport>| chains_text(r))?,
+        Request::ShowControllers => println!("{}", controllers_text(&data)),
         Request::ShowTraffic => show(data, |r: &Vec<TrafficReport>| traffic_text(r))?,
         Request::DumpFlows { .. } => {
             let flows: Vec<FlowReport> = serde_json::from_value(data).map_err(parse_err)?;
@@ -879,4 +884,41 @@ mod tests {
             )
         );
     }
+}
+
+/// `show controllers` as text: the listeners, then a line per connection.
+fn controllers_text(v: &serde_json::Value) -> String {
+    let listen: Vec<&str> = v["listen"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+        .unwrap_or_default();
+    if listen.is_empty() {
+        return "OpenFlow: not listening ([openflow] listen is empty)".into();
+    }
+    let mut out = format!(
+        "OpenFlow 1.3, datapath id {}, listening on {}\n",
+        v["datapath_id"].as_str().unwrap_or("?"),
+        listen.join(", ")
+    );
+    let conns = v["connections"].as_array().cloned().unwrap_or_default();
+    if conns.is_empty() {
+        out += "  no controller connected\n";
+    }
+    for c in conns {
+        let received: Vec<String> = c["received"]
+            .as_object()
+            .map(|o| o.iter().map(|(k, n)| format!("{k}={n}")).collect())
+            .unwrap_or_default();
+        out += &format!(
+            "  #{} {} role={} errors_sent={} async_sent={} async_dropped={}\n    received: {}\n",
+            c["id"],
+            c["peer"].as_str().unwrap_or("?"),
+            c["role"].as_str().unwrap_or("?"),
+            c["errors_sent"],
+            c["async_sent"],
+            c["async_dropped"],
+            received.join(" ")
+        );
+    }
+    out.trim_end().to_string()
 }

@@ -286,6 +286,7 @@ pub fn node_config(run: &Run, setup: &Setup, dir: &Path, pmd_cores: &[usize]) ->
         groups: vec![],
         meters: vec![],
         chains,
+        openflow: Default::default(),
     }
 }
 

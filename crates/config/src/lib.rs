@@ -221,6 +221,19 @@ pub struct NodeConfig {
     /// Service chains (`[[chain]]` tables), in file order; their steering
     /// rules are installed by the node, not listed in `flows`.
     pub chains: Vec<ChainConfig>,
+    /// `[openflow]`: where OpenFlow clients and controllers connect.
+    pub openflow: OpenFlowConfig,
+}
+
+/// `[openflow]`.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct OpenFlowConfig {
+    /// `listen = ["punix:PATH", "ptcp:PORT[:IP]"]` (`ptcp:` on loopback
+    /// only); empty: no OpenFlow.
+    pub listen: Vec<nfv_openflow::Target>,
+    /// `datapath_id = "0000000000000001"` (16 hex digits, as OVS's
+    /// `other-config:datapath-id`); default: derived from the node name.
+    pub datapath_id: u64,
 }
 
 /// Poll-mode driver threads.
@@ -379,6 +392,7 @@ pub fn parse_str(
         .flatten()
         .collect();
 
+    let openflow = openflow(&doc, raw.openflow.as_ref(), &name, base)?;
     Ok(NodeConfig {
         source: source.to_path_buf(),
         name,
@@ -389,6 +403,7 @@ pub fn parse_str(
         memory,
         pmd,
         chains: chain::chains(&doc, &raw.chain, &ports)?,
+        openflow,
         ports,
         flows,
         groups,
@@ -436,6 +451,59 @@ pub fn parse_port_table(
     let w: Wrapper = toml::from_str(&wrapped).map_err(|e| strip(doc.toml_error(&e, "")))?;
     let base = std::env::current_dir().unwrap_or_default();
     port::port(&doc, "", &w.port, memory, &base)
+}
+
+/// `[openflow]`: each listener parsed (relative `punix:` paths against
+/// the config's directory), the datapath id as 16 hex digits.
+fn openflow(
+    doc: &Doc<'_>,
+    raw: Option<&S<raw::RawOpenFlow>>,
+    node_name: &str,
+    base: &Path,
+) -> Result<OpenFlowConfig> {
+    let r = raw.map(|r| r.get_ref());
+    let mut listen = Vec::new();
+    if let Some(list) = r.and_then(|r| r.listen.as_ref()) {
+        for (i, v) in list.get_ref().iter().enumerate() {
+            let field = format!("openflow.listen[{i}]");
+            let text = v.get_ref();
+            let text = match text.strip_prefix("punix:") {
+                Some(p) if !p.starts_with('/') => {
+                    format!("punix:{}", base.join(p).display())
+                }
+                _ => text.clone(),
+            };
+            let t = nfv_openflow::parse_target(&text).map_err(|m| doc.err(v.span(), &field, m))?;
+            if listen.contains(&t) {
+                return Err(doc.err(v.span(), &field, "listed twice".to_string()));
+            }
+            listen.push(t);
+        }
+    }
+    let datapath_id = match r.and_then(|r| r.datapath_id.as_ref()) {
+        Some(v) => {
+            let t = v.get_ref();
+            if t.len() != 16 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(doc.err(
+                    v.span(),
+                    "openflow.datapath_id",
+                    format!("{t:?} is not 16 hex digits (\"0000000000000001\")"),
+                ));
+            }
+            u64::from_str_radix(t, 16).unwrap_or_default()
+        }
+        // FNV-1a of the name, in 48 bits as OVS's MAC-derived ids are:
+        // stable across restarts, distinct between nodes.
+        None => {
+            node_name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            }) & 0xffff_ffff_ffff
+        }
+    };
+    Ok(OpenFlowConfig {
+        listen,
+        datapath_id,
+    })
 }
 
 fn node(

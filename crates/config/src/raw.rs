@@ -30,6 +30,15 @@ pub(crate) struct RawConfig {
     pub flow: Vec<S<RawFlow>>,
     #[serde(default)]
     pub chain: Vec<S<RawChain>>,
+    #[serde(default)]
+    pub openflow: Option<S<RawOpenFlow>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawOpenFlow {
+    pub listen: Option<S<Vec<S<String>>>>,
+    pub datapath_id: Option<S<String>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -37,8 +37,15 @@ fn an_empty_file_gets_every_default() {
             groups: vec![],
             meters: vec![],
             chains: vec![],
+            // No listener; the id the name "node" gives (FNV-1a, 48 bits).
+            openflow: nfv_config::OpenFlowConfig {
+                listen: vec![],
+                datapath_id: c.openflow.datapath_id,
+            },
         }
     );
+    assert_ne!(c.openflow.datapath_id, 0);
+    assert_eq!(c.openflow.datapath_id >> 48, 0);
     // The default PMD core is the last CPU.
     let c = parse_str("", Path::new("n.toml"), 8).unwrap();
     assert_eq!(c.pmd.cores, [7]);

@@ -33,6 +33,7 @@ impl FlowExpiry {
                         .datapath()
                         .table()
                         .expire(Instant::now(), nfv_tsc::now());
+                    node.openflow_rules_removed(&gone);
                     for (rule, why) in gone {
                         let (counter, name) = match why {
                             nfv_flow::Expiry::Idle => (&expiry.idle, "idle"),

@@ -12,7 +12,8 @@
 //! `socket_path` and the parts the node holds (`balance`, `expiry`,
 //! `routes`). Above it is what takes a node: the `impl Node` modules
 //! (`ports`, `requests`, `reports`, `attach`, `rebalance`), the threads
-//! (`sampling`, `rebalance`, `expiry_thread`), [`trial`] and [`server`].
+//! (`sampling`, `rebalance`, `expiry_thread`), `openflow` (the agent's view
+//! of the node), [`trial`] and [`server`].
 //! A part whose work needs the node is split in two, its state below and
 //! its node side above: `rates` and `sampling`, `balance` and
 //! `rebalance`, `expiry` and `expiry_thread`, `attachments` and `attach`.
@@ -28,6 +29,7 @@ pub mod error;
 mod expiry;
 mod expiry_thread;
 pub mod node;
+mod openflow;
 pub mod pmu;
 mod ports;
 pub mod protocol;

@@ -51,6 +51,16 @@ pub struct Node {
     pub(crate) access: nfv_config::AccessConfig,
     /// The REST API's token file, resolved.
     pub(crate) api_token_file: std::path::PathBuf,
+    /// The OpenFlow agent and its listeners, once started
+    /// (`crate::openflow`).
+    pub(crate) openflow: std::sync::OnceLock<OpenFlowRuntime>,
+}
+
+/// A started OpenFlow agent.
+pub(crate) struct OpenFlowRuntime {
+    pub agent: Arc<nfv_openflow::Agent>,
+    /// Taken (closing every connection) when the node stops.
+    pub listeners: Mutex<Option<nfv_openflow::Listeners>>,
 }
 
 /// Facts about the node kept for `show node`.
@@ -108,6 +118,7 @@ impl Node {
                     .unwrap_or_else(|| crate::default_socket(&cfg.name));
                 nfv_config::AccessConfig::token_file_for(&socket, &cfg.name)
             }),
+            openflow: Default::default(),
         };
         // Groups and meters, then the rules naming them (checked at load),
         // so the first packets find them all.
@@ -140,6 +151,7 @@ impl Node {
         RateSampler::start(&node);
         crate::balance::Balancer::start(&node);
         crate::expiry::FlowExpiry::start(&node);
+        node.start_openflow(&cfg.openflow)?;
         Ok(node)
     }
 
@@ -187,6 +199,7 @@ impl Node {
 
     /// Stops the PMD threads and releases the ports (also done on drop).
     pub fn shutdown(&self) {
+        self.stop_openflow();
         self.rates.stop();
         self.balancer.stop();
         self.flow_expiry.stop();

@@ -69,6 +69,9 @@ impl Node {
         nfv_config::check_port_set(&all, nfv_config::Peers::MayBeMissing)
             .map_err(|c| RequestError::PortConflict(c.describe(&all)))?;
         self.open_port(&p)?;
+        if let Some(info) = self.openflow_ports().into_iter().find(|i| i.no == p.id) {
+            self.openflow_port_changed(info, true);
+        }
         Ok(p.id)
     }
 
@@ -126,8 +129,12 @@ impl Node {
                 return Ok(no);
             }
         }
+        let before = self.openflow_ports();
         let no = self.datapath.del_port(name_or_no)?;
         self.routes.port_removed(no);
+        if let Some(info) = before.into_iter().find(|i| i.no == no) {
+            self.openflow_port_changed(info, false);
+        }
         Ok(no)
     }
 

@@ -42,6 +42,9 @@ pub enum Request {
     /// Facts about the node: name, version, uptime, PMDs, memory, and
     /// where its REST API listens.
     ShowNode,
+    /// The OpenFlow listeners and connected controllers: role, messages
+    /// by type, errors and asynchronous messages sent and dropped.
+    ShowControllers,
     /// Rx queues per PMD with their share of its cycles (OVS
     /// `pmd-rxq-show`).
     ShowRxqs,

@@ -29,6 +29,7 @@ impl Node {
             Request::ShowPorts => serde_json::to_value(self.show_ports())?,
             Request::ShowPmd => serde_json::to_value(self.show_pmd())?,
             Request::ShowChains => serde_json::to_value(self.show_chains())?,
+            Request::ShowControllers => self.show_controllers(),
             Request::ShowTraffic => serde_json::to_value(self.show_traffic())?,
             Request::DumpFlows { filter } => {
                 let f = parse_filter(filter).map_err(RequestError::Filter)?;

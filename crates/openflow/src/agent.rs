@@ -166,3 +166,16 @@ impl Agent {
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+impl Agent {
+    /// `FEATURES_REPLY`'s datapath id.
+    pub fn datapath_id(&self) -> u64 {
+        self.switch.datapath_id()
+    }
+
+    /// Announces a port added or removed (`PORT_STATUS`).
+    pub fn port_changed(&self, port: &crate::switch::PortInfo, added: bool) {
+        let reason = if added { 0 } else { 1 };
+        self.broadcast(&crate::messages::port_status(reason, port));
+    }
+}

@@ -1,0 +1,248 @@
+//! A running node under OpenFlow: `ovs-ofctl -O OpenFlow13` (Open vSwitch
+//! 3.1's) programs it over `punix:` and `ptcp:`, the rules it adds carry
+//! the generator's traffic (their counters and the ports' move), and a
+//! long-lived `ovs-ofctl monitor` connection — a controller as far as the
+//! switch can tell — hears of a rule's timeout (`FLOW_REMOVED`) and of a
+//! port added at run time (`PORT_STATUS`).
+
+mod common;
+
+use common::{BIN, tempdir};
+use nfv_testutil::wait_until;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Node {
+    child: Child,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn ofctl(target: &str, cmd: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new("ovs-ofctl")
+        .args(["-O", "OpenFlow13", "--timeout", "30", cmd, target])
+        .args(args)
+        .output()
+        .expect("run ovs-ofctl");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn ctl(sock: &Path, args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(["ctl", "--socket", sock.to_str().unwrap()])
+        .args(args)
+        .output()
+        .expect("run ctl");
+    assert!(
+        out.status.success(),
+        "ctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// n_packets of the dump-flows line containing `needle`.
+fn packets_of(dump: &str, needle: &str) -> u64 {
+    dump.lines()
+        .find(|l| l.contains(needle))
+        .and_then(|l| l.split("n_packets=").nth(1))
+        .and_then(|t| t.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn ovs_ofctl_programs_a_running_node_and_a_monitor_hears_its_events() {
+    let test = "ovs_ofctl_programs_a_running_node_and_a_monitor_hears_its_events";
+    if Command::new("ovs-ofctl").arg("--version").output().is_err() {
+        nfv_testutil::skip(test, "ovs-ofctl not installed (Debian openvswitch-common)");
+        return;
+    }
+    let dir = tempdir("openflow");
+    let ctl_sock = dir.join("ctl.sock");
+    let of_sock = dir.join("of.sock");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cfg = format!(
+        r#"
+flows = ["priority=10,in_port=1,actions=output:2"]
+[node]
+name = "of{pid}"
+control_socket = "{ctl}"
+[memory]
+frames = 8192
+hugepages = "never"
+[pmd]
+cores = [{core}]
+[openflow]
+listen = ["punix:{of}", "ptcp:0"]
+datapath_id = "00000000000000a1"
+[[port]]
+name = "gen0"
+id = 1
+type = "generator"
+rate_pps = 20000
+[[port]]
+name = "sink2"
+id = 2
+type = "sink"
+[[port]]
+name = "sink3"
+id = 3
+type = "sink"
+"#,
+        pid = std::process::id(),
+        ctl = ctl_sock.display(),
+        of = of_sock.display(),
+        core = cpus - 1,
+    );
+    let path = dir.join("node.toml");
+    std::fs::write(&path, cfg).unwrap();
+    let child = Command::new(BIN)
+        .args(["--log", "warn", "run", path.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _node = Node {
+        child,
+        dir: dir.clone(),
+    };
+    assert!(
+        wait_until(WAIT, || of_sock.exists() && ctl_sock.exists()),
+        "node did not start"
+    );
+    let unix = format!("unix:{}", of_sock.display());
+    let shown = ctl(&ctl_sock, &["show", "controllers"]);
+    let tcp_port = shown
+        .split("ptcp:")
+        .nth(1)
+        .and_then(|t| t.split(':').next())
+        .unwrap_or_else(|| panic!("no ptcp listener shown: {shown}"))
+        .to_string();
+    let tcp = format!("tcp:127.0.0.1:{tcp_port}");
+
+    let (ok, show) = ofctl(&unix, "show", &[]);
+    assert!(ok, "{show}");
+    assert!(show.contains("dpid:00000000000000a1"), "{show}");
+    assert!(
+        show.contains(" 1(gen0):") && show.contains(" 3(sink3):"),
+        "{show}"
+    );
+
+    // A controller stays connected and listens.
+    // (`monitor` serves a unixctl socket, under OVS_RUNDIR; stdbuf makes
+    // its stdout line-buffered, so what it printed is there when it is
+    // stopped.)
+    let mut monitor = Command::new("stdbuf")
+        .env("OVS_RUNDIR", &dir)
+        .args(["-oL", "ovs-ofctl", "-O", "OpenFlow13", "monitor", &unix])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(WAIT, || ctl(&ctl_sock, &["show", "controllers"])
+            .contains("role=")),
+        "the monitor never showed up: {}",
+        ctl(&ctl_sock, &["show", "controllers"])
+    );
+
+    // Over TCP: a rule above the config's sends the generator's traffic
+    // to port 3 instead; its counters move, port 3's too.
+    let (ok, out) = ofctl(
+        &tcp,
+        "add-flow",
+        &["priority=20,in_port=1,actions=output:3"],
+    );
+    assert!(ok, "{out}");
+    assert!(
+        wait_until(WAIT, || packets_of(
+            &ofctl(&tcp, "dump-flows", &[]).1,
+            "priority=20"
+        ) > 1000),
+        "the OpenFlow rule carried nothing: {}",
+        ofctl(&tcp, "dump-flows", &[]).1
+    );
+    let (ok, ports) = ofctl(&unix, "dump-ports", &["3"]);
+    assert!(
+        ok && ports.contains("port  3:") && !ports.contains("tx pkts=0,"),
+        "{ports}"
+    );
+    // The config's rule is in the same table, and the same tools see it.
+    let dump = ofctl(&unix, "dump-flows", &[]).1;
+    assert!(
+        dump.contains("priority=10,in_port=1 actions=output:2"),
+        "{dump}"
+    );
+    assert!(ctl(&ctl_sock, &["dump-flows"]).contains("priority=20,in_port=1"));
+
+    // A rule with a hard timeout and send_flow_rem: its removal reaches
+    // the monitor.
+    let (ok, out) = ofctl(
+        &unix,
+        "add-flow",
+        &["priority=30,hard_timeout=1,send_flow_rem,in_port=1,actions=output:2"],
+    );
+    assert!(ok, "{out}");
+    // A port added at run time: PORT_STATUS.
+    ctl(
+        &ctl_sock,
+        &["add-port", "name=\"sink4\",id=4,type=\"sink\""],
+    );
+    let mut seen = String::new();
+    let stdout = monitor.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let mut out = stdout;
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let done = wait_until(WAIT, || {
+        let flows = ofctl(&unix, "dump-flows", &[]).1;
+        !flows.contains("priority=30")
+    });
+    assert!(done, "the hard timeout did not remove the rule");
+    // Give the monitor its messages, then stop it and read what it got.
+    std::thread::sleep(Duration::from_millis(500));
+    let shown = ctl(&ctl_sock, &["show", "controllers"]);
+    // SIGTERM: ovs-ofctl flushes what it printed on its way out.
+    // SAFETY: signals our own child, not yet reaped.
+    unsafe { libc::kill(monitor.id() as libc::pid_t, libc::SIGTERM) };
+    let _ = monitor.wait();
+    seen += &reader.join().unwrap();
+    let mut err = String::new();
+    if let Some(mut e) = monitor.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    seen += &err;
+    assert!(
+        seen.contains("OFPT_FLOW_REMOVED") && seen.contains("reason=hard"),
+        "monitor saw no flow removal: {seen}\n{shown}"
+    );
+    assert!(
+        seen.contains("OFPT_PORT_STATUS") && seen.contains("ADD: 4(sink4)"),
+        "monitor saw no port status: {seen}"
+    );
+    assert!(
+        shown.contains("async_sent=2") || shown.contains("async_sent=3"),
+        "{shown}"
+    );
+}
