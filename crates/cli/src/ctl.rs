@@ -900,6 +900,18 @@ fn controllers_text(v: &serde_json::Value) -> String {
         v["datapath_id"].as_str().unwrap_or("?"),
         listen.join(", ")
     );
+    let figures = |k: &str| -> String {
+        v[k].as_object()
+            .map(|o| {
+                o.iter()
+                    .map(|(k, n)| format!("{k}={n}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default()
+    };
+    out += &format!("  packet-in: {}\n", figures("packet_in"));
+    out += &format!("  packet-out: {}\n", figures("packet_out"));
     let conns = v["connections"].as_array().cloned().unwrap_or_default();
     if conns.is_empty() {
         out += "  no controller connected\n";

@@ -226,7 +226,7 @@ pub struct NodeConfig {
 }
 
 /// `[openflow]`.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpenFlowConfig {
     /// `listen = ["punix:PATH", "ptcp:PORT[:IP]"]` (`ptcp:` on loopback
     /// only); empty: no OpenFlow.
@@ -234,6 +234,22 @@ pub struct OpenFlowConfig {
     /// `datapath_id = "0000000000000001"` (16 hex digits, as OVS's
     /// `other-config:datapath-id`); default: derived from the node name.
     pub datapath_id: u64,
+    /// `packet_in_rate` (packets a second, default 1000) and
+    /// `packet_in_burst` (default 100): how fast `controller` actions may
+    /// send packets up, as OVS's `controller-rate-limit`/`-burst-limit`.
+    pub packet_in_rate: u64,
+    pub packet_in_burst: u64,
+}
+
+impl Default for OpenFlowConfig {
+    fn default() -> Self {
+        OpenFlowConfig {
+            listen: Vec::new(),
+            datapath_id: 0,
+            packet_in_rate: 1000,
+            packet_in_burst: 100,
+        }
+    }
 }
 
 /// Poll-mode driver threads.
@@ -500,9 +516,25 @@ fn openflow(
             }) & 0xffff_ffff_ffff
         }
     };
+    let packet_in_rate = check::opt_int(
+        doc,
+        &r.and_then(|r| r.packet_in_rate.clone()),
+        "openflow.packet_in_rate",
+        1..=1_000_000,
+        1000u64,
+    )?;
+    let packet_in_burst = check::opt_int(
+        doc,
+        &r.and_then(|r| r.packet_in_burst.clone()),
+        "openflow.packet_in_burst",
+        1..=100_000,
+        100u64,
+    )?;
     Ok(OpenFlowConfig {
         listen,
         datapath_id,
+        packet_in_rate,
+        packet_in_burst,
     })
 }
 

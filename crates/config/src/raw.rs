@@ -39,6 +39,8 @@ pub(crate) struct RawConfig {
 pub(crate) struct RawOpenFlow {
     pub listen: Option<S<Vec<S<String>>>>,
     pub datapath_id: Option<S<String>>,
+    pub packet_in_rate: Option<S<i64>>,
+    pub packet_in_burst: Option<S<i64>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -41,6 +41,8 @@ fn an_empty_file_gets_every_default() {
             openflow: nfv_config::OpenFlowConfig {
                 listen: vec![],
                 datapath_id: c.openflow.datapath_id,
+                packet_in_rate: 1000,
+                packet_in_burst: 100,
             },
         }
     );

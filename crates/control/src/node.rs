@@ -90,6 +90,8 @@ impl Node {
             emc_entries: cfg.pmd.emc_entries,
             megaflow_entries: cfg.pmd.megaflow_entries,
             pmu: cfg.pmd.pmu,
+            packet_in_rate: cfg.openflow.packet_in_rate,
+            packet_in_burst: cfg.openflow.packet_in_burst,
         };
         let datapath = Datapath::start(&dp_cfg, pool, table.clone())?;
         let node = Node {

@@ -73,6 +73,63 @@ impl Switch for NodeSwitch {
             .collect();
         nfv_flow::tunnel::resolve(spec, &tunnels).map_err(|_| err::ACTION_BAD_ARGUMENT)
     }
+
+    fn poll_packet_ins(&self, f: &mut dyn FnMut(&nfv_openflow::switch::PacketIn<'_>)) -> usize {
+        let Some(node) = self.node.upgrade() else {
+            return 0;
+        };
+        let path = node.datapath.controller();
+        let mut n = 0;
+        // A bounded pass: the queue holds at most this many.
+        while n < nfv_datapath::controller::SLOTS {
+            let Some(slot) = path.take() else { break };
+            f(&nfv_openflow::switch::PacketIn {
+                in_port: slot.in_port,
+                table: slot.table,
+                cookie: slot.cookie,
+                reason: slot.reason,
+                total_len: slot.total_len,
+                data: &slot.data,
+            });
+            path.recycle(slot);
+            n += 1;
+        }
+        n
+    }
+
+    fn set_packet_in_listening(&self, on: bool) {
+        if let Some(node) = self.node.upgrade() {
+            node.datapath.controller().set_listening(on);
+        }
+    }
+
+    fn packet_out(&self, po: nfv_openflow::switch::PacketOut) -> Result<(), OfError> {
+        let node = self.node.upgrade().ok_or(err::REQUEST_EPERM)?;
+        let ports: BTreeSet<PortNo> = node.datapath.port_views().iter().map(|v| v.no).collect();
+        if po.in_port != nfv_openflow::wire::FROM_CONTROLLER && !ports.contains(&po.in_port) {
+            return Err(err::BAD_PORT);
+        }
+        for a in &po.actions {
+            if let nfv_flow::Action::Output(p) = a
+                && !ports.contains(p)
+            {
+                return Err(err::ACTION_BAD_OUT_PORT);
+            }
+        }
+        let sent = node
+            .datapath
+            .packet_out(nfv_datapath::controller::PacketOut {
+                in_port: po.in_port,
+                actions: po.actions,
+                to_table: po.to_table,
+                data: po.data,
+            });
+        if sent {
+            Ok(())
+        } else {
+            Err(err::REQUEST_EPERM)
+        }
+    }
 }
 
 impl Node {
@@ -187,10 +244,24 @@ impl Node {
                 })
             })
             .collect();
+        use std::sync::atomic::Ordering::Relaxed;
+        let path = self.datapath.controller();
         serde_json::json!({
             "datapath_id": format!("{:016x}", of.agent.datapath_id()),
             "listen": bound,
             "connections": connections,
+            "packet_in": {
+                "queued": path.sent.load(Relaxed),
+                "dropped_rate": path.dropped_rate.load(Relaxed),
+                "dropped_queue": path.dropped_queue.load(Relaxed),
+                "dropped_no_controller": path.dropped_off.load(Relaxed),
+                "truncated": path.truncated.load(Relaxed),
+                "dropped_slow_controller": of.agent.async_dropped.load(Relaxed),
+            },
+            "packet_out": {
+                "sent": path.packet_out_sent.load(Relaxed),
+                "refused": path.packet_out_refused.load(Relaxed),
+            },
         })
     }
 

@@ -8,6 +8,7 @@
 //! Thread safety: one element per PMD thread; it shares only the flow
 //! table snapshot (immutable) and the MAC table (lock-free) with others.
 
+use crate::controller::{ControllerPath, Origin, PacketOut};
 use crate::decision::{Decision, Verdict};
 use crate::fabric::Fabric;
 use crate::interpreter::{GroupTally, Interpreter};
@@ -35,6 +36,10 @@ pub struct Element {
     meters: Arc<Meters>,
     budget: MeterBudget,
     tally: GroupTally,
+    /// Where `controller` actions send packets (none in tests without
+    /// one), and the rx counters of packets a controller sent.
+    controller: Option<Arc<ControllerPath>>,
+    injected: Arc<QueueCounters>,
 }
 
 impl Element {
@@ -56,7 +61,52 @@ impl Element {
             mac,
             now_secs: 0,
             now_tsc: nfv_tsc::now(),
+            controller: None,
+            injected: Arc::default(),
         }
+    }
+
+    /// Where `controller` actions send packets.
+    pub fn set_controller(&mut self, path: Arc<ControllerPath>) {
+        self.controller = Some(path);
+    }
+
+    /// Runs a controller's packet (`PACKET_OUT`): its actions, or a
+    /// lookup as if received on its in_port (`output:TABLE`). Counted on
+    /// the element's own rx counters for such packets, not a port's.
+    pub fn inject(
+        &mut self,
+        po: &PacketOut,
+        pkt: nfv_mem::Packet,
+        pool: &mut PoolCache,
+        c: &mut PmdCounters,
+    ) {
+        let rx = self.injected.clone();
+        if po.to_table {
+            let mut batch = Batch::new();
+            batch.push(pkt);
+            self.process(po.in_port, &rx, &mut batch, pool, c);
+            return;
+        }
+        let origin = Origin::default();
+        Interpreter {
+            fabric: &mut self.fabric,
+            mac: &self.mac,
+            now_secs: self.now_secs,
+            in_port: po.in_port,
+            rx: &rx,
+            pool,
+            groups: &self.groups,
+            tally: &mut self.tally,
+            meters: &self.meters,
+            budget: &mut self.budget,
+            now_tsc: self.now_tsc,
+            controller: self.controller.as_deref(),
+            origin,
+        }
+        .run(&po.actions, pkt);
+        self.tally.flush();
+        self.budget.settle();
     }
 
     /// The generation of the flow table in use.
@@ -153,6 +203,8 @@ impl Element {
                         meters: &self.meters,
                         budget: &mut self.budget,
                         now_tsc: self.now_tsc,
+                        controller: self.controller.as_deref(),
+                        origin: origin_of(&rule),
                     }
                     .run(&rule.spec.actions, pkt),
                 },
@@ -167,5 +219,25 @@ impl Element {
     #[inline]
     pub fn flush(&mut self, pool: &mut PoolCache) {
         self.fabric.flush(pool);
+    }
+}
+
+/// What a packet-in says about the rule that sent it: its table and
+/// cookie (a resolved pipeline's last rule's), and `NO_MATCH` for a
+/// table-miss rule (priority 0, matching everything in its table).
+fn origin_of(rule: &nfv_flow::Rule) -> Origin {
+    let r = rule.parts.last().map_or(rule, |p| &**p);
+    let mut mask = r.spec.matches.mask;
+    mask.set_table(0);
+    let miss = r.spec.priority == 0 && mask == nfv_flow::FlowKey::ZERO;
+    Origin {
+        table: r.spec.matches.key.table(),
+        cookie: r.spec.cookie,
+        reason: if miss {
+            crate::controller::REASON_NO_MATCH
+        } else {
+            crate::controller::REASON_ACTION
+        },
+        metadata: 0,
     }
 }

@@ -9,6 +9,7 @@
 //! `no_buffers` when a copy for an extra output could not be had.
 
 use crate::actions;
+use crate::controller::{ControllerPath, Origin};
 use crate::fabric::Fabric;
 use crate::mac_learning::MacTable;
 use nfv_flow::meter::{MeterBudget, Meters};
@@ -60,6 +61,10 @@ pub(crate) struct Interpreter<'a> {
     pub meters: &'a Meters,
     pub budget: &'a mut MeterBudget,
     pub now_tsc: u64,
+    /// Where `controller` sends packets (none: they are not sent), and
+    /// the rule's table and cookie they carry.
+    pub controller: Option<&'a ControllerPath>,
+    pub origin: Origin,
 }
 
 /// Per-batch packet and byte counts of the group buckets used: one
@@ -185,6 +190,14 @@ impl Interpreter<'_> {
                 Action::Flood | Action::All => self.copy_to(&pkt, |s, c| s.flood(c)),
                 Action::Group(g) if last => return self.group(*g, pkt) || accounted,
                 Action::Group(g) => self.copy_to(&pkt, |s, c| s.group(*g, c)),
+                Action::Controller(max_len) => {
+                    self.to_controller(&mut pkt, *max_len);
+                    if last {
+                        self.pool.free(pkt);
+                        return true;
+                    }
+                    Step::Carried
+                }
             };
             match step {
                 Step::Next => {}
@@ -224,6 +237,28 @@ impl Interpreter<'_> {
             }
             _ => Step::Next,
         }
+    }
+
+    /// `controller`: the packet's first `max_len` bytes to the agent's
+    /// queue, within the packet-in rate; the packet itself stays here.
+    /// Whatever the controller path refuses is counted there, not as a
+    /// drop of the packet (a copy it is, not the packet).
+    fn to_controller(&mut self, pkt: &mut Packet, max_len: u16) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(c) = self.controller else { return };
+        if !c.is_listening() {
+            c.dropped_off.fetch_add(1, Relaxed);
+            return;
+        }
+        if !self.budget.admit(&c.rate, 0, self.now_tsc) {
+            c.dropped_rate.fetch_add(1, Relaxed);
+            return;
+        }
+        if pkt.is_split() && !pkt.join_tail() {
+            c.dropped_queue.fetch_add(1, Relaxed);
+            return;
+        }
+        c.queue(pkt.data(), self.in_port, max_len, self.origin);
     }
 
     #[inline]

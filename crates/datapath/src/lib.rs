@@ -22,6 +22,7 @@
 //! arguments per packet.
 
 pub mod actions;
+pub mod controller;
 pub mod decision;
 pub mod element;
 mod fabric;
@@ -58,6 +59,10 @@ pub struct DatapathConfig {
     /// and TLB misses, context switches...) and reads them every ~100 ms;
     /// `false` opens none. Can be changed at run time: [`Datapath::set_pmu`].
     pub pmu: bool,
+    /// Packets a second `controller` actions may send up, and how many at
+    /// once (OVS's `controller-rate-limit` and `controller-burst-limit`).
+    pub packet_in_rate: u64,
+    pub packet_in_burst: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -145,6 +150,9 @@ pub struct Datapath {
     table: Arc<SharedFlowTable>,
     mac: Arc<MacTable>,
     pool: Arc<PacketPool>,
+    controller: Arc<controller::ControllerPath>,
+    /// The PMD the next packet-out goes to (round robin).
+    next_out: std::sync::atomic::AtomicUsize,
 }
 
 impl Datapath {
@@ -154,6 +162,10 @@ impl Datapath {
         table: Arc<SharedFlowTable>,
     ) -> Result<Datapath, DatapathError> {
         let mac = Arc::new(MacTable::new(4096));
+        let controller = Arc::new(controller::ControllerPath::new(
+            cfg.packet_in_rate,
+            cfg.packet_in_burst,
+        ));
         let mut pmds = Vec::new();
         for (index, &core) in cfg.pmd_cores.iter().enumerate() {
             let (tx, rx) = unbounded();
@@ -169,6 +181,7 @@ impl Datapath {
                 emc_entries: cfg.emc_entries,
                 megaflow_entries: cfg.megaflow_entries,
                 pmu: cfg.pmu,
+                controller: controller.clone(),
             };
             let name = match core {
                 Some(c) => format!("pmd-c{c:02}/{index}"),
@@ -191,7 +204,30 @@ impl Datapath {
             table,
             mac,
             pool,
+            controller,
+            next_out: Default::default(),
         })
+    }
+
+    /// The path packets take to and from OpenFlow controllers.
+    pub fn controller(&self) -> &Arc<controller::ControllerPath> {
+        &self.controller
+    }
+
+    /// Hands a controller's packet to a PMD (the next in turn), which
+    /// sends it between two polls. False when no PMD runs.
+    pub fn packet_out(&self, po: controller::PacketOut) -> bool {
+        if self.pmds.is_empty() {
+            return false;
+        }
+        let i = self
+            .next_out
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            % self.pmds.len();
+        self.pmds[i]
+            .commands
+            .send(PmdCommand::PacketOut(Box::new(po)))
+            .is_ok()
     }
 
     pub fn table(&self) -> &Arc<SharedFlowTable> {

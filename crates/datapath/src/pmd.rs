@@ -68,6 +68,8 @@ pub enum PmdCommand {
     ClearStats,
     /// Open (true) or close (false) this PMD's PMU counters.
     SetPmu(bool),
+    /// Send a controller's packet (`PACKET_OUT`).
+    PacketOut(Box<crate::controller::PacketOut>),
     Quit,
 }
 
@@ -95,6 +97,7 @@ pub(crate) struct PmdThread {
     pub emc_entries: usize,
     pub megaflow_entries: usize,
     pub pmu: bool,
+    pub controller: Arc<crate::controller::ControllerPath>,
 }
 
 /// Opens PMU counters for the calling (PMD) thread when `on`.
@@ -174,14 +177,16 @@ struct Running {
 impl Running {
     fn new(cfg: PmdThread) -> Running {
         let started = Instant::now();
+        let mut element = Element::new(
+            cfg.emc_entries,
+            cfg.megaflow_entries,
+            cfg.table.snapshot(),
+            cfg.mac.clone(),
+        );
+        element.set_controller(cfg.controller.clone());
         Running {
             pool: cfg.pool.cache(),
-            element: Element::new(
-                cfg.emc_entries,
-                cfg.megaflow_entries,
-                cfg.table.snapshot(),
-                cfg.mac.clone(),
-            ),
+            element,
             rxqs: Vec::new(),
             batch: Batch::new(),
             c: PmdCounters::default(),
@@ -255,10 +260,32 @@ impl Running {
                         self.pmu_due = 0;
                     }
                 }
+                PmdCommand::PacketOut(po) => self.packet_out(&po),
                 PmdCommand::Quit => flow = Flow::Quit,
             }
         }
         flow
+    }
+
+    /// Builds the controller's packet in a buffer of the pool and runs
+    /// it; one that does not fit a buffer, or finds none, is counted.
+    fn packet_out(&mut self, po: &crate::controller::PacketOut) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let refused = &self.cfg.controller.packet_out_refused;
+        let Some(mut pkt) = self.pool.alloc() else {
+            refused.fetch_add(1, Relaxed);
+            return;
+        };
+        let n = po.data.len();
+        if n > pkt.room_mut().len() || pkt.set_len(n).is_err() {
+            self.pool.free(pkt);
+            refused.fetch_add(1, Relaxed);
+            return;
+        }
+        pkt.data_mut().copy_from_slice(&po.data);
+        self.element.inject(po, pkt, &mut self.pool, &mut self.c);
+        self.element.flush(&mut self.pool);
+        self.cfg.controller.packet_out_sent.fetch_add(1, Relaxed);
     }
 
     /// Picks up a new flow table, advances MAC learning's clock and

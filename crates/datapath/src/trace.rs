@@ -212,6 +212,12 @@ fn apply(
             return Some("skipped: the packet's own in_port (OpenFlow)".into());
         }
         Action::Output(p) => outputs.push(Output::Port(p)),
+        Action::Controller(n) => {
+            return Some(format!(
+                "a copy of its first {n} bytes to the OpenFlow controllers (PACKET_IN), \
+                 within the packet-in rate"
+            ));
+        }
         Action::InPort => outputs.push(Output::Port(in_port)),
         Action::Group(g) => {
             outputs.push(Output::Group(g));

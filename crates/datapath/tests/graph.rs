@@ -96,6 +96,8 @@ impl Graph {
             emc_entries: emc,
             megaflow_entries: 1024,
             pmu: false,
+            packet_in_rate: 1000,
+            packet_in_burst: 100,
         };
         let dp = Datapath::start(&cfg, pool.clone(), table).expect("datapath");
         Graph {

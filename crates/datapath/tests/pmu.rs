@@ -43,6 +43,8 @@ fn start(name: &str, pmu: bool) -> (Datapath, PortFactory) {
             emc_entries: 1024,
             megaflow_entries: 1024,
             pmu,
+            packet_in_rate: 1000,
+            packet_in_burst: 100,
         },
         pool,
         table,

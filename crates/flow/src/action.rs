@@ -89,7 +89,15 @@ pub enum Action {
     /// `meter:N` — the packet goes on only if meter N's rate allows it;
     /// else it is dropped (`meter_drop`) and counted on the meter's band.
     Meter(u32),
+    /// `controller[:MAX_LEN]` (`output:CONTROLLER`) — a copy of the packet,
+    /// its first `MAX_LEN` bytes (65535: all of it), goes to the OpenFlow
+    /// controllers as a `PACKET_IN`, rate-limited and never waiting (see
+    /// `nfv_datapath::controller`).
+    Controller(u16),
 }
+
+/// `controller` without a length: the whole packet (`OFPCML_NO_BUFFER`).
+pub const CONTROLLER_WHOLE: u16 = 0xffff;
 
 impl Action {
     /// True for the actions that continue the pipeline ([`crate::pipeline`]):
@@ -113,6 +121,7 @@ impl Action {
                 | Action::Flood
                 | Action::All
                 | Action::Group(_)
+                | Action::Controller(_)
         )
     }
 

@@ -32,6 +32,7 @@ impl fmt::Display for Action {
             Action::InPort => f.write_str("in_port"),
             Action::Flood => f.write_str("flood"),
             Action::All => f.write_str("all"),
+            Action::Controller(n) => write!(f, "CONTROLLER:{n}"),
             Action::Group(g) => write!(f, "group:{g}"),
             Action::SetTunnel(vni) => write!(f, "set_field:0x{vni:x}->tun_id"),
             Action::SetNwSrc(a) => write!(f, "mod_nw_src:{}", Ipv4Addr::from(a)),

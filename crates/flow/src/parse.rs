@@ -414,6 +414,17 @@ fn action(tok: &str) -> Result<Option<Action>, E> {
             return Ok(None);
         }
         "output" => output(need("a port number")?)?,
+        "controller" => Action::Controller(match arg {
+            None => crate::action::CONTROLLER_WHOLE,
+            Some(a) => {
+                let a = a
+                    .strip_prefix("max_len=")
+                    .or_else(|| a.strip_prefix("(max_len="))
+                    .map(|a| a.trim_end_matches(')'))
+                    .unwrap_or(a);
+                uint_in("actions: controller", a, 0xffff, "a length (0..65535)")? as u16
+            }
+        }),
         "mod_dl_src" => Action::SetDlSrc(mac("actions: mod_dl_src", need("a MAC address")?)?),
         "mod_dl_dst" => Action::SetDlDst(mac("actions: mod_dl_dst", need("a MAC address")?)?),
         "mod_vlan_vid" => {
@@ -564,6 +575,7 @@ fn output(arg: &str) -> Result<Action, E> {
         "flood" => Action::Flood,
         "all" => Action::All,
         "normal" => Action::Normal,
+        "controller" => Action::Controller(crate::action::CONTROLLER_WHOLE),
         _ => Action::Output(port("actions: output", arg)?),
     })
 }

@@ -134,6 +134,8 @@ fn datapath_counts_what_it_takes_and_drops_longer_frames_as_too_big() {
         emc_entries: 1024,
         megaflow_entries: 1024,
         pmu: false,
+        packet_in_rate: 1000,
+        packet_in_burst: 100,
     };
     let dp = Datapath::start(&cfg, pool.clone(), table).expect("datapath");
     let factory = PortFactory::new();

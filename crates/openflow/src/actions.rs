@@ -7,7 +7,6 @@
 //! to the action set); `write_actions` is refused (`UNSUP_INST`): the
 //! action set's reordering is not modelled, and accepting it would
 //! install a rule that behaves differently from what was asked.
-//! `output:CONTROLLER` is refused (`BAD_OUT_PORT`) until packet-in exists.
 //! Open vSwitch's `resubmit(,N)` extension travels as its experimenter
 //! action (`NXAST_RESUBMIT_TABLE`), so `ovs-ofctl` reads it back.
 
@@ -46,6 +45,10 @@ const NXAST_RESUBMIT_TABLE: u16 = 14;
 /// `resubmit`'s "the packet's own in_port" (OpenFlow 1.0's `OFPP_IN_PORT`).
 const NX_IN_PORT: u16 = 0xfff8;
 
+/// Stands for `output:TABLE` in a decoded packet-out's actions (an
+/// output to the reserved port number no configured port has).
+pub const TABLE_OUTPUT: Action = Action::Output(0xfff9);
+
 /// What decoding needs to know about the rule: its match (set-field
 /// prerequisites; `None` for a group's bucket, which any rule may reach:
 /// there a set-field whose header a packet lacks leaves it unchanged, as
@@ -54,6 +57,8 @@ const NX_IN_PORT: u16 = 0xfff8;
 pub struct Context<'a> {
     pub matches: Option<&'a Match>,
     pub table: u8,
+    /// Decoding a packet-out's actions (`output:TABLE` allowed).
+    pub packet_out: bool,
 }
 
 /// Decodes a flow_mod's instructions (the rest of `r`) into one action
@@ -151,7 +156,11 @@ pub fn decode_actions(r: &mut Reader<'_>, cx: Context<'_>) -> Result<Vec<Action>
             .map_err(|_| err::ACTION_BAD_LEN)?
             .with_error(err::ACTION_BAD_LEN);
         let a = match kind {
-            act::OUTPUT => output(body.u32()?)?,
+            act::OUTPUT => {
+                let p = body.u32()?;
+                let max_len = body.u16()?;
+                output(p, max_len, cx.packet_out)?
+            }
             act::GROUP => {
                 let g = body.u32()?;
                 if g > MAX_GROUP_ID {
@@ -182,8 +191,12 @@ pub fn decode_actions(r: &mut Reader<'_>, cx: Context<'_>) -> Result<Vec<Action>
     Ok(out)
 }
 
-fn output(p: u32) -> Result<Action, OfError> {
+/// An output action's port; `TABLE` only in a packet-out (where it
+/// comes back as [`TABLE_OUTPUT`]).
+fn output(p: u32, max_len: u16, packet_out: bool) -> Result<Action, OfError> {
     Ok(match p {
+        port::CONTROLLER => Action::Controller(max_len),
+        port::TABLE if packet_out => TABLE_OUTPUT,
         port::IN_PORT => Action::InPort,
         port::NORMAL => Action::Normal,
         port::FLOOD => Action::Flood,
@@ -328,6 +341,13 @@ fn encode_action(w: &mut Writer, a: &Action, m: &Match) {
         Action::Normal => out(w, port::NORMAL),
         Action::Flood => out(w, port::FLOOD),
         Action::All => out(w, port::ALL),
+        Action::Controller(max_len) => {
+            w.u16(act::OUTPUT);
+            w.u16(16);
+            w.u32(port::CONTROLLER);
+            w.u16(max_len);
+            w.zeros(6);
+        }
         Action::Group(g) => {
             w.u16(act::GROUP);
             w.u16(8);

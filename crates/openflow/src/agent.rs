@@ -110,6 +110,22 @@ impl Agent {
 
     pub(crate) fn close(&self, id: u64) {
         lock(&self.sessions).remove(&id);
+        self.refresh_listening();
+    }
+
+    /// Packet-ins go up while some controller (master or equal) is
+    /// connected, and are not even copied while none is.
+    pub(crate) fn refresh_listening(&self) {
+        let any = lock(&self.sessions)
+            .values()
+            .any(|s| s.report.negotiated && s.report.role != Role::Slave);
+        self.switch.set_packet_in_listening(any);
+    }
+
+    /// Sends every queued packet-in to the controllers; returns how many.
+    pub fn pump_packet_ins(&self) -> usize {
+        self.switch
+            .poll_packet_ins(&mut |p| self.broadcast(&crate::messages::packet_in(p)))
     }
 
     pub(crate) fn update(&self, id: u64, f: impl FnOnce(&mut SessionReport)) {

@@ -104,6 +104,23 @@ pub fn start(agent: Arc<Agent>, targets: &[Target]) -> io::Result<Listeners> {
         _sockets: Vec::new(),
         conns: conns.clone(),
     };
+    {
+        let (agent, stop) = (agent.clone(), stop.clone());
+        out.threads.push(
+            std::thread::Builder::new()
+                .name("openflow-pktin".into())
+                .spawn(move || {
+                    // Polled, not woken: a PMD queueing a packet-in makes
+                    // no system call (`nfv_datapath::controller`).
+                    while !stop.load(Relaxed) {
+                        if agent.pump_packet_ins() == 0 {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    }
+                    agent.switch.set_packet_in_listening(false);
+                })?,
+        );
+    }
     for t in targets {
         let l = match t {
             Target::Unix(path) => {

@@ -147,3 +147,29 @@ pub fn port_status(reason: u8, p: &PortInfo) -> Vec<u8> {
     port_desc(&mut w, p);
     w.finish()
 }
+
+/// `OFPT_PACKET_IN` (unbuffered): the match carries the in_port.
+pub fn packet_in(p: &crate::switch::PacketIn<'_>) -> Vec<u8> {
+    let mut w = Writer::message(msg::PACKET_IN, 0);
+    w.u32(crate::wire::NO_BUFFER);
+    w.u16(p.total_len);
+    w.u8(p.reason);
+    w.u8(p.table);
+    w.u64(p.cookie);
+    // The match: in_port alone (OXM type, 12 bytes, padded to 16).
+    let in_port = if p.in_port == crate::wire::FROM_CONTROLLER {
+        crate::wire::port::CONTROLLER
+    } else {
+        u32::from(p.in_port)
+    };
+    w.u16(oxm::MATCH_TYPE_OXM);
+    w.u16(12);
+    w.u16(oxm::CLASS_BASIC);
+    w.u8(0);
+    w.u8(4);
+    w.u32(in_port);
+    w.zeros(4);
+    w.zeros(2);
+    w.bytes(p.data);
+    w.finish()
+}

@@ -130,6 +130,7 @@ pub fn flow_mod(agent: &Agent, body: &[u8]) -> Result<(), OfError> {
             Context {
                 matches: Some(&d.matches),
                 table,
+                packet_out: false,
             },
         )
     };
@@ -305,6 +306,7 @@ pub fn group_mod(agent: &Agent, body: &[u8]) -> Result<(), OfError> {
             Context {
                 matches: None,
                 table: 0,
+                packet_out: false,
             },
         )?;
         let bucket =

@@ -152,6 +152,7 @@ impl Session {
         }
         self.negotiated = true;
         self.agent.update(self.id, |r| r.negotiated = true);
+        self.agent.refresh_listening();
         true
     }
 
@@ -251,8 +252,7 @@ impl Session {
             }
             msg::PACKET_OUT => {
                 self.writable()?;
-                // Injecting packets is not built yet.
-                return Err(err::REQUEST_EPERM);
+                agent.switch.packet_out(decode_packet_out(body)?)?;
             }
             msg::EXPERIMENTER => return Err(err::BAD_EXPERIMENTER),
             _ => return Err(err::BAD_TYPE),
@@ -302,6 +302,7 @@ impl Session {
             .get(&self.id)
             .map_or(Role::Equal, |s| s.report.role);
         drop(sessions);
+        self.agent.refresh_listening();
         let generation = lock(&self.agent.generation).unwrap_or(0);
         let mut w = Writer::message(msg::ROLE_REPLY, xid);
         w.u32(now.wire());
@@ -315,4 +316,50 @@ impl Drop for Session {
     fn drop(&mut self) {
         self.agent.close(self.id);
     }
+}
+
+/// A `PACKET_OUT` body: unbuffered (`OFP_NO_BUFFER`, the packet in it),
+/// from the controller or a port, its actions as a bucket's (no match to
+/// check set-fields against) plus `output:TABLE`.
+fn decode_packet_out(body: &[u8]) -> Result<crate::switch::PacketOut, OfError> {
+    let mut r = Reader::new(body);
+    let buffer_id = r.u32()?;
+    let in_port = r.u32()?;
+    let actions_len = usize::from(r.u16()?);
+    r.skip(6)?;
+    if buffer_id != wire::NO_BUFFER {
+        return Err(err::BUFFER_UNKNOWN);
+    }
+    let in_port = match in_port {
+        wire::port::CONTROLLER | wire::port::ANY => wire::FROM_CONTROLLER,
+        p if (1..=u32::from(nfv_flow::parse::MAX_PORT)).contains(&p) => p as u16,
+        _ => return Err(err::BAD_PORT),
+    };
+    let mut acts = r.sub(actions_len)?;
+    let mut actions = crate::actions::decode_actions(
+        &mut acts,
+        crate::actions::Context {
+            matches: None,
+            table: 0,
+            packet_out: true,
+        },
+    )?;
+    let data = r.rest().to_vec();
+    if data.len() < 14 {
+        return Err(err::BAD_PACKET);
+    }
+    let to_table = actions.contains(&crate::actions::TABLE_OUTPUT);
+    if to_table {
+        if actions.len() != 1 {
+            // OpenFlow: a lookup, or actions, not both.
+            return Err(err::ACTION_BAD_OUT_PORT);
+        }
+        actions.clear();
+    }
+    Ok(crate::switch::PacketOut {
+        in_port,
+        actions,
+        to_table,
+        data,
+    })
 }

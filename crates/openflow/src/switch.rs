@@ -37,6 +37,30 @@ pub struct Description {
     pub datapath: String,
 }
 
+/// A packet a rule sent to the controllers.
+#[derive(Clone, Copy, Debug)]
+pub struct PacketIn<'a> {
+    pub in_port: u16,
+    pub table: u8,
+    pub cookie: u64,
+    /// `ofp_packet_in_reason`: 0 table miss, 1 action.
+    pub reason: u8,
+    pub total_len: u16,
+    /// The packet's first bytes (as many as the action asked for).
+    pub data: &'a [u8],
+}
+
+/// A packet a controller sends (`PACKET_OUT`), decoded and checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketOut {
+    /// The port it counts as having come in on (0xfffd: the controller).
+    pub in_port: u16,
+    pub actions: Vec<nfv_flow::Action>,
+    /// An `output:TABLE`: looked up in the flow table instead.
+    pub to_table: bool,
+    pub data: Vec<u8>,
+}
+
 pub trait Switch: Send + Sync {
     /// `FEATURES_REPLY`'s datapath id.
     fn datapath_id(&self) -> u64;
@@ -48,4 +72,20 @@ pub trait Switch: Send + Sync {
     /// an output to a port that does not exist is `BAD_OUT_PORT`, an
     /// `in_port` that does not exist `BAD_MATCH/BAD_VALUE`.
     fn resolve(&self, spec: FlowSpec) -> Result<Vec<FlowSpec>, OfError>;
+
+    /// Hands every packet rules sent up since the last call to `f`
+    /// (never waits); returns how many.
+    fn poll_packet_ins(&self, _f: &mut dyn FnMut(&PacketIn<'_>)) -> usize {
+        0
+    }
+
+    /// Whether some controller takes packet-ins now: until one does,
+    /// `controller` actions send nothing up.
+    fn set_packet_in_listening(&self, _on: bool) {}
+
+    /// Sends a controller's packet; `BAD_PORT` for an output to a port
+    /// that does not exist (as `resolve`).
+    fn packet_out(&self, _po: PacketOut) -> Result<(), OfError> {
+        Err(crate::wire::err::REQUEST_EPERM)
+    }
 }

@@ -67,6 +67,10 @@ pub const GROUP_ALL: u32 = 0xffff_fffc;
 pub const METER_ALL: u32 = 0xffff_ffff;
 /// `OFPTT_ALL`: every table (flow delete and stats).
 pub const TABLE_ALL: u8 = 0xff;
+/// The in_port of a packet a controller sent, in the switch's 16-bit
+/// port numbers (OpenFlow 1.0's `OFPP_CONTROLLER`).
+pub const FROM_CONTROLLER: u16 = 0xfffd;
+
 /// `OFP_NO_BUFFER`: the switch buffers no packets.
 pub const NO_BUFFER: u32 = 0xffff_ffff;
 

@@ -336,7 +336,6 @@ fn refused_rules_get_the_error_openflow_names() {
             "in_port=1,actions=write_actions(output:2)",
             "OFPBIC_UNSUP_INST",
         ),
-        ("in_port=1,actions=controller", "OFPBAC_BAD_OUT_PORT"),
         // On an untagged packet OVS leaves it alone; nfvswitch would push.
         (
             "in_port=1,actions=set_field:4101->vlan_vid,output:2",

@@ -170,6 +170,8 @@ impl Switch {
             emc_entries: 1024,
             megaflow_entries: 1024,
             pmu: false,
+            packet_in_rate: 1000,
+            packet_in_burst: 100,
         };
         let dp = Datapath::start(&cfg, pool(8192), table).expect("datapath");
         let seen = Arc::new(Seen::default());
