@@ -239,11 +239,19 @@ pub struct OpenFlowConfig {
     /// send packets up, as OVS's `controller-rate-limit`/`-burst-limit`.
     pub packet_in_rate: u64,
     pub packet_in_burst: u64,
+    /// `controllers = ["tcp:IP[:PORT]", "unix:PATH"]`: controllers the
+    /// switch connects to (and reconnects to, with backoff).
+    pub controllers: Vec<nfv_openflow::listen::Controller>,
+    /// `fail_mode = "secure"` (default: keep the rules while no
+    /// controller is connected) or `"standalone"` (learn MACs then).
+    pub fail_mode: nfv_openflow::listen::FailMode,
 }
 
 impl Default for OpenFlowConfig {
     fn default() -> Self {
         OpenFlowConfig {
+            controllers: Vec::new(),
+            fail_mode: Default::default(),
             listen: Vec::new(),
             datapath_id: 0,
             packet_in_rate: 1000,
@@ -530,11 +538,39 @@ fn openflow(
         1..=100_000,
         100u64,
     )?;
+    let mut controllers = Vec::new();
+    if let Some(list) = r.and_then(|r| r.controllers.as_ref()) {
+        for (i, v) in list.get_ref().iter().enumerate() {
+            let field = format!("openflow.controllers[{i}]");
+            let c = nfv_openflow::listen::parse_controller(v.get_ref())
+                .map_err(|m| doc.err(v.span(), &field, m))?;
+            if controllers.contains(&c) {
+                return Err(doc.err(v.span(), &field, "listed twice".to_string()));
+            }
+            controllers.push(c);
+        }
+    }
+    let fail_mode = match r.and_then(|r| r.fail_mode.as_ref()) {
+        None => nfv_openflow::listen::FailMode::Secure,
+        Some(v) => match v.get_ref().as_str() {
+            "secure" => nfv_openflow::listen::FailMode::Secure,
+            "standalone" => nfv_openflow::listen::FailMode::Standalone,
+            other => {
+                return Err(doc.err(
+                    v.span(),
+                    "openflow.fail_mode",
+                    format!("{other:?} is not \"secure\" or \"standalone\""),
+                ));
+            }
+        },
+    };
     Ok(OpenFlowConfig {
         listen,
         datapath_id,
         packet_in_rate,
         packet_in_burst,
+        controllers,
+        fail_mode,
     })
 }
 

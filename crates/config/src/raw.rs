@@ -41,6 +41,8 @@ pub(crate) struct RawOpenFlow {
     pub datapath_id: Option<S<String>>,
     pub packet_in_rate: Option<S<i64>>,
     pub packet_in_burst: Option<S<i64>>,
+    pub controllers: Option<S<Vec<S<String>>>>,
+    pub fail_mode: Option<S<String>>,
 }
 
 #[derive(Deserialize, Default)]

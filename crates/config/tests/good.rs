@@ -43,6 +43,8 @@ fn an_empty_file_gets_every_default() {
                 datapath_id: c.openflow.datapath_id,
                 packet_in_rate: 1000,
                 packet_in_burst: 100,
+                controllers: vec![],
+                fail_mode: Default::default(),
             },
         }
     );

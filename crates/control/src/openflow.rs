@@ -139,7 +139,7 @@ impl Node {
         self: &Arc<Node>,
         cfg: &nfv_config::OpenFlowConfig,
     ) -> Result<(), crate::NodeError> {
-        if cfg.listen.is_empty() {
+        if cfg.listen.is_empty() && cfg.controllers.is_empty() {
             return Ok(());
         }
         let switch = Arc::new(NodeSwitch {
@@ -147,8 +147,11 @@ impl Node {
             datapath_id: cfg.datapath_id,
         });
         let agent = Agent::new(switch, self.datapath.table().clone());
-        let listeners = nfv_openflow::listen::start(agent.clone(), &cfg.listen)
+        let mut listeners = nfv_openflow::listen::start(agent.clone(), &cfg.listen)
             .map_err(|e| crate::NodeError::Open(format!("[openflow] listen: {e}").into()))?;
+        listeners
+            .connect(&agent, &cfg.controllers, cfg.fail_mode)
+            .map_err(|e| crate::NodeError::Open(format!("[openflow] controllers: {e}").into()))?;
         for b in &listeners.bound {
             tracing::info!("OpenFlow 1.3 listening on {b}");
         }

@@ -195,3 +195,32 @@ impl Agent {
         self.broadcast(&crate::messages::port_status(reason, port));
     }
 }
+
+impl Agent {
+    /// Standalone fail mode: `on` adds a table-miss rule doing `normal`
+    /// (cookie [`crate::listen::FAIL_OPEN_COOKIE`]), `off` removes it.
+    pub(crate) fn fail_open(&self, on: bool) {
+        let cookie = crate::listen::FAIL_OPEN_COOKIE;
+        let is_ours = |r: &nfv_flow::Rule| {
+            r.spec.cookie == cookie && r.spec.priority == 0 && r.spec.matches.key.table() == 0
+        };
+        if on {
+            let mut m = nfv_flow::Match::ANY;
+            m.mask.set_table(0xff);
+            self.table.add_flows([nfv_flow::FlowSpec {
+                priority: 0,
+                cookie,
+                timeouts: nfv_flow::Timeouts::NONE,
+                matches: m,
+                tun_id: None,
+                actions: vec![nfv_flow::Action::Normal],
+            }]);
+            tracing::info!(
+                "OpenFlow: no controller connected; standalone: forwarding as a learning switch"
+            );
+        } else {
+            self.table.del_flows_where(is_ours);
+            tracing::info!("OpenFlow: a controller connected; standalone mode's rule removed");
+        }
+    }
+}

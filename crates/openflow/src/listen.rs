@@ -33,8 +33,9 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// Messages queued for one connection's writer.
 const QUEUE: usize = 1024;
 
-/// How to close each open connection (when the listeners stop).
-type Closers = Arc<Mutex<Vec<Box<dyn Fn() + Send>>>>;
+/// How to close each open connection (when the listeners stop), by a
+/// number of its own; a connection removes its entry when it ends.
+type Closers = Arc<Mutex<(u64, std::collections::BTreeMap<u64, Box<dyn Fn() + Send>>)>>;
 
 /// A listener as the config names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -233,18 +234,26 @@ impl Conn for std::net::TcpStream {
     }
 }
 
+/// Serves one connection on two threads; the handle is the reading
+/// one's, which ends when the connection does.
 fn serve(
     conn: Box<dyn Conn>,
     peer: String,
     agent: &Arc<Agent>,
     active: &Arc<AtomicUsize>,
     conns: &Closers,
-) -> io::Result<()> {
+) -> io::Result<JoinHandle<()>> {
     conn.blocking()?;
     conn.set_timeout(Some(PROBE_AFTER))?;
     let writer = conn.clone_box()?;
     let closer = conn.clone_box()?;
-    crate::agent::lock(conns).push(Box::new(move || closer.shutdown_both()));
+    let key = {
+        let mut c = crate::agent::lock(conns);
+        c.0 += 1;
+        let key = c.0;
+        c.1.insert(key, Box::new(move || closer.shutdown_both()));
+        key
+    };
     let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE);
     let session = Session::new(agent.clone(), peer, tx.clone());
     active.fetch_add(1, Relaxed);
@@ -252,13 +261,14 @@ fn serve(
         .name("openflow-tx".into())
         .spawn(move || write_loop(writer, rx))?;
     let active = active.clone();
+    let conns = conns.clone();
     std::thread::Builder::new()
         .name("openflow-rx".into())
         .spawn(move || {
             read_loop(conn, session, tx);
             active.fetch_sub(1, Relaxed);
-        })?;
-    Ok(())
+            crate::agent::lock(&conns).1.remove(&key);
+        })
 }
 
 fn write_loop(mut w: Box<dyn Conn>, rx: Receiver<Vec<u8>>) {
@@ -329,11 +339,150 @@ fn read_loop(mut r: Box<dyn Conn>, mut session: Session, tx: std::sync::mpsc::Sy
 impl Drop for Listeners {
     fn drop(&mut self) {
         self.stop.store(true, Relaxed);
-        for close in crate::agent::lock(&self.conns).iter() {
+        for close in crate::agent::lock(&self.conns).1.values() {
             close();
         }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+/// Where the switch connects to a controller (`tcp:IP[:PORT]`, port 6653
+/// by default; `unix:PATH`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Controller {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+/// What the switch does while no controller is connected (OVS's
+/// `fail_mode`): `Secure` keeps its rules and adds none; `Standalone`
+/// adds a table-miss rule doing `normal` (MAC learning), removed when a
+/// controller connects again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FailMode {
+    #[default]
+    Secure,
+    Standalone,
+}
+
+/// The cookie of the rule standalone mode adds (and removes).
+pub const FAIL_OPEN_COOKIE: u64 = 0xfa11_0be7;
+
+/// Parses `tcp:IP[:PORT]` or `unix:PATH` (loopback only for TCP, as
+/// `ptcp:`).
+pub fn parse_controller(s: &str) -> Result<Controller, String> {
+    if let Some(path) = s.strip_prefix("unix:") {
+        if !path.starts_with('/') {
+            return Err(format!("\"{s}\": unix: needs an absolute path"));
+        }
+        return Ok(Controller::Unix(PathBuf::from(path)));
+    }
+    let Some(rest) = s.strip_prefix("tcp:") else {
+        return Err(format!(
+            "\"{s}\": a controller is tcp:IP[:PORT] or unix:PATH (ssl: is not built yet)"
+        ));
+    };
+    let (ip, port) = match rest.rsplit_once(':') {
+        Some((ip, p)) if !ip.is_empty() && !rest.starts_with('[') || rest.contains("]:") => (
+            ip.trim_start_matches('[').trim_end_matches(']'),
+            p.parse::<u16>()
+                .map_err(|_| format!("\"{s}\": \"{p}\" is not a port number"))?,
+        ),
+        _ => (rest.trim_start_matches('[').trim_end_matches(']'), 6653),
+    };
+    let ip: std::net::IpAddr = ip
+        .parse()
+        .map_err(|_| format!("\"{s}\": \"{ip}\" is not an IP address"))?;
+    if !ip.is_loopback() {
+        return Err(format!(
+            "\"{s}\": tcp: connects to loopback only (OpenFlow over plain TCP has no \
+             credential; ssl: is not built yet)"
+        ));
+    }
+    Ok(Controller::Tcp(SocketAddr::new(ip, port)))
+}
+
+/// Reconnection backoff: 1 s, doubling to at most 8 s (OVS's
+/// `max_backoff` default).
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(8);
+
+impl Listeners {
+    /// Connects to each controller and keeps reconnecting (with backoff)
+    /// while the listeners run; `fail_mode` says what the switch does
+    /// while none is connected.
+    pub fn connect(
+        &mut self,
+        agent: &Arc<Agent>,
+        controllers: &[Controller],
+        fail_mode: FailMode,
+    ) -> io::Result<()> {
+        if controllers.is_empty() {
+            return Ok(());
+        }
+        let up = Arc::new(AtomicUsize::new(0));
+        if fail_mode == FailMode::Standalone {
+            agent.fail_open(true);
+        }
+        for c in controllers {
+            let (agent, stop, conns, up, c) = (
+                agent.clone(),
+                self.stop.clone(),
+                self.conns.clone(),
+                up.clone(),
+                c.clone(),
+            );
+            self.bound.push(match &c {
+                Controller::Tcp(a) => format!("tcp:{a}"),
+                Controller::Unix(p) => format!("unix:{}", p.display()),
+            });
+            let active = Arc::new(AtomicUsize::new(0));
+            self.threads.push(
+                std::thread::Builder::new()
+                    .name("openflow-ctrl".into())
+                    .spawn(move || {
+                        let mut backoff = BACKOFF_MIN;
+                        while !stop.load(Relaxed) {
+                            let conn: io::Result<(Box<dyn Conn>, String)> = match &c {
+                                Controller::Tcp(a) => {
+                                    std::net::TcpStream::connect_timeout(a, PROBE_AFTER)
+                                        .map(|s| (Box::new(s) as Box<dyn Conn>, a.to_string()))
+                                }
+                                Controller::Unix(p) => std::os::unix::net::UnixStream::connect(p)
+                                    .map(|s| {
+                                        (Box::new(s) as Box<dyn Conn>, p.display().to_string())
+                                    }),
+                            };
+                            if let Ok((conn, peer)) = conn
+                                && let Ok(rx) = serve(conn, peer, &agent, &active, &conns)
+                            {
+                                if up.fetch_add(1, Relaxed) == 0
+                                    && fail_mode == FailMode::Standalone
+                                {
+                                    agent.fail_open(false);
+                                }
+                                backoff = BACKOFF_MIN;
+                                let _ = rx.join();
+                                if up.fetch_sub(1, Relaxed) == 1
+                                    && fail_mode == FailMode::Standalone
+                                    && !stop.load(Relaxed)
+                                {
+                                    agent.fail_open(true);
+                                }
+                            }
+                            // Sleep the backoff in short steps, to stop
+                            // promptly.
+                            let until = std::time::Instant::now() + backoff;
+                            while !stop.load(Relaxed) && std::time::Instant::now() < until {
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                            backoff = (backoff * 2).min(BACKOFF_MAX);
+                        }
+                    })?,
+            );
+        }
+        Ok(())
     }
 }
