@@ -46,6 +46,7 @@ mod kernel_port;
 mod kernel_traffic;
 mod kernel_trial;
 mod kernel_vnf;
+mod openflow;
 mod ovs;
 mod paired;
 mod placement;
@@ -93,6 +94,24 @@ enum Cmd {
         #[arg(long)]
         pmu_ab: bool,
     },
+    /// The OpenFlow agent: packet-ins a controller receives per second
+    /// (`--packet-in`), or what an idle controller connection costs the
+    /// forwarding path (`--idle-ab`, interleaved with no OpenFlow).
+    Openflow {
+        #[arg(long)]
+        packet_in: bool,
+        #[arg(long)]
+        idle_ab: bool,
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// `--packet-in`: packets a second the generator offers.
+        #[arg(long, default_value_t = 2_000_000)]
+        offered: u64,
+        #[arg(long)]
+        core: Option<usize>,
+    },
     /// One vhost→vhost hop through nfvswitch, testpmd endpoint: Mpps, Gbps,
     /// switch cycles/packet and busy %.
     Hop(hop::HopArgs),
@@ -127,6 +146,23 @@ fn main() -> ExitCode {
     // Before any thread exists: every thread inherits the blocked mask.
     proc::install_signal_thread();
     let r = match args.cmd {
+        Cmd::Openflow {
+            packet_in,
+            idle_ab,
+            rounds,
+            seconds,
+            offered,
+            core,
+        } => {
+            let mut r = Ok(());
+            if packet_in || !idle_ab {
+                r = r.and(openflow::packet_in_rate(rounds, seconds, offered));
+            }
+            if idle_ab || !packet_in {
+                r = r.and(openflow::idle_cost(rounds, seconds, core));
+            }
+            r
+        }
         Cmd::Switch {
             rounds,
             seconds,

@@ -8,9 +8,16 @@
 //! Then the controller is stopped (fail mode `secure`: the learnt rules
 //! keep forwarding), started again, and the switch reconnects by itself.
 //!
-//! Needs root, `ip netns`, `ping`, `ethtool` and os-ken (scripts/test
-//! installs it into a venv and names its python in
-//! `NFVSWITCH_OSKEN_PYTHON`); otherwise SKIPPED with the reason.
+//! Faucet (PyPI `faucet`), a production controller with a multi-table
+//! pipeline, runs a two-VLAN, four-port `faucet.yaml` (its `hardware:
+//! "Open vSwitch"` profile) over four namespaces: hosts in the same VLAN
+//! ping, hosts in different VLANs do not, and the switch refuses nothing
+//! Faucet sends.
+//!
+//! Needs root, `ip netns`, `ping`, `ethtool`, os-ken and Faucet
+//! (scripts/test installs them into venvs and names them in
+//! `NFVSWITCH_OSKEN_PYTHON` and `NFVSWITCH_FAUCET`); otherwise SKIPPED
+//! with the reason.
 
 mod kernel_host;
 
@@ -170,4 +177,132 @@ fn a_learning_switch_controller_connects_two_hosts_and_survives_a_restart() {
     tcp_exchange(&ns2, &ns1, LEFT_IP, 100_000, 100_000)
         .unwrap_or_else(|e| panic!("TCP after the controller restart: {e}\n{}", state(&node)));
     drop((v1, v2, ns1, ns2));
+}
+
+/// Faucet's two VLANs over four ports.
+const FAUCET_YAML: &str = "\
+vlans:
+  office:
+    vid: 100
+  guest:
+    vid: 200
+dps:
+  sw1:
+    dp_id: 0xa1
+    hardware: \"Open vSwitch\"
+    interfaces:
+      1:
+        native_vlan: office
+      2:
+        native_vlan: office
+      3:
+        native_vlan: guest
+      4:
+        native_vlan: guest
+";
+
+#[test]
+fn faucet_keeps_two_vlans_apart() {
+    let test = "faucet_keeps_two_vlans_apart";
+    if let Some(why) = unavailable() {
+        skip(test, &why);
+        return;
+    }
+    let faucet = std::env::var_os("NFVSWITCH_FAUCET").map(PathBuf::from);
+    let Some(faucet) = faucet.filter(|f| f.exists()) else {
+        skip(
+            test,
+            "Faucet not installed (scripts/test pip-installs it; set NFVSWITCH_FAUCET to its `faucet` script)",
+        );
+        return;
+    };
+    let dir = TempDir::new("faucet", "vlans");
+    std::fs::write(dir.0.join("faucet.yaml"), FAUCET_YAML).unwrap();
+    let port = free_port();
+    let prom = free_port();
+    let log = dir.0.join("faucet.log");
+    let exc = dir.0.join("faucet-exception.log");
+    let bin_dir = faucet.parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::fs::File::create(dir.0.join("faucet.out")).unwrap();
+    let child = Command::new(&faucet)
+        .env("PATH", path)
+        .env("FAUCET_CONFIG", dir.0.join("faucet.yaml"))
+        .env("FAUCET_LOG", &log)
+        .env("FAUCET_EXCEPTION_LOG", &exc)
+        .env("FAUCET_PROMETHEUS_PORT", prom.to_string())
+        .env("FAUCET_PROMETHEUS_ADDR", "127.0.0.1")
+        .arg(format!("--ryu-ofp-tcp-listen-port={port}"))
+        .arg("--ryu-ofp-listen-host=127.0.0.1")
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start faucet");
+    let _faucet = Controller(child);
+    let ips: Vec<Ipv4Addr> = (1..=4).map(|i| Ipv4Addr::new(10, 79, 0, i)).collect();
+    let hosts: Vec<_> = ips.iter().map(|ip| host(*ip).unwrap()).collect();
+    let mut body = format!(
+        "[openflow]\ncontrollers = [\"tcp:127.0.0.1:{port}\"]\ndatapath_id = \"00000000000000a1\"\n"
+    );
+    for (i, (_, v)) in hosts.iter().enumerate() {
+        body += &kernel_port(&format!("h{}", i + 1), (i + 1) as u16, "afpacket", &v.host);
+    }
+    let node = Node::start(&dir.0, "faucet", &body);
+    let state = |node: &Node| {
+        format!(
+            "--- controllers\n{}\n--- dump-flows\n{}\n--- faucet.log\n{}\n--- faucet.out\n{}",
+            node.ctl(&["show", "controllers"]).unwrap_or_else(|e| e),
+            node.ctl(&["dump-flows"]).unwrap_or_else(|e| e),
+            std::fs::read_to_string(&log).unwrap_or_default(),
+            std::fs::read_to_string(dir.0.join("faucet.out")).unwrap_or_default(),
+        )
+    };
+    // Faucet's pipeline is in once its flood table has rules.
+    assert!(
+        wait_until(SLOW, || node
+            .ctl(&["dump-flows"])
+            .is_ok_and(|f| f.contains("table=3") && f.contains("dl_vlan=200"))),
+        "Faucet never programmed the switch\n{}",
+        state(&node)
+    );
+    let ns = |i: usize| &hosts[i].0;
+    assert!(
+        wait_until(SLOW, || ping(ns(0), ips[1], 1).is_ok_and(|n| n >= 1)),
+        "hosts 1 and 2 (VLAN office) do not reach each other\n{}",
+        state(&node)
+    );
+    assert!(
+        wait_until(SLOW, || ping(ns(2), ips[3], 1).is_ok_and(|n| n >= 1)),
+        "hosts 3 and 4 (VLAN guest) do not reach each other\n{}",
+        state(&node)
+    );
+    tcp_exchange(ns(1), ns(0), ips[0], 100_000, 100_000)
+        .unwrap_or_else(|e| panic!("TCP within VLAN office: {e}\n{}", state(&node)));
+    // Across VLANs: nothing, not even ARP.
+    assert_eq!(
+        ping(ns(0), ips[2], 2).unwrap_or(0),
+        0,
+        "host 1 (office) reached host 3 (guest)\n{}",
+        state(&node)
+    );
+    let shown = node.ctl(&["show", "controllers"]).unwrap();
+    assert!(
+        shown.contains("errors_sent=0"),
+        "the switch refused something Faucet sent\n{}",
+        state(&node)
+    );
+    let flog = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !flog.contains("OFPErrorMsg") && !flog.contains("error from switch"),
+        "Faucet logged an error from the switch\n{}",
+        state(&node)
+    );
+    let exceptions = std::fs::read_to_string(&exc).unwrap_or_default();
+    assert!(exceptions.trim().is_empty(), "Faucet raised: {exceptions}");
+    drop(hosts);
 }
