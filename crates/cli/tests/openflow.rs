@@ -309,3 +309,129 @@ type = "sink"
         "{shown}"
     );
 }
+
+/// `rx pkts` of port `name` from `ctl --json show ports`.
+fn tx_packets(sock: &Path, name: &str) -> u64 {
+    let out = Command::new(BIN)
+        .args([
+            "ctl",
+            "--json",
+            "--socket",
+            sock.to_str().unwrap(),
+            "show",
+            "ports",
+        ])
+        .output()
+        .expect("run ctl");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v.as_array()
+        .and_then(|a| a.iter().find(|p| p["name"] == name))
+        .and_then(|p| p["tx"]["packets"].as_u64())
+        .unwrap_or(0)
+}
+
+/// A controller that connects, says hello and then never reads again,
+/// while one port floods table misses to it: the other port's traffic
+/// keeps its rate (the PMD never waits on the controller path), and
+/// what could not go up is counted.
+#[test]
+fn a_controller_that_stops_reading_slows_no_other_port() {
+    let dir = tempdir("ofstall");
+    let ctl_sock = dir.join("ctl.sock");
+    let of_sock = dir.join("of.sock");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Port 1 floods misses (every packet to the controller), port 3's
+    // packets have a rule to port 4. Rates are paced, so the figure to
+    // keep is the offered rate, on a busy machine too.
+    let rate = 20_000u64;
+    let cfg = format!(
+        r#"
+flows = ["priority=0,actions=controller", "priority=10,in_port=3,actions=output:4"]
+[node]
+name = "ofstall{pid}"
+control_socket = "{ctl}"
+[memory]
+frames = 8192
+hugepages = "never"
+[pmd]
+cores = [{core}]
+[openflow]
+listen = ["punix:{of}"]
+packet_in_rate = 1000000
+packet_in_burst = 100000
+[[port]]
+name = "flood"
+id = 1
+type = "generator"
+rate_pps = 200000
+[[port]]
+name = "gen"
+id = 3
+type = "generator"
+rate_pps = {rate}
+[[port]]
+name = "out"
+id = 4
+type = "sink"
+"#,
+        pid = std::process::id(),
+        ctl = ctl_sock.display(),
+        of = of_sock.display(),
+        core = cpus - 1,
+    );
+    let path = dir.join("node.toml");
+    std::fs::write(&path, cfg).unwrap();
+    let child = Command::new(BIN)
+        .args(["--log", "warn", "run", path.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _node = Node {
+        child,
+        dir: dir.clone(),
+    };
+    assert!(
+        wait_until(WAIT, || of_sock.exists() && ctl_sock.exists()),
+        "node did not start"
+    );
+    // The stalled controller: HELLO (1.3, version bitmap), then silence.
+    let mut stalled = std::os::unix::net::UnixStream::connect(&of_sock).unwrap();
+    use std::io::Write;
+    stalled
+        .write_all(&[4, 0, 0, 16, 0, 0, 0, 1, 0, 1, 0, 8, 0, 0, 0, 0x10])
+        .unwrap();
+    // Queues fill: the connection's send queue, then the socket.
+    let shown = || ctl(&ctl_sock, &["show", "controllers"]);
+    let figure = |text: &str, name: &str| -> u64 {
+        text.split(&format!("{name}="))
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        wait_until(WAIT, || {
+            let s = shown();
+            figure(&s, "dropped_slow_controller") + figure(&s, "dropped_queue") > 1000
+        }),
+        "no packet-in was counted as dropped: {}",
+        shown()
+    );
+    // Meanwhile port 3 → 4 runs at its offered rate.
+    let t0 = std::time::Instant::now();
+    let before = tx_packets(&ctl_sock, "out");
+    std::thread::sleep(Duration::from_secs(3));
+    let got = tx_packets(&ctl_sock, "out") - before;
+    let achieved = got as f64 / t0.elapsed().as_secs_f64();
+    println!(
+        "port 3 -> 4 while port 1 floods a stalled controller: {achieved:.0} of {rate} packets/s\n{}",
+        shown()
+    );
+    assert!(
+        achieved >= 0.9 * rate as f64,
+        "the other port fell to {achieved:.0} of {rate} packets/s\n{}",
+        shown()
+    );
+    drop(stalled);
+}
