@@ -210,7 +210,89 @@ fn collect(node: &Node) -> Vec<Family> {
     pmd_families(node, &mut out);
     chain_families(node, &mut out);
     traffic_families(node, &mut out);
+    openflow_families(node, &mut out);
     out
+}
+
+/// The OpenFlow agent (`show controllers`): connections, messages, and
+/// where packet-ins went. Nothing when no `[openflow]` is configured.
+fn openflow_families(node: &Node, out: &mut Vec<Family>) {
+    let c = node.show_controllers();
+    let Some(conns) = c["connections"].as_array() else {
+        return;
+    };
+    if c["listen"].as_array().is_none_or(|l| l.is_empty()) {
+        return;
+    }
+    let mut connected = Family::gauge(
+        "openflow_connections",
+        "OpenFlow connections (controllers and clients such as ovs-ofctl) by role.",
+    );
+    let mut by_role = BTreeMap::<String, f64>::new();
+    let mut received = Family::counter(
+        "openflow_messages_received",
+        "OpenFlow messages received, by type, over the connections open now.",
+    );
+    let mut by_type = BTreeMap::<String, u64>::new();
+    let (mut errors, mut async_sent, mut async_dropped) = (0, 0, 0);
+    for s in conns {
+        *by_role
+            .entry(s["role"].as_str().unwrap_or("?").to_string())
+            .or_default() += 1.0;
+        if let Some(o) = s["received"].as_object() {
+            for (k, n) in o {
+                *by_type.entry(k.clone()).or_default() += n.as_u64().unwrap_or(0);
+            }
+        }
+        errors += s["errors_sent"].as_u64().unwrap_or(0);
+        async_sent += s["async_sent"].as_u64().unwrap_or(0);
+        async_dropped += s["async_dropped"].as_u64().unwrap_or(0);
+    }
+    for (role, n) in by_role {
+        connected.set(vec![("role", role)], n);
+    }
+    for (t, n) in by_type {
+        received.count(vec![("type", t)], n);
+    }
+    let mut sent = Family::counter(
+        "openflow_errors_sent",
+        "OFPT_ERROR replies sent (requests refused), over the connections open now.",
+    );
+    sent.count(vec![], errors);
+    let mut asyncs = Family::counter(
+        "openflow_async_messages",
+        "Asynchronous messages (packet-in, flow removed, port status) by outcome: sent, or dropped for a controller's full send queue.",
+    );
+    asyncs.count(vec![("outcome", "sent".into())], async_sent);
+    asyncs.count(vec![("outcome", "dropped".into())], async_dropped);
+    let mut pin = Family::counter(
+        "openflow_packet_ins",
+        "Packets controller actions sent up, by outcome: queued for the agent, or dropped (rate limit, queue full, no controller connected).",
+    );
+    for (outcome, key) in [
+        ("queued", "queued"),
+        ("dropped_rate", "dropped_rate"),
+        ("dropped_queue", "dropped_queue"),
+        ("dropped_no_controller", "dropped_no_controller"),
+    ] {
+        pin.count(
+            vec![("outcome", outcome.into())],
+            c["packet_in"][key].as_u64().unwrap_or(0),
+        );
+    }
+    let mut pout = Family::counter(
+        "openflow_packet_outs",
+        "Packets controllers sent out, by outcome: sent, or refused (no buffer, too long).",
+    );
+    pout.count(
+        vec![("outcome", "sent".into())],
+        c["packet_out"]["sent"].as_u64().unwrap_or(0),
+    );
+    pout.count(
+        vec![("outcome", "refused".into())],
+        c["packet_out"]["refused"].as_u64().unwrap_or(0),
+    );
+    out.extend([connected, received, sent, asyncs, pin, pout]);
 }
 
 fn node_families(node: &Node, out: &mut Vec<Family>) {

@@ -79,6 +79,10 @@ fn metrics_have_the_expected_families_and_count_packets() {
         ("nfvswitch_chain_loss_ratio", "gauge"),
         ("nfvswitch_stream_received_packets_total", "counter"),
         ("nfvswitch_pmu_enabled", "gauge"),
+        ("nfvswitch_openflow_errors_sent_total", "counter"),
+        ("nfvswitch_openflow_async_messages_total", "counter"),
+        ("nfvswitch_openflow_packet_ins_total", "counter"),
+        ("nfvswitch_openflow_packet_outs_total", "counter"),
         ("nfvswitch_pmu_event_supported", "gauge"),
     ];
     let missing: Vec<String> = families

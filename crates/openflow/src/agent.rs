@@ -189,6 +189,22 @@ impl Agent {
         self.switch.datapath_id()
     }
 
+    /// Announces ports whose liveness changed since `last` (a VNF
+    /// connected or went away: `PORT_STATUS` MODIFY), and records the
+    /// states now. Ports added or removed are announced by
+    /// [`Self::port_changed`], when they are.
+    pub fn watch_ports(&self, last: &mut std::collections::BTreeMap<u16, bool>) {
+        let ports = self.switch.ports();
+        for p in &ports {
+            if let Some(was) = last.get(&p.no)
+                && *was != p.live
+            {
+                self.broadcast(&crate::messages::port_status(2, p));
+            }
+        }
+        *last = ports.iter().map(|p| (p.no, p.live)).collect();
+    }
+
     /// Announces a port added or removed (`PORT_STATUS`).
     pub fn port_changed(&self, port: &crate::switch::PortInfo, added: bool) {
         let reason = if added { 0 } else { 1 };

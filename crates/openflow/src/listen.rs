@@ -112,10 +112,18 @@ pub fn start(agent: Arc<Agent>, targets: &[Target]) -> io::Result<Listeners> {
                 .name("openflow-pktin".into())
                 .spawn(move || {
                     // Polled, not woken: a PMD queueing a packet-in makes
-                    // no system call (`nfv_datapath::controller`).
+                    // no system call (`nfv_datapath::controller`). Port
+                    // liveness is looked at twice a second.
+                    let mut live = std::collections::BTreeMap::new();
+                    agent.watch_ports(&mut live);
+                    let mut next_look = std::time::Instant::now();
                     while !stop.load(Relaxed) {
                         if agent.pump_packet_ins() == 0 {
                             std::thread::sleep(Duration::from_millis(1));
+                        }
+                        if std::time::Instant::now() >= next_look {
+                            agent.watch_ports(&mut live);
+                            next_look = std::time::Instant::now() + Duration::from_millis(500);
                         }
                     }
                     agent.switch.set_packet_in_listening(false);

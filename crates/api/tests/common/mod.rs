@@ -55,6 +55,8 @@ api = "127.0.0.1:0"
 [memory]
 frames = 8192
 hugepages = "never"
+[openflow]
+listen = ["punix:{of}"]
 [[port]]
 name = "gen"
 id = 1
@@ -101,7 +103,8 @@ ingress = "idle"
 vnfs = ["vnf1"]
 egress = "sink"
 "#,
-        dir.join("vnf1.sock").display()
+        dir.join("vnf1.sock").display(),
+        of = dir.join("of.sock").display(),
     );
     let cfg = nfv_config::parse_str(&text, &dir.join("node.toml"), cpus)
         .unwrap_or_else(|e| panic!("{e}"));
