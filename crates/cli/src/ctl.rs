@@ -795,6 +795,55 @@ fn access_text(n: &NodeReport) -> String {
     s
 }
 
+/// `show controllers` as text: the listeners, then a line per connection.
+fn controllers_text(v: &serde_json::Value) -> String {
+    let listen: Vec<&str> = v["listen"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+        .unwrap_or_default();
+    if listen.is_empty() {
+        return "OpenFlow: not listening ([openflow] listen is empty)".into();
+    }
+    let mut out = format!(
+        "OpenFlow 1.3, datapath id {}, listening on {}\n",
+        v["datapath_id"].as_str().unwrap_or("?"),
+        listen.join(", ")
+    );
+    let figures = |k: &str| -> String {
+        v[k].as_object()
+            .map(|o| {
+                o.iter()
+                    .map(|(k, n)| format!("{k}={n}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default()
+    };
+    out += &format!("  packet-in: {}\n", figures("packet_in"));
+    out += &format!("  packet-out: {}\n", figures("packet_out"));
+    let conns = v["connections"].as_array().cloned().unwrap_or_default();
+    if conns.is_empty() {
+        out += "  no controller connected\n";
+    }
+    for c in conns {
+        let received: Vec<String> = c["received"]
+            .as_object()
+            .map(|o| o.iter().map(|(k, n)| format!("{k}={n}")).collect())
+            .unwrap_or_default();
+        out += &format!(
+            "  #{} {} role={} errors_sent={} async_sent={} async_dropped={}\n    received: {}\n",
+            c["id"],
+            c["peer"].as_str().unwrap_or("?"),
+            c["role"].as_str().unwrap_or("?"),
+            c["errors_sent"],
+            c["async_sent"],
+            c["async_dropped"],
+            received.join(" ")
+        );
+    }
+    out.trim_end().to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -884,53 +933,4 @@ mod tests {
             )
         );
     }
-}
-
-/// `show controllers` as text: the listeners, then a line per connection.
-fn controllers_text(v: &serde_json::Value) -> String {
-    let listen: Vec<&str> = v["listen"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
-        .unwrap_or_default();
-    if listen.is_empty() {
-        return "OpenFlow: not listening ([openflow] listen is empty)".into();
-    }
-    let mut out = format!(
-        "OpenFlow 1.3, datapath id {}, listening on {}\n",
-        v["datapath_id"].as_str().unwrap_or("?"),
-        listen.join(", ")
-    );
-    let figures = |k: &str| -> String {
-        v[k].as_object()
-            .map(|o| {
-                o.iter()
-                    .map(|(k, n)| format!("{k}={n}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_default()
-    };
-    out += &format!("  packet-in: {}\n", figures("packet_in"));
-    out += &format!("  packet-out: {}\n", figures("packet_out"));
-    let conns = v["connections"].as_array().cloned().unwrap_or_default();
-    if conns.is_empty() {
-        out += "  no controller connected\n";
-    }
-    for c in conns {
-        let received: Vec<String> = c["received"]
-            .as_object()
-            .map(|o| o.iter().map(|(k, n)| format!("{k}={n}")).collect())
-            .unwrap_or_default();
-        out += &format!(
-            "  #{} {} role={} errors_sent={} async_sent={} async_dropped={}\n    received: {}\n",
-            c["id"],
-            c["peer"].as_str().unwrap_or("?"),
-            c["role"].as_str().unwrap_or("?"),
-            c["errors_sent"],
-            c["async_sent"],
-            c["async_dropped"],
-            received.join(" ")
-        );
-    }
-    out.trim_end().to_string()
 }

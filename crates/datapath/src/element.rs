@@ -204,7 +204,7 @@ impl Element {
                         budget: &mut self.budget,
                         now_tsc: self.now_tsc,
                         controller: self.controller.as_deref(),
-                        origin: origin_of(&rule),
+                        origin: origin_of(rule),
                     }
                     .run(&rule.spec.actions, pkt),
                 },

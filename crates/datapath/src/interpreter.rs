@@ -191,7 +191,7 @@ impl Interpreter<'_> {
                 Action::Group(g) if last => return self.group(*g, pkt) || accounted,
                 Action::Group(g) => self.copy_to(&pkt, |s, c| s.group(*g, c)),
                 Action::Controller(max_len) => {
-                    self.to_controller(&mut pkt, *max_len);
+                    self.send_to_controller(&mut pkt, *max_len);
                     if last {
                         self.pool.free(pkt);
                         return true;
@@ -243,7 +243,7 @@ impl Interpreter<'_> {
     /// queue, within the packet-in rate; the packet itself stays here.
     /// Whatever the controller path refuses is counted there, not as a
     /// drop of the packet (a copy it is, not the packet).
-    fn to_controller(&mut self, pkt: &mut Packet, max_len: u16) {
+    fn send_to_controller(&mut self, pkt: &mut Packet, max_len: u16) {
         use std::sync::atomic::Ordering::Relaxed;
         let Some(c) = self.controller else { return };
         if !c.is_listening() {

@@ -59,7 +59,23 @@ pub(crate) struct SessionSlot {
     pub report: SessionReport,
     /// Where asynchronous messages for this controller go.
     pub tx: SyncSender<Vec<u8>>,
+    /// `SET_ASYNC`'s masks: per [`Async`] kind, for a master or equal
+    /// and for a slave, a bit per reason.
+    pub async_masks: [u32; 6],
 }
+
+/// The kinds of asynchronous message, in `SET_ASYNC`'s order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Async {
+    PacketIn = 0,
+    PortStatus = 1,
+    FlowRemoved = 2,
+}
+
+/// OpenFlow 1.3's defaults (§A.3.10): a master or equal gets packet-ins
+/// (no match, action), every port status and every flow removed; a
+/// slave only port status.
+pub(crate) const DEFAULT_ASYNC: [u32; 6] = [0b11, 0, 0b111, 0b111, 0b1111, 0];
 
 pub struct Agent {
     pub(crate) switch: Arc<dyn Switch>,
@@ -104,7 +120,14 @@ impl Agent {
             async_sent: 0,
             async_dropped: 0,
         };
-        lock(&self.sessions).insert(id, SessionSlot { report, tx });
+        lock(&self.sessions).insert(
+            id,
+            SessionSlot {
+                report,
+                tx,
+                async_masks: DEFAULT_ASYNC,
+            },
+        );
         id
     }
 
@@ -124,8 +147,9 @@ impl Agent {
 
     /// Sends every queued packet-in to the controllers; returns how many.
     pub fn pump_packet_ins(&self) -> usize {
-        self.switch
-            .poll_packet_ins(&mut |p| self.broadcast(&crate::messages::packet_in(p)))
+        self.switch.poll_packet_ins(&mut |p| {
+            self.broadcast(Async::PacketIn, p.reason, &crate::messages::packet_in(p))
+        })
     }
 
     pub(crate) fn update(&self, id: u64, f: impl FnOnce(&mut SessionReport)) {
@@ -142,13 +166,15 @@ impl Agent {
             .collect()
     }
 
-    /// Sends `msg` to every negotiated controller that is not a slave
-    /// (flow removed and port status go to masters and equals), never
-    /// waiting: a full queue drops it.
-    pub(crate) fn broadcast(&self, msg: &[u8]) {
+    /// Sends `msg`, an asynchronous message of `kind` for `reason`, to
+    /// every negotiated controller whose async config (by its role) asks
+    /// for it, never waiting: a full queue drops it.
+    pub(crate) fn broadcast(&self, kind: Async, reason: u8, msg: &[u8]) {
         let mut sessions = lock(&self.sessions);
         for s in sessions.values_mut() {
-            if !s.report.negotiated || s.report.role == Role::Slave {
+            let slave = usize::from(s.report.role == Role::Slave);
+            let mask = s.async_masks[kind as usize * 2 + slave];
+            if !s.report.negotiated || mask & (1 << reason) == 0 {
                 continue;
             }
             match s.tx.try_send(msg.to_vec()) {
@@ -173,7 +199,11 @@ impl Agent {
         for (rule, why) in rules {
             let key = crate::messages::rule_key(rule);
             if wanted.remove(&key) {
-                self.broadcast(&crate::messages::flow_removed(rule, *why));
+                self.broadcast(
+                    Async::FlowRemoved,
+                    *why as u8,
+                    &crate::messages::flow_removed(rule, *why),
+                );
             }
         }
     }
@@ -199,7 +229,7 @@ impl Agent {
             if let Some(was) = last.get(&p.no)
                 && *was != p.live
             {
-                self.broadcast(&crate::messages::port_status(2, p));
+                self.broadcast(Async::PortStatus, 2, &crate::messages::port_status(2, p));
             }
         }
         *last = ports.iter().map(|p| (p.no, p.live)).collect();
@@ -208,7 +238,11 @@ impl Agent {
     /// Announces a port added or removed (`PORT_STATUS`).
     pub fn port_changed(&self, port: &crate::switch::PortInfo, added: bool) {
         let reason = if added { 0 } else { 1 };
-        self.broadcast(&crate::messages::port_status(reason, port));
+        self.broadcast(
+            Async::PortStatus,
+            reason,
+            &crate::messages::port_status(reason, port),
+        );
     }
 }
 

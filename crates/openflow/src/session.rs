@@ -23,8 +23,6 @@ pub struct Session {
     /// `SET_CONFIG`'s flags and `miss_send_len`.
     config_flags: u16,
     miss_send_len: u16,
-    /// `SET_ASYNC`'s six masks, reported back by `GET_ASYNC`.
-    async_masks: [u32; 6],
 }
 
 /// The names `show controllers` counts messages under.
@@ -69,10 +67,6 @@ impl Session {
             negotiated: false,
             config_flags: 0,
             miss_send_len: DEFAULT_MISS_SEND_LEN,
-            // OpenFlow 1.3's defaults (§A.3.10): packet-in on miss and
-            // action, port status always, flow removed for every reason
-            // — for a master or equal; a slave gets port status only.
-            async_masks: [0b11, 0, 0b111, 0b111, 0b1111, 0],
         }
     }
 
@@ -223,16 +217,23 @@ impl Session {
             msg::MULTIPART_REQUEST => out.extend(multipart::answer(agent, h.xid, body)?),
             msg::ROLE_REQUEST => out.push(self.role_request(h.xid, body)?),
             msg::GET_ASYNC_REQUEST => {
+                let masks = lock(&agent.sessions)
+                    .get(&self.id)
+                    .map_or(crate::agent::DEFAULT_ASYNC, |s| s.async_masks);
                 let mut w = Writer::message(msg::GET_ASYNC_REPLY, h.xid);
-                for m in self.async_masks {
+                for m in masks {
                     w.u32(m);
                 }
                 out.push(w.finish());
             }
             msg::SET_ASYNC => {
                 let mut r = Reader::new(body);
-                for m in &mut self.async_masks {
+                let mut masks = [0u32; 6];
+                for m in &mut masks {
                     *m = r.u32()?;
+                }
+                if let Some(s) = lock(&agent.sessions).get_mut(&self.id) {
+                    s.async_masks = masks;
                 }
             }
             msg::QUEUE_GET_CONFIG_REQUEST => {
