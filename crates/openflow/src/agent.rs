@@ -91,8 +91,10 @@ pub struct Agent {
     pub async_dropped: AtomicU64,
 }
 
-/// A rule's identity: its priority and match (which holds its table).
-pub(crate) type RuleKey = (u16, nfv_flow::Match);
+use crate::messages::RuleKey;
+
+/// The cookie of the rule standalone fail mode adds (and removes).
+pub const FAIL_OPEN_COOKIE: u64 = 0xfa11_0be7;
 
 impl Agent {
     pub fn new(switch: Arc<dyn Switch>, table: Arc<SharedFlowTable>) -> Arc<Agent> {
@@ -248,9 +250,9 @@ impl Agent {
 
 impl Agent {
     /// Standalone fail mode: `on` adds a table-miss rule doing `normal`
-    /// (cookie [`crate::listen::FAIL_OPEN_COOKIE`]), `off` removes it.
+    /// (cookie [`FAIL_OPEN_COOKIE`]), `off` removes it.
     pub(crate) fn fail_open(&self, on: bool) {
-        let cookie = crate::listen::FAIL_OPEN_COOKIE;
+        let cookie = FAIL_OPEN_COOKIE;
         let is_ours = |r: &nfv_flow::Rule| {
             r.spec.cookie == cookie && r.spec.priority == 0 && r.spec.matches.key.table() == 0
         };

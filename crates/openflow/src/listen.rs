@@ -375,8 +375,7 @@ pub enum FailMode {
     Standalone,
 }
 
-/// The cookie of the rule standalone mode adds (and removes).
-pub const FAIL_OPEN_COOKIE: u64 = 0xfa11_0be7;
+pub use crate::agent::FAIL_OPEN_COOKIE;
 
 /// Parses `tcp:IP[:PORT]` or `unix:PATH` (loopback only for TCP, as
 /// `ptcp:`).

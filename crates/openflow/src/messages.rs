@@ -27,8 +27,11 @@ impl From<nfv_flow::Expiry> for RemovedReason {
     }
 }
 
+/// A rule's identity: its priority and match (which holds its table).
+pub(crate) type RuleKey = (u16, nfv_flow::Match);
+
 /// The rule's identity: priority and match (the table is in the match).
-pub(crate) fn rule_key(r: &Rule) -> crate::agent::RuleKey {
+pub(crate) fn rule_key(r: &Rule) -> RuleKey {
     (r.spec.priority, r.spec.matches)
 }
 
