@@ -7,6 +7,8 @@
 //! packet-ins, answered with packet-outs and installed a rule per pair.
 //! Then the controller is stopped (fail mode `secure`: the learnt rules
 //! keep forwarding), started again, and the switch reconnects by itself.
+//! The same controller also joins two DPDK testpmd virtio-user ports on
+//! two vhost-user ports.
 //!
 //! Faucet (PyPI `faucet`), a production controller with a multi-table
 //! pipeline, runs a two-VLAN, four-port `faucet.yaml` (its `hardware:
@@ -305,4 +307,141 @@ fn faucet_keeps_two_vlans_apart() {
     let exceptions = std::fs::read_to_string(&exc).unwrap_or_default();
     assert!(exceptions.trim().is_empty(), "Faucet raised: {exceptions}");
     drop(hosts);
+}
+
+/// DPDK testpmd, one process, two virtio-user ports behind the node's two
+/// vhost-user ports, forwarding each port's packets out of the other with
+/// its own MAC as source (`mac` mode, after a first burst from each):
+/// traffic flows only once the learning controller has seen both MACs,
+/// and then through the switch's rules, not the controller.
+#[test]
+fn a_learning_switch_controller_forwards_between_two_testpmd_ports() {
+    let test = "a_learning_switch_controller_forwards_between_two_testpmd_ports";
+    if nfv_testutil::which("dpdk-testpmd").is_none() {
+        skip(test, "dpdk-testpmd not installed (Debian package dpdk-dev)");
+        return;
+    }
+    let py = match osken_python() {
+        Ok(p) => p,
+        Err(why) => {
+            skip(test, &why);
+            return;
+        }
+    };
+    let dir = TempDir::new("osken", "testpmd");
+    let port = free_port();
+    let log = dir.0.join("osken.log");
+    let _controller = Controller::start(&py, port, &log);
+    let sock = |n: u32| dir.0.join(format!("vnf{n}.sock"));
+    let mut body = format!("[openflow]\ncontrollers = [\"tcp:127.0.0.1:{port}\"]\n");
+    for n in 1..=2 {
+        body += &format!(
+            "[[port]]\nname = \"vnf{n}\"\nid = {n}\ntype = \"vhost-user\"\nsocket = \"{}\"\nmode = \"server\"\n",
+            sock(n).display()
+        );
+    }
+    let node = Node::start(&dir.0, "ostp", &body);
+    assert!(
+        wait_until(SLOW, || node
+            .ctl(&["dump-flows"])
+            .is_ok_and(|f| f.contains("actions=CONTROLLER:65535"))),
+        "the controller never programmed the switch\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let (m1, m2) = ("02:00:00:00:aa:01", "02:00:00:00:aa:02");
+    let prefix = format!("nfvostp{}", std::process::id());
+    let child = Command::new("dpdk-testpmd")
+        .args([
+            "--no-pci",
+            "--no-huge",
+            "-m",
+            "512",
+            &format!("--file-prefix={prefix}"),
+            "-l",
+            "0,1",
+            &format!(
+                "--vdev=net_virtio_user0,path={},queues=1,mac={m1}",
+                sock(1).display()
+            ),
+            &format!(
+                "--vdev=net_virtio_user1,path={},queues=1,mac={m2}",
+                sock(2).display()
+            ),
+            "--",
+            "--forward-mode=mac",
+            &format!("--eth-peer=0,{m2}"),
+            &format!("--eth-peer=1,{m1}"),
+            "--tx-first",
+            "--nb-cores=1",
+            "--total-num-mbufs=8192",
+            "--no-lsc-interrupt",
+            "--stats-period=1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(dir.0.join("testpmd.out")).unwrap())
+        .stderr(std::fs::File::create(dir.0.join("testpmd.err")).unwrap())
+        .spawn();
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            skip(test, &format!("cannot start dpdk-testpmd: {e}"));
+            return;
+        }
+    };
+    let _testpmd = Controller(child);
+    let state = |node: &Node| {
+        format!(
+            "--- controllers\n{}\n--- dump-flows\n{}\n--- os-ken\n{}\n--- testpmd\n{}{}",
+            node.ctl(&["show", "controllers"]).unwrap_or_else(|e| e),
+            node.ctl(&["dump-flows"]).unwrap_or_else(|e| e),
+            std::fs::read_to_string(&log).unwrap_or_default(),
+            std::fs::read_to_string(dir.0.join("testpmd.out"))
+                .unwrap_or_default()
+                .lines()
+                .rev()
+                .take(30)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            std::fs::read_to_string(dir.0.join("testpmd.err")).unwrap_or_default(),
+        )
+    };
+    // Both directions learnt: a rule for each, and packets through them
+    // by the ten thousand while the controller saw a handful.
+    let learnt = |node: &Node| -> Vec<u64> {
+        node.ctl(&["dump-flows"])
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("priority=1,"))
+            .filter_map(|l| {
+                l.split("n_packets=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+    };
+    assert!(
+        wait_until(SLOW, || {
+            let n = learnt(&node);
+            n.len() == 2 && n.iter().all(|&p| p > 10_000)
+        }),
+        "no traffic through learnt rules between the testpmd ports\n{}",
+        state(&node)
+    );
+    let shown = node.ctl(&["show", "controllers"]).unwrap();
+    let packet_outs: u64 = shown
+        .split("packet_out=")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX);
+    let through_rules: u64 = learnt(&node).iter().sum();
+    assert!(
+        packet_outs < through_rules / 100,
+        "the controller carried {packet_outs} packets against {through_rules} through rules\n{}",
+        state(&node)
+    );
+    let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
 }
