@@ -445,3 +445,66 @@ fn a_learning_switch_controller_forwards_between_two_testpmd_ports() {
     );
     let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{prefix}"));
 }
+
+/// The switch connects to a controller over TLS (`ssl:`): os-ken listens
+/// with its certificate and asks for the switch's, both signed by one CA;
+/// the controller programs the switch as over TCP.
+#[test]
+fn the_switch_reaches_a_controller_over_tls() {
+    let test = "the_switch_reaches_a_controller_over_tls";
+    let py = match osken_python() {
+        Ok(p) => p,
+        Err(why) => {
+            skip(test, &why);
+            return;
+        }
+    };
+    let dir = TempDir::new("osken", "tls");
+    if nfv_testutil::pki::make_pki(&dir.0, "ca", &["switch", "controller"]).is_none() {
+        skip(test, "openssl could not make test certificates");
+        return;
+    }
+    let p = |f: &str| dir.0.join(f).display().to_string();
+    let port = free_port();
+    let log = dir.0.join("osken.log");
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/controllers");
+    let child = Command::new(&py)
+        .env(
+            "OSKEN_TLS",
+            format!(
+                "{},{},{}",
+                p("controller.key"),
+                p("controller.pem"),
+                p("ca.pem")
+            ),
+        )
+        .arg(here.join("run_osken.py"))
+        .arg(port.to_string())
+        .arg(here.join("learning_switch.py"))
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(dir.0.join("osken.err")).unwrap())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start os-ken");
+    let _controller = Controller(child);
+    let body = format!(
+        "[openflow]\ncontrollers = [\"ssl:127.0.0.1:{port}\"]\n\
+         ssl_private_key = \"{}\"\nssl_certificate = \"{}\"\nssl_ca_certificate = \"{}\"\n\
+         [[port]]\nname = \"s1\"\nid = 1\ntype = \"sink\"\n",
+        p("switch.key"),
+        p("switch.pem"),
+        p("ca.pem")
+    );
+    let node = Node::start(&dir.0, "ostls", &body);
+    assert!(
+        wait_until(SLOW, || node
+            .ctl(&["dump-flows"])
+            .is_ok_and(|f| f.contains("actions=CONTROLLER:65535"))),
+        "the controller never programmed the switch over TLS\n{}\n{}\n{}",
+        node.ctl(&["show", "controllers"]).unwrap_or_else(|e| e),
+        std::fs::read_to_string(&log).unwrap_or_default(),
+        std::fs::read_to_string(dir.0.join("osken.err")).unwrap_or_default()
+    );
+    let shown = node.ctl(&["show", "controllers"]).unwrap();
+    assert!(shown.contains("ssl:127.0.0.1:"), "{shown}");
+}

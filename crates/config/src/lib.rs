@@ -245,6 +245,9 @@ pub struct OpenFlowConfig {
     /// `fail_mode = "secure"` (default: keep the rules while no
     /// controller is connected) or `"standalone"` (learn MACs then).
     pub fail_mode: nfv_openflow::listen::FailMode,
+    /// `ssl_private_key`, `ssl_certificate`, `ssl_ca_certificate` (PEM
+    /// files, all three or none): what `pssl:` and `ssl:` need.
+    pub tls: Option<nfv_openflow::tls::TlsFiles>,
 }
 
 impl Default for OpenFlowConfig {
@@ -252,6 +255,7 @@ impl Default for OpenFlowConfig {
         OpenFlowConfig {
             controllers: Vec::new(),
             fail_mode: Default::default(),
+            tls: None,
             listen: Vec::new(),
             datapath_id: 0,
             packet_in_rate: 1000,
@@ -564,6 +568,54 @@ fn openflow(
             }
         },
     };
+    let files = [
+        (
+            "openflow.ssl_private_key",
+            r.and_then(|r| r.ssl_private_key.as_ref()),
+        ),
+        (
+            "openflow.ssl_certificate",
+            r.and_then(|r| r.ssl_certificate.as_ref()),
+        ),
+        (
+            "openflow.ssl_ca_certificate",
+            r.and_then(|r| r.ssl_ca_certificate.as_ref()),
+        ),
+    ];
+    let tls = match files {
+        [(_, Some(k)), (_, Some(c)), (_, Some(ca))] => Some(nfv_openflow::tls::TlsFiles {
+            private_key: check::file_path(doc, k, "openflow.ssl_private_key", base)?,
+            certificate: check::file_path(doc, c, "openflow.ssl_certificate", base)?,
+            ca_certificate: check::file_path(doc, ca, "openflow.ssl_ca_certificate", base)?,
+        }),
+        [(_, None), (_, None), (_, None)] => None,
+        _ => {
+            let (given, v) = files
+                .iter()
+                .find_map(|(f, v)| v.map(|v| (*f, v)))
+                .unwrap_or_else(|| unreachable!("some are given"));
+            return Err(doc.err(
+                v.span(),
+                given,
+                "ssl_private_key, ssl_certificate and ssl_ca_certificate go together".to_string(),
+            ));
+        }
+    };
+    let needs_tls = listen.iter().any(|t: &nfv_openflow::Target| t.is_tls())
+        || controllers
+            .iter()
+            .any(|c: &nfv_openflow::listen::Controller| c.is_tls());
+    if needs_tls
+        && tls.is_none()
+        && let Some(r) = raw
+    {
+        return Err(doc.err(
+            r.span(),
+            "openflow",
+            "pssl: and ssl: need ssl_private_key, ssl_certificate and ssl_ca_certificate"
+                .to_string(),
+        ));
+    }
     Ok(OpenFlowConfig {
         listen,
         datapath_id,
@@ -571,6 +623,7 @@ fn openflow(
         packet_in_burst,
         controllers,
         fail_mode,
+        tls,
     })
 }
 

@@ -43,6 +43,9 @@ pub(crate) struct RawOpenFlow {
     pub packet_in_burst: Option<S<i64>>,
     pub controllers: Option<S<Vec<S<String>>>>,
     pub fail_mode: Option<S<String>>,
+    pub ssl_private_key: Option<S<String>>,
+    pub ssl_certificate: Option<S<String>>,
+    pub ssl_ca_certificate: Option<S<String>>,
 }
 
 #[derive(Deserialize, Default)]

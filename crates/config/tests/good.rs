@@ -45,6 +45,7 @@ fn an_empty_file_gets_every_default() {
                 packet_in_burst: 100,
                 controllers: vec![],
                 fail_mode: Default::default(),
+                tls: None,
             },
         }
     );

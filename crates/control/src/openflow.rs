@@ -147,10 +147,17 @@ impl Node {
             datapath_id: cfg.datapath_id,
         });
         let agent = Agent::new(switch, self.datapath.table().clone());
-        let mut listeners = nfv_openflow::listen::start(agent.clone(), &cfg.listen)
+        let tls = match &cfg.tls {
+            Some(files) => Some(Arc::new(
+                nfv_openflow::tls::TlsConfig::load(files)
+                    .map_err(|e| crate::NodeError::Open(format!("[openflow] ssl: {e}").into()))?,
+            )),
+            None => None,
+        };
+        let mut listeners = nfv_openflow::listen::start(agent.clone(), &cfg.listen, tls.clone())
             .map_err(|e| crate::NodeError::Open(format!("[openflow] listen: {e}").into()))?;
         listeners
-            .connect(&agent, &cfg.controllers, cfg.fail_mode)
+            .connect(&agent, &cfg.controllers, cfg.fail_mode, tls)
             .map_err(|e| crate::NodeError::Open(format!("[openflow] controllers: {e}").into()))?;
         for b in &listeners.bound {
             tracing::info!("OpenFlow 1.3 listening on {b}");

@@ -8,7 +8,8 @@
 //! * [`session`]: one connection (negotiation, each request answered in
 //!   order); [`mods`] and [`multipart`] do the edits and the reports.
 //! * [`agent`]: what the connections share (roles, asynchronous
-//!   messages), [`listen`]: the sockets they arrive on.
+//!   messages), [`listen`]: the sockets they arrive on, [`tls`]: the
+//!   same over TLS.
 //!
 //! The agent edits the node's `SharedFlowTable` directly, as `ctl` does:
 //! one table, one owner of each rule's identity (table, priority,
@@ -24,6 +25,7 @@ pub mod multipart;
 pub mod oxm;
 pub mod session;
 pub mod switch;
+pub mod tls;
 pub mod wire;
 
 pub use agent::{Agent, Role, SessionReport};

@@ -7,14 +7,16 @@
 //! only the switch's own user can program it through them. `ptcp:`
 //! listens on loopback only: OpenFlow has no credential of its own, so
 //! a plain TCP listener would let anyone who reaches the port rewrite
-//! the flow table; `ptcp:` on another address is refused at config time
-//! (TLS, `pssl:`, is not built yet).
+//! the flow table; `ptcp:` on another address is refused at config time.
+//! `pssl:` and `ssl:` (`crate::tls`) take any address: the peer's
+//! certificate, signed by the configured CA, is the credential.
 //!
 //! A connection that stays silent is probed with an `ECHO_REQUEST` after
 //! [`PROBE_AFTER`] and closed when the probe goes unanswered as long.
 
 use crate::agent::Agent;
 use crate::session::Session;
+use crate::tls::{TlsConfig, TlsStream};
 use crate::wire::{HEADER_LEN, Header};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -42,11 +44,38 @@ type Closers = Arc<Mutex<(u64, std::collections::BTreeMap<u64, Box<dyn Fn() + Se
 pub enum Target {
     Unix(PathBuf),
     Tcp(SocketAddr),
+    /// `pssl:PORT[:IP]`: TLS, any address (default all).
+    Ssl(SocketAddr),
 }
 
-/// Parses `punix:PATH` or `ptcp:PORT[:IP]` (IP defaults to 127.0.0.1;
-/// only loopback addresses are taken, see the module doc).
+impl Target {
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Target::Ssl(_))
+    }
+}
+
+/// `PORT[:IP]` of a `ptcp:`/`pssl:` listener.
+fn port_and_ip(s: &str, rest: &str, default_ip: &str) -> Result<SocketAddr, String> {
+    let (port, ip) = match rest.split_once(':') {
+        Some((p, ip)) => (p, ip.trim_start_matches('[').trim_end_matches(']')),
+        None => (rest, default_ip),
+    };
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("\"{s}\": PORT[:IP] needs a port number"))?;
+    let ip: std::net::IpAddr = ip
+        .parse()
+        .map_err(|_| format!("\"{s}\": \"{ip}\" is not an IP address"))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// Parses `punix:PATH`, `ptcp:PORT[:IP]` (IP defaults to 127.0.0.1;
+/// only loopback addresses are taken, see the module doc) or
+/// `pssl:PORT[:IP]` (IP defaults to every address).
 pub fn parse_target(s: &str) -> Result<Target, String> {
+    if let Some(rest) = s.strip_prefix("pssl:") {
+        return Ok(Target::Ssl(port_and_ip(s, rest, "0.0.0.0")?));
+    }
     if let Some(path) = s.strip_prefix("punix:") {
         if path.is_empty() || !path.starts_with('/') {
             return Err(format!("\"{s}\": punix: needs an absolute path"));
@@ -54,26 +83,18 @@ pub fn parse_target(s: &str) -> Result<Target, String> {
         return Ok(Target::Unix(PathBuf::from(path)));
     }
     if let Some(rest) = s.strip_prefix("ptcp:") {
-        let (port, ip) = match rest.split_once(':') {
-            Some((p, ip)) => (p, ip.trim_start_matches('[').trim_end_matches(']')),
-            None => (rest, "127.0.0.1"),
-        };
-        let port: u16 = port
-            .parse()
-            .map_err(|_| format!("\"{s}\": ptcp:PORT[:IP] needs a port number"))?;
-        let ip: std::net::IpAddr = ip
-            .parse()
-            .map_err(|_| format!("\"{s}\": \"{ip}\" is not an IP address"))?;
-        if !ip.is_loopback() {
+        let addr = port_and_ip(s, rest, "127.0.0.1")?;
+        if !addr.ip().is_loopback() {
             return Err(format!(
                 "\"{s}\": ptcp: listens on loopback only (OpenFlow over plain TCP has no \
-                 credential; pssl: is not built yet)"
+                 credential); use pssl: elsewhere"
             ));
         }
-        return Ok(Target::Tcp(SocketAddr::new(ip, port)));
+        return Ok(Target::Tcp(addr));
     }
     Err(format!(
-        "\"{s}\": a listener is punix:PATH or ptcp:PORT[:IP] (active controllers and ssl: are not built yet)"
+        "\"{s}\": a listener is punix:PATH, ptcp:PORT[:IP] or pssl:PORT[:IP] \
+         (controllers the switch connects to go in `controllers`)"
     ))
 }
 
@@ -91,10 +112,15 @@ pub struct Listeners {
 enum Listener {
     Unix(UnixListener),
     Tcp(TcpListener),
+    Ssl(TcpListener, Arc<TlsConfig>),
 }
 
-/// Starts a listener for each target.
-pub fn start(agent: Arc<Agent>, targets: &[Target]) -> io::Result<Listeners> {
+/// Starts a listener for each target; `pssl:` ones need `tls`.
+pub fn start(
+    agent: Arc<Agent>,
+    targets: &[Target],
+    tls: Option<Arc<TlsConfig>>,
+) -> io::Result<Listeners> {
     let stop = Arc::new(AtomicBool::new(false));
     let active = Arc::new(AtomicUsize::new(0));
     let conns: Closers = Arc::default();
@@ -154,6 +180,20 @@ pub fn start(agent: Arc<Agent>, targets: &[Target]) -> io::Result<Listeners> {
                 l.set_nonblocking(true)?;
                 Listener::Tcp(l)
             }
+            Target::Ssl(addr) => {
+                let tls = tls.clone().ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("pssl:{addr}: no [openflow] ssl_* key, certificate and CA"),
+                    )
+                })?;
+                let l = TcpListener::bind(addr)
+                    .map_err(|e| io::Error::new(e.kind(), format!("pssl:{addr}: {e}")))?;
+                let a = l.local_addr()?;
+                out.bound.push(format!("pssl:{}:{}", a.port(), a.ip()));
+                l.set_nonblocking(true)?;
+                Listener::Ssl(l, tls)
+            }
         };
         let (agent, stop, active, conns) =
             (agent.clone(), stop.clone(), active.clone(), conns.clone());
@@ -181,6 +221,11 @@ fn accept_loop(
             Listener::Tcp(l) => l
                 .accept()
                 .map(|(s, a)| (Box::new(s) as Box<dyn Conn>, a.to_string())),
+            Listener::Ssl(l, tls) => l.accept().and_then(|(s, a)| {
+                s.set_nonblocking(false)?;
+                let t = TlsStream::server(s, tls)?;
+                Ok((Box::new(t) as Box<dyn Conn>, format!("ssl:{a}")))
+            }),
         };
         match accepted {
             Ok((conn, peer)) => {
@@ -226,6 +271,21 @@ impl Conn for std::os::unix::net::UnixStream {
     }
 }
 
+impl Conn for TlsStream {
+    fn clone_box(&self) -> io::Result<Box<dyn Conn>> {
+        Ok(Box::new(self.try_clone()?))
+    }
+    fn set_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        self.socket().set_read_timeout(t)
+    }
+    fn shutdown_both(&self) {
+        let _ = self.socket().shutdown(std::net::Shutdown::Both);
+    }
+    fn blocking(&self) -> io::Result<()> {
+        self.socket().blocking()
+    }
+}
+
 impl Conn for std::net::TcpStream {
     fn clone_box(&self) -> io::Result<Box<dyn Conn>> {
         Ok(Box::new(self.try_clone()?))
@@ -238,6 +298,8 @@ impl Conn for std::net::TcpStream {
     }
     fn blocking(&self) -> io::Result<()> {
         self.set_nodelay(true)?;
+        // A peer that stops reading fails the writer, not holds it.
+        self.set_write_timeout(Some(2 * PROBE_AFTER))?;
         self.set_nonblocking(false)
     }
 }
@@ -362,6 +424,14 @@ impl Drop for Listeners {
 pub enum Controller {
     Tcp(SocketAddr),
     Unix(PathBuf),
+    /// `ssl:IP[:PORT]`: TLS, any address.
+    Ssl(SocketAddr),
+}
+
+impl Controller {
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Controller::Ssl(_))
+    }
 }
 
 /// What the switch does while no controller is connected (OVS's
@@ -386,10 +456,14 @@ pub fn parse_controller(s: &str) -> Result<Controller, String> {
         }
         return Ok(Controller::Unix(PathBuf::from(path)));
     }
-    let Some(rest) = s.strip_prefix("tcp:") else {
-        return Err(format!(
-            "\"{s}\": a controller is tcp:IP[:PORT] or unix:PATH (ssl: is not built yet)"
-        ));
+    let (tls, rest) = match (s.strip_prefix("tcp:"), s.strip_prefix("ssl:")) {
+        (Some(rest), _) => (false, rest),
+        (_, Some(rest)) => (true, rest),
+        _ => {
+            return Err(format!(
+                "\"{s}\": a controller is tcp:IP[:PORT], ssl:IP[:PORT] or unix:PATH"
+            ));
+        }
     };
     let (ip, port) = match rest.rsplit_once(':') {
         Some((ip, p)) if !ip.is_empty() && !rest.starts_with('[') || rest.contains("]:") => (
@@ -402,13 +476,17 @@ pub fn parse_controller(s: &str) -> Result<Controller, String> {
     let ip: std::net::IpAddr = ip
         .parse()
         .map_err(|_| format!("\"{s}\": \"{ip}\" is not an IP address"))?;
+    let addr = SocketAddr::new(ip, port);
+    if tls {
+        return Ok(Controller::Ssl(addr));
+    }
     if !ip.is_loopback() {
         return Err(format!(
             "\"{s}\": tcp: connects to loopback only (OpenFlow over plain TCP has no \
-             credential; ssl: is not built yet)"
+             credential); use ssl: elsewhere"
         ));
     }
-    Ok(Controller::Tcp(SocketAddr::new(ip, port)))
+    Ok(Controller::Tcp(addr))
 }
 
 /// Reconnection backoff: 1 s, doubling to at most 8 s (OVS's
@@ -425,24 +503,35 @@ impl Listeners {
         agent: &Arc<Agent>,
         controllers: &[Controller],
         fail_mode: FailMode,
+        tls: Option<Arc<TlsConfig>>,
     ) -> io::Result<()> {
         if controllers.is_empty() {
             return Ok(());
+        }
+        if tls.is_none()
+            && let Some(Controller::Ssl(a)) = controllers.iter().find(|c| c.is_tls())
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ssl:{a}: no [openflow] ssl_* key, certificate and CA"),
+            ));
         }
         let up = Arc::new(AtomicUsize::new(0));
         if fail_mode == FailMode::Standalone {
             agent.fail_open(true);
         }
         for c in controllers {
-            let (agent, stop, conns, up, c) = (
+            let (agent, stop, conns, up, c, tls) = (
                 agent.clone(),
                 self.stop.clone(),
                 self.conns.clone(),
                 up.clone(),
                 c.clone(),
+                tls.clone(),
             );
             self.bound.push(match &c {
                 Controller::Tcp(a) => format!("tcp:{a}"),
+                Controller::Ssl(a) => format!("ssl:{a}"),
                 Controller::Unix(p) => format!("unix:{}", p.display()),
             });
             let active = Arc::new(AtomicUsize::new(0));
@@ -461,6 +550,15 @@ impl Listeners {
                                     .map(|s| {
                                         (Box::new(s) as Box<dyn Conn>, p.display().to_string())
                                     }),
+                                Controller::Ssl(a) => {
+                                    std::net::TcpStream::connect_timeout(a, PROBE_AFTER).and_then(
+                                        |s| {
+                                            let cfg = tls.as_ref().expect("checked above");
+                                            let t = TlsStream::client(s, a.ip(), cfg)?;
+                                            Ok((Box::new(t) as Box<dyn Conn>, format!("ssl:{a}")))
+                                        },
+                                    )
+                                }
                             };
                             if let Ok((conn, peer)) = conn
                                 && let Ok(rx) = serve(conn, peer, &agent, &active, &conns)

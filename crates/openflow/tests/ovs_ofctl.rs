@@ -76,7 +76,7 @@ fn bed(tag: &str) -> Bed {
     let agent = Agent::new(Arc::new(FourPorts), table.clone());
     let sock = dir.0.join("of.sock");
     let listeners =
-        nfv_openflow::listen::start(agent, &[Target::Unix(sock.clone())]).expect("listen");
+        nfv_openflow::listen::start(agent, &[Target::Unix(sock.clone())], None).expect("listen");
     Bed {
         target: format!("unix:{}", sock.display()),
         _dir: dir,
@@ -434,4 +434,86 @@ fn ports_and_tables_are_reported() {
     b.ok("add-flow", &["table=2,in_port=1,actions=output:2"]);
     let t = b.ok("dump-tables", &[]);
     assert!(t.contains("table 2:") && t.contains("active=1"), "{t}");
+}
+
+/// `pssl:`: ovs-ofctl with a certificate from the switch's CA gets in
+/// (over TLS, both certificates checked); one with a certificate from
+/// another CA does not, and neither does plain TCP.
+#[test]
+fn pssl_lets_in_only_clients_certified_by_the_ca() {
+    let test = "pssl_lets_in_only_clients_certified_by_the_ca";
+    if ofctl_missing(test) {
+        return;
+    }
+    let dir = nfv_testutil::TempDir::new("openflow", "pssl");
+    if nfv_testutil::pki::make_pki(&dir.0, "ca", &["switch", "ofctl"]).is_none()
+        || nfv_testutil::pki::make_pki(&dir.0, "other-ca", &["intruder"]).is_none()
+    {
+        nfv_testutil::skip(test, "openssl could not make test certificates");
+        return;
+    }
+    let p = |f: &str| dir.0.join(f);
+    let tls = nfv_openflow::tls::TlsConfig::load(&nfv_openflow::tls::TlsFiles {
+        private_key: p("switch.key"),
+        certificate: p("switch.pem"),
+        ca_certificate: p("ca.pem"),
+    })
+    .expect("TLS config");
+    let table = Arc::new(SharedFlowTable::new());
+    let agent = Agent::new(Arc::new(FourPorts), table.clone());
+    let target = nfv_openflow::parse_target("pssl:0:127.0.0.1").unwrap();
+    let listeners =
+        nfv_openflow::listen::start(agent, &[target], Some(Arc::new(tls))).expect("listen");
+    let port = listeners.bound[0].split(':').nth(1).unwrap().to_string();
+    let ofctl = |who: &str, ca: &str, args: &[&str]| {
+        let out = Command::new("ovs-ofctl")
+            .args([
+                "-O",
+                "OpenFlow13",
+                "--timeout",
+                "20",
+                &format!("--private-key={}", p(&format!("{who}.key")).display()),
+                &format!("--certificate={}", p(&format!("{who}.pem")).display()),
+                &format!("--ca-cert={}", p(&format!("{ca}.pem")).display()),
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let ssl = format!("ssl:127.0.0.1:{port}");
+    let (ok, out) = ofctl(
+        "ofctl",
+        "ca",
+        &["add-flow", &ssl, "in_port=1,actions=output:2"],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = ofctl("ofctl", "ca", &["dump-flows", &ssl]);
+    assert!(ok && out.contains("in_port=1 actions=output:2"), "{out}");
+    // Another CA's client: the handshake fails, nothing changes.
+    let (ok, out) = ofctl(
+        "intruder",
+        "ca",
+        &["add-flow", &ssl, "in_port=2,actions=output:1"],
+    );
+    assert!(!ok, "a client of another CA got in: {out}");
+    // Plain OpenFlow on the TLS port: not a TLS handshake, refused.
+    let (ok, out) = ofctl(
+        "ofctl",
+        "ca",
+        &[
+            "add-flow",
+            &format!("tcp:127.0.0.1:{port}"),
+            "in_port=3,actions=output:1",
+        ],
+    );
+    assert!(!ok, "plain TCP got in: {out}");
+    assert_eq!(table.snapshot().classifier.rules().len(), 1);
 }

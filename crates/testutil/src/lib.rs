@@ -6,6 +6,7 @@
 pub mod chromium;
 pub mod netns;
 pub mod offload;
+pub mod pki;
 pub mod qemu;
 pub mod rawsock;
 pub mod stuck;
