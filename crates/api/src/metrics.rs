@@ -267,11 +267,10 @@ fn openflow_families(node: &Node, out: &mut Vec<Family>) {
     asyncs.count(vec![("outcome", "dropped".into())], async_dropped);
     let mut pin = Family::counter(
         "openflow_packet_ins",
-        "Packets controller actions sent up, by outcome: queued for the agent, or dropped (rate limit, queue full, no controller connected).",
+        "Packets controller actions sent up, by outcome: queued for the agent, or dropped (the port's queue full: the controller or the rate limit behind; no controller connected).",
     );
     for (outcome, key) in [
         ("queued", "queued"),
-        ("dropped_rate", "dropped_rate"),
         ("dropped_queue", "dropped_queue"),
         ("dropped_no_controller", "dropped_no_controller"),
     ] {

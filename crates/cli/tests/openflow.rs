@@ -305,7 +305,7 @@ type = "sink"
             .unwrap_or(0)
     };
     assert!(
-        figure("queued") > 0 && figure("dropped_rate") > 0,
+        figure("queued") > 0 && figure("dropped_queue") > 0,
         "{shown}"
     );
 }

@@ -262,7 +262,6 @@ impl Node {
             "connections": connections,
             "packet_in": {
                 "queued": path.sent.load(Relaxed),
-                "dropped_rate": path.dropped_rate.load(Relaxed),
                 "dropped_queue": path.dropped_queue.load(Relaxed),
                 "dropped_no_controller": path.dropped_off.load(Relaxed),
                 "truncated": path.truncated.load(Relaxed),

@@ -3,15 +3,20 @@
 //! controller sends down (`PACKET_OUT`, a [`crate::pmd`] command).
 //!
 //! Up: a PMD copies the packet's first bytes into a slot taken from a
-//! free list and queues it; the agent (`nfv_openflow`) takes slots from
-//! the queue, sends them, and gives them back. Both lists are bounded,
-//! preallocated channels used only with `try_send`/`try_recv`: the PMD
-//! never allocates, never waits and makes no system call for a
-//! packet-in; when the agent is slow or absent, slots run out and the
-//! packet-in is dropped and counted (`dropped_queue`), and the packet
-//! itself goes on with the rule's other actions. A shared token bucket
-//! (a packets-per-second [`Meter`], taken per PMD in chunks) caps the
-//! rate (`dropped_rate`), as OVS's `controller-rate-limit` does.
+//! free list and queues it on its in_port's queue; the agent
+//! (`nfv_openflow`) takes slots from the queues, sends them, and gives
+//! them back. All lists are bounded, preallocated channels used only
+//! with `try_send`/`try_recv`: the PMD never allocates, never waits and
+//! makes no system call for a packet-in; a packet-in that finds its
+//! port's queue full is dropped and counted (`dropped_queue`), and the
+//! packet itself goes on with the rule's other actions.
+//!
+//! The rate limit (OVS's `controller-rate-limit`, a packets-per-second
+//! token bucket) is applied where the queues are drained, one port at a
+//! time in turn, as OVS's packet-in scheduler does: a port flooding
+//! misses fills only its own short queue, and every other port still
+//! gets its turn at the rate. What waits past the rate stays queued, so
+//! under a flood the PMD copies no more than the agent sends.
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 use nfv_flow::PortNo;
@@ -21,6 +26,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 /// Slots for packets on their way up.
 pub const SLOTS: usize = 256;
+/// Per-port queues (an in_port's is `in_port % PORT_QUEUES`: ports that
+/// share one share its turn) and the slots each may hold.
+pub const PORT_QUEUES: usize = 64;
+pub const PORT_QUEUE_SLOTS: usize = SLOTS / PORT_QUEUES;
 /// Bytes a slot holds: a whole standard frame. A longer packet sent
 /// whole (`controller` with no length) is cut here.
 pub const SLOT_BYTES: usize = 2048;
@@ -57,8 +66,9 @@ pub struct Origin {
 /// The queues and counters between the PMDs and the agent.
 #[derive(Debug)]
 pub struct ControllerPath {
-    full_tx: Sender<Box<PacketIn>>,
-    full_rx: Receiver<Box<PacketIn>>,
+    ports: Vec<(Sender<Box<PacketIn>>, Receiver<Box<PacketIn>>)>,
+    /// The port queue the drain starts at next (the agent's alone).
+    turn: std::sync::atomic::AtomicUsize,
     free_tx: Sender<Box<PacketIn>>,
     free_rx: Receiver<Box<PacketIn>>,
     /// An agent takes packet-ins; until then the action drops them
@@ -67,7 +77,8 @@ pub struct ControllerPath {
     /// The rate limit (packets per second and burst), as a meter.
     pub rate: Arc<Meter>,
     pub sent: AtomicU64,
-    pub dropped_rate: AtomicU64,
+    /// Packet-ins whose port's queue was full (the agent, or the rate
+    /// limit, did not keep up with that port), or that found no slot.
     pub dropped_queue: AtomicU64,
     pub dropped_off: AtomicU64,
     pub truncated: AtomicU64,
@@ -80,7 +91,9 @@ pub struct ControllerPath {
 impl ControllerPath {
     /// `rate` packet-ins a second at most, `burst` at once.
     pub fn new(rate: u64, burst: u64) -> ControllerPath {
-        let (full_tx, full_rx) = bounded(SLOTS);
+        let ports = (0..PORT_QUEUES)
+            .map(|_| bounded(PORT_QUEUE_SLOTS))
+            .collect();
         let (free_tx, free_rx) = bounded(SLOTS);
         for _ in 0..SLOTS {
             let _ = free_tx.try_send(Box::new(PacketIn {
@@ -94,8 +107,8 @@ impl ControllerPath {
             }));
         }
         ControllerPath {
-            full_tx,
-            full_rx,
+            ports,
+            turn: Default::default(),
             free_tx,
             free_rx,
             listening: AtomicBool::new(false),
@@ -107,7 +120,6 @@ impl ControllerPath {
                 burst.max(1),
             )),
             sent: AtomicU64::new(0),
-            dropped_rate: AtomicU64::new(0),
             dropped_queue: AtomicU64::new(0),
             dropped_off: AtomicU64::new(0),
             truncated: AtomicU64::new(0),
@@ -125,9 +137,31 @@ impl ControllerPath {
         self.listening.load(Relaxed)
     }
 
-    /// The next packet-in, if any (never waits).
+    /// The next packet-in within the rate, taking the port queues in
+    /// turn; `None` when all are empty or the rate is spent for now
+    /// (what waits stays queued). Never waits.
     pub fn take(&self) -> Option<Box<PacketIn>> {
-        self.full_rx.try_recv().ok()
+        let start = self.turn.load(Relaxed);
+        for i in 0..PORT_QUEUES {
+            let q = (start + i) % PORT_QUEUES;
+            if self.ports[q].1.is_empty() {
+                continue;
+            }
+            // One packet's worth of tokens (thousandths of a packet).
+            let cost = self.rate.cost(0);
+            let got = self.rate.take(cost, nfv_tsc::now());
+            if got < cost {
+                self.rate.give_back(got);
+                return None;
+            }
+            let Ok(slot) = self.ports[q].1.try_recv() else {
+                self.rate.give_back(got);
+                continue;
+            };
+            self.turn.store((q + 1) % PORT_QUEUES, Relaxed);
+            return Some(slot);
+        }
+        None
     }
 
     /// Gives a slot back once sent.
@@ -138,6 +172,13 @@ impl ControllerPath {
     /// A PMD queues `frame` (already rate-checked) for the controllers:
     /// its first `max_len` bytes, at most a slot's.
     pub(crate) fn queue(&self, frame: &[u8], in_port: PortNo, max_len: u16, origin: Origin) {
+        let port = &self.ports[usize::from(in_port) % PORT_QUEUES].0;
+        // Checked before the copy: a flooding port's full queue costs
+        // the PMD one load per packet, not a copy.
+        if port.is_full() {
+            self.dropped_queue.fetch_add(1, Relaxed);
+            return;
+        }
         let Ok(mut slot) = self.free_rx.try_recv() else {
             self.dropped_queue.fetch_add(1, Relaxed);
             return;
@@ -155,11 +196,11 @@ impl ControllerPath {
         slot.reason = origin.reason;
         slot.metadata = origin.metadata;
         slot.total_len = frame.len().min(usize::from(u16::MAX)) as u16;
-        match self.full_tx.try_send(slot) {
+        match port.try_send(slot) {
             Ok(()) => {
                 self.sent.fetch_add(1, Relaxed);
             }
-            // Cannot happen (as many slots as room), but never wait.
+            // Another PMD filled the queue meanwhile: never wait.
             Err(e) => {
                 self.dropped_queue.fetch_add(1, Relaxed);
                 let _ = self.free_tx.try_send(e.into_inner());
@@ -183,3 +224,50 @@ pub struct PacketOut {
 /// The in_port of a packet a controller sent (OpenFlow 1.0's
 /// `OFPP_CONTROLLER`: no port of the switch has this number).
 pub const FROM_CONTROLLER: PortNo = 0xfffd;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One port floods misses while another sends one every 10 ms:
+    /// drained at the rate (1000/s), in turn, the quiet port's packet-ins
+    /// all go up, and the flood's beyond its queue are counted, not
+    /// copied. (A slow machine only lengthens the passes: more tokens
+    /// each, the same turns.)
+    #[test]
+    fn a_flooding_port_does_not_starve_the_others() {
+        let path = ControllerPath::new(1000, 20);
+        path.set_listening(true);
+        let frame = [0u8; 64];
+        let mut quiet_sent = 0;
+        let mut quiet_up = 0;
+        let mut flood_up = 0;
+        for round in 0..50 {
+            for _ in 0..1000 {
+                path.queue(&frame, 1, 64, Origin::default());
+            }
+            if round % 5 == 0 {
+                path.queue(&frame, 2, 64, Origin::default());
+                quiet_sent += 1;
+            }
+            // The agent's pass, every 2 ms: what the rate allows now
+            // (2 packets' worth at 1000/s, more while the burst lasts).
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            while let Some(slot) = path.take() {
+                match slot.in_port {
+                    1 => flood_up += 1,
+                    _ => quiet_up += 1,
+                }
+                path.recycle(slot);
+            }
+        }
+        assert_eq!(quiet_up, quiet_sent, "the quiet port was starved");
+        assert!(flood_up > 0);
+        assert!(path.dropped_queue.load(Relaxed) > 40_000);
+        // Slots all came back.
+        assert_eq!(
+            path.free_rx.len() + path.ports.iter().map(|p| p.1.len()).sum::<usize>(),
+            SLOTS
+        );
+    }
+}

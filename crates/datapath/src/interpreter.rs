@@ -240,7 +240,8 @@ impl Interpreter<'_> {
     }
 
     /// `controller`: the packet's first `max_len` bytes to the agent's
-    /// queue, within the packet-in rate; the packet itself stays here.
+    /// queue for its in_port (the rate is applied where the queues are
+    /// drained); the packet itself stays here.
     /// Whatever the controller path refuses is counted there, not as a
     /// drop of the packet (a copy it is, not the packet).
     fn send_to_controller(&mut self, pkt: &mut Packet, max_len: u16) {
@@ -248,10 +249,6 @@ impl Interpreter<'_> {
         let Some(c) = self.controller else { return };
         if !c.is_listening() {
             c.dropped_off.fetch_add(1, Relaxed);
-            return;
-        }
-        if !self.budget.admit(&c.rate, 0, self.now_tsc) {
-            c.dropped_rate.fetch_add(1, Relaxed);
             return;
         }
         if pkt.is_split() && !pkt.join_tail() {
