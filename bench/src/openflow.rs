@@ -73,7 +73,11 @@ impl Controller {
         let packet_ins = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (count, halt) = (packet_ins.clone(), stop.clone());
-        let mut r = stream.try_clone().map_err(|e| e.to_string())?;
+        // Buffered: a controller reads many messages per system call.
+        let mut r = std::io::BufReader::with_capacity(
+            256 * 1024,
+            stream.try_clone().map_err(|e| e.to_string())?,
+        );
         let thread = std::thread::spawn(move || {
             let mut buf = vec![0u8; 1 << 16];
             let mut head = [0u8; 8];

@@ -24,12 +24,14 @@ use nfv_flow::meter::{Meter, MeterUnit};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
-/// Slots for packets on their way up.
-pub const SLOTS: usize = 256;
+/// Slots for packets on their way up (1 MiB with [`SLOT_BYTES`]).
+pub const SLOTS: usize = 512;
 /// Per-port queues (an in_port's is `in_port % PORT_QUEUES`: ports that
-/// share one share its turn) and the slots each may hold.
+/// share one share its turn) and the slots each may hold: a burst of new
+/// flows on one port fits, and a flooding port holds an eighth of the
+/// slots at most.
 pub const PORT_QUEUES: usize = 64;
-pub const PORT_QUEUE_SLOTS: usize = SLOTS / PORT_QUEUES;
+pub const PORT_QUEUE_SLOTS: usize = SLOTS / 8;
 /// Bytes a slot holds: a whole standard frame. A longer packet sent
 /// whole (`controller` with no length) is cut here.
 pub const SLOT_BYTES: usize = 2048;

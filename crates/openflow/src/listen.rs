@@ -341,13 +341,24 @@ fn serve(
         })
 }
 
-fn write_loop(mut w: Box<dyn Conn>, rx: Receiver<Vec<u8>>) {
-    for m in rx {
-        if w.write_all(&m).is_err() {
+/// Writes what the session and the agent queued, everything waiting at
+/// once (one system call for a run of packet-ins, not one each).
+fn write_loop(w: Box<dyn Conn>, rx: Receiver<Vec<u8>>) {
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, w);
+    'conn: while let Ok(m) = rx.recv() {
+        if out.write_all(&m).is_err() {
+            break;
+        }
+        while let Ok(m) = rx.try_recv() {
+            if out.write_all(&m).is_err() {
+                break 'conn;
+            }
+        }
+        if out.flush().is_err() {
             break;
         }
     }
-    w.shutdown_both();
+    out.get_ref().shutdown_both();
 }
 
 fn read_loop(mut r: Box<dyn Conn>, mut session: Session, tx: std::sync::mpsc::SyncSender<Vec<u8>>) {
