@@ -306,7 +306,27 @@ fn ctl(sock: &Path, args: &[&str]) -> Result<Value, String> {
 /// figure.
 #[test]
 fn a_fast_failover_group_moves_traffic_to_the_backup_vnf_when_the_primary_dies() {
-    let dir = tempdir("failover");
+    failover("failover", Failure::Killed);
+}
+
+/// As above, the primary's process stopped (SIGSTOP) instead: still
+/// connected, it takes no packets, and after a while with no room in its
+/// rings the port is not live (`nfv_vhost`'s `stall.rs`); once it runs
+/// again (SIGCONT) its traffic comes back at the end of the hold.
+#[test]
+fn a_fast_failover_group_moves_traffic_off_a_vnf_that_stopped_polling() {
+    failover("failstop", Failure::Stopped);
+}
+
+/// How the primary VNF fails.
+#[derive(PartialEq)]
+enum Failure {
+    Killed,
+    Stopped,
+}
+
+fn failover(tag: &str, how: Failure) {
+    let dir = tempdir(tag);
     let sock = |n: u32| dir.join(format!("vnf{n}.sock"));
     let vhost = |n: u32| {
         format!(
@@ -416,7 +436,11 @@ type = "sink"
         "the backup idles while the primary is live"
     );
     let killed = std::time::Instant::now();
-    primary.signal(libc::SIGKILL);
+    primary.signal(if how == Failure::Killed {
+        libc::SIGKILL
+    } else {
+        libc::SIGSTOP
+    });
     assert!(
         wait_until(WAIT, || sent_by("via-backup") > 0),
         "traffic did not move to the backup"
@@ -438,10 +462,34 @@ type = "sink"
         "bucket counters: {groups}"
     );
     println!(
-        "fast_failover: backup carried traffic {:.1} ms after the primary VNF was killed \
+        "fast_failover: backup carried traffic {:.1} ms after the primary VNF was {} \
          (polled through ctl)",
-        moved.as_secs_f64() * 1e3
+        moved.as_secs_f64() * 1e3,
+        if how == Failure::Killed {
+            "killed"
+        } else {
+            "stopped"
+        }
     );
+    if how == Failure::Stopped {
+        let stalled_at = sent_by("via-primary");
+        primary.signal(libc::SIGCONT);
+        assert!(
+            wait_until(WAIT, || sent_by("via-primary") > stalled_at + 2000),
+            "traffic did not come back to the primary once it ran again: {:?}",
+            ctl(&ctl_sock, &["show", "ports"])
+        );
+        let shown = ctl(&ctl_sock, &["show", "ports"]).unwrap();
+        let stalls = shown
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "primary")
+            .and_then(|p| p["info"]["stalls"].as_str().map(String::from))
+            .unwrap_or_default();
+        assert_ne!(stalls, "0", "no stall counted: {shown}");
+        primary.signal(libc::SIGKILL);
+    }
     node.signal(libc::SIGTERM);
     let _ = node.wait();
     let _ = std::fs::remove_dir_all(&dir);

@@ -139,11 +139,12 @@ impl Fabric {
         }
     }
 
-    /// Whether port `no` can take packets now: it has a tx queue here and
-    /// the queue says its peer is there (a fast_failover group's test).
-    pub fn is_live(&self, no: PortNo) -> bool {
+    /// Whether port `no` can take packets at TSC `now` (the PMD's coarse
+    /// clock): it has a tx queue here and the queue says its peer is
+    /// there and taking them (a fast_failover group's test).
+    pub fn is_live(&self, no: PortNo, now: u64) -> bool {
         match self.slot_of.get(no as usize).copied() {
-            Some(idx) if idx != NO_SLOT => self.tx[idx as usize].txq.is_live(),
+            Some(idx) if idx != NO_SLOT => self.tx[idx as usize].txq.is_live(now),
             _ => false,
         }
     }

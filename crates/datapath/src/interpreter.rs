@@ -305,10 +305,10 @@ impl Interpreter<'_> {
                 let key = nfv_flow::extract(self.in_port, pkt.data());
                 group.select(key.masked(&SELECT_FIELDS).hash())
             }
-            GroupType::FastFailover => group
-                .buckets
-                .iter()
-                .position(|b| b.watch_port.is_some_and(|p| self.fabric.is_live(p))),
+            GroupType::FastFailover => group.buckets.iter().position(|b| {
+                b.watch_port
+                    .is_some_and(|p| self.fabric.is_live(p, self.now_tsc))
+            }),
             GroupType::All => return self.all_buckets(group, pkt),
         };
         match chosen {

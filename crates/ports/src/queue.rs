@@ -29,11 +29,12 @@ pub trait TxQueue: Send {
     fn max_frame(&self) -> usize {
         usize::MAX
     }
-    /// Whether the queue's peer takes packets now (a VNF connected and its
-    /// rings running). A fast_failover group skips buckets watching a port
-    /// that is not live. Read per packet of such a group: an atomic load,
-    /// never a syscall or a lock.
-    fn is_live(&self) -> bool {
+    /// Whether the queue's peer takes packets now (a VNF connected and
+    /// taking them), at TSC `now_tsc` (the PMD's coarse clock). A
+    /// fast_failover group skips buckets watching a port that is not
+    /// live. Read per packet of such a group: atomic loads, never a
+    /// syscall or a lock.
+    fn is_live(&self, _now_tsc: u64) -> bool {
         true
     }
     /// True when `tx_burst` takes split packets (head in a switch buffer,

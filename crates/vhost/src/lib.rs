@@ -178,6 +178,7 @@ pub mod ratelimit;
 mod rx;
 mod settings;
 mod shared;
+mod stall;
 mod tx;
 
 pub use conn::{MAX_BACKOFF, RETRY, STABLE};

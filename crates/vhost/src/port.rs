@@ -87,6 +87,9 @@ impl VringStatus {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VhostStatus {
     pub connected: bool,
+    /// Times the guest stopped taking packets long enough to count as
+    /// down for a fast_failover group (`crate::stall`).
+    pub stalls: u64,
     /// Acked virtio features (0 before SET_FEATURES).
     pub features: u64,
     pub protocol_features: u64,
@@ -266,6 +269,7 @@ impl VhostUserPort {
         }
         VhostStatus {
             connected: s.connected.load(Acquire),
+            stalls: s.stall.stalls.load(Relaxed),
             features: s.features.load(Relaxed),
             protocol_features: s.protocol_features.load(Relaxed),
             pairs_enabled: s.pairs_enabled.load(Relaxed) as usize,
@@ -369,6 +373,7 @@ impl VhostUserPort {
             format!("{} of {} enabled", st.pairs_enabled, cfg.queues),
         )
         .with("reconnects", st.reconnects())
+        .with("stalls", st.stalls)
         .with("negotiation_errors", st.negotiation_errors)
         .with("protocol_errors", st.protocol_errors)
         .with("mem_table_errors", st.mem_table_errors)

@@ -276,6 +276,8 @@ pub(crate) type TxGuard<'a> = SpinGuard<'a, TxState>;
 #[derive(Debug, Default)]
 pub(crate) struct Status {
     pub connected: AtomicBool,
+    /// Whether the guest still takes packets (`crate::stall`).
+    pub stall: crate::stall::Stall,
     pub features: AtomicU64,
     pub protocol_features: AtomicU64,
     pub pairs_enabled: AtomicU64,

@@ -57,11 +57,12 @@ impl VhostTxq {
 }
 
 impl TxQueue for VhostTxq {
-    /// Live while a frontend is connected (a fast_failover group moves
-    /// to its backup bucket when the VNF's process goes away): one
-    /// relaxed load.
-    fn is_live(&self) -> bool {
-        self.shared.status.connected.load(Relaxed)
+    /// Live while a frontend is connected and its guest takes packets (a
+    /// fast_failover group moves to its backup bucket when the VNF's
+    /// process goes away or stops polling, `crate::stall`): two relaxed
+    /// loads.
+    fn is_live(&self, now_tsc: u64) -> bool {
+        self.shared.status.connected.load(Relaxed) && self.shared.status.stall.is_live(now_tsc)
     }
 
     #[inline]
@@ -120,6 +121,11 @@ impl TxQueue for VhostTxq {
         }
         if tries != 0 {
             ring.retries.fetch_add(tries as u64, Relaxed);
+        }
+        if n != 0 {
+            self.shared.status.stall.delivered();
+        } else if left != 0 {
+            self.shared.status.stall.refused();
         }
         // The guest's free rx buffers as this burst found them.
         ring.rx_free.0.store(dq.last_pending() as u32, Relaxed);
