@@ -302,11 +302,11 @@ fn ports_and_chains(run: &Run, setup: &Setup, dir: &Path) -> (Vec<PortConfig>, V
         Topology::Ns => {
             for i in 1..=run.vnfs {
                 let (g, v, s) = (generator(i), vnf(i), sink_port(i));
-                chains.push(ChainConfig {
-                    name: format!("ns{i}"),
-                    hops: vec![hop(&g), hop(&v), hop(&s)],
-                    priority: 1000,
-                });
+                chains.push(ChainConfig::new(
+                    format!("ns{i}"),
+                    vec![hop(&g), hop(&v), hop(&s)],
+                    1000,
+                ));
                 ports.extend([g, v, s]);
             }
         }
@@ -316,11 +316,7 @@ fn ports_and_chains(run: &Run, setup: &Setup, dir: &Path) -> (Vec<PortConfig>, V
             let mut hops = vec![hop(&g)];
             hops.extend(vnfs.iter().map(hop));
             hops.push(hop(&s));
-            chains.push(ChainConfig {
-                name: "ew".into(),
-                hops,
-                priority: 1000,
-            });
+            chains.push(ChainConfig::new("ew".into(), hops, 1000));
             ports.push(g);
             ports.extend(vnfs);
             ports.push(s);

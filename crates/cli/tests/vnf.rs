@@ -494,3 +494,77 @@ type = "sink"
     let _ = node.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A chain hop naming a primary and a backup, and one naming two
+/// instances: the node installs a fast_failover and a select group and
+/// steers through them (no VNF needs to be connected to see that).
+#[test]
+fn chain_hops_with_standby_and_scale_out_become_groups() {
+    let dir = tempdir("chaingroups");
+    let vhost = |n: u32| {
+        format!(
+            "[[port]]\nname = \"vnf{n}\"\nid = {}\ntype = \"vhost-user\"\nsocket = \"{}\"\nmode = \"server\"\n",
+            10 + n,
+            dir.join(format!("v{n}.sock")).display()
+        )
+    };
+    let cfg = format!(
+        r#"
+[node]
+name = "chaingroups{pid}"
+control_socket = "{dir}/ctl.sock"
+[memory]
+frames = 8192
+hugepages = "never"
+[[port]]
+name = "gen0"
+id = 1
+type = "generator"
+rate_pps = 1000
+[[port]]
+name = "out"
+id = 2
+type = "sink"
+{v1}{v2}{v3}{v4}
+[[chain]]
+name = "fw"
+ingress = "gen0"
+vnfs = [{{ primary = "vnf1", backup = "vnf2" }}, {{ select = ["vnf3", "vnf4"] }}]
+egress = "out"
+"#,
+        pid = std::process::id(),
+        dir = dir.display(),
+        v1 = vhost(1),
+        v2 = vhost(2),
+        v3 = vhost(3),
+        v4 = vhost(4),
+    );
+    let path = dir.join("node.toml");
+    std::fs::write(&path, cfg).unwrap();
+    let node = Proc::spawn(&["--log", "warn", "run", path.to_str().unwrap()]);
+    let ctl_sock = dir.join("ctl.sock");
+    assert!(wait_until(WAIT, || ctl_sock.exists()), "node did not start");
+    let groups = ctl(&ctl_sock, &["dump-groups"]).unwrap().to_string();
+    assert!(
+        groups.contains("fast_failover") && groups.contains("select"),
+        "{groups}"
+    );
+    let flows = ctl(&ctl_sock, &["dump-flows"]).unwrap().to_string();
+    let g1 = nfv_config::chain_group_id(0, 1);
+    let g2 = nfv_config::chain_group_id(0, 2);
+    for want in [
+        format!("in_port=1,actions=group:{g1}"),
+        format!("in_port=11,actions=group:{g2}"),
+        format!("in_port=12,actions=group:{g2}"),
+        "in_port=13,actions=output:2".to_string(),
+        "in_port=14,actions=output:2".to_string(),
+    ] {
+        assert!(flows.contains(&want), "no {want} in {flows}");
+    }
+    // Nobody is connected: the failover group has no live bucket, and
+    // the generator's packets are dropped there, counted.
+    node.signal(libc::SIGTERM);
+    let (_, _, err) = node.wait();
+    assert!(!err.contains("panicked"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -181,7 +181,7 @@ use nfv_mem::{HugepageMode, MemoryConfig};
 use nfv_ports::config::PortConfig;
 
 pub use crate::access::AccessConfig;
-pub use crate::chain::{ChainConfig, DEFAULT_CHAIN_PRIORITY};
+pub use crate::chain::{ChainConfig, DEFAULT_CHAIN_PRIORITY, Stage, StageKind, chain_group_id};
 use crate::check::{Result, path};
 pub use crate::cpus::CpuSet;
 pub use crate::error::ConfigError;
@@ -421,6 +421,22 @@ pub fn parse_str(
         .collect();
 
     let openflow = openflow(&doc, raw.openflow.as_ref(), &name, base)?;
+    let chains = chain::chains(&doc, &raw.chain, &ports)?;
+    // A chain's groups take ids of their own: none may be the config's.
+    for (i, c) in chains.iter().enumerate() {
+        for (s, st) in c.stages.iter().enumerate() {
+            let id = chain_group_id(i, s);
+            if st.kind != StageKind::One && defined.groups.contains(&id) {
+                return Err(doc.err(
+                    raw.chain[i].span(),
+                    format!("chain[{i}]"),
+                    format!(
+                        "the chain's group id {id} is one of `groups`: give that group another id"
+                    ),
+                ));
+            }
+        }
+    }
     Ok(NodeConfig {
         source: source.to_path_buf(),
         name,
@@ -430,7 +446,7 @@ pub fn parse_str(
         access,
         memory,
         pmd,
-        chains: chain::chains(&doc, &raw.chain, &ports)?,
+        chains,
         openflow,
         ports,
         flows,

@@ -165,8 +165,11 @@ pub(crate) struct RawFlow {
 pub(crate) struct RawChain {
     pub name: S<String>,
     pub ingress: S<String>,
+    /// Port names, or `{ select = [...] }` / `{ primary, backup }`
+    /// tables (`crate::chain` reads them: serde's untagged enums lose
+    /// the positions errors need).
     #[serde(default)]
-    pub vnfs: Vec<S<String>>,
+    pub vnfs: Vec<S<toml::Value>>,
     pub egress: S<String>,
     pub priority: Option<S<i64>>,
 }

@@ -24,6 +24,18 @@ id = 12
 type = "vhost-user"
 socket = "/tmp/v2.sock"
 mode = "server"
+[[port]]
+name = "vnf3"
+id = 13
+type = "vhost-user"
+socket = "/tmp/v3.sock"
+mode = "server"
+[[port]]
+name = "vnf4"
+id = 14
+type = "vhost-user"
+socket = "/tmp/v4.sock"
+mode = "server"
 "#;
 
 fn parse(chains: &str) -> Result<nfv_config::NodeConfig, nfv_config::ConfigError> {
@@ -114,5 +126,62 @@ fn bad_chains_name_line_and_field() {
         assert_eq!(err.line(), Some(base + line - 1), "{text}: {s}");
         assert!(err.field().unwrap_or("").starts_with(field), "{text}: {s}");
         assert!(s.contains(msg), "{text}: {s}");
+    }
+}
+
+/// A hop naming several instances is a select group; a primary and a
+/// backup, a fast_failover group. The switch adds the groups; every
+/// instance sends on to the next hop.
+#[test]
+fn scaled_out_and_standby_hops_become_groups() {
+    let c = parse(
+        "[[chain]]\nname = \"ns\"\ningress = \"gen0\"\n\
+         vnfs = [{ select = [\"vnf1\", \"vnf2\"] }, { primary = \"vnf3\", backup = \"vnf4\" }]\n\
+         egress = \"sink0\"\n",
+    )
+    .unwrap();
+    let ch = &c.chains[0];
+    let g1 = nfv_config::chain_group_id(0, 1);
+    let g2 = nfv_config::chain_group_id(0, 2);
+    assert_eq!(
+        ch.steering_rules_of(0),
+        [
+            format!("priority=1000,in_port=1,actions=group:{g1}"),
+            format!("priority=1000,in_port=11,actions=group:{g2}"),
+            format!("priority=1000,in_port=12,actions=group:{g2}"),
+            "priority=1000,in_port=13,actions=output:2".to_string(),
+            "priority=1000,in_port=14,actions=output:2".to_string(),
+        ]
+    );
+    assert_eq!(
+        ch.groups_of(0),
+        [
+            format!("group_id={g1},type=select,bucket=output:11,bucket=output:12"),
+            format!(
+                "group_id={g2},type=fast_failover,bucket=watch_port:13,output:13,\
+                 bucket=watch_port:14,output:14"
+            ),
+        ]
+    );
+    // Every instance is a VNF of the chain, in the reports.
+    assert_eq!(ch.vnfs().len(), 4);
+    // Each group text is one add-group accepts.
+    for g in ch.groups_of(0) {
+        nfv_flow::parse_group(&g).unwrap();
+    }
+    // One instance is not a scale-out; a sink is no VNF.
+    for (hop, msg) in [
+        ("{ select = [\"vnf1\"] }", "select names 1 instances"),
+        (
+            "{ primary = \"vnf1\", backup = \"sink0\" }",
+            "is not a vhost-user port",
+        ),
+    ] {
+        let e = parse(&format!(
+            "[[chain]]\nname = \"x\"\ningress = \"gen0\"\nvnfs = [{hop}]\negress = \"sink0\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(msg), "{hop}: {e}");
     }
 }

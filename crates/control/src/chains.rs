@@ -16,11 +16,26 @@ pub fn chain_cookie(index: usize) -> u64 {
     0x6368_6169_0000_0000 | index as u64
 }
 
+/// The groups of every chain's scaled-out and standby hops.
+pub fn groups(chains: &[ChainConfig]) -> Result<Vec<nfv_flow::Group>, NodeError> {
+    let mut out = Vec::new();
+    for (i, c) in chains.iter().enumerate() {
+        for g in c.groups_of(i) {
+            out.push(
+                nfv_flow::parse_group(&g).map_err(|e| {
+                    NodeError::Config(format!("chain {:?}: group {g:?}: {e}", c.name))
+                })?,
+            );
+        }
+    }
+    Ok(out)
+}
+
 /// The steering rules of every chain.
 pub fn steering(chains: &[ChainConfig]) -> Result<Vec<FlowSpec>, NodeError> {
     let mut specs = Vec::new();
     for (i, c) in chains.iter().enumerate() {
-        for r in c.steering_rules() {
+        for r in c.steering_rules_of(i) {
             let mut s = parse_flow(&r).map_err(|source| NodeError::Chain {
                 chain: c.name.clone(),
                 source,
