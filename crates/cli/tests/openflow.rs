@@ -20,6 +20,30 @@ struct Node {
     dir: std::path::PathBuf,
 }
 
+impl Node {
+    /// `nfvswitch run` on `cfg` (written to `dir/node.toml`), once every
+    /// path of `ready` exists.
+    fn start(dir: &Path, cfg: &str, ready: &[&Path]) -> Node {
+        let path = dir.join("node.toml");
+        std::fs::write(&path, cfg).unwrap();
+        let child = Command::new(BIN)
+            .args(["--log", "warn", "run", path.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let node = Node {
+            child,
+            dir: dir.to_path_buf(),
+        };
+        assert!(
+            wait_until(WAIT, || ready.iter().all(|p| p.exists())),
+            "node did not start"
+        );
+        node
+    }
+}
+
 impl Drop for Node {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -112,22 +136,7 @@ type = "sink"
         of = of_sock.display(),
         core = cpus - 1,
     );
-    let path = dir.join("node.toml");
-    std::fs::write(&path, cfg).unwrap();
-    let child = Command::new(BIN)
-        .args(["--log", "warn", "run", path.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _node = Node {
-        child,
-        dir: dir.clone(),
-    };
-    assert!(
-        wait_until(WAIT, || of_sock.exists() && ctl_sock.exists()),
-        "node did not start"
-    );
+    let _node = Node::start(&dir, &cfg, &[&of_sock, &ctl_sock]);
     let unix = format!("unix:{}", of_sock.display());
     let shown = ctl(&ctl_sock, &["show", "controllers"]);
     let tcp_port = shown
@@ -379,22 +388,7 @@ type = "sink"
         of = of_sock.display(),
         core = cpus - 1,
     );
-    let path = dir.join("node.toml");
-    std::fs::write(&path, cfg).unwrap();
-    let child = Command::new(BIN)
-        .args(["--log", "warn", "run", path.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _node = Node {
-        child,
-        dir: dir.clone(),
-    };
-    assert!(
-        wait_until(WAIT, || of_sock.exists() && ctl_sock.exists()),
-        "node did not start"
-    );
+    let _node = Node::start(&dir, &cfg, &[&of_sock, &ctl_sock]);
     // The stalled controller: HELLO (1.3, version bitmap), then silence.
     let mut stalled = std::os::unix::net::UnixStream::connect(&of_sock).unwrap();
     use std::io::Write;

@@ -517,3 +517,46 @@ fn pssl_lets_in_only_clients_certified_by_the_ca() {
     assert!(!ok, "plain TCP got in: {out}");
     assert_eq!(table.snapshot().classifier.rules().len(), 1);
 }
+
+/// `punix:` sockets are the switch's user's alone (mode 0600): ovs-ofctl
+/// run as `nobody` (through `setpriv`) cannot connect, let alone add a
+/// rule, while the switch's user can.
+#[test]
+fn punix_refuses_other_users() {
+    let test = "punix_refuses_other_users";
+    if ofctl_missing(test) {
+        return;
+    }
+    if !nfv_testutil::is_root() || nfv_testutil::which("setpriv").is_none() {
+        nfv_testutil::skip(test, "needs root and setpriv to run a client as nobody");
+        return;
+    }
+    let b = bed("nobody");
+    // The directory is searchable by everyone: only the socket's mode
+    // stands in the way.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&b._dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sock = b.target.trim_start_matches("unix:").to_string();
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "socket mode {mode:o}");
+    let out = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .args([
+            "ovs-ofctl",
+            "-O",
+            "OpenFlow13",
+            "--timeout",
+            "10",
+            "add-flow",
+        ])
+        .arg(&b.target)
+        .arg("in_port=1,actions=output:2")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "nobody got in: {text}");
+    assert!(text.contains("Permission denied"), "{text}");
+    assert!(b.table.snapshot().classifier.rules().is_empty());
+    b.ok("add-flow", &["in_port=1,actions=output:2"]);
+    assert_eq!(b.table.snapshot().classifier.rules().len(), 1);
+}
