@@ -204,3 +204,34 @@ fn edit_key_follows_the_rewrites_a_later_table_sees() {
     assert_eq!(k.vlan_tci(), VLAN_PRESENT | 7);
     assert_eq!(k.ipv6_dst(), 0, "an IPv6 rewrite leaves an IPv4 key alone");
 }
+
+/// A `dec_ttl` that runs out inside a resubmitted table ends that table's
+/// actions and the outer ones go on (OVS's rule, which the differential
+/// test found nfvswitch breaking); with TTL left it decrements as usual.
+/// Either way the decision depended on the TTL: it is in the mask.
+#[test]
+fn a_ttl_running_out_inside_a_resubmit_ends_only_that_table() {
+    let c = classifier(&[
+        "table=0,in_port=1,actions=output:2,resubmit(,1),output:3",
+        "table=1,ip,actions=dec_ttl,output:4",
+    ]);
+    let mut k = udp_key();
+    k.set_nw_ttl(1);
+    let r = resolve_key(&c, &k).unwrap();
+    assert_eq!(r.actions, vec![Action::Output(2), Action::Output(3)]);
+    assert!(r.ttl_stopped);
+    assert_eq!(r.mask.nw_ttl(), 0xff);
+    k.set_nw_ttl(64);
+    let r = resolve_key(&c, &k).unwrap();
+    assert_eq!(
+        r.actions,
+        vec![
+            Action::Output(2),
+            Action::DecTtl,
+            Action::Output(4),
+            Action::Output(3)
+        ]
+    );
+    assert!(!r.ttl_stopped);
+    assert_eq!(r.mask.nw_ttl(), 0xff);
+}

@@ -30,8 +30,12 @@ impl Case<'_> {
         self.rule().map_or(&[], |r| &r.actions)
     }
 
+    /// An action of the rule both chose, or of a rule a later table gave
+    /// the packet (the pipeline's actions as nfvswitch ran them).
     fn has_action(&self, pred: impl Fn(&str) -> bool) -> bool {
-        self.actions().iter().any(|a| pred(a))
+        self.rule().is_some()
+            && (self.actions().iter().any(|a| pred(a))
+                || self.nfv.pipeline_actions.iter().any(|a| pred(a)))
     }
 
     /// The outputs of both sides in [`canonical`] order, with `fields`

@@ -238,6 +238,9 @@ pub struct Trace {
     pub outputs: Vec<(u16, Key)>,
     /// A step's note says the TTL ran out.
     pub ttl_expired: bool,
+    /// Every action the pipeline ran, from every table it went through
+    /// (`goto_table`/`resubmit` resolved), as nfvswitch prints them.
+    pub pipeline_actions: Vec<String>,
     pub json: Value,
 }
 
@@ -286,12 +289,22 @@ fn parse_trace(t: &Value, ports: &[u16]) -> Result<Trace, String> {
             "{listed} outputs listed, {named} output steps that send"
         ));
     }
+    let pipeline_actions = t["steps"]
+        .as_array()
+        .map(|steps| {
+            steps
+                .iter()
+                .filter_map(|s| s["action"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(Trace {
         packet,
         priority,
         rule,
         outputs,
         ttl_expired,
+        pipeline_actions,
         json: t.clone(),
     })
 }

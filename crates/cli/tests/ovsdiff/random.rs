@@ -3,7 +3,7 @@
 //! A rule is a protocol class (`tcp`, `arp`, `dl_type=0x88cc`, ...), a few
 //! match fields from [`FIELDS`] and an action list from [`ACTIONS`]; each
 //! table entry is one field or action with its weight, so covering a new
-//! one (`goto_table`, `group`, `meter`, ...) is one entry there (and, for a
+//! one (`group`, `meter`, ...) is one entry there (and, for a
 //! new kind of output, one arm where the traces are read). Values come
 //! from small pools mixed with random ones, so that random packets hit
 //! random rules too; [`packet_for`] derives a packet from a rule's match
@@ -144,6 +144,8 @@ pub struct MatchItem {
 
 #[derive(Clone, Debug)]
 pub struct Rule {
+    /// The table it is in (`table=N`; 0 unwritten).
+    pub table: u8,
     pub priority: u16,
     /// Written without `priority=` (the default, 32768).
     pub default_priority: bool,
@@ -160,6 +162,9 @@ impl Rule {
     /// The rule in `ovs-ofctl add-flow` syntax (both switches take it).
     pub fn text(&self) -> String {
         let mut items = Vec::new();
+        if self.table != 0 {
+            items.push(format!("table={}", self.table));
+        }
         if !self.default_priority {
             items.push(format!("priority={}", self.priority));
         }
@@ -422,6 +427,7 @@ fn actions(
     tagged: bool,
     later_frag: bool,
     oxm_vlan: bool,
+    table: u8,
 ) -> (Vec<String>, bool) {
     if rng.chance(8) {
         return (
@@ -438,6 +444,7 @@ fn actions(
             class,
             tags: u32::from(tagged),
             later_frag,
+            table,
         };
         let n = 1 + rng.below(7);
         let mut acts = Vec::new();
@@ -446,6 +453,12 @@ fn actions(
             if let Some(a) = (g.make)(rng, &mut c) {
                 acts.push(a);
             }
+        }
+        // goto_table is an instruction: one, after the actions.
+        if let Some(g) = acts.iter().position(|a| a.text.starts_with("goto_table")) {
+            let goto = acts.remove(g);
+            acts.retain(|a| !a.text.starts_with("goto_table"));
+            acts.push(goto);
         }
         let of13 = acts.iter().any(|a| a.of13_only);
         if of13 && !(oxm_vlan && acts.iter().all(|a| a.of13_ok)) {
@@ -493,6 +506,13 @@ pub fn rules(rng: &mut Rng, n: usize) -> Vec<Rule> {
 }
 
 fn rule(rng: &mut Rng, priority: u16, default_priority: bool) -> Rule {
+    // Most rules in table 0, the rest in the later tables the pipeline's
+    // goto_table and resubmit reach.
+    let table = match rng.below(10) {
+        0..=5 => 0,
+        6..=7 => 1,
+        _ => actions::LAST_TABLE,
+    };
     let class = random_class(rng);
     let class_text = class_text(rng, class);
     let mut ctx = Ctx {
@@ -516,8 +536,9 @@ fn rule(rng: &mut Rng, priority: u16, default_priority: bool) -> Rule {
         i.f == F::IpFrag && i.m & u128::from(FRAG_LATER) != 0 && i.v & u128::from(FRAG_LATER) != 0
     });
     let oxm_vlan = ctx.fields.iter().all(vlan_fits_oxm);
-    let (actions, of13) = actions(rng, class, tagged, later_frag, oxm_vlan);
+    let (actions, of13) = actions(rng, class, tagged, later_frag, oxm_vlan, table);
     Rule {
+        table,
         priority,
         default_priority,
         class,

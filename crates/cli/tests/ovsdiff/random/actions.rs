@@ -9,7 +9,12 @@ pub struct ActCtx {
     pub tags: u32,
     /// The match pins `ip_frag` to a later fragment.
     pub later_frag: bool,
+    /// The rule's table: `goto_table` and `resubmit` go to a later one.
+    pub table: u8,
 }
+
+/// Tables the rule sets spread over (0 to `LAST_TABLE`).
+pub const LAST_TABLE: u8 = 2;
 
 /// One generated action.
 pub struct Act {
@@ -221,6 +226,33 @@ pub const ACTIONS: &[ActionGen] = &[
                 format!("set_field:{}->ipv6_dst", ip6(ip6_val(r))),
                 c.class.v6(),
             )
+        },
+    },
+    ActionGen {
+        name: "goto_table",
+        weight: 4,
+        make: |r, c| {
+            if c.table >= LAST_TABLE {
+                return None;
+            }
+            let t = c.table + 1 + r.below(u64::from(LAST_TABLE - c.table)) as u8;
+            // An OpenFlow 1.1+ instruction; the list puts it last.
+            Some(Act {
+                text: format!("goto_table:{t}"),
+                of13_only: true,
+                of13_ok: true,
+            })
+        },
+    },
+    ActionGen {
+        name: "resubmit",
+        weight: 4,
+        make: |r, c| {
+            if c.table >= LAST_TABLE {
+                return None;
+            }
+            let t = c.table + 1 + r.below(u64::from(LAST_TABLE - c.table)) as u8;
+            act(format!("resubmit(,{t})"), true)
         },
     },
     ActionGen {
