@@ -227,55 +227,8 @@ fn hops(
         Ok(hop)
     };
     for (j, v) in c.vnfs.iter().enumerate() {
-        let field = format!("{prefix}.vnfs[{j}]");
         let first = hops.len();
-        // A name, or a table: every name in it is placed at the table.
-        let named = |name: &toml::Value, sub: String| -> Result<Hop> {
-            match name.as_str() {
-                Some(n) => vnf(&S::new(v.span(), n.to_string()), sub),
-                None => Err(doc.err(v.span(), sub, format!("{name} is not a port name"))),
-            }
-        };
-        let kind = match v.get_ref() {
-            toml::Value::String(_) => {
-                hops.push(named(v.get_ref(), field)?);
-                StageKind::One
-            }
-            toml::Value::Table(t) if t.len() == 1 && t.contains_key("select") => {
-                let list = t["select"].as_array().cloned().unwrap_or_default();
-                if list.len() < 2 || list.len() > nfv_flow::group::MAX_BUCKETS {
-                    return Err(doc.err(
-                        v.span(),
-                        field,
-                        format!(
-                            "select names {} instances: give 2 to {}",
-                            list.len(),
-                            nfv_flow::group::MAX_BUCKETS
-                        ),
-                    ));
-                }
-                for (k, name) in list.iter().enumerate() {
-                    hops.push(named(name, format!("{field}.select[{k}]"))?);
-                }
-                StageKind::Select
-            }
-            toml::Value::Table(t)
-                if t.len() == 2 && t.contains_key("primary") && t.contains_key("backup") =>
-            {
-                hops.push(named(&t["primary"], format!("{field}.primary"))?);
-                hops.push(named(&t["backup"], format!("{field}.backup"))?);
-                StageKind::Failover
-            }
-            _ => {
-                return Err(doc.err(
-                    v.span(),
-                    field,
-                    "a VNF hop is a port name, { select = [\"a\", \"b\", ...] } or \
-                     { primary = \"a\", backup = \"b\" }"
-                        .to_string(),
-                ));
-            }
-        };
+        let kind = vnf_stage(doc, v, format!("{prefix}.vnfs[{j}]"), &vnf, &mut hops)?;
         stages.push(Stage {
             kind,
             first,
@@ -289,6 +242,64 @@ fn hops(
     });
     hops.push(hop(doc, ports, &c.egress, check::path(prefix, "egress"))?.0);
     Ok((hops, stages))
+}
+
+/// One VNF hop `v`: its ports pushed on `hops` (each checked by `vnf`),
+/// and how the stage takes packets.
+fn vnf_stage(
+    doc: &Doc<'_>,
+    v: &S<toml::Value>,
+    field: String,
+    vnf: &dyn Fn(&S<String>, String) -> Result<Hop>,
+    hops: &mut Vec<Hop>,
+) -> Result<StageKind> {
+    // A name, or a table: every name in it is placed at the table.
+    let named = |name: &toml::Value, sub: String| -> Result<Hop> {
+        match name.as_str() {
+            Some(n) => vnf(&S::new(v.span(), n.to_string()), sub),
+            None => Err(doc.err(v.span(), sub, format!("{name} is not a port name"))),
+        }
+    };
+    Ok(match v.get_ref() {
+        toml::Value::String(_) => {
+            hops.push(named(v.get_ref(), field)?);
+            StageKind::One
+        }
+        toml::Value::Table(t) if t.len() == 1 && t.contains_key("select") => {
+            let list = t["select"].as_array().cloned().unwrap_or_default();
+            if list.len() < 2 || list.len() > nfv_flow::group::MAX_BUCKETS {
+                return Err(doc.err(
+                    v.span(),
+                    field,
+                    format!(
+                        "select names {} instances: give 2 to {}",
+                        list.len(),
+                        nfv_flow::group::MAX_BUCKETS
+                    ),
+                ));
+            }
+            for (k, name) in list.iter().enumerate() {
+                hops.push(named(name, format!("{field}.select[{k}]"))?);
+            }
+            StageKind::Select
+        }
+        toml::Value::Table(t)
+            if t.len() == 2 && t.contains_key("primary") && t.contains_key("backup") =>
+        {
+            hops.push(named(&t["primary"], format!("{field}.primary"))?);
+            hops.push(named(&t["backup"], format!("{field}.backup"))?);
+            StageKind::Failover
+        }
+        _ => {
+            return Err(doc.err(
+                v.span(),
+                field,
+                "a VNF hop is a port name, { select = [\"a\", \"b\", ...] } or \
+                 { primary = \"a\", backup = \"b\" }"
+                    .to_string(),
+            ));
+        }
+    })
 }
 
 /// The port `v` names, and whether it faces a VNF.
@@ -353,4 +364,29 @@ fn port_list(ports: &[PortConfig]) -> String {
     } else {
         names.join(", ")
     }
+}
+
+/// A chain's groups take ids of their own ([`chain_group_id`]): none may
+/// be one of the config's `groups`.
+pub(crate) fn check_group_ids(
+    doc: &Doc<'_>,
+    raw: &[S<RawChain>],
+    chains: &[ChainConfig],
+    groups: &std::collections::BTreeSet<u32>,
+) -> Result<()> {
+    for (i, c) in chains.iter().enumerate() {
+        for (s, st) in c.stages.iter().enumerate() {
+            let id = chain_group_id(i, s);
+            if st.kind != StageKind::One && groups.contains(&id) {
+                return Err(doc.err(
+                    raw[i].span(),
+                    format!("chain[{i}]"),
+                    format!(
+                        "the chain's group id {id} is one of `groups`: give that group another id"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }

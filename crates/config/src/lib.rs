@@ -385,21 +385,7 @@ pub fn parse_str(
 
     let openflow = openflow::openflow(&doc, raw.openflow.as_ref(), &name, base)?;
     let chains = chain::chains(&doc, &raw.chain, &ports)?;
-    // A chain's groups take ids of their own: none may be the config's.
-    for (i, c) in chains.iter().enumerate() {
-        for (s, st) in c.stages.iter().enumerate() {
-            let id = chain_group_id(i, s);
-            if st.kind != StageKind::One && defined.groups.contains(&id) {
-                return Err(doc.err(
-                    raw.chain[i].span(),
-                    format!("chain[{i}]"),
-                    format!(
-                        "the chain's group id {id} is one of `groups`: give that group another id"
-                    ),
-                ));
-            }
-        }
-    }
+    chain::check_group_ids(&doc, &raw.chain, &chains, &defined.groups)?;
     Ok(NodeConfig {
         source: source.to_path_buf(),
         name,

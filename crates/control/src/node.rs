@@ -125,14 +125,6 @@ impl Node {
         // Groups and meters, then the rules naming them (checked at load),
         // so the first packets find them all.
         install_groups_and_meters(&table, cfg)?;
-        for g in crate::chains::groups(&cfg.chains)? {
-            let id = g.id;
-            table.add_group(g).map_err(|e| {
-                NodeError::Config(format!(
-                    "a chain's group {id}: {e} (the config's groups use it)"
-                ))
-            })?;
-        }
         table.add_flows(cfg.flows.iter().cloned());
         table.add_flows(crate::chains::steering(&cfg.chains)?);
         // Generators last, so their first packets find every other port.
@@ -230,6 +222,15 @@ fn install_groups_and_meters(
     for m in &cfg.meters {
         let m = nfv_flow::meter::parse_meter(m).map_err(|e| refused(&e))?;
         table.add_meter(m).map_err(|e| refused(&e))?;
+    }
+    // The groups of the chains' scaled-out and standby hops.
+    for g in crate::chains::groups(&cfg.chains)? {
+        let id = g.id;
+        table.add_group(g).map_err(|e| {
+            NodeError::Config(format!(
+                "a chain's group {id}: {e} (the config's groups use it)"
+            ))
+        })?;
     }
     Ok(())
 }

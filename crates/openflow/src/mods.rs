@@ -100,9 +100,22 @@ pub fn decode_stats_selection(r: &mut Reader<'_>) -> Result<Selection, OfError> 
     })
 }
 
-/// Handles a `FLOW_MOD` body (after the header).
-pub fn flow_mod(agent: &Agent, body: &[u8]) -> Result<(), OfError> {
-    let mut r = Reader::new(body);
+/// A `FLOW_MOD`'s fixed part and match, decoded.
+struct FlowMod {
+    cookie: u64,
+    cookie_mask: u64,
+    table: u8,
+    command: u8,
+    timeouts: Timeouts,
+    priority: u16,
+    buffer_id: u32,
+    out_port: u32,
+    out_group: u32,
+    flags: u16,
+    matches: oxm::Decoded,
+}
+
+fn decode_flow_mod(r: &mut Reader<'_>) -> Result<FlowMod, OfError> {
     let cookie = r.u64()?;
     let cookie_mask = r.u64()?;
     let table = r.u8()?;
@@ -115,99 +128,85 @@ pub fn flow_mod(agent: &Agent, body: &[u8]) -> Result<(), OfError> {
     let out_group = r.u32()?;
     let flags = r.u16()?;
     r.skip(2)?;
-    let d = oxm::decode(&mut r)?;
+    let matches = oxm::decode(r)?;
     let known = SEND_FLOW_REM | CHECK_OVERLAP | RESET_COUNTS | NO_PKT_COUNTS | NO_BYT_COUNTS;
     if flags & !known != 0 {
         return Err(err::FLOW_MOD_BAD_FLAGS);
     }
-    let adding = matches!(command, ADD | MODIFY | MODIFY_STRICT);
-    if adding && table > MAX_TABLE {
+    if matches!(command, ADD | MODIFY | MODIFY_STRICT) && table > MAX_TABLE {
         return Err(err::FLOW_MOD_BAD_TABLE_ID);
     }
-    let instructions = |r: &mut Reader<'_>| {
-        actions::decode_instructions(
-            r,
-            Context {
-                matches: Some(&d.matches),
-                table,
-                packet_out: false,
-            },
-        )
-    };
-    let strict = matches!(command, MODIFY_STRICT | DELETE_STRICT);
-    let select = Selection {
-        table,
-        matches: d.matches,
-        tun_id: d.tun_id,
-        strict_priority: strict.then_some(priority),
+    Ok(FlowMod {
         cookie,
         cookie_mask,
-        out_port: if matches!(command, DELETE | DELETE_STRICT) {
-            out_port
-        } else {
-            port::ANY
-        },
-        out_group: if matches!(command, DELETE | DELETE_STRICT) {
-            out_group
-        } else {
-            GROUP_ANY
-        },
-    };
-    match command {
+        table,
+        command,
+        timeouts: Timeouts { idle, hard },
+        priority,
+        buffer_id,
+        out_port,
+        out_group,
+        flags,
+        matches,
+    })
+}
+
+impl FlowMod {
+    /// The rules a modify or delete acts on (out_port and out_group
+    /// filter deletes only).
+    fn selection(&self) -> Selection {
+        let delete = matches!(self.command, DELETE | DELETE_STRICT);
+        Selection {
+            table: self.table,
+            matches: self.matches.matches,
+            tun_id: self.matches.tun_id,
+            strict_priority: matches!(self.command, MODIFY_STRICT | DELETE_STRICT)
+                .then_some(self.priority),
+            cookie: self.cookie,
+            cookie_mask: self.cookie_mask,
+            out_port: if delete { self.out_port } else { port::ANY },
+            out_group: if delete { self.out_group } else { GROUP_ANY },
+        }
+    }
+
+    /// The instructions (the rest of `r`), as an action list.
+    fn actions(&self, r: &mut Reader<'_>) -> Result<Vec<Action>, OfError> {
+        let actions = actions::decode_instructions(
+            r,
+            Context {
+                matches: Some(&self.matches.matches),
+                table: self.table,
+                packet_out: false,
+            },
+        )?;
+        if self.buffer_id != NO_BUFFER {
+            return Err(err::BUFFER_UNKNOWN);
+        }
+        Ok(actions)
+    }
+}
+
+/// Handles a `FLOW_MOD` body (after the header).
+pub fn flow_mod(agent: &Agent, body: &[u8]) -> Result<(), OfError> {
+    let mut r = Reader::new(body);
+    let fm = decode_flow_mod(&mut r)?;
+    match fm.command {
         ADD => {
-            let actions = instructions(&mut r)?;
-            if buffer_id != NO_BUFFER {
-                return Err(err::BUFFER_UNKNOWN);
-            }
-            let mut m = d.matches;
-            m.key.set_table(table);
-            m.mask.set_table(0xff);
-            let spec = FlowSpec {
-                priority,
-                cookie,
-                timeouts: Timeouts { idle, hard },
-                matches: m,
-                tun_id: d.tun_id,
-                actions,
-            };
-            let specs = agent.switch.resolve(spec)?;
-            let keys: Vec<_> = specs.iter().map(|s| (s.priority, s.matches)).collect();
-            if flags & CHECK_OVERLAP != 0 {
-                for s in specs {
-                    let (p, sm) = (s.priority, s.matches);
-                    agent
-                        .table
-                        .add_flow_unless(s, |r| {
-                            r.spec.priority == p && overlaps(&r.spec.matches, &sm)
-                        })
-                        .map_err(group_error)?;
-                }
-            } else {
-                agent.table.add_flows_checked(specs).map_err(group_error)?;
-            }
-            let mut wanted = lock(&agent.flow_removed_wanted);
-            for k in keys {
-                if flags & SEND_FLOW_REM != 0 {
-                    wanted.insert(k);
-                } else {
-                    wanted.remove(&k);
-                }
-            }
-            Ok(())
+            let actions = fm.actions(&mut r)?;
+            add(agent, &fm, actions)
         }
         MODIFY | MODIFY_STRICT => {
-            let actions = instructions(&mut r)?;
-            if buffer_id != NO_BUFFER {
-                return Err(err::BUFFER_UNKNOWN);
-            }
+            let actions = fm.actions(&mut r)?;
             check_actions(agent, &actions)?;
+            let select = fm.selection();
             agent
                 .table
-                .modify_flows(|r| select.picks(r), &actions, flags & RESET_COUNTS != 0)
+                .modify_flows(|r| select.picks(r), &actions, fm.flags & RESET_COUNTS != 0)
                 .map_err(group_error)?;
             Ok(())
         }
         DELETE | DELETE_STRICT => {
+            let select = fm.selection();
             let gone = agent.table.del_flows_where(|r| select.picks(r));
             let gone: Vec<_> = gone
                 .into_iter()
@@ -218,6 +217,46 @@ pub fn flow_mod(agent: &Agent, body: &[u8]) -> Result<(), OfError> {
         }
         _ => Err(err::FLOW_MOD_BAD_COMMAND),
     }
+}
+
+/// An add: checked as `add-flow` is, refused on overlap when asked, and
+/// remembered for `FLOW_REMOVED` when asked.
+fn add(agent: &Agent, fm: &FlowMod, actions: Vec<Action>) -> Result<(), OfError> {
+    let mut m = fm.matches.matches;
+    m.key.set_table(fm.table);
+    m.mask.set_table(0xff);
+    let spec = FlowSpec {
+        priority: fm.priority,
+        cookie: fm.cookie,
+        timeouts: fm.timeouts,
+        matches: m,
+        tun_id: fm.matches.tun_id,
+        actions,
+    };
+    let specs = agent.switch.resolve(spec)?;
+    let keys: Vec<_> = specs.iter().map(|s| (s.priority, s.matches)).collect();
+    if fm.flags & CHECK_OVERLAP != 0 {
+        for s in specs {
+            let (p, sm) = (s.priority, s.matches);
+            agent
+                .table
+                .add_flow_unless(s, |r| {
+                    r.spec.priority == p && overlaps(&r.spec.matches, &sm)
+                })
+                .map_err(group_error)?;
+        }
+    } else {
+        agent.table.add_flows_checked(specs).map_err(group_error)?;
+    }
+    let mut wanted = lock(&agent.flow_removed_wanted);
+    for k in keys {
+        if fm.flags & SEND_FLOW_REM != 0 {
+            wanted.insert(k);
+        } else {
+            wanted.remove(&k);
+        }
+    }
+    Ok(())
 }
 
 /// Whether some packet matches both (they agree wherever both look).

@@ -89,142 +89,43 @@ pub fn answer(agent: &Agent, xid: u32, body: &[u8]) -> Result<Vec<Vec<u8>>, OfEr
         return Err(err::BAD_MULTIPART);
     }
     let mut reply = Reply::new(xid, kind);
+    let rp = &mut reply;
     match kind {
-        kind::DESC => {
-            let d = agent.switch.description();
-            reply.entry(|w| {
-                w.fixed_str(&d.manufacturer, 256);
-                w.fixed_str(&d.hardware, 256);
-                w.fixed_str(&d.software, 256);
-                w.fixed_str(&d.serial, 32);
-                w.fixed_str(&d.datapath, 256);
-            });
-        }
-        kind::FLOW => {
-            let sel = mods::decode_stats_selection(&mut r)?;
-            for rule in selected(agent, &sel) {
-                let flags = mods::flags_of(agent, &rule);
-                reply.entry(|w| messages::flow_stats_entry(w, &rule, flags));
-            }
-        }
-        kind::AGGREGATE => {
-            let sel = mods::decode_stats_selection(&mut r)?;
-            let rules = selected(agent, &sel);
-            let packets: u64 = rules.iter().map(|r| r.stats.packets.load(Relaxed)).sum();
-            let bytes: u64 = rules.iter().map(|r| r.stats.bytes.load(Relaxed)).sum();
-            reply.entry(|w| {
-                w.u64(packets);
-                w.u64(bytes);
-                w.u32(rules.len() as u32);
-                w.zeros(4);
-            });
-        }
-        kind::TABLE => {
-            let rules = agent.table.snapshot().classifier.rules();
-            for t in 0..=254u8 {
-                let of_t = rules.iter().filter(|r| r.spec.matches.key.table() == t);
-                let (n, matched) = of_t.fold((0u32, 0u64), |(n, m), r| {
-                    (n + 1, m + r.stats.packets.load(Relaxed))
-                });
-                reply.entry(|w| {
-                    w.u8(t);
-                    w.zeros(3);
-                    w.u32(n);
-                    // Lookups are not counted per table; every lookup
-                    // that found a rule is one the rules counted.
-                    w.u64(matched);
-                    w.u64(matched);
-                });
-            }
-        }
+        kind::DESC => desc(agent, rp),
+        kind::FLOW => flows(agent, &mut r, rp)?,
+        kind::AGGREGATE => aggregate(agent, &mut r, rp)?,
+        kind::TABLE => tables(agent, rp),
         kind::PORT_STATS => {
             let want = r.u32()?;
             for p in agent.switch.ports() {
                 if want == port::ANY || want == u32::from(p.no) {
-                    reply.entry(|w| messages::port_stats(w, &p));
+                    rp.entry(|w| messages::port_stats(w, &p));
                 }
             }
         }
         kind::PORT_DESC => {
             for p in agent.switch.ports() {
-                reply.entry(|w| messages::port_desc(w, &p));
+                rp.entry(|w| messages::port_desc(w, &p));
             }
         }
         kind::QUEUE => {} // no queues
         kind::GROUP_DESC => {
-            let t = agent.table.snapshot();
-            for g in t.groups.values() {
-                reply.entry(|w| group_desc(w, g));
+            for g in agent.table.snapshot().groups.values() {
+                rp.entry(|w| group_desc(w, g));
             }
         }
-        kind::GROUP => {
-            let want = r.u32()?;
-            let t = agent.table.snapshot();
-            let rules = t.classifier.rules();
-            for g in t.groups.values() {
-                if want != wire::GROUP_ALL && want != g.id {
-                    continue;
-                }
-                let refs = rules
-                    .iter()
-                    .filter(|r| r.spec.actions.contains(&Action::Group(g.id)))
-                    .count();
-                reply.entry(|w| group_stats(w, g, refs as u32));
-            }
-        }
-        kind::GROUP_FEATURES => reply.entry(|w| {
-            w.u32(0b1111); // all, select, indirect, fast_failover
-            w.u32(1); // OFPGFC_SELECT_WEIGHT
-            for _ in 0..4 {
-                w.u32(nfv_flow::action::MAX_GROUP_ID);
-            }
-            for _ in 0..4 {
-                w.u32(ACTIONS_SUPPORTED);
-            }
-        }),
+        kind::GROUP => groups(agent, r.u32()?, rp),
+        kind::GROUP_FEATURES => rp.entry(group_features),
         kind::METER_CONFIG => {
             let want = r.u32()?;
-            let t = agent.table.snapshot();
-            for m in t.meters.values() {
+            for m in agent.table.snapshot().meters.values() {
                 if want == wire::METER_ALL || want == m.id {
-                    reply.entry(|w| meter_config(w, m));
+                    rp.entry(|w| meter_config(w, m));
                 }
             }
         }
-        kind::METER => {
-            let want = r.u32()?;
-            let t = agent.table.snapshot();
-            let rules = t.classifier.rules();
-            for m in t.meters.values() {
-                if want != wire::METER_ALL && want != m.id {
-                    continue;
-                }
-                let flows = rules
-                    .iter()
-                    .filter(|r| r.spec.actions.contains(&Action::Meter(m.id)))
-                    .count();
-                reply.entry(|w| {
-                    w.u32(m.id);
-                    w.u16(56);
-                    w.zeros(6);
-                    w.u32(flows as u32);
-                    w.u64(m.packets_in.load(Relaxed));
-                    w.u64(m.bytes_in.load(Relaxed));
-                    w.u32(0); // duration is not kept
-                    w.u32(0);
-                    w.u64(m.band_packets.load(Relaxed));
-                    w.u64(m.band_bytes.load(Relaxed));
-                });
-            }
-        }
-        kind::METER_FEATURES => reply.entry(|w| {
-            w.u32(nfv_flow::action::MAX_METER_ID);
-            w.u32(1 << 1); // OFPMBT_DROP
-            w.u32(0b1111); // kbps, pktps, burst, stats
-            w.u8(1); // bands per meter
-            w.u8(0); // colors
-            w.zeros(2);
-        }),
+        kind::METER => meters(agent, r.u32()?, rp),
+        kind::METER_FEATURES => rp.entry(meter_features),
         kind::TABLE_FEATURES => {
             if !r.is_empty() {
                 // A body sets the tables' features: the pipeline is not
@@ -232,12 +133,127 @@ pub fn answer(agent: &Agent, xid: u32, body: &[u8]) -> Result<Vec<Vec<u8>>, OfEr
                 return Err(err::TABLE_FEATURES_EPERM);
             }
             for t in 0..=254u8 {
-                reply.entry(|w| table_features(w, t));
+                rp.entry(|w| table_features(w, t));
             }
         }
         _ => return Err(err::BAD_MULTIPART),
     }
     Ok(reply.finish())
+}
+
+fn desc(agent: &Agent, reply: &mut Reply) {
+    let d = agent.switch.description();
+    reply.entry(|w| {
+        w.fixed_str(&d.manufacturer, 256);
+        w.fixed_str(&d.hardware, 256);
+        w.fixed_str(&d.software, 256);
+        w.fixed_str(&d.serial, 32);
+        w.fixed_str(&d.datapath, 256);
+    });
+}
+
+fn flows(agent: &Agent, r: &mut Reader<'_>, reply: &mut Reply) -> Result<(), OfError> {
+    let sel = mods::decode_stats_selection(r)?;
+    for rule in selected(agent, &sel) {
+        let flags = mods::flags_of(agent, &rule);
+        reply.entry(|w| messages::flow_stats_entry(w, &rule, flags));
+    }
+    Ok(())
+}
+
+fn aggregate(agent: &Agent, r: &mut Reader<'_>, reply: &mut Reply) -> Result<(), OfError> {
+    let sel = mods::decode_stats_selection(r)?;
+    let rules = selected(agent, &sel);
+    let packets: u64 = rules.iter().map(|r| r.stats.packets.load(Relaxed)).sum();
+    let bytes: u64 = rules.iter().map(|r| r.stats.bytes.load(Relaxed)).sum();
+    reply.entry(|w| {
+        w.u64(packets);
+        w.u64(bytes);
+        w.u32(rules.len() as u32);
+        w.zeros(4);
+    });
+    Ok(())
+}
+
+/// Every table (0-254): its rules and what they matched.
+fn tables(agent: &Agent, reply: &mut Reply) {
+    let rules = agent.table.snapshot().classifier.rules();
+    for t in 0..=254u8 {
+        let of_t = rules.iter().filter(|r| r.spec.matches.key.table() == t);
+        let (n, matched) = of_t.fold((0u32, 0u64), |(n, m), r| {
+            (n + 1, m + r.stats.packets.load(Relaxed))
+        });
+        reply.entry(|w| {
+            w.u8(t);
+            w.zeros(3);
+            w.u32(n);
+            // Lookups are not counted per table; every lookup that found
+            // a rule is one the rules counted.
+            w.u64(matched);
+            w.u64(matched);
+        });
+    }
+}
+
+fn groups(agent: &Agent, want: u32, reply: &mut Reply) {
+    let t = agent.table.snapshot();
+    let rules = t.classifier.rules();
+    for g in t.groups.values() {
+        if want != wire::GROUP_ALL && want != g.id {
+            continue;
+        }
+        let refs = rules
+            .iter()
+            .filter(|r| r.spec.actions.contains(&Action::Group(g.id)))
+            .count();
+        reply.entry(|w| group_stats(w, g, refs as u32));
+    }
+}
+
+fn group_features(w: &mut Writer) {
+    w.u32(0b1111); // all, select, indirect, fast_failover
+    w.u32(1); // OFPGFC_SELECT_WEIGHT
+    for _ in 0..4 {
+        w.u32(nfv_flow::action::MAX_GROUP_ID);
+    }
+    for _ in 0..4 {
+        w.u32(ACTIONS_SUPPORTED);
+    }
+}
+
+fn meters(agent: &Agent, want: u32, reply: &mut Reply) {
+    let t = agent.table.snapshot();
+    let rules = t.classifier.rules();
+    for m in t.meters.values() {
+        if want != wire::METER_ALL && want != m.id {
+            continue;
+        }
+        let flows = rules
+            .iter()
+            .filter(|r| r.spec.actions.contains(&Action::Meter(m.id)))
+            .count();
+        reply.entry(|w| {
+            w.u32(m.id);
+            w.u16(56);
+            w.zeros(6);
+            w.u32(flows as u32);
+            w.u64(m.packets_in.load(Relaxed));
+            w.u64(m.bytes_in.load(Relaxed));
+            w.u32(0); // duration is not kept
+            w.u32(0);
+            w.u64(m.band_packets.load(Relaxed));
+            w.u64(m.band_bytes.load(Relaxed));
+        });
+    }
+}
+
+fn meter_features(w: &mut Writer) {
+    w.u32(nfv_flow::action::MAX_METER_ID);
+    w.u32(1 << 1); // OFPMBT_DROP
+    w.u32(0b1111); // kbps, pktps, burst, stats
+    w.u8(1); // bands per meter
+    w.u8(0); // colors
+    w.zeros(2);
 }
 
 /// Bit per `ofp_action_type` the buckets take.

@@ -169,35 +169,14 @@ impl Session {
                 out.push(w.finish());
             }
             msg::ECHO_REPLY | msg::ERROR => {}
-            msg::FEATURES_REQUEST => {
-                let mut w = Writer::message(msg::FEATURES_REPLY, h.xid);
-                w.u64(agent.switch.datapath_id());
-                w.u32(0); // n_buffers: packets are never buffered
-                w.u8(255); // tables 0..254
-                w.u8(0); // auxiliary_id
-                w.zeros(2);
-                w.u32(CAPABILITIES);
-                w.u32(0);
-                out.push(w.finish());
-            }
+            msg::FEATURES_REQUEST => out.push(self.features(h.xid)),
             msg::GET_CONFIG_REQUEST => {
                 let mut w = Writer::message(msg::GET_CONFIG_REPLY, h.xid);
                 w.u16(self.config_flags);
                 w.u16(self.miss_send_len);
                 out.push(w.finish());
             }
-            msg::SET_CONFIG => {
-                let mut r = Reader::new(body);
-                let flags = r.u16()?;
-                let miss = r.u16()?;
-                // OFPC_FRAG_NORMAL (0) only: fragments are not dropped or
-                // reassembled.
-                if flags & 0x3 != 0 {
-                    return Err(err::SWITCH_CONFIG_BAD_FLAGS);
-                }
-                self.config_flags = flags;
-                self.miss_send_len = miss;
-            }
+            msg::SET_CONFIG => self.set_config(body)?,
             msg::BARRIER_REQUEST => {
                 // Every earlier request is applied: they run in order.
                 out.push(Writer::message(msg::BARRIER_REPLY, h.xid).finish());
@@ -216,26 +195,8 @@ impl Session {
             }
             msg::MULTIPART_REQUEST => out.extend(multipart::answer(agent, h.xid, body)?),
             msg::ROLE_REQUEST => out.push(self.role_request(h.xid, body)?),
-            msg::GET_ASYNC_REQUEST => {
-                let masks = lock(&agent.sessions)
-                    .get(&self.id)
-                    .map_or(crate::agent::DEFAULT_ASYNC, |s| s.async_masks);
-                let mut w = Writer::message(msg::GET_ASYNC_REPLY, h.xid);
-                for m in masks {
-                    w.u32(m);
-                }
-                out.push(w.finish());
-            }
-            msg::SET_ASYNC => {
-                let mut r = Reader::new(body);
-                let mut masks = [0u32; 6];
-                for m in &mut masks {
-                    *m = r.u32()?;
-                }
-                if let Some(s) = lock(&agent.sessions).get_mut(&self.id) {
-                    s.async_masks = masks;
-                }
-            }
+            msg::GET_ASYNC_REQUEST => out.push(self.get_async(h.xid)),
+            msg::SET_ASYNC => self.set_async(body)?,
             msg::QUEUE_GET_CONFIG_REQUEST => {
                 let port = Reader::new(body).u32()?;
                 let mut w = Writer::message(msg::QUEUE_GET_CONFIG_REPLY, h.xid);
@@ -257,6 +218,55 @@ impl Session {
             }
             msg::EXPERIMENTER => return Err(err::BAD_EXPERIMENTER),
             _ => return Err(err::BAD_TYPE),
+        }
+        Ok(())
+    }
+
+    fn features(&self, xid: u32) -> Vec<u8> {
+        let mut w = Writer::message(msg::FEATURES_REPLY, xid);
+        w.u64(self.agent.switch.datapath_id());
+        w.u32(0); // n_buffers: packets are never buffered
+        w.u8(255); // tables 0..254
+        w.u8(0); // auxiliary_id
+        w.zeros(2);
+        w.u32(CAPABILITIES);
+        w.u32(0);
+        w.finish()
+    }
+
+    fn set_config(&mut self, body: &[u8]) -> Result<(), OfError> {
+        let mut r = Reader::new(body);
+        let flags = r.u16()?;
+        let miss = r.u16()?;
+        // OFPC_FRAG_NORMAL (0) only: fragments are not dropped or
+        // reassembled.
+        if flags & 0x3 != 0 {
+            return Err(err::SWITCH_CONFIG_BAD_FLAGS);
+        }
+        self.config_flags = flags;
+        self.miss_send_len = miss;
+        Ok(())
+    }
+
+    fn get_async(&self, xid: u32) -> Vec<u8> {
+        let masks = lock(&self.agent.sessions)
+            .get(&self.id)
+            .map_or(crate::agent::DEFAULT_ASYNC, |s| s.async_masks);
+        let mut w = Writer::message(msg::GET_ASYNC_REPLY, xid);
+        for m in masks {
+            w.u32(m);
+        }
+        w.finish()
+    }
+
+    fn set_async(&self, body: &[u8]) -> Result<(), OfError> {
+        let mut r = Reader::new(body);
+        let mut masks = [0u32; 6];
+        for m in &mut masks {
+            *m = r.u32()?;
+        }
+        if let Some(s) = lock(&self.agent.sessions).get_mut(&self.id) {
+            s.async_masks = masks;
         }
         Ok(())
     }
