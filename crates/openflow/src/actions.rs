@@ -313,28 +313,32 @@ pub fn encode_actions(w: &mut Writer, actions: &[Action], m: &Match) {
     }
 }
 
+/// An action with no body (8 bytes).
+fn simple(w: &mut Writer, kind: u16) {
+    w.u16(kind);
+    w.u16(8);
+    w.zeros(4);
+}
+
+/// `OUTPUT` to `p` (max_len 0: only `CONTROLLER` reads it).
+fn out(w: &mut Writer, p: u32) {
+    w.u16(act::OUTPUT);
+    w.u16(16);
+    w.u32(p);
+    w.u16(0);
+    w.zeros(6);
+}
+
 fn encode_action(w: &mut Writer, a: &Action, m: &Match) {
-    let simple = |w: &mut Writer, kind: u16| {
-        w.u16(kind);
-        w.u16(8);
-        w.zeros(4);
-    };
-    let out = |w: &mut Writer, p: u32| {
-        w.u16(act::OUTPUT);
-        w.u16(16);
-        w.u32(p);
-        w.u16(0);
-        w.zeros(6);
-    };
-    let set = |w: &mut Writer, name: &str, v: u128| {
+    if let Some((name, v)) = set_field_of(a, m) {
         let start = w.len();
         w.u16(act::SET_FIELD);
         w.u16(0);
         oxm::encode_set_field(w, name, v);
         w.pad8();
         w.patch_len(start, 2);
-    };
-    let mac = |b: &[u8; 6]| b.iter().fold(0u128, |acc, &x| acc << 8 | u128::from(x));
+        return;
+    }
     match *a {
         Action::Output(p) => out(w, u32::from(p)),
         Action::InPort => out(w, port::IN_PORT),
@@ -367,27 +371,6 @@ fn encode_action(w: &mut Writer, a: &Action, m: &Match) {
             w.u8(t);
             w.zeros(3);
         }
-        Action::SetDlSrc(b) => set(w, "eth_src", mac(&b)),
-        Action::SetDlDst(b) => set(w, "eth_dst", mac(&b)),
-        Action::SetVlanVid(v) => set(w, "vlan_vid", u128::from(v | VLAN_PRESENT)),
-        Action::SetNwTos(t) => set(w, "ip_dscp", u128::from(t >> 2)),
-        Action::SetNwEcn(e) => set(w, "ip_ecn", u128::from(e)),
-        Action::SetNwSrc(a) => set(w, "ipv4_src", u128::from(a)),
-        Action::SetNwDst(a) => set(w, "ipv4_dst", u128::from(a)),
-        Action::SetTpSrc(p) => set(
-            w,
-            oxm::transport_name(m, false).unwrap_or("tcp_src"),
-            u128::from(p),
-        ),
-        Action::SetTpDst(p) => set(
-            w,
-            oxm::transport_name(m, true).unwrap_or("tcp_dst"),
-            u128::from(p),
-        ),
-        Action::SetIpv6Src(b) => set(w, "ipv6_src", u128::from_be_bytes(b)),
-        Action::SetIpv6Dst(b) => set(w, "ipv6_dst", u128::from_be_bytes(b)),
-        Action::SetIpv6Label(l) => set(w, "ipv6_flabel", u128::from(l)),
-        Action::SetTunnel(v) => set(w, "tunnel_id", u128::from(v)),
         Action::Resubmit(t) => {
             w.u16(act::EXPERIMENTER);
             w.u16(16);
@@ -397,7 +380,52 @@ fn encode_action(w: &mut Writer, a: &Action, m: &Match) {
             w.u8(t);
             w.zeros(3);
         }
-        // Instructions, written by `encode_instructions`.
-        Action::Meter(_) | Action::GotoTable(_) | Action::WriteMetadata { .. } => {}
+        // Instructions, written by `encode_instructions`; set-fields, by
+        // `set_field_of` above (listed so that a new action is a compile
+        // error here, not an action silently left out).
+        Action::Meter(_)
+        | Action::GotoTable(_)
+        | Action::WriteMetadata { .. }
+        | Action::SetDlSrc(_)
+        | Action::SetDlDst(_)
+        | Action::SetVlanVid(_)
+        | Action::SetNwTos(_)
+        | Action::SetNwEcn(_)
+        | Action::SetNwSrc(_)
+        | Action::SetNwDst(_)
+        | Action::SetTpSrc(_)
+        | Action::SetTpDst(_)
+        | Action::SetIpv6Src(_)
+        | Action::SetIpv6Dst(_)
+        | Action::SetIpv6Label(_)
+        | Action::SetTunnel(_) => {}
     }
+}
+
+/// The OXM field and value an action sets, for those that go as
+/// `set_field` (`m` names the transport fields a port rewrite sets).
+fn set_field_of(a: &Action, m: &Match) -> Option<(&'static str, u128)> {
+    let mac = |b: &[u8; 6]| b.iter().fold(0u128, |acc, &x| acc << 8 | u128::from(x));
+    Some(match *a {
+        Action::SetDlSrc(b) => ("eth_src", mac(&b)),
+        Action::SetDlDst(b) => ("eth_dst", mac(&b)),
+        Action::SetVlanVid(v) => ("vlan_vid", u128::from(v | VLAN_PRESENT)),
+        Action::SetNwTos(t) => ("ip_dscp", u128::from(t >> 2)),
+        Action::SetNwEcn(e) => ("ip_ecn", u128::from(e)),
+        Action::SetNwSrc(a) => ("ipv4_src", u128::from(a)),
+        Action::SetNwDst(a) => ("ipv4_dst", u128::from(a)),
+        Action::SetTpSrc(p) => (
+            oxm::transport_name(m, false).unwrap_or("tcp_src"),
+            u128::from(p),
+        ),
+        Action::SetTpDst(p) => (
+            oxm::transport_name(m, true).unwrap_or("tcp_dst"),
+            u128::from(p),
+        ),
+        Action::SetIpv6Src(b) => ("ipv6_src", u128::from_be_bytes(b)),
+        Action::SetIpv6Dst(b) => ("ipv6_dst", u128::from_be_bytes(b)),
+        Action::SetIpv6Label(l) => ("ipv6_flabel", u128::from(l)),
+        Action::SetTunnel(v) => ("tunnel_id", u128::from(v)),
+        _ => return None,
+    })
 }

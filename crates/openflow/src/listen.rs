@@ -131,70 +131,14 @@ pub fn start(
         _sockets: Vec::new(),
         conns: conns.clone(),
     };
-    {
-        let (agent, stop) = (agent.clone(), stop.clone());
-        out.threads.push(
-            std::thread::Builder::new()
-                .name("openflow-pktin".into())
-                .spawn(move || {
-                    // Polled, not woken: a PMD queueing a packet-in makes
-                    // no system call (`nfv_datapath::controller`). Port
-                    // liveness is looked at twice a second.
-                    let mut live = std::collections::BTreeMap::new();
-                    agent.watch_ports(&mut live);
-                    let mut next_look = std::time::Instant::now();
-                    while !stop.load(Relaxed) {
-                        if agent.pump_packet_ins() == 0 {
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
-                        if std::time::Instant::now() >= next_look {
-                            agent.watch_ports(&mut live);
-                            next_look = std::time::Instant::now() + Duration::from_millis(500);
-                        }
-                    }
-                    agent.switch.set_packet_in_listening(false);
-                })?,
-        );
-    }
+    let (pump_agent, pump_stop) = (agent.clone(), stop.clone());
+    out.threads.push(
+        std::thread::Builder::new()
+            .name("openflow-pktin".into())
+            .spawn(move || pump(&pump_agent, &pump_stop))?,
+    );
     for t in targets {
-        let l = match t {
-            Target::Unix(path) => {
-                let access = nfv_settings::unix_socket::SocketAccess {
-                    mode: Some(0o600),
-                    ..Default::default()
-                };
-                let (l, bound) =
-                    nfv_settings::unix_socket::bind_exclusive(path, &access).map_err(|e| {
-                        io::Error::new(e.kind(), format!("punix:{}: {e}", path.display()))
-                    })?;
-                out._sockets.push(bound);
-                out.bound.push(format!("punix:{}", path.display()));
-                l.set_nonblocking(true)?;
-                Listener::Unix(l)
-            }
-            Target::Tcp(addr) => {
-                let l = TcpListener::bind(addr)
-                    .map_err(|e| io::Error::new(e.kind(), format!("ptcp:{addr}: {e}")))?;
-                let a = l.local_addr()?;
-                out.bound.push(format!("ptcp:{}:{}", a.port(), a.ip()));
-                l.set_nonblocking(true)?;
-                Listener::Tcp(l)
-            }
-            Target::Ssl(addr) => {
-                let tls = tls.clone().ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("pssl:{addr}: no [openflow] ssl_* key, certificate and CA"),
-                    )
-                })?;
-                let l = TcpListener::bind(addr)
-                    .map_err(|e| io::Error::new(e.kind(), format!("pssl:{addr}: {e}")))?;
-                let a = l.local_addr()?;
-                out.bound.push(format!("pssl:{}:{}", a.port(), a.ip()));
-                l.set_nonblocking(true)?;
-                Listener::Ssl(l, tls)
-            }
-        };
+        let l = bind(t, tls.as_ref(), &mut out)?;
         let (agent, stop, active, conns) =
             (agent.clone(), stop.clone(), active.clone(), conns.clone());
         out.threads.push(
@@ -204,6 +148,67 @@ pub fn start(
         );
     }
     Ok(out)
+}
+
+/// The agent's own thread: packet-ins from the queues to the
+/// controllers, polled, not woken (a PMD queueing a packet-in makes no
+/// system call, `nfv_datapath::controller`); port liveness looked at
+/// twice a second.
+fn pump(agent: &Agent, stop: &AtomicBool) {
+    let mut live = std::collections::BTreeMap::new();
+    agent.watch_ports(&mut live);
+    let mut next_look = std::time::Instant::now();
+    while !stop.load(Relaxed) {
+        if agent.pump_packet_ins() == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if std::time::Instant::now() >= next_look {
+            agent.watch_ports(&mut live);
+            next_look = std::time::Instant::now() + Duration::from_millis(500);
+        }
+    }
+    agent.switch.set_packet_in_listening(false);
+}
+
+/// Binds one listener, recording where (and a `punix:` socket file) in
+/// `out`.
+fn bind(t: &Target, tls: Option<&Arc<TlsConfig>>, out: &mut Listeners) -> io::Result<Listener> {
+    Ok(match t {
+        Target::Unix(path) => {
+            let access = nfv_settings::unix_socket::SocketAccess {
+                mode: Some(0o600),
+                ..Default::default()
+            };
+            let (l, bound) = nfv_settings::unix_socket::bind_exclusive(path, &access)
+                .map_err(|e| io::Error::new(e.kind(), format!("punix:{}: {e}", path.display())))?;
+            out._sockets.push(bound);
+            out.bound.push(format!("punix:{}", path.display()));
+            l.set_nonblocking(true)?;
+            Listener::Unix(l)
+        }
+        Target::Tcp(addr) => {
+            let l = TcpListener::bind(addr)
+                .map_err(|e| io::Error::new(e.kind(), format!("ptcp:{addr}: {e}")))?;
+            let a = l.local_addr()?;
+            out.bound.push(format!("ptcp:{}:{}", a.port(), a.ip()));
+            l.set_nonblocking(true)?;
+            Listener::Tcp(l)
+        }
+        Target::Ssl(addr) => {
+            let tls = tls.cloned().ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("pssl:{addr}: no [openflow] ssl_* key, certificate and CA"),
+                )
+            })?;
+            let l = TcpListener::bind(addr)
+                .map_err(|e| io::Error::new(e.kind(), format!("pssl:{addr}: {e}")))?;
+            let a = l.local_addr()?;
+            out.bound.push(format!("pssl:{}:{}", a.port(), a.ip()));
+            l.set_nonblocking(true)?;
+            Listener::Ssl(l, tls)
+        }
+    })
 }
 
 fn accept_loop(
@@ -545,60 +550,78 @@ impl Listeners {
                 Controller::Ssl(a) => format!("ssl:{a}"),
                 Controller::Unix(p) => format!("unix:{}", p.display()),
             });
-            let active = Arc::new(AtomicUsize::new(0));
+            let link = Link {
+                agent,
+                stop,
+                conns,
+                up,
+                fail_mode,
+                tls,
+            };
             self.threads.push(
                 std::thread::Builder::new()
                     .name("openflow-ctrl".into())
-                    .spawn(move || {
-                        let mut backoff = BACKOFF_MIN;
-                        while !stop.load(Relaxed) {
-                            let conn: io::Result<(Box<dyn Conn>, String)> = match &c {
-                                Controller::Tcp(a) => {
-                                    std::net::TcpStream::connect_timeout(a, PROBE_AFTER)
-                                        .map(|s| (Box::new(s) as Box<dyn Conn>, a.to_string()))
-                                }
-                                Controller::Unix(p) => std::os::unix::net::UnixStream::connect(p)
-                                    .map(|s| {
-                                        (Box::new(s) as Box<dyn Conn>, p.display().to_string())
-                                    }),
-                                Controller::Ssl(a) => {
-                                    std::net::TcpStream::connect_timeout(a, PROBE_AFTER).and_then(
-                                        |s| {
-                                            let cfg = tls.as_ref().expect("checked above");
-                                            let t = TlsStream::client(s, a.ip(), cfg)?;
-                                            Ok((Box::new(t) as Box<dyn Conn>, format!("ssl:{a}")))
-                                        },
-                                    )
-                                }
-                            };
-                            if let Ok((conn, peer)) = conn
-                                && let Ok(rx) = serve(conn, peer, &agent, &active, &conns)
-                            {
-                                if up.fetch_add(1, Relaxed) == 0
-                                    && fail_mode == FailMode::Standalone
-                                {
-                                    agent.fail_open(false);
-                                }
-                                backoff = BACKOFF_MIN;
-                                let _ = rx.join();
-                                if up.fetch_sub(1, Relaxed) == 1
-                                    && fail_mode == FailMode::Standalone
-                                    && !stop.load(Relaxed)
-                                {
-                                    agent.fail_open(true);
-                                }
-                            }
-                            // Sleep the backoff in short steps, to stop
-                            // promptly.
-                            let until = std::time::Instant::now() + backoff;
-                            while !stop.load(Relaxed) && std::time::Instant::now() < until {
-                                std::thread::sleep(Duration::from_millis(50));
-                            }
-                            backoff = (backoff * 2).min(BACKOFF_MAX);
-                        }
-                    })?,
+                    .spawn(move || link.keep_connected(&c))?,
             );
         }
         Ok(())
+    }
+}
+
+/// What a connection to one controller needs.
+struct Link {
+    agent: Arc<Agent>,
+    stop: Arc<AtomicBool>,
+    conns: Closers,
+    /// Controllers connected now (fail mode's test).
+    up: Arc<AtomicUsize>,
+    fail_mode: FailMode,
+    tls: Option<Arc<TlsConfig>>,
+}
+
+impl Link {
+    /// Connects to `c`, serves the connection until it ends, and again
+    /// after a backoff, until the listeners stop.
+    fn keep_connected(&self, c: &Controller) {
+        let active = Arc::new(AtomicUsize::new(0));
+        let standalone = self.fail_mode == FailMode::Standalone;
+        let mut backoff = BACKOFF_MIN;
+        while !self.stop.load(Relaxed) {
+            if let Ok((conn, peer)) = self.dial(c)
+                && let Ok(rx) = serve(conn, peer, &self.agent, &active, &self.conns)
+            {
+                if self.up.fetch_add(1, Relaxed) == 0 && standalone {
+                    self.agent.fail_open(false);
+                }
+                backoff = BACKOFF_MIN;
+                let _ = rx.join();
+                if self.up.fetch_sub(1, Relaxed) == 1 && standalone && !self.stop.load(Relaxed) {
+                    self.agent.fail_open(true);
+                }
+            }
+            // Sleep the backoff in short steps, to stop promptly.
+            let until = std::time::Instant::now() + backoff;
+            while !self.stop.load(Relaxed) && std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    fn dial(&self, c: &Controller) -> io::Result<(Box<dyn Conn>, String)> {
+        match c {
+            Controller::Tcp(a) => std::net::TcpStream::connect_timeout(a, PROBE_AFTER)
+                .map(|s| (Box::new(s) as Box<dyn Conn>, a.to_string())),
+            Controller::Unix(p) => std::os::unix::net::UnixStream::connect(p)
+                .map(|s| (Box::new(s) as Box<dyn Conn>, p.display().to_string())),
+            Controller::Ssl(a) => {
+                let s = std::net::TcpStream::connect_timeout(a, PROBE_AFTER)?;
+                let cfg = self.tls.as_ref().ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidInput, "no TLS configuration")
+                })?;
+                let t = TlsStream::client(s, a.ip(), cfg)?;
+                Ok((Box::new(t) as Box<dyn Conn>, format!("ssl:{a}")))
+            }
+        }
     }
 }

@@ -320,37 +320,7 @@ pub fn group_mod(agent: &Agent, body: &[u8]) -> Result<(), OfError> {
     };
     let mut buckets = Vec::new();
     while !r.is_empty() {
-        let len = usize::from(r.u16()?);
-        if len < 16 {
-            return Err(err::GROUP_BAD_BUCKET);
-        }
-        let mut b = r.sub(len - 2)?;
-        let weight = b.u16()?;
-        let watch_port = b.u32()?;
-        let watch_group = b.u32()?;
-        b.skip(4)?;
-        if watch_group != GROUP_ANY {
-            return Err(err::GROUP_WATCH_UNSUPPORTED);
-        }
-        let watch = match watch_port {
-            port::ANY => None,
-            p if (1..=u32::from(nfv_flow::parse::MAX_PORT)).contains(&p) => Some(p as u16),
-            _ => return Err(err::GROUP_BAD_WATCH),
-        };
-        if kind != GroupType::Select && weight != 0 {
-            return Err(err::GROUP_BAD_BUCKET);
-        }
-        let acts = actions::decode_actions(
-            &mut b,
-            Context {
-                matches: None,
-                table: 0,
-                packet_out: false,
-            },
-        )?;
-        let bucket =
-            Bucket::new(weight, watch, acts).map_err(|_| err::GROUP_CHAINING_UNSUPPORTED)?;
-        buckets.push(bucket);
+        buckets.push(decode_bucket(&mut r, kind)?);
     }
     for bk in &buckets {
         check_actions(agent, &bk.actions)?;
@@ -371,6 +341,39 @@ pub fn group_mod(agent: &Agent, body: &[u8]) -> Result<(), OfError> {
         GroupError::Exists(_) => err::GROUP_EXISTS,
         _ => err::GROUP_UNKNOWN,
     })
+}
+
+/// One `ofp_bucket` of a group of `kind`.
+fn decode_bucket(r: &mut Reader<'_>, kind: GroupType) -> Result<Bucket, OfError> {
+    let len = usize::from(r.u16()?);
+    if len < 16 {
+        return Err(err::GROUP_BAD_BUCKET);
+    }
+    let mut b = r.sub(len - 2)?;
+    let weight = b.u16()?;
+    let watch_port = b.u32()?;
+    let watch_group = b.u32()?;
+    b.skip(4)?;
+    if watch_group != GROUP_ANY {
+        return Err(err::GROUP_WATCH_UNSUPPORTED);
+    }
+    let watch = match watch_port {
+        port::ANY => None,
+        p if (1..=u32::from(nfv_flow::parse::MAX_PORT)).contains(&p) => Some(p as u16),
+        _ => return Err(err::GROUP_BAD_WATCH),
+    };
+    if kind != GroupType::Select && weight != 0 {
+        return Err(err::GROUP_BAD_BUCKET);
+    }
+    let acts = actions::decode_actions(
+        &mut b,
+        Context {
+            matches: None,
+            table: 0,
+            packet_out: false,
+        },
+    )?;
+    Bucket::new(weight, watch, acts).map_err(|_| err::GROUP_CHAINING_UNSUPPORTED)
 }
 
 /// `ofp_meter_flags`.

@@ -303,17 +303,7 @@ pub fn decode(r: &mut Reader<'_>) -> Result<Decoded, OfError> {
                 return Err(err::MATCH_DUP_FIELD);
             }
             tunnel_seen = true;
-            if has_mask {
-                return Err(err::MATCH_BAD_MASK);
-            }
-            if flen != 8 {
-                return Err(err::MATCH_BAD_LEN);
-            }
-            let vni = u32::try_from(value(raw))
-                .ok()
-                .filter(|v| *v < 1 << 24)
-                .ok_or(err::MATCH_BAD_VALUE)?;
-            out.tun_id = Some(vni);
+            out.tun_id = Some(tunnel_id(raw, has_mask)?);
             continue;
         }
         let Some(fd) = FIELDS.iter().find(|d| d.class == class && d.field == field) else {
@@ -323,33 +313,7 @@ pub fn decode(r: &mut Reader<'_>) -> Result<Decoded, OfError> {
             return Err(err::MATCH_DUP_FIELD);
         }
         seen.push(fd);
-        if has_mask && !fd.maskable {
-            return Err(err::MATCH_BAD_MASK);
-        }
-        let want = if has_mask { 2 * fd.len } else { fd.len };
-        if flen != want {
-            return Err(err::MATCH_BAD_LEN);
-        }
-        let v = value(&raw[..fd.len]);
-        let full = all_ones(fd.slot);
-        let mask = if has_mask {
-            value(&raw[fd.len..])
-        } else {
-            full
-        };
-        if v > full || mask > full {
-            return Err(err::MATCH_BAD_VALUE);
-        }
-        if fd.name == "in_port" && !(1..=u128::from(nfv_flow::parse::MAX_PORT)).contains(&v) {
-            // Reserved ports (LOCAL, CONTROLLER) and numbers past the
-            // key's 16 bits name no port a packet comes in on.
-            return Err(err::MATCH_BAD_VALUE);
-        }
-        if fd.name == "vlan_vid" && has_mask && mask & VID_PRESENT as u128 == 0 && mask != 0 {
-            // A VID without the present bit would also match untagged
-            // frames whose key holds 0 there: OVS refuses it too.
-            return Err(err::MATCH_BAD_MASK);
-        }
+        let (v, mask) = field_value(fd, raw, has_mask)?;
         // Fields sharing bits (tcp_src and udp_src) cannot both appear.
         if get(&out.matches.mask, fd.slot) != 0 {
             return Err(err::MATCH_DUP_FIELD);
@@ -364,6 +328,53 @@ pub fn decode(r: &mut Reader<'_>) -> Result<Decoded, OfError> {
     }
     nfv_flow::parse::check_prerequisites(&out.matches).map_err(|_| err::MATCH_BAD_PREREQ)?;
     Ok(out)
+}
+
+/// `tunnel_id`: exact, a VNI (24 bits).
+fn tunnel_id(raw: &[u8], has_mask: bool) -> Result<u32, OfError> {
+    if has_mask {
+        return Err(err::MATCH_BAD_MASK);
+    }
+    if raw.len() != 8 {
+        return Err(err::MATCH_BAD_LEN);
+    }
+    u32::try_from(value(raw))
+        .ok()
+        .filter(|v| *v < 1 << 24)
+        .ok_or(err::MATCH_BAD_VALUE)
+}
+
+/// A field's value and mask (all ones without one), checked against
+/// its width and the values the key can hold.
+fn field_value(fd: &Field, raw: &[u8], has_mask: bool) -> Result<(u128, u128), OfError> {
+    if has_mask && !fd.maskable {
+        return Err(err::MATCH_BAD_MASK);
+    }
+    let want = if has_mask { 2 * fd.len } else { fd.len };
+    if raw.len() != want {
+        return Err(err::MATCH_BAD_LEN);
+    }
+    let v = value(&raw[..fd.len]);
+    let full = all_ones(fd.slot);
+    let mask = if has_mask {
+        value(&raw[fd.len..])
+    } else {
+        full
+    };
+    if v > full || mask > full {
+        return Err(err::MATCH_BAD_VALUE);
+    }
+    if fd.name == "in_port" && !(1..=u128::from(nfv_flow::parse::MAX_PORT)).contains(&v) {
+        // Reserved ports (LOCAL, CONTROLLER) and numbers past the key's
+        // 16 bits name no port a packet comes in on.
+        return Err(err::MATCH_BAD_VALUE);
+    }
+    if fd.name == "vlan_vid" && has_mask && mask & VID_PRESENT as u128 == 0 && mask != 0 {
+        // A VID without the present bit would also match untagged frames
+        // whose key holds 0 there: OVS refuses it too.
+        return Err(err::MATCH_BAD_MASK);
+    }
+    Ok((v, mask))
 }
 
 /// Writes `m` (and `tun_id`) as an `ofp_match`, padding included: each
