@@ -66,9 +66,12 @@ pub struct Origin {
 }
 
 /// The queues and counters between the PMDs and the agent.
+/// One port's queue of packet-ins: both ends.
+type PortQueue = (Sender<Box<PacketIn>>, Receiver<Box<PacketIn>>);
+
 #[derive(Debug)]
 pub struct ControllerPath {
-    ports: Vec<(Sender<Box<PacketIn>>, Receiver<Box<PacketIn>>)>,
+    ports: Vec<PortQueue>,
     /// The port queue the drain starts at next (the agent's alone).
     turn: std::sync::atomic::AtomicUsize,
     free_tx: Sender<Box<PacketIn>>,
