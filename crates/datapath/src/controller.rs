@@ -88,10 +88,15 @@ pub struct ControllerPath {
     pub dropped_off: AtomicU64,
     pub truncated: AtomicU64,
     /// Packets controllers sent that went out, and that could not be
-    /// built (no buffer, too long).
+    /// built (no buffer, too long) or found too many waiting.
     pub packet_out_sent: AtomicU64,
     pub packet_out_refused: AtomicU64,
+    /// Packet-outs handed to PMDs and not yet sent.
+    pub packet_outs_waiting: std::sync::atomic::AtomicUsize,
 }
+
+/// Packet-outs that may wait for the PMDs at once.
+pub const PACKET_OUTS_WAITING: usize = 1024;
 
 impl ControllerPath {
     /// `rate` packet-ins a second at most, `burst` at once.
@@ -130,6 +135,7 @@ impl ControllerPath {
             truncated: AtomicU64::new(0),
             packet_out_sent: AtomicU64::new(0),
             packet_out_refused: AtomicU64::new(0),
+            packet_outs_waiting: Default::default(),
         }
     }
 

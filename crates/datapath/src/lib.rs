@@ -215,19 +215,27 @@ impl Datapath {
     }
 
     /// Hands a controller's packet to a PMD (the next in turn), which
-    /// sends it between two polls. False when no PMD runs.
+    /// sends it between two polls. False when no PMD runs, or when
+    /// [`controller::PACKET_OUTS_WAITING`] already wait (a controller
+    /// sending faster than the PMDs pick them up is refused, not queued
+    /// without end; counted as `packet_out_refused`).
     pub fn packet_out(&self, po: controller::PacketOut) -> bool {
-        if self.pmds.is_empty() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let waiting = &self.controller.packet_outs_waiting;
+        if self.pmds.is_empty() || waiting.load(Relaxed) >= controller::PACKET_OUTS_WAITING {
+            self.controller.packet_out_refused.fetch_add(1, Relaxed);
             return false;
         }
-        let i = self
-            .next_out
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            % self.pmds.len();
-        self.pmds[i]
+        waiting.fetch_add(1, Relaxed);
+        let i = self.next_out.fetch_add(1, Relaxed) % self.pmds.len();
+        let sent = self.pmds[i]
             .commands
             .send(PmdCommand::PacketOut(Box::new(po)))
-            .is_ok()
+            .is_ok();
+        if !sent {
+            waiting.fetch_sub(1, Relaxed);
+        }
+        sent
     }
 
     pub fn table(&self) -> &Arc<SharedFlowTable> {

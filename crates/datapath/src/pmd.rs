@@ -271,6 +271,10 @@ impl Running {
     /// it; one that does not fit a buffer, or finds none, is counted.
     fn packet_out(&mut self, po: &crate::controller::PacketOut) {
         use std::sync::atomic::Ordering::Relaxed;
+        self.cfg
+            .controller
+            .packet_outs_waiting
+            .fetch_sub(1, Relaxed);
         let refused = &self.cfg.controller.packet_out_refused;
         let Some(mut pkt) = self.pool.alloc() else {
             refused.fetch_add(1, Relaxed);
