@@ -53,6 +53,11 @@ fn osken_python() -> Result<PathBuf, String> {
     }
 }
 
+/// [`osken_python`], or None after reporting `test` SKIPPED.
+fn osken_or_skip(test: &str) -> Option<PathBuf> {
+    osken_python().map_err(|why| skip(test, &why)).ok()
+}
+
 /// os-ken listening on 127.0.0.1:`port` with the learning switch; its log
 /// in `log`.
 struct Controller(Child);
@@ -107,12 +112,8 @@ fn a_learning_switch_controller_connects_two_hosts_and_survives_a_restart() {
         skip(test, &why);
         return;
     }
-    let py = match osken_python() {
-        Ok(p) => p,
-        Err(why) => {
-            skip(test, &why);
-            return;
-        }
+    let Some(py) = osken_or_skip(test) else {
+        return;
     };
     let dir = TempDir::new("osken", "learn");
     let port = free_port();
@@ -331,12 +332,8 @@ fn a_learning_switch_controller_forwards_between_two_testpmd_ports() {
         skip(test, "dpdk-testpmd not installed (Debian package dpdk-dev)");
         return;
     }
-    let py = match osken_python() {
-        Ok(p) => p,
-        Err(why) => {
-            skip(test, &why);
-            return;
-        }
+    let Some(py) = osken_or_skip(test) else {
+        return;
     };
     let dir = TempDir::new("osken", "testpmd");
     let port = free_port();
@@ -462,12 +459,8 @@ fn a_learning_switch_controller_forwards_between_two_testpmd_ports() {
 #[test]
 fn the_switch_reaches_a_controller_over_tls() {
     let test = "the_switch_reaches_a_controller_over_tls";
-    let py = match osken_python() {
-        Ok(p) => p,
-        Err(why) => {
-            skip(test, &why);
-            return;
-        }
+    let Some(py) = osken_or_skip(test) else {
+        return;
     };
     let dir = TempDir::new("osken", "tls");
     if nfv_testutil::pki::make_pki(&dir.0, "ca", &["switch", "controller"]).is_none() {
