@@ -267,30 +267,20 @@ fn openflow_families(node: &Node, out: &mut Vec<Family>) {
     asyncs.count(vec![("outcome", "dropped".into())], async_dropped);
     let mut pin = Family::counter(
         "openflow_packet_ins",
-        "Packets controller actions sent up, by outcome: queued for the agent, or dropped (the port's queue full: the controller or the rate limit behind; no controller connected).",
+        "Packet-in counters, by what each counts (`show controllers`'s names): queued for the agent, dropped at the in_port's full queue (the controller or the rate limit behind), dropped with no controller connected, cut to a slot's size, dropped for a controller's full send queue.",
     );
-    for (outcome, key) in [
-        ("queued", "queued"),
-        ("dropped_queue", "dropped_queue"),
-        ("dropped_no_controller", "dropped_no_controller"),
-    ] {
-        pin.count(
-            vec![("outcome", outcome.into())],
-            c["packet_in"][key].as_u64().unwrap_or(0),
-        );
+    // The outcomes as `show controllers` names them (one list, in the
+    // datapath's `ControllerPath`).
+    for (outcome, n) in c["packet_in"].as_object().into_iter().flatten() {
+        pin.count(vec![("what", outcome.clone())], n.as_u64().unwrap_or(0));
     }
     let mut pout = Family::counter(
         "openflow_packet_outs",
         "Packets controllers sent out, by outcome: sent, or refused (no buffer, too long).",
     );
-    pout.count(
-        vec![("outcome", "sent".into())],
-        c["packet_out"]["sent"].as_u64().unwrap_or(0),
-    );
-    pout.count(
-        vec![("outcome", "refused".into())],
-        c["packet_out"]["refused"].as_u64().unwrap_or(0),
-    );
+    for (outcome, n) in c["packet_out"].as_object().into_iter().flatten() {
+        pout.count(vec![("outcome", outcome.clone())], n.as_u64().unwrap_or(0));
+    }
     out.extend([connected, received, sent, asyncs, pin, pout]);
 }
 

@@ -256,21 +256,23 @@ impl Node {
             .collect();
         use std::sync::atomic::Ordering::Relaxed;
         let path = self.datapath.controller();
+        let figures = |f: &[(&str, u64)]| -> serde_json::Map<String, serde_json::Value> {
+            f.iter()
+                .map(|(k, v)| (k.to_string(), (*v).into()))
+                .collect()
+        };
+        let mut packet_in = figures(&path.packet_in_figures());
+        // Packet-ins the agent had for a controller whose send queue was full.
+        packet_in.insert(
+            "dropped_slow_controller".into(),
+            of.agent.async_dropped.load(Relaxed).into(),
+        );
         serde_json::json!({
             "datapath_id": format!("{:016x}", of.agent.datapath_id()),
             "listen": bound,
             "connections": connections,
-            "packet_in": {
-                "queued": path.sent.load(Relaxed),
-                "dropped_queue": path.dropped_queue.load(Relaxed),
-                "dropped_no_controller": path.dropped_off.load(Relaxed),
-                "truncated": path.truncated.load(Relaxed),
-                "dropped_slow_controller": of.agent.async_dropped.load(Relaxed),
-            },
-            "packet_out": {
-                "sent": path.packet_out_sent.load(Relaxed),
-                "refused": path.packet_out_refused.load(Relaxed),
-            },
+            "packet_in": packet_in,
+            "packet_out": figures(&path.packet_out_figures()),
         })
     }
 

@@ -139,6 +139,25 @@ impl ControllerPath {
         }
     }
 
+    /// The counters by the names `show controllers` and `/metrics` give
+    /// them (their one list): what happened to packet-ins, and to
+    /// packet-outs.
+    pub fn packet_in_figures(&self) -> [(&'static str, u64); 4] {
+        [
+            ("queued", self.sent.load(Relaxed)),
+            ("dropped_queue", self.dropped_queue.load(Relaxed)),
+            ("dropped_no_controller", self.dropped_off.load(Relaxed)),
+            ("truncated", self.truncated.load(Relaxed)),
+        ]
+    }
+
+    pub fn packet_out_figures(&self) -> [(&'static str, u64); 2] {
+        [
+            ("sent", self.packet_out_sent.load(Relaxed)),
+            ("refused", self.packet_out_refused.load(Relaxed)),
+        ]
+    }
+
     /// An agent now takes packet-ins (or, `false`, no longer does).
     pub fn set_listening(&self, on: bool) {
         self.listening.store(on, Relaxed);

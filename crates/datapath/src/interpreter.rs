@@ -190,14 +190,9 @@ impl Interpreter<'_> {
                 Action::Flood | Action::All => self.copy_to(&pkt, |s, c| s.flood(c)),
                 Action::Group(g) if last => return self.group(*g, pkt) || accounted,
                 Action::Group(g) => self.copy_to(&pkt, |s, c| s.group(*g, c)),
-                Action::Controller(max_len) => {
-                    self.send_to_controller(&mut pkt, *max_len);
-                    if last {
-                        self.pool.free(pkt);
-                        return true;
-                    }
-                    Step::Carried
-                }
+                // A copy goes up; the packet is accounted for (and freed
+                // after the loop when this was the last output).
+                Action::Controller(max_len) => self.send_to_controller(&mut pkt, *max_len),
             };
             match step {
                 Step::Next => {}
@@ -209,7 +204,8 @@ impl Interpreter<'_> {
                 }
             }
         }
-        // The last output was to the in_port: nothing carries the packet.
+        // The last output was to the in_port (nothing carries the packet)
+        // or to the controller (a copy went up): the packet itself is done.
         self.pool.free(pkt);
         accounted
     }
@@ -244,18 +240,19 @@ impl Interpreter<'_> {
     /// drained); the packet itself stays here.
     /// Whatever the controller path refuses is counted there, not as a
     /// drop of the packet (a copy it is, not the packet).
-    fn send_to_controller(&mut self, pkt: &mut Packet, max_len: u16) {
+    fn send_to_controller(&mut self, pkt: &mut Packet, max_len: u16) -> Step {
         use std::sync::atomic::Ordering::Relaxed;
-        let Some(c) = self.controller else { return };
+        let Some(c) = self.controller else {
+            return Step::Carried;
+        };
         if !c.is_listening() {
             c.dropped_off.fetch_add(1, Relaxed);
-            return;
-        }
-        if pkt.is_split() && !pkt.join_tail() {
+        } else if pkt.is_split() && !pkt.join_tail() {
             c.dropped_queue.fetch_add(1, Relaxed);
-            return;
+        } else {
+            c.queue(pkt.data(), self.in_port, max_len, self.origin);
         }
-        c.queue(pkt.data(), self.in_port, max_len, self.origin);
+        Step::Carried
     }
 
     #[inline]

@@ -212,12 +212,7 @@ fn apply(
             return Some("skipped: the packet's own in_port (OpenFlow)".into());
         }
         Action::Output(p) => outputs.push(Output::Port(p)),
-        Action::Controller(n) => {
-            return Some(format!(
-                "a copy of its first {n} bytes to the OpenFlow controllers (PACKET_IN), \
-                 within the packet-in rate"
-            ));
-        }
+        Action::Controller(n) => return Some(controller_note(n)),
         Action::InPort => outputs.push(Output::Port(in_port)),
         Action::Group(g) => {
             outputs.push(Output::Group(g));
@@ -277,6 +272,13 @@ fn ip_note(k: &FlowKey, action: Action) -> String {
 }
 
 /// What `group:N` does, as a note.
+fn controller_note(n: u16) -> String {
+    format!(
+        "a copy of its first {n} bytes to the OpenFlow controllers (PACKET_IN), within the \
+         packet-in rate"
+    )
+}
+
 fn group_note(g: u32, groups: &nfv_flow::table::Groups) -> String {
     let Some(group) = groups.get(&g) else {
         return format!("group {g} does not exist: nothing takes the packet");

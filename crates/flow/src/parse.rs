@@ -414,17 +414,7 @@ fn action(tok: &str) -> Result<Option<Action>, E> {
             return Ok(None);
         }
         "output" => output(need("a port number")?)?,
-        "controller" => Action::Controller(match arg {
-            None => crate::action::CONTROLLER_WHOLE,
-            Some(a) => {
-                let a = a
-                    .strip_prefix("max_len=")
-                    .or_else(|| a.strip_prefix("(max_len="))
-                    .map(|a| a.trim_end_matches(')'))
-                    .unwrap_or(a);
-                uint_in("actions: controller", a, 0xffff, "a length (0..65535)")? as u16
-            }
-        }),
+        "controller" => controller(arg)?,
         "mod_dl_src" => Action::SetDlSrc(mac("actions: mod_dl_src", need("a MAC address")?)?),
         "mod_dl_dst" => Action::SetDlDst(mac("actions: mod_dl_dst", need("a MAC address")?)?),
         "mod_vlan_vid" => {
@@ -565,6 +555,21 @@ fn l3_l4_action(name: &str, tok: &str, arg: Option<&str>, label: &str) -> Result
         },
         _ => return Err(E::UnknownAction(tok.into())),
     })
+}
+
+/// `controller`, `controller:N` or `controller:max_len=N`: the whole
+/// packet, or its first N bytes, to the OpenFlow controllers.
+fn controller(arg: Option<&str>) -> Result<Action, E> {
+    let Some(a) = arg else {
+        return Ok(Action::Controller(crate::action::CONTROLLER_WHOLE));
+    };
+    let a = a
+        .strip_prefix("max_len=")
+        .or_else(|| a.strip_prefix("(max_len="))
+        .map(|a| a.trim_end_matches(')'))
+        .unwrap_or(a);
+    let n = uint_in("actions: controller", a, 0xffff, "a length (0..65535)")?;
+    Ok(Action::Controller(n as u16))
 }
 
 /// `output:` a port number, or one of the reserved ports `in_port`,
