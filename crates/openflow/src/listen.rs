@@ -30,6 +30,8 @@ use std::time::Duration;
 
 /// Idle time before an echo probe, and before closing after one.
 pub const PROBE_AFTER: Duration = Duration::from_secs(5);
+/// The longest a started message (or header) may take to arrive whole.
+pub const MESSAGE_TIME: Duration = Duration::from_secs(30);
 /// Connections at once, over all listeners: more are closed at accept.
 pub const MAX_CONNECTIONS: usize = 64;
 /// Messages queued for one connection's writer.
@@ -366,35 +368,62 @@ fn write_loop(w: Box<dyn Conn>, rx: Receiver<Vec<u8>>) {
     out.get_ref().shutdown_both();
 }
 
-fn read_loop(mut r: Box<dyn Conn>, mut session: Session, tx: std::sync::mpsc::SyncSender<Vec<u8>>) {
-    if tx.send(Session::hello()).is_err() {
-        return;
-    }
-    let mut probe_sent = false;
-    let mut out = Vec::new();
-    loop {
-        let mut head = [0u8; HEADER_LEN];
-        match r.read_exact(&mut head) {
-            Ok(()) => probe_sent = false,
+/// Reads until `buf` is full. A read that times out with nothing new
+/// is idleness: the first sends an echo probe (`idle` returns false when
+/// a probe went unanswered, or the probe could not be queued: give up).
+/// Bytes a slow peer sends in pieces are kept, never dropped by a
+/// timeout; but a piece of a message must complete within
+/// [`MESSAGE_TIME`], so a peer dripping bytes cannot hold a connection.
+/// Errors and end of stream are `false`.
+fn read_full(r: &mut dyn Conn, buf: &mut [u8], idle: &mut dyn FnMut() -> bool) -> bool {
+    let started = std::time::Instant::now();
+    let mut got = 0;
+    while got < buf.len() {
+        if got > 0 && started.elapsed() > MESSAGE_TIME {
+            tracing::info!("OpenFlow: a message took over {MESSAGE_TIME:?} to arrive; closing");
+            return false;
+        }
+        match r.read(&mut buf[got..]) {
+            Ok(0) => return false,
+            Ok(n) => got += n,
             Err(e)
                 if matches!(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
-                if probe_sent {
-                    tracing::info!("OpenFlow: a controller stopped answering; closing");
-                    break;
+                if !idle() {
+                    return false;
                 }
-                probe_sent = true;
-                let probe = crate::wire::Writer::message(crate::wire::msg::ECHO_REQUEST, 0);
-                if tx.send(probe.finish()).is_err() {
-                    break;
-                }
-                continue;
             }
-            Err(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
         }
+    }
+    true
+}
+
+fn read_loop(mut r: Box<dyn Conn>, mut session: Session, tx: std::sync::mpsc::SyncSender<Vec<u8>>) {
+    if tx.send(Session::hello()).is_err() {
+        return;
+    }
+    // Whether an echo probe is out since the peer last sent anything.
+    let probe_sent = std::cell::Cell::new(false);
+    let mut idle = || {
+        if probe_sent.replace(true) {
+            tracing::info!("OpenFlow: a controller stopped answering; closing");
+            return false;
+        }
+        let probe = crate::wire::Writer::message(crate::wire::msg::ECHO_REQUEST, 0);
+        tx.send(probe.finish()).is_ok()
+    };
+    let mut out = Vec::new();
+    loop {
+        let mut head = [0u8; HEADER_LEN];
+        if !read_full(r.as_mut(), &mut head, &mut idle) {
+            break;
+        }
+        probe_sent.set(false);
         let Some(h) = Header::parse(&head) else { break };
         let len = usize::from(h.length);
         if len < HEADER_LEN {
@@ -403,11 +432,10 @@ fn read_loop(mut r: Box<dyn Conn>, mut session: Session, tx: std::sync::mpsc::Sy
         }
         let mut m = vec![0u8; len];
         m[..HEADER_LEN].copy_from_slice(&head);
-        // The rest of a message arrives within one probe interval, or
-        // the connection is given up.
-        if r.read_exact(&mut m[HEADER_LEN..]).is_err() {
+        if !read_full(r.as_mut(), &mut m[HEADER_LEN..], &mut idle) {
             break;
         }
+        probe_sent.set(false);
         out.clear();
         let keep = session.handle(&m, &mut out);
         for reply in out.drain(..) {

@@ -560,3 +560,40 @@ fn punix_refuses_other_users() {
     b.ok("add-flow", &["in_port=1,actions=output:2"]);
     assert_eq!(b.table.snapshot().classifier.rules().len(), 1);
 }
+
+/// A peer whose message arrives in two pieces with an idle probe period
+/// between them (it gets an echo request meanwhile) loses no byte: the
+/// next request is answered in step.
+#[test]
+fn a_slow_peer_loses_no_bytes_across_a_probe() {
+    use std::io::{Read, Write};
+    let b = bed("slowpeer");
+    let path = b.target.trim_start_matches("unix:").to_string();
+    let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let hello = [4u8, 0, 0, 16, 0, 0, 0, 1, 0, 1, 0, 8, 0, 0, 0, 0x10];
+    s.write_all(&hello[..3]).unwrap();
+    // Longer than the agent's idle period: it probes.
+    std::thread::sleep(nfv_openflow::listen::PROBE_AFTER + std::time::Duration::from_millis(500));
+    s.write_all(&hello[3..]).unwrap();
+    // FEATURES_REQUEST, xid 9.
+    s.write_all(&[4, 5, 0, 8, 0, 0, 0, 9]).unwrap();
+    // Read messages until the features reply: the switch's HELLO and the
+    // echo probe come first.
+    let mut kinds = Vec::new();
+    loop {
+        let mut head = [0u8; 8];
+        s.read_exact(&mut head).unwrap();
+        let len = usize::from(u16::from_be_bytes([head[2], head[3]]));
+        let mut body = vec![0u8; len - 8];
+        s.read_exact(&mut body).unwrap();
+        kinds.push(head[1]);
+        if head[1] == 6 {
+            assert_eq!(&head[4..8], &[0, 0, 0, 9], "the reply answers xid 9");
+            break;
+        }
+        assert!(kinds.len() < 10, "no features reply: {kinds:?}");
+    }
+    assert!(kinds.contains(&2), "no echo probe while idle: {kinds:?}");
+}
