@@ -253,6 +253,20 @@ type = "sink"
         ctl(&ctl_sock, &["show", "controllers"])
     );
 
+    // A rule a controller asked to hear of, deleted through ctl: announced.
+    let (ok, out) = ofctl(
+        &unix,
+        "add-flow",
+        &["priority=35,send_flow_rem,in_port=3,actions=output:2"],
+    );
+    assert!(ok, "{out}");
+    ctl(&ctl_sock, &["del-flows", "priority=35,in_port=3"]);
+    assert!(
+        wait_until(WAIT, || async_sent() >= 3),
+        "no flow removed sent for a ctl delete: {}",
+        ctl(&ctl_sock, &["show", "controllers"])
+    );
+
     // Table miss to the controller: with only a priority-0 rule sending
     // to CONTROLLER, the generator's packets reach the monitor as
     // packet-ins, at most the packet-in rate (1000/s) of them.
@@ -293,6 +307,7 @@ type = "sink"
     for event in [
         "OFPT_FLOW_REMOVED",
         "reason=hard",
+        "reason=delete",
         "OFPT_PORT_STATUS",
         "ADD: 4(sink4)",
         "OFPT_PACKET_IN",

@@ -218,6 +218,18 @@ impl Node {
         }
     }
 
+    /// Tells the controllers that asked which rules a `ctl`/REST
+    /// `del-flows` removed.
+    pub(crate) fn openflow_rules_deleted(&self, gone: &[Arc<nfv_flow::Rule>]) {
+        if let Some(of) = self.openflow.get() {
+            let gone: Vec<_> = gone
+                .iter()
+                .map(|r| (r.clone(), nfv_openflow::messages::RemovedReason::Delete))
+                .collect();
+            of.agent.rules_removed(&gone);
+        }
+    }
+
     /// Announces a port added (`added`) or removed.
     pub(crate) fn openflow_port_changed(&self, port: PortInfo, added: bool) {
         if let Some(of) = self.openflow.get() {

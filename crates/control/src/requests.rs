@@ -197,9 +197,13 @@ impl Node {
             .collect()
     }
 
+    /// `del-flows`: the rules a controller asked to hear of are announced
+    /// (`FLOW_REMOVED`, reason delete), as its own deletes are.
     pub fn del_flows(&self, filter: &str) -> Result<usize, RequestError> {
         let f = parse_filter(filter).map_err(RequestError::Filter)?;
-        Ok(self.datapath.table().del_flows(&f))
+        let gone = self.datapath.table().del_flows_returning(&f);
+        self.openflow_rules_deleted(&gone);
+        Ok(gone.len())
     }
 
     /// `trace`: what the datapath would do with the packet `flow`

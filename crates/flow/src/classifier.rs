@@ -333,28 +333,32 @@ impl Classifier {
     /// filter's goes ([`crate::Match::is_covered_by`]); with one (strict)
     /// only the rule with exactly that match and priority.
     pub fn remove_matching(&mut self, filter: &FlowFilter) -> usize {
+        self.remove_matching_rules(filter).len()
+    }
+
+    /// [`Self::remove_matching`], returning the rules removed (those a
+    /// controller may be told about).
+    pub fn remove_matching_rules(&mut self, filter: &FlowFilter) -> Vec<Arc<Rule>> {
         let fmask = filter.matches.mask;
         let fkey = filter.matches.key.masked(&fmask);
-        let mut removed = 0;
+        let mut removed = Vec::new();
         match filter.priority {
             // Strict without `table=`: that match and priority in every
             // table (a walk; the probe below needs the table's number).
             Some(p) if fmask.table() == 0 => {
-                return self
-                    .remove_rules(
-                        |mask| {
-                            let mut m = *mask;
-                            m.set_table(0);
-                            m == fmask
-                        },
-                        |k| {
-                            let mut k = *k;
-                            k.set_table(0);
-                            k == fkey
-                        },
-                        |r| r.spec.priority == p && filter.cookie_selects(r.spec.cookie),
-                    )
-                    .len();
+                return self.remove_rules(
+                    |mask| {
+                        let mut m = *mask;
+                        m.set_table(0);
+                        m == fmask
+                    },
+                    |k| {
+                        let mut k = *k;
+                        k.set_table(0);
+                        k == fkey
+                    },
+                    |r| r.spec.priority == p && filter.cookie_selects(r.spec.cookie),
+                );
             }
             Some(p) => {
                 if let Some(shared) = self.subtables.iter_mut().find(|s| s.mask == fmask)
@@ -375,23 +379,21 @@ impl Classifier {
                     if st.is_bound(&old) {
                         st.refresh_bound();
                     }
-                    removed = 1;
+                    removed.push(old);
                 }
             }
             None => {
                 // A subtable that ignores bits the filter matches on
                 // holds nothing the filter covers.
-                return self
-                    .remove_rules(
-                        |mask| mask.masked(&fmask) == fmask,
-                        |k| k.masked(&fmask) == fkey,
-                        |r| filter.cookie_selects(r.spec.cookie),
-                    )
-                    .len();
+                return self.remove_rules(
+                    |mask| mask.masked(&fmask) == fmask,
+                    |k| k.masked(&fmask) == fkey,
+                    |r| filter.cookie_selects(r.spec.cookie),
+                );
             }
         }
-        if removed > 0 {
-            self.len -= removed;
+        if !removed.is_empty() {
+            self.len -= removed.len();
             self.sort_subtables();
         }
         removed

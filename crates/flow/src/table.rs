@@ -416,7 +416,12 @@ impl SharedFlowTable {
     /// Deletes rules selected by `filter` (all rules for the default filter);
     /// returns how many were removed.
     pub fn del_flows(&self, filter: &FlowFilter) -> usize {
-        self.edit(|c, _| c.remove_matching(filter))
+        self.del_flows_returning(filter).len()
+    }
+
+    /// [`Self::del_flows`], returning the rules removed.
+    pub fn del_flows_returning(&self, filter: &FlowFilter) -> Vec<Arc<Rule>> {
+        self.edit(|c, _| c.remove_matching_rules(filter))
     }
 
     /// Removes the rules whose idle or hard timeout ran out by `now` (an
