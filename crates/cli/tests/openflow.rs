@@ -68,6 +68,13 @@ fn ofctl(target: &str, cmd: &str, args: &[&str]) -> (bool, String) {
     )
 }
 
+/// [`ofctl`], which must succeed; its output.
+fn ofctl_ok(target: &str, cmd: &str, args: &[&str]) -> String {
+    let (ok, out) = ofctl(target, cmd, args);
+    assert!(ok, "ovs-ofctl {cmd} {args:?}: {out}");
+    out
+}
+
 fn ctl(sock: &Path, args: &[&str]) -> String {
     let out = Command::new(BIN)
         .args(["ctl", "--socket", sock.to_str().unwrap()])
@@ -193,12 +200,11 @@ type = "sink"
 
     // Over TCP: a rule above the config's sends the generator's traffic
     // to port 3 instead; its counters move, port 3's too.
-    let (ok, out) = ofctl(
+    ofctl_ok(
         &tcp,
         "add-flow",
         &["priority=20,in_port=1,actions=output:3"],
     );
-    assert!(ok, "{out}");
     assert!(
         wait_until(WAIT, || packets_of(
             &ofctl(&tcp, "dump-flows", &[]).1,
@@ -222,12 +228,11 @@ type = "sink"
 
     // A rule with a hard timeout and send_flow_rem: its removal reaches
     // the monitor.
-    let (ok, out) = ofctl(
+    ofctl_ok(
         &unix,
         "add-flow",
         &["priority=30,hard_timeout=1,send_flow_rem,in_port=1,actions=output:2"],
     );
-    assert!(ok, "{out}");
     // A port added at run time: PORT_STATUS.
     ctl(
         &ctl_sock,
@@ -254,12 +259,11 @@ type = "sink"
     );
 
     // A rule a controller asked to hear of, deleted through ctl: announced.
-    let (ok, out) = ofctl(
+    ofctl_ok(
         &unix,
         "add-flow",
         &["priority=35,send_flow_rem,in_port=3,actions=output:2"],
     );
-    assert!(ok, "{out}");
     ctl(&ctl_sock, &["del-flows", "priority=35,in_port=3"]);
     assert!(
         wait_until(WAIT, || async_sent() >= 3),
@@ -270,10 +274,8 @@ type = "sink"
     // Table miss to the controller: with only a priority-0 rule sending
     // to CONTROLLER, the generator's packets reach the monitor as
     // packet-ins, at most the packet-in rate (1000/s) of them.
-    let (ok, out) = ofctl(&unix, "del-flows", &[]);
-    assert!(ok, "{out}");
-    let (ok, out) = ofctl(&unix, "add-flow", &["priority=0,actions=CONTROLLER:128"]);
-    assert!(ok, "{out}");
+    ofctl_ok(&unix, "del-flows", &[]);
+    ofctl_ok(&unix, "add-flow", &["priority=0,actions=CONTROLLER:128"]);
     assert!(
         wait_until(WAIT, || async_sent() >= 200),
         "no packet-ins sent: {}",
@@ -283,14 +285,13 @@ type = "sink"
     // sends to): a broadcast ARP request.
     let frame =
         "ffffffffffff020000000001080600010800060400010200000000010a0000010000000000000a000002";
-    let (ok, out) = ofctl(
+    ofctl_ok(
         &unix,
         "packet-out",
         &[&format!(
             "in_port=controller packet={frame} actions=output:4"
         )],
     );
-    assert!(ok, "{out}");
     assert!(
         wait_until(WAIT, || ofctl(&unix, "dump-ports", &["4"])
             .1
