@@ -177,6 +177,8 @@ pub struct Decision {
     /// The megaflow tier between the EMC and the classifier (`None`:
     /// disabled).
     megaflows: Option<MegaflowCache>,
+    /// Composite rules of the pipelines this PMD resolved.
+    resolver: pipeline::Resolver,
     /// EMC misses left before the next one is inserted: one in
     /// [`EMC_INSERT_EVERY`] is, so a flood of new flows does not evict the
     /// flows the EMC serves (OVS `emc-insert-inv-prob`, 1/100).
@@ -207,9 +209,12 @@ impl Decision {
             m.sync_version(table.version);
             m
         });
+        let mut resolver = pipeline::Resolver::default();
+        resolver.sync_version(table.version);
         Decision {
             emc,
             megaflows,
+            resolver,
             emc_skip: 0,
             emc_gate: EmcGate::new(),
             emc_probing: false,
@@ -254,6 +259,7 @@ impl Decision {
         if let Some(m) = &mut self.megaflows {
             m.sync_version(table.version);
         }
+        self.resolver.sync_version(table.version);
         self.table = table;
     }
 
@@ -449,12 +455,11 @@ impl Decision {
                     // the caches keep the result).
                     let r = match r {
                         Some(first) if first.pipeline => {
-                            let res = pipeline::resolve(classifier, key, first, mask);
+                            let (rule, mask) = self.resolver.resolve(classifier, key, first, mask);
                             if self.megaflows.is_some() {
-                                megaflow =
-                                    MegaflowCache::worth_caching(&res.mask).then_some(res.mask);
+                                megaflow = MegaflowCache::worth_caching(&mask).then_some(mask);
                             }
-                            resolved = Some(pipeline::composite(first, &res));
+                            resolved = Some(rule);
                             resolutions += 1;
                             resolved.as_ref()
                         }

@@ -66,6 +66,14 @@ impl Hash for crate::key::BaseKey {
     }
 }
 
+impl Hash for crate::key::SparseKey {
+    #[inline(always)]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let h = u64::from(crate::key::SparseKey::hash(self));
+        state.write_u64(h << 32 | h);
+    }
+}
+
 /// Hasher that passes a pre-computed hash through.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct PassThrough(u64);
@@ -164,6 +172,11 @@ impl Stage {
 #[derive(Clone, Debug)]
 struct Subtable {
     mask: FlowKey,
+    /// The pipeline table its rules belong to: a subtable holds one
+    /// table's rules, so a lookup in another table passes it by without
+    /// masking or hashing the key (a 3-table pipeline's lookups probe
+    /// only their own table's masks).
+    table: u8,
     /// Highest priority of any rule here.
     max_priority: u16,
     /// Lowest seq among the rules with `max_priority`.
@@ -176,7 +189,7 @@ struct Subtable {
 }
 
 impl Subtable {
-    fn new(mask: FlowKey) -> Self {
+    fn new(mask: FlowKey, table: u8) -> Self {
         let mut stages: Vec<Stage> = Vec::new();
         for prefix in &STAGE_PREFIXES {
             let cut = mask.masked(prefix);
@@ -191,6 +204,7 @@ impl Subtable {
         }
         Subtable {
             mask,
+            table,
             max_priority: 0,
             min_seq: u64::MAX,
             n_rules: 0,
@@ -290,10 +304,15 @@ impl Classifier {
         let mask = rule.spec.matches.mask;
         let key = MaskedKey(rule.spec.matches.key.masked(&mask));
         let (priority, seq) = (rule.spec.priority, rule.seq);
-        let i = match self.subtables.iter().position(|s| s.mask == mask) {
+        let table = key.0.table();
+        let i = match self
+            .subtables
+            .iter()
+            .position(|s| s.mask == mask && s.table == table)
+        {
             Some(i) => i,
             None => {
-                self.subtables.push(Arc::new(Subtable::new(mask)));
+                self.subtables.push(Arc::new(Subtable::new(mask, table)));
                 self.subtables.len() - 1
             }
         };
@@ -361,7 +380,10 @@ impl Classifier {
                 );
             }
             Some(p) => {
-                if let Some(shared) = self.subtables.iter_mut().find(|s| s.mask == fmask)
+                if let Some(shared) = self
+                    .subtables
+                    .iter_mut()
+                    .find(|s| s.mask == fmask && s.table == fkey.table())
                     && let Some(bucket) = shared.buckets.get(&MaskedKey(fkey))
                     && let Some(j) = bucket
                         .iter()
@@ -493,6 +515,14 @@ impl Classifier {
                 && beats(b.spec.priority, b.seq, st.max_priority, st.min_seq)
             {
                 break;
+            }
+            if st.table != key.table() {
+                // Passed by on the table number alone.
+                if MASK {
+                    seen.set_table(u8::MAX);
+                    whole.set_table(u8::MAX);
+                }
+                continue;
             }
             probes += 1;
             let depended = match st.buckets.get(&MaskedKey(key.masked(&st.mask))) {

@@ -735,3 +735,32 @@ fn an_edit_copies_only_the_subtables_it_changes() {
         assert_eq!(base.len(), 4, "{what}: the original changed");
     }
 }
+
+/// A subtable holds one table's rules: rules of several tables with the
+/// same mask are apart, and a lookup probes only its own table's
+/// subtables (the others are passed by on the number), while the
+/// megaflow mask still names the table.
+#[test]
+fn a_lookup_probes_only_its_own_tables_subtables() {
+    let c = build(&[
+        "table=0,priority=100,udp,tp_src=1,actions=output:1",
+        "table=1,priority=100,udp,tp_src=1,actions=output:2",
+        "table=1,priority=50,udp,tp_src=2,actions=output:3",
+        "table=2,priority=10,actions=output:4",
+    ]);
+    assert_eq!(c.n_subtables(), 3, "(mask, table) pairs");
+    // (packet, the rule it hits, subtables probed)
+    let cases = [
+        ("table=0,udp,tp_src=1", Some(0), 1),
+        ("table=1,udp,tp_src=1", Some(1), 1),
+        ("table=1,udp,tp_src=2", Some(2), 1),
+        ("table=2,udp,tp_src=1", Some(3), 1),
+        ("table=3,udp,tp_src=1", None, 0),
+    ];
+    for (text, want, probes) in cases {
+        let (r, n) = c.lookup_with_probes(&key(text));
+        assert_eq!(r.map(|r| r.seq as usize - 1), want, "{text}");
+        assert_eq!(n, probes, "{text}");
+        assert_eq!(c.lookup_with_mask(&key(text)).mask.table(), 0xff, "{text}");
+    }
+}

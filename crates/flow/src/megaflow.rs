@@ -32,7 +32,7 @@
 //! there (the classifier's staged lookup) and do share megaflows.
 
 use crate::classifier::{MaskedKey as Masked, PassThrough};
-use crate::key::{BaseKey, FlowKey};
+use crate::key::{BaseKey, FlowKey, SparseKey, SparseMask};
 use crate::rule::Rule;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -45,29 +45,44 @@ type Map<K> = HashMap<K, Option<Arc<Rule>>, BuildHasherDefault<PassThrough>>;
 
 /// Masked key → the rule (`None`: the table has no rule for them). A mask
 /// with no bit past the key's base words (every IPv4 rule's) keys its map
-/// by those six words: under half the bytes to store, hash and compare.
+/// by those six words: under half the bytes to store, hash and compare; a
+/// mask with extended bits (IPv6) by the at most eight words it sets
+/// ([`SparseMask`]: an IPv6 address mask sets six); only wider ones by
+/// the whole key.
 enum Entries {
     Base(Map<BaseKey>),
+    Sparse(SparseMask, Map<SparseKey>),
     Full(Map<Masked>),
 }
 
 impl Entries {
     fn for_mask(mask: &FlowKey) -> Entries {
-        if mask.has_extended() {
-            Entries::Full(Map::default())
-        } else {
-            Entries::Base(Map::default())
+        if !mask.has_extended() {
+            return Entries::Base(Map::default());
+        }
+        match SparseMask::of(mask) {
+            Some(sparse) => Entries::Sparse(sparse, Map::default()),
+            None => Entries::Full(Map::default()),
         }
     }
 
-    fn fits(&self, mask: &FlowKey) -> bool {
-        matches!(self, Entries::Full(_)) == mask.has_extended()
+    /// These (emptied) entries for another mask: the map kept where the
+    /// key kind is the same.
+    fn refit(self, mask: &FlowKey) -> Entries {
+        let sparse = mask.has_extended().then(|| SparseMask::of(mask)).flatten();
+        match (self, sparse) {
+            (Entries::Base(m), None) if !mask.has_extended() => Entries::Base(m),
+            (Entries::Sparse(_, m), Some(s)) => Entries::Sparse(s, m),
+            (Entries::Full(m), None) if mask.has_extended() => Entries::Full(m),
+            _ => Entries::for_mask(mask),
+        }
     }
 
     #[cfg(test)]
     fn capacity(&self) -> usize {
         match self {
             Entries::Base(m) => m.capacity(),
+            Entries::Sparse(_, m) => m.capacity(),
             Entries::Full(m) => m.capacity(),
         }
     }
@@ -75,6 +90,7 @@ impl Entries {
     fn clear(&mut self) {
         match self {
             Entries::Base(m) => m.clear(),
+            Entries::Sparse(_, m) => m.clear(),
             Entries::Full(m) => m.clear(),
         }
     }
@@ -85,6 +101,7 @@ impl Entries {
         let rule = std::mem::size_of::<Option<Arc<Rule>>>() + 1;
         match self {
             Entries::Base(m) => m.capacity() * (std::mem::size_of::<BaseKey>() + rule),
+            Entries::Sparse(_, m) => m.capacity() * (std::mem::size_of::<SparseKey>() + rule),
             Entries::Full(m) => m.capacity() * (std::mem::size_of::<Masked>() + rule),
         }
     }
@@ -93,6 +110,7 @@ impl Entries {
     fn get(&self, key: &FlowKey, mask: &FlowKey) -> Option<&Option<Arc<Rule>>> {
         match self {
             Entries::Base(m) => m.get(&BaseKey::masked(key, mask)),
+            Entries::Sparse(s, m) => m.get(&s.apply(key)),
             Entries::Full(m) => m.get(&Masked(key.masked(mask))),
         }
     }
@@ -101,6 +119,7 @@ impl Entries {
     fn insert(&mut self, key: &FlowKey, mask: &FlowKey, rule: Option<Arc<Rule>>) -> bool {
         match self {
             Entries::Base(m) => m.insert(BaseKey::masked(key, mask), rule).is_none(),
+            Entries::Sparse(s, m) => m.insert(s.apply(key), rule).is_none(),
             Entries::Full(m) => m.insert(Masked(key.masked(mask)), rule).is_none(),
         }
     }
@@ -224,13 +243,11 @@ impl MegaflowCache {
             Some(i) => i,
             None => {
                 let st = match self.spare.pop() {
-                    Some(mut st) => {
-                        st.mask = *mask;
-                        if !st.entries.fits(mask) {
-                            st.entries = Entries::for_mask(mask);
-                        }
-                        st
-                    }
+                    Some(st) => Subtable {
+                        mask: *mask,
+                        hits: st.hits,
+                        entries: st.entries.refit(mask),
+                    },
                     None => Subtable {
                         mask: *mask,
                         hits: std::cell::Cell::new(0),
@@ -458,6 +475,57 @@ mod tests {
                     None => r + ",actions=drop",
                 }
             })
+    }
+
+    /// IPv6 masks go to sparse maps (their set words only), wider ones
+    /// to whole-key maps, IPv4 ones to base maps; every kind answers what
+    /// the classifier answers, and a flushed map changes kind as its next
+    /// mask needs.
+    #[test]
+    fn ipv6_megaflows_key_by_the_words_their_mask_sets() {
+        let c = classifier(&[
+            "priority=100,in_port=1,udp6,ipv6_src=fd00::1,ipv6_dst=fd00::2,tp_src=7,tp_dst=53,actions=output:2".into(),
+            "priority=50,in_port=1,ipv6,ipv6_dst=fd00::/64,actions=output:3".into(),
+            "priority=1,actions=output:4".into(),
+        ]);
+        let v6 = |src: u128, dst: u128, sport: u16| {
+            let mut k = FlowKey::ZERO;
+            k.set_in_port(1);
+            k.set_dl_type(0x86dd);
+            k.set_nw_proto(17);
+            k.set_ipv6_src(src);
+            k.set_ipv6_dst(dst);
+            k.set_tp_src(sport);
+            k.set_tp_dst(53);
+            k
+        };
+        let fd = 0xfd00u128 << 112;
+        let mut mf = MegaflowCache::new(1 << 10);
+        for round in 0..2 {
+            for i in 0..64u128 {
+                let k = v6(fd | (i % 3), fd | 2 | (i % 5) << 80, 7 + (i % 2) as u16);
+                let want = c.lookup(&k).map(|r| r.seq);
+                assert_eq!(decide(&mut mf, &c, &k), want, "round {round}: {k:?}");
+            }
+        }
+        let kinds: Vec<&str> = mf
+            .subtables
+            .iter()
+            .map(|st| match st.entries {
+                Entries::Base(_) => "base",
+                Entries::Sparse(..) => "sparse",
+                Entries::Full(_) => "full",
+            })
+            .collect();
+        assert!(
+            !kinds.is_empty() && kinds.iter().all(|&k| k == "sparse"),
+            "{kinds:?}"
+        );
+        // Flushed, the spare sparse map serves an IPv4 mask as a base map.
+        mf.sync_version(1);
+        let k = key(1, 0x0a00_0002, 5001, 9);
+        assert_eq!(decide(&mut mf, &c, &k), c.lookup(&k).map(|r| r.seq));
+        assert!(matches!(mf.subtables[0].entries, Entries::Base(_)));
     }
 
     proptest! {

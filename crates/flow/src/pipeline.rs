@@ -32,10 +32,12 @@
 //! differential test): decided here, with the TTL in the mask.
 
 use crate::action::Action;
-use crate::classifier::Classifier;
+use crate::classifier::{Classifier, PassThrough};
 use crate::key::{FlowKey, VLAN_PRESENT, VLAN_VID_MASK};
 use crate::rule::{FlowSpec, Match, Rule};
 use nfv_wire::{EtherType, IpProtocol};
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 /// Table lookups one packet may take (the first included).
@@ -67,6 +69,24 @@ pub struct Resolution {
     pub ttl_stopped: bool,
 }
 
+/// What a walk through the tables keeps: every stage and action (the
+/// trace's [`Resolution`]) or only the rules' identities (the PMD's
+/// [`Resolver`]), and what every walk works out.
+trait Record {
+    fn stage(&mut self, table: u8, key: &FlowKey, rule: Option<&Arc<Rule>>);
+    fn action(&mut self, action: Action);
+    fn lookups(&self) -> usize;
+    fn outcome(&mut self) -> &mut Outcome;
+}
+
+/// What every walk works out, whatever it records.
+#[derive(Clone, Copy, Debug)]
+struct Outcome {
+    mask: FlowKey,
+    truncated: bool,
+    ttl_stopped: bool,
+}
+
 /// Follows `key` from `first` (the rule table 0 matched, whose lookup
 /// depended on `first_mask`) through the later tables of `classifier`.
 pub fn resolve(
@@ -75,51 +95,201 @@ pub fn resolve(
     first: &Arc<Rule>,
     first_mask: FlowKey,
 ) -> Resolution {
-    let mut r = Resolution {
-        stages: vec![Stage {
-            table: key.table(),
-            key: *key,
-            rule: Some(first.clone()),
-        }],
+    let mut walk = Walked {
+        stages: Vec::new(),
         actions: Vec::with_capacity(first.spec.actions.len()),
-        mask: first_mask,
-        truncated: false,
-        ttl_stopped: false,
+        outcome: Outcome {
+            mask: first_mask,
+            truncated: false,
+            ttl_stopped: false,
+        },
     };
+    walk.stage(key.table(), key, Some(first));
     let mut k = *key;
-    run(classifier, &first.spec.actions, &mut k, &mut r, 0);
-    r
+    run(classifier, &first.spec.actions, &mut k, &mut walk, 0);
+    let Walked {
+        stages,
+        actions,
+        outcome,
+    } = walk;
+    Resolution {
+        stages,
+        actions,
+        mask: outcome.mask,
+        truncated: outcome.truncated,
+        ttl_stopped: outcome.ttl_stopped,
+    }
+}
+
+/// The trace's record: everything.
+struct Walked {
+    stages: Vec<Stage>,
+    actions: Vec<Action>,
+    outcome: Outcome,
+}
+
+impl Record for Walked {
+    fn stage(&mut self, table: u8, key: &FlowKey, rule: Option<&Arc<Rule>>) {
+        self.stages.push(Stage {
+            table,
+            key: *key,
+            rule: rule.cloned(),
+        });
+    }
+    fn action(&mut self, action: Action) {
+        self.actions.push(action);
+    }
+    fn lookups(&self) -> usize {
+        self.stages.len()
+    }
+    fn outcome(&mut self) -> &mut Outcome {
+        &mut self.outcome
+    }
+}
+
+/// Composites a PMD keeps; past this the cache starts over.
+pub const COMPOSITES: usize = 4096;
+
+/// A PMD's pipeline resolver: walks the tables recording only which rules
+/// matched (no allocation, no reference count touched) and answers with
+/// the composite rule it made the first time that chain of rules came up.
+/// Packets that reach the classifier behind a pipeline (those no megaflow
+/// is made for: per-connection rules) so cost the table lookups and one
+/// map probe, and consecutive ones share one rule to credit. A chain's
+/// actions depend on its rules alone, except where a `dec_ttl` inside a
+/// resubmit stopped them (those go the allocating way every time).
+/// Emptied when the flow table changes ([`Resolver::sync_version`]), so
+/// no composite keeps a replaced rule alive.
+#[derive(Default)]
+pub struct Resolver {
+    cache: HashMap<u64, Arc<Rule>, BuildHasherDefault<PassThrough>>,
+    version: u64,
+    /// Composites made (cache misses), for tests and figures.
+    pub made: u64,
+}
+
+/// The fast path's record: the matched rules' addresses (identity only).
+struct Chain {
+    rules: [*const Rule; MAX_LOOKUPS],
+    matched: usize,
+    lookups: usize,
+    outcome: Outcome,
+}
+
+impl Chain {
+    fn fingerprint(&self) -> u64 {
+        self.rules[..self.matched]
+            .iter()
+            .fold(0x9e37_79b9_7f4a_7c15, |h, &r| {
+                (h ^ r as usize as u64)
+                    .wrapping_mul(0xff51_afd7_ed55_8ccd)
+                    .rotate_left(29)
+            })
+    }
+
+    /// Whether `composite` was made from this chain of rules.
+    fn made(&self, composite: &Rule) -> bool {
+        composite.parts.len() == self.matched
+            && composite
+                .parts
+                .iter()
+                .zip(&self.rules)
+                .all(|(p, &r)| std::ptr::eq(Arc::as_ptr(p), r))
+    }
+}
+
+impl Record for Chain {
+    fn stage(&mut self, _table: u8, _key: &FlowKey, rule: Option<&Arc<Rule>>) {
+        self.lookups += 1;
+        if let Some(r) = rule {
+            self.rules[self.matched] = Arc::as_ptr(r);
+            self.matched += 1;
+        }
+    }
+    fn action(&mut self, _action: Action) {}
+    fn lookups(&self) -> usize {
+        self.lookups
+    }
+    fn outcome(&mut self) -> &mut Outcome {
+        &mut self.outcome
+    }
+}
+
+impl Resolver {
+    /// Forgets every composite when the flow table is a new generation.
+    pub fn sync_version(&mut self, table_version: u64) {
+        if self.version != table_version {
+            self.cache.clear();
+            self.version = table_version;
+        }
+    }
+
+    /// [`resolve`] and [`composite`] for a PMD: the rule to run and the
+    /// mask the decision depended on.
+    pub fn resolve(
+        &mut self,
+        classifier: &Classifier,
+        key: &FlowKey,
+        first: &Arc<Rule>,
+        first_mask: FlowKey,
+    ) -> (Arc<Rule>, FlowKey) {
+        let mut chain = Chain {
+            rules: [std::ptr::null(); MAX_LOOKUPS],
+            matched: 0,
+            lookups: 0,
+            outcome: Outcome {
+                mask: first_mask,
+                truncated: false,
+                ttl_stopped: false,
+            },
+        };
+        chain.stage(key.table(), key, Some(first));
+        let mut k = *key;
+        run(classifier, &first.spec.actions, &mut k, &mut chain, 0);
+        let mask = chain.outcome.mask;
+        let fingerprint = chain.fingerprint();
+        if !chain.outcome.ttl_stopped
+            && let Some(c) = self.cache.get(&fingerprint)
+            && chain.made(c)
+        {
+            return (c.clone(), mask);
+        }
+        let made = composite(first, &resolve(classifier, key, first, first_mask));
+        self.made += 1;
+        if !chain.outcome.ttl_stopped {
+            if self.cache.len() >= COMPOSITES {
+                self.cache.clear();
+            }
+            self.cache.insert(fingerprint, made.clone());
+        }
+        (made, mask)
+    }
 }
 
 /// Runs `actions` on the key, descending into the tables they name;
 /// `depth` counts the `resubmit`s it is inside.
-fn run(
+fn run<R: Record>(
     classifier: &Classifier,
     actions: &[Action],
     k: &mut FlowKey,
-    r: &mut Resolution,
+    r: &mut R,
     depth: usize,
 ) {
     for a in actions {
         match *a {
             Action::GotoTable(t) | Action::Resubmit(t) => {
-                if r.stages.len() >= MAX_LOOKUPS {
-                    r.truncated = true;
+                if r.lookups() >= MAX_LOOKUPS {
+                    r.outcome().truncated = true;
                     return;
                 }
                 let mut probe = *k;
                 probe.set_table(t);
                 let found = classifier.lookup_with_mask(&probe);
-                for (m, f) in r.mask.w.iter_mut().zip(found.mask.w) {
+                for (m, f) in r.outcome().mask.w.iter_mut().zip(found.mask.w) {
                     *m |= f;
                 }
-                let rule = found.rule.cloned();
-                r.stages.push(Stage {
-                    table: t,
-                    key: probe,
-                    rule: rule.clone(),
-                });
-                let Some(rule) = rule else {
+                r.stage(t, &probe, found.rule);
+                let Some(rule) = found.rule else {
                     // A miss ends the pipeline (goto_table is last anyway;
                     // after a resubmit that missed, the rest still runs).
                     if matches!(a, Action::GotoTable(_)) {
@@ -134,7 +304,7 @@ fn run(
                 run(classifier, &rule.spec.actions, &mut inner, r, nested);
                 inner.set_table(k.table());
                 *k = inner;
-                if r.truncated {
+                if r.outcome().truncated {
                     return;
                 }
             }
@@ -146,19 +316,20 @@ fn run(
             // level the packet is dropped, by the interpreter). Decided
             // here, so the decision depends on the TTL: into the mask.
             Action::DecTtl if depth > 0 => {
-                r.mask.set_dl_type(0xffff);
-                r.mask.set_nw_ttl(0xff);
+                let o = r.outcome();
+                o.mask.set_dl_type(0xffff);
+                o.mask.set_nw_ttl(0xff);
                 let ip = matches!(EtherType(k.dl_type()), EtherType::IPV4 | EtherType::IPV6);
                 if ip && k.nw_ttl() <= 1 {
-                    r.ttl_stopped = true;
+                    o.ttl_stopped = true;
                     return;
                 }
                 edit_key(k, a);
-                r.actions.push(*a);
+                r.action(*a);
             }
             other => {
                 edit_key(k, &other);
-                r.actions.push(other);
+                r.action(other);
             }
         }
     }

@@ -235,3 +235,71 @@ fn a_ttl_running_out_inside_a_resubmit_ends_only_that_table() {
     assert!(!r.ttl_stopped);
     assert_eq!(r.mask.nw_ttl(), 0xff);
 }
+
+/// The PMD's resolver answers as `resolve` + `composite` do, makes one
+/// composite per chain of rules and hands the same one back after, never
+/// keeps one a stopped TTL decided, and starts over on a new table.
+#[test]
+fn the_resolver_makes_one_composite_per_chain() {
+    let c = classifier(&[
+        "table=0,in_port=1,actions=write_metadata:0x1/0xff,goto_table:1",
+        "table=1,priority=100,udp,tp_src=1000,actions=goto_table:2",
+        "table=1,priority=1,actions=mod_nw_tos:8,goto_table:2",
+        "table=2,ip,actions=output:3",
+        "table=2,priority=0,actions=drop",
+    ]);
+    let mut resolver = Resolver::default();
+    let mut decide = |k: &FlowKey| {
+        let found = c.lookup_with_mask(k);
+        let first = found.rule.unwrap().clone();
+        let want = resolve(&c, k, &first, found.mask);
+        let (rule, mask) = resolver.resolve(&c, k, &first, found.mask);
+        assert_eq!(rule.spec.actions, want.actions, "{k:?}");
+        assert_eq!(mask, want.mask, "{k:?}");
+        let parts: Vec<_> = want.stages.iter().filter_map(|s| s.rule.clone()).collect();
+        assert!(
+            rule.parts
+                .iter()
+                .zip(&parts)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+                && rule.parts.len() == parts.len()
+        );
+        rule
+    };
+    let a = udp_key();
+    let mut b = a;
+    b.set_tp_src(2000);
+    let mut b2 = b;
+    b2.set_nw_src(0x0a00_0099);
+    let ra = decide(&a);
+    let rb = decide(&b);
+    assert!(!Arc::ptr_eq(&ra, &rb), "two chains, two composites");
+    assert!(Arc::ptr_eq(&rb, &decide(&b2)), "the same chain's composite");
+    assert!(Arc::ptr_eq(&ra, &decide(&a)));
+    // (made so far: a, b)
+    let made = 2;
+    let mut expired = a;
+    expired.set_nw_ttl(1);
+    let stopped = classifier(&[
+        "table=0,in_port=1,actions=output:2,resubmit(,1),output:3",
+        "table=1,ip,actions=dec_ttl,output:4",
+    ]);
+    let found = stopped.lookup_with_mask(&expired);
+    let first = found.rule.unwrap().clone();
+    let mut r2 = Resolver::default();
+    let (x, _) = r2.resolve(&stopped, &expired, &first, found.mask);
+    let (y, _) = r2.resolve(&stopped, &expired, &first, found.mask);
+    assert!(!Arc::ptr_eq(&x, &y), "a stopped TTL is never cached");
+    assert_eq!(x.spec.actions, vec![Action::Output(2), Action::Output(3)]);
+    drop(decide);
+    assert_eq!(resolver.made, made);
+    resolver.sync_version(7);
+    let found = c.lookup_with_mask(&a);
+    let first = found.rule.unwrap().clone();
+    let (again, _) = resolver.resolve(&c, &a, &first, found.mask);
+    assert!(
+        !Arc::ptr_eq(&again, &ra),
+        "a new table generation starts over"
+    );
+    assert_eq!(resolver.made, made + 1);
+}
