@@ -115,7 +115,7 @@ use std::time::Instant;
 mod ovsdiff;
 use ovsdiff::compare::{self, Case, What};
 use ovsdiff::key::Key;
-use ovsdiff::random::{self, PORTS, Rng, Rule};
+use ovsdiff::random::{self, Extras, PORTS, Rng, Rule};
 use ovsdiff::{nfv, ovs};
 
 /// Prints to stderr past the test harness's capture: the seeds and the
@@ -154,6 +154,12 @@ struct Tally {
     rules: usize,
     /// Rules read back from OVS's dump-flows by nfvswitch's parser.
     read_back: usize,
+    /// Groups and meters installed in both.
+    groups: usize,
+    meters: usize,
+    /// Cases whose actions met a group, a meter.
+    group_cases: usize,
+    meter_cases: usize,
     /// Known difference name -> (count, first example).
     known: BTreeMap<&'static str, (usize, String)>,
     unexplained: Vec<String>,
@@ -246,6 +252,14 @@ fn report(t: &Tally, started: Instant) {
         t.rules,
         t.read_back
     );
+    say!(
+        "{TEST}: {} groups and {} meters installed; {} cases went through a group, {} through \
+         a meter",
+        t.groups,
+        t.meters,
+        t.group_cases,
+        t.meter_cases
+    );
     for k in compare::KNOWN_REFUSALS {
         if let Some((n, example)) = t.refused.get(k.name) {
             say!(
@@ -267,6 +281,55 @@ fn report(t: &Tally, started: Instant) {
     for u in t.unexplained.iter().take(SHOW_UNEXPLAINED) {
         say!("{TEST}: UNEXPLAINED DIFFERENCE\n{u}");
     }
+}
+
+/// Replaces both switches' groups and meters (and rules) with `set`'s;
+/// returns `rules` less those naming a group or meter one switch refused
+/// (each refusal an unexplained difference: the generator makes only
+/// what both should take).
+fn install_extras(
+    set: &Extras,
+    rules: Vec<Rule>,
+    ovs: &ovs::Ovs,
+    node: &mut nfv::Node,
+    t: &mut Tally,
+) -> Vec<Rule> {
+    node.del_flows().expect("nfvswitch del-flows");
+    ovs.del_flows().expect("ovs del-flows");
+    node.del_groups_and_meters()
+        .expect("nfvswitch del-groups, del-meters");
+    ovs.del_groups_and_meters()
+        .expect("ovs del-groups, del-meters");
+    let mut refused = Vec::new();
+    for m in &set.meters {
+        match (node.add_meter(&m.text()), ovs.add_meter(&m.text())) {
+            (Ok(()), Ok(())) => t.meters += 1,
+            (n, o) => {
+                t.unexplained.push(format!(
+                    "a meter is refused: {}\n  nfvswitch: {n:?}\n  ovs: {o:?}",
+                    m.text()
+                ));
+                refused.push(format!("meter:{}", m.id));
+            }
+        }
+    }
+    for g in &set.groups {
+        match (node.add_group(&g.text()), ovs.add_group(&g.ovs_text())) {
+            (Ok(()), Ok(())) => t.groups += 1,
+            (n, o) => {
+                t.unexplained.push(format!(
+                    "a group is refused: {} (OVS given {})\n  nfvswitch: {n:?}\n  ovs: {o:?}",
+                    g.text(),
+                    g.ovs_text()
+                ));
+                refused.push(format!("group:{}", g.id));
+            }
+        }
+    }
+    rules
+        .into_iter()
+        .filter(|r| !r.actions.iter().any(|a| refused.contains(a)))
+        .collect()
 }
 
 /// Installs `rules` in both switches and returns those both took. OVS
@@ -477,9 +540,12 @@ fn run_seed_cases(seed: u64, sets: usize, ovs: &mut ovs::Ovs, node: &mut nfv::No
     let mut rng = Rng::new(seed);
     for set in 0..sets {
         let n = 1 + rng.below(20) as usize;
-        let rules = random::rules(&mut rng, n);
+        let (groups, meters) = random::groups::groups_and_meters(&mut rng);
+        let extras = Extras { groups, meters };
+        let rules = random::rules(&mut rng, n, &extras);
         let canonical = rng.chance(50);
         let before = t.unexplained.len();
+        let rules = install_extras(&extras, rules, ovs, node, t);
         let rules = install(rules, canonical, ovs, node, t);
         for u in &mut t.unexplained[before..] {
             *u = format!("seed {seed}, rule set {set}: {u}");
@@ -502,15 +568,19 @@ fn run_seed_cases(seed: u64, sets: usize, ovs: &mut ovs::Ovs, node: &mut nfv::No
                 (o, n) => {
                     t.cases += 1;
                     t.unexplained.push(format!(
-                        "{where_}: a trace failed\n  packet: {packet:?}\n  ovs: {:?}\n  nfvswitch: {:?}\n{}",
+                        "{where_}: a trace failed\n  packet: {packet:?}\n  ovs: {:?}\n  nfvswitch: {:?}\n{}{}",
                         o.err(),
                         n.err(),
-                        rules_text(&rules)
+                        rules_text(&rules),
+                        extras_text(&extras)
                     ));
                     continue;
                 }
             };
             t.cases += 1;
+            t.group_cases += usize::from(nt.groups > 0);
+            t.meter_cases +=
+                usize::from(nt.pipeline_actions.iter().any(|a| a.starts_with("meter:")));
             t.hits += usize::from(ot.priority.is_some());
             t.outputs += ot.outputs.len();
             t.rewritten += ot
@@ -531,7 +601,7 @@ fn run_seed_cases(seed: u64, sets: usize, ovs: &mut ovs::Ovs, node: &mut nfv::No
             let Some(what) = compare::differs(&case) else {
                 continue;
             };
-            let text = describe(&where_, &case, what);
+            let text = describe(&where_, &case, what) + &extras_text(&extras);
             match compare::explain(&case, what) {
                 Some(k) => {
                     let e = t.known.entry(k.name).or_insert((0, text));
@@ -551,6 +621,21 @@ fn rules_text(rules: &[Rule]) -> String {
             r.text(),
             if r.of13 { "   (OpenFlow 1.3)" } else { "" }
         );
+    }
+    s
+}
+
+/// The rule set's groups and meters, for reports.
+fn extras_text(set: &Extras) -> String {
+    let mut s = String::new();
+    for g in &set.groups {
+        s += &format!("  group: {}\n", g.text());
+        if g.ovs_text() != g.text() {
+            s += &format!("    (OVS: {})\n", g.ovs_text());
+        }
+    }
+    for m in &set.meters {
+        s += &format!("  meter: {}\n", m.text());
     }
     s
 }
