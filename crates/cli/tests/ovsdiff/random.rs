@@ -3,8 +3,10 @@
 //! A rule is a protocol class (`tcp`, `arp`, `dl_type=0x88cc`, ...), a few
 //! match fields from [`FIELDS`] and an action list from [`ACTIONS`]; each
 //! table entry is one field or action with its weight, so covering a new
-//! one (`group`, `meter`, ...) is one entry there (and, for a
-//! new kind of output, one arm where the traces are read). Values come
+//! one (`normal`, ...) is one entry there (and, for a new kind of output,
+//! one arm where the traces are read). A rule set's groups and meters,
+//! which its rules' `group:N` and `meter:N` name, come from
+//! [`groups`]. Values come
 //! from small pools mixed with random ones, so that random packets hit
 //! random rules too; [`packet_for`] derives a packet from a rule's match
 //! (the matched bits kept, the rest random) and sometimes flips one
