@@ -5,7 +5,7 @@ use crate::table::{Table, fmt_opt};
 use clap::{Args, Subcommand};
 use nfv_control::protocol::{
     ChainReport, FlowReport, NodeReport, PmdReport, PortReport, RebalanceReport, RxqsReport,
-    TraceReport, TrafficReport,
+    TraceReport, TraceStepReport, TrafficReport,
 };
 use nfv_control::{Request, Response, request};
 use std::path::{Path, PathBuf};
@@ -397,6 +397,25 @@ pub fn groups_text(groups: &[nfv_control::protocol::GroupReport]) -> String {
     out
 }
 
+/// The steps of a trace, numbered, each with the packet after it, its
+/// note and (a group's) the buckets that ran, indented below it.
+fn trace_steps(out: &mut String, steps: &[TraceStepReport], indent: &str) {
+    for (i, s) in steps.iter().enumerate() {
+        *out += &format!("{indent}{}. {}\n", i + 1, s.action);
+        *out += &format!("{indent}   packet: {}\n", s.packet);
+        if let Some(n) = &s.note {
+            *out += &format!("{indent}   {n}\n");
+        }
+        for b in &s.buckets {
+            *out += &format!("{indent}   bucket {} (its own copy):\n", b.bucket);
+            trace_steps(out, &b.steps, &format!("{indent}     "));
+            if !b.unused_actions.is_empty() {
+                *out += &format!("{indent}     not applied: {}\n", b.unused_actions.join(","));
+            }
+        }
+    }
+}
+
 pub fn trace_text(t: &TraceReport) -> String {
     let mut out = format!(
         "packet:     {}
@@ -435,22 +454,7 @@ decided by: {}
         }
         out += "actions of the whole pipeline:\n";
     }
-    for (i, s) in t.steps.iter().enumerate() {
-        out += &format!(
-            "  {}. {}
-     packet: {}
-",
-            i + 1,
-            s.action,
-            s.packet
-        );
-        if let Some(n) = &s.note {
-            out += &format!(
-                "     {n}
-"
-            );
-        }
-    }
+    trace_steps(&mut out, &t.steps, "  ");
     if !t.unused_actions.is_empty() {
         out += &format!(
             "not applied (after the last output, or after a drop): {}

@@ -20,9 +20,10 @@
 //!
 //! # Cases
 //!
-//! Each seed draws rule sets of 1 to 20 rules (`ovsdiff/random.rs`): a
-//! protocol class (none, another Ethertype, `arp`, `ip`/`ipv6` with or
-//! without a protocol, in keyword or `dl_type`/`nw_proto` spelling), up
+//! Each seed draws rule sets of 1 to 20 rules (`ovsdiff/random.rs`) over
+//! tables 0 to 2: a protocol class (none, another Ethertype, `arp`,
+//! `ip`/`ipv6` with or without a protocol, in keyword or
+//! `dl_type`/`nw_proto` spelling), up
 //! to five match fields from `FIELDS` in `random/fields.rs` (in_port,
 //! dl_src/dl_dst with masks, dl_vlan/dl_vlan_pcp/vlan_tci, nw_src/nw_dst
 //! and arp_spa/arp_tpa with prefixes or masks, ipv6_src/ipv6_dst with
@@ -32,10 +33,44 @@
 //! `ACTIONS` in `random/actions.rs` (output:N, N, in_port, flood, all,
 //! mod_dl_src/dst, mod_vlan_vid, push_vlan, strip_vlan, mod_nw_src/dst,
 //! mod_tp_src/dst, mod_nw_tos/ecn/ttl, dec_ttl, set_field to
-//! ipv6_src/ipv6_dst/ipv6_label), or drop. Priorities are distinct
-//! (OpenFlow leaves ties to the switch). Covering a new field or action
-//! (goto_table, group, meter, normal, tunnels) is one table entry, and for
-//! a new kind of output one arm where `ovsdiff/nfv.rs` reads the trace.
+//! ipv6_src/ipv6_dst/ipv6_label, goto_table, resubmit(,N), group:N,
+//! meter:N), or drop. Priorities are distinct (OpenFlow leaves ties to
+//! the switch). Covering a new field or action (normal, tunnels) is one
+//! table entry, and for a new kind of output one arm where
+//! `ovsdiff/nfv.rs` reads the trace.
+//!
+//! Groups and meters (`random/groups.rs`): six rule sets in ten get 1 to
+//! 3 groups, installed in both with `add-group` (OVS: `ovs-ofctl -O
+//! OpenFlow13`), of type `all`, `indirect`, `select` or `fast_failover`,
+//! with 1 to 3 buckets whose actions come from the same table (rewrites,
+//! push/strip_vlan, dec_ttl, then one output: output:N, in_port, flood,
+//! all). A third of the rule sets get 1 or 2 meters (`add-meter
+//! meter=N,kbps,band=type=drop,rate=R`, which OVS 3.1's netdev datapath
+//! takes: its trace shows `meter:N` and the datapath action `meter(M)`).
+//! Rules name them with `group:N` (anywhere in the list) and `meter:N`
+//! (first: an OpenFlow 1.3 instruction). The shapes are what both mean
+//! the same way:
+//!
+//! - A bucket's actions are in OpenFlow action-set order with one output
+//!   last: OVS runs a bucket as an action set
+//!   (`ofpacts_execute_action_set()`: strip_vlan, push_vlan, dec_ttl, the
+//!   set-fields, then only the last output), nfvswitch as a list, which
+//!   agree on such a bucket only. No `mod_vlan_vid` in a bucket: with no
+//!   match to say the packet is tagged, OpenFlow 1.3 encodes it as a push.
+//! - `fast_failover` buckets watch a port both have (live in both: OVS's
+//!   dummy ports are up, nfvswitch's sinks take packets and the control
+//!   plane reads them as live) or port 20, which neither has (down in
+//!   both), so the first live bucket is compared, or none.
+//! - `select`: OVS's hash is not nfvswitch's, so a select group's buckets
+//!   all carry the same actions (weights differ) and the outcome, which
+//!   does not depend on the bucket, is compared; nfvswitch's trace must
+//!   run exactly one bucket. OVS gets `selection_method=hash,fields(...)`
+//!   (OpenFlow 1.5; nfvswitch takes no selection method and is given the
+//!   text without it): OVS's default, `dp_hash`, ends its trace at a
+//!   recirculation (`hash(sym_l4(0)),recirc(0x1)`, "no live bucket").
+//! - A meter passes in both traces (neither knows the rate history): it is
+//!   compared as a step that changes nothing.
+//!
 //! Then 50 packets per set:
 //! 70 % derived from a rule's match (its bits kept, the rest random; a
 //! quarter of them with one matched field changed, for near misses), the
@@ -67,6 +102,11 @@
 //!   TPID of a pushed tag and inner tags (nfvswitch's key holds the outer
 //!   TCI only), OVS's controller action for an expired TTL (nfvswitch
 //!   drops; both send nothing more).
+//!   A group's buckets count where the group is: OVS's datapath actions
+//!   hold the copies each bucket sends (its edits undone after it);
+//!   nfvswitch's trace runs each bucket on its own copy of the packet and
+//!   lists its steps under the group's. An `all` bucket's `dec_ttl` that
+//!   runs out ends that bucket's copy only, in both.
 //! - Every rule OVS holds, as its `dump-flows` prints it, read back with
 //!   nfvswitch's parser: the same match nfvswitch made of the generated
 //!   text (a "no VLAN tag" match counts the same whatever its VID/PCP
@@ -115,7 +155,7 @@ use std::time::Instant;
 mod ovsdiff;
 use ovsdiff::compare::{self, Case, What};
 use ovsdiff::key::Key;
-use ovsdiff::random::{self, PORTS, Rng, Rule};
+use ovsdiff::random::{self, Extras, PORTS, Rng, Rule};
 use ovsdiff::{nfv, ovs};
 
 /// Prints to stderr past the test harness's capture: the seeds and the
@@ -154,6 +194,12 @@ struct Tally {
     rules: usize,
     /// Rules read back from OVS's dump-flows by nfvswitch's parser.
     read_back: usize,
+    /// Groups and meters installed in both.
+    groups: usize,
+    meters: usize,
+    /// Cases whose actions met a group, a meter.
+    group_cases: usize,
+    meter_cases: usize,
     /// Known difference name -> (count, first example).
     known: BTreeMap<&'static str, (usize, String)>,
     unexplained: Vec<String>,
@@ -246,6 +292,14 @@ fn report(t: &Tally, started: Instant) {
         t.rules,
         t.read_back
     );
+    say!(
+        "{TEST}: {} groups and {} meters installed; {} cases went through a group, {} through \
+         a meter",
+        t.groups,
+        t.meters,
+        t.group_cases,
+        t.meter_cases
+    );
     for k in compare::KNOWN_REFUSALS {
         if let Some((n, example)) = t.refused.get(k.name) {
             say!(
@@ -267,6 +321,55 @@ fn report(t: &Tally, started: Instant) {
     for u in t.unexplained.iter().take(SHOW_UNEXPLAINED) {
         say!("{TEST}: UNEXPLAINED DIFFERENCE\n{u}");
     }
+}
+
+/// Replaces both switches' groups and meters (and rules) with `set`'s;
+/// returns `rules` less those naming a group or meter one switch refused
+/// (each refusal an unexplained difference: the generator makes only
+/// what both should take).
+fn install_extras(
+    set: &Extras,
+    rules: Vec<Rule>,
+    ovs: &ovs::Ovs,
+    node: &mut nfv::Node,
+    t: &mut Tally,
+) -> Vec<Rule> {
+    node.del_flows().expect("nfvswitch del-flows");
+    ovs.del_flows().expect("ovs del-flows");
+    node.del_groups_and_meters()
+        .expect("nfvswitch del-groups, del-meters");
+    ovs.del_groups_and_meters()
+        .expect("ovs del-groups, del-meters");
+    let mut refused = Vec::new();
+    for m in &set.meters {
+        match (node.add_meter(&m.text()), ovs.add_meter(&m.text())) {
+            (Ok(()), Ok(())) => t.meters += 1,
+            (n, o) => {
+                t.unexplained.push(format!(
+                    "a meter is refused: {}\n  nfvswitch: {n:?}\n  ovs: {o:?}",
+                    m.text()
+                ));
+                refused.push(format!("meter:{}", m.id));
+            }
+        }
+    }
+    for g in &set.groups {
+        match (node.add_group(&g.text()), ovs.add_group(&g.ovs_text())) {
+            (Ok(()), Ok(())) => t.groups += 1,
+            (n, o) => {
+                t.unexplained.push(format!(
+                    "a group is refused: {} (OVS given {})\n  nfvswitch: {n:?}\n  ovs: {o:?}",
+                    g.text(),
+                    g.ovs_text()
+                ));
+                refused.push(format!("group:{}", g.id));
+            }
+        }
+    }
+    rules
+        .into_iter()
+        .filter(|r| !r.actions.iter().any(|a| refused.contains(a)))
+        .collect()
 }
 
 /// Installs `rules` in both switches and returns those both took. OVS
@@ -477,9 +580,12 @@ fn run_seed_cases(seed: u64, sets: usize, ovs: &mut ovs::Ovs, node: &mut nfv::No
     let mut rng = Rng::new(seed);
     for set in 0..sets {
         let n = 1 + rng.below(20) as usize;
-        let rules = random::rules(&mut rng, n);
+        let (groups, meters) = random::groups::groups_and_meters(&mut rng);
+        let extras = Extras { groups, meters };
+        let rules = random::rules(&mut rng, n, &extras);
         let canonical = rng.chance(50);
         let before = t.unexplained.len();
+        let rules = install_extras(&extras, rules, ovs, node, t);
         let rules = install(rules, canonical, ovs, node, t);
         for u in &mut t.unexplained[before..] {
             *u = format!("seed {seed}, rule set {set}: {u}");
@@ -502,15 +608,19 @@ fn run_seed_cases(seed: u64, sets: usize, ovs: &mut ovs::Ovs, node: &mut nfv::No
                 (o, n) => {
                     t.cases += 1;
                     t.unexplained.push(format!(
-                        "{where_}: a trace failed\n  packet: {packet:?}\n  ovs: {:?}\n  nfvswitch: {:?}\n{}",
+                        "{where_}: a trace failed\n  packet: {packet:?}\n  ovs: {:?}\n  nfvswitch: {:?}\n{}{}",
                         o.err(),
                         n.err(),
-                        rules_text(&rules)
+                        rules_text(&rules),
+                        extras_text(&extras)
                     ));
                     continue;
                 }
             };
             t.cases += 1;
+            t.group_cases += usize::from(nt.groups > 0);
+            t.meter_cases +=
+                usize::from(nt.pipeline_actions.iter().any(|a| a.starts_with("meter:")));
             t.hits += usize::from(ot.priority.is_some());
             t.outputs += ot.outputs.len();
             t.rewritten += ot
@@ -531,7 +641,7 @@ fn run_seed_cases(seed: u64, sets: usize, ovs: &mut ovs::Ovs, node: &mut nfv::No
             let Some(what) = compare::differs(&case) else {
                 continue;
             };
-            let text = describe(&where_, &case, what);
+            let text = describe(&where_, &case, what) + &extras_text(&extras);
             match compare::explain(&case, what) {
                 Some(k) => {
                     let e = t.known.entry(k.name).or_insert((0, text));
@@ -551,6 +661,21 @@ fn rules_text(rules: &[Rule]) -> String {
             r.text(),
             if r.of13 { "   (OpenFlow 1.3)" } else { "" }
         );
+    }
+    s
+}
+
+/// The rule set's groups and meters, for reports.
+fn extras_text(set: &Extras) -> String {
+    let mut s = String::new();
+    for g in &set.groups {
+        s += &format!("  group: {}\n", g.text());
+        if g.ovs_text() != g.text() {
+            s += &format!("    (OVS: {})\n", g.ovs_text());
+        }
+    }
+    for m in &set.meters {
+        s += &format!("  meter: {}\n", m.text());
     }
     s
 }

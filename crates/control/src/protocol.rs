@@ -438,7 +438,8 @@ pub struct TraceReport {
     /// Actions never applied: after the last output, or after a drop
     /// (`dec_ttl` on a TTL of 0 or 1).
     pub unused_actions: Vec<String>,
-    /// Where the packet leaves: port numbers with names, or `normal`.
+    /// Where the packet leaves: port numbers with names, or `normal`;
+    /// a group's buckets' outputs where the group's step is.
     pub outputs: Vec<String>,
     /// What the PMD's caches keep after it.
     pub cache: String,
@@ -456,6 +457,21 @@ pub struct TraceStepReport {
     /// The packet's fields after the action.
     pub packet: String,
     pub note: Option<String>,
+    /// `group:N`: the buckets that ran, each on its own copy of the packet
+    /// (left out for other actions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<TraceBucketReport>,
+}
+
+/// One group bucket as it ran on its copy of the packet.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TraceBucketReport {
+    /// The bucket's place in the group (0 first).
+    pub bucket: usize,
+    pub steps: Vec<TraceStepReport>,
+    /// The bucket's actions never applied (after its last output, or
+    /// after a drop).
+    pub unused_actions: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -223,10 +223,18 @@ impl Node {
             ));
         }
         let table = self.datapath.table().snapshot();
-        let t = trace(&table, f.matches.key);
-        let names: std::collections::BTreeMap<PortNo, String> = self
-            .datapath
-            .port_views()
+        let views = self.datapath.port_views();
+        // Live as far as the control plane can tell: the port exists and
+        // its peer, if it has one, is connected. (A vhost-user port whose
+        // guest stopped taking packets is down to the PMD for a hold,
+        // `nfv_vhost::stall`, which this does not see.)
+        let live = |p: PortNo| {
+            views
+                .iter()
+                .any(|v| v.no == p && v.port.gauges().connected != Some(false))
+        };
+        let t = trace(&table, f.matches.key, &live);
+        let names: std::collections::BTreeMap<PortNo, String> = views
             .iter()
             .map(|v| (v.no, v.port.name().to_string()))
             .collect();
@@ -261,15 +269,7 @@ impl Node {
                     rule: s.rule.as_ref().map(|r| r.spec.to_string()),
                 })
                 .collect(),
-            steps: t
-                .steps
-                .iter()
-                .map(|s| crate::protocol::TraceStepReport {
-                    action: s.action.to_string(),
-                    packet: format!("{:?}", s.after),
-                    note: s.note.clone(),
-                })
-                .collect(),
+            steps: step_reports(&t.steps),
             unused_actions: t.unused.iter().map(|a| a.to_string()).collect(),
             outputs: t
                 .outputs
@@ -278,7 +278,6 @@ impl Node {
                     Output::Port(p) => port(p),
                     Output::Normal => "normal".to_string(),
                     Output::Flood => "flood (every port but the in_port)".to_string(),
-                    Output::Group(g) => format!("group:{g}"),
                 })
                 .collect(),
             cache,
@@ -294,6 +293,28 @@ impl Node {
             }
         }
     }
+}
+
+/// The steps of a trace (and of its groups' buckets) as the report shows
+/// them.
+fn step_reports(steps: &[nfv_datapath::trace::Step]) -> Vec<crate::protocol::TraceStepReport> {
+    steps
+        .iter()
+        .map(|s| crate::protocol::TraceStepReport {
+            action: s.action.to_string(),
+            packet: format!("{:?}", s.after),
+            note: s.note.clone(),
+            buckets: s
+                .buckets
+                .iter()
+                .map(|b| crate::protocol::TraceBucketReport {
+                    bucket: b.index,
+                    steps: step_reports(&b.steps),
+                    unused_actions: b.unused.iter().map(|a| a.to_string()).collect(),
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// Whether `mask` covers only part of some field (an address prefix or a

@@ -11,10 +11,11 @@
 use crate::actions;
 use crate::controller::{ControllerPath, Origin};
 use crate::fabric::Fabric;
+use crate::group_choice::{Choice, choose};
 use crate::mac_learning::MacTable;
 use nfv_flow::meter::{MeterBudget, Meters};
 use nfv_flow::table::Groups;
-use nfv_flow::{Action, FlowKey, Group, GroupType, PortNo};
+use nfv_flow::{Action, Group, PortNo};
 use nfv_mem::{Packet, PoolCache};
 use nfv_ports::{DropReason, QueueCounters};
 use nfv_wire::EthernetFrame;
@@ -98,26 +99,6 @@ impl GroupTally {
         }
     }
 }
-
-/// The fields a select group hashes: the 5-tuple (IPv4 or IPv6) and
-/// EtherType, plus the MACs (for frames that are not IP, whose other
-/// fields are zero). Nothing that changes within a flow: not the TTL,
-/// TCP flags or fragment state (w4), not `metadata`.
-const SELECT_FIELDS: FlowKey = {
-    let mut k = FlowKey::ZERO;
-    // in_port and the VLAN TCI do not belong to a flow's identity here:
-    // w0 keeps dl_type [16,32) and nw_proto [48,56).
-    k.w[0] = (0xff << 48) | (0xffff << 16);
-    k.w[1] = u64::MAX;
-    k.w[2] = u64::MAX;
-    k.w[3] = u64::MAX;
-    // ipv6_src, ipv6_dst.
-    k.w[6] = u64::MAX;
-    k.w[7] = u64::MAX;
-    k.w[8] = u64::MAX;
-    k.w[9] = u64::MAX;
-    k
-};
 
 impl Interpreter<'_> {
     /// Runs `acts` in order; an output sends the packet as modified so far
@@ -288,7 +269,7 @@ impl Interpreter<'_> {
     }
 
     /// The `group:N` action: the group's type picks the buckets whose
-    /// actions run (`nfv_flow::group`). A group missing from the table (a
+    /// actions run (`crate::group_choice`, as `ctl trace` shows it). A group missing from the table (a
     /// config rule naming none) takes nothing.
     fn group(&mut self, id: u32, pkt: Packet) -> bool {
         let groups = self.groups;
@@ -296,21 +277,17 @@ impl Interpreter<'_> {
             self.pool.free(pkt);
             return false;
         };
-        let chosen = match group.kind {
-            GroupType::Indirect => Some(0),
-            GroupType::Select => {
-                let key = nfv_flow::extract(self.in_port, pkt.data());
-                group.select(key.masked(&SELECT_FIELDS).hash())
-            }
-            GroupType::FastFailover => group.buckets.iter().position(|b| {
-                b.watch_port
-                    .is_some_and(|p| self.fabric.is_live(p, self.now_tsc))
-            }),
-            GroupType::All => return self.all_buckets(group, pkt),
-        };
-        match chosen {
-            Some(b) if b < group.buckets.len() => self.bucket(group, b, pkt),
-            _ => {
+        let in_port = self.in_port;
+        let (fabric, now) = (&*self.fabric, self.now_tsc);
+        let choice = choose(
+            group,
+            || nfv_flow::extract(in_port, pkt.data()),
+            |p| fabric.is_live(p, now),
+        );
+        match choice {
+            Choice::Every => self.all_buckets(group, pkt),
+            Choice::One(b) => self.bucket(group, b, pkt),
+            Choice::Nothing => {
                 self.pool.free(pkt);
                 false
             }

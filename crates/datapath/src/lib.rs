@@ -26,6 +26,7 @@ pub mod controller;
 pub mod decision;
 pub mod element;
 mod fabric;
+pub mod group_choice;
 mod interpreter;
 pub mod mac_learning;
 mod pmd;

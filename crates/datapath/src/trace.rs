@@ -6,12 +6,22 @@
 //! own rules ([`crate::decision::megaflow_of`], [`nfv_flow::port_wide`]),
 //! so it cannot drift from what the PMDs do. It sends nothing and learns
 //! nothing.
+//!
+//! A `group:N` step runs the buckets the PMD would
+//! ([`crate::group_choice::choose`], the interpreter's own choice), each
+//! on its own copy of the packet: every bucket of an `all` group, the one
+//! of an `indirect`, the bucket a `select` group's hash picks for this
+//! packet, the first live bucket of a `fast_failover`. Liveness is what
+//! the caller says (the control plane: the port exists and its peer, if
+//! it has one, is connected). A `meter:N` step is noted and passed: the
+//! trace has no rate history to say whether the packet would be within it.
 
 use crate::decision::megaflow_of;
+use crate::group_choice::{Choice, choose, select_hash};
 use nfv_flow::key::VLAN_PRESENT;
 use nfv_flow::pipeline::{self, Stage};
-use nfv_flow::table::FlowTable;
-use nfv_flow::{Action, FlowKey, Match, PortNo, Rule};
+use nfv_flow::table::{FlowTable, Groups};
+use nfv_flow::{Action, FlowKey, Group, GroupType, Match, PortNo, Rule};
 use nfv_wire::{EtherType, IpProtocol};
 use std::sync::Arc;
 
@@ -37,6 +47,22 @@ pub struct Step {
     pub after: FlowKey,
     /// What happened, in words, where the action's text does not say it.
     pub note: Option<String>,
+    /// `group:N`: the buckets that ran (none for other actions, and for a
+    /// group that ran none).
+    pub buckets: Vec<BucketRun>,
+}
+
+/// One bucket of a group, run on its own copy of the packet (its edits
+/// stay in the copy: the actions after `group:N` see the packet as it
+/// came to the group).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BucketRun {
+    /// The bucket's place in the group (0 first), as dump-groups lists it.
+    pub index: usize,
+    pub steps: Vec<Step>,
+    /// The bucket's actions never applied (after its last output, or after
+    /// `dec_ttl` dropped its copy).
+    pub unused: Vec<Action>,
 }
 
 /// The trace of one packet.
@@ -53,7 +79,8 @@ pub struct Trace {
     pub steps: Vec<Step>,
     /// Actions after the last output: never applied.
     pub unused: Vec<Action>,
-    /// Where the packet (or a copy) leaves, in order.
+    /// Where the packet (or a copy) leaves, in order; a group's buckets'
+    /// outputs where the group's step is.
     pub outputs: Vec<Output>,
 }
 
@@ -66,12 +93,19 @@ pub enum Output {
     Normal,
     /// `flood` / `all`: every port but the in_port.
     Flood,
-    /// `group:N`: the group's buckets decide (see the step's note).
-    Group(u32),
 }
 
-/// Traces `packet` (its `in_port` set) through `table`.
-pub fn trace(table: &FlowTable, packet: FlowKey) -> Trace {
+/// What the actions of one packet's trace may consult besides the fields.
+struct Cx<'a> {
+    in_port: PortNo,
+    groups: &'a Groups,
+    /// Whether a port is live (a `fast_failover` bucket's watch_port).
+    live: &'a dyn Fn(PortNo) -> bool,
+}
+
+/// Traces `packet` (its `in_port` set) through `table`; `live` says
+/// whether a port is live, for `fast_failover` groups.
+pub fn trace(table: &FlowTable, packet: FlowKey, live: &dyn Fn(PortNo) -> bool) -> Trace {
     let in_port = packet.in_port();
     let (mut tier, rule, mask) = match table.port_wide.rule_for(in_port) {
         Some(r) => (Tier::PortWide, Some(r.clone()), None),
@@ -122,37 +156,99 @@ pub fn trace(table: &FlowTable, packet: FlowKey) -> Trace {
     } else {
         rule.spec.actions.clone()
     };
-    // As the interpreter: nothing after the last output is applied.
-    let last = actions.iter().rposition(Action::is_output);
-    let applied = last.map_or(0, |l| l + 1);
-    t.unused = actions[applied..].to_vec();
+    let cx = Cx {
+        in_port,
+        groups: &table.groups,
+        live,
+    };
     let mut k = packet;
     // The tags a push_vlan covered, innermost first: the key holds only
     // the outer one, and strip_vlan brings the one below back.
     let mut covered = Vec::new();
+    (t.steps, t.unused) = run(&cx, &actions, &mut k, &mut covered, &mut t.outputs);
+    t
+}
+
+/// Runs `actions` as the interpreter does on a packet with the fields `k`
+/// (edited in place); adds where copies leave to `outputs`. Returns the
+/// steps and the actions never applied.
+fn run(
+    cx: &Cx,
+    actions: &[Action],
+    k: &mut FlowKey,
+    covered: &mut Vec<u16>,
+    outputs: &mut Vec<Output>,
+) -> (Vec<Step>, Vec<Action>) {
+    // As the interpreter: nothing after the last output is applied.
+    let last = actions.iter().rposition(Action::is_output);
+    let applied = last.map_or(0, |l| l + 1);
+    let mut unused = actions[applied..].to_vec();
+    let mut steps = Vec::with_capacity(applied);
     for (i, &action) in actions[..applied].iter().enumerate() {
         // As the interpreter: an expired TTL drops the packet, and no
         // later action applies (copies already sent stay sent).
-        let expired = action == Action::DecTtl && is_ip(&k) && k.nw_ttl() <= 1;
-        let note = apply(
-            &mut k,
+        let expired = action == Action::DecTtl && is_ip(k) && k.nw_ttl() <= 1;
+        let (note, buckets) = match action {
+            Action::Group(g) => run_group(cx, g, k, covered, outputs),
+            _ => (apply(k, action, cx.in_port, covered, outputs), Vec::new()),
+        };
+        steps.push(Step {
             action,
-            in_port,
-            &table.groups,
-            &mut covered,
-            &mut t.outputs,
-        );
-        t.steps.push(Step {
-            action,
-            after: k,
+            after: *k,
             note,
+            buckets,
         });
         if expired {
-            t.unused = actions[i + 1..].to_vec();
+            unused = actions[i + 1..].to_vec();
             break;
         }
     }
-    t
+    (steps, unused)
+}
+
+/// `group:N` on a packet with the fields `k`: the buckets the PMD would
+/// run, each on its own copy, their outputs added to `outputs`; and a
+/// note saying how the group chose.
+fn run_group(
+    cx: &Cx,
+    id: u32,
+    k: &FlowKey,
+    covered: &[u16],
+    outputs: &mut Vec<Output>,
+) -> (Option<String>, Vec<BucketRun>) {
+    let Some(group) = cx.groups.get(&id) else {
+        return (
+            Some(format!(
+                "group {id} does not exist: nothing takes the packet"
+            )),
+            Vec::new(),
+        );
+    };
+    let choice = choose(group, || *k, |p| (cx.live)(p));
+    let picked = match choice {
+        Choice::Every => 0..group.buckets.len(),
+        Choice::One(b) => b..b + 1,
+        Choice::Nothing => 0..0,
+    };
+    let buckets = picked
+        .map(|index| {
+            let mut copy = *k;
+            let mut covered = covered.to_vec();
+            let (steps, unused) = run(
+                cx,
+                &group.buckets[index].actions,
+                &mut copy,
+                &mut covered,
+                outputs,
+            );
+            BucketRun {
+                index,
+                steps,
+                unused,
+            }
+        })
+        .collect();
+    (Some(group_note(group, choice, k)), buckets)
 }
 
 fn is_ip(k: &FlowKey) -> bool {
@@ -165,7 +261,6 @@ fn apply(
     k: &mut FlowKey,
     action: Action,
     in_port: PortNo,
-    groups: &nfv_flow::table::Groups,
     covered: &mut Vec<u16>,
     outputs: &mut Vec<Output>,
 ) -> Option<String> {
@@ -200,7 +295,8 @@ fn apply(
         | Action::DecTtl => return Some(ip_note(&before, action)),
         Action::Meter(m) => {
             return Some(format!(
-                "meter {m}: on while within its rate, else dropped (meter_drop)"
+                "meter {m}: passed here (a trace cannot know the meter's recent traffic); the \
+                 PMD drops the packet (meter_drop) while the meter is over its rate"
             ));
         }
         Action::SetTunnel(vni) => {
@@ -214,10 +310,8 @@ fn apply(
         Action::Output(p) => outputs.push(Output::Port(p)),
         Action::Controller(n) => return Some(controller_note(n)),
         Action::InPort => outputs.push(Output::Port(in_port)),
-        Action::Group(g) => {
-            outputs.push(Output::Group(g));
-            return Some(group_note(g, groups));
-        }
+        // Run by `run_group`.
+        Action::Group(_) => {}
         Action::Flood | Action::All => {
             outputs.push(Output::Flood);
             return Some("to every port but the in_port".into());
@@ -271,29 +365,54 @@ fn ip_note(k: &FlowKey, action: Action) -> String {
     .into()
 }
 
-/// What `group:N` does, as a note.
+/// What `controller` does, as a note.
 fn controller_note(n: u16) -> String {
     format!(
         "a copy of its first {n} bytes to the OpenFlow controllers (PACKET_IN), within the \
          packet-in rate"
     )
 }
+/// How `group` chose `choice` for a packet with the fields `k`, in words.
+fn group_note(group: &Group, choice: Choice, k: &FlowKey) -> String {
+    let n = group.buckets.len();
+    let head = format!("{} group of {n} bucket(s)", group.kind.as_str());
+    let how = match (group.kind, choice) {
+        (_, Choice::Nothing) if n == 0 => "no buckets: dropped".to_string(),
+        (GroupType::All, _) => "every bucket runs on its own copy".into(),
+        (GroupType::Indirect, _) => "its bucket runs".into(),
+        (GroupType::Select, Choice::One(b)) => format!(
+            "bucket {b} runs: picked by weight by the hash 0x{:08x} of the packet's \
+             addresses, protocol, ports, EtherType and MACs (the PMD's select hash)",
+            select_hash(k)
+        ),
+        (GroupType::Select, _) => "every weight is 0: no bucket runs, dropped".into(),
+        (GroupType::FastFailover, choice) => failover_note(group, choice),
+    };
+    format!("{head}: {how}")
+}
 
-fn group_note(g: u32, groups: &nfv_flow::table::Groups) -> String {
-    let Some(group) = groups.get(&g) else {
-        return format!("group {g} does not exist: nothing takes the packet");
+/// Which fast_failover bucket runs and why: the watch_ports before it are
+/// down.
+fn failover_note(group: &Group, choice: Choice) -> String {
+    let down: Vec<String> = group
+        .buckets
+        .iter()
+        .enumerate()
+        .take_while(|(i, _)| Choice::One(*i) != choice)
+        .filter_map(|(i, b)| Some(format!("bucket {i} watches port {} (down)", b.watch_port?)))
+        .collect();
+    let down = if down.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", down.join(", "))
     };
-    let how = match group.kind {
-        nfv_flow::GroupType::All => "every bucket runs on its own copy",
-        nfv_flow::GroupType::Select => "a hash of the 5-tuple picks one bucket by weight",
-        nfv_flow::GroupType::Indirect => "its bucket runs",
-        nfv_flow::GroupType::FastFailover => "the first bucket whose watch_port is live runs",
-    };
-    format!(
-        "{} group of {} bucket(s): {how}",
-        group.kind.as_str(),
-        group.buckets.len()
-    )
+    match choice {
+        Choice::One(b) => format!(
+            "bucket {b} runs, the first whose watch_port ({}) is live{down}",
+            group.buckets[b].watch_port.unwrap_or_default()
+        ),
+        _ => format!("no bucket's watch_port is live: dropped{down}"),
+    }
 }
 
 #[cfg(test)]

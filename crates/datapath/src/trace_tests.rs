@@ -2,6 +2,7 @@
 //! flow syntax: the tier, the rule, each action's effect, the outputs.
 
 use super::*;
+use crate::group_choice::select_hash;
 use nfv_flow::parse_filter;
 use nfv_flow::table::SharedFlowTable;
 
@@ -13,6 +14,11 @@ fn table(rules: &[&str]) -> Arc<FlowTable> {
             .map(|r| nfv_flow::parse_flow(r).unwrap_or_else(|e| panic!("{r}: {e}"))),
     );
     t.snapshot()
+}
+
+/// A trace with every port live.
+fn trace_up(table: &FlowTable, packet: FlowKey) -> Trace {
+    trace(table, packet, &|_| true)
 }
 
 fn packet(fields: &str) -> FlowKey {
@@ -96,7 +102,7 @@ const CASES: &[Case] = &[
 #[test]
 fn traces_name_the_tier_the_rule_each_action_and_the_outputs() {
     for c in CASES {
-        let t = trace(&table(c.rules), packet(c.packet));
+        let t = trace_up(&table(c.rules), packet(c.packet));
         assert_eq!(
             t.tier == Tier::PortWide,
             c.port_wide,
@@ -123,7 +129,7 @@ fn traces_name_the_tier_the_rule_each_action_and_the_outputs() {
 
 #[test]
 fn each_step_shows_the_packet_after_its_action() {
-    let t = trace(
+    let t = trace_up(
         &table(&[
             "in_port=1,actions=mod_dl_dst:02:00:00:00:00:09,mod_vlan_vid:7,output:2,strip_vlan,output:3",
         ]),
@@ -159,7 +165,7 @@ fn the_megaflow_is_what_the_pmd_would_cache() {
         "priority=9,arp,actions=drop",
         "priority=1,ip,actions=output:2",
     ];
-    let t = trace(
+    let t = trace_up(
         &table(&rules),
         packet("in_port=1,udp,nw_dst=10.0.0.2,tp_src=1000,tp_dst=80"),
     );
@@ -171,7 +177,7 @@ fn the_megaflow_is_what_the_pmd_would_cache() {
     assert_eq!(m.mask.tp_src(), 0, "the source port is left out: {m}");
     assert_ne!(m.mask.tp_dst(), 0, "the destination port decides: {m}");
     // One subtable: an exact-match cache entry only.
-    let t = trace(
+    let t = trace_up(
         &table(&["priority=1,ip,actions=output:2"]),
         packet("in_port=1,ip"),
     );
@@ -190,16 +196,16 @@ fn the_megaflow_is_what_the_pmd_would_cache() {
 #[test]
 fn an_expired_ttl_ends_the_actions() {
     let rules = ["in_port=1,actions=output:2,dec_ttl,mod_dl_dst:02:00:00:00:00:09,output:3"];
-    let t = trace(&table(&rules), packet("in_port=1,udp,nw_ttl=1"));
+    let t = trace_up(&table(&rules), packet("in_port=1,udp,nw_ttl=1"));
     assert_eq!(t.outputs, vec![Output::Port(2)]);
     assert_eq!((t.steps.len(), t.unused.len()), (2, 2));
     assert!(t.steps[1].note.as_deref().unwrap().contains("ttl_expired"));
     // A TTL of 2 goes on, decremented.
-    let t = trace(&table(&rules), packet("in_port=1,udp,nw_ttl=2"));
+    let t = trace_up(&table(&rules), packet("in_port=1,udp,nw_ttl=2"));
     assert_eq!(t.outputs, vec![Output::Port(2), Output::Port(3)]);
     assert_eq!(t.steps[3].after.nw_ttl(), 1);
     // Not IP: nothing to decrement, nothing dropped.
-    let t = trace(&table(&rules), packet("in_port=1,arp"));
+    let t = trace_up(&table(&rules), packet("in_port=1,arp"));
     assert_eq!(t.outputs.len(), 2);
 }
 
@@ -209,7 +215,7 @@ fn an_expired_ttl_ends_the_actions() {
 fn strip_vlan_uncovers_the_tag_push_vlan_covered() {
     let rules =
         ["in_port=1,actions=push_vlan:0x88a8,output:2,strip_vlan,output:3,strip_vlan,output:4"];
-    let t = trace(&table(&rules), packet("in_port=1,dl_vlan=5,dl_vlan_pcp=3"));
+    let t = trace_up(&table(&rules), packet("in_port=1,dl_vlan=5,dl_vlan_pcp=3"));
     let tci: Vec<u16> = t.steps.iter().map(|s| s.after.vlan_tci()).collect();
     let original = VLAN_PRESENT | 5 | 3 << 13;
     assert_eq!(
@@ -223,11 +229,179 @@ fn strip_vlan_uncovers_the_tag_push_vlan_covered() {
 #[test]
 fn port_rewrites_skip_later_fragments() {
     let rules = ["in_port=1,actions=mod_tp_dst:22,output:2"];
-    let t = trace(&table(&rules), packet("in_port=1,udp,ip_frag=later"));
+    let t = trace_up(&table(&rules), packet("in_port=1,udp,ip_frag=later"));
     assert_eq!(t.steps[0].after.tp_dst(), 0);
-    let t = trace(
+    let t = trace_up(
         &table(&rules),
         packet("in_port=1,udp,ip_frag=first,tp_dst=53"),
     );
     assert_eq!(t.steps[0].after.tp_dst(), 22);
+}
+
+fn table_with_groups(groups: &[&str], rules: &[&str]) -> Arc<FlowTable> {
+    let t = SharedFlowTable::new();
+    for g in groups {
+        let g = nfv_flow::parse_group(g).unwrap_or_else(|e| panic!("{g}: {e}"));
+        t.add_group(g).unwrap();
+    }
+    t.add_flows(
+        rules
+            .iter()
+            .map(|r| nfv_flow::parse_flow(r).unwrap_or_else(|e| panic!("{r}: {e}"))),
+    );
+    t.snapshot()
+}
+
+/// The buckets' indexes that ran at each group step.
+fn buckets_run(t: &Trace) -> Vec<Vec<usize>> {
+    t.steps
+        .iter()
+        .filter(|s| matches!(s.action, Action::Group(_)))
+        .map(|s| s.buckets.iter().map(|b| b.index).collect())
+        .collect()
+}
+
+/// `all`: every bucket on its own copy; a bucket's edits stay in its
+/// copy, the actions after the group see the packet as it came.
+#[test]
+fn an_all_group_runs_every_bucket_on_its_own_copy() {
+    let t = trace_up(
+        &table_with_groups(
+            &[
+                "group_id=1,type=all,bucket=mod_dl_dst:02:00:00:00:00:09,output:2,\
+               bucket=mod_vlan_vid:7,output:3,bucket=output:1",
+            ],
+            &["in_port=1,actions=group:1,output:10"],
+        ),
+        packet("in_port=1,ip,dl_dst=02:00:00:00:00:01"),
+    );
+    assert_eq!(
+        t.outputs,
+        vec![Output::Port(2), Output::Port(3), Output::Port(10)]
+    );
+    assert_eq!(buckets_run(&t), vec![vec![0, 1, 2]]);
+    let b = &t.steps[0].buckets;
+    assert_eq!(b[0].steps[1].after.dl_dst(), [2, 0, 0, 0, 0, 9]);
+    assert_eq!(b[1].steps[1].after.vlan_tci(), VLAN_PRESENT | 7);
+    assert_eq!(b[1].steps[1].after.dl_dst(), [2, 0, 0, 0, 0, 1]);
+    assert!(
+        b[2].steps[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .starts_with("skipped")
+    );
+    // output:10 sees the packet as it came to the group.
+    assert_eq!(t.steps[1].after, t.packet);
+    assert!(t.steps[0].note.as_deref().unwrap().contains("every bucket"));
+}
+
+/// A `dec_ttl` that runs out ends its bucket's copy only: the other
+/// buckets and the rule's later actions go on (as the interpreter, and
+/// OVS, do).
+#[test]
+fn an_expired_ttl_in_a_bucket_ends_that_bucket_only() {
+    let t = trace_up(
+        &table_with_groups(
+            &["group_id=1,type=all,bucket=dec_ttl,output:2,bucket=output:3"],
+            &["in_port=1,actions=group:1,output:10"],
+        ),
+        packet("in_port=1,udp,nw_ttl=1"),
+    );
+    assert_eq!(t.outputs, vec![Output::Port(3), Output::Port(10)]);
+    let b = &t.steps[0].buckets[0];
+    assert_eq!((b.steps.len(), b.unused.len()), (1, 1));
+    assert!(b.steps[0].note.as_deref().unwrap().contains("ttl_expired"));
+}
+
+#[test]
+fn an_indirect_group_runs_its_bucket() {
+    let t = trace_up(
+        &table_with_groups(
+            &["group_id=4,type=indirect,bucket=mod_nw_dst:10.9.9.9,output:3"],
+            &["in_port=2,actions=group:4"],
+        ),
+        packet("in_port=2,udp,nw_dst=10.0.0.1"),
+    );
+    assert_eq!(t.outputs, vec![Output::Port(3)]);
+    assert_eq!(buckets_run(&t), vec![vec![0]]);
+    assert_eq!(t.steps[0].buckets[0].steps[1].after.nw_dst(), 0x0a09_0909);
+}
+
+/// `select`: the bucket the PMD's hash picks for the packet (the group's
+/// own choice over the select hash), one per packet, every bucket for
+/// some flows.
+#[test]
+fn a_select_group_runs_the_bucket_the_pmd_hash_picks() {
+    let table = table_with_groups(
+        &[
+            "group_id=2,type=select,bucket=weight:1,output:2,bucket=weight:3,output:3,\
+           bucket=weight:2,output:10",
+        ],
+        &["in_port=1,actions=group:2"],
+    );
+    let group = table.groups.get(&2).unwrap().clone();
+    let mut seen = [false; 3];
+    for port in 1000..1100 {
+        let p = packet(&format!("in_port=1,tcp,nw_src=10.0.0.1,tp_src={port}"));
+        let t = trace_up(&table, p);
+        let want = group.select(select_hash(&p)).unwrap();
+        assert_eq!(buckets_run(&t), vec![vec![want]], "tp_src {port}");
+        assert_eq!(t.outputs.len(), 1);
+        seen[want] = true;
+        let note = t.steps[0].note.as_deref().unwrap();
+        assert!(note.contains(&format!("bucket {want} runs")), "{note}");
+        assert!(
+            note.contains(&format!("0x{:08x}", select_hash(&p))),
+            "{note}"
+        );
+    }
+    assert_eq!(seen, [true; 3], "100 flows reach every bucket");
+}
+
+/// `fast_failover`: the first bucket whose watch_port is live, as the
+/// caller says; none live: no bucket, nothing sent.
+#[test]
+fn a_fast_failover_group_runs_its_first_live_bucket() {
+    let table = table_with_groups(
+        &[
+            "group_id=3,type=fast_failover,bucket=watch_port:2,output:2,\
+           bucket=watch_port:3,output:3",
+        ],
+        &["in_port=1,actions=group:3"],
+    );
+    let p = packet("in_port=1,ip");
+    let t = trace(&table, p, &|_| true);
+    assert_eq!(
+        (buckets_run(&t), t.outputs),
+        (vec![vec![0]], vec![Output::Port(2)])
+    );
+    let t = trace(&table, p, &|port| port != 2);
+    assert_eq!(
+        (buckets_run(&t), t.outputs),
+        (vec![vec![1]], vec![Output::Port(3)])
+    );
+    let note = t.steps[0].note.as_deref().unwrap();
+    assert!(note.contains("bucket 0 watches port 2 (down)"), "{note}");
+    let t = trace(&table, p, &|_| false);
+    assert_eq!((buckets_run(&t), t.outputs), (vec![vec![]], vec![]));
+    assert!(t.steps[0].note.as_deref().unwrap().contains("dropped"));
+}
+
+/// `meter:N` is a step the trace notes and passes (it cannot know the
+/// meter's recent traffic).
+#[test]
+fn a_meter_is_noted_and_passed() {
+    let t = trace_up(
+        &table(&["in_port=1,actions=meter:3,output:2"]),
+        packet("in_port=1,ip"),
+    );
+    assert_eq!(t.outputs, vec![Output::Port(2)]);
+    assert!(
+        t.steps[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .starts_with("meter 3: passed")
+    );
 }

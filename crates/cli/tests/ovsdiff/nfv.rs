@@ -107,6 +107,24 @@ impl Node {
             .map(drop)
     }
 
+    /// Removes every group and meter (and the rules naming them).
+    pub fn del_groups_and_meters(&mut self) -> Result<(), String> {
+        self.request(json!({"cmd": "del-groups"}))?;
+        self.request(json!({"cmd": "del-meters"})).map(drop)
+    }
+
+    /// `ctl add-group TEXT`.
+    pub fn add_group(&mut self, text: &str) -> Result<(), String> {
+        self.request(json!({"cmd": "add-group", "group": text}))
+            .map(drop)
+    }
+
+    /// `ctl add-meter TEXT`.
+    pub fn add_meter(&mut self, text: &str) -> Result<(), String> {
+        self.request(json!({"cmd": "add-meter", "meter": text}))
+            .map(drop)
+    }
+
     /// Every rule as dump-flows shows it.
     pub fn dump_flows(&mut self) -> Result<Value, String> {
         self.request(json!({"cmd": "dump-flows", "filter": ""}))
@@ -239,8 +257,11 @@ pub struct Trace {
     /// A step's note says the TTL ran out.
     pub ttl_expired: bool,
     /// Every action the pipeline ran, from every table it went through
-    /// (`goto_table`/`resubmit` resolved), as nfvswitch prints them.
+    /// (`goto_table`/`resubmit` resolved) and every group bucket, as
+    /// nfvswitch prints them.
     pub pipeline_actions: Vec<String>,
+    /// Group steps met.
+    pub groups: usize,
     pub json: Value,
 }
 
@@ -256,48 +277,27 @@ fn parse_trace(t: &Value, ports: &[u16]) -> Result<Trace, String> {
                 .map_err(|_| format!("priority in {r:?}"))?,
         ),
     };
-    let mut outputs = Vec::new();
-    let mut named = 0;
-    let mut ttl_expired = false;
-    for s in t["steps"].as_array().ok_or("no steps")? {
-        let action = s["action"].as_str().ok_or("step without action")?;
-        let note = s["note"].as_str();
-        ttl_expired |= note.is_some_and(|n| n.contains("ttl_expired"));
-        let k = parse_key(s["packet"].as_str().ok_or("step without packet")?)?;
-        if let Some(p) = action.strip_prefix("output:") {
-            let p: u16 = p.parse().map_err(|_| format!("step {action:?}"))?;
-            if note.is_some_and(|n| n.starts_with("skipped")) {
-                continue;
-            }
-            outputs.push((p, k));
-            named += 1;
-        } else if action == "in_port" {
-            outputs.push((packet.in_port, k));
-            named += 1;
-        } else if action == "flood" || action == "all" {
-            for &p in ports.iter().filter(|&&p| p != packet.in_port) {
-                outputs.push((p, k));
-            }
-            named += 1;
-        } else if action == "normal" || action.starts_with("group:") {
-            return Err(format!("output {action:?}: not compared yet"));
-        }
-    }
+    let mut read = Read::default();
+    read_steps(
+        &mut read,
+        t["steps"].as_array().ok_or("no steps")?,
+        &packet,
+        ports,
+    )?;
     let listed = t["outputs"].as_array().ok_or("no outputs")?.len();
-    if listed != named {
+    if listed != read.named {
         return Err(format!(
-            "{listed} outputs listed, {named} output steps that send"
+            "{listed} outputs listed, {} output steps that send",
+            read.named
         ));
     }
-    let pipeline_actions = t["steps"]
-        .as_array()
-        .map(|steps| {
-            steps
-                .iter()
-                .filter_map(|s| s["action"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let Read {
+        outputs,
+        ttl_expired,
+        actions: pipeline_actions,
+        groups,
+        ..
+    } = read;
     Ok(Trace {
         packet,
         priority,
@@ -305,8 +305,70 @@ fn parse_trace(t: &Value, ports: &[u16]) -> Result<Trace, String> {
         outputs,
         ttl_expired,
         pipeline_actions,
+        groups,
         json: t.clone(),
     })
+}
+
+/// What the steps of a trace (its groups' buckets' steps included) say.
+#[derive(Default)]
+struct Read {
+    outputs: Vec<(u16, Key)>,
+    /// Output steps that send something (each an entry of the trace's
+    /// `outputs`).
+    named: usize,
+    ttl_expired: bool,
+    actions: Vec<String>,
+    groups: usize,
+}
+
+/// Reads `steps` (recursively into the buckets a group step ran, in
+/// order: each ran on its own copy, and their outputs come where the
+/// group's step is).
+fn read_steps(r: &mut Read, steps: &[Value], packet: &Key, ports: &[u16]) -> Result<(), String> {
+    for s in steps {
+        let action = s["action"].as_str().ok_or("step without action")?;
+        r.actions.push(action.to_string());
+        let note = s["note"].as_str();
+        r.ttl_expired |= note.is_some_and(|n| n.contains("ttl_expired"));
+        let k = parse_key(s["packet"].as_str().ok_or("step without packet")?)?;
+        if let Some(p) = action.strip_prefix("output:") {
+            let p: u16 = p.parse().map_err(|_| format!("step {action:?}"))?;
+            if note.is_some_and(|n| n.starts_with("skipped")) {
+                continue;
+            }
+            r.outputs.push((p, k));
+            r.named += 1;
+        } else if action == "in_port" {
+            r.outputs.push((packet.in_port, k));
+            r.named += 1;
+        } else if action == "flood" || action == "all" {
+            for &p in ports.iter().filter(|&&p| p != packet.in_port) {
+                r.outputs.push((p, k));
+            }
+            r.named += 1;
+        } else if action.starts_with("group:") {
+            r.groups += 1;
+            let buckets = s["buckets"].as_array().map_or(&[][..], Vec::as_slice);
+            // A select group runs one bucket (its weights are never all 0
+            // here); the test's select buckets all do the same, so which
+            // one does not matter, but one must run.
+            if note.is_some_and(|n| n.starts_with("select")) && buckets.len() != 1 {
+                return Err(format!("select group ran {} buckets", buckets.len()));
+            }
+            for b in buckets {
+                read_steps(
+                    r,
+                    b["steps"].as_array().ok_or("bucket without steps")?,
+                    packet,
+                    ports,
+                )?;
+            }
+        } else if action == "normal" {
+            return Err(format!("output {action:?}: not compared yet"));
+        }
+    }
+    Ok(())
 }
 
 /// Reads nfvswitch's key text (`in_port=1 dl_src=... nw_tos=...`).

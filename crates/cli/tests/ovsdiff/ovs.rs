@@ -263,6 +263,32 @@ impl Ovs {
         self.ofctl(&args, Some(&text)).map(drop)
     }
 
+    /// Removes every group and meter (and the rules naming them).
+    pub fn del_groups_and_meters(&self) -> Result<(), String> {
+        let bridge = self.bridge();
+        self.ofctl(&["-OOpenFlow13", "del-groups", &bridge], None)?;
+        self.ofctl(&["-OOpenFlow13", "del-meters", &bridge], None)
+            .map(drop)
+    }
+
+    /// `ovs-ofctl add-group`, in OpenFlow 1.3, or 1.5 where the text sets
+    /// a selection method (a group property).
+    pub fn add_group(&self, text: &str) -> Result<(), String> {
+        let of = if text.contains("selection_method") {
+            "-OOpenFlow15"
+        } else {
+            "-OOpenFlow13"
+        };
+        self.ofctl(&[of, "add-group", &self.bridge(), text], None)
+            .map(drop)
+    }
+
+    /// `ovs-ofctl -O OpenFlow13 add-meter`.
+    pub fn add_meter(&self, text: &str) -> Result<(), String> {
+        self.ofctl(&["-OOpenFlow13", "add-meter", &self.bridge(), text], None)
+            .map(drop)
+    }
+
     /// Every rule as `ovs-ofctl dump-flows` shows it, in OpenFlow 1.0
     /// with Nicira extensions: every match fits there (not in OpenFlow
     /// 1.3), while actions OpenFlow 1.0 lacks (`push_vlan`) are left out
@@ -540,7 +566,10 @@ fn apply_datapath_actions(
         }
         let (name, inner) = call(a).ok_or_else(|| format!("datapath action {a:?}"))?;
         match name {
-            "userspace" => {}
+            // The trace's controller copy (an expired TTL), and a meter:
+            // neither changes the packet or where it goes (a trace
+            // passes every meter).
+            "userspace" | "meter" => {}
             "push_vlan" => {
                 let kv = pairs(inner);
                 let vid = kv.get("vid").and_then(|v| parse_uint(v)).unwrap_or(0) as u16;

@@ -3,8 +3,10 @@
 //! A rule is a protocol class (`tcp`, `arp`, `dl_type=0x88cc`, ...), a few
 //! match fields from [`FIELDS`] and an action list from [`ACTIONS`]; each
 //! table entry is one field or action with its weight, so covering a new
-//! one (`group`, `meter`, ...) is one entry there (and, for a
-//! new kind of output, one arm where the traces are read). Values come
+//! one (`normal`, ...) is one entry there (and, for a new kind of output,
+//! one arm where the traces are read). A rule set's groups and meters,
+//! which its rules' `group:N` and `meter:N` name, come from
+//! [`groups`]. Values come
 //! from small pools mixed with random ones, so that random packets hit
 //! random rules too; [`packet_for`] derives a packet from a rule's match
 //! (the matched bits kept, the rest random) and sometimes flips one
@@ -371,6 +373,7 @@ fn uint_item(rng: &mut Rng, name: &str, f: F, v: u128, exact: bool) -> MatchItem
 
 pub mod actions;
 pub mod fields;
+pub mod groups;
 use actions::{ACTIONS, ActCtx};
 use fields::{Ctx, FIELDS};
 
@@ -428,6 +431,7 @@ fn actions(
     later_frag: bool,
     oxm_vlan: bool,
     table: u8,
+    set: &Extras,
 ) -> (Vec<String>, bool) {
     if rng.chance(8) {
         return (
@@ -445,6 +449,8 @@ fn actions(
             tags: u32::from(tagged),
             later_frag,
             table,
+            groups: set.groups.iter().map(|g| g.id).collect(),
+            meters: set.meters.iter().map(|m| m.id).collect(),
         };
         let n = 1 + rng.below(7);
         let mut acts = Vec::new();
@@ -459,6 +465,12 @@ fn actions(
             let goto = acts.remove(g);
             acts.retain(|a| !a.text.starts_with("goto_table"));
             acts.push(goto);
+        }
+        // meter is an instruction too: one, before the actions.
+        if let Some(m) = acts.iter().position(|a| a.text.starts_with("meter:")) {
+            let meter = acts.remove(m);
+            acts.retain(|a| !a.text.starts_with("meter:"));
+            acts.insert(0, meter);
         }
         let of13 = acts.iter().any(|a| a.of13_only);
         if of13 && !(oxm_vlan && acts.iter().all(|a| a.of13_ok)) {
@@ -484,8 +496,17 @@ fn vlan_fits_oxm(i: &MatchItem) -> bool {
     pcp == 0 || (pcp == 0xe000 && v & m & VLAN_PRESENT != 0)
 }
 
-/// A rule set: `n` rules with distinct priorities.
-pub fn rules(rng: &mut Rng, n: usize) -> Vec<Rule> {
+/// What a rule set has besides its rules: groups and meters its rules'
+/// actions may name.
+#[derive(Clone, Debug, Default)]
+pub struct Extras {
+    pub groups: Vec<groups::Group>,
+    pub meters: Vec<groups::Meter>,
+}
+
+/// A rule set: `n` rules with distinct priorities, whose actions may name
+/// the groups and meters of `set`.
+pub fn rules(rng: &mut Rng, n: usize, set: &Extras) -> Vec<Rule> {
     let mut used = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     while out.len() < n {
@@ -500,12 +521,12 @@ pub fn rules(rng: &mut Rng, n: usize) -> Vec<Rule> {
         if !used.insert(priority) {
             continue;
         }
-        out.push(rule(rng, priority, default_priority));
+        out.push(rule(rng, priority, default_priority, set));
     }
     out
 }
 
-fn rule(rng: &mut Rng, priority: u16, default_priority: bool) -> Rule {
+fn rule(rng: &mut Rng, priority: u16, default_priority: bool, set: &Extras) -> Rule {
     // Most rules in table 0, the rest in the later tables the pipeline's
     // goto_table and resubmit reach.
     let table = match rng.below(10) {
@@ -536,7 +557,7 @@ fn rule(rng: &mut Rng, priority: u16, default_priority: bool) -> Rule {
         i.f == F::IpFrag && i.m & u128::from(FRAG_LATER) != 0 && i.v & u128::from(FRAG_LATER) != 0
     });
     let oxm_vlan = ctx.fields.iter().all(vlan_fits_oxm);
-    let (actions, of13) = actions(rng, class, tagged, later_frag, oxm_vlan, table);
+    let (actions, of13) = actions(rng, class, tagged, later_frag, oxm_vlan, table, set);
     Rule {
         table,
         priority,

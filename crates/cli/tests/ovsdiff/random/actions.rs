@@ -11,6 +11,9 @@ pub struct ActCtx {
     pub later_frag: bool,
     /// The rule's table: `goto_table` and `resubmit` go to a later one.
     pub table: u8,
+    /// The rule set's group and meter ids (`group:N`, `meter:N`).
+    pub groups: Vec<u32>,
+    pub meters: Vec<u32>,
 }
 
 /// Tables the rule sets spread over (0 to `LAST_TABLE`).
@@ -264,6 +267,36 @@ pub const ACTIONS: &[ActionGen] = &[
                 return None;
             }
             act(format!("set_field:0x{l:x}->ipv6_label"), c.class.v6())
+        },
+    },
+    ActionGen {
+        name: "group",
+        weight: 14,
+        make: |r, c| {
+            if c.groups.is_empty() {
+                return None;
+            }
+            // OpenFlow 1.1+.
+            Some(Act {
+                text: format!("group:{}", r.pick(&c.groups)),
+                of13_only: true,
+                of13_ok: true,
+            })
+        },
+    },
+    ActionGen {
+        name: "meter",
+        weight: 5,
+        make: |r, c| {
+            if c.meters.is_empty() {
+                return None;
+            }
+            // An OpenFlow 1.3 instruction: the list puts one first.
+            Some(Act {
+                text: format!("meter:{}", r.pick(&c.meters)),
+                of13_only: true,
+                of13_ok: true,
+            })
         },
     },
 ];
