@@ -9,7 +9,14 @@
 //! the source address and port varied (flow f: source port 1024 + f mod
 //! 1024, source address + f / 1024); with `--family ipv6`, the same over
 //! IPv6, fd00::1:1024 → [fd00::2]:5001 (the generator's `family = "ipv6"`,
-//! its UDP checksum patched per flow). Rules, `rules` in all, of one
+//! its UDP checksum patched per flow). `--order round-robin` (default) sends
+//! flows 0, 1, 2, …, so 1,024 consecutive frames share a source address
+//! and, behind rules that part traffic by address, a megaflow: a run the
+//! decision answers without a probe (the "runs %" column); `--order
+//! scattered` sends each frame ~0.618 × flows flows after the last, so
+//! consecutive frames come from other addresses, as many clients' traffic
+//! arrives interleaved. Give both to see what the runs are worth. Rules,
+//! `rules` in all, of one
 //! shape, written for the family's traffic:
 //! * `exact`: 5-tuple rules (`udp` / `udp6`), one per flow for the first
 //!   `rules - 1` flows (priority 100), then a catch-all (priority 1):
@@ -55,6 +62,16 @@ pub enum Shape {
     Pipeline,
 }
 
+/// The order the generator sends its flows in
+/// (`nfv_ports::config::FlowOrder`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Order {
+    /// Flow 0, 1, 2, …: 1,024 consecutive frames share a source address.
+    RoundRobin,
+    /// Consecutive frames ~0.618 x flows apart: other source addresses.
+    Scattered,
+}
+
 /// The IP version of the generator's traffic (and of the rules).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Family {
@@ -97,6 +114,11 @@ pub struct ScaleArgs {
     /// or deleted); several values are A/B'd within each round.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     changes: Vec<u32>,
+    /// The generator's flow order; several values are A/B'd within each
+    /// round. Round-robin sends runs of one source address (which share a
+    /// megaflow), scattered interleaves them.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "round-robin")]
+    order: Vec<Order>,
 }
 
 #[derive(Clone, Copy)]
@@ -109,6 +131,9 @@ struct Trial {
     /// rate is low).
     emc_probed: f64,
     megaflow: f64,
+    /// Megaflow hits taken from an earlier packet of the batch in the same
+    /// megaflow (no probe), as a share of decisions.
+    runs: f64,
     classifier: f64,
     miss: f64,
     /// Packets per second (for the cost per change).
@@ -258,6 +283,10 @@ fn trial(c: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
     for p in &mut cfg.ports {
         if let nfv_ports::PortKind::Generator(g) = &mut p.kind {
             g.flows = flows;
+            g.flow_order = match c.order {
+                Order::RoundRobin => nfv_ports::config::FlowOrder::RoundRobin,
+                Order::Scattered => nfv_ports::config::FlowOrder::Scattered,
+            };
             g.family = match c.family {
                 Family::Ipv4 => nfv_ports::config::IpFamily::Ipv4,
                 Family::Ipv6 => nfv_ports::config::IpFamily::Ipv6,
@@ -290,6 +319,7 @@ fn trial(c: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
         emc: 100.0 * d.emc_hits as f64 / looked,
         emc_probed: 100.0 * d.emc_probes as f64 / looked,
         megaflow: 100.0 * d.megaflow_hits as f64 / looked,
+        runs: 100.0 * d.megaflow_runs as f64 / looked,
         classifier: 100.0 * d.classifier_hits as f64 / looked,
         miss: 100.0 * d.table_misses as f64 / looked,
         pps: d.rx_packets as f64 / elapsed,
@@ -322,6 +352,7 @@ struct Combo {
     flows: u32,
     megaflows: usize,
     changes: u32,
+    order: Order,
     specs: Vec<nfv_flow::FlowSpec>,
 }
 
@@ -339,12 +370,13 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
         for (i, c) in combos.iter().enumerate() {
             let t = trial(c, &a)?;
             println!(
-                "  round {} {:?} {:?} rules {:>5} flows {:>7} megaflows {:>6} changes/s {:>5} ({:>5.0} made, {:>6.1} us each): {:>6.2} Mpps {:>6.1} cyc/pkt {:>6.1} switch  emc {:>5.1} % (probed {:>5.1} %) mf {:>5.1} % cls {:>5.1} % miss {:>4.1} %",
+                "  round {} {:?} {:?} rules {:>5} flows {:>7} {:?} megaflows {:>6} changes/s {:>5} ({:>5.0} made, {:>6.1} us each): {:>6.2} Mpps {:>6.1} cyc/pkt {:>6.1} switch  emc {:>5.1} % (probed {:>5.1} %) mf {:>5.1} % (runs {:>5.1} %) cls {:>5.1} % miss {:>4.1} %",
                 round + 1,
                 c.shape,
                 c.family,
                 c.rules,
                 c.flows,
+                c.order,
                 c.megaflows,
                 c.changes,
                 t.changes_per_s,
@@ -355,6 +387,7 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
                 t.emc,
                 t.emc_probed,
                 t.megaflow,
+                t.runs,
                 t.classifier,
                 t.miss
             );
@@ -385,18 +418,23 @@ fn combos(a: &ScaleArgs) -> Result<Vec<Combo>, String> {
                     if !(1..=1_000_000).contains(&f) {
                         return Err(format!("--flows {f}: 1..=1000000"));
                     }
-                    for &m in &a.megaflows {
-                        for &c in &a.changes {
-                            combos.push(Combo {
-                                shape,
-                                family,
-                                rules: r.max(1),
-                                flows: f,
-                                megaflows: m,
-                                changes: c,
-                                specs: specs.clone(),
-                            });
-                        }
+                    let rest = a.megaflows.iter().flat_map(|&m| {
+                        let orders = a.order.iter().map(move |&o| (m, o));
+                        a.changes
+                            .iter()
+                            .flat_map(move |&c| orders.clone().map(move |(m, o)| (m, c, o)))
+                    });
+                    for (m, c, order) in rest {
+                        combos.push(Combo {
+                            shape,
+                            family,
+                            rules: r.max(1),
+                            flows: f,
+                            megaflows: m,
+                            changes: c,
+                            order,
+                            specs: specs.clone(),
+                        });
                     }
                 }
             }
@@ -410,7 +448,7 @@ fn combos(a: &ScaleArgs) -> Result<Vec<Combo>, String> {
 /// and, with changes, the PMD cycles each change cost.
 fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
     println!(
-        "\nshape    family rules   flows megaflows changes/s     Mpps  cyc/pkt  switch cyc/pkt  EMC %  megaflow %  classifier %  x Mpps of first  x 1 table  PMD cycles per change"
+        "\nshape    family rules   flows order       megaflows changes/s     Mpps  cyc/pkt  switch cyc/pkt  EMC %  megaflow % (runs %)  classifier %  x Mpps of first  x 1 table  PMD cycles per change"
     );
     let mut first = None;
     let medians: Vec<(f64, f64)> = results
@@ -428,15 +466,27 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
         let base = *first.get_or_insert(mpps);
         // Against the same combination without changes, if it was run.
         let calm = combos.iter().position(|c2| {
-            (c2.shape, c2.family, c2.rules, c2.flows, c2.megaflows)
-                == (c.shape, c.family, c.rules, c.flows, c.megaflows)
+            (
+                c2.shape,
+                c2.family,
+                c2.rules,
+                c2.flows,
+                c2.megaflows,
+                c2.order,
+            ) == (c.shape, c.family, c.rules, c.flows, c.megaflows, c.order)
                 && c2.changes == 0
         });
         // A pipeline against its decision in one table, if that was run.
         let one_table = combos.iter().position(|c2| {
             c2.shape == Shape::Exact
-                && (c2.family, c2.rules, c2.flows, c2.megaflows, c2.changes)
-                    == (c.family, c.rules, c.flows, c.megaflows, c.changes)
+                && (
+                    c2.family,
+                    c2.rules,
+                    c2.flows,
+                    c2.megaflows,
+                    c2.changes,
+                    c2.order,
+                ) == (c.family, c.rules, c.flows, c.megaflows, c.changes, c.order)
         });
         let vs_one_table = match one_table {
             Some(j) if c.shape == Shape::Pipeline => {
@@ -456,11 +506,15 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
             _ => "-".into(),
         };
         println!(
-            "{:<8} {:<6} {:>5} {:>7} {:>9} {:>9}  {:>7.2} {:>8.1} {:>15.1} {:>6.1} {:>10.1} {:>13.1}  {:>15.2}  {:>9}  {:>21}",
+            "{:<8} {:<6} {:>5} {:>7} {:<11} {:>9} {:>9}  {:>7.2} {:>8.1} {:>15.1} {:>6.1} {:>10.1} {:>9.1}  {:>13.1}  {:>15.2}  {:>9}  {:>21}",
             format!("{:?}", c.shape).to_lowercase(),
             format!("{:?}", c.family).to_lowercase(),
             c.rules,
             c.flows,
+            match c.order {
+                Order::RoundRobin => "round-robin",
+                Order::Scattered => "scattered",
+            },
             c.megaflows,
             c.changes,
             mpps,
@@ -468,6 +522,7 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
             m(|t| t.switch_cycles),
             m(|t| t.emc),
             m(|t| t.megaflow),
+            m(|t| t.runs),
             m(|t| t.classifier),
             mpps / base,
             vs_one_table,

@@ -68,6 +68,8 @@
 //! #   frame_size = 64              # 64..=9000, and at most memory.frame_size - 128; or "imix":
 //! #                                #   7:4:1 of 64, 594 and 1518 bytes, interleaved
 //! #   flows = 1                    # distinct 5-tuples, 1..=1000000
+//! #   flow_order = "round-robin"   # | "scattered": each frame ~0.618 x flows flows after the
+//! #                                #   last (many clients interleaved, not one client's sweep)
 //! #   rate_pps = 1000000           # >= 1; default: as fast as possible
 //! #   rate_percent = 50.0          # instead of rate_pps: (0, 100] % of line_rate_gbps, counting
 //! #                                #   24 B per frame of FCS, preamble and inter-frame gap

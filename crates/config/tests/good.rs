@@ -175,6 +175,7 @@ size = 32
                     frame_size: 3968,
                     imix: false,
                     flows: 1000,
+                    flow_order: Default::default(),
                     rate_pps: Some(1_000_000),
                     rate_percent: None,
                     line_rate_gbps: 10.0,

@@ -92,6 +92,19 @@ pub struct Verdicts {
 }
 
 impl Verdicts {
+    /// Packet `i` takes packet `j`'s verdict (an earlier packet of the
+    /// batch with the same answer), and the rule its `bytes`.
+    #[inline(always)]
+    fn share(&mut self, i: usize, j: usize, bytes: usize) {
+        let verdict = self.of[j];
+        if verdict != NO_MATCH {
+            let h = &mut self.hits[verdict as usize];
+            h.packets += 1;
+            h.bytes += bytes as u64;
+        }
+        self.of[i] = verdict;
+    }
+
     /// The verdict on packet `i` of the batch last classified.
     #[inline(always)]
     pub fn get(&self, i: usize) -> Verdict<'_> {
@@ -374,6 +387,10 @@ impl Decision {
         let (mut emc_probes, mut emc_probe_hits) = (0u32, 0u32);
         let mut repeated = 0u64;
         let mut resolutions = 0u64;
+        // The megaflow (subtable) that answered packet j of this batch
+        // last, and j: a run of packets in it shares the answer.
+        let mut run: Option<(usize, usize)> = None;
+        let mut megaflow_runs = 0u64;
         // The tier that answered the packet before, whose answer a repeat
         // of its key takes (and is counted under).
         let mut last_tier = Tier::Miss;
@@ -389,14 +406,7 @@ impl Decision {
                 continue;
             }
             if self.repeats & (1 << i) != 0 && v.of[i - 1] != RUNT {
-                let verdict = v.of[i - 1];
-                if verdict != NO_MATCH {
-                    // The packet before hit the batch's last rule so far.
-                    let h = &mut v.hits[verdict as usize];
-                    h.packets += 1;
-                    h.bytes += p.frame_len() as u64;
-                }
-                v.of[i] = verdict;
+                v.share(i, i - 1, p.frame_len());
                 repeated += 1;
                 match last_tier {
                     Tier::Emc => emc_hits += 1,
@@ -404,6 +414,18 @@ impl Decision {
                     Tier::Classifier => classifier_hits += 1,
                     Tier::Miss => misses += 1,
                 }
+                continue;
+            }
+            // In the megaflow of an earlier packet of the batch (while the
+            // EMC is not probed): that packet's answer, without a probe.
+            if !probing
+                && let (Some((at, j)), Some(m)) = (run, &self.megaflows)
+                && m.same_megaflow(at, &self.keys[i], &self.keys[j])
+            {
+                v.share(i, j, p.frame_len());
+                megaflow_hits += 1;
+                megaflow_runs += 1;
+                last_tier = Tier::Megaflow;
                 continue;
             }
             let key = &self.keys[i];
@@ -423,9 +445,10 @@ impl Decision {
             // Bypassed, the EMC is still filled (as if it had missed).
             let emc_missed = self.emc.is_some() && from_emc.is_none();
             let from_megaflow = match (&from_emc, &self.megaflows) {
-                (None, Some(m)) => m.lookup(key),
+                (None, Some(m)) => m.lookup_at(key),
                 _ => None,
             };
+            let mut megaflow_at = None;
             // A full classification that visited several subtables also
             // gives its megaflow.
             let mut megaflow = None;
@@ -436,9 +459,10 @@ impl Decision {
                     last_tier = Tier::Emc;
                     r
                 }
-                (None, Some(r)) => {
+                (None, Some((at, r))) => {
                     megaflow_hits += 1;
                     last_tier = Tier::Megaflow;
+                    megaflow_at = Some(at);
                     r
                 }
                 (None, None) => {
@@ -509,6 +533,9 @@ impl Decision {
                 }
             };
             v.of[i] = verdict;
+            if let Some(at) = megaflow_at {
+                run = Some((at, i));
+            }
             if let Some(rule) = to_cache {
                 if let (Some(mask), Some(m)) = (megaflow, &mut self.megaflows) {
                     m.insert(key, &mask, rule.clone());
@@ -528,6 +555,7 @@ impl Decision {
         c.classifier_hits += classifier_hits;
         c.table_misses += misses;
         c.repeated_keys += repeated;
+        c.megaflow_runs += megaflow_runs;
         c.pipeline_resolutions += resolutions;
     }
 

@@ -177,6 +177,8 @@ pmd_figures! {
             "Packets that matched no rule (dropped as no_match).";
         repeated_keys: Counter Decisions, None,
             "Decisions that reused the answer for the packet before (same key), also counted under that answer's tier.";
+        megaflow_runs: Counter Decisions, None,
+            "Megaflow hits taken from an earlier packet of the batch in the same megaflow, without a probe.";
         /// Slow path only: the caches keep the resolved rule, so this
         /// grows with new flows through a pipeline, not with packets.
         pipeline_resolutions: Counter Decisions, None,

@@ -226,11 +226,37 @@ impl MegaflowCache {
     /// no megaflow covers it.
     #[inline]
     pub fn lookup(&self, key: &FlowKey) -> Option<Option<&Arc<Rule>>> {
-        self.subtables.iter().find_map(|st| {
+        self.lookup_at(key).map(|(_, hit)| hit)
+    }
+
+    /// [`Self::lookup`], also naming the mask (subtable) that answered,
+    /// for [`Self::same_megaflow`].
+    #[inline]
+    pub fn lookup_at(&self, key: &FlowKey) -> Option<(usize, Option<&Arc<Rule>>)> {
+        self.subtables.iter().enumerate().find_map(|(i, st)| {
             let hit = st.entries.get(key, &st.mask)?;
             st.hits.set(st.hits.get() + 1);
-            Some(hit.as_ref())
+            Some((i, hit.as_ref()))
         })
+    }
+
+    /// Whether `a` and `b` are equal on the mask of subtable `at` (as
+    /// [`Self::lookup_at`] named it since the last [`Self::maintain`],
+    /// which may re-rank: inserts only append): then `b`'s
+    /// megaflow answers `a` too, without a hash or a probe — a run of
+    /// packets of one megaflow (one source's many connections behind an
+    /// ACL) pays one probe. Megaflows never disagree, so the answer is the
+    /// one a probe would give.
+    #[inline(always)]
+    pub fn same_megaflow(&self, at: usize, a: &FlowKey, b: &FlowKey) -> bool {
+        let Some(st) = self.subtables.get(at) else {
+            return false;
+        };
+        match &st.entries {
+            Entries::Base(_) => BaseKey::masked(a, &st.mask) == BaseKey::masked(b, &st.mask),
+            Entries::Sparse(s, _) => s.apply(a) == s.apply(b),
+            Entries::Full(_) => a.masked(&st.mask) == b.masked(&st.mask),
+        }
     }
 
     /// Caches `rule` (or the miss) for every key equal to `key` on `mask`.

@@ -3,7 +3,9 @@
 
 use nfv_settings::{PortTable, SettingError};
 
-use crate::config::{GeneratorConfig, IpFamily, MAX_PORT_NAME, PcapConfig, PortKind, RingConfig};
+use crate::config::{
+    FlowOrder, GeneratorConfig, IpFamily, MAX_PORT_NAME, PcapConfig, PortKind, RingConfig,
+};
 
 type Result<T> = std::result::Result<T, SettingError>;
 
@@ -13,6 +15,7 @@ pub(crate) const GENERATOR_KEYS: &[&str] = &[
     "rate_percent",
     "line_rate_gbps",
     "flows",
+    "flow_order",
     "count",
     "src_mac",
     "dst_mac",
@@ -55,6 +58,14 @@ pub(crate) fn generator(t: &PortTable<'_>) -> Result<PortKind> {
         rate_percent,
         line_rate_gbps,
         flows: t.int_or("flows", 1..=1_000_000, d.flows)?,
+        flow_order: t.one_of_or(
+            "flow_order",
+            &[
+                ("round-robin", FlowOrder::RoundRobin),
+                ("scattered", FlowOrder::Scattered),
+            ],
+            d.flow_order,
+        )?,
         family,
         rate_pps: t.int("rate_pps", 1..=i64::MAX)?.map(|n| n as u64),
         count: count.map(|n| n as u64),

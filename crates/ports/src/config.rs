@@ -212,6 +212,8 @@ pub struct GeneratorConfig {
     pub imix: bool,
     /// Distinct 5-tuples, 1..=1_000_000 (UDP source port and source IP vary).
     pub flows: u32,
+    /// The order the flows are sent in.
+    pub flow_order: FlowOrder,
     /// Ethernet/IPv4/UDP frames (from `src_ip` to `dst_ip`) or
     /// Ethernet/IPv6/UDP ones (from `src_ip6` to `dst_ip6`).
     pub family: IpFamily,
@@ -241,6 +243,21 @@ pub struct GeneratorConfig {
     pub dst_port: u16,
 }
 
+/// The order a generator sends its flows in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlowOrder {
+    /// Flow 0, 1, 2, …: consecutive frames share the source address
+    /// (1,024 source ports per address), as a sweep of one client's
+    /// connections arrives.
+    #[default]
+    RoundRobin,
+    /// Each frame about 0.618 × `flows` flows after the one before (a
+    /// stride coprime with `flows`, so every flow still comes once per
+    /// cycle): consecutive frames differ in source address once `flows`
+    /// exceeds 2,048, as many clients' traffic arrives interleaved.
+    Scattered,
+}
+
 /// The IP version of a generator's frames.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum IpFamily {
@@ -255,6 +272,7 @@ impl Default for GeneratorConfig {
             frame_size: 64,
             imix: false,
             flows: 1,
+            flow_order: FlowOrder::RoundRobin,
             family: IpFamily::Ipv4,
             rate_pps: None,
             rate_percent: None,

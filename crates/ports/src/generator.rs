@@ -20,7 +20,7 @@
 //! [`GeneratorControl`]. Per frame the fast path copies the template and
 //! writes a few fields; it never allocates.
 
-use crate::config::{GeneratorConfig, IpFamily};
+use crate::config::{FlowOrder, GeneratorConfig, IpFamily};
 pub use crate::shared::GeneratorControl;
 use crate::{Clock, Gauge, Port, PortGauges, QueueCounters, RxQueue, TxQueue};
 use nfv_mem::{Batch, PoolCache};
@@ -145,6 +145,27 @@ fn template6(cfg: &GeneratorConfig, size: usize) -> Vec<u8> {
 #[inline(always)]
 fn udp6_checksum(c: u16) -> u16 {
     if c == 0 { 0xffff } else { c }
+}
+
+/// Flows from one frame to the next: 1 in round-robin order; scattered,
+/// the integer nearest `flows` / golden ratio that is coprime with `flows`
+/// (so the walk visits every flow once per cycle, and consecutive frames
+/// are far apart in flow number, hence in source address).
+pub fn flow_stride(flows: u32, order: FlowOrder) -> u32 {
+    if order == FlowOrder::RoundRobin || flows < 3 {
+        return 1;
+    }
+    let gcd = |mut a: u32, mut b: u32| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let mut stride = ((f64::from(flows) * 0.618_034).round() as u32).clamp(1, flows - 1);
+    while gcd(stride, flows) != 1 {
+        stride += 1;
+    }
+    stride
 }
 
 /// Writes flow `f`'s fields (IPv4 source and its header checksum, UDP
@@ -275,6 +296,8 @@ struct GenRxq {
     pattern: Arc<[u8]>,
     next_size: usize,
     next_flow: u32,
+    /// Flows from one frame to the next ([`flow_stride`]).
+    stride: u32,
     /// Stream id when stamping.
     stream: Option<u32>,
     /// Next sequence number (never reset).
@@ -353,9 +376,10 @@ impl GenRxq {
             d.copy_from_slice(template);
             if self.cfg.flows > 1 {
                 stamp(d, template, &self.cfg, self.next_flow);
-                self.next_flow += 1;
-                if self.next_flow == self.cfg.flows {
-                    self.next_flow = 0;
+                // stride < flows: one subtraction, no division.
+                self.next_flow += self.stride;
+                if self.next_flow >= self.cfg.flows {
+                    self.next_flow -= self.cfg.flows;
                 }
             }
             if let Some(stream) = self.stream
@@ -433,6 +457,7 @@ impl Port for GeneratorPort {
             // Queues start at different points so they do not send in lockstep.
             next_size: (q * 5) % self.pattern.len(),
             next_flow: (q as u32 * 7919) % self.cfg.flows,
+            stride: flow_stride(self.cfg.flows, self.cfg.flow_order),
             // Stamps go where an IPv4 frame's UDP payload starts (the
             // config refuses them with IPv6).
             stream: (self.cfg.stamp && self.cfg.family == IpFamily::Ipv4)
@@ -716,6 +741,36 @@ mod tests {
             let mut frame = t.clone();
             stamp_flow6(&mut frame, &t, &cfg, f);
             assert_eq!(parse_v6(&frame).2, 0xffff, "flow {f}");
+        }
+    }
+
+    /// Scattered order visits every flow once per cycle, and consecutive
+    /// frames are far apart (another source address at 100,000 flows);
+    /// round-robin steps by one.
+    #[test]
+    fn a_scattered_walk_visits_every_flow_once_per_cycle() {
+        for flows in [1u32, 2, 3, 4, 10, 1000, 1024, 4096, 100_000, 1_000_000] {
+            assert_eq!(flow_stride(flows, FlowOrder::RoundRobin), 1);
+            let stride = flow_stride(flows, FlowOrder::Scattered);
+            assert!(
+                stride >= 1 && (stride < flows || flows < 3),
+                "{flows}: {stride}"
+            );
+            let mut seen = vec![false; flows as usize];
+            let mut f = 0u32;
+            for _ in 0..flows {
+                assert!(!seen[f as usize], "{flows}: flow {f} twice");
+                seen[f as usize] = true;
+                f += stride;
+                if f >= flows {
+                    f -= flows;
+                }
+            }
+            assert_eq!(f, 0, "{flows}: back to the start after a cycle");
+            if flows >= 100_000 {
+                let apart = stride.min(flows - stride);
+                assert!(apart > 2 * FLOW_PORTS, "{flows}: stride {stride}");
+            }
         }
     }
 }
