@@ -103,6 +103,8 @@ enum Need {
     Nothing,
     /// `dl_type` IPv4 or ARP (`nw_src`, `nw_dst`).
     Ipv4OrArp,
+    /// `dl_type` IPv4 (`ip_src`, `ip_dst`: OpenFlow 1.2's IPv4-only names).
+    Ipv4,
     /// `dl_type` IPv4, IPv6 or ARP (`nw_proto`).
     IpOrArp,
     /// `dl_type` IPv4 or IPv6.
@@ -115,6 +117,8 @@ enum Need {
     AnyIcmp,
     Icmpv6,
     Tcp,
+    Udp,
+    Sctp,
     /// ICMPv6 with `icmp_type` 135 or 136.
     Nd,
     NdSolicit,
@@ -126,6 +130,7 @@ impl Need {
         match self {
             Need::Nothing => "",
             Need::Ipv4OrArp => "needs ip or arp first (dl_type=0x0800 or 0x0806)",
+            Need::Ipv4 => "needs ip first (dl_type=0x0800)",
             Need::IpOrArp => "needs ip or arp first (or ipv6: dl_type=0x0800, 0x0806 or 0x86dd)",
             Need::Ip => "needs ip or ipv6 first (dl_type=0x0800 or 0x86dd)",
             Need::Ipv6 => "needs ipv6 first (dl_type=0x86dd)",
@@ -137,6 +142,8 @@ impl Need {
             Need::AnyIcmp => "needs icmp or icmp6 first (nw_proto=1 or 58)",
             Need::Icmpv6 => "needs icmp6 first (ipv6 with nw_proto=58)",
             Need::Tcp => "needs tcp or tcp6 first (nw_proto=6)",
+            Need::Udp => "needs udp or udp6 first (nw_proto=17)",
+            Need::Sctp => "needs sctp or sctp6 first (nw_proto=132)",
             Need::Nd => {
                 "needs icmp6 with icmp_type=135 or 136 first, and icmp_code 0 (neighbor \
                  discovery)"
@@ -169,6 +176,7 @@ impl Need {
         match self {
             Need::Nothing => true,
             Need::Ipv4OrArp => matches!(dl_type, Some(0x0800 | 0x0806)),
+            Need::Ipv4 => v4,
             Need::IpOrArp => matches!(dl_type, Some(0x0800 | 0x0806 | 0x86dd)),
             Need::Ip => ip,
             Need::Ipv6 => v6,
@@ -177,6 +185,8 @@ impl Need {
             Need::AnyIcmp => icmp,
             Need::Icmpv6 => icmp6,
             Need::Tcp => ip && proto == Some(IPPROTO_TCP.into()),
+            Need::Udp => ip && proto == Some(IPPROTO_UDP.into()),
+            Need::Sctp => ip && proto == Some(IPPROTO_SCTP.into()),
             Need::Nd => nd && matches!(nd_type, Some(135 | 136)),
             Need::NdSolicit => nd && nd_type == Some(ND_SOLICIT.into()),
             Need::NdAdvert => nd && nd_type == Some(ND_ADVERT.into()),
@@ -222,6 +232,20 @@ const FIELDS: &[(&str, Slot, Need)] = &[
     ("arp_tpa", Slot::NwDst, Need::Arp),
     ("arp_sha", Slot::ArpSha, Need::Arp),
     ("arp_tha", Slot::ArpTha, Need::Arp),
+    // OpenFlow 1.2+ (OXM) spellings, as ovs-ofctl takes them; the
+    // protocol-specific ones need their protocol, as in OVS.
+    ("eth_src", Slot::DlSrc, Need::Nothing),
+    ("eth_dst", Slot::DlDst, Need::Nothing),
+    ("eth_type", Slot::DlType, Need::Nothing),
+    ("ip_src", Slot::NwSrc, Need::Ipv4),
+    ("ip_dst", Slot::NwDst, Need::Ipv4),
+    ("ip_proto", Slot::NwProto, Need::Ip),
+    ("tcp_src", Slot::TpSrc, Need::Tcp),
+    ("tcp_dst", Slot::TpDst, Need::Tcp),
+    ("udp_src", Slot::TpSrc, Need::Udp),
+    ("udp_dst", Slot::TpDst, Need::Udp),
+    ("sctp_src", Slot::TpSrc, Need::Sctp),
+    ("sctp_dst", Slot::TpDst, Need::Sctp),
 ];
 
 /// True for a match field's name (for "missing value" messages).

@@ -355,3 +355,56 @@ fn l4_fields_beside_fragment_states() {
         assert!(parse_flow(&format!("{ok},actions=drop")).is_ok(), "{ok}");
     }
 }
+
+/// The OpenFlow 1.2+ names ovs-ofctl also takes: the same key bits as
+/// the classic names, each with its protocol's prerequisite.
+#[test]
+fn oxm_spellings_match_what_the_classic_names_do() {
+    // (OXM spelling, classic spelling)
+    let same = [
+        ("eth_src=02:00:00:00:00:01", "dl_src=02:00:00:00:00:01"),
+        (
+            "eth_dst=02:00:00:00:00:02/ff:ff:ff:ff:ff:00",
+            "dl_dst=02:00:00:00:00:02/ff:ff:ff:ff:ff:00",
+        ),
+        ("eth_type=0x0800", "dl_type=0x0800"),
+        ("ip,ip_src=10.0.0.0/8", "ip,nw_src=10.0.0.0/8"),
+        ("ip,ip_dst=10.0.0.1", "ip,nw_dst=10.0.0.1"),
+        ("ipv6,ip_proto=17", "ipv6,nw_proto=17"),
+        ("tcp,tcp_src=80", "tcp,tp_src=80"),
+        ("tcp6,tcp_dst=0x100/0xff00", "tcp6,tp_dst=0x100/0xff00"),
+        ("udp,udp_src=53", "udp,tp_src=53"),
+        ("udp6,udp_dst=53", "udp6,tp_dst=53"),
+        ("sctp,sctp_src=9", "sctp,tp_src=9"),
+        ("sctp6,sctp_dst=9", "sctp6,tp_dst=9"),
+    ];
+    for (oxm, classic) in same {
+        let a = parse_flow(&format!("{oxm},actions=drop")).unwrap_or_else(|e| panic!("{oxm}: {e}"));
+        let b = parse_flow(&format!("{classic},actions=drop")).unwrap();
+        assert_eq!(a.matches, b.matches, "{oxm}");
+    }
+    // (rule, the refusal)
+    let refused = [
+        ("udp,tcp_src=80", "tcp_src: needs tcp or tcp6 first"),
+        ("tcp,udp_dst=53", "udp_dst: needs udp or udp6 first"),
+        ("udp,sctp_src=9", "sctp_src: needs sctp or sctp6 first"),
+        ("arp,ip_src=10.0.0.1", "ip_src: needs ip first"),
+        ("ipv6,ip_dst=10.0.0.1", "ip_dst: needs ip first"),
+        ("arp,ip_proto=1", "ip_proto: needs ip or ipv6 first"),
+        (
+            "dl_src=02:00:00:00:00:01,eth_src=02:00:00:00:00:02",
+            "eth_src",
+        ),
+    ];
+    for (rule, want) in refused {
+        let e = parse_flow(&format!("{rule},actions=drop"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{rule}: {e}");
+    }
+    let pop = parse_flow("actions=pop_vlan,output:2").unwrap();
+    assert_eq!(
+        pop.actions,
+        parse_flow("actions=strip_vlan,output:2").unwrap().actions
+    );
+}

@@ -428,7 +428,7 @@ fn action(tok: &str) -> Result<Option<Action>, E> {
             Action::SetVlanVid(vid as u16)
         }
         "push_vlan" => push_vlan(need("an Ethertype (0x8100 or 0x88a8)")?)?,
-        "strip_vlan" => none(Action::StripVlan)?,
+        "strip_vlan" | "pop_vlan" => none(Action::StripVlan)?,
         "set_tunnel" => Action::SetTunnel(vni("actions: set_tunnel", need("a VNI")?)?),
         "set_field" => set_field(need("VALUE->FIELD")?)?,
         "normal" => none(Action::Normal)?,
