@@ -66,10 +66,10 @@ impl Hash for crate::key::BaseKey {
     }
 }
 
-impl Hash for crate::key::SparseKey {
+impl Hash for crate::key::AddrKey {
     #[inline(always)]
     fn hash<H: Hasher>(&self, state: &mut H) {
-        let h = u64::from(crate::key::SparseKey::hash(self));
+        let h = u64::from(crate::key::AddrKey::hash(self));
         state.write_u64(h << 32 | h);
     }
 }

@@ -312,54 +312,32 @@ impl PartialEq for BaseKey {
 
 impl Eq for BaseKey {}
 
-/// Words a [`SparseKey`] holds: an IPv6 5-tuple mask sets eight (w0-w2,
-/// w4, the two addresses' four).
-pub const SPARSE_WORDS: usize = 8;
+/// Words an [`AddrKey`] holds: the base words and the IPv6 addresses
+/// (w6-w9).
+pub const ADDR_WORDS: usize = 10;
 
-/// Where a mask with extended bits (IPv6, ARP) is not zero: at most
-/// [`SPARSE_WORDS`] of its words, gathered. A cache keyed by such a mask
-/// masks, hashes and compares those words only ([`SparseKey`]) instead of
-/// all sixteen: an IPv6 address mask sets six.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SparseMask {
-    /// The words' indices; unused slots index word 0 under a zero mask.
-    at: [u8; SPARSE_WORDS],
-    words: [u64; SPARSE_WORDS],
-}
-
-impl SparseMask {
-    /// `None` when `mask` sets more than [`SPARSE_WORDS`] words.
-    pub fn of(mask: &FlowKey) -> Option<SparseMask> {
-        let mut m = SparseMask {
-            at: [0; SPARSE_WORDS],
-            words: [0; SPARSE_WORDS],
-        };
-        let set = (0..KEY_WORDS).filter(|&i| mask.w[i] != 0);
-        for (slot, i) in set.enumerate() {
-            if slot == SPARSE_WORDS {
-                return None;
-            }
-            m.at[slot] = i as u8;
-            m.words[slot] = mask.w[i];
-        }
-        Some(m)
-    }
-
-    /// `key & mask`, the mask's words only.
-    #[inline(always)]
-    pub fn apply(&self, key: &FlowKey) -> SparseKey {
-        SparseKey(core::array::from_fn(|j| {
-            key.w[usize::from(self.at[j]) % KEY_WORDS] & self.words[j]
-        }))
-    }
-}
-
-/// A key masked by a [`SparseMask`]: its words, gathered.
+/// A key masked with a mask that sets nothing past the IPv6 addresses
+/// (every IPv6 5-tuple, address or port mask: no ND target, no ARP/ND
+/// link-layer addresses): what a cache keyed by such a mask stores and
+/// compares, 80 bytes instead of 128, masked word by word in a straight
+/// line (a gather of only the set words measured slower than masking the
+/// ten).
 #[derive(Clone, Copy, Debug)]
-pub struct SparseKey(pub [u64; SPARSE_WORDS]);
+pub struct AddrKey(pub [u64; ADDR_WORDS]);
 
-impl SparseKey {
-    /// Four independent multiplies, as [`FlowKey::hash`] mixes (not equal
+impl AddrKey {
+    /// Whether `mask` sets no bit past the IPv6 addresses.
+    pub fn fits(mask: &FlowKey) -> bool {
+        mask.w[ADDR_WORDS..].iter().all(|&w| w == 0)
+    }
+
+    /// `key & mask` over the first [`ADDR_WORDS`] words.
+    #[inline(always)]
+    pub fn masked(key: &FlowKey, mask: &FlowKey) -> AddrKey {
+        AddrKey(core::array::from_fn(|i| key.w[i] & mask.w[i]))
+    }
+
+    /// Five independent multiplies, as [`FlowKey::hash`] mixes (not equal
     /// to it: a map holds one kind of key).
     #[inline(always)]
     pub fn hash(&self) -> u32 {
@@ -368,14 +346,15 @@ impl SparseKey {
             mum(w[0] ^ s[0], w[1] ^ s[1])
                 ^ mum(w[2] ^ s[2], w[3] ^ s[3])
                 ^ mum(w[4] ^ s[4], w[5] ^ s[5])
-                ^ mum(w[6] ^ s[6], w[7] ^ s[7]),
+                ^ mum(w[6] ^ s[6], w[7] ^ s[7])
+                ^ mum(w[8] ^ s[8], w[9] ^ s[9]),
         )
     }
 }
 
-impl PartialEq for SparseKey {
+impl PartialEq for AddrKey {
     #[inline(always)]
-    fn eq(&self, other: &SparseKey) -> bool {
+    fn eq(&self, other: &AddrKey) -> bool {
         self.0
             .iter()
             .zip(&other.0)
@@ -384,7 +363,7 @@ impl PartialEq for SparseKey {
     }
 }
 
-impl Eq for SparseKey {}
+impl Eq for AddrKey {}
 
 /// The key's fields in the order a staged lookup checks them (OVS's
 /// classifier stages): metadata (`in_port`, `table`, `metadata`), then L2
@@ -707,11 +686,11 @@ mod tests {
         assert_eq!(mk.tp_dst(), 0);
     }
 
-    /// A sparse mask gathers what the whole mask keeps: two keys equal
+    /// An address key keeps what the whole mask keeps: two keys equal
     /// under one are equal under the other, for the masks an IPv6 rule
-    /// makes; a mask setting more than eight words has none.
+    /// makes; a mask with ND or ARP link-layer bits does not fit.
     #[test]
-    fn a_sparse_mask_keeps_what_the_whole_mask_keeps() {
+    fn an_address_key_keeps_what_the_whole_mask_keeps() {
         let mut five_tuple = FlowKey::ZERO;
         five_tuple.set_in_port(u16::MAX);
         five_tuple.set_dl_type(u16::MAX);
@@ -721,8 +700,10 @@ mod tests {
         five_tuple.set_ipv6_dst(u128::MAX << 64);
         five_tuple.set_tp_src(u16::MAX);
         five_tuple.set_tp_dst(0xff00);
-        let sparse = SparseMask::of(&five_tuple).expect("eight words");
-        assert_eq!(SparseMask::of(&FlowKey::ALL), None, "sixteen words");
+        assert!(AddrKey::fits(&five_tuple));
+        let mut nd = five_tuple;
+        nd.set_nd_target(1);
+        assert!(!AddrKey::fits(&nd) && !AddrKey::fits(&FlowKey::ALL));
         // Keys drawn so that some agree under the mask and others not.
         let mut x = 0x1234_5678_9abc_def1u64;
         let mut next = move || {
@@ -740,10 +721,13 @@ mod tests {
             let word = (next() % KEY_WORDS as u64) as usize;
             b.w[word] ^= 1 << (next() % 64);
             let whole = a.masked(&five_tuple) == b.masked(&five_tuple);
-            let (sa, sb) = (sparse.apply(&a), sparse.apply(&b));
-            assert_eq!(sa == sb, whole, "word {word}");
+            let (ka, kb) = (
+                AddrKey::masked(&a, &five_tuple),
+                AddrKey::masked(&b, &five_tuple),
+            );
+            assert_eq!(ka == kb, whole, "word {word}");
             if whole {
-                assert_eq!(sa.hash(), sb.hash());
+                assert_eq!(ka.hash(), kb.hash());
             }
         }
     }

@@ -32,7 +32,7 @@
 //! there (the classifier's staged lookup) and do share megaflows.
 
 use crate::classifier::{MaskedKey as Masked, PassThrough};
-use crate::key::{BaseKey, FlowKey, SparseKey, SparseMask};
+use crate::key::{AddrKey, BaseKey, FlowKey};
 use crate::rule::Rule;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -46,35 +46,35 @@ type Map<K> = HashMap<K, Option<Arc<Rule>>, BuildHasherDefault<PassThrough>>;
 /// Masked key → the rule (`None`: the table has no rule for them). A mask
 /// with no bit past the key's base words (every IPv4 rule's) keys its map
 /// by those six words: under half the bytes to store, hash and compare; a
-/// mask with extended bits (IPv6) by the at most eight words it sets
-/// ([`SparseMask`]: an IPv6 address mask sets six); only wider ones by
-/// the whole key.
+/// mask with no bit past the IPv6 addresses (IPv6 5-tuples) by ten
+/// ([`AddrKey`]); only wider ones (ND, ARP link-layer addresses) by the
+/// whole key.
 enum Entries {
     Base(Map<BaseKey>),
-    Sparse(SparseMask, Map<SparseKey>),
+    Addr(Map<AddrKey>),
     Full(Map<Masked>),
 }
 
 impl Entries {
     fn for_mask(mask: &FlowKey) -> Entries {
         if !mask.has_extended() {
-            return Entries::Base(Map::default());
-        }
-        match SparseMask::of(mask) {
-            Some(sparse) => Entries::Sparse(sparse, Map::default()),
-            None => Entries::Full(Map::default()),
+            Entries::Base(Map::default())
+        } else if AddrKey::fits(mask) {
+            Entries::Addr(Map::default())
+        } else {
+            Entries::Full(Map::default())
         }
     }
 
     /// These (emptied) entries for another mask: the map kept where the
     /// key kind is the same.
     fn refit(self, mask: &FlowKey) -> Entries {
-        let sparse = mask.has_extended().then(|| SparseMask::of(mask)).flatten();
-        match (self, sparse) {
-            (Entries::Base(m), None) if !mask.has_extended() => Entries::Base(m),
-            (Entries::Sparse(_, m), Some(s)) => Entries::Sparse(s, m),
-            (Entries::Full(m), None) if mask.has_extended() => Entries::Full(m),
-            _ => Entries::for_mask(mask),
+        let fresh = Entries::for_mask(mask);
+        match (self, fresh) {
+            (Entries::Base(m), Entries::Base(_)) => Entries::Base(m),
+            (Entries::Addr(m), Entries::Addr(_)) => Entries::Addr(m),
+            (Entries::Full(m), Entries::Full(_)) => Entries::Full(m),
+            (_, fresh) => fresh,
         }
     }
 
@@ -82,7 +82,7 @@ impl Entries {
     fn capacity(&self) -> usize {
         match self {
             Entries::Base(m) => m.capacity(),
-            Entries::Sparse(_, m) => m.capacity(),
+            Entries::Addr(m) => m.capacity(),
             Entries::Full(m) => m.capacity(),
         }
     }
@@ -90,7 +90,7 @@ impl Entries {
     fn clear(&mut self) {
         match self {
             Entries::Base(m) => m.clear(),
-            Entries::Sparse(_, m) => m.clear(),
+            Entries::Addr(m) => m.clear(),
             Entries::Full(m) => m.clear(),
         }
     }
@@ -101,7 +101,7 @@ impl Entries {
         let rule = std::mem::size_of::<Option<Arc<Rule>>>() + 1;
         match self {
             Entries::Base(m) => m.capacity() * (std::mem::size_of::<BaseKey>() + rule),
-            Entries::Sparse(_, m) => m.capacity() * (std::mem::size_of::<SparseKey>() + rule),
+            Entries::Addr(m) => m.capacity() * (std::mem::size_of::<AddrKey>() + rule),
             Entries::Full(m) => m.capacity() * (std::mem::size_of::<Masked>() + rule),
         }
     }
@@ -110,7 +110,7 @@ impl Entries {
     fn get(&self, key: &FlowKey, mask: &FlowKey) -> Option<&Option<Arc<Rule>>> {
         match self {
             Entries::Base(m) => m.get(&BaseKey::masked(key, mask)),
-            Entries::Sparse(s, m) => m.get(&s.apply(key)),
+            Entries::Addr(m) => m.get(&AddrKey::masked(key, mask)),
             Entries::Full(m) => m.get(&Masked(key.masked(mask))),
         }
     }
@@ -119,7 +119,7 @@ impl Entries {
     fn insert(&mut self, key: &FlowKey, mask: &FlowKey, rule: Option<Arc<Rule>>) -> bool {
         match self {
             Entries::Base(m) => m.insert(BaseKey::masked(key, mask), rule).is_none(),
-            Entries::Sparse(s, m) => m.insert(s.apply(key), rule).is_none(),
+            Entries::Addr(m) => m.insert(AddrKey::masked(key, mask), rule).is_none(),
             Entries::Full(m) => m.insert(Masked(key.masked(mask)), rule).is_none(),
         }
     }
@@ -252,14 +252,14 @@ impl MegaflowCache {
         let Some(st) = self.subtables.get(at) else {
             return false;
         };
-        // Word by word over the whole mask, not gathered as the sparse
-        // map's keys are: straight-line XORs the compiler vectorizes.
+        // Word by word: straight-line XORs the compiler vectorizes.
         let same = |words: usize| {
             (0..words).fold(0, |acc, i| acc | ((a.w[i] ^ b.w[i]) & st.mask.w[i])) == 0
         };
         match &st.entries {
             Entries::Base(_) => same(crate::key::BASE_WORDS),
-            Entries::Sparse(..) | Entries::Full(_) => same(crate::key::KEY_WORDS),
+            Entries::Addr(_) => same(crate::key::ADDR_WORDS),
+            Entries::Full(_) => same(crate::key::KEY_WORDS),
         }
     }
 
@@ -507,7 +507,7 @@ mod tests {
             })
     }
 
-    /// IPv6 masks go to sparse maps (their set words only), wider ones
+    /// IPv6 masks go to address maps (ten words), wider ones
     /// to whole-key maps, IPv4 ones to base maps; every kind answers what
     /// the classifier answers, and a flushed map changes kind as its next
     /// mask needs.
@@ -543,15 +543,15 @@ mod tests {
             .iter()
             .map(|st| match st.entries {
                 Entries::Base(_) => "base",
-                Entries::Sparse(..) => "sparse",
+                Entries::Addr(_) => "addr",
                 Entries::Full(_) => "full",
             })
             .collect();
         assert!(
-            !kinds.is_empty() && kinds.iter().all(|&k| k == "sparse"),
+            !kinds.is_empty() && kinds.iter().all(|&k| k == "addr"),
             "{kinds:?}"
         );
-        // Flushed, the spare sparse map serves an IPv4 mask as a base map.
+        // Flushed, the spare address map serves an IPv4 mask as a base map.
         mf.sync_version(1);
         let k = key(1, 0x0a00_0002, 5001, 9);
         assert_eq!(decide(&mut mf, &c, &k), c.lookup(&k).map(|r| r.seq));

@@ -431,7 +431,10 @@ const BAD_CASES: &[(&str, &str)] = &[
     ),
     ("actions=output:everywhere", "\"everywhere\""),
     ("nw_dsst=1.2.3.4,actions=drop", "unknown field \"nw_dsst\""),
-    ("tcp_dst=80,actions=drop", "tcp_dst: needs tcp or tcp6 first"),
+    (
+        "tcp_dst=80,actions=drop",
+        "tcp_dst: needs tcp or tcp6 first",
+    ),
     ("tcp_port=80,actions=drop", "unknown field \"tcp_port\""),
     (
         "in_port=abc,actions=drop",
