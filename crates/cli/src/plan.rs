@@ -72,17 +72,33 @@ fn node_line(t: &Topology) -> String {
             port_gbps,
             pcie,
             vfs,
+            engine,
         } => format!(
-            "{ports} x {port_gbps} Gbps, PCIe Gen{} x{} ({:.1} Gbps each way), {vfs} VFs",
+            "{ports} x {port_gbps} Gbps, PCIe Gen{} x{} ({:.1} Gbps each way), {vfs} VFs; {}",
             pcie.generation,
             pcie.lanes,
-            pcie.bits_per_second() / 1e9
+            pcie.bits_per_second() / 1e9,
+            engine_text(engine)
         ),
         Nic::Testbed => "the sweep test bed's generator and sink (no wire, no PCIe)".into(),
     };
     format!(
         "node: {} switch core(s), {} VNF core(s); NIC: {nic}",
         t.node.switch_cores, t.node.vnf_cores
+    )
+}
+
+/// The controller's limits in words.
+fn engine_text(e: &nfv_plan::nic::Engine) -> String {
+    if e.unknown() {
+        return "controller limits unknown (PCIe-bound upper bound)".into();
+    }
+    let model = e.model.as_ref().map_or(String::new(), |m| format!("{m}: "));
+    let f = |v: Option<f64>| v.map_or("unknown".into(), |x| format!("{x} Mpps"));
+    format!(
+        "{model}packet rate {}, VF-to-VF {}",
+        f(e.packet_rate_mpps),
+        f(e.hairpin_mpps)
     )
 }
 
@@ -184,7 +200,7 @@ fn prediction_row(t: &Topology, pt: &Point, p: &Prediction, short: &mut bool) ->
             format!("{:.3}", p.mpps),
             format!("{:.2}", p.gbps),
             format!("{:.3}", p.vnf_tx_mpps),
-            p.bottleneck.map_or("-", |b| b.as_str()).into(),
+            bottleneck_cell(t, p),
             cores_cell(p.switch_cores_needed, t.node.switch_cores, short),
             cores_cell(p.vnf_cores_needed, t.node.vnf_cores, short),
             p.vfs_needed.to_string(),
@@ -193,10 +209,37 @@ fn prediction_row(t: &Topology, pt: &Point, p: &Prediction, short: &mut bool) ->
     }
 }
 
+/// The bottleneck's name; the PCIe link of a NIC whose controller limits
+/// are unknown is marked an upper bound.
+fn bottleneck_cell(t: &Topology, p: &Prediction) -> String {
+    let unknown = matches!(&t.node.nic, Nic::Pci { engine, .. } if engine.unknown());
+    match p.bottleneck {
+        None => "-".into(),
+        Some(nfv_plan::Bottleneck::PcieLink) if unknown => {
+            "PCIe link (unknown NIC: upper bound)".into()
+        }
+        Some(b) => b.as_str().into(),
+    }
+}
+
 /// What the cores columns mean, and (`short`) what "a > b" in them does.
 fn cores_note(t: &Topology, short: bool) -> String {
-    let mut out =
-        String::from("\nswitch cores, VNF cores: what the hardware's rate (NIC, PCIe) would take.");
+    let mut out = String::from(
+        "\ncolumns: N = VNFs; Mpps = million packets per second delivered, all chains \
+         together; Gbps = that rate times the mean frame size (without preamble and gap); \
+         VNF tx Mpps = the sum of what every VNF transmits (the seeds' GUI aggregate); \
+         bottleneck = the limit that binds; VFs = virtual functions used.\nswitch cores, VNF \
+         cores: what the hardware's rate (NIC, PCIe) would take.",
+    );
+    out += match t.service.vnf_poll {
+        nfv_plan::VnfPoll::Busy => {
+            " Busy-polling VNFs (vnf_poll = \"busy\", the default) take a core each, whatever \
+             their load."
+        }
+        nfv_plan::VnfPoll::Adaptive => {
+            " Adaptive VNFs (vnf_poll = \"adaptive\") take the cycles their packets cost."
+        }
+    };
     if short {
         out += &format!(
             " \"a > b\": a cores, more than the node's b — that mode cannot reach the \

@@ -18,6 +18,7 @@
 
 pub mod error;
 pub mod model;
+pub mod nic;
 pub mod pcie;
 pub mod profile;
 pub mod topology;
@@ -26,7 +27,7 @@ pub use error::TopologyError;
 pub use model::{Bottleneck, Mode, Plan, Point, Prediction, plan};
 pub use pcie::Pcie;
 pub use profile::{HopKind, HopPoint, HopProfile, Machine, Profile};
-pub use topology::{Frames, Nic, Node, Offered, Service, Shape, Topology};
+pub use topology::{Frames, Nic, Node, Offered, Service, Shape, Topology, VnfPoll};
 
 #[cfg(test)]
 mod tests;

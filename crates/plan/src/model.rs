@@ -35,9 +35,10 @@
 //! to a node of another clock rate unchanged; the NIC's ports are all
 //! used alike; a VNF uses one VF for both directions.
 
+use crate::nic::Engine;
 use crate::pcie::Pcie;
 use crate::profile::{Figure, HopKind, Origin, Profile};
-use crate::topology::{Frames, Nic, Offered, Topology};
+use crate::topology::{Frames, Nic, Offered, Topology, VnfPoll};
 use nfv_vnf_interface::VnfInterface;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -92,6 +93,10 @@ pub enum Bottleneck {
     OfferedLoad,
     PortSpeed,
     PcieLink,
+    /// The NIC controller's packet rate ([`crate::nic`]).
+    NicPacketRate,
+    /// The NIC's VF-to-VF switching rate (an SR-IOV hairpin).
+    NicHairpin,
     HopLimit,
     SwitchCores,
     VnfCores,
@@ -103,6 +108,8 @@ impl Bottleneck {
             Bottleneck::OfferedLoad => "offered load",
             Bottleneck::PortSpeed => "port speed",
             Bottleneck::PcieLink => "PCIe link",
+            Bottleneck::NicPacketRate => "NIC packet rate",
+            Bottleneck::NicHairpin => "NIC VF-to-VF switching",
             Bottleneck::HopLimit => "hop limit",
             Bottleneck::SwitchCores => "switch cores",
             Bottleneck::VnfCores => "VNF cores",
@@ -115,6 +122,8 @@ impl Bottleneck {
             Bottleneck::OfferedLoad
                 | Bottleneck::PortSpeed
                 | Bottleneck::PcieLink
+                | Bottleneck::NicPacketRate
+                | Bottleneck::NicHairpin
                 | Bottleneck::HopLimit
         )
     }
@@ -241,6 +250,16 @@ pub fn plan(t: &Topology, profile: &Profile) -> Plan {
             ));
         }
     }
+    if let Nic::Pci { engine, .. } = &t.node.nic
+        && engine.unknown()
+    {
+        notes.push(
+            "unknown NIC: no nic_model, packet_rate_mpps or hairpin_mpps, so only the ports and \
+             the PCIe link bound it; its SR-IOV figures are upper bounds (at small frames a \
+             controller's own packet rate, and its VF-to-VF switching, bind first)"
+                .to_string(),
+        );
+    }
     if t.node
         .tsc_ghz
         .is_some_and(|g| (g - profile.machine.tsc_ghz).abs() > 0.01)
@@ -296,12 +315,13 @@ fn pcie_fps(p: &Pcie, mix: &[(usize, f64)], x: f64) -> f64 {
 }
 
 /// The NIC figures the model uses (a PCI NIC; the test bed has none).
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct PciNic {
     ports: u32,
     port_gbps: f64,
     pcie: Pcie,
     vfs: u32,
+    engine: Engine,
 }
 
 impl PciNic {
@@ -312,11 +332,13 @@ impl PciNic {
                 port_gbps,
                 pcie,
                 vfs,
+                engine,
             } => Some(PciNic {
                 ports: *ports,
                 port_gbps: *port_gbps,
                 pcie: *pcie,
                 vfs: *vfs,
+                engine: engine.clone(),
             }),
             Nic::Testbed => None,
         }
@@ -438,7 +460,7 @@ impl Case<'_> {
         if needed == 0 {
             return None;
         }
-        match self.nic {
+        match &self.nic {
             None => Some("the test bed has no VFs".into()),
             Some(nic) if nic.vfs < needed => {
                 Some(format!("needs {needed} VFs, the NIC has {}", nic.vfs))
@@ -529,7 +551,7 @@ impl Case<'_> {
             Offered::Gbps(g) => limits.push((Bottleneck::OfferedLoad, g * 1e9 / (self.size * 8.0))),
             Offered::Mpps(m) => limits.push((Bottleneck::OfferedLoad, m * 1e6)),
         }
-        if let Some(nic) = self.nic {
+        if let Some(nic) = &self.nic {
             let line = nic.ports as f64 * nic.port_gbps * 1e9 / ((self.size + 20.0) * 8.0);
             limits.push((Bottleneck::PortSpeed, line));
             let mean_l = self.n() as f64 / p;
@@ -539,6 +561,7 @@ impl Case<'_> {
                 1.0
             };
             limits.push((Bottleneck::PcieLink, pcie_fps(&nic.pcie, &costs.mix, x)));
+            limits.extend(self.engine_limits(&nic.engine, x));
         }
         if let Some(m) = cycles.limit_mpps {
             limits.push((Bottleneck::HopLimit, p * m * 1e6));
@@ -553,12 +576,53 @@ impl Case<'_> {
             ));
         }
         if cycles.vnf > 0.0 {
-            let shared = t.node.vnf_cores as f64 * hz / cycles.vnf;
-            let single = p * hz / cycles.vnf_max;
-            limits.push((Bottleneck::VnfCores, shared.min(single)));
+            limits.push((Bottleneck::VnfCores, self.vnf_core_limit(cycles)));
         }
         limits.sort_by(|a, b| a.1.total_cmp(&b.1));
         Ok(limits)
+    }
+
+    /// The NIC controller's limits ([`crate::nic`]): `receives` frames
+    /// reach the controller per delivered packet (the mean chain length
+    /// for SR-IOV, one otherwise); an SR-IOV chain of two or more VNFs
+    /// also goes through the NIC's switch that many times.
+    fn engine_limits(&self, e: &Engine, receives: f64) -> Vec<(Bottleneck, f64)> {
+        let mut v = Vec::new();
+        if let Some(rate) = e.packet_rate_mpps {
+            v.push((Bottleneck::NicPacketRate, rate * 1e6 / receives));
+        }
+        let hairpins = self.mode == Mode::Sriov && self.chains.iter().any(|&l| l > 1);
+        if let Some(rate) = e.hairpin_mpps.filter(|_| hairpins) {
+            v.push((Bottleneck::NicHairpin, rate * 1e6 / receives));
+        }
+        v
+    }
+
+    /// What the VNF cores carry. Each chain is held to its slowest VNF on
+    /// one core; all together to the cores' cycles. Busy-polling VNFs
+    /// on fewer cores than VNFs take turns by time slice: each gets
+    /// `vnf_cores / N` of a core whatever its load, so every chain is
+    /// held to that share of its slowest VNF's rate.
+    fn vnf_core_limit(&self, cycles: &Cycles) -> f64 {
+        let (t, hz, p) = (self.t, self.hz, self.p());
+        let shared = t.node.vnf_cores as f64 * hz / cycles.vnf;
+        let share = match t.service.vnf_poll {
+            VnfPoll::Busy => (t.node.vnf_cores as f64 / self.n() as f64).min(1.0),
+            VnfPoll::Adaptive => 1.0,
+        };
+        let single = share * p * hz / cycles.vnf_max;
+        shared.min(single)
+    }
+
+    /// VNF cores needed to carry `hw` packets per second: busy-polling
+    /// VNFs a core each, adaptive ones the cycles they use.
+    fn vnf_cores_needed(&self, cycles: &Cycles, hw: f64) -> u32 {
+        let t = self.t;
+        match t.service.vnf_poll {
+            VnfPoll::Busy => self.n(),
+            VnfPoll::Adaptive if !hw.is_finite() => t.node.vnf_cores,
+            VnfPoll::Adaptive => (hw * cycles.vnf / self.hz - 1e-9).ceil().max(0.0) as u32,
+        }
     }
 
     /// The prediction: the rate the smallest limit allows, and the cores
@@ -604,7 +668,7 @@ impl Case<'_> {
             } else {
                 0
             },
-            vnf_cores_needed: cores(cycles.vnf, t.node.vnf_cores),
+            vnf_cores_needed: self.vnf_cores_needed(cycles, hw),
             vfs_needed,
         }
     }

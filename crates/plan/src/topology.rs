@@ -16,6 +16,10 @@
 //! pcie_gen = 3            # pci: 1..=5
 //! pcie_lanes = 8          # pci: 1, 2, 4, 8 or 16
 //! vfs = 16                # pci: SR-IOV virtual functions available (default 0)
+//! nic_model = "xl710"     # pci, optional: a NIC class whose controller limits are known
+//!                         #   (crate::nic::MODELS); or give them:
+//! packet_rate_mpps = 37   # pci, optional: frames/s the controller receives, millions
+//! hairpin_mpps = 18       # pci, optional: VF-to-VF switching rate, millions of frames/s
 //!
 //! [service]
 //! vnfs = [1, 2, 4, 8]     # N (or one number); every N is planned
@@ -26,12 +30,14 @@
 //! offered_gbps = 40       # or offered_mpps; default: line rate of every port
 //! interface = "vhost"     # how VNFs reach the switch: "vhost" (default; also spelled
 //!                         #   "vhost-user") | "memif"
+//! vnf_poll = "busy"       # "busy" (default: poll-mode VNFs, a core each) | "adaptive"
 //! ```
 //!
 //! Unknown keys are refused; every refusal names file, line and field
 //! ([`TopologyError`]).
 
 use crate::error::{Doc, TopologyError};
+use crate::nic::{self, Engine};
 use crate::pcie::Pcie;
 use nfv_vnf_interface::VnfInterface;
 use serde::{Deserialize, Serialize};
@@ -109,6 +115,9 @@ struct RawNic {
     pcie_gen: Option<S<i64>>,
     pcie_lanes: Option<S<i64>>,
     vfs: Option<S<i64>>,
+    nic_model: Option<S<String>>,
+    packet_rate_mpps: Option<S<Num>>,
+    hairpin_mpps: Option<S<Num>>,
 }
 
 #[derive(Deserialize)]
@@ -121,6 +130,7 @@ struct RawService {
     offered_gbps: Option<S<Num>>,
     offered_mpps: Option<S<Num>>,
     interface: Option<S<String>>,
+    vnf_poll: Option<S<String>>,
 }
 
 /// The validated file.
@@ -147,6 +157,8 @@ pub enum Nic {
         port_gbps: f64,
         pcie: Pcie,
         vfs: u32,
+        /// The controller's own limits ([`crate::nic`]).
+        engine: Engine,
     },
     /// `nfvswitch sweep`'s in-process generator and sink.
     Testbed,
@@ -182,6 +194,19 @@ impl Shape {
             Shape::Mixed { chain_length } => format!("mixed (chains of {chain_length})"),
         }
     }
+}
+
+/// How the VNFs wait for packets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VnfPoll {
+    /// Poll-mode (DPDK's testpmd in a VM, the usual NFV VNF): a VNF spins
+    /// on its queues, so it takes a whole core whatever its load, and
+    /// VNFs sharing a core take turns by time slice.
+    #[default]
+    Busy,
+    /// The VNF sleeps when idle: VNFs on shared cores share them by load.
+    Adaptive,
 }
 
 /// Frame sizes of one plan point.
@@ -230,6 +255,7 @@ pub struct Service {
     /// Written `"vhost"` or `"memif"`, as plan JSON always said.
     #[serde(serialize_with = "nfv_vnf_interface::serialize_short")]
     pub interface: VnfInterface,
+    pub vnf_poll: VnfPoll,
 }
 
 /// Reads and validates a topology file.
@@ -359,6 +385,39 @@ fn pci_nic(doc: &Doc, n: &RawNic, nic_span: Range<usize>) -> Result<Nic, Topolog
         port_gbps,
         pcie: Pcie::new(generation as u8, lanes as u8),
         vfs,
+        engine: engine(doc, n)?,
+    })
+}
+
+/// `nic_model` and the limits given beside it (which override the
+/// model's).
+fn engine(doc: &Doc, n: &RawNic) -> Result<Engine, TopologyError> {
+    let model = match &n.nic_model {
+        None => None,
+        Some(v) => Some(nic::model(v.get_ref()).ok_or_else(|| {
+            doc.err(
+                v.span(),
+                "node.nic.nic_model",
+                format!(
+                    "{:?} is not a known NIC class ({}); give packet_rate_mpps and \
+                     hairpin_mpps instead",
+                    v.get_ref(),
+                    nic::model_names()
+                ),
+            )
+        })?),
+    };
+    let rate = |v: &Option<S<Num>>, field: &str| {
+        v.as_ref()
+            .map(|v| num(doc, v, field, 0.0, 10_000.0))
+            .transpose()
+    };
+    let packet_rate = rate(&n.packet_rate_mpps, "node.nic.packet_rate_mpps")?;
+    let hairpin = rate(&n.hairpin_mpps, "node.nic.hairpin_mpps")?;
+    Ok(Engine {
+        model: model.map(|m| m.name.to_string()),
+        packet_rate_mpps: packet_rate.or(model.and_then(|m| m.packet_rate_mpps)),
+        hairpin_mpps: hairpin.or(model.and_then(|m| m.hairpin_mpps)),
     })
 }
 
@@ -370,6 +429,12 @@ fn testbed_nic(doc: &Doc, n: &RawNic) -> Result<Nic, TopologyError> {
         ("pcie_gen", n.pcie_gen.as_ref().map(|v| v.span())),
         ("pcie_lanes", n.pcie_lanes.as_ref().map(|v| v.span())),
         ("vfs", n.vfs.as_ref().map(|v| v.span())),
+        ("nic_model", n.nic_model.as_ref().map(|v| v.span())),
+        (
+            "packet_rate_mpps",
+            n.packet_rate_mpps.as_ref().map(|v| v.span()),
+        ),
+        ("hairpin_mpps", n.hairpin_mpps.as_ref().map(|v| v.span())),
     ];
     if let Some((k, Some(span))) = stray.into_iter().find(|(_, s)| s.is_some()) {
         return Err(doc.err(
@@ -393,12 +458,27 @@ fn service(doc: &Doc, r: RawService) -> Result<Service, TopologyError> {
             .parse::<VnfInterface>()
             .map_err(|e| doc.err(v.span(), "service.interface", e.to_string()))?,
     };
+    let vnf_poll = match &r.vnf_poll {
+        None => VnfPoll::default(),
+        Some(v) => match v.get_ref().as_str() {
+            "busy" => VnfPoll::Busy,
+            "adaptive" => VnfPoll::Adaptive,
+            other => {
+                return Err(doc.err(
+                    v.span(),
+                    "service.vnf_poll",
+                    format!("{other:?} is not \"busy\" or \"adaptive\""),
+                ));
+            }
+        },
+    };
     Ok(Service {
         vnfs,
         shape,
         frames,
         offered,
         interface,
+        vnf_poll,
     })
 }
 
