@@ -15,8 +15,14 @@ use std::path::{Path, PathBuf};
 
 #[derive(Args)]
 pub struct PlanArgs {
-    /// Topology file (TOML; see `examples/plan-*.toml`).
-    topology: PathBuf,
+    /// Topology file (TOML; see `examples/plan-*.toml` and
+    /// `--explain-topology`).
+    #[arg(required_unless_present = "explain_topology")]
+    topology: Option<PathBuf>,
+    /// Print every key a topology file takes, with its unit and default,
+    /// and exit.
+    #[arg(long)]
+    explain_topology: bool,
     /// Cost profile written by `nfvswitch calibrate` (default: the
     /// built-in one, from another machine).
     #[arg(long)]
@@ -39,8 +45,44 @@ pub fn load_profile(path: Option<&Path>) -> Result<Profile, String> {
     }
 }
 
+/// A chart path that `draw` can write: a PNG in an existing directory,
+/// checked before planning so a bad path fails first, not after the
+/// tables. A file this makes for the check is removed again.
+fn check_chart(out: &Path) -> Result<(), String> {
+    let png = out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    if !png {
+        return Err(format!(
+            "--chart {}: charts are PNG only; give a path ending in .png",
+            out.display()
+        ));
+    }
+    let existed = out.exists();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(out)
+        .map_err(|e| format!("--chart {}: cannot write it: {e}", out.display()))?;
+    if !existed {
+        let _ = std::fs::remove_file(out);
+    }
+    Ok(())
+}
+
 pub fn plan(args: PlanArgs) -> Result<(), String> {
-    let topo = nfv_plan::topology::load(&args.topology).map_err(|e| e.to_string())?;
+    if args.explain_topology {
+        print!("{}", nfv_plan::topology::explain());
+        return Ok(());
+    }
+    let Some(path) = &args.topology else {
+        return Err("a topology file is needed (see --explain-topology)".into());
+    };
+    if let Some(out) = &args.chart {
+        check_chart(out)?;
+    }
+    let topo = nfv_plan::topology::load(path).map_err(|e| e.to_string())?;
     let profile = load_profile(args.profile.as_deref())?;
     let plan = nfv_plan::plan(&topo, &profile);
     if args.json {

@@ -274,6 +274,34 @@ fn bad_topologies_are_refused_with_file_line_field() {
             17,
             "service.offered_mpps",
         ),
+        (
+            "no [service]",
+            "[service]\nvnfs = [1, 2, 4]\nshape = \"east-west\"\nframes = [64, 1518]\n",
+            "",
+            1,
+            "service",
+        ),
+        (
+            "no [node.nic]",
+            "[node.nic]\nports = 1\nport_gbps = 40\npcie_gen = 3\npcie_lanes = 8\nvfs = 16\n",
+            "",
+            1,
+            "node.nic",
+        ),
+        (
+            "NIC model",
+            "vfs = 16",
+            "vfs = 16\nnic_model = \"e999\"",
+            11,
+            "node.nic.nic_model",
+        ),
+        (
+            "VNF polling",
+            "frames = [64, 1518]",
+            "frames = [64, 1518]\nvnf_poll = \"sometimes\"",
+            16,
+            "service.vnf_poll",
+        ),
     ];
     for &(what, from, to, line, field) in rows {
         assert!(GOOD.contains(from), "{what}: {from:?}");
@@ -294,4 +322,63 @@ fn write(name: &str, text: &str) -> PathBuf {
     let p = tmp(name);
     std::fs::write(&p, text).unwrap();
     p
+}
+
+/// `--chart` is checked before anything is planned: a format other than
+/// PNG, or a path that cannot be written, is refused and nothing is
+/// printed; a good path draws a PNG.
+#[test]
+fn chart_paths_are_checked_before_planning() {
+    let f = examples().join("plan-ns-2x10g.toml");
+    let dir = tmp("chart-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    // (chart path, the refusal)
+    let rows = [
+        (
+            tmp("x.svg"),
+            "charts are PNG only; give a path ending in .png",
+        ),
+        (tmp("x"), "charts are PNG only"),
+        (tmp("no-such-dir/x.png"), "cannot write it"),
+        (dir.clone(), "charts are PNG only"),
+    ];
+    for (chart, want) in rows {
+        let out = run(&[
+            "plan",
+            f.to_str().unwrap(),
+            "--chart",
+            chart.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{}: accepted", chart.display());
+        assert!(err.contains(want), "{}: {err}", chart.display());
+        assert!(
+            out.stdout.is_empty(),
+            "{}: planned before refusing",
+            chart.display()
+        );
+    }
+    assert!(!tmp("x.svg").exists(), "nothing left behind");
+}
+
+/// `--explain-topology` lists every key with its unit and default, needs
+/// no file, and names the NIC models; a plan without a file says where
+/// to look.
+#[test]
+fn explain_topology_lists_every_key() {
+    let out = run(&["plan", "--explain-topology"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for f in nfv_plan::topology::FIELDS {
+        assert!(text.contains(f.path), "{}", f.path);
+        assert!(text.contains(f.default), "{}", f.path);
+    }
+    assert!(text.contains("\"xl710\""), "{text}");
+    let out = run(&["plan"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--explain-topology") || err.contains("<TOPOLOGY>"),
+        "{err}"
+    );
 }

@@ -56,6 +56,11 @@ impl Doc<'_> {
             Err(_) => String::new(),
         };
         if let Some(key) = quoted_key(&message, "missing field ") {
+            // The top level's missing fields come with an empty span at
+            // 0 (the key found there is only the first table's).
+            if span.is_empty() && span.start == 0 {
+                field.clear();
+            }
             field = if field.is_empty() {
                 key.to_string()
             } else {

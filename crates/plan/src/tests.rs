@@ -512,3 +512,44 @@ fn busy_polling_vnfs_take_a_core_each() {
     assert_eq!(x.bottleneck, Some(Bottleneck::VnfCores));
     assert!(close(x.mpps, 20.0), "{}", x.mpps);
 }
+
+/// `topology::FIELDS` (what `--explain-topology` prints) names every key
+/// the parser takes, table by table: the parser's own list comes from
+/// its refusal of an unknown key.
+#[test]
+fn the_field_list_covers_every_key_the_parser_takes() {
+    let documented: Vec<&str> = topology::FIELDS.iter().map(|f| f.path).collect();
+    let good = G3X8_40G.to_string();
+    // (where an unknown key goes, the table's path prefix)
+    let tables = [
+        ("[node]\n", "node."),
+        ("[node.nic]\n", "node.nic."),
+        ("[service]\n", "service."),
+    ];
+    for (header, prefix) in tables {
+        let text = good.replacen(header, &format!("{header}zzz = 1\n"), 1);
+        let e = topology::parse(Path::new("t.toml"), &text)
+            .unwrap_err()
+            .to_string();
+        let expected = e
+            .split("expected one of ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{e}"));
+        for key in expected.split(", ").map(|k| k.trim().trim_matches('`')) {
+            if key == "nic" {
+                continue; // the [node.nic] table itself
+            }
+            let path = format!("{prefix}{key}");
+            assert!(
+                documented.contains(&path.as_str()),
+                "{path} is not in topology::FIELDS"
+            );
+        }
+    }
+    let top = format!("zzz = 1\n{good}");
+    let e = topology::parse(Path::new("t.toml"), &top)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`name`"), "{e}");
+    assert!(documented.contains(&"name"));
+}

@@ -258,6 +258,163 @@ pub struct Service {
     pub vnf_poll: VnfPoll,
 }
 
+/// One key of the topology file, for `nfvswitch plan --explain-topology`.
+pub struct FieldDoc {
+    pub path: &'static str,
+    /// Unit or accepted values.
+    pub unit: &'static str,
+    pub default: &'static str,
+    pub meaning: &'static str,
+}
+
+/// Every key the file takes (a test checks it against the parser's).
+pub const FIELDS: &[FieldDoc] = &[
+    FieldDoc {
+        path: "name",
+        unit: "text",
+        default: "the file's name",
+        meaning: "what the plan is called",
+    },
+    FieldDoc {
+        path: "node.switch_cores",
+        unit: "cores, 0..=256",
+        default: "required",
+        meaning: "cores for nfvswitch's PMD threads (0: no switch modes)",
+    },
+    FieldDoc {
+        path: "node.vnf_cores",
+        unit: "cores, 1..=1024",
+        default: "required",
+        meaning: "cores the VNFs run on",
+    },
+    FieldDoc {
+        path: "node.tsc_ghz",
+        unit: "GHz, (0.2, 10]",
+        default: "the profile's",
+        meaning: "the planned node's clock; cycle figures are applied at it",
+    },
+    FieldDoc {
+        path: "node.nic.kind",
+        unit: "\"pci\" | \"testbed\"",
+        default: "\"pci\"",
+        meaning: "a PCI NIC, or nfvswitch sweep's in-process generator and sink (no wire, no PCIe, no VFs)",
+    },
+    FieldDoc {
+        path: "node.nic.ports",
+        unit: "ports, 1..=8",
+        default: "required (pci)",
+        meaning: "NIC ports used, all alike",
+    },
+    FieldDoc {
+        path: "node.nic.port_gbps",
+        unit: "Gbit/s, (0, 800]",
+        default: "required (pci)",
+        meaning: "line rate of each port",
+    },
+    FieldDoc {
+        path: "node.nic.pcie_gen",
+        unit: "generation, 1..=5",
+        default: "required (pci)",
+        meaning: "the NIC's PCIe link generation",
+    },
+    FieldDoc {
+        path: "node.nic.pcie_lanes",
+        unit: "lanes: 1, 2, 4, 8 or 16",
+        default: "required (pci)",
+        meaning: "the NIC's PCIe link width",
+    },
+    FieldDoc {
+        path: "node.nic.vfs",
+        unit: "VFs, 0..=4096",
+        default: "0",
+        meaning: "SR-IOV virtual functions available (SR-IOV needs one per VNF)",
+    },
+    FieldDoc {
+        path: "node.nic.nic_model",
+        unit: "a NIC class (crates/plan/src/nic.rs)",
+        default: "none",
+        meaning: "takes the controller's packet rate and VF-to-VF rate from published figures",
+    },
+    FieldDoc {
+        path: "node.nic.packet_rate_mpps",
+        unit: "million frames/s, (0, 10000]",
+        default: "the model's, else unknown",
+        meaning: "frames the NIC controller receives per second at most",
+    },
+    FieldDoc {
+        path: "node.nic.hairpin_mpps",
+        unit: "million frames/s, (0, 10000]",
+        default: "the model's, else unknown",
+        meaning: "frames the NIC's internal switch delivers to VFs per second once they forward to each other",
+    },
+    FieldDoc {
+        path: "service.vnfs",
+        unit: "N, 1..=64, or a list",
+        default: "required",
+        meaning: "VNF counts to plan, each a point",
+    },
+    FieldDoc {
+        path: "service.shape",
+        unit: "\"north-south\" | \"east-west\" | \"mixed\"",
+        default: "required",
+        meaning: "N VNFs in parallel, one chain of N, or chains of chain_length",
+    },
+    FieldDoc {
+        path: "service.chain_length",
+        unit: "VNFs, 1..=64",
+        default: "required with mixed",
+        meaning: "the length of each mixed chain (the last takes the rest)",
+    },
+    FieldDoc {
+        path: "service.frames",
+        unit: "bytes, 64..=1518 (FCS included), a list, or \"imix\"",
+        default: "required",
+        meaning: "frame sizes to plan; imix is 7:4:1 of 64, 594, 1518 B",
+    },
+    FieldDoc {
+        path: "service.offered_gbps",
+        unit: "Gbit/s, (0, 10000]",
+        default: "line rate",
+        meaning: "offered load (or offered_mpps, not both)",
+    },
+    FieldDoc {
+        path: "service.offered_mpps",
+        unit: "million packets/s, (0, 10000]",
+        default: "line rate",
+        meaning: "offered load (or offered_gbps, not both)",
+    },
+    FieldDoc {
+        path: "service.interface",
+        unit: "\"vhost\" (\"vhost-user\") | \"memif\"",
+        default: "\"vhost\"",
+        meaning: "how VNFs reach the switch",
+    },
+    FieldDoc {
+        path: "service.vnf_poll",
+        unit: "\"busy\" | \"adaptive\"",
+        default: "\"busy\"",
+        meaning: "busy: poll-mode VNFs (DPDK), a core each; adaptive: VNFs that sleep when idle share cores by load",
+    },
+];
+
+/// The file's keys, one per line: path, unit, default, meaning.
+pub fn explain() -> String {
+    let mut out = String::from(
+        "A topology file (TOML) describes a node and a service; unknown keys are refused.\n\n",
+    );
+    for f in FIELDS {
+        out += &format!(
+            "{}\n    {}; default: {}\n    {}\n",
+            f.path, f.unit, f.default, f.meaning
+        );
+    }
+    out += &format!(
+        "\nnic_model names: {}\nExamples: examples/plan-*.toml\n",
+        nic::model_names()
+    );
+    out
+}
+
 /// Reads and validates a topology file.
 pub fn load(path: &Path) -> Result<Topology, TopologyError> {
     let text = std::fs::read_to_string(path).map_err(|source| TopologyError::Io {
