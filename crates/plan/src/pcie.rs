@@ -60,9 +60,10 @@
 //! 5. Buffers are cache-line aligned, so a write never splits at a 4 KiB
 //!    boundary; no ECRC, no relaxed-ordering or header-split effects, no
 //!    interrupts (poll mode), no TLP processing hints.
-//! 6. The link is the only limit inside the NIC: its internal switch and
-//!    packet engine are assumed to keep up (real NICs may not, at 64 B:
-//!    see `docs/sriov-figures.md`).
+//! 6. The link is this module's only limit inside the NIC; the
+//!    controller's packet rate and its VF-to-VF switching rate, which bind
+//!    first at small frames, are [`crate::nic`]'s (see
+//!    `docs/sriov-figures.md`).
 //! 7. Replays, SKP ordered sets and power-state exits are ignored (a few
 //!    tenths of a percent).
 
