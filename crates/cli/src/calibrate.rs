@@ -346,6 +346,8 @@ pub fn calibrate(args: CalibrateArgs) -> Result<(), String> {
         machine: machine(&cores),
         seconds_per_point: seconds as f64,
         hops,
+        missing: Vec::new(),
+        placement: None,
     };
     std::fs::write(&args.out, profile.to_json() + "\n")
         .map_err(|e| format!("--out {}: {e}", args.out.display()))?;
