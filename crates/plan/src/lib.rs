@@ -20,6 +20,7 @@ pub mod error;
 pub mod model;
 pub mod pcie;
 pub mod profile;
+pub mod profile_notes;
 pub mod topology;
 
 pub use error::TopologyError;
