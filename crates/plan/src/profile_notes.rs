@@ -169,8 +169,8 @@ fn core_count_note(profile: &Profile, node: &Node) -> Option<String> {
         "the profile was calibrated on a machine with {machine} cores; this node has \
          {node_cores} ({} switch + {} VNF): on a machine that small the switch and the VNFs \
          wait for each other's cores, which inflates the per-hop cycle figures{evidence}, so \
-         predictions for this node are likely too low; calibrate on a machine with cores \
-         like the node's",
+         the predicted rates for this node are likely too low (and the cores needed too \
+         high); calibrate on a machine with cores like the node's",
         node.switch_cores, node.vnf_cores
     ))
 }

@@ -142,9 +142,9 @@ const ROWS: &[Row] = &[
         want: &[
             "the profile was calibrated on a machine with 4 cores; this node has 32 (16 \
                  switch + 16 VNF): on a machine that small the switch and the VNFs wait for \
-                 each other's cores, which inflates the per-hop cycle figures, so predictions \
-                 for this node are likely too low; calibrate on a machine with cores like the \
-                 node's",
+                 each other's cores, which inflates the per-hop cycle figures, so the predicted \
+                 rates for this node are likely too low (and the cores needed too high); \
+                 calibrate on a machine with cores like the node's",
         ],
     },
     Row {
@@ -168,8 +168,8 @@ const ROWS: &[Row] = &[
              + 8 VNF): on a machine that small the switch and the VNFs wait for each other's \
              cores, which inflates the per-hop cycle figures (in this profile an inner hop \
              costs 10.0x an edge hop, though both move a packet from one port to another), so \
-             predictions for this node are likely too low; calibrate on a machine with cores \
-             like the node's",
+             the predicted rates for this node are likely too low (and the cores needed too \
+             high); calibrate on a machine with cores like the node's",
             "VNFs shared cores during calibration (up to 2 VNFs ran on 1 core(s) of their \
              own): the inner-hop and VNF figures include waiting for the shared core and \
              overstate what a hop costs on a node with a core per VNF",
