@@ -31,10 +31,25 @@
 //! as its `limit_mpps`. Kernel ports (AF_XDP, AF_PACKET) and VFs are
 //! reported unavailable with the reason; `plan` then uses the built-in
 //! figures for them and says so.
+//!
+//! A point that fails (a test bed that does not start, a VNF that does
+//! not connect, a run that delivers nothing) fails the command: after the
+//! last run it exits 1, naming every failed point, and writes no profile,
+//! because `plan` would silently take that size's figures from the
+//! neighbouring sizes. `--keep-going` writes the profile anyway with each
+//! failed point recorded in its `missing` list; `plan` then says which
+//! figures it took from which sizes ([`nfv_plan::profile_notes`]).
+//!
+//! The profile also records the machine's cores and the placement (PMD
+//! cores, the VNFs' own cores, the most VNFs a run starts): when the
+//! east-west run's two VNFs have fewer cores of their own, they wait for
+//! each other and the inner-hop and VNF figures carry that wait, so
+//! calibrate warns at the start and `plan` warns when it uses the profile.
 
 use crate::sweep::report::rfc3339;
 use crate::topology::{Cores, Run, Setup, Testbed, Topology};
 use clap::Args;
+use nfv_plan::profile::{MissingPoint, Placement};
 use nfv_plan::{HopKind, HopPoint, HopProfile, Machine, Profile};
 use nfv_vnf_interface::VnfInterface;
 use std::collections::BTreeMap;
@@ -60,6 +75,10 @@ pub struct CalibrateArgs {
     /// memif-one-copy, memif-copy.
     #[arg(long, value_delimiter = ',', default_values_t = [HopKind::VhostOneCopy, HopKind::VhostCopy, HopKind::MemifOneCopy, HopKind::MemifCopy])]
     hops: Vec<HopKind>,
+    /// Write the profile even when points failed, with each recorded as
+    /// missing (without it a failed point writes nothing and exits 1).
+    #[arg(long)]
+    keep_going: bool,
 }
 
 /// `/proc/<pid>/stat` times are in USER_HZ, 100 on Linux.
@@ -156,7 +175,8 @@ fn sample(k: HopKind, run: &Run, seconds: u64, cores: &Cores) -> Result<Sample, 
         rate_pps: 0,
         warmup: Duration::from_millis(500),
     };
-    let bed = Testbed::start(&setup, run, cores)?;
+    let bed = Testbed::start(&setup, run, cores)
+        .map_err(|e| format!("cannot start the test bed: {e}"))?;
     if !one_copy {
         copy_mode(&bed, iface, run.vnfs)?;
     }
@@ -202,8 +222,8 @@ fn point(
         vnfs: 2,
         size,
     };
-    let a = sample(k, &ns, seconds, cores)?;
-    let b = sample(k, &ew, seconds, cores)?;
+    let a = sample(k, &ns, seconds, cores).map_err(|e| format!("north-south N=1 run: {e}"))?;
+    let b = sample(k, &ew, seconds, cores).map_err(|e| format!("east-west N=2 run: {e}"))?;
     // Two hops per delivered packet in ns N=1, three (two edges) in ew N=2.
     let edge = a.pmd_per_delivered.map(|c| c / 2.0);
     let mut note = String::new();
@@ -292,11 +312,54 @@ fn vf_reason() -> String {
 const KERNEL_PORTS: &str = "calibrate does not measure kernel ports yet: they need a NIC (or a veth \
     pair) under traffic; `nfv-bench kernel-port` measures them";
 
+/// The most VNFs one calibration run starts (east-west, N = 2).
+const MOST_VNFS: usize = 2;
+
 pub fn calibrate(args: CalibrateArgs) -> Result<(), String> {
     crate::topology::validate(&[1], &args.sizes)?;
     let seconds = args.seconds.clamp(1, 30);
-    // The east-west point runs two VNFs.
-    let cores = Cores::detect(args.pmds, 2)?;
+    let cores = Cores::detect(args.pmds, MOST_VNFS)?;
+    let placement = placement(&cores);
+    print_plan(&args, seconds, &cores, placement);
+    let (mut hops, missing) = measure(&args, seconds, &cores);
+    let tried = hops.values().map(|h| h.points.len()).sum::<usize>() + missing.len();
+    verdict(&missing, tried, args.keep_going)?;
+    unmeasured(&mut hops);
+    let profile = Profile {
+        source: "calibrated".into(),
+        machine: machine(&cores),
+        seconds_per_point: seconds as f64,
+        hops,
+        missing,
+        placement: Some(placement),
+    };
+    std::fs::write(&args.out, profile.to_json() + "\n")
+        .map_err(|e| format!("--out {}: {e}", args.out.display()))?;
+    println!("wrote {}", args.out.display());
+    if !profile.missing.is_empty() {
+        println!(
+            "{} of {tried} point(s) recorded as missing; `nfvswitch plan` says which figures it \
+             takes from other sizes instead (or from its built-in profile, for a hop type with \
+             none measured):\n{}",
+            profile.missing.len(),
+            list(&profile.missing)
+        );
+    }
+    Ok(())
+}
+
+/// How this run places the switch and the VNFs (recorded in the profile).
+fn placement(cores: &Cores) -> Placement {
+    Placement {
+        pmd_cores: cores.pmds.len(),
+        vnf_cores: cores.vnfs.len(),
+        vnfs: MOST_VNFS,
+    }
+}
+
+/// The first lines: what will run where, and a warning when the VNFs
+/// will share cores (their figures then show the sharing).
+fn print_plan(args: &CalibrateArgs, seconds: u64, cores: &Cores, placement: Placement) {
     let runs = args.hops.len() * args.sizes.len() * 2;
     println!(
         "nfvswitch calibrate: {} hop type(s) x {} size(s) x 2 runs of {seconds} s (+0.5 s warm-up); {} CPU(s) allowed ({}), switch PMD(s) on core(s) {:?}, VNFs (macswap, adaptive) on {:?}; {runs} runs",
@@ -307,26 +370,54 @@ pub fn calibrate(args: CalibrateArgs) -> Result<(), String> {
         cores.pmds,
         cores.vnf_cores()
     );
-    let mut hops: BTreeMap<HopKind, HopProfile> = BTreeMap::new();
+    if placement.vnfs_shared_cores() {
+        println!(
+            "warning: the east-west runs start {MOST_VNFS} VNFs but they have {} core(s) of their own: \
+             the inner-hop and VNF figures will include waiting for a shared core (the profile \
+             records it and `nfvswitch plan` warns)",
+            placement.vnf_cores
+        );
+    }
+}
+
+/// Every point of every hop type calibrate drives: the hop profiles and
+/// the points that failed.
+fn measure(
+    args: &CalibrateArgs,
+    seconds: u64,
+    cores: &Cores,
+) -> (BTreeMap<HopKind, HopProfile>, Vec<MissingPoint>) {
+    let mut hops = BTreeMap::new();
+    let mut missing = Vec::new();
     for &k in &args.hops {
         if matches!(k, HopKind::Afxdp | HopKind::Afpacket | HopKind::Vf) {
             continue;
         }
         let mut h = HopProfile::default();
+        let mut failed = Vec::new();
         for &size in &args.sizes {
-            match point(k, size, seconds, &cores) {
+            match point(k, size, seconds, cores) {
                 Ok((p, line)) => {
                     println!("{line}");
                     h.points.push(p);
                 }
-                Err(e) => println!("{k:>15} {size:>5} B: FAILED: {e}"),
+                Err(why) => {
+                    println!("{k:>15} {size:>5} B: FAILED: {why}");
+                    failed.push(MissingPoint { hop: k, size, why });
+                }
             }
         }
         if h.points.is_empty() {
-            h.unavailable = Some("every run failed".into());
+            h.unavailable = Some(format!("every run failed: {}", one_line(&failed)));
         }
         hops.insert(k, h);
+        missing.append(&mut failed);
     }
+    (hops, missing)
+}
+
+/// Marks the hop types calibrate cannot drive unavailable, with why.
+fn unmeasured(hops: &mut BTreeMap<HopKind, HopProfile>) {
     for (k, why) in [
         (HopKind::Afxdp, KERNEL_PORTS.to_string()),
         (HopKind::Afpacket, KERNEL_PORTS.to_string()),
@@ -341,14 +432,107 @@ pub fn calibrate(args: CalibrateArgs) -> Result<(), String> {
             },
         );
     }
-    let profile = Profile {
-        source: "calibrated".into(),
-        machine: machine(&cores),
-        seconds_per_point: seconds as f64,
-        hops,
-    };
-    std::fs::write(&args.out, profile.to_json() + "\n")
-        .map_err(|e| format!("--out {}: {e}", args.out.display()))?;
-    println!("wrote {}", args.out.display());
-    Ok(())
+}
+
+/// Whether a profile may be written after `missing` of `tried` points
+/// failed: always when none did; otherwise only with `--keep-going`, and
+/// the refusal names every failed point.
+fn verdict(missing: &[MissingPoint], tried: usize, keep_going: bool) -> Result<(), String> {
+    if missing.is_empty() || keep_going {
+        return Ok(());
+    }
+    Err(format!(
+        "{} of {tried} calibration point(s) failed, so no profile was written:\n{}\n\
+         --keep-going writes the profile anyway, with these points recorded as missing \
+         (`nfvswitch plan` then says which figures it takes from other sizes)",
+        missing.len(),
+        list(missing)
+    ))
+}
+
+/// One indented line per point: "  memif-copy 1518 B: why".
+fn list(missing: &[MissingPoint]) -> String {
+    let lines: Vec<String> = missing
+        .iter()
+        .map(|m| format!("  {} {} B: {}", m.hop, m.size, m.why))
+        .collect();
+    lines.join("\n")
+}
+
+/// "64 B: why; 512 B: why" (the points of one hop type).
+fn one_line(failed: &[MissingPoint]) -> String {
+    let parts: Vec<String> = failed
+        .iter()
+        .map(|m| format!("{} B: {}", m.size, m.why))
+        .collect();
+    parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(hop: HopKind, size: usize) -> MissingPoint {
+        MissingPoint {
+            hop,
+            size,
+            why: "cannot start VNF 1".into(),
+        }
+    }
+
+    #[test]
+    fn a_failed_point_refuses_the_profile_unless_keep_going() {
+        let two = [
+            failed(HopKind::MemifCopy, 1518),
+            failed(HopKind::VhostCopy, 64),
+        ];
+        // (failed points, --keep-going, expected refusal: None = written)
+        let rows: &[(&[MissingPoint], bool, Option<&str>)] = &[
+            (&[], false, None),
+            (&[], true, None),
+            (&two, true, None),
+            (
+                &two,
+                false,
+                Some(
+                    "2 of 12 calibration point(s) failed, so no profile was written:\n  \
+                     memif-copy 1518 B: cannot start VNF 1\n  vhost-copy 64 B: cannot start VNF 1\n\
+                     --keep-going writes the profile anyway, with these points recorded as \
+                     missing (`nfvswitch plan` then says which figures it takes from other sizes)",
+                ),
+            ),
+        ];
+        for &(missing, keep_going, want) in rows {
+            let got = verdict(missing, 12, keep_going).err();
+            assert_eq!(
+                got.as_deref(),
+                want,
+                "{} failed, keep_going {keep_going}",
+                missing.len()
+            );
+        }
+    }
+
+    #[test]
+    fn placement_counts_the_vnfs_own_cores() {
+        let cpus = |ids: &[usize]| nfv_config::CpuSet::from_ids(ids.iter().copied()).unwrap();
+        // (allowed CPUs, --pmds, expected (PMD cores, VNF cores), VNFs
+        // share cores?)
+        type Row = (&'static [usize], Option<usize>, (usize, usize), bool);
+        let rows: &[Row] = &[
+            (&[0], None, (1, 0), true),
+            (&[0, 1], None, (1, 1), true),
+            (&[0, 1, 2], None, (1, 2), false),
+            (&[0, 1, 2, 3], Some(3), (3, 1), true),
+        ];
+        for &(allowed, pmds, (pmd_cores, vnf_cores), shared) in rows {
+            let cores = Cores::place(cpus(allowed), pmds, MOST_VNFS).unwrap();
+            let p = placement(&cores);
+            assert_eq!(
+                (p.pmd_cores, p.vnf_cores, p.vnfs_shared_cores()),
+                (pmd_cores, vnf_cores, shared),
+                "{allowed:?} --pmds {pmds:?}"
+            );
+        }
+    }
 }

@@ -21,6 +21,7 @@ pub mod model;
 pub mod nic;
 pub mod pcie;
 pub mod profile;
+pub mod profile_notes;
 pub mod topology;
 
 pub use error::TopologyError;

@@ -23,6 +23,12 @@
 //!   neither the PMD nor the VNF was saturated (the ring exchange between
 //!   two cores limits it), if one was seen.
 //!
+//! A profile also records the points calibration could not measure
+//! ([`MissingPoint`]: [`HopProfile::at`] then interpolates over, or holds
+//! flat from, the sizes that were measured, and
+//! [`crate::profile_notes`] says so) and how calibration placed the switch
+//! and the VNFs on the machine's cores ([`Placement`]).
+//!
 //! For the NIC-facing types (`afxdp`, `afpacket`) `edge_cycles` is what a
 //! packet's receive and transmit on such a port cost the PMD on top of
 //! the generator and sink they replace. For `vf` only `vnf_cycles` means
@@ -153,15 +159,35 @@ impl Figure {
 }
 
 impl HopProfile {
-    /// The figure at `size`, interpolated linearly between the measured
-    /// sizes that have it and held flat beyond them.
-    pub fn at(&self, size: usize, fig: Figure) -> Option<f64> {
+    /// (size, value) of every point that has `fig`, smallest size first.
+    fn measured(&self, fig: Figure) -> Vec<(f64, f64)> {
         let mut pts: Vec<(f64, f64)> = self
             .points
             .iter()
             .filter_map(|p| fig.of(p).map(|v| (p.size as f64, v)))
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pts
+    }
+
+    /// The sizes of the points that have `fig`, smallest first.
+    pub fn measured_sizes(&self, fig: Figure) -> Vec<usize> {
+        self.measured(fig)
+            .iter()
+            .map(|&(s, _)| s as usize)
+            .collect()
+    }
+
+    /// The measured sizes [`HopProfile::at`] takes `fig` at `size` from
+    /// ([`sources_among`] the sizes that have it).
+    pub fn sources(&self, size: usize, fig: Figure) -> Vec<usize> {
+        sources_among(&self.measured_sizes(fig), size)
+    }
+
+    /// The figure at `size`, interpolated linearly between the measured
+    /// sizes that have it and held flat beyond them.
+    pub fn at(&self, size: usize, fig: Figure) -> Option<f64> {
+        let pts = self.measured(fig);
         let s = size as f64;
         let (first, last) = (pts.first()?, pts.last()?);
         if s <= first.0 {
@@ -175,6 +201,29 @@ impl HopProfile {
             w[0].1 + t * (w[1].1 - w[0].1)
         })
     }
+}
+
+/// Which of the measured `sizes` (ascending) [`HopProfile::at`] takes a
+/// figure at `size` from: `[size]` when measured there, the nearest one
+/// when `size` is beyond the measured range (held flat), the two around
+/// it when interpolated, none when nothing was measured.
+pub fn sources_among(sizes: &[usize], size: usize) -> Vec<usize> {
+    let (Some(&first), Some(&last)) = (sizes.first(), sizes.last()) else {
+        return Vec::new();
+    };
+    if sizes.contains(&size) {
+        return vec![size];
+    }
+    if size < first {
+        return vec![first];
+    }
+    if size > last {
+        return vec![last];
+    }
+    sizes
+        .windows(2)
+        .find(|w| size < w[1])
+        .map_or_else(Vec::new, |w| vec![w[0], w[1]])
 }
 
 /// The machine a profile was taken on.
@@ -191,6 +240,38 @@ pub struct Machine {
     pub nfvswitch_version: String,
 }
 
+/// A point calibration tried and could not measure (`nfvswitch calibrate
+/// --keep-going` writes the profile anyway, with these recorded).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissingPoint {
+    pub hop: HopKind,
+    /// Frame size, bytes.
+    pub size: usize,
+    /// Why it failed, as calibrate reported it.
+    pub why: String,
+}
+
+/// How calibration placed the switch and the VNFs on the machine's
+/// cores: figures taken with VNFs sharing cores (with each other or with
+/// the switch's PMDs) include the waiting for the shared core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// Cores the switch's PMD threads busy-polled, one each.
+    pub pmd_cores: usize,
+    /// Cores of the VNFs' own (0: they ran on the PMDs' cores).
+    pub vnf_cores: usize,
+    /// The most VNFs one calibration run started.
+    pub vnfs: usize,
+}
+
+impl Placement {
+    /// True when some run had more VNFs than the VNFs had cores of their
+    /// own.
+    pub fn vnfs_shared_cores(&self) -> bool {
+        self.vnf_cores < self.vnfs
+    }
+}
+
 /// A cost profile (`nfvswitch calibrate --out PROFILE.json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
@@ -201,6 +282,14 @@ pub struct Profile {
     #[serde(default)]
     pub seconds_per_point: f64,
     pub hops: BTreeMap<HopKind, HopProfile>,
+    /// Points calibration could not measure (profiles written before it
+    /// recorded them have none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<MissingPoint>,
+    /// Where calibration ran the switch and the VNFs (`None`: not
+    /// recorded, as in profiles before it was, and the built-in one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
 }
 
 /// Where a figure used by the model came from.
@@ -269,6 +358,8 @@ impl Profile {
             },
             seconds_per_point: 0.0,
             hops,
+            missing: Vec::new(),
+            placement: None,
         }
     }
 
@@ -352,6 +443,38 @@ mod tests {
     }
 
     #[test]
+    fn sources_name_the_measured_sizes_of_a_figure() {
+        let point = |size, edge| HopPoint {
+            size,
+            edge_cycles: edge,
+            inner_cycles: Some(1.0),
+            ..Default::default()
+        };
+        let h = HopProfile {
+            unavailable: None,
+            points: vec![
+                point(1518, Some(400.0)),
+                point(64, Some(100.0)),
+                point(512, None),
+            ],
+        };
+        // (size, figure, expected sources): measured, held flat below and
+        // above, interpolated, a point without the figure skipped, none.
+        let rows: &[(usize, Figure, &[usize])] = &[
+            (64, Figure::Edge, &[64]),
+            (60, Figure::Edge, &[64]),
+            (9000, Figure::Edge, &[1518]),
+            (512, Figure::Edge, &[64, 1518]),
+            (594, Figure::Inner, &[512, 1518]),
+            (1518, Figure::Inner, &[1518]),
+            (512, Figure::Vnf, &[]),
+        ];
+        for &(size, fig, want) in rows {
+            assert_eq!(h.sources(size, fig), want, "{size} B {fig:?}");
+        }
+    }
+
+    #[test]
     fn missing_figures_fall_back_to_the_default_scaled_by_clock() {
         let mut p = Profile::builtin();
         p.source = "calibrated".into();
@@ -378,5 +501,67 @@ mod tests {
         assert!(p.to_json().contains("\"vhost-one-copy\""));
         let bad = p.to_json().replace("\"tsc_ghz\": 2.0", "\"tsc_ghz\": 0.0");
         assert!(Profile::from_json(&bad).unwrap_err().contains("tsc_ghz"));
+    }
+
+    #[test]
+    fn missing_points_and_placement_round_trip() {
+        let mut p = Profile::builtin();
+        p.missing.push(MissingPoint {
+            hop: HopKind::MemifCopy,
+            size: 1518,
+            why: "cannot start VNF 1".into(),
+        });
+        p.placement = Some(Placement {
+            pmd_cores: 1,
+            vnf_cores: 1,
+            vnfs: 2,
+        });
+        let text = p.to_json();
+        assert!(text.contains("\"hop\": \"memif-copy\""), "{text}");
+        assert!(text.contains("\"vnf_cores\": 1"), "{text}");
+        assert_eq!(Profile::from_json(&text).unwrap(), p);
+    }
+
+    /// A profile written before `missing` and `placement` existed (a
+    /// calibrated one of that time, cut to one hop) still loads, with
+    /// none missing and the placement unknown.
+    #[test]
+    fn a_profile_without_the_new_fields_loads() {
+        let old = r#"{
+          "source": "calibrated",
+          "machine": {"cpu_model": "AMD EPYC", "tsc_ghz": 2.0, "cores": 2,
+                      "kernel": "6.8", "taken_at": "2026-11-20T10:00:00Z",
+                      "nfvswitch_version": "0.1.0"},
+          "seconds_per_point": 2.0,
+          "hops": {"vhost-copy": {"points": [
+            {"size": 64, "edge_cycles": 300.0, "inner_cycles": 3100.0,
+             "vnf_cycles": 250.0, "vnf_core_share": 0.6}]}}
+        }"#;
+        let p = Profile::from_json(old).unwrap();
+        assert_eq!((p.missing.len(), p.placement), (0, None));
+        assert_eq!(
+            p.hops[&HopKind::VhostCopy].points[0].inner_cycles,
+            Some(3100.0)
+        );
+        assert!(!p.to_json().contains("missing"), "nothing new is written");
+    }
+
+    #[test]
+    fn placement_says_when_vnfs_shared_cores() {
+        // (PMD cores, VNF cores, VNFs per run, shared?)
+        let rows = [
+            (1, 1, 2, true),
+            (1, 0, 1, true),
+            (2, 2, 2, false),
+            (6, 2, 2, false),
+        ];
+        for (pmd_cores, vnf_cores, vnfs, want) in rows {
+            let p = Placement {
+                pmd_cores,
+                vnf_cores,
+                vnfs,
+            };
+            assert_eq!(p.vnfs_shared_cores(), want, "{p:?}");
+        }
     }
 }
