@@ -382,3 +382,35 @@ fn explain_topology_lists_every_key() {
         "{err}"
     );
 }
+
+/// A calibrated profile with a failed point, from a 2-core machine:
+/// `plan` says which figures it substituted and that the node has far
+/// more cores than the profile's machine.
+#[test]
+fn plan_says_what_a_calibration_missed() {
+    let f = examples().join("plan-ew-40g-gen3x8.toml");
+    let mut p = nfv_plan::Profile::builtin();
+    p.source = "calibrated".into();
+    let hop = p.hops.get_mut(&nfv_plan::HopKind::VhostOneCopy).unwrap();
+    hop.points.retain(|x| x.size != 1518);
+    p.missing.push(nfv_plan::profile::MissingPoint {
+        hop: nfv_plan::HopKind::VhostOneCopy,
+        size: 1518,
+        why: "cannot start VNF 1".into(),
+    });
+    let prof = tmp("missing.json");
+    std::fs::write(&prof, p.to_json()).unwrap();
+    let out = run(&[
+        "plan",
+        f.to_str().unwrap(),
+        "--profile",
+        prof.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("vhost-one-copy 1518 B: calibration failed (cannot start VNF 1)"),
+        "{text}"
+    );
+    assert!(text.contains("2 cores"), "{text}");
+}

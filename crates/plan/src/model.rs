@@ -269,6 +269,7 @@ pub fn plan(t: &Topology, profile: &Profile) -> Plan {
             profile.machine.tsc_ghz
         ));
     }
+    notes.extend(crate::profile_notes::notes(profile, t));
     Plan {
         topology: t.name.clone(),
         profile: profile.source.clone(),
