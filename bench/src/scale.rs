@@ -72,6 +72,15 @@ pub enum Order {
     Scattered,
 }
 
+impl Order {
+    fn label(self) -> &'static str {
+        match self {
+            Order::RoundRobin => "round-robin",
+            Order::Scattered => "scattered",
+        }
+    }
+}
+
 /// The IP version of the generator's traffic (and of the rules).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Family {
@@ -511,10 +520,7 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
             format!("{:?}", c.family).to_lowercase(),
             c.rules,
             c.flows,
-            match c.order {
-                Order::RoundRobin => "round-robin",
-                Order::Scattered => "scattered",
-            },
+            c.order.label(),
             c.megaflows,
             c.changes,
             mpps,

@@ -13,10 +13,11 @@
 //!
 //! Long functions: set-up and control code stays under 80 lines a
 //! function (`DEVELOPERS.md`, named steps). The per-packet lookup loop,
-//! [`decision`]'s `look_up` (about 140 lines: EMC, then megaflows, then
-//! the classifier, for each packet of a batch), stays whole: the tier
-//! counters and the repeat-of-the-last-key state live in locals for the
-//! whole batch (a store through the counters per packet cannot stay in a
+//! [`decision`]'s `look_up` (about 180 lines: a repeat of the last key
+//! or a run of the last megaflow, else EMC, then megaflows, then the
+//! classifier and a pipeline's resolution, for each packet of a batch),
+//! stays whole: the tier counters and the repeat and run state live in
+//! locals for the whole batch (a store through the counters per packet cannot stay in a
 //! register), and each tier falls through to the next within one
 //! iteration; split into helpers, that state would go through `&mut`
 //! arguments per packet.
