@@ -51,12 +51,13 @@
 //! (first: an OpenFlow 1.3 instruction). The shapes are what both mean
 //! the same way:
 //!
-//! - A bucket's actions are in OpenFlow action-set order with one output
-//!   last: OVS runs a bucket as an action set
-//!   (`ofpacts_execute_action_set()`: strip_vlan, push_vlan, dec_ttl, the
-//!   set-fields, then only the last output), nfvswitch as a list, which
-//!   agree on such a bucket only. No `mod_vlan_vid` in a bucket: with no
-//!   match to say the packet is tagged, OpenFlow 1.3 encodes it as a push.
+//! - A bucket's actions come in any order, with zero, one or two
+//!   outputs: both switches run a bucket as an OpenFlow action set
+//!   (strip_vlan, push_vlan, dec_ttl, the set-fields, then only the last
+//!   output; OVS's `ofpacts_execute_action_set()`, nfvswitch's
+//!   `nfv_flow::group::action_set` — the test found nfvswitch running
+//!   buckets as lists). No `mod_vlan_vid` in a bucket: with no match to
+//!   say the packet is tagged, OpenFlow 1.3 encodes it as a push.
 //! - `fast_failover` buckets watch a port both have (live in both: OVS's
 //!   dummy ports are up, nfvswitch's sinks take packets and the control
 //!   plane reads them as live) or port 20, which neither has (down in

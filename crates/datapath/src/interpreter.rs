@@ -312,7 +312,7 @@ impl Interpreter<'_> {
 
     fn bucket(&mut self, group: &Arc<Group>, b: usize, pkt: Packet) -> bool {
         self.tally.add(group, b, pkt.frame_len() as u64);
-        self.apply(&group.buckets[b].actions, pkt)
+        self.apply(&group.buckets[b].run, pkt)
     }
 
     /// Sends `pkt` (and copies) to every output but the in port.

@@ -236,7 +236,7 @@ fn run_group(
             let mut covered = covered.to_vec();
             let (steps, unused) = run(
                 cx,
-                &group.buckets[index].actions,
+                &group.buckets[index].run,
                 &mut copy,
                 &mut covered,
                 outputs,

@@ -56,7 +56,10 @@ pub struct Bucket {
     pub weight: u16,
     /// `fast_failover`: the bucket is used only while this port is live.
     pub watch_port: Option<PortNo>,
+    /// As written (what dump-groups shows).
     pub actions: Vec<Action>,
+    /// What runs: `actions` as an OpenFlow action set ([`action_set`]).
+    pub run: Vec<Action>,
     /// Packets and bytes the bucket ran on, added once per batch.
     pub packets: AtomicU64,
     pub bytes: AtomicU64,
@@ -226,11 +229,58 @@ impl Bucket {
         Ok(Bucket {
             weight,
             watch_port,
+            run: action_set(&actions),
             actions,
             packets: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
         })
     }
+}
+
+/// A bucket's actions as an OpenFlow action set, which is how OVS runs a
+/// bucket (OpenFlow 1.3 §5.10: a bucket holds "a set of actions"): at
+/// most one of each kind, the last one written, in the set's fixed
+/// order — strip_vlan, push_vlan, dec_ttl, meter, every set-field in
+/// the order written (a later one of the same field wins), then the
+/// last output, whichever kind (a port, in_port, flood, all, normal,
+/// controller). A set without an output sends nothing, so it is empty.
+/// `meter` in a bucket is nfvswitch's (OpenFlow 1.3 buckets cannot hold
+/// one): it runs before the rewrites.
+pub fn action_set(actions: &[Action]) -> Vec<Action> {
+    let last = |kind: fn(&Action) -> bool| actions.iter().rev().find(|a| kind(a)).copied();
+    let is_output = |a: &Action| {
+        matches!(
+            a,
+            Action::Output(_)
+                | Action::InPort
+                | Action::Flood
+                | Action::All
+                | Action::Normal
+                | Action::Controller(_)
+        )
+    };
+    let Some(output) = last(is_output) else {
+        return Vec::new();
+    };
+    let is_set = |a: &&Action| {
+        !is_output(a)
+            && !matches!(
+                a,
+                Action::StripVlan | Action::PushVlan(_) | Action::DecTtl | Action::Meter(_)
+            )
+    };
+    let mut set: Vec<Action> = [
+        last(|a| matches!(a, Action::StripVlan)),
+        last(|a| matches!(a, Action::PushVlan(_))),
+        last(|a| matches!(a, Action::DecTtl)),
+        last(|a| matches!(a, Action::Meter(_))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    set.extend(actions.iter().filter(is_set).copied());
+    set.push(output);
+    set
 }
 
 fn with_bucket(i: usize, e: GroupParseError) -> GroupParseError {
@@ -299,6 +349,50 @@ fn check(kind: GroupType, buckets: &[Bucket]) -> Result<(), GroupParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bucket runs as an action set (as OVS runs it), and dump-groups
+    /// still shows it as written.
+    #[test]
+    fn a_bucket_runs_as_an_action_set() {
+        // (bucket actions as written, what runs)
+        let cases = [
+            (
+                "output:2,mod_dl_dst:02:00:00:00:00:09,output:3",
+                "mod_dl_dst:02:00:00:00:00:09,output:3",
+            ),
+            (
+                "mod_dl_src:02:00:00:00:00:01,strip_vlan,output:2",
+                "strip_vlan,mod_dl_src:02:00:00:00:00:01,output:2",
+            ),
+            (
+                "push_vlan:0x8100,strip_vlan,dec_ttl,dec_ttl,in_port",
+                "strip_vlan,push_vlan:0x8100,dec_ttl,in_port",
+            ),
+            (
+                "mod_nw_src:10.0.0.1,mod_tp_src:7,mod_nw_src:10.0.0.2,flood",
+                "mod_nw_src:10.0.0.1,mod_tp_src:7,mod_nw_src:10.0.0.2,flood",
+            ),
+            ("mod_dl_src:02:00:00:00:00:01", "drop"),
+            ("drop", "drop"),
+            ("output:4,all,output:5", "output:5"),
+            (
+                "meter:3,mod_nw_ttl:9,output:2",
+                "meter:3,mod_nw_ttl:9,output:2",
+            ),
+        ];
+        for (written, runs) in cases {
+            let text = format!("group_id=1,type=indirect,bucket=actions={written}");
+            let g = parse_group(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let want = crate::parse_flow(&format!("actions={runs}"))
+                .unwrap()
+                .actions;
+            assert_eq!(g.buckets[0].run, want, "{written}");
+            assert!(g.to_string().ends_with(&format!(
+                "actions={}",
+                crate::format::ActionList(&g.buckets[0].actions)
+            )));
+        }
+    }
 
     #[test]
     fn groups_parse_and_print_back() {

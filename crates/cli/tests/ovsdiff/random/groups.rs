@@ -1,12 +1,11 @@
 //! The groups and meters a rule set may get, for rules' `group:N` and
 //! `meter:N` actions.
 //!
-//! Bucket actions come from [`ACTIONS`] (by name), in the shape of an
-//! OpenFlow action set: OVS runs a bucket's actions as one (its
-//! `ofpacts_execute_action_set()`: strip_vlan, push_vlan, dec_ttl, the
-//! set-fields in order, then only the last output), nfvswitch as a list
-//! in order, and the two agree on a list already in that order with one
-//! output. Left out: `mod_vlan_vid` (OpenFlow 1.3 encodes it as a push
+//! Bucket actions come from [`ACTIONS`] (by name), in any order, with one
+//! or two outputs: both switches run a bucket as an OpenFlow action set
+//! (strip_vlan, push_vlan, dec_ttl, the set-fields in order, then only
+//! the last output; OVS's `ofpacts_execute_action_set()`, nfvswitch's
+//! `nfv_flow::group::action_set`). Left out: `mod_vlan_vid` (OpenFlow 1.3 encodes it as a push
 //! when no match says the packet has a tag, and a group has no match),
 //! and the pipeline's goto_table/resubmit.
 //!
@@ -165,7 +164,9 @@ fn action(rng: &mut Rng, name: &str) -> Option<String> {
     (g.make)(rng, &mut c).map(|a| a.text)
 }
 
-/// A bucket's actions in action-set order, one output last.
+/// A bucket's actions in any order: a few rewrites, one or two outputs
+/// (the action set keeps the last), sometimes none (then the bucket
+/// sends nothing).
 fn bucket_actions(rng: &mut Rng) -> Vec<String> {
     let mut acts = Vec::new();
     for name in ["strip_vlan", "push_vlan", "dec_ttl"] {
@@ -179,7 +180,15 @@ fn bucket_actions(rng: &mut Rng) -> Vec<String> {
         let name = rng.pick(SETS);
         acts.extend(action(rng, name));
     }
-    let out = rng.pick(OUTPUTS);
-    acts.extend(action(rng, out));
+    let outputs = if rng.chance(5) { 0 } else { 1 + rng.below(2) };
+    for _ in 0..outputs {
+        let out = rng.pick(OUTPUTS);
+        acts.extend(action(rng, out));
+    }
+    // Any order (Fisher-Yates).
+    for i in (1..acts.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        acts.swap(i, j);
+    }
     acts
 }
