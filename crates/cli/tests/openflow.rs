@@ -270,6 +270,19 @@ type = "sink"
         "no flow removed sent for a ctl delete: {}",
         ctl(&ctl_sock, &["show", "controllers"])
     );
+    // A rule that goes with its group: announced as a group delete.
+    ofctl_ok(&unix, "add-group", &["group_id=7,type=all,bucket=output:2"]);
+    ofctl_ok(
+        &unix,
+        "add-flow",
+        &["priority=36,send_flow_rem,in_port=3,actions=group:7"],
+    );
+    ctl(&ctl_sock, &["del-groups", "group_id=7"]);
+    assert!(
+        wait_until(WAIT, || async_sent() >= 4),
+        "no flow removed sent for a group delete: {}",
+        ctl(&ctl_sock, &["show", "controllers"])
+    );
 
     // Table miss to the controller: with only a priority-0 rule sending
     // to CONTROLLER, the generator's packets reach the monitor as
@@ -309,6 +322,7 @@ type = "sink"
         "OFPT_FLOW_REMOVED",
         "reason=hard",
         "reason=delete",
+        "reason=group_delete",
         "OFPT_PORT_STATUS",
         "ADD: 4(sink4)",
         "OFPT_PACKET_IN",

@@ -221,11 +221,18 @@ impl Node {
     /// Tells the controllers that asked which rules a `ctl`/REST
     /// `del-flows` removed.
     pub(crate) fn openflow_rules_deleted(&self, gone: &[Arc<nfv_flow::Rule>]) {
+        self.openflow_rules_gone(gone, nfv_openflow::messages::RemovedReason::Delete);
+    }
+
+    /// Tells the controllers that asked which rules went, all for `why`
+    /// (a `del-flows`, or the group or meter they named deleted).
+    pub(crate) fn openflow_rules_gone(
+        &self,
+        gone: &[Arc<nfv_flow::Rule>],
+        why: nfv_openflow::messages::RemovedReason,
+    ) {
         if let Some(of) = self.openflow.get() {
-            let gone: Vec<_> = gone
-                .iter()
-                .map(|r| (r.clone(), nfv_openflow::messages::RemovedReason::Delete))
-                .collect();
+            let gone: Vec<_> = gone.iter().map(|r| (r.clone(), why)).collect();
             of.agent.rules_removed(&gone);
         }
     }

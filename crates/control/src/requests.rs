@@ -63,7 +63,11 @@ impl Node {
             }
             Request::DelGroups { group_id } => {
                 let (groups, rules) = self.datapath.table().del_groups(*group_id);
-                json!({ "deleted": groups, "rules_deleted": rules })
+                self.openflow_rules_gone(
+                    &rules,
+                    nfv_openflow::messages::RemovedReason::GroupDelete,
+                );
+                json!({ "deleted": groups, "rules_deleted": rules.len() })
             }
             Request::DumpGroups => serde_json::to_value(self.dump_groups())?,
             Request::AddMeter { meter } => {
@@ -80,7 +84,11 @@ impl Node {
             }
             Request::DelMeters { meter_id } => {
                 let (meters, rules) = self.datapath.table().del_meters(*meter_id);
-                json!({ "deleted": meters, "rules_deleted": rules })
+                self.openflow_rules_gone(
+                    &rules,
+                    nfv_openflow::messages::RemovedReason::MeterDelete,
+                );
+                json!({ "deleted": meters, "rules_deleted": rules.len() })
             }
             Request::DumpMeters => serde_json::to_value(self.dump_meters())?,
             Request::DumpTables => serde_json::to_value(self.dump_tables())?,

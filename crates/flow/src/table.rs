@@ -238,9 +238,9 @@ impl SharedFlowTable {
     }
 
     /// Deletes meter `id` (every meter for `None`) and the rules that
-    /// name a deleted meter, as OpenFlow does; returns (meters, rules)
-    /// deleted.
-    pub fn del_meters(&self, id: Option<u32>) -> (usize, usize) {
+    /// name a deleted meter, as OpenFlow does; returns the meters deleted
+    /// and the rules (for the controllers' FLOW_REMOVED).
+    pub fn del_meters(&self, id: Option<u32>) -> (usize, Vec<Arc<Rule>>) {
         self.try_edit_meters(|c, meters| {
             let gone: Vec<u32> = meters
                 .keys()
@@ -250,9 +250,7 @@ impl SharedFlowTable {
             for m in &gone {
                 meters.remove(m);
             }
-            let rules = c
-                .remove_if(|r| meters_named(&r.spec.actions).any(|m| gone.contains(&m)))
-                .len();
+            let rules = c.remove_if(|r| meters_named(&r.spec.actions).any(|m| gone.contains(&m)));
             Ok::<_, std::convert::Infallible>((gone.len(), rules))
         })
         .unwrap_or_else(|never| match never {})
@@ -332,8 +330,9 @@ impl SharedFlowTable {
     }
 
     /// Deletes group `id` (every group for `None`) and the rules that name
-    /// a deleted group, as OVS does; returns (groups, rules) deleted.
-    pub fn del_groups(&self, id: Option<u32>) -> (usize, usize) {
+    /// a deleted group, as OVS does; returns the groups deleted and the
+    /// rules (for the controllers' FLOW_REMOVED).
+    pub fn del_groups(&self, id: Option<u32>) -> (usize, Vec<Arc<Rule>>) {
         self.try_edit(|c, groups, _| {
             let gone: Vec<u32> = groups
                 .keys()
@@ -343,9 +342,7 @@ impl SharedFlowTable {
             for g in &gone {
                 groups.remove(g);
             }
-            let rules = c
-                .remove_if(|r| groups_named(&r.spec.actions).any(|g| gone.contains(&g)))
-                .len();
+            let rules = c.remove_if(|r| groups_named(&r.spec.actions).any(|g| gone.contains(&g)));
             Ok::<_, std::convert::Infallible>((gone.len(), rules))
         })
         .unwrap_or_else(|never| match never {})

@@ -208,11 +208,7 @@ pub fn flow_mod(agent: &Agent, body: &[u8]) -> Result<(), OfError> {
         DELETE | DELETE_STRICT => {
             let select = fm.selection();
             let gone = agent.table.del_flows_where(|r| select.picks(r));
-            let gone: Vec<_> = gone
-                .into_iter()
-                .map(|r| (r, RemovedReason::Delete))
-                .collect();
-            agent.rules_removed(&gone);
+            removed(agent, &gone, RemovedReason::Delete);
             Ok(())
         }
         _ => Err(err::FLOW_MOD_BAD_COMMAND),
@@ -302,7 +298,8 @@ pub fn group_mod(agent: &Agent, body: &[u8]) -> Result<(), OfError> {
         } else {
             Some(id)
         };
-        agent.table.del_groups(which);
+        let (_, rules) = agent.table.del_groups(which);
+        removed(agent, &rules, crate::messages::RemovedReason::GroupDelete);
         return Ok(());
     }
     if command > 2 {
@@ -394,7 +391,8 @@ pub fn meter_mod(agent: &Agent, body: &[u8]) -> Result<(), OfError> {
         } else {
             Some(id)
         };
-        agent.table.del_meters(which);
+        let (_, rules) = agent.table.del_meters(which);
+        removed(agent, &rules, crate::messages::RemovedReason::MeterDelete);
         return Ok(());
     }
     if command > 2 {
@@ -455,4 +453,10 @@ pub fn flags_of(agent: &Agent, r: &Arc<Rule>) -> u16 {
     } else {
         0
     }
+}
+
+/// Tells the controllers that asked that `rules` went, all for `why`.
+fn removed(agent: &Agent, rules: &[Arc<nfv_flow::Rule>], why: RemovedReason) {
+    let gone: Vec<_> = rules.iter().map(|r| (r.clone(), why)).collect();
+    agent.rules_removed(&gone);
 }
