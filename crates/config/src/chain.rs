@@ -14,7 +14,8 @@
 //!
 //! A hop may also be a VNF scaled out, `{ select = ["fw1", "fw2"] }` (a
 //! select group spreads flows over the instances, each flow staying on
-//! one), or a VNF with a standby, `{ primary = "fw1", backup = "fw2" }` (a
+//! one while it is live; an instance that disconnects or stops polling
+//! has its flows spread over the others), or a VNF with a standby, `{ primary = "fw1", backup = "fw2" }` (a
 //! fast_failover group: the backup gets the traffic while the primary is
 //! not live). The switch installs those groups too, with ids
 //! [`chain_group_id`]; the instances' traffic goes on to the next hop.
@@ -132,7 +133,7 @@ impl ChainConfig {
                         "group_id={id},type=select{}",
                         ports
                             .iter()
-                            .map(|(_, p)| format!(",bucket=output:{p}"))
+                            .map(|(_, p)| format!(",bucket=watch_port:{p},output:{p}"))
                             .collect::<String>()
                     )),
                     StageKind::Failover => Some(format!(

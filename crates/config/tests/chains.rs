@@ -156,7 +156,10 @@ fn scaled_out_and_standby_hops_become_groups() {
     assert_eq!(
         ch.groups_of(0),
         [
-            format!("group_id={g1},type=select,bucket=output:11,bucket=output:12"),
+            format!(
+                "group_id={g1},type=select,bucket=watch_port:11,output:11,\
+                 bucket=watch_port:12,output:12"
+            ),
             format!(
                 "group_id={g2},type=fast_failover,bucket=watch_port:13,output:13,\
                  bucket=watch_port:14,output:14"
