@@ -381,11 +381,16 @@ fn group_note(group: &Group, choice: Choice, k: &FlowKey) -> String {
         (GroupType::All, _) => "every bucket runs on its own copy".into(),
         (GroupType::Indirect, _) => "its bucket runs".into(),
         (GroupType::Select, Choice::One(b)) => format!(
-            "bucket {b} runs: picked by weight by the hash 0x{:08x} of the packet's \
-             addresses, protocol, ports, EtherType and MACs (the PMD's select hash)",
+            "bucket {b} runs: picked by weight, among the buckets whose watch_port (if \
+             any) is live, by the hash 0x{:08x} of the packet's addresses, protocol, \
+             ports, EtherType and MACs (the PMD's select hash)",
             select_hash(k)
         ),
-        (GroupType::Select, _) => "every weight is 0: no bucket runs, dropped".into(),
+        (GroupType::Select, _) => {
+            "no live bucket with a weight (every watch_port down, or every weight 0): \
+             dropped"
+                .into()
+        }
         (GroupType::FastFailover, choice) => failover_note(group, choice),
     };
     format!("{head}: {how}")
