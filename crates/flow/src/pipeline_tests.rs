@@ -291,7 +291,6 @@ fn the_resolver_makes_one_composite_per_chain() {
     let (y, _) = r2.resolve(&stopped, &expired, &first, found.mask);
     assert!(!Arc::ptr_eq(&x, &y), "a stopped TTL is never cached");
     assert_eq!(x.spec.actions, vec![Action::Output(2), Action::Output(3)]);
-    drop(decide);
     assert_eq!(resolver.made, made);
     resolver.sync_version(7);
     let found = c.lookup_with_mask(&a);
