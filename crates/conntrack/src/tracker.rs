@@ -200,9 +200,12 @@ impl Tracker {
     fn direct(&mut self, pkt: &PacketSummary, now_ms: u64) -> Verdict {
         match self.lookup_live(&pkt.key, now_ms) {
             Some(entry) => self.update(entry, pkt, now_ms),
-            None if ProtoState::valid_new(pkt, self.config.tcp_pickup) => {
-                Verdict::bits(CtState::NEW)
-            }
+            // A connection not yet committed would have this packet's tuple
+            // as its original direction, and OVS reports it so.
+            None if ProtoState::valid_new(pkt, self.config.tcp_pickup) => Verdict {
+                orig: Some(pkt.key),
+                ..Verdict::bits(CtState::NEW)
+            },
             None => Verdict::bits(CtState::INVALID),
         }
     }
