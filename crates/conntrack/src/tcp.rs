@@ -372,10 +372,11 @@ impl TcpConn {
             self.peers[dir].fin_end = Some(segment_end(seg));
         }
         let other = &mut self.peers[1 - dir];
-        if let Some(fin_end) = other.fin_end {
-            if seg.flags.has(TcpFlags::ACK) && !before(seg.ack, fin_end) {
-                other.fin_acked = true;
-            }
+        if let Some(fin_end) = other.fin_end
+            && seg.flags.has(TcpFlags::ACK)
+            && !before(seg.ack, fin_end)
+        {
+            other.fin_acked = true;
         }
     }
 

@@ -313,11 +313,11 @@ impl Tracker {
             return Err(CommitError::Full);
         }
         let zone = pkt.key.zone;
-        if let Some(limit) = self.zone_limit(zone) {
-            if self.table.zone_count(zone) >= limit {
-                self.counters.zone_limit_refused += 1;
-                return Err(CommitError::ZoneLimit { zone, limit });
-            }
+        if let Some(limit) = self.zone_limit(zone)
+            && self.table.zone_count(zone) >= limit
+        {
+            self.counters.zone_limit_refused += 1;
+            return Err(CommitError::ZoneLimit { zone, limit });
         }
         let conn = Conn {
             orig: pkt.key,
