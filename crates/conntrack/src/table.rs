@@ -1,6 +1,11 @@
 //! Storage: a slab of connections with a free list, and the index from
-//! either direction's key to a slot. Sized once; inserting never allocates
-//! while below capacity.
+//! either direction's key to a slot, all reserved at construction.
+//!
+//! The index is std's `HashMap`. Reserved for twice the capacity, it does
+//! not grow while the table fills, but under heavy churn its deleted-entry
+//! markers can make it rehash (in place, or into a larger table when more
+//! than half full): a rare O(table) pause on a commit. A fixed open-addressing
+//! table of our own would remove that; it is not needed for the foundation.
 
 use std::collections::HashMap;
 

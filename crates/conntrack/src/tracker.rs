@@ -217,6 +217,7 @@ impl Tracker {
             Update::Reject => Verdict::bits(CtState::INVALID),
             Update::Reopen => Verdict {
                 replaces: Some(id),
+                orig: Some(pkt.key),
                 ..Verdict::bits(CtState::NEW)
             },
             Update::Accept(class) => {
