@@ -1,0 +1,408 @@
+//! The tracker: classifies packets against the table, commits new
+//! connections, and expires idle ones.
+
+use std::collections::HashMap;
+
+use thiserror::Error;
+
+use crate::key::{ConnKey, IcmpKind, icmp_kind};
+use crate::packet::{L4, PacketSummary};
+use crate::proto::{ProtoState, Update};
+use crate::table::{Conn, Entry, Table};
+use crate::timeouts::{Timeouts, TimeoutsError};
+use crate::verdict::{ConnId, CtState, Verdict};
+use crate::wheel::{SweepStats, Wheel};
+
+/// Tracker settings, fixed at construction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Most connections held at once; the storage for them is reserved up
+    /// front.
+    pub capacity: u32,
+    /// Most connections per zone, for zones without their own limit.
+    /// `None`: no limit beyond `capacity`.
+    pub default_zone_limit: Option<u32>,
+    pub timeouts: Timeouts,
+    /// Let a plain ACK start a TCP connection (OVS and Linux do by default,
+    /// so a restarted switch keeps its established flows).
+    pub tcp_pickup: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            capacity: 65_536,
+            default_zone_limit: None,
+            timeouts: Timeouts::default(),
+            tcp_pickup: true,
+        }
+    }
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("capacity must be between 1 and {max}, not {got}")]
+    Capacity { got: u32, max: u32 },
+    #[error(transparent)]
+    Timeouts(#[from] TimeoutsError),
+}
+
+/// Why `commit` stored nothing.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum CommitError {
+    #[error("the packet is invalid or cannot start a connection")]
+    NotCommittable,
+    #[error("the connection table is full")]
+    Full,
+    #[error("zone {zone} already holds its limit of {limit} connections")]
+    ZoneLimit { zone: u16, limit: u32 },
+}
+
+/// Event counts, for export by the datapath.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Packets answered `+new`.
+    pub new: u64,
+    /// Packets answered `+est`.
+    pub established: u64,
+    /// Packets answered `+rel`.
+    pub related: u64,
+    /// Packets answered `+inv`.
+    pub invalid: u64,
+    /// Connections created by `commit`.
+    pub committed: u64,
+    pub zone_limit_refused: u64,
+    pub full_refused: u64,
+    /// Connections removed because their timeout passed.
+    pub expired: u64,
+}
+
+/// A read-only copy of one connection, for dumps and tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnView {
+    pub id: ConnId,
+    pub orig: ConnKey,
+    pub reply: ConnKey,
+    pub proto: ProtoState,
+    pub mark: u32,
+    pub label: u128,
+    pub deadline_ms: u64,
+}
+
+/// A connection table owned by one thread (see the crate docs for how
+/// several PMD threads are meant to share the work).
+pub struct Tracker {
+    config: Config,
+    table: Table,
+    wheel: Wheel,
+    zone_limits: HashMap<u16, Option<u32>>,
+    counters: Counters,
+}
+
+/// Slots are addressed by `u32`; one value stays free as a list end marker.
+const MAX_CAPACITY: u32 = u32::MAX - 1;
+
+impl Tracker {
+    pub fn new(config: Config) -> Result<Tracker, ConfigError> {
+        if config.capacity == 0 || config.capacity > MAX_CAPACITY {
+            return Err(ConfigError::Capacity {
+                got: config.capacity,
+                max: MAX_CAPACITY,
+            });
+        }
+        config.timeouts.validate()?;
+        Ok(Tracker {
+            config,
+            table: Table::with_capacity(config.capacity),
+            wheel: Wheel::with_capacity(config.capacity as usize),
+            zone_limits: HashMap::new(),
+            counters: Counters::default(),
+        })
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    pub fn len(&self) -> u32 {
+        self.table.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn zone_count(&self, zone: u16) -> u32 {
+        self.table.zone_count(zone)
+    }
+
+    /// Overrides the default limit for one zone: `Some(None)` for no limit,
+    /// `None` to fall back to the default. Existing connections stay.
+    pub fn set_zone_limit(&mut self, zone: u16, limit: Option<Option<u32>>) {
+        match limit {
+            Some(limit) => self.zone_limits.insert(zone, limit),
+            None => self.zone_limits.remove(&zone),
+        };
+    }
+
+    fn zone_limit(&self, zone: u16) -> Option<u32> {
+        self.zone_limits
+            .get(&zone)
+            .copied()
+            .unwrap_or(self.config.default_zone_limit)
+    }
+
+    /// Classifies a packet. Updates the state of the connection it belongs
+    /// to, if any; creates nothing (see [`Tracker::commit`]).
+    pub fn process(&mut self, pkt: &PacketSummary, now_ms: u64) -> Verdict {
+        let verdict = match pkt.l4 {
+            L4::Icmp { ty, inner, .. } => match icmp_kind(pkt.key.family, ty) {
+                IcmpKind::Error => self.related(pkt, inner, now_ms),
+                IcmpKind::Untracked => Verdict::bits(CtState::INVALID),
+                IcmpKind::Request | IcmpKind::Reply => self.direct(pkt, now_ms),
+            },
+            L4::Tcp(_) | L4::Other => self.direct(pkt, now_ms),
+        };
+        self.count(&verdict);
+        verdict
+    }
+
+    fn count(&mut self, verdict: &Verdict) {
+        let c = &mut self.counters;
+        let s = verdict.state;
+        for (bit, counter) in [
+            (CtState::NEW, &mut c.new),
+            (CtState::ESTABLISHED, &mut c.established),
+            (CtState::RELATED, &mut c.related),
+            (CtState::INVALID, &mut c.invalid),
+        ] {
+            *counter += u64::from(s.has(bit));
+        }
+    }
+
+    /// Looks a key up, dropping a connection found past its deadline (the
+    /// sweep may not have reached it yet).
+    fn lookup_live(&mut self, key: &ConnKey, now_ms: u64) -> Option<Entry> {
+        let entry = self.table.find(key)?;
+        if self.wheel.deadline(entry.index) <= now_ms {
+            self.remove(entry.index);
+            self.counters.expired += 1;
+            return None;
+        }
+        Some(entry)
+    }
+
+    fn remove(&mut self, index: u32) {
+        self.wheel.remove(index);
+        self.table.release(index);
+    }
+
+    fn direct(&mut self, pkt: &PacketSummary, now_ms: u64) -> Verdict {
+        match self.lookup_live(&pkt.key, now_ms) {
+            Some(entry) => self.update(entry, pkt, now_ms),
+            // A connection not yet committed would have this packet's tuple
+            // as its original direction, and OVS reports it so.
+            None if ProtoState::valid_new(pkt, self.config.tcp_pickup) => Verdict {
+                orig: Some(pkt.key),
+                ..Verdict::bits(CtState::NEW)
+            },
+            None => Verdict::bits(CtState::INVALID),
+        }
+    }
+
+    fn update(&mut self, entry: Entry, pkt: &PacketSummary, now_ms: u64) -> Verdict {
+        let id = self.table.id(entry.index);
+        let conn = self.table.at_mut(entry.index);
+        match conn.proto.update(&pkt.l4, entry.reply) {
+            Update::Reject => Verdict::bits(CtState::INVALID),
+            Update::Reopen => Verdict {
+                replaces: Some(id),
+                orig: Some(pkt.key),
+                ..Verdict::bits(CtState::NEW)
+            },
+            Update::Accept(class) => {
+                conn.reply_seen |= entry.reply;
+                let mut bits = if conn.reply_seen {
+                    CtState::ESTABLISHED
+                } else {
+                    CtState::NEW
+                };
+                if entry.reply {
+                    bits |= CtState::REPLY;
+                }
+                let verdict = Verdict {
+                    mark: conn.mark,
+                    label: conn.label,
+                    orig: Some(conn.orig),
+                    conn: Some(id),
+                    ..Verdict::bits(bits)
+                };
+                self.wheel
+                    .refresh(entry.index, self.config.timeouts.deadline(class, now_ms));
+                verdict
+            }
+        }
+    }
+
+    /// An ICMP error is related to the connection of the packet it quotes.
+    /// The quoted packet travelled the opposite way to the error, so a quote
+    /// of an original-direction packet makes the error a reply.
+    fn related(&mut self, pkt: &PacketSummary, inner: Option<ConnKey>, now_ms: u64) -> Verdict {
+        let Some(inner) = inner else {
+            return Verdict::bits(CtState::INVALID);
+        };
+        let quotes_error =
+            inner.is_icmp() && icmp_kind(inner.family, inner.icmp_type_code().0) == IcmpKind::Error;
+        if quotes_error || inner.zone != pkt.key.zone || inner.family != pkt.key.family {
+            return Verdict::bits(CtState::INVALID);
+        }
+        let Some(entry) = self.lookup_live(&inner, now_ms) else {
+            return Verdict::bits(CtState::INVALID);
+        };
+        let id = self.table.id(entry.index);
+        let conn = self.table.at_mut(entry.index);
+        let bits = if entry.reply {
+            CtState::RELATED
+        } else {
+            CtState::RELATED | CtState::REPLY
+        };
+        Verdict {
+            mark: conn.mark,
+            label: conn.label,
+            orig: Some(conn.orig),
+            conn: Some(id),
+            ..Verdict::bits(bits)
+        }
+    }
+
+    /// `ct(commit)`: makes the connection of a packet that [`process`]
+    /// answered persistent. A connection that already exists is left as it
+    /// is; a closed TCP connection the packet reopens is replaced.
+    ///
+    /// [`process`]: Tracker::process
+    pub fn commit(
+        &mut self,
+        pkt: &PacketSummary,
+        verdict: &Verdict,
+        now_ms: u64,
+    ) -> Result<ConnId, CommitError> {
+        if !verdict.state.has(CtState::TRACKED) || verdict.state.has(CtState::INVALID) {
+            return Err(CommitError::NotCommittable);
+        }
+        if let Some(old) = verdict.replaces {
+            if self.table.get(old).is_some() {
+                self.remove(old.index);
+            }
+        } else if let Some(id) = verdict.conn.filter(|&id| self.table.get(id).is_some()) {
+            return Ok(id);
+        }
+        if let Some(entry) = self.lookup_live(&pkt.key, now_ms) {
+            return Ok(self.table.id(entry.index));
+        }
+        self.create(pkt, now_ms)
+    }
+
+    fn create(&mut self, pkt: &PacketSummary, now_ms: u64) -> Result<ConnId, CommitError> {
+        let reply = pkt.key.reversed().ok_or(CommitError::NotCommittable)?;
+        let proto =
+            ProtoState::open(pkt, self.config.tcp_pickup).ok_or(CommitError::NotCommittable)?;
+        if self.lookup_live(&reply, now_ms).is_some() {
+            return Err(CommitError::NotCommittable);
+        }
+        if self.table.is_full() {
+            self.counters.full_refused += 1;
+            return Err(CommitError::Full);
+        }
+        let zone = pkt.key.zone;
+        if let Some(limit) = self.zone_limit(zone)
+            && self.table.zone_count(zone) >= limit
+        {
+            self.counters.zone_limit_refused += 1;
+            return Err(CommitError::ZoneLimit { zone, limit });
+        }
+        let conn = Conn {
+            orig: pkt.key,
+            reply,
+            proto,
+            reply_seen: false,
+            mark: 0,
+            label: 0,
+        };
+        let id = self.table.insert(conn);
+        self.wheel.insert(
+            id.index,
+            self.config.timeouts.deadline(proto.timeout_class(), now_ms),
+        );
+        self.counters.committed += 1;
+        Ok(id)
+    }
+
+    /// Sets `ct_mark`; false if the connection is gone.
+    pub fn set_mark(&mut self, id: ConnId, mark: u32) -> bool {
+        self.table
+            .get_mut(id)
+            .map(|conn| conn.mark = mark)
+            .is_some()
+    }
+
+    /// Sets `ct_label`; false if the connection is gone.
+    pub fn set_label(&mut self, id: ConnId, label: u128) -> bool {
+        self.table
+            .get_mut(id)
+            .map(|conn| conn.label = label)
+            .is_some()
+    }
+
+    /// Removes connections whose deadline is at or before `now_ms`. Cost:
+    /// the expired connections plus those the wheel must relink (see
+    /// `wheel`), never the whole table.
+    pub fn expire(&mut self, now_ms: u64) -> SweepStats {
+        let table = &mut self.table;
+        let stats = self.wheel.expire(now_ms, |index| table.release(index));
+        self.counters.expired += stats.expired;
+        stats
+    }
+
+    /// Removes every connection, or those of one zone. O(table): a control
+    /// command, not for the packet path.
+    pub fn flush(&mut self, zone: Option<u16>) -> u32 {
+        let doomed: Vec<u32> = self
+            .table
+            .occupied()
+            .filter(|(_, conn)| zone.is_none_or(|z| conn.orig.zone == z))
+            .map(|(id, _)| id.index)
+            .collect();
+        for &index in &doomed {
+            self.remove(index);
+        }
+        doomed.len() as u32
+    }
+
+    pub fn get(&self, id: ConnId) -> Option<ConnView> {
+        let conn = self.table.get(id)?;
+        Some(self.view(id, conn))
+    }
+
+    /// Every connection, in slot order. O(table).
+    pub fn connections(&self) -> impl Iterator<Item = ConnView> + '_ {
+        self.table.occupied().map(|(id, conn)| self.view(id, conn))
+    }
+
+    fn view(&self, id: ConnId, conn: &Conn) -> ConnView {
+        ConnView {
+            id,
+            orig: conn.orig,
+            reply: conn.reply,
+            proto: conn.proto,
+            mark: conn.mark,
+            label: conn.label,
+            deadline_ms: self.wheel.deadline(id.index),
+        }
+    }
+
+    /// Checks that the two-direction index agrees with the slab. O(table);
+    /// for tests.
+    pub fn check_consistency(&self) -> Result<(), String> {
+        self.table.check_consistency()
+    }
+}
