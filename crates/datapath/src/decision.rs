@@ -414,6 +414,11 @@ impl Decision {
                     Tier::Classifier => classifier_hits += 1,
                     Tier::Miss => misses += 1,
                 }
+                // A cached miss (EMC or megaflow) is a table miss too, as
+                // on the probe's own path.
+                if v.of[i] == NO_MATCH && !matches!(last_tier, Tier::Miss) {
+                    misses += 1;
+                }
                 continue;
             }
             // In the megaflow of an earlier packet of the batch (while the
@@ -425,6 +430,7 @@ impl Decision {
                 v.share(i, j, p.frame_len());
                 megaflow_hits += 1;
                 megaflow_runs += 1;
+                misses += u64::from(v.of[i] == NO_MATCH);
                 last_tier = Tier::Megaflow;
                 continue;
             }
