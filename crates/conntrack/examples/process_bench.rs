@@ -17,6 +17,7 @@ use nfv_conntrack::{
 };
 
 const PACKETS: usize = 4_000_000;
+const BATCH: usize = 32;
 
 fn key(i: u32) -> ConnKey {
     let src = 0x0a00_0000 | u128::from(i >> 8);
@@ -121,6 +122,20 @@ fn main() {
             setup,
             1e3 / ns
         );
+        let start = Instant::now();
+        let mut verdicts = Vec::with_capacity(BATCH);
+        let mut established = 0u64;
+        for batch in order.chunks(BATCH) {
+            verdicts.clear();
+            t.process_batch(black_box(batch), 1, &mut verdicts);
+            established += verdicts
+                .iter()
+                .filter(|v| v.state.has(CtState::ESTABLISHED))
+                .count() as u64;
+        }
+        assert_eq!(established, PACKETS as u64, "every packet is +est");
+        let ns = start.elapsed().as_nanos() as f64 / PACKETS as f64;
+        println!("{n:>8} connections: process_batch({BATCH}) {ns:.1} ns/packet");
         let probes = t.index_probe_stats();
         println!(
             "{n:>8} connections: index lines per lookup mean {:.3} max {}; \

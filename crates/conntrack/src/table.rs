@@ -93,6 +93,15 @@ impl Table {
         })
     }
 
+    /// Looks a key up only to bring its bucket and slot lines into the
+    /// cache: returns the slot's deadline so the read is not optimised away.
+    pub(crate) fn touch(&self, key: &ConnKey) -> u64 {
+        self.find(key).map_or(0, |e| {
+            let slot = &self.slots[e.index as usize];
+            slot.deadline_ms ^ u64::from(slot.proto.timeout_class() as u8)
+        })
+    }
+
     pub(crate) fn id(&self, index: u32) -> ConnId {
         ConnId {
             index,
