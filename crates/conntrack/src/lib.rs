@@ -10,8 +10,8 @@
 //! Modules: [`key`] (tuples, ICMP type tables), [`packet`] (what the
 //! datapath supplies), [`verdict`], [`timeouts`] (OVS's defaults and where
 //! they come from), [`tcp`] (window tracking: the rules followed are listed
-//! there), `proto` (UDP/other and ICMP pseudo-connections), `table` (slab
-//! and two-direction index), `wheel` (expiry), [`tracker`].
+//! there), `proto` (UDP/other and ICMP pseudo-connections), `index` (the
+//! flat two-direction key index), `table` (slab), `wheel` (expiry), [`tracker`].
 //!
 //! # Threads
 //!
@@ -41,6 +41,7 @@
 //! same PMD (a symmetric RSS key avoids most of it), and per-zone limits
 //! that must be split between shards or kept as a shared atomic count.
 
+mod index;
 pub mod key;
 pub mod packet;
 mod proto;
@@ -51,6 +52,7 @@ pub mod tracker;
 pub mod verdict;
 mod wheel;
 
+pub use index::ProbeStats;
 pub use key::{ConnKey, Family, IcmpKind};
 pub use packet::{L4, PacketSummary, TcpFlags, TcpSegment};
 pub use proto::{IcmpState, OtherState, ProtoState};

@@ -1,46 +1,63 @@
 //! Storage: a slab of connections with a free list, and the index from
-//! either direction's key to a slot, all reserved at construction.
+//! either direction's key to a slot (see `index`), all reserved at
+//! construction and never resized.
 //!
-//! The index is std's `HashMap`. Reserved for twice the capacity, it does
-//! not grow while the table fills, but under heavy churn its deleted-entry
-//! markers can make it rehash (in place, or into a larger table when more
-//! than half full): a rare O(table) pause on a commit. A fixed open-addressing
-//! table of our own would remove that; it is not needed for the foundation.
+//! A slot is laid out for the packet path. An established packet reads the
+//! index bucket of its key and the first three lines of the slot: the
+//! original key with the deadline, generation and mark; the reply key with
+//! the label; the protocol state. The wheel's links, needed only when a
+//! connection is inserted, moved or removed, sit on the fourth line.
 
-use std::collections::HashMap;
-
+use crate::index::{Entry, Hash, Index, IndexFull, ProbeStats};
 use crate::key::ConnKey;
 use crate::proto::ProtoState;
 use crate::verdict::ConnId;
+use crate::wheel::{Links, TimerSlots};
 
+#[repr(C, align(64))]
 pub(crate) struct Conn {
+    // First line: what every lookup compares or returns.
     pub(crate) orig: ConnKey,
+    deadline_ms: u64,
+    generation: u32,
+    pub(crate) mark: u32,
+    // Second line.
     pub(crate) reply: ConnKey,
+    pub(crate) label: u128,
+    // Third line.
     pub(crate) proto: ProtoState,
     pub(crate) reply_seen: bool,
-    pub(crate) mark: u32,
-    pub(crate) label: u128,
+    live: bool,
+    // Cold: the wheel's links.
+    links: Links,
 }
 
-struct Slot {
-    generation: u32,
-    conn: Option<Conn>,
-}
+impl Conn {
+    pub(crate) fn new(orig: ConnKey, reply: ConnKey, proto: ProtoState) -> Self {
+        Conn {
+            orig,
+            deadline_ms: 0,
+            generation: 0,
+            mark: 0,
+            reply,
+            label: 0,
+            proto,
+            reply_seen: false,
+            live: true,
+            links: Links::UNLINKED,
+        }
+    }
 
-/// Where a key leads: a slot, and whether the key is its reply direction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Entry {
-    pub(crate) index: u32,
-    pub(crate) reply: bool,
+    fn key(&self, reply: bool) -> &ConnKey {
+        if reply { &self.reply } else { &self.orig }
+    }
 }
 
 pub(crate) struct Table {
-    slots: Vec<Slot>,
+    slots: Vec<Conn>,
     free: Vec<u32>,
-    /// Two entries per connection: its original and its reply key. std's
-    /// SipHash with a random key: tuples are chosen by guests, so an
-    /// unkeyed hash would let one guest make every lookup collide.
-    index: HashMap<ConnKey, Entry>,
+    /// Two entries per connection: its original and its reply key.
+    index: Index,
     zone_counts: Vec<u32>,
     capacity: u32,
 }
@@ -51,7 +68,7 @@ impl Table {
         Table {
             slots: Vec::with_capacity(cap),
             free: Vec::with_capacity(cap),
-            index: HashMap::with_capacity(2 * cap),
+            index: Index::for_connections(capacity),
             zone_counts: vec![0; usize::from(u16::MAX) + 1],
             capacity,
         }
@@ -70,7 +87,19 @@ impl Table {
     }
 
     pub(crate) fn find(&self, key: &ConnKey) -> Option<Entry> {
-        self.index.get(key).copied()
+        let slots = &self.slots;
+        self.index.find(self.index.hash(key), |entry| {
+            slots[entry.index as usize].key(entry.reply) == key
+        })
+    }
+
+    /// Looks a key up only to bring its bucket and slot lines into the
+    /// cache: returns the slot's deadline so the read is not optimised away.
+    pub(crate) fn touch(&self, key: &ConnKey) -> u64 {
+        self.find(key).map_or(0, |e| {
+            let slot = &self.slots[e.index as usize];
+            slot.deadline_ms ^ u64::from(slot.proto.timeout_class() as u8)
+        })
     }
 
     pub(crate) fn id(&self, index: u32) -> ConnId {
@@ -82,114 +111,103 @@ impl Table {
 
     pub(crate) fn get(&self, id: ConnId) -> Option<&Conn> {
         let slot = self.slots.get(id.index as usize)?;
-        if slot.generation == id.generation {
-            slot.conn.as_ref()
-        } else {
-            None
-        }
+        (slot.live && slot.generation == id.generation).then_some(slot)
     }
 
     pub(crate) fn get_mut(&mut self, id: ConnId) -> Option<&mut Conn> {
         let slot = self.slots.get_mut(id.index as usize)?;
-        if slot.generation == id.generation {
-            slot.conn.as_mut()
-        } else {
-            None
-        }
+        (slot.live && slot.generation == id.generation).then_some(slot)
     }
 
     /// The connection in a slot the index points at.
     pub(crate) fn at_mut(&mut self, index: u32) -> &mut Conn {
-        self.slots[index as usize]
-            .conn
-            .as_mut()
-            .expect("the index points only at occupied slots")
+        let slot = &mut self.slots[index as usize];
+        debug_assert!(slot.live, "the index points only at occupied slots");
+        slot
     }
 
     /// Stores a connection; the caller has checked capacity and that
-    /// neither key is present.
-    pub(crate) fn insert(&mut self, conn: Conn) -> ConnId {
+    /// neither key is present. Fails only if the index has no place within
+    /// reach, which its sizing makes practically impossible.
+    pub(crate) fn insert(&mut self, conn: Conn) -> Result<ConnId, IndexFull> {
         debug_assert!(!self.is_full());
-        debug_assert!(
-            !self.index.contains_key(&conn.orig) && !self.index.contains_key(&conn.reply)
-        );
-        let index = match self.free.pop() {
-            Some(index) => index,
-            None => {
-                self.slots.push(Slot {
-                    generation: 0,
-                    conn: None,
-                });
-                (self.slots.len() - 1) as u32
-            }
+        debug_assert!(self.find(&conn.orig).is_none() && self.find(&conn.reply).is_none());
+        let index = match self.free.last() {
+            Some(&index) => index,
+            None => self.slots.len() as u32,
         };
-        self.index.insert(
-            conn.orig,
-            Entry {
-                index,
-                reply: false,
-            },
-        );
-        self.index.insert(conn.reply, Entry { index, reply: true });
-        self.zone_counts[usize::from(conn.orig.zone)] += 1;
-        let slot = &mut self.slots[index as usize];
-        slot.conn = Some(conn);
-        ConnId {
-            index,
-            generation: slot.generation,
+        let (orig, reply) = (self.index.hash(&conn.orig), self.index.hash(&conn.reply));
+        self.index.insert(orig, entry(index, false))?;
+        if let Err(full) = self.index.insert(reply, entry(index, true)) {
+            self.index.remove(orig, entry(index, false));
+            return Err(full);
         }
+        self.zone_counts[usize::from(conn.orig.zone)] += 1;
+        let mut conn = conn;
+        if self.free.pop().is_some() {
+            conn.generation = self.slots[index as usize].generation;
+            self.slots[index as usize] = conn;
+        } else {
+            self.slots.push(conn);
+        }
+        Ok(self.id(index))
     }
 
-    /// Frees a slot and drops both its keys from the index.
+    /// Frees a slot and drops both its keys from the index. The wheel must
+    /// no longer hold it.
     pub(crate) fn release(&mut self, index: u32) {
         let slot = &mut self.slots[index as usize];
-        let Some(conn) = slot.conn.take() else { return };
+        if !slot.live {
+            return;
+        }
+        slot.live = false;
         slot.generation = slot.generation.wrapping_add(1);
-        self.index.remove(&conn.orig);
-        self.index.remove(&conn.reply);
-        self.zone_counts[usize::from(conn.orig.zone)] -= 1;
+        let (orig, reply, zone) = (slot.orig, slot.reply, slot.orig.zone);
+        self.index
+            .remove(self.index.hash(&orig), entry(index, false));
+        self.index
+            .remove(self.index.hash(&reply), entry(index, true));
+        self.zone_counts[usize::from(zone)] -= 1;
         self.free.push(index);
+    }
+
+    pub(crate) fn probe_stats(&self) -> ProbeStats {
+        self.index.probe_stats()
     }
 
     pub(crate) fn occupied(&self) -> impl Iterator<Item = (ConnId, &Conn)> {
         self.slots.iter().enumerate().filter_map(|(i, slot)| {
-            let conn = slot.conn.as_ref()?;
-            Some((
+            slot.live.then_some((
                 ConnId {
                     index: i as u32,
                     generation: slot.generation,
                 },
-                conn,
+                slot,
             ))
         })
     }
 
     /// Checks that the index and the slab describe the same connections:
-    /// every occupied slot has exactly its two keys in the index, and the
-    /// index has nothing else. O(table); for tests.
+    /// every occupied slot has exactly its two keys in the index, each
+    /// entry sits where its key's hash puts it with every bucket it skipped
+    /// full, and the index has nothing else. O(table); for tests.
     pub(crate) fn check_consistency(&self) -> Result<(), String> {
         let mut live = 0usize;
         for (id, conn) in self.occupied() {
             live += 1;
-            let want = [(conn.orig, false), (conn.reply, true)];
-            for (key, reply) in want {
-                match self.index.get(&key) {
-                    Some(e)
-                        if *e
-                            == (Entry {
-                                index: id.index,
-                                reply,
-                            }) => {}
-                    other => {
-                        return Err(format!(
-                            "slot {} key {key:?} indexed as {other:?}",
-                            id.index
-                        ));
-                    }
+            for reply in [false, true] {
+                let key = conn.key(reply);
+                let found = self.find(key);
+                if found != Some(entry(id.index, reply)) {
+                    return Err(format!(
+                        "slot {} key {key:?} indexed as {found:?}",
+                        id.index
+                    ));
                 }
             }
         }
-        if self.index.len() != 2 * live {
+        self.check_index_entries()?;
+        if self.index.len() != 2 * live as u64 {
             return Err(format!(
                 "index has {} keys for {live} connections",
                 self.index.len()
@@ -202,5 +220,70 @@ impl Table {
             ));
         }
         Ok(())
+    }
+
+    /// Every index entry points at a live slot and is placed as its key's
+    /// hash says.
+    fn check_index_entries(&self) -> Result<(), String> {
+        for (bucket, dist, e) in self.index.entries() {
+            let Some(slot) = self.slots.get(e.index as usize).filter(|s| s.live) else {
+                return Err(format!("index entry {e:?} points at no connection"));
+            };
+            let hash: Hash = self.index.hash(slot.key(e.reply));
+            if !self.index.check_placement(hash, bucket, dist) {
+                return Err(format!(
+                    "entry {e:?} in bucket {bucket} at distance {dist} is misplaced"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn entry(index: u32, reply: bool) -> Entry {
+    Entry { index, reply }
+}
+
+impl TimerSlots for Table {
+    fn deadline(&self, idx: u32) -> u64 {
+        self.slots[idx as usize].deadline_ms
+    }
+
+    fn set_deadline(&mut self, idx: u32, deadline_ms: u64) {
+        self.slots[idx as usize].deadline_ms = deadline_ms;
+    }
+
+    fn links(&mut self, idx: u32) -> &mut Links {
+        &mut self.slots[idx as usize].links
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_packet_path_fields_share_three_cache_lines() {
+        use std::mem::{offset_of, size_of};
+        let cases = [
+            ("orig", offset_of!(Conn, orig), size_of::<ConnKey>(), 0),
+            ("deadline", offset_of!(Conn, deadline_ms), 8, 0),
+            ("generation", offset_of!(Conn, generation), 4, 0),
+            ("mark", offset_of!(Conn, mark), 4, 0),
+            ("reply", offset_of!(Conn, reply), size_of::<ConnKey>(), 1),
+            ("label", offset_of!(Conn, label), 16, 1),
+            ("proto", offset_of!(Conn, proto), size_of::<ProtoState>(), 2),
+            ("reply_seen", offset_of!(Conn, reply_seen), 1, 2),
+        ];
+        for (field, offset, size, line) in cases {
+            let lines = (offset / 64, (offset + size - 1) / 64);
+            assert_eq!(
+                lines,
+                (line, line),
+                "{field}: bytes {offset}..{}",
+                offset + size
+            );
+        }
+        assert_eq!(std::mem::align_of::<Conn>(), 64);
     }
 }

@@ -19,23 +19,33 @@ const TICK_MS: u64 = 1000;
 const SLOTS: u64 = 4096;
 const NIL: u32 = u32::MAX;
 
+/// A connection's place in the wheel. Kept apart from its deadline: the
+/// packet path reads the deadline, and these links only when an entry moves.
 #[derive(Clone, Copy, Debug)]
-struct Timer {
+pub(crate) struct Links {
     prev: u32,
     next: u32,
     linked: bool,
     /// The tick whose slot holds the entry.
     placed_tick: u64,
-    deadline_ms: u64,
 }
 
-const UNLINKED: Timer = Timer {
-    prev: NIL,
-    next: NIL,
-    linked: false,
-    placed_tick: 0,
-    deadline_ms: 0,
-};
+impl Links {
+    pub(crate) const UNLINKED: Links = Links {
+        prev: NIL,
+        next: NIL,
+        linked: false,
+        placed_tick: 0,
+    };
+}
+
+/// Where the timer records live: in the connection slots, so that a packet
+/// finds its deadline on a cache line it reads anyway.
+pub(crate) trait TimerSlots {
+    fn deadline(&self, idx: u32) -> u64;
+    fn set_deadline(&mut self, idx: u32, deadline_ms: u64);
+    fn links(&mut self, idx: u32) -> &mut Links;
+}
 
 /// What one sweep did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,7 +58,6 @@ pub struct SweepStats {
 
 pub(crate) struct Wheel {
     heads: Vec<u32>,
-    timers: Vec<Timer>,
     /// The first tick not yet swept.
     next_tick: u64,
 }
@@ -58,47 +67,50 @@ fn tick_of(deadline_ms: u64) -> u64 {
 }
 
 impl Wheel {
-    pub(crate) fn with_capacity(entries: usize) -> Self {
-        let mut timers = Vec::with_capacity(entries);
-        timers.resize(entries, UNLINKED);
+    pub(crate) fn new() -> Self {
         Wheel {
             heads: vec![NIL; SLOTS as usize],
-            timers,
             next_tick: 0,
         }
     }
 
-    pub(crate) fn deadline(&self, idx: u32) -> u64 {
-        self.timers[idx as usize].deadline_ms
-    }
-
     /// Starts timing entry `idx`, which must not be linked.
-    pub(crate) fn insert(&mut self, idx: u32, deadline_ms: u64) {
-        debug_assert!(!self.timers[idx as usize].linked);
-        self.timers[idx as usize].deadline_ms = deadline_ms;
-        self.link(idx);
+    pub(crate) fn insert(&mut self, t: &mut impl TimerSlots, idx: u32, deadline_ms: u64) {
+        debug_assert!(!t.links(idx).linked);
+        t.set_deadline(idx, deadline_ms);
+        self.link(t, idx);
     }
 
-    /// Sets a new deadline; relinks only when it moved earlier than the slot
-    /// the entry sits in.
-    pub(crate) fn refresh(&mut self, idx: u32, deadline_ms: u64) {
-        let timer = &mut self.timers[idx as usize];
-        timer.deadline_ms = deadline_ms;
-        if tick_of(deadline_ms) < timer.placed_tick {
-            self.unlink(idx);
-            self.link(idx);
+    /// Sets a new deadline. Writes nothing when it did not change, and
+    /// relinks only when it moved earlier than the slot the entry sits in:
+    /// a later deadline is found by the sweep (see the module docs).
+    pub(crate) fn refresh(&mut self, t: &mut impl TimerSlots, idx: u32, deadline_ms: u64) {
+        let old = t.deadline(idx);
+        if deadline_ms == old {
+            return;
+        }
+        t.set_deadline(idx, deadline_ms);
+        if deadline_ms < old && tick_of(deadline_ms) < t.links(idx).placed_tick {
+            self.unlink(t, idx);
+            self.link(t, idx);
         }
     }
 
-    pub(crate) fn remove(&mut self, idx: u32) {
-        if self.timers[idx as usize].linked {
-            self.unlink(idx);
+    pub(crate) fn remove(&mut self, t: &mut impl TimerSlots, idx: u32) {
+        if t.links(idx).linked {
+            self.unlink(t, idx);
         }
     }
 
     /// Sweeps every tick up to `now_ms`, calling `on_due` for each entry
-    /// whose deadline is at or before `now_ms` (already unlinked when called).
-    pub(crate) fn expire(&mut self, now_ms: u64, mut on_due: impl FnMut(u32)) -> SweepStats {
+    /// whose deadline is at or before `now_ms` (already unlinked when called,
+    /// its successor already read, so `on_due` may free its slot).
+    pub(crate) fn expire<T: TimerSlots>(
+        &mut self,
+        t: &mut T,
+        now_ms: u64,
+        mut on_due: impl FnMut(&mut T, u32),
+    ) -> SweepStats {
         let now_tick = now_ms / TICK_MS;
         let mut stats = SweepStats::default();
         if now_tick < self.next_tick {
@@ -111,15 +123,15 @@ impl Wheel {
             let slot = (tick % SLOTS) as usize;
             let mut idx = std::mem::replace(&mut self.heads[slot], NIL);
             while idx != NIL {
-                let timer = &mut self.timers[idx as usize];
-                let next = timer.next;
-                timer.linked = false;
+                let links = t.links(idx);
+                let next = links.next;
+                links.linked = false;
                 stats.visited += 1;
-                if timer.deadline_ms <= now_ms {
+                if t.deadline(idx) <= now_ms {
                     stats.expired += 1;
-                    on_due(idx);
+                    on_due(t, idx);
                 } else {
-                    self.link(idx);
+                    self.link(t, idx);
                 }
                 idx = next;
             }
@@ -127,42 +139,38 @@ impl Wheel {
         stats
     }
 
-    fn link(&mut self, idx: u32) {
-        let placed_tick = tick_of(self.timers[idx as usize].deadline_ms).max(self.next_tick);
+    fn link(&mut self, t: &mut impl TimerSlots, idx: u32) {
+        let placed_tick = tick_of(t.deadline(idx)).max(self.next_tick);
         let slot = (placed_tick % SLOTS) as usize;
         let head = self.heads[slot];
         if head != NIL {
-            self.timers[head as usize].prev = idx;
+            t.links(head).prev = idx;
         }
-        self.timers[idx as usize] = Timer {
+        *t.links(idx) = Links {
             prev: NIL,
             next: head,
             linked: true,
             placed_tick,
-            deadline_ms: self.timers[idx as usize].deadline_ms,
         };
         self.heads[slot] = idx;
     }
 
-    fn unlink(&mut self, idx: u32) {
-        let Timer {
+    fn unlink(&mut self, t: &mut impl TimerSlots, idx: u32) {
+        let Links {
             prev,
             next,
             placed_tick,
             ..
-        } = self.timers[idx as usize];
+        } = *t.links(idx);
         if prev == NIL {
             self.heads[(placed_tick % SLOTS) as usize] = next;
         } else {
-            self.timers[prev as usize].next = next;
+            t.links(prev).next = next;
         }
         if next != NIL {
-            self.timers[next as usize].prev = prev;
+            t.links(next).prev = prev;
         }
-        let timer = &mut self.timers[idx as usize];
-        timer.linked = false;
-        timer.prev = NIL;
-        timer.next = NIL;
+        *t.links(idx) = Links::UNLINKED;
     }
 }
 
@@ -170,34 +178,53 @@ impl Wheel {
 mod tests {
     use super::*;
 
-    fn swept(wheel: &mut Wheel, now_ms: u64) -> (Vec<u32>, SweepStats) {
+    /// Timer records in a plain array, as the wheel's own tests need them.
+    struct Slots(Vec<(u64, Links)>);
+
+    impl TimerSlots for Slots {
+        fn deadline(&self, idx: u32) -> u64 {
+            self.0[idx as usize].0
+        }
+        fn set_deadline(&mut self, idx: u32, deadline_ms: u64) {
+            self.0[idx as usize].0 = deadline_ms;
+        }
+        fn links(&mut self, idx: u32) -> &mut Links {
+            &mut self.0[idx as usize].1
+        }
+    }
+
+    fn wheel(entries: usize) -> (Wheel, Slots) {
+        (Wheel::new(), Slots(vec![(0, Links::UNLINKED); entries]))
+    }
+
+    fn swept((wheel, slots): &mut (Wheel, Slots), now_ms: u64) -> (Vec<u32>, SweepStats) {
         let mut due = Vec::new();
-        let stats = wheel.expire(now_ms, |idx| due.push(idx));
+        let stats = wheel.expire(slots, now_ms, |_, idx| due.push(idx));
         due.sort_unstable();
         (due, stats)
     }
 
     #[test]
     fn entries_expire_at_their_deadline_not_before() {
-        let mut wheel = Wheel::with_capacity(4);
-        wheel.insert(0, 10_000);
-        wheel.insert(1, 10_500);
-        wheel.insert(2, 30_000);
+        let mut w = wheel(4);
+        w.0.insert(&mut w.1, 0, 10_000);
+        w.0.insert(&mut w.1, 1, 10_500);
+        w.0.insert(&mut w.1, 2, 30_000);
         let cases: [(u64, &[u32]); 4] =
             [(9_999, &[]), (10_000, &[0]), (11_000, &[1]), (30_000, &[2])];
         for (now, want) in cases {
-            assert_eq!(swept(&mut wheel, now).0, want, "at {now} ms");
+            assert_eq!(swept(&mut w, now).0, want, "at {now} ms");
         }
     }
 
     #[test]
     fn refresh_later_is_lazy_and_earlier_is_immediate() {
-        let mut wheel = Wheel::with_capacity(2);
-        wheel.insert(0, 10_000);
-        wheel.insert(1, 100_000);
-        wheel.refresh(0, 50_000);
-        wheel.refresh(1, 20_000);
-        let (due, stats) = swept(&mut wheel, 20_000);
+        let mut w = wheel(2);
+        w.0.insert(&mut w.1, 0, 10_000);
+        w.0.insert(&mut w.1, 1, 100_000);
+        w.0.refresh(&mut w.1, 0, 50_000);
+        w.0.refresh(&mut w.1, 1, 20_000);
+        let (due, stats) = swept(&mut w, 20_000);
         assert_eq!(due, [1]);
         assert_eq!(
             stats,
@@ -207,27 +234,27 @@ mod tests {
             },
             "0 revisited once, 1 due"
         );
-        assert_eq!(swept(&mut wheel, 50_000).0, [0]);
+        assert_eq!(swept(&mut w, 50_000).0, [0]);
     }
 
     #[test]
     fn deadlines_beyond_one_lap_survive_the_lap() {
-        let mut wheel = Wheel::with_capacity(1);
+        let mut w = wheel(1);
         let far = (SLOTS * 3 + 5) * TICK_MS;
-        wheel.insert(0, far);
+        w.0.insert(&mut w.1, 0, far);
         for now in (0..far).step_by(1_000_000) {
-            assert!(swept(&mut wheel, now).0.is_empty(), "not due at {now}");
+            assert!(swept(&mut w, now).0.is_empty(), "not due at {now}");
         }
-        assert_eq!(swept(&mut wheel, far).0, [0]);
+        assert_eq!(swept(&mut w, far).0, [0]);
     }
 
     #[test]
     fn removed_entries_are_never_handed_back() {
-        let mut wheel = Wheel::with_capacity(3);
+        let mut w = wheel(3);
         for idx in 0..3 {
-            wheel.insert(idx, 5_000);
+            w.0.insert(&mut w.1, idx, 5_000);
         }
-        wheel.remove(1);
-        assert_eq!(swept(&mut wheel, 5_000).0, [0, 2]);
+        w.0.remove(&mut w.1, 1);
+        assert_eq!(swept(&mut w, 5_000).0, [0, 2]);
     }
 }

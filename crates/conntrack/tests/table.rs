@@ -358,3 +358,21 @@ fn expiry_cost_follows_the_expired_not_the_table() {
         }
     );
 }
+
+#[test]
+fn a_batch_gets_the_verdicts_of_one_packet_at_a_time() {
+    let (mut single, mut batched) = (tracker(), tracker());
+    for t in [&mut single, &mut batched] {
+        for sport in 1..4 {
+            commit_udp(t, 0, sport, 0).unwrap();
+        }
+    }
+    let reply = PacketSummary::other(udp_key(0, 2).reversed().unwrap());
+    // Committed, not committed, a reply, and repeats within the batch.
+    let pkts = [udp(0, 1), udp(0, 9), reply, udp(0, 2), udp(0, 1), udp(1, 3)];
+    let want: Vec<_> = pkts.iter().map(|p| single.process(p, 10)).collect();
+    let mut got = Vec::new();
+    batched.process_batch(&pkts, 10, &mut got);
+    assert_eq!(got, want);
+    assert_eq!(batched.counters(), single.counters());
+}
