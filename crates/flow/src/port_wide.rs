@@ -65,7 +65,11 @@ impl PortWide {
         let table_0 = |r: &&Arc<Rule>| r.spec.matches.key.table() == 0;
         for view in classifier.subtable_views() {
             if view.mask == TABLE_ONLY {
-                catch_all = view.best_rules().find(table_0);
+                // One such subtable per table: only table 0's catch-all
+                // counts (a later table's must not clear it).
+                if let Some(r) = view.best_rules().find(table_0) {
+                    catch_all = Some(r);
+                }
             } else if view.mask == IN_PORT_ONLY {
                 by_port.extend(view.best_rules().filter(table_0));
             } else {
@@ -181,6 +185,26 @@ mod tests {
                 "priority=9,arp,actions=normal",
             ],
             4,
+            None,
+        ),
+        (
+            "a later table's catch-all does not hide table 0's (found by review)",
+            &[
+                "priority=9,actions=drop",
+                "priority=5,in_port=1,actions=output:2",
+                "table=1,priority=1,actions=output:3",
+            ],
+            1,
+            Some(0),
+        ),
+        (
+            "a later table's catch-all does not hide table 0's pipeline catch-all",
+            &[
+                "priority=100,actions=goto_table:1",
+                "priority=5,in_port=1,actions=output:2",
+                "table=1,priority=1,actions=output:3",
+            ],
+            1,
             None,
         ),
         (
