@@ -150,65 +150,68 @@ impl Record for Walked {
 /// Composites a PMD keeps; past this the cache starts over.
 pub const COMPOSITES: usize = 4096;
 
-/// A PMD's pipeline resolver: walks the tables recording only which rules
-/// matched (no allocation, no reference count touched) and answers with
-/// the composite rule it made the first time that chain of rules came up.
-/// Packets that reach the classifier behind a pipeline (those no megaflow
-/// is made for: per-connection rules) so cost the table lookups and one
-/// map probe, and consecutive ones share one rule to credit. A chain's
-/// actions depend on its rules alone, except where a `dec_ttl` inside a
-/// resubmit stopped them (those go the allocating way every time).
-/// Emptied when the flow table changes ([`Resolver::sync_version`]), so
-/// no composite keeps a replaced rule alive.
+/// A PMD's pipeline resolver: walks the tables recording only what each
+/// lookup found (no allocation, no reference count touched) and answers
+/// with the composite rule it made the first time that sequence of
+/// outcomes came up. Packets that reach the classifier behind a pipeline
+/// (those no megaflow is made for: per-connection rules) so cost the
+/// table lookups and one map probe, and consecutive ones share one rule
+/// to credit. A walk's actions depend on every lookup's outcome in order
+/// — misses included: the same rules matched at other lookups run their
+/// actions in another order — except where a `dec_ttl` inside a resubmit
+/// stopped them (those go the allocating way every time). Emptied when
+/// the flow table changes ([`Resolver::sync_version`]), so no composite
+/// keeps a replaced rule alive.
 #[derive(Default)]
 pub struct Resolver {
-    cache: HashMap<u64, Arc<Rule>, BuildHasherDefault<PassThrough>>,
+    cache: HashMap<u64, Cached, BuildHasherDefault<PassThrough>>,
     version: u64,
     /// Composites made (cache misses), for tests and figures.
     pub made: u64,
 }
 
-/// The fast path's record: the matched rules' addresses (identity only).
-struct Chain {
-    rules: [*const Rule; MAX_LOOKUPS],
-    matched: usize,
-    lookups: usize,
-    outcome: Outcome,
+/// A composite and the walk it was made from.
+struct Cached {
+    walk: Walk,
+    rule: Arc<Rule>,
 }
 
-impl Chain {
+/// Every lookup's outcome in order: the matched rule's address, 0 for a
+/// miss. Identity only: the composite holds its rules, so while it is
+/// cached no other rule can take their addresses.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Walk {
+    outcomes: [usize; MAX_LOOKUPS],
+    lookups: usize,
+}
+
+impl Walk {
     fn fingerprint(&self) -> u64 {
-        self.rules[..self.matched]
+        self.outcomes[..self.lookups]
             .iter()
             .fold(0x9e37_79b9_7f4a_7c15, |h, &r| {
-                (h ^ r as usize as u64)
+                (h ^ r as u64)
                     .wrapping_mul(0xff51_afd7_ed55_8ccd)
                     .rotate_left(29)
             })
     }
+}
 
-    /// Whether `composite` was made from this chain of rules.
-    fn made(&self, composite: &Rule) -> bool {
-        composite.parts.len() == self.matched
-            && composite
-                .parts
-                .iter()
-                .zip(&self.rules)
-                .all(|(p, &r)| std::ptr::eq(Arc::as_ptr(p), r))
-    }
+/// The fast path's record: the walk.
+struct Chain {
+    walk: Walk,
+    outcome: Outcome,
 }
 
 impl Record for Chain {
     fn stage(&mut self, _table: u8, _key: &FlowKey, rule: Option<&Arc<Rule>>) {
-        self.lookups += 1;
-        if let Some(r) = rule {
-            self.rules[self.matched] = Arc::as_ptr(r);
-            self.matched += 1;
-        }
+        let w = &mut self.walk;
+        w.outcomes[w.lookups] = rule.map_or(0, |r| Arc::as_ptr(r) as usize);
+        w.lookups += 1;
     }
     fn action(&mut self, _action: Action) {}
     fn lookups(&self) -> usize {
-        self.lookups
+        self.walk.lookups
     }
     fn outcome(&mut self) -> &mut Outcome {
         &mut self.outcome
@@ -234,9 +237,10 @@ impl Resolver {
         first_mask: FlowKey,
     ) -> (Arc<Rule>, FlowKey) {
         let mut chain = Chain {
-            rules: [std::ptr::null(); MAX_LOOKUPS],
-            matched: 0,
-            lookups: 0,
+            walk: Walk {
+                outcomes: [0; MAX_LOOKUPS],
+                lookups: 0,
+            },
             outcome: Outcome {
                 mask: first_mask,
                 truncated: false,
@@ -247,12 +251,12 @@ impl Resolver {
         let mut k = *key;
         run(classifier, &first.spec.actions, &mut k, &mut chain, 0);
         let mask = chain.outcome.mask;
-        let fingerprint = chain.fingerprint();
+        let fingerprint = chain.walk.fingerprint();
         if !chain.outcome.ttl_stopped
             && let Some(c) = self.cache.get(&fingerprint)
-            && chain.made(c)
+            && c.walk == chain.walk
         {
-            return (c.clone(), mask);
+            return (c.rule.clone(), mask);
         }
         let made = composite(first, &resolve(classifier, key, first, first_mask));
         self.made += 1;
@@ -260,7 +264,11 @@ impl Resolver {
             if self.cache.len() >= COMPOSITES {
                 self.cache.clear();
             }
-            self.cache.insert(fingerprint, made.clone());
+            let cached = Cached {
+                walk: chain.walk,
+                rule: made.clone(),
+            };
+            self.cache.insert(fingerprint, cached);
         }
         (made, mask)
     }

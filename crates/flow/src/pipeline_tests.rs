@@ -302,3 +302,32 @@ fn the_resolver_makes_one_composite_per_chain() {
     );
     assert_eq!(resolver.made, made + 1);
 }
+
+/// Two walks that match the same rules at different lookups (a
+/// resubmit that missed, then one that matched, and the other way round)
+/// run their actions in different orders: the resolver tells them apart
+/// (found by review: it keyed composites by the matched rules alone).
+#[test]
+fn the_resolver_keys_composites_by_every_lookups_outcome() {
+    let c = classifier(&[
+        "table=0,actions=resubmit(,1),output:1,mod_dl_src:02:00:00:00:00:01,resubmit(,1),output:2",
+        "table=1,dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:0d,actions=mod_dl_dst:02:00:00:00:00:0e",
+    ]);
+    let packet = |src: u64| {
+        let mut k = udp_key();
+        k.set_dl_src(src.to_be_bytes()[2..].try_into().unwrap());
+        k.set_dl_dst([2, 0, 0, 0, 0, 0x0d]);
+        k
+    };
+    let mut resolver = Resolver::default();
+    // (dl_src): the first resubmit matches, then the second.
+    for src in [0x0200_0000_0001u64, 0x0200_0000_0000] {
+        let k = packet(src);
+        let found = c.lookup_with_mask(&k);
+        let first = found.rule.unwrap().clone();
+        let want = resolve(&c, &k, &first, found.mask);
+        let (rule, _) = resolver.resolve(&c, &k, &first, found.mask);
+        assert_eq!(rule.spec.actions, want.actions, "dl_src {src:#x}");
+    }
+    assert_eq!(resolver.made, 2, "two walks, two composites");
+}
