@@ -586,15 +586,22 @@ impl Case<'_> {
     /// The NIC controller's limits ([`crate::nic`]): `receives` frames
     /// reach the controller per delivered packet (the mean chain length
     /// for SR-IOV, one otherwise); an SR-IOV chain of two or more VNFs
-    /// also goes through the NIC's switch that many times.
+    /// also goes through the NIC's switch that many times (chains of one
+    /// VNF, in a mixed service, do not).
     fn engine_limits(&self, e: &Engine, receives: f64) -> Vec<(Bottleneck, f64)> {
         let mut v = Vec::new();
         if let Some(rate) = e.packet_rate_mpps {
             v.push((Bottleneck::NicPacketRate, rate * 1e6 / receives));
         }
-        let hairpins = self.mode == Mode::Sriov && self.chains.iter().any(|&l| l > 1);
-        if let Some(rate) = e.hairpin_mpps.filter(|_| hairpins) {
-            v.push((Bottleneck::NicHairpin, rate * 1e6 / receives));
+        // Frames the NIC's switch delivers to VFs of hairpinning chains
+        // per delivered packet: a chain of one VNF does not hairpin.
+        let hairpinned: u32 = self.chains.iter().filter(|&&l| l > 1).sum();
+        let per_packet = f64::from(hairpinned) / self.p();
+        if self.mode == Mode::Sriov
+            && hairpinned > 0
+            && let Some(rate) = e.hairpin_mpps
+        {
+            v.push((Bottleneck::NicHairpin, rate * 1e6 / per_packet));
         }
         v
     }

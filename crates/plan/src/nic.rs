@@ -17,8 +17,9 @@
 //!   switch modes and hybrid (one receive, from the wire).
 //! - **hairpin rate** `H`: once a chain's VFs forward to each other, the
 //!   frames the NIC's switch delivers to those VFs per second (from the
-//!   wire or from another VF alike): `T × mean L ≤ H` for SR-IOV chains of
-//!   two or more VNFs. Chains of one VNF (north-south) do not hairpin.
+//!   wire or from another VF alike): `T / P × Σ L_i ≤ H` over the SR-IOV
+//!   chains of two or more VNFs (`P` chains in all). Chains of one VNF
+//!   (north-south) do not hairpin.
 //!
 //! The built-in figures and where they come from are in [`MODELS`]; each
 //! cites a public source, none is fitted to a measurement this project
