@@ -24,6 +24,7 @@
 
 pub mod actions;
 pub mod controller;
+pub mod ct;
 pub mod decision;
 pub mod element;
 mod fabric;
