@@ -187,13 +187,12 @@ fn tcp(sport: u16, dport: u16, seg: TcpSegment, v6: bool) -> PacketSummary {
     )
 }
 
+/// The summary and the offsets of the IP and transport headers, or why not.
+type Want = Result<(PacketSummary, usize, usize), Untrackable>;
+
 #[test]
 fn frames_summarise_as_the_tracker_expects() {
-    let cases: Vec<(
-        &str,
-        Vec<u8>,
-        Result<(PacketSummary, usize, usize), Untrackable>,
-    )> = vec![
+    let cases: Vec<(&str, Vec<u8>, Want)> = vec![
         (
             "SYN with MSS, NOP, window scale 7",
             syn_with_options(),
