@@ -287,6 +287,7 @@ pub fn node_config(run: &Run, setup: &Setup, dir: &Path, pmd_cores: &[usize]) ->
         meters: vec![],
         chains,
         openflow: Default::default(),
+        conntrack: Default::default(),
     }
 }
 

@@ -169,6 +169,7 @@
 mod access;
 mod chain;
 mod check;
+mod conntrack;
 mod cpus;
 mod error;
 mod flows;
@@ -227,6 +228,8 @@ pub struct NodeConfig {
     pub chains: Vec<ChainConfig>,
     /// `[openflow]`: where OpenFlow clients and controllers connect.
     pub openflow: OpenFlowConfig,
+    /// `[conntrack]`: each PMD thread's connection table.
+    pub conntrack: nfv_conntrack::Config,
 }
 
 /// Poll-mode driver threads.
@@ -386,6 +389,7 @@ pub fn parse_str(
         .collect();
 
     let openflow = openflow::openflow(&doc, raw.openflow.as_ref(), &name, base)?;
+    let conntrack = conntrack::conntrack(&doc, raw.conntrack.as_ref())?;
     let chains = chain::chains(&doc, &raw.chain, &ports)?;
     chain::check_group_ids(&doc, &raw.chain, &chains, &defined.groups)?;
     Ok(NodeConfig {
@@ -399,6 +403,7 @@ pub fn parse_str(
         pmd,
         chains,
         openflow,
+        conntrack,
         ports,
         flows,
         groups,

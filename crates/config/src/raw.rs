@@ -32,6 +32,33 @@ pub(crate) struct RawConfig {
     pub chain: Vec<S<RawChain>>,
     #[serde(default)]
     pub openflow: Option<S<RawOpenFlow>>,
+    #[serde(default)]
+    pub conntrack: Option<S<RawConntrack>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConntrack {
+    pub capacity: Option<S<i64>>,
+    pub zone_limit: Option<S<i64>>,
+    pub tcp_pickup: Option<S<bool>>,
+    pub timeouts: Option<S<RawCtTimeouts>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCtTimeouts {
+    pub tcp_syn_sent: Option<S<i64>>,
+    pub tcp_syn_recv: Option<S<i64>>,
+    pub tcp_established: Option<S<i64>>,
+    pub tcp_fin_wait: Option<S<i64>>,
+    pub tcp_time_wait: Option<S<i64>>,
+    pub tcp_close: Option<S<i64>>,
+    pub udp_first: Option<S<i64>>,
+    pub udp_single: Option<S<i64>>,
+    pub udp_multiple: Option<S<i64>>,
+    pub icmp_first: Option<S<i64>>,
+    pub icmp_reply: Option<S<i64>>,
 }
 
 #[derive(Deserialize, Default)]

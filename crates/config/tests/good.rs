@@ -47,6 +47,10 @@ fn an_empty_file_gets_every_default() {
                 fail_mode: Default::default(),
                 tls: None,
             },
+            conntrack: nfv_conntrack::Config {
+                capacity: 262_144,
+                ..Default::default()
+            },
         }
     );
     assert_ne!(c.openflow.datapath_id, 0);

@@ -92,6 +92,7 @@ impl Node {
             pmu: cfg.pmd.pmu,
             packet_in_rate: cfg.openflow.packet_in_rate,
             packet_in_burst: cfg.openflow.packet_in_burst,
+            conntrack: cfg.conntrack,
         };
         let datapath = Datapath::start(&dp_cfg, pool, table.clone())?;
         let node = Node {

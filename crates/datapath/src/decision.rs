@@ -295,6 +295,34 @@ impl Decision {
         (&self.verdicts, rx_bytes)
     }
 
+    /// Decides packets whose keys the caller built: those `ct(table=T)`
+    /// sends back through the pipeline, keyed by their headers as they are
+    /// now, their ct fields and table T. No port-wide shortcut (that is
+    /// table 0's); otherwise the caches and classifier as for any batch.
+    pub fn classify_keyed(
+        &mut self,
+        batch: &Batch,
+        keys: &[FlowKey],
+        c: &mut PmdCounters,
+    ) -> &Verdicts {
+        let n = batch.len();
+        debug_assert_eq!(n, keys.len());
+        self.emc_probing = self.emc.is_some() && self.emc_gate.probe_batch();
+        let mut repeats = 0u32;
+        for (i, k) in keys.iter().enumerate() {
+            self.keys[i] = *k;
+            if i > 0 && k.same_packet(&keys[i - 1]) {
+                repeats |= 1 << i;
+                self.hashes[i] = self.hashes[i - 1];
+            } else if self.emc_probing {
+                self.hashes[i] = k.packet_hash();
+            }
+        }
+        self.repeats = repeats;
+        self.look_up(batch, c);
+        &self.verdicts
+    }
+
     /// When one rule takes every packet of `in_port`
     /// ([`nfv_flow::port_wide`]), gives it the whole batch (runts aside)
     /// without reading a header or probing a cache; returns the batch's

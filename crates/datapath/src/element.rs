@@ -9,6 +9,7 @@
 //! table snapshot (immutable) and the MAC table (lock-free) with others.
 
 use crate::controller::{ControllerPath, Origin, PacketOut};
+use crate::ct::ConnTable;
 use crate::decision::{Decision, Verdict};
 use crate::fabric::Fabric;
 use crate::interpreter::{GroupTally, Interpreter};
@@ -40,6 +41,10 @@ pub struct Element {
     /// one), and the rx counters of packets a controller sent.
     controller: Option<Arc<ControllerPath>>,
     injected: Arc<QueueCounters>,
+    /// This PMD's connection table (`ct`), and the clock it runs on:
+    /// milliseconds of the TSC, advanced with [`Element::set_now`].
+    conntrack: ConnTable,
+    now_ms: u64,
 }
 
 impl Element {
@@ -63,7 +68,31 @@ impl Element {
             now_tsc: nfv_tsc::now(),
             controller: None,
             injected: Arc::default(),
+            conntrack: ConnTable::new(nfv_conntrack::Config::default())
+                .expect("the default connection table settings are valid"),
+            now_ms: 0,
         }
+    }
+
+    /// Replaces the connection table with an empty one of these settings
+    /// (at PMD start, before any packet).
+    pub fn set_conntrack(
+        &mut self,
+        config: nfv_conntrack::Config,
+    ) -> Result<(), nfv_conntrack::ConfigError> {
+        self.conntrack = ConnTable::new(config)?;
+        Ok(())
+    }
+
+    /// The connection table (dumps, flushes, expiry and counters go
+    /// through the PMD that owns it).
+    pub fn conntrack(&mut self) -> &mut ConnTable {
+        &mut self.conntrack
+    }
+
+    /// Milliseconds of the clock `ct` runs on (see [`Element::set_now`]).
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
     }
 
     /// Where `controller` actions send packets.
@@ -137,6 +166,7 @@ impl Element {
     pub fn set_now(&mut self, secs: u32, tsc: u64) {
         self.now_secs = secs;
         self.now_tsc = tsc;
+        self.now_ms = (u128::from(tsc) * 1000 / u128::from(nfv_tsc::hz().max(1))) as u64;
     }
 
     /// Gives this element a tx queue on port `no` (`qid`: this PMD's tx

@@ -66,6 +66,9 @@ pub struct DatapathConfig {
     /// once (OVS's `controller-rate-limit` and `controller-burst-limit`).
     pub packet_in_rate: u64,
     pub packet_in_burst: u64,
+    /// Each PMD's connection table (`ct`): capacity, zone limit,
+    /// timeouts.
+    pub conntrack: nfv_conntrack::Config,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +87,8 @@ pub enum DatapathError {
     PmdTimeout,
     #[error("cannot start PMD thread: {0}")]
     Spawn(std::io::Error),
+    #[error("connection tracking: {0}")]
+    Conntrack(#[from] nfv_conntrack::ConfigError),
 }
 
 /// A PMD answers a command between two of its iterations: within
@@ -164,6 +169,9 @@ impl Datapath {
         pool: Arc<PacketPool>,
         table: Arc<SharedFlowTable>,
     ) -> Result<Datapath, DatapathError> {
+        // The settings each PMD's table takes, checked once here (the
+        // storage is reserved, not touched).
+        nfv_conntrack::Tracker::new(cfg.conntrack)?;
         let mac = Arc::new(MacTable::new(4096));
         let controller = Arc::new(controller::ControllerPath::new(
             cfg.packet_in_rate,
@@ -185,6 +193,7 @@ impl Datapath {
                 megaflow_entries: cfg.megaflow_entries,
                 pmu: cfg.pmu,
                 controller: controller.clone(),
+                conntrack: cfg.conntrack,
             };
             let name = match core {
                 Some(c) => format!("pmd-c{c:02}/{index}"),
@@ -499,6 +508,58 @@ impl Datapath {
         for p in &self.pmds {
             let _ = p.commands.send(PmdCommand::SetPmu(on));
         }
+    }
+
+    /// Up to `limit` connections of every PMD's table (of `zone`, or
+    /// all), and how many the tables hold in all. Each PMD copies its own
+    /// between two polls.
+    pub fn dump_conntrack(
+        &self,
+        zone: Option<u16>,
+        limit: usize,
+    ) -> Result<(Vec<nfv_conntrack::ConnView>, u64), DatapathError> {
+        let mut answers = Vec::new();
+        for p in &self.pmds {
+            let (tx, rx) = bounded(1);
+            if p.commands
+                .send(PmdCommand::DumpConntrack {
+                    zone,
+                    limit,
+                    reply: tx,
+                })
+                .is_ok()
+            {
+                answers.push(rx);
+            }
+        }
+        let (mut conns, mut total) = (Vec::new(), 0u64);
+        for rx in answers {
+            let (mut some, n) = await_pmd(&rx, "a connection dump")?;
+            total += u64::from(n);
+            some.truncate(limit.saturating_sub(conns.len()));
+            conns.append(&mut some);
+        }
+        Ok((conns, total))
+    }
+
+    /// Removes every connection (of `zone`, or all) from every PMD's
+    /// table; returns how many went.
+    pub fn flush_conntrack(&self, zone: Option<u16>) -> Result<u64, DatapathError> {
+        let mut answers = Vec::new();
+        for p in &self.pmds {
+            let (tx, rx) = bounded(1);
+            if p.commands
+                .send(PmdCommand::FlushConntrack { zone, reply: tx })
+                .is_ok()
+            {
+                answers.push(rx);
+            }
+        }
+        let mut removed = 0u64;
+        for rx in answers {
+            removed += u64::from(await_pmd(&rx, "a connection flush")?);
+        }
+        Ok(removed)
     }
 
     /// Zeroes PMD counters (port counters are cumulative, like OVS).

@@ -70,6 +70,19 @@ pub enum PmdCommand {
     SetPmu(bool),
     /// Send a controller's packet (`PACKET_OUT`).
     PacketOut(Box<crate::controller::PacketOut>),
+    /// Copy up to `limit` connections of this PMD's table (of `zone`, or
+    /// all) to `reply`, with how many there are in all.
+    DumpConntrack {
+        zone: Option<u16>,
+        limit: usize,
+        reply: Sender<(Vec<nfv_conntrack::ConnView>, u32)>,
+    },
+    /// Remove every connection (of `zone`, or all); the number removed
+    /// goes to `reply`.
+    FlushConntrack {
+        zone: Option<u16>,
+        reply: Sender<u32>,
+    },
     Quit,
 }
 
@@ -98,6 +111,9 @@ pub(crate) struct PmdThread {
     pub megaflow_entries: usize,
     pub pmu: bool,
     pub controller: Arc<crate::controller::ControllerPath>,
+    /// Settings of the PMD's connection table (validated by
+    /// [`crate::Datapath::start`]).
+    pub conntrack: nfv_conntrack::Config,
 }
 
 /// Opens PMU counters for the calling (PMD) thread when `on`.
@@ -184,6 +200,10 @@ impl Running {
             cfg.mac.clone(),
         );
         element.set_controller(cfg.controller.clone());
+        if let Err(e) = element.set_conntrack(cfg.conntrack) {
+            // Checked before the thread started; kept as the default.
+            tracing::error!("pmd {}: connection table settings: {e}", cfg.index);
+        }
         Running {
             pool: cfg.pool.cache(),
             element,
@@ -261,6 +281,21 @@ impl Running {
                     }
                 }
                 PmdCommand::PacketOut(po) => self.packet_out(&po),
+                PmdCommand::DumpConntrack { zone, limit, reply } => {
+                    let t = self.element.conntrack().tracker();
+                    let conns = t
+                        .connections()
+                        .filter(|c| zone.is_none_or(|z| c.orig.zone == z))
+                        .take(limit)
+                        .collect();
+                    let total = zone.map_or(t.len(), |z| t.zone_count(z));
+                    let _ = reply.send((conns, total));
+                }
+                PmdCommand::FlushConntrack { zone, reply } => {
+                    let removed = self.element.conntrack().tracker_mut().flush(zone);
+                    self.publish_conntrack();
+                    let _ = reply.send(removed);
+                }
                 PmdCommand::Quit => flow = Flow::Quit,
             }
         }
@@ -321,11 +356,34 @@ impl Running {
         stats
             .megaflow_refused
             .store(refused, std::sync::atomic::Ordering::Relaxed);
+        let now_ms = self.element.now_ms();
+        self.element.conntrack().tracker_mut().expire(now_ms);
+        self.publish_conntrack();
         if now >= self.pmu_due {
             self.pmu_due = now + self.pmu_period;
             let reading = self.pmu.sample(self.ns(), self.c.rx_packets);
             self.cfg.stats.pmu.publish(&reading);
         }
+    }
+
+    /// The connection table's figures, into this PMD's shared stats.
+    fn publish_conntrack(&mut self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let ct = self.element.conntrack();
+        let (t, own) = (ct.tracker().counters(), ct.counters());
+        let len = ct.tracker().len();
+        let s = &self.cfg.stats;
+        s.ct_connections.store(u64::from(len), Relaxed);
+        s.ct_new.store(t.new, Relaxed);
+        s.ct_established.store(t.established, Relaxed);
+        s.ct_related.store(t.related, Relaxed);
+        let untrackable = own.not_ip + own.fragment + own.malformed;
+        s.ct_invalid
+            .store(t.invalid + untrackable + own.commit_refused, Relaxed);
+        s.ct_committed.store(t.committed, Relaxed);
+        s.ct_expired.store(t.expired, Relaxed);
+        s.ct_commit_refused.store(own.commit_refused, Relaxed);
+        s.ct_untrackable.store(untrackable, Relaxed);
     }
 
     /// One pass over the rx queues: receive, process and flush each burst;

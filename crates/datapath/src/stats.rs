@@ -28,6 +28,7 @@ pub enum FigureUnit {
     Cycles,
     Bytes,
     Megaflows,
+    Connections,
 }
 
 /// One per-PMD figure as every reader presents it: `/metrics` exports it as
@@ -183,6 +184,12 @@ pmd_figures! {
         /// grows with new flows through a pipeline, not with packets.
         pipeline_resolutions: Counter Decisions, None,
             "Classifier decisions that followed goto_table/resubmit through later tables.";
+        /// `ct(table=T)`: the packet went through the decision again, in
+        /// table T with its ct fields set.
+        ct_recirculations: Counter Packets, None,
+            "Packets looked up again after ct(table=N) (recirculations).";
+        ct_recirc_too_deep: Counter Packets, None,
+            "Packets dropped for recirculating more times than the limit.";
     }
     housekeeping {
         cache_bytes: Gauge Bytes, Some("cache KiB"),
@@ -192,6 +199,22 @@ pmd_figures! {
         /// how an operator sees traffic that outgrew it.
         megaflow_refused: Counter Megaflows, Some("mf refused"),
             "Megaflows not cached because the PMD's megaflow cache was full.";
+        /// This PMD's connection table (`nfv_conntrack`); zero until a
+        /// flow table with a `ct` action is installed.
+        ct_connections: Gauge Connections, Some("conns"),
+            "Connections in a PMD thread's connection table.";
+        ct_new: Counter Packets, None, "Packets ct() answered +new.";
+        ct_established: Counter Packets, None, "Packets ct() answered +est.";
+        ct_related: Counter Packets, None, "Packets ct() answered +rel.";
+        ct_invalid: Counter Packets, None,
+            "Packets ct() answered +inv (by the tracker, or untrackable, or a refused commit).";
+        ct_committed: Counter Connections, None, "Connections committed by ct(commit).";
+        ct_expired: Counter Connections, None, "Connections removed when their timeout passed.";
+        /// Table full, zone limit, or both directions' keys taken.
+        ct_commit_refused: Counter Connections, None,
+            "ct(commit)s refused (connection table or zone limit full); the packet is +inv.";
+        ct_untrackable: Counter Packets, None,
+            "Packets ct() could not parse (not IP, IP fragments, malformed headers): +trk+inv.";
     }
 }
 

@@ -98,6 +98,7 @@ impl Graph {
             pmu: false,
             packet_in_rate: 1000,
             packet_in_burst: 100,
+            conntrack: Default::default(),
         };
         let dp = Datapath::start(&cfg, pool.clone(), table).expect("datapath");
         Graph {

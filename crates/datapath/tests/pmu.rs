@@ -45,6 +45,7 @@ fn start(name: &str, pmu: bool) -> (Datapath, PortFactory) {
             pmu,
             packet_in_rate: 1000,
             packet_in_burst: 100,
+            conntrack: Default::default(),
         },
         pool,
         table,

@@ -136,6 +136,7 @@ fn datapath_counts_what_it_takes_and_drops_longer_frames_as_too_big() {
         pmu: false,
         packet_in_rate: 1000,
         packet_in_burst: 100,
+        conntrack: Default::default(),
     };
     let dp = Datapath::start(&cfg, pool.clone(), table).expect("datapath");
     let factory = PortFactory::new();

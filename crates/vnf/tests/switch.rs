@@ -172,6 +172,7 @@ impl Switch {
             pmu: false,
             packet_in_rate: 1000,
             packet_in_burst: 100,
+            conntrack: Default::default(),
         };
         let dp = Datapath::start(&cfg, pool(8192), table).expect("datapath");
         let seen = Arc::new(Seen::default());
