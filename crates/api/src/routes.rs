@@ -55,6 +55,10 @@ pub fn router(served: Arc<Served>, guard: Arc<crate::guard::Guard>) -> Router {
             get(dump_groups).post(add_group).put(mod_group),
         )
         .route("/api/v1/groups/{id}", delete(del_group))
+        .route(
+            "/api/v1/conntrack",
+            get(dump_conntrack).delete(flush_conntrack),
+        )
         .route("/api/v1/trace", get(trace))
         .route("/api/v1/stats/clear", post(clear_stats))
         .route("/api/v1/timeseries", get(timeseries))
@@ -103,6 +107,8 @@ async fn index() -> axum::Json<Value> {
             "POST /api/v1/groups (add-group text)",
             "PUT /api/v1/groups (mod-group text)",
             "DELETE /api/v1/groups/{group_id}",
+            "GET /api/v1/conntrack?zone=N&limit=N",
+            "DELETE /api/v1/conntrack?zone=N",
             "GET /api/v1/trace?flow=PACKET",
             "GET /api/v1/controllers",
             "POST /api/v1/stats/clear",
@@ -286,6 +292,40 @@ fn group_body(headers: &HeaderMap, body: axum::body::Bytes) -> Result<String, Ap
         return Err(ApiError::bad("no group given"));
     }
     Ok(text)
+}
+
+/// `GET /conntrack?zone=N&limit=N`, `DELETE /conntrack?zone=N`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConntrackQuery {
+    zone: Option<u16>,
+    limit: Option<usize>,
+}
+
+async fn dump_conntrack(
+    State(st): St,
+    q: Result<Query<ConntrackQuery>, QueryRejection>,
+) -> ApiResult {
+    let Query(q) = q.map_err(|e| ApiError::bad(e.body_text()))?;
+    handle(
+        &st,
+        Request::DumpConntrack {
+            zone: q.zone,
+            limit: q.limit,
+        },
+    )
+    .await
+}
+
+async fn flush_conntrack(
+    State(st): St,
+    q: Result<Query<ConntrackQuery>, QueryRejection>,
+) -> ApiResult {
+    let Query(q) = q.map_err(|e| ApiError::bad(e.body_text()))?;
+    if q.limit.is_some() {
+        return Err(ApiError::bad("a flush takes zone=N only"));
+    }
+    handle(&st, Request::FlushConntrack { zone: q.zone }).await
 }
 
 async fn dump_groups(State(st): St) -> ApiResult {

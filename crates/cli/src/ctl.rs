@@ -67,6 +67,17 @@ enum CtlCommand {
     DumpMeters,
     /// The tables that hold rules: rule counts and matched packets.
     DumpTables,
+    /// Connections in the PMDs' connection tables, as OVS's
+    /// dpctl/dump-conntrack writes them ('zone=N': one zone only).
+    DumpConntrack {
+        zone: Option<String>,
+        /// List at most this many (default 10000; the total is always
+        /// given).
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Remove every connection ('zone=N': of one zone only).
+    FlushConntrack { zone: Option<String> },
     /// Add a port given as inline TOML, e.g. 'name="s2",id=3,type="sink"'.
     AddPort { port: String },
     /// Delete a port by name or number.
@@ -234,6 +245,13 @@ fn request_of(cmd: &CtlCommand) -> Result<Request, String> {
         },
         CtlCommand::DumpMeters => Request::DumpMeters,
         CtlCommand::DumpTables => Request::DumpTables,
+        CtlCommand::DumpConntrack { zone, limit } => Request::DumpConntrack {
+            zone: zone.as_deref().map(zone_of).transpose()?,
+            limit: *limit,
+        },
+        CtlCommand::FlushConntrack { zone } => Request::FlushConntrack {
+            zone: zone.as_deref().map(zone_of).transpose()?,
+        },
     })
 }
 
@@ -255,6 +273,13 @@ fn show_request(what: &ShowWhat) -> Request {
 fn group_id_of(text: &str) -> Result<u32, String> {
     let n = text.trim().strip_prefix("group_id=").unwrap_or(text.trim());
     n.parse().map_err(|_| format!("{text:?} is not group_id=N"))
+}
+
+/// `zone=N` (or just `N`) of `dump-conntrack` and `flush-conntrack`.
+fn zone_of(text: &str) -> Result<u16, String> {
+    let n = text.trim().strip_prefix("zone=").unwrap_or(text.trim());
+    n.parse()
+        .map_err(|_| format!("{text:?} is not zone=N (0-65535)"))
 }
 
 fn meter_id_of(text: &str) -> Result<u32, String> {
@@ -338,6 +363,12 @@ fn print_answer(req: Request, data: serde_json::Value) -> Result<(), String> {
         Request::DumpMeters => show(data, |r: &Vec<nfv_control::protocol::MeterReport>| {
             meters_text(r)
         })?,
+        Request::DumpConntrack { .. } => {
+            show(data, |r: &nfv_control::protocol::ConntrackReport| {
+                conntrack_text(r)
+            })?
+        }
+        Request::FlushConntrack { .. } => println!("flushed {} connection(s)", data["flushed"]),
         Request::ShowNode => show(data, |r: &NodeReport| node_text(r))?,
         Request::ShowRxqs => show(data, |r: &RxqsReport| rxqs_text(r))?,
         Request::PmdRebalance { .. } => show(data, |r: &RebalanceReport| rebalance_text(r))?,
@@ -347,6 +378,24 @@ fn print_answer(req: Request, data: serde_json::Value) -> Result<(), String> {
         Request::Trace { .. } => show(data, |r: &TraceReport| trace_text(r))?,
     }
     Ok(())
+}
+
+/// `dump-conntrack`: a line per connection, then how many there are when
+/// the list was cut short.
+pub fn conntrack_text(r: &nfv_control::protocol::ConntrackReport) -> String {
+    let mut out: String = r
+        .connections
+        .iter()
+        .map(|c| format!("{}\n", c.text))
+        .collect();
+    if (r.connections.len() as u64) < r.total {
+        out += &format!(
+            "({} of {} connections listed; --limit lists more)\n",
+            r.connections.len(),
+            r.total
+        );
+    }
+    out
 }
 
 /// `dump-tables`: one line per table that holds rules.

@@ -25,6 +25,7 @@ pub mod attachment_state;
 pub mod attachments;
 mod balance;
 pub mod chains;
+mod conntrack_report;
 pub mod error;
 mod expiry;
 mod expiry_thread;

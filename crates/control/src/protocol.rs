@@ -100,6 +100,50 @@ pub enum Request {
     DumpMeters,
     /// Per table: its rules and the packets they matched.
     DumpTables,
+    /// Connections of every PMD's table (of `zone`, or all), at most
+    /// `limit` of them (default [`CONNTRACK_DUMP_LIMIT`]), OVS's
+    /// `dpctl/dump-conntrack`.
+    DumpConntrack {
+        #[serde(default)]
+        zone: Option<u16>,
+        #[serde(default)]
+        limit: Option<usize>,
+    },
+    /// Removes every connection (of `zone`, or all): OVS's
+    /// `dpctl/flush-conntrack`.
+    FlushConntrack {
+        #[serde(default)]
+        zone: Option<u16>,
+    },
+}
+
+/// Connections a dump lists unless asked for more (each PMD copies them
+/// between two polls: a dump of a million would hold it for a while).
+pub const CONNTRACK_DUMP_LIMIT: usize = 10_000;
+
+/// `dump-conntrack`: the connections listed and how many there are.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ConntrackReport {
+    /// Connections in every PMD's table (of the zone asked for).
+    pub total: u64,
+    pub connections: Vec<ConnReport>,
+}
+
+/// One connection, as OVS's `dump-conntrack` writes it (`text`) and by
+/// field.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ConnReport {
+    pub text: String,
+    pub zone: u16,
+    /// `tcp`, `udp`, `icmp`, `icmpv6`, or the protocol number.
+    pub proto: String,
+    pub mark: u32,
+    /// Hex, `0x` and 32 digits.
+    pub label: String,
+    /// The TCP state (`ESTABLISHED`, …) or the pseudo-state of the others.
+    pub state: String,
+    /// Seconds until the connection expires if no packet comes.
+    pub expires_in_secs: f64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

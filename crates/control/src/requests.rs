@@ -92,6 +92,13 @@ impl Node {
             }
             Request::DumpMeters => serde_json::to_value(self.dump_meters())?,
             Request::DumpTables => serde_json::to_value(self.dump_tables())?,
+            Request::DumpConntrack { zone, limit } => {
+                let limit = limit.unwrap_or(crate::protocol::CONNTRACK_DUMP_LIMIT);
+                serde_json::to_value(self.dump_conntrack(*zone, limit)?)?
+            }
+            Request::FlushConntrack { zone } => {
+                json!({ "flushed": self.datapath.flush_conntrack(*zone)? })
+            }
             Request::ClearStats => {
                 self.clear_stats();
                 json!({})
