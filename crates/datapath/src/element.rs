@@ -10,20 +10,50 @@
 
 use crate::controller::{ControllerPath, Origin, PacketOut};
 use crate::ct::ConnTable;
-use crate::decision::{Decision, Verdict};
+use crate::decision::{Decision, Verdict, Verdicts};
 use crate::fabric::Fabric;
 use crate::interpreter::{GroupTally, Interpreter};
 use crate::mac_learning::MacTable;
 use crate::stats::PmdCounters;
-use nfv_flow::PortNo;
 use nfv_flow::meter::{MeterBudget, Meters};
 use nfv_flow::table::{FlowTable, Groups};
-use nfv_mem::{Batch, PoolCache};
+use nfv_flow::{FlowKey, PortNo};
+use nfv_mem::{BATCH, Batch, Packet, PoolCache};
 use nfv_ports::{DropReason, PortStats, QueueCounters, TxQueue};
 use std::sync::Arc;
 
 pub struct Element {
     decision: Decision,
+    fwd: Forwarding,
+    /// The rx counters of packets a controller sent.
+    injected: Arc<QueueCounters>,
+}
+
+/// Times a packet may come back through the pipeline from `ct(table=N)`
+/// (OVS's userspace datapath allows 6 as well): rules that send packets
+/// round in a circle end here, counted `recirc_limit`.
+pub const MAX_RECIRC_DEPTH: usize = 6;
+
+/// Packets `ct(table=N)` sends back through the pipeline, with the keys
+/// they go back with (their headers as they are now, their ct fields and
+/// table N), until the end of the batch that sent them.
+pub(crate) struct Recirculation {
+    pub batch: Batch,
+    pub keys: [FlowKey; BATCH],
+}
+
+impl Recirculation {
+    /// Queues `pkt` under `key`; gives it back when a batch's worth wait.
+    pub fn push(&mut self, pkt: Packet, key: FlowKey) -> Result<(), Packet> {
+        let i = self.batch.len();
+        self.batch.try_push(pkt).map_err(|e| e.element())?;
+        self.keys[i] = key;
+        Ok(())
+    }
+}
+
+/// Everything that acts on a batch's verdicts (all but the decision).
+struct Forwarding {
     fabric: Fabric,
     mac: Arc<MacTable>,
     /// Seconds since the PMD started: the clock of MAC learning.
@@ -38,13 +68,13 @@ pub struct Element {
     budget: MeterBudget,
     tally: GroupTally,
     /// Where `controller` actions send packets (none in tests without
-    /// one), and the rx counters of packets a controller sent.
+    /// one).
     controller: Option<Arc<ControllerPath>>,
-    injected: Arc<QueueCounters>,
     /// This PMD's connection table (`ct`), and the clock it runs on:
     /// milliseconds of the TSC, advanced with [`Element::set_now`].
     conntrack: ConnTable,
     now_ms: u64,
+    recirc: Recirculation,
 }
 
 impl Element {
@@ -57,20 +87,26 @@ impl Element {
         mac: Arc<MacTable>,
     ) -> Element {
         Element {
-            groups: table.groups.clone(),
-            meters: table.meters.clone(),
-            budget: MeterBudget::default(),
-            tally: GroupTally::default(),
+            fwd: Forwarding {
+                groups: table.groups.clone(),
+                meters: table.meters.clone(),
+                budget: MeterBudget::default(),
+                tally: GroupTally::default(),
+                fabric: Fabric::default(),
+                mac,
+                now_secs: 0,
+                now_tsc: nfv_tsc::now(),
+                controller: None,
+                conntrack: ConnTable::new(nfv_conntrack::Config::default())
+                    .expect("the default connection table settings are valid"),
+                now_ms: 0,
+                recirc: Recirculation {
+                    batch: Batch::new(),
+                    keys: [FlowKey::ZERO; BATCH],
+                },
+            },
             decision: Decision::new(emc_entries, megaflow_entries, table),
-            fabric: Fabric::default(),
-            mac,
-            now_secs: 0,
-            now_tsc: nfv_tsc::now(),
-            controller: None,
             injected: Arc::default(),
-            conntrack: ConnTable::new(nfv_conntrack::Config::default())
-                .expect("the default connection table settings are valid"),
-            now_ms: 0,
         }
     }
 
@@ -80,24 +116,24 @@ impl Element {
         &mut self,
         config: nfv_conntrack::Config,
     ) -> Result<(), nfv_conntrack::ConfigError> {
-        self.conntrack = ConnTable::new(config)?;
+        self.fwd.conntrack = ConnTable::new(config)?;
         Ok(())
     }
 
     /// The connection table (dumps, flushes, expiry and counters go
     /// through the PMD that owns it).
     pub fn conntrack(&mut self) -> &mut ConnTable {
-        &mut self.conntrack
+        &mut self.fwd.conntrack
     }
 
     /// Milliseconds of the clock `ct` runs on (see [`Element::set_now`]).
     pub fn now_ms(&self) -> u64 {
-        self.now_ms
+        self.fwd.now_ms
     }
 
     /// Where `controller` actions send packets.
     pub fn set_controller(&mut self, path: Arc<ControllerPath>) {
-        self.controller = Some(path);
+        self.fwd.controller = Some(path);
     }
 
     /// Runs a controller's packet (`PACKET_OUT`): its actions, or a
@@ -106,7 +142,7 @@ impl Element {
     pub fn inject(
         &mut self,
         po: &PacketOut,
-        pkt: nfv_mem::Packet,
+        pkt: Packet,
         pool: &mut PoolCache,
         c: &mut PmdCounters,
     ) {
@@ -117,25 +153,12 @@ impl Element {
             self.process(po.in_port, &rx, &mut batch, pool, c);
             return;
         }
-        let origin = Origin::default();
-        Interpreter {
-            fabric: &mut self.fabric,
-            mac: &self.mac,
-            now_secs: self.now_secs,
-            in_port: po.in_port,
-            rx: &rx,
-            pool,
-            groups: &self.groups,
-            tally: &mut self.tally,
-            meters: &self.meters,
-            budget: &mut self.budget,
-            now_tsc: self.now_tsc,
-            controller: self.controller.as_deref(),
-            origin,
-        }
-        .run(&po.actions, pkt);
-        self.tally.flush();
-        self.budget.settle();
+        self.fwd
+            .interpreter(po.in_port, &rx, pool, Origin::default())
+            .run(&po.actions, pkt);
+        self.fwd.tally.flush();
+        self.fwd.budget.settle();
+        self.recirculate(po.in_port, &rx, pool, c);
     }
 
     /// The generation of the flow table in use.
@@ -155,18 +178,19 @@ impl Element {
 
     /// Switches to a new flow table generation (flushing the EMC).
     pub fn set_table(&mut self, table: Arc<FlowTable>) {
-        self.groups = table.groups.clone();
-        self.meters = table.meters.clone();
+        self.fwd.groups = table.groups.clone();
+        self.fwd.meters = table.meters.clone();
         self.decision.set_table(table);
     }
 
-    /// Advances MAC learning's clock (seconds, any epoch) and the TSC the
-    /// rules' last-hit times are stamped with (read at housekeeping, not
-    /// per batch: `rdtsc` costs ~50 cycles in a VM, timeouts are seconds).
+    /// Advances MAC learning's clock (seconds, any epoch), the TSC the
+    /// rules' last-hit times are stamped with and the connection table's
+    /// millisecond clock (read at housekeeping, not per batch: `rdtsc`
+    /// costs ~50 cycles in a VM, timeouts are seconds).
     pub fn set_now(&mut self, secs: u32, tsc: u64) {
-        self.now_secs = secs;
-        self.now_tsc = tsc;
-        self.now_ms = (u128::from(tsc) * 1000 / u128::from(nfv_tsc::hz().max(1))) as u64;
+        self.fwd.now_secs = secs;
+        self.fwd.now_tsc = tsc;
+        self.fwd.now_ms = (u128::from(tsc) * 1000 / u128::from(nfv_tsc::hz().max(1))) as u64;
     }
 
     /// Gives this element a tx queue on port `no` (`qid`: this PMD's tx
@@ -178,12 +202,12 @@ impl Element {
         stats: Arc<PortStats>,
         qid: usize,
     ) {
-        self.fabric.add_tx(no, txq, stats, qid);
+        self.fwd.fabric.add_tx(no, txq, stats, qid);
     }
 
     /// Forgets port `no`'s tx queue, freeing what was pending for it.
     pub fn remove_output(&mut self, no: PortNo, pool: &mut PoolCache) {
-        self.fabric.del_tx(no, Some(pool));
+        self.fwd.fabric.del_tx(no, Some(pool));
     }
 
     /// Decides and queues every packet of `batch` (received on `in_port`,
@@ -200,13 +224,97 @@ impl Element {
     ) {
         let (verdicts, rx_bytes) = self.decision.classify(in_port, batch, c);
         rx.add(batch.len() as u64, rx_bytes);
+        self.fwd.act(in_port, rx, verdicts, batch, pool);
+        self.decision.settle(self.fwd.now_tsc);
+        if !self.fwd.recirc.batch.is_empty() {
+            self.recirculate(in_port, rx, pool, c);
+        }
+    }
+
+    /// Runs the packets `ct(table=N)` queued back through the decision,
+    /// round after round (a round's packets may queue more), at most
+    /// [`MAX_RECIRC_DEPTH`] rounds; what is still queued then is dropped.
+    #[cold]
+    fn recirculate(
+        &mut self,
+        in_port: PortNo,
+        rx: &QueueCounters,
+        pool: &mut PoolCache,
+        c: &mut PmdCounters,
+    ) {
+        for _ in 0..MAX_RECIRC_DEPTH {
+            let mut batch = std::mem::take(&mut self.fwd.recirc.batch);
+            if batch.is_empty() {
+                return;
+            }
+            let n = batch.len();
+            c.ct_recirculations += n as u64;
+            let verdicts = self
+                .decision
+                .classify_keyed(&batch, &self.fwd.recirc.keys[..n], c);
+            self.fwd.act(in_port, rx, verdicts, &mut batch, pool);
+            self.decision.settle(self.fwd.now_tsc);
+        }
+        let left = &mut self.fwd.recirc.batch;
+        if !left.is_empty() {
+            c.ct_recirc_too_deep += left.len() as u64;
+            rx.drop(DropReason::RecircLimit, left.len() as u64);
+            for p in left.drain(..) {
+                pool.free(p);
+            }
+        }
+    }
+
+    /// Sends every output's pending batch (one tx burst per port).
+    #[inline]
+    pub fn flush(&mut self, pool: &mut PoolCache) {
+        self.fwd.fabric.flush(pool);
+    }
+}
+
+impl Forwarding {
+    /// An interpreter for one packet of `in_port`.
+    fn interpreter<'a>(
+        &'a mut self,
+        in_port: PortNo,
+        rx: &'a QueueCounters,
+        pool: &'a mut PoolCache,
+        origin: Origin,
+    ) -> Interpreter<'a> {
+        Interpreter {
+            fabric: &mut self.fabric,
+            mac: &self.mac,
+            now_secs: self.now_secs,
+            in_port,
+            rx,
+            pool,
+            groups: &self.groups,
+            tally: &mut self.tally,
+            meters: &self.meters,
+            budget: &mut self.budget,
+            now_tsc: self.now_tsc,
+            controller: self.controller.as_deref(),
+            origin,
+        }
+    }
+
+    /// Acts on every verdict of `batch`, leaving it empty: the single
+    /// output fast path straight into the fabric, else the interpreter.
+    #[inline(always)]
+    fn act(
+        &mut self,
+        in_port: PortNo,
+        rx: &QueueCounters,
+        verdicts: &Verdicts,
+        batch: &mut Batch,
+        pool: &mut PoolCache,
+    ) {
         // A batch that one plain `output:N` rule takes whole (a service
         // chain's hop) goes to the fabric in one move.
         if let Some(out) = verdicts.sole_output(batch.len())
             && out != in_port
             && self.fabric.output_batch(out, batch)
         {
-            self.decision.settle(self.now_tsc);
             return;
         }
         for (i, pkt) in batch.drain(..).enumerate() {
@@ -221,34 +329,14 @@ impl Element {
                 }
                 Verdict::Rule(rule) => match rule.single_output {
                     Some(out) if out != in_port => self.fabric.output(out, pkt, rx, pool),
-                    _ => Interpreter {
-                        fabric: &mut self.fabric,
-                        mac: &self.mac,
-                        now_secs: self.now_secs,
-                        in_port,
-                        rx,
-                        pool,
-                        groups: &self.groups,
-                        tally: &mut self.tally,
-                        meters: &self.meters,
-                        budget: &mut self.budget,
-                        now_tsc: self.now_tsc,
-                        controller: self.controller.as_deref(),
-                        origin: origin_of(rule),
-                    }
-                    .run(&rule.spec.actions, pkt),
+                    _ => self
+                        .interpreter(in_port, rx, pool, origin_of(rule))
+                        .run(&rule.spec.actions, pkt),
                 },
             }
         }
         self.tally.flush();
         self.budget.settle();
-        self.decision.settle(self.now_tsc);
-    }
-
-    /// Sends every output's pending batch (one tx burst per port).
-    #[inline]
-    pub fn flush(&mut self, pool: &mut PoolCache) {
-        self.fabric.flush(pool);
     }
 }
 

@@ -65,6 +65,9 @@ drop_reasons! {
     /// A `meter:N` action's rate was exceeded (the meter's band counts it
     /// too).
     MeterDrop => "meter_drop",
+    /// `ct(table=N)` sent the packet back through the pipeline more times
+    /// than the limit, or more packets came back at once than a batch holds.
+    RecircLimit => "recirc_limit",
 }
 
 /// How a figure behaves over time. Shared by every family of figures (per
