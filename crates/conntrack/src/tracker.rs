@@ -198,7 +198,7 @@ impl Tracker {
             },
             L4::Tcp(_) | L4::Other => self.direct(pkt, now_ms),
         };
-        self.count(&verdict);
+        self.count(verdict.state);
         verdict
     }
 
@@ -220,9 +220,8 @@ impl Tracker {
         verdicts.extend(pkts.iter().map(|pkt| self.process(pkt, now_ms)));
     }
 
-    fn count(&mut self, verdict: &Verdict) {
+    fn count(&mut self, s: CtState) {
         let c = &mut self.counters;
-        let s = verdict.state;
         for (bit, counter) in [
             (CtState::NEW, &mut c.new),
             (CtState::ESTABLISHED, &mut c.established),
@@ -562,6 +561,16 @@ impl Tracker {
 /// one byte compare, for connections without translation.
 #[inline]
 fn conn_rewrite(conn: &Conn, reply: bool) -> Option<NatRewrite> {
+    if conn.nat == ConnNat::None {
+        return None;
+    }
+    translated_rewrite(conn, reply)
+}
+
+/// Kept out of line: only translated connections get here.
+#[cold]
+#[inline(never)]
+fn translated_rewrite(conn: &Conn, reply: bool) -> Option<NatRewrite> {
     let kind = conn.nat.kind()?;
     Some(nat::rewrite(kind, &conn.orig, &conn.reply, reply))
 }

@@ -22,6 +22,22 @@ fn ep(addr: u128, port: u16) -> Option<Endpoint> {
     })
 }
 
+fn src_to(addr: u128, port: u16) -> NatRewrite {
+    NatRewrite {
+        end: NatKind::Src,
+        addr,
+        port: Some(port),
+    }
+}
+
+fn dst_to(addr: u128, port: u16) -> NatRewrite {
+    NatRewrite {
+        end: NatKind::Dst,
+        addr,
+        port: Some(port),
+    }
+}
+
 fn pkt(key: ConnKey) -> PacketSummary {
     if key.proto == proto::TCP {
         PacketSummary::tcp(key, seg(SYN, 100, 0, 0))
@@ -61,14 +77,8 @@ fn snat_and_dnat_both_families_both_directions() {
             name: "snat tcp v4, port kept",
             key: tcp4,
             req: NatRequest::src(Family::V4, N, N).unwrap(),
-            out: NatRewrite {
-                src: ep(N, 40000),
-                dst: None,
-            },
-            back: NatRewrite {
-                src: None,
-                dst: ep(A, 40000),
-            },
+            out: src_to(N, 40000),
+            back: dst_to(A, 40000),
         },
         Case {
             name: "snat tcp v4 into a port range",
@@ -77,14 +87,8 @@ fn snat_and_dnat_both_families_both_directions() {
                 .unwrap()
                 .with_ports(7000, 7000)
                 .unwrap(),
-            out: NatRewrite {
-                src: ep(N, 7000),
-                dst: None,
-            },
-            back: NatRewrite {
-                src: None,
-                dst: ep(A, 40000),
-            },
+            out: src_to(N, 7000),
+            back: dst_to(A, 40000),
         },
         Case {
             name: "dnat tcp v4 with a port",
@@ -93,40 +97,22 @@ fn snat_and_dnat_both_families_both_directions() {
                 .unwrap()
                 .with_ports(8080, 8080)
                 .unwrap(),
-            out: NatRewrite {
-                src: None,
-                dst: ep(N, 8080),
-            },
-            back: NatRewrite {
-                src: ep(B, 80),
-                dst: None,
-            },
+            out: dst_to(N, 8080),
+            back: src_to(B, 80),
         },
         Case {
             name: "snat udp v6",
             key: udp6,
             req: NatRequest::src(Family::V6, N6, N6).unwrap(),
-            out: NatRewrite {
-                src: ep(N6, 5000),
-                dst: None,
-            },
-            back: NatRewrite {
-                src: None,
-                dst: ep(A6, 5000),
-            },
+            out: src_to(N6, 5000),
+            back: dst_to(A6, 5000),
         },
         Case {
             name: "dnat udp v6, port kept",
             key: udp6,
             req: NatRequest::dst(Family::V6, N6, N6).unwrap(),
-            out: NatRewrite {
-                src: None,
-                dst: ep(N6, 53),
-            },
-            back: NatRewrite {
-                src: ep(B6, 53),
-                dst: None,
-            },
+            out: dst_to(N6, 53),
+            back: src_to(B6, 53),
         },
     ];
     for case in cases {
@@ -218,7 +204,7 @@ fn the_source_port_is_kept_when_it_can_be() {
             ..tcp_key(0)
         };
         let done = commit(&mut t, &pkt(key), &req, 0).unwrap();
-        let port = done.nat.unwrap().src.unwrap().port.unwrap();
+        let port = done.nat.unwrap().src().unwrap().port.unwrap();
         match want {
             Some(want) => assert_eq!(port, want, "{name}"),
             None => {
@@ -255,7 +241,10 @@ fn two_clients_with_the_same_port_get_distinct_reply_tuples() {
         let two = commit(&mut t, &pkt(second), &req, 0).unwrap();
         let reply = |t: &Tracker, id| t.get(id).unwrap().reply;
         assert_ne!(reply(&t, one.id), reply(&t, two.id), "{name}");
-        let (p1, p2) = (one.nat.unwrap().src.unwrap(), two.nat.unwrap().src.unwrap());
+        let (p1, p2) = (
+            one.nat.unwrap().src().unwrap(),
+            two.nat.unwrap().src().unwrap(),
+        );
         assert_eq!((p1.addr, p2.addr), (N, N), "{name}");
         assert_ne!(p1.port, p2.port, "{name}");
         // Each answer finds its own connection and goes back to its client.
@@ -263,7 +252,7 @@ fn two_clients_with_the_same_port_get_distinct_reply_tuples() {
             let v = t.process(&PacketSummary::other(reply(&t, id)), 1);
             assert_eq!(v.conn, Some(id), "{name}");
             assert_eq!(
-                v.nat.unwrap().dst,
+                v.nat.unwrap().dst(),
                 ep(client.src, 5000),
                 "{name}: back to {:#x}",
                 client.src
@@ -292,7 +281,7 @@ fn an_exhausted_range_fails_cleanly() {
     let (mut t, req, done) = exhausted();
     let mut ports: Vec<_> = done
         .iter()
-        .map(|c| c.nat.unwrap().src.unwrap().port.unwrap())
+        .map(|c| c.nat.unwrap().src().unwrap().port.unwrap())
         .collect();
     ports.sort();
     assert_eq!(ports, [1000, 1001, 1002, 1003]);
@@ -313,8 +302,8 @@ fn expiry_flush_and_replacement_free_the_translated_tuple() {
     assert_eq!(t.len(), 3);
     let again = commit(&mut t, &pkt(udp_key(0, 3000)), &req, first_deadline).unwrap();
     assert_eq!(
-        again.nat.unwrap().src,
-        done[0].nat.unwrap().src,
+        again.nat.unwrap().src(),
+        done[0].nat.unwrap().src(),
         "the freed port is reused"
     );
     assert_eq!(t.check_consistency(), Ok(()));
@@ -404,30 +393,21 @@ fn related_icmp_errors_of_translated_connections() {
             req: snat,
             error: PacketSummary::icmp_error(0, Family::V4, ROUTER, N, 3, 1, snat_wire),
             bits: REL | RPL,
-            outer: NatRewrite {
-                src: None,
-                dst: ep(A, 40000),
-            },
+            outer: dst_to(A, 40000),
         },
         Case {
             name: "snat: A rejects B's answer it received untranslated",
             req: snat,
             error: PacketSummary::icmp_error(0, Family::V4, A, B, 3, 3, key.reversed().unwrap()),
             bits: REL,
-            outer: NatRewrite {
-                src: ep(N, 1000),
-                dst: None,
-            },
+            outer: src_to(N, 1000),
         },
         Case {
             name: "dnat: the server's side rejects the translated packet",
             req: dnat,
             error: PacketSummary::icmp_error(0, Family::V4, ROUTER, A, 11, 0, dnat_wire),
             bits: REL | RPL,
-            outer: NatRewrite {
-                src: ep(B, 80),
-                dst: None,
-            },
+            outer: src_to(B, 80),
         },
     ];
     for case in cases {
@@ -476,7 +456,7 @@ fn icmp_echo_identifiers_are_translated_like_ports() {
         for client in clients {
             let p = PacketSummary::icmp_query(0, family, client, server, 7, req_ty);
             let done = commit(&mut t, &p, &req, 0).unwrap();
-            let out = done.nat.unwrap().src.unwrap();
+            let out = done.nat.unwrap().src().unwrap();
             assert_eq!(out.addr, nat);
             replies.push((done.id, client, t.get(done.id).unwrap().reply));
         }
@@ -490,7 +470,7 @@ fn icmp_echo_identifiers_are_translated_like_ports() {
             let answer = PacketSummary::icmp_query(0, family, server, nat, reply.src_port, ty);
             let v = t.process(&answer, 1);
             assert_eq!((bits(&v), v.conn), (EST | RPL, Some(id)), "{family:?}");
-            assert_eq!(v.nat.unwrap().dst, ep(client, 7), "{family:?}: id back");
+            assert_eq!(v.nat.unwrap().dst(), ep(client, 7), "{family:?}: id back");
         }
     }
 }
@@ -529,7 +509,7 @@ fn requests_that_do_not_fit_the_packet_are_refused() {
     let req = NatRequest::src(Family::V4, N, N).unwrap();
     let done = commit(&mut t, &pkt(gre), &req, 0).unwrap();
     assert_eq!(
-        done.nat.unwrap().src,
+        done.nat.unwrap().src(),
         Some(Endpoint {
             addr: N,
             port: None
@@ -571,7 +551,7 @@ fn persistent_addresses_survive_a_restart_and_ignore_the_destination() {
     let pick = |t: &mut Tracker, dst: u128| {
         let key = ConnKey::new(0, Family::V4, proto::UDP, A, dst, 5000, 53);
         let done = commit(t, &pkt(key), &req, 0).unwrap();
-        done.nat.unwrap().src.unwrap().addr
+        done.nat.unwrap().src().unwrap().addr
     };
     let mut first = tracker();
     let mut restarted = tracker();
@@ -608,7 +588,7 @@ fn an_address_range_spills_over_when_one_address_is_full() {
     let mut used = std::collections::HashSet::new();
     for i in 0..6 {
         let done = commit(&mut t, &pkt(udp_key(0, 2000 + i)), &req, 0).unwrap();
-        let src = done.nat.unwrap().src.unwrap();
+        let src = done.nat.unwrap().src().unwrap();
         assert!((N..=N + 2).contains(&src.addr));
         assert!(used.insert((src.addr, src.port)), "{src:?} given twice");
     }
