@@ -285,14 +285,19 @@ impl Tracker {
                 if entry.reply {
                     bits |= CtState::REPLY;
                 }
-                let verdict = Verdict {
+                let mut verdict = Verdict {
                     mark: conn.mark,
                     label: conn.label,
                     orig: Some(conn.orig),
                     conn: Some(id),
-                    nat: conn_rewrite(conn, entry.reply),
                     ..Verdict::bits(bits)
                 };
+                // Set apart from the rest so that, without translation, the
+                // compiler stores `None`'s tag alone rather than moving the
+                // whole option through a temporary.
+                if conn.nat != ConnNat::None {
+                    verdict.nat = translated_rewrite(conn, entry.reply);
+                }
                 let deadline = self.config.timeouts.deadline(class, now_ms);
                 self.wheel.refresh(&mut self.table, entry.index, deadline);
                 verdict
