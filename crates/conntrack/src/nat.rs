@@ -53,18 +53,19 @@
 //!    identifier 0–65535 (Linux does, for either direction).
 //!
 //! Every candidate costs one index lookup, and a commit makes at most
-//! [`MAX_PROBES`] of them before giving up with
+//! [`MAX_PROBES`] of them, over all addresses, before giving up with
 //! [`CommitError::NatExhausted`](crate::CommitError::NatExhausted). A PMD
-//! commits inline with forwarding, so the search must be bounded: Linux
-//! and OVS cap one search round at 128 attempts for the same reason (Linux
-//! runs it in softirq context, OVS in the PMD), then try up to three more,
-//! halving, rounds from fresh random offsets. Here the cap is a flat 128:
-//! at most 128 index lookups, a few tens of microseconds even when every
-//! one misses the cache, paid only on a range that is nearly full. A range
-//! of at most 128 candidates is searched exhaustively, so "exhausted"
-//! means exactly that for small ranges; for larger ones, with scattered
-//! probes, the chance of missing a free port when a fraction `u` of the
-//! range is in use is about `u^128` (below 10⁻⁵ at 90 % use).
+//! commits inline with forwarding, so the search must be bounded. Linux
+//! (`nf_nat_l4proto_unique_tuple`, in softirq context) and OVS's userspace
+//! datapath (`nat_get_unique_l4`, in the PMD) bound it the same way: a
+//! round of at most 128 attempts, then rounds of 64, 32, 16 and 8 from
+//! fresh random offsets, 248 attempts at worst. Here the cap is a flat 128
+//! lookups: a few tens of microseconds even if every one misses the cache,
+//! paid only when a range is nearly full. A range of at most 128
+//! candidates is searched exhaustively, so "exhausted" means exactly that
+//! for small ranges; for larger ones the walk scatters its probes, and the
+//! chance of missing a free port when a fraction `u` of the range is in
+//! use is about `u^128` (about 10⁻⁶ at 90 %, 0.1 % at 95 %).
 //!
 //! # Port ranges and protocols
 //!
@@ -80,8 +81,9 @@
 //! # `persistent`
 //!
 //! OVS documents `persistent` as "the same mapping can be provided after
-//! the system restarts"; its userspace datapath then hashes only the
-//! source address, with no per-process secret, to pick the address, and
+//! the system restarts"; its userspace datapath then picks the address by
+//! a hash of the source address (with the range, protocol and zone, but
+//! not the destination or ports) without its per-process secret, and
 //! Linux (`NF_NAT_RANGE_PERSISTENT`) leaves the destination out of the
 //! address hash. Here, likewise: a persistent request picks its first
 //! address from the zone and the client's address alone, through a hash
@@ -268,8 +270,8 @@ pub struct Endpoint {
 /// changes: in the original direction of an SNAT connection the source,
 /// in its reply direction the destination (back to the original source);
 /// DNAT the other way round. Kept to one end so that a [`Verdict`] stays
-/// within two cache lines and is moved without a `memcpy` call: with both
-/// ends as options it grew from 96 to 160 bytes, and every `process()`
+/// at 128 bytes (96 without NAT) and is moved without a `memcpy` call:
+/// with both ends as options it grew to 160 bytes, and every `process()`
 /// paid a call to `memcpy` for it (counted with callgrind).
 ///
 /// The `ct_state` bit goes with the end: `+snat` when the source is
