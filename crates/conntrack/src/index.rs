@@ -277,6 +277,26 @@ impl KeyHasher {
         }
     }
 
+    /// A hasher with a fixed secret: the same values in every process, for
+    /// choices that must survive a restart (persistent NAT addresses).
+    /// Not for the index.
+    pub(crate) fn fixed() -> Self {
+        // The first fractional hex digits of pi, made odd.
+        const DIGITS: [u64; 8] = [
+            0x243f_6a88_85a3_08d3,
+            0x1319_8a2e_0370_7344,
+            0xa409_3822_299f_31d0,
+            0x082e_fa98_ec4e_6c89,
+            0x4528_21e6_38d0_1377,
+            0xbe54_66cf_34e9_0c6c,
+            0xc0ac_29b7_c97c_50dd,
+            0x3f84_d5b5_b547_0917,
+        ];
+        KeyHasher {
+            secret: DIGITS.map(|d| d | 1),
+        }
+    }
+
     pub(crate) fn hash(&self, key: &ConnKey) -> u64 {
         let k = &self.secret;
         let family = match key.family {

@@ -11,7 +11,18 @@
 //! datapath supplies), [`verdict`], [`timeouts`] (OVS's defaults and where
 //! they come from), [`tcp`] (window tracking: the rules followed are listed
 //! there), `proto` (UDP/other and ICMP pseudo-connections), `index` (the
-//! flat two-direction key index), `table` (slab), `wheel` (expiry), [`tracker`].
+//! flat two-direction key index), `table` (slab), `wheel` (expiry), [`nat`]
+//! (SNAT/DNAT: requests, tuple choice, rewrites), [`checksum`] (RFC 1624
+//! incremental updates, for the datapath's rewriting), [`tracker`].
+//!
+//! # NAT
+//!
+//! [`Tracker::commit_nat`] stores a connection translated as a
+//! [`NatRequest`] asks: its reply key becomes the reverse of the translated
+//! tuple, unique in the zone, so answers find it. Every later verdict of
+//! the connection (and of ICMP errors related to it) carries the
+//! [`NatRewrite`] for the packet's direction; the datapath applies it when
+//! its `ct` action has `nat`, and reports [`Verdict::state_with_nat`].
 //!
 //! # Threads
 //!
@@ -41,8 +52,10 @@
 //! same PMD (a symmetric RSS key avoids most of it), and per-zone limits
 //! that must be split between shards or kept as a shared atomic count.
 
+pub mod checksum;
 mod index;
 pub mod key;
+pub mod nat;
 pub mod packet;
 mod proto;
 mod table;
@@ -54,10 +67,11 @@ mod wheel;
 
 pub use index::ProbeStats;
 pub use key::{ConnKey, Family, IcmpKind};
+pub use nat::{Endpoint, NatError, NatKind, NatRequest, NatRewrite, PortSelection};
 pub use packet::{L4, PacketSummary, TcpFlags, TcpSegment};
 pub use proto::{IcmpState, OtherState, ProtoState};
 pub use tcp::{TcpConn, TcpPeer, TcpState};
 pub use timeouts::{TimeoutClass, Timeouts};
-pub use tracker::{CommitError, Config, ConfigError, ConnView, Counters, Tracker};
+pub use tracker::{CommitError, Config, ConfigError, ConnView, Counters, NatCommit, Tracker};
 pub use verdict::{ConnId, CtState, Verdict};
 pub use wheel::SweepStats;

@@ -10,6 +10,7 @@
 
 use crate::index::{Entry, Hash, Index, IndexFull, ProbeStats};
 use crate::key::ConnKey;
+use crate::nat::ConnNat;
 use crate::proto::ProtoState;
 use crate::verdict::ConnId;
 use crate::wheel::{Links, TimerSlots};
@@ -27,13 +28,16 @@ pub(crate) struct Conn {
     // Third line.
     pub(crate) proto: ProtoState,
     pub(crate) reply_seen: bool,
+    /// The translation, if any; the reply key is then the reverse of the
+    /// translated tuple (see `nat`).
+    pub(crate) nat: ConnNat,
     live: bool,
     // Cold: the wheel's links.
     links: Links,
 }
 
 impl Conn {
-    pub(crate) fn new(orig: ConnKey, reply: ConnKey, proto: ProtoState) -> Self {
+    pub(crate) fn new(orig: ConnKey, reply: ConnKey, proto: ProtoState, nat: ConnNat) -> Self {
         Conn {
             orig,
             deadline_ms: 0,
@@ -43,6 +47,7 @@ impl Conn {
             label: 0,
             proto,
             reply_seen: false,
+            nat,
             live: true,
             links: Links::UNLINKED,
         }
@@ -274,6 +279,7 @@ mod tests {
             ("label", offset_of!(Conn, label), 16, 1),
             ("proto", offset_of!(Conn, proto), size_of::<ProtoState>(), 2),
             ("reply_seen", offset_of!(Conn, reply_seen), 1, 2),
+            ("nat", offset_of!(Conn, nat), 1, 2),
         ];
         for (field, offset, size, line) in cases {
             let lines = (offset / 64, (offset + size - 1) / 64);

@@ -2,11 +2,13 @@
 //! connections, and expires idle ones.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 
 use thiserror::Error;
 
-use crate::index::{Entry, ProbeStats};
+use crate::index::{Entry, KeyHasher, ProbeStats};
 use crate::key::{ConnKey, IcmpKind, icmp_kind};
+use crate::nat::{self, ConnNat, NatError, NatKind, NatRequest, NatRewrite, PortSelection, Seeds};
 use crate::packet::{L4, PacketSummary};
 use crate::proto::{ProtoState, Update};
 use crate::table::{Conn, Table};
@@ -57,6 +59,23 @@ pub enum CommitError {
     Full,
     #[error("zone {zone} already holds its limit of {limit} connections")]
     ZoneLimit { zone: u16, limit: u32 },
+    /// The NAT request does not fit the packet (family, or a port range
+    /// for a protocol without ports).
+    #[error(transparent)]
+    Nat(#[from] NatError),
+    /// No free translated tuple was found: every candidate of the range was
+    /// taken, or [`nat::MAX_PROBES`] of them were.
+    #[error("no free address and port left in the NAT range")]
+    NatExhausted,
+}
+
+/// What [`Tracker::commit_nat`] did: the connection, and what to rewrite in
+/// the committing packet (`None` when the connection has no translation,
+/// including when the chosen tuple is the packet's own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NatCommit {
+    pub id: ConnId,
+    pub nat: Option<NatRewrite>,
 }
 
 /// Event counts, for export by the datapath.
@@ -74,6 +93,8 @@ pub struct Counters {
     pub committed: u64,
     pub zone_limit_refused: u64,
     pub full_refused: u64,
+    /// NAT commits refused because no free translated tuple was found.
+    pub nat_exhausted: u64,
     /// Connections removed because their timeout passed.
     pub expired: u64,
 }
@@ -88,6 +109,9 @@ pub struct ConnView {
     pub mark: u32,
     pub label: u128,
     pub deadline_ms: u64,
+    /// The translation, if any; `reply` is then the reverse of the
+    /// translated tuple.
+    pub nat: Option<NatKind>,
 }
 
 /// A connection table owned by one thread (see the crate docs for how
@@ -98,6 +122,13 @@ pub struct Tracker {
     wheel: Wheel,
     zone_limits: HashMap<u16, Option<u32>>,
     counters: Counters,
+    /// Keyed per tracker: NAT port offsets in hash mode, and addresses of
+    /// requests that are not persistent.
+    nat_hasher: KeyHasher,
+    /// Fixed key: addresses of persistent requests.
+    persistent_hasher: KeyHasher,
+    /// xorshift64 state for `random` port selection; never zero.
+    rng: u64,
 }
 
 /// Slots are addressed by `u32`; one value stays free as a list end marker.
@@ -118,6 +149,9 @@ impl Tracker {
             wheel: Wheel::new(),
             zone_limits: HashMap::new(),
             counters: Counters::default(),
+            nat_hasher: KeyHasher::random(),
+            persistent_hasher: KeyHasher::fixed(),
+            rng: RandomState::new().hash_one(0u64) | 1,
         })
     }
 
@@ -164,7 +198,7 @@ impl Tracker {
             },
             L4::Tcp(_) | L4::Other => self.direct(pkt, now_ms),
         };
-        self.count(&verdict);
+        self.count(verdict.state);
         verdict
     }
 
@@ -186,9 +220,8 @@ impl Tracker {
         verdicts.extend(pkts.iter().map(|pkt| self.process(pkt, now_ms)));
     }
 
-    fn count(&mut self, verdict: &Verdict) {
+    fn count(&mut self, s: CtState) {
         let c = &mut self.counters;
-        let s = verdict.state;
         for (bit, counter) in [
             (CtState::NEW, &mut c.new),
             (CtState::ESTABLISHED, &mut c.established),
@@ -252,13 +285,19 @@ impl Tracker {
                 if entry.reply {
                     bits |= CtState::REPLY;
                 }
-                let verdict = Verdict {
+                let mut verdict = Verdict {
                     mark: conn.mark,
                     label: conn.label,
                     orig: Some(conn.orig),
                     conn: Some(id),
                     ..Verdict::bits(bits)
                 };
+                // Set apart from the rest so that, without translation, the
+                // compiler stores `None`'s tag alone rather than moving the
+                // whole option through a temporary.
+                if conn.nat != ConnNat::None {
+                    verdict.nat = translated_rewrite(conn, entry.reply);
+                }
                 let deadline = self.config.timeouts.deadline(class, now_ms);
                 self.wheel.refresh(&mut self.table, entry.index, deadline);
                 verdict
@@ -267,8 +306,11 @@ impl Tracker {
     }
 
     /// An ICMP error is related to the connection of the packet it quotes.
-    /// The quoted packet travelled the opposite way to the error, so a quote
-    /// of an original-direction packet makes the error a reply.
+    /// The quoted packet travelled the opposite way to the error, so the
+    /// reverse of the quoted tuple is the key of the error's own direction:
+    /// that is what is looked up (as Linux and OVS do). With NAT this
+    /// matters: a quote of a translated packet carries the translated
+    /// tuple, which is not a key, while its reverse is the reply key.
     fn related(&mut self, pkt: &PacketSummary, inner: Option<ConnKey>, now_ms: u64) -> Verdict {
         let Some(inner) = inner else {
             return Verdict::bits(CtState::INVALID);
@@ -278,21 +320,25 @@ impl Tracker {
         if quotes_error || inner.zone != pkt.key.zone || inner.family != pkt.key.family {
             return Verdict::bits(CtState::INVALID);
         }
-        let Some(entry) = self.lookup_live(&inner, now_ms) else {
+        let Some(entry) = inner
+            .reversed()
+            .and_then(|own| self.lookup_live(&own, now_ms))
+        else {
             return Verdict::bits(CtState::INVALID);
         };
         let id = self.table.id(entry.index);
         let conn = self.table.at_mut(entry.index);
         let bits = if entry.reply {
-            CtState::RELATED
-        } else {
             CtState::RELATED | CtState::REPLY
+        } else {
+            CtState::RELATED
         };
         Verdict {
             mark: conn.mark,
             label: conn.label,
             orig: Some(conn.orig),
             conn: Some(id),
+            nat: conn_rewrite(conn, entry.reply),
             ..Verdict::bits(bits)
         }
     }
@@ -308,6 +354,26 @@ impl Tracker {
         verdict: &Verdict,
         now_ms: u64,
     ) -> Result<ConnId, CommitError> {
+        self.commit_nat(pkt, verdict, None, now_ms).map(|c| c.id)
+    }
+
+    /// `ct(commit, nat(…))`, or with `nat: None` `ct(commit, nat)`: as
+    /// [`Tracker::commit`], and a new connection is translated as `nat`
+    /// asks (see [`crate::nat`] for how the tuple is chosen). A connection
+    /// that already exists keeps the translation it has, whatever `nat`
+    /// says, and the answer carries its rewrite for this packet, as a bare
+    /// `nat` would.
+    ///
+    /// Errors besides those of `commit`: [`CommitError::Nat`] when the
+    /// request does not fit the packet, [`CommitError::NatExhausted`] when
+    /// no free tuple was found; nothing is stored then.
+    pub fn commit_nat(
+        &mut self,
+        pkt: &PacketSummary,
+        verdict: &Verdict,
+        nat: Option<&NatRequest>,
+        now_ms: u64,
+    ) -> Result<NatCommit, CommitError> {
         if !verdict.state.has(CtState::TRACKED) || verdict.state.has(CtState::INVALID) {
             return Err(CommitError::NotCommittable);
         }
@@ -316,19 +382,36 @@ impl Tracker {
                 self.remove(old.index);
             }
         } else if let Some(id) = verdict.conn.filter(|&id| self.table.get(id).is_some()) {
-            return Ok(id);
+            return Ok(NatCommit {
+                id,
+                nat: verdict.nat,
+            });
         }
         if let Some(entry) = self.lookup_live(&pkt.key, now_ms) {
-            return Ok(self.table.id(entry.index));
+            let conn = self.table.at_mut(entry.index);
+            let nat = conn_rewrite(conn, entry.reply);
+            return Ok(NatCommit {
+                id: self.table.id(entry.index),
+                nat,
+            });
         }
-        self.create(pkt, now_ms)
+        self.create(pkt, nat, now_ms)
     }
 
-    fn create(&mut self, pkt: &PacketSummary, now_ms: u64) -> Result<ConnId, CommitError> {
-        let reply = pkt.key.reversed().ok_or(CommitError::NotCommittable)?;
+    fn create(
+        &mut self,
+        pkt: &PacketSummary,
+        nat: Option<&NatRequest>,
+        now_ms: u64,
+    ) -> Result<NatCommit, CommitError> {
+        let plain_reply = pkt.key.reversed().ok_or(CommitError::NotCommittable)?;
         let proto =
             ProtoState::open(pkt, self.config.tcp_pickup).ok_or(CommitError::NotCommittable)?;
-        if self.lookup_live(&reply, now_ms).is_some() {
+        if let Some(req) = nat {
+            req.check(&pkt.key)?;
+        } else if plain_reply == pkt.key || self.lookup_live(&plain_reply, now_ms).is_some() {
+            // A key that is its own reverse (same address and port at both
+            // ends) cannot hold two index entries.
             return Err(CommitError::NotCommittable);
         }
         if self.table.is_full() {
@@ -342,7 +425,28 @@ impl Tracker {
             self.counters.zone_limit_refused += 1;
             return Err(CommitError::ZoneLimit { zone, limit });
         }
-        let conn = Conn::new(pkt.key, reply, proto);
+        let (reply, conn_nat) = match nat {
+            None => (plain_reply, ConnNat::None),
+            Some(req) => {
+                let seeds = self.nat_seeds(&pkt.key, req);
+                let found = nat::choose(&pkt.key, req, seeds, |reply| {
+                    self.lookup_live(reply, now_ms).is_none()
+                });
+                let Some((translated, reply)) = found else {
+                    self.counters.nat_exhausted += 1;
+                    return Err(CommitError::NatExhausted);
+                };
+                // Keeping the packet's own tuple is no translation.
+                let kind = if translated == pkt.key {
+                    ConnNat::None
+                } else {
+                    ConnNat::from(req.kind())
+                };
+                (reply, kind)
+            }
+        };
+        let conn = Conn::new(pkt.key, reply, proto, conn_nat);
+        let rewrite = conn_rewrite(&conn, false);
         let Ok(id) = self.table.insert(conn) else {
             self.counters.full_refused += 1;
             return Err(CommitError::Full);
@@ -350,7 +454,34 @@ impl Tracker {
         let deadline = self.config.timeouts.deadline(proto.timeout_class(), now_ms);
         self.wheel.insert(&mut self.table, id.index, deadline);
         self.counters.committed += 1;
-        Ok(id)
+        Ok(NatCommit { id, nat: rewrite })
+    }
+
+    /// Where the NAT search starts for `key` (see [`crate::nat`]).
+    fn nat_seeds(&mut self, key: &ConnKey, req: &NatRequest) -> Seeds {
+        let client = ConnKey {
+            proto: 0,
+            src_port: 0,
+            dst_port: 0,
+            dst: if req.persistent() { 0 } else { key.dst },
+            ..*key
+        };
+        let addr = if req.persistent() {
+            self.persistent_hasher.hash(&client)
+        } else {
+            self.nat_hasher.hash(&client)
+        };
+        let port = match req.selection() {
+            PortSelection::Hash => self.nat_hasher.hash(key),
+            PortSelection::Random => {
+                // xorshift64 (Marsaglia 2003), multiplied on output.
+                self.rng ^= self.rng << 13;
+                self.rng ^= self.rng >> 7;
+                self.rng ^= self.rng << 17;
+                self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+            }
+        };
+        Seeds { addr, port }
     }
 
     /// Sets `ct_mark`; false if the connection is gone.
@@ -414,6 +545,7 @@ impl Tracker {
             mark: conn.mark,
             label: conn.label,
             deadline_ms: self.table.deadline(id.index),
+            nat: conn.nat.kind(),
         }
     }
 
@@ -428,4 +560,22 @@ impl Tracker {
     pub fn check_consistency(&self) -> Result<(), String> {
         self.table.check_consistency()
     }
+}
+
+/// The rewrite for a packet of `conn` in the given direction; `None`, after
+/// one byte compare, for connections without translation.
+#[inline]
+fn conn_rewrite(conn: &Conn, reply: bool) -> Option<NatRewrite> {
+    if conn.nat == ConnNat::None {
+        return None;
+    }
+    translated_rewrite(conn, reply)
+}
+
+/// Kept out of line: only translated connections get here.
+#[cold]
+#[inline(never)]
+fn translated_rewrite(conn: &Conn, reply: bool) -> Option<NatRewrite> {
+    let kind = conn.nat.kind()?;
+    Some(nat::rewrite(kind, &conn.orig, &conn.reply, reply))
 }
