@@ -16,9 +16,11 @@
 //! `nfv_conntrack`'s crate doc is built; a node with connection tracking
 //! rules and more than one PMD logs that at start.
 
+pub mod nat;
 pub mod summary;
 
-use nfv_conntrack::{CommitError, ConnKey, CtState, Tracker};
+use nfv_conntrack::{CommitError, ConnKey, CtState, Family, NatKind, NatRequest, Tracker};
+use nfv_mem::Packet;
 use summary::Untrackable;
 
 /// One `ct(...)` action's arguments, as the datapath runs them.
@@ -30,6 +32,50 @@ pub struct CtRequest {
     pub set_mark: Option<(u32, u32)>,
     /// `exec(set_field:V/M->ct_label)`: (value, mask).
     pub set_label: Option<(u128, u128)>,
+    /// `nat`: `None` — no translation; `Some(NatAsk::Existing)` — a bare
+    /// `nat`, the connection's own translation applied; `Some(Range)` —
+    /// a connection committed now is translated into the range (and an
+    /// existing one keeps its own).
+    pub nat: Option<NatAsk>,
+}
+
+/// The `nat` of a `ct` action, as the datapath runs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NatAsk {
+    Existing,
+    Range(NatRange),
+}
+
+/// A `nat(src|dst=ADDRS[:PORTS])` range, of either family (the packet's
+/// family picks: a range of the other family translates nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NatRange {
+    pub kind: NatKind,
+    /// First and last address, IPv4 in the low 32 bits; `None`:
+    /// `nat(src)` without addresses (nothing to translate to).
+    pub addrs: Option<(Family, u128, u128)>,
+    pub ports: Option<(u16, u16)>,
+    pub random: bool,
+    pub persistent: bool,
+}
+
+impl NatRange {
+    /// The tracker's request for a packet of `family`, if the range is
+    /// of that family.
+    fn request(&self, family: Family) -> Option<NatRequest> {
+        let (f, min, max) = self.addrs?;
+        if f != family {
+            return None;
+        }
+        let mut r = NatRequest::new(self.kind, f, min, max).ok()?;
+        if let Some((lo, hi)) = self.ports {
+            r = r.with_ports(lo, hi).ok()?;
+        }
+        if self.random {
+            r = r.with_selection(nfv_conntrack::PortSelection::Random);
+        }
+        Some(r.with_persistent(self.persistent))
+    }
 }
 
 /// What `ct` sets in the packet's key.
@@ -51,6 +97,8 @@ pub struct CtCounters {
     pub fragment: u64,
     pub malformed: u64,
     pub commit_refused: u64,
+    /// Translations the packet could not take (a rewrite refused).
+    pub nat_failed: u64,
 }
 
 /// A PMD's connection table.
@@ -79,14 +127,16 @@ impl ConnTable {
         self.counters
     }
 
-    /// Runs `req` for the frame `frame` at time `now_ms`.
-    pub fn execute(&mut self, frame: &[u8], req: &CtRequest, now_ms: u64) -> CtFields {
+    /// Runs `req` for `pkt` at time `now_ms`: its ct fields, and the
+    /// packet translated when `req` has a `nat` and its connection a
+    /// translation.
+    pub fn execute(&mut self, pkt: &mut Packet, req: &CtRequest, now_ms: u64) -> CtFields {
         let invalid = CtFields {
             state: CtState::TRACKED | CtState::INVALID,
             zone: req.zone,
             ..CtFields::default()
         };
-        let parsed = match summary::summarise(frame, req.zone) {
+        let parsed = match summary::summarise(pkt.data(), req.zone) {
             Ok(p) => p,
             Err(why) => {
                 let c = &mut self.counters;
@@ -99,20 +149,30 @@ impl ConnTable {
             }
         };
         let mut verdict = self.tracker.process(&parsed.summary, now_ms);
+        let mut rewrite = verdict.nat;
         let state = verdict.state;
         let committable = state.has(CtState::TRACKED) && !state.has(CtState::INVALID);
         if req.commit && committable {
-            match self.tracker.commit(&parsed.summary, &verdict, now_ms) {
-                Ok(id) => {
+            let family = parsed.summary.key.family;
+            let ask = match req.nat {
+                Some(NatAsk::Range(r)) => r.request(family),
+                _ => None,
+            };
+            match self
+                .tracker
+                .commit_nat(&parsed.summary, &verdict, ask.as_ref(), now_ms)
+            {
+                Ok(done) => {
                     if let Some((value, mask)) = req.set_mark {
                         verdict.mark = (verdict.mark & !mask) | (value & mask);
-                        self.tracker.set_mark(id, verdict.mark);
+                        self.tracker.set_mark(done.id, verdict.mark);
                     }
                     if let Some((value, mask)) = req.set_label {
                         verdict.label = (verdict.label & !mask) | (value & mask);
-                        self.tracker.set_label(id, verdict.label);
+                        self.tracker.set_label(done.id, verdict.label);
                     }
                     verdict.orig = verdict.orig.or(Some(parsed.summary.key));
+                    rewrite = rewrite.or(done.nat);
                 }
                 Err(CommitError::NotCommittable) => {}
                 Err(_) => {
@@ -121,8 +181,17 @@ impl ConnTable {
                 }
             }
         }
+        let mut state = verdict.state.0;
+        if req.nat.is_some()
+            && let Some(rw) = rewrite
+        {
+            match nat::apply(pkt, &parsed, &rw) {
+                Ok(()) => state |= rw.state_bits(),
+                Err(_) => self.counters.nat_failed += 1,
+            }
+        }
         CtFields {
-            state: verdict.state.0,
+            state,
             zone: req.zone,
             mark: verdict.mark,
             label: verdict.label,

@@ -6,6 +6,29 @@ use super::*;
 use etherparse::PacketBuilder;
 use nfv_conntrack::key::proto;
 use nfv_conntrack::{Config, Family};
+use nfv_mem::{HugepageMode, MemoryConfig, PacketPool};
+
+/// Runs `req` on a packet holding `frame`; the fields, and the frame as
+/// the ct action left it.
+fn run(t: &mut ConnTable, frame: &[u8], req: &CtRequest, now: u64) -> (CtFields, Vec<u8>) {
+    thread_local! {
+        static POOL: std::sync::Arc<PacketPool> = PacketPool::new(
+            "ct-tests",
+            &MemoryConfig { frame_size: 2048, frames: 64, hugepages: HugepageMode::Never },
+        )
+        .unwrap();
+    }
+    POOL.with(|pool| {
+        let mut cache = pool.cache();
+        let mut p = cache.alloc().unwrap();
+        p.set_len(frame.len()).unwrap();
+        p.data_mut().copy_from_slice(frame);
+        let f = t.execute(&mut p, req, now);
+        let out = p.data().to_vec();
+        cache.free(p);
+        (f, out)
+    })
+}
 
 const A: [u8; 4] = [10, 0, 0, 1];
 const B: [u8; 4] = [10, 0, 0, 2];
@@ -98,7 +121,7 @@ fn a_committed_handshake_is_new_then_established_in_both_directions() {
         ),
     ];
     for (i, (name, f, req, want)) in steps.into_iter().enumerate() {
-        let got = t.execute(&f, &req, 1000 + i as u64);
+        let (got, _) = run(&mut t, &f, &req, 1000 + i as u64);
         assert_eq!(got.state, want, "{name}: {got:?}");
         assert_eq!(got.zone, req.zone, "{name}");
         if want & (EST | NEW) != 0 && req.zone == 5 {
@@ -116,10 +139,11 @@ fn exec_sets_mark_and_label_on_commit_and_replies_carry_them() {
         commit: true,
         set_mark: Some((0xab, 0xff)),
         set_label: Some((1 << 100, 1 << 100)),
+        ..CtRequest::default()
     };
-    let first = t.execute(&syn(), &req, 1);
+    let (first, _) = run(&mut t, &syn(), &req, 1);
     assert_eq!((first.mark, first.label), (0xab, 1 << 100));
-    let reply = t.execute(&syn_ack(), &look(1), 2);
+    let (reply, _) = run(&mut t, &syn_ack(), &look(1), 2);
     assert_eq!(reply.state, TRK | EST | RPL);
     assert_eq!((reply.mark, reply.label), (0xab, 1 << 100));
     // A second commit with a mask keeps the bits outside it.
@@ -127,11 +151,11 @@ fn exec_sets_mark_and_label_on_commit_and_replies_carry_them() {
         zone: 1,
         commit: true,
         set_mark: Some((0x100, 0xf00)),
-        set_label: None,
+        ..CtRequest::default()
     };
-    let again = t.execute(&ack(), &req2, 3);
+    let (again, _) = run(&mut t, &ack(), &req2, 3);
     assert_eq!(again.mark, 0x1ab);
-    assert_eq!(t.execute(&syn_ack(), &look(1), 4).mark, 0x1ab);
+    assert_eq!(run(&mut t, &syn_ack(), &look(1), 4).0.mark, 0x1ab);
 }
 
 #[test]
@@ -141,7 +165,7 @@ fn a_refused_commit_is_invalid_and_counted() {
         ..Config::default()
     })
     .unwrap();
-    let got = t.execute(&syn(), &commit(3), 1);
+    let (got, _) = run(&mut t, &syn(), &commit(3), 1);
     assert_eq!(got.state, TRK | INV);
     assert_eq!(t.counters().commit_refused, 1);
     assert_eq!(t.tracker().len(), 0);
@@ -160,11 +184,176 @@ fn untrackable_frames_are_invalid_by_reason() {
     let mut runt = syn();
     runt.truncate(30);
     for f in [&arp, &frag, &runt] {
-        let got = t.execute(f, &commit(0), 1);
+        let (got, _) = run(&mut t, f, &commit(0), 1);
         assert_eq!(got.state, TRK | INV);
         assert_eq!(got.orig, None);
     }
     let c = t.counters();
     assert_eq!((c.not_ip, c.fragment, c.malformed), (1, 1, 1), "{c:?}");
     assert_eq!(t.tracker().len(), 0, "nothing committed");
+}
+
+/// Every checksum of an IPv4 frame verifies from scratch: the header's,
+/// and TCP's/UDP's (with the pseudo-header) or ICMP's.
+fn ipv4_checksums_verify(f: &[u8]) -> bool {
+    use nfv_wire::checksum::{combine, data, pseudo_header};
+    let ip = &f[14..];
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    if data(&ip[..ihl]) != 0xffff {
+        return false;
+    }
+    let l4 = &ip[ihl..total];
+    let proto = nfv_wire::IpProtocol(ip[9]);
+    if proto.0 == proto::ICMP {
+        return data(l4) == 0xffff;
+    }
+    let src = std::net::Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+    let dst = std::net::Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+    combine(&[pseudo_header(src, dst, proto, l4.len() as u32), data(l4)]) == 0xffff
+}
+
+fn ip_of(f: &[u8], at: usize) -> [u8; 4] {
+    f[14 + at..14 + at + 4].try_into().unwrap()
+}
+
+fn port_of(f: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([f[34 + at], f[35 + at]])
+}
+
+const NAT_IP: [u8; 4] = [10, 0, 0, 100];
+
+fn snat(zone: u16) -> CtRequest {
+    CtRequest {
+        zone,
+        commit: true,
+        nat: Some(NatAsk::Range(NatRange {
+            kind: NatKind::Src,
+            addrs: Some((
+                Family::V4,
+                u128::from(u32::from_be_bytes(NAT_IP)),
+                u128::from(u32::from_be_bytes(NAT_IP)),
+            )),
+            ports: Some((30000, 30010)),
+            random: false,
+            persistent: false,
+        })),
+        ..CtRequest::default()
+    }
+}
+
+fn bare_nat(zone: u16) -> CtRequest {
+    CtRequest {
+        zone,
+        nat: Some(NatAsk::Existing),
+        ..CtRequest::default()
+    }
+}
+
+/// SNAT to one address and a port range: the SYN leaves translated, the
+/// answer comes back to the original source, every checksum verifying;
+/// `+snat` and `+dnat` as OVS sets them.
+#[test]
+fn snat_translates_a_connection_both_ways_with_valid_checksums() {
+    let mut t = table();
+    let (first, out) = run(&mut t, &syn(), &snat(2), 1);
+    assert_eq!(first.state, TRK | NEW | CtState::SRC_NAT, "{first:?}");
+    assert_eq!(ip_of(&out, 12), NAT_IP, "source address");
+    let port = port_of(&out, 0);
+    assert!((30000..=30010).contains(&port), "source port {port}");
+    assert_eq!(
+        (ip_of(&out, 16), port_of(&out, 2)),
+        (B, 22),
+        "destination kept"
+    );
+    assert!(ipv4_checksums_verify(&syn()), "the input verifies");
+    assert!(ipv4_checksums_verify(&out), "checksums after SNAT");
+
+    // B answers the translated address and port.
+    let answer = frame(
+        PacketBuilder::ethernet2([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])
+            .ipv4(B, NAT_IP, 64)
+            .tcp(22, port, 5000, 64000)
+            .syn()
+            .ack(101),
+    );
+    let (reply, back) = run(&mut t, &answer, &bare_nat(2), 2);
+    assert_eq!(reply.state, TRK | EST | RPL | CtState::DST_NAT, "{reply:?}");
+    assert_eq!((ip_of(&back, 16), port_of(&back, 2)), (A, 40000));
+    assert_eq!((ip_of(&back, 12), port_of(&back, 0)), (B, 22));
+    assert!(ipv4_checksums_verify(&back), "checksums after the reverse");
+
+    // Without `nat` in the action the same answer is tracked, untouched.
+    let (plain, same) = run(&mut t, &answer, &look(2), 3);
+    assert_eq!(plain.state, TRK | EST | RPL);
+    assert_eq!(same, answer);
+}
+
+/// A port unreachable from B about a translated datagram: the outer
+/// destination and the quoted source go back to A's, the ICMP checksum
+/// is computed afresh, and it is `+rel`.
+#[test]
+fn an_icmp_error_about_a_translated_datagram_is_translated_inside_and_out() {
+    let mut t = table();
+    let udp = |src: [u8; 4], sport: u16| {
+        let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4(src, B, 64)
+            .udp(sport, 53);
+        let mut v = Vec::with_capacity(b.size(4));
+        b.write(&mut v, &[1, 2, 3, 4]).unwrap();
+        v
+    };
+    let (first, out) = run(&mut t, &udp(A, 4444), &snat(0), 1);
+    assert_eq!(first.state, TRK | NEW | CtState::SRC_NAT);
+    let port = port_of(&out, 0);
+    // B's kernel quotes the datagram as it arrived: translated.
+    let quote = udp(NAT_IP, port)[14..14 + 28].to_vec();
+    let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])
+        .ipv4(B, NAT_IP, 64)
+        .icmpv4_raw(3, 3, [0; 4]);
+    let mut err = Vec::with_capacity(b.size(quote.len()));
+    b.write(&mut err, &quote).unwrap();
+    let (rel, back) = run(&mut t, &err, &bare_nat(0), 2);
+    assert_eq!(
+        rel.state & (TRK | CtState::RELATED),
+        TRK | CtState::RELATED,
+        "{rel:?}"
+    );
+    assert_eq!(ip_of(&back, 16), A, "outer destination");
+    // The quote starts 8 bytes into the ICMP message (at 34).
+    assert_eq!(back[42 + 12..42 + 16], A, "quoted source address");
+    assert_eq!(
+        u16::from_be_bytes([back[62], back[63]]),
+        4444,
+        "quoted port"
+    );
+    assert!(ipv4_checksums_verify(&back), "outer and ICMP checksums");
+    assert_eq!(
+        nfv_wire::checksum::data(&back[42..62]),
+        0xffff,
+        "quoted IPv4 header checksum"
+    );
+}
+
+/// A port range of two: two connections take both ports, a third is
+/// refused (+inv, counted), and none of the three packets is rewritten
+/// wrongly.
+#[test]
+fn an_exhausted_nat_range_refuses_the_commit() {
+    let mut t = table();
+    let mut req = snat(4);
+    if let Some(NatAsk::Range(r)) = &mut req.nat {
+        r.ports = Some((30000, 30001));
+    }
+    let mut got = Vec::new();
+    for sport in [1000u16, 1001, 1002] {
+        let f = frame(seg(true, sport, 22).syn());
+        let (fields, out) = run(&mut t, &f, &req, 1);
+        got.push((fields.state, port_of(&out, 0)));
+    }
+    assert_eq!(got[0].0, TRK | NEW | CtState::SRC_NAT);
+    assert_eq!(got[1].0, TRK | NEW | CtState::SRC_NAT);
+    assert_ne!(got[0].1, got[1].1, "two connections, two ports: {got:?}");
+    assert_eq!(got[2], (TRK | INV, 1002), "the third: {got:?}");
+    assert_eq!(t.counters().commit_refused, 1);
 }

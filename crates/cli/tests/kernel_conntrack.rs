@@ -1,0 +1,298 @@
+//! Connection tracking end to end through real kernels: two network
+//! namespaces behind AF_PACKET ports of one node whose flow table is a
+//! security group in front of the right host (the "VNF"): everything IP
+//! goes through `ct(zone=7,table=1)`; table 1 lets through established
+//! and related packets, new TCP connections to one port from the left,
+//! anything new the right host starts, and drops the rest. The hosts'
+//! kernels decide: streams with every byte checked, a SYN to another port
+//! that never arrives, an ICMP port unreachable that reaches the socket
+//! whose datagram caused it. `dump-conntrack` shows the connections,
+//! `flush-conntrack` removes them, `/metrics`-backed PMD figures count.
+//!
+//! Needs root, `ip netns` and `ethtool` (otherwise SKIPPED with the
+//! reason). Every namespace, veth, process and temp dir is removed on
+//! drop, also when an assertion fails.
+
+mod kernel_host;
+
+use kernel_host::*;
+use nfv_testutil::netns::{Netns, Veth};
+use nfv_testutil::{skip, wait_until, which};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
+use std::time::Duration;
+
+const LEFT_IP: Ipv4Addr = Ipv4Addr::new(10, 78, 0, 1);
+const RIGHT_IP: Ipv4Addr = Ipv4Addr::new(10, 78, 0, 2);
+/// The one TCP port the security group opens to new connections from the
+/// left.
+const PORT: u16 = 22;
+/// A port with a listener behind it that the group does not open.
+const BLOCKED_PORT: u16 = 5002;
+/// A UDP port nothing listens on at the left: the kernel answers
+/// datagrams to it with ICMP port unreachable.
+const CLOSED_UDP_PORT: u16 = 5999;
+const ZONE: u16 = 7;
+
+/// A rule: its cookie, its text and how many packets it must have counted
+/// once the test's traffic ran (0: not asserted).
+struct Rule {
+    cookie: u64,
+    text: String,
+    min: u64,
+}
+
+fn rule(cookie: u64, min: u64, text: impl Into<String>) -> Rule {
+    Rule {
+        cookie,
+        text: text.into(),
+        min,
+    }
+}
+
+fn missing() -> Option<String> {
+    if let Some(why) = unavailable() {
+        return Some(why);
+    }
+    ["ethtool"]
+        .into_iter()
+        .find(|t| which(t).is_none())
+        .map(|t| format!("`{t}` is not installed"))
+}
+
+/// The security group in front of the right host (port 2).
+fn security_group() -> Vec<Rule> {
+    vec![
+        rule(0x01, 0, "priority=300,arp,in_port=1,actions=output:2"),
+        rule(0x02, 0, "priority=300,arp,in_port=2,actions=output:1"),
+        rule(
+            0x10,
+            10,
+            format!("priority=100,ip,actions=ct(zone={ZONE},table=1)"),
+        ),
+        rule(
+            0x20,
+            10,
+            "table=1,priority=100,ct_state=+trk+est,ip,in_port=1,actions=output:2",
+        ),
+        rule(
+            0x21,
+            10,
+            "table=1,priority=100,ct_state=+trk+est,ip,in_port=2,actions=output:1",
+        ),
+        rule(
+            0x22,
+            1,
+            "table=1,priority=100,ct_state=+trk+rel,ip,in_port=1,actions=output:2",
+        ),
+        rule(
+            0x23,
+            1,
+            format!(
+                "table=1,priority=90,ct_state=+trk+new,tcp,tp_dst={PORT},in_port=1,\
+                 actions=ct(commit,zone={ZONE}),output:2"
+            ),
+        ),
+        rule(
+            0x24,
+            2,
+            format!(
+                "table=1,priority=90,ct_state=+trk+new,ip,in_port=2,\
+                 actions=ct(commit,zone={ZONE}),output:1"
+            ),
+        ),
+        rule(0x98, 1, "table=1,priority=0,actions=drop"),
+        rule(0x99, 0, "priority=0,actions=drop"),
+    ]
+}
+
+struct Setup {
+    node: Node,
+    v1: Veth,
+    v2: Veth,
+    ns1: Netns,
+    ns2: Netns,
+    _dir: TempDir,
+}
+
+impl Setup {
+    fn new(test: &str, table: &[Rule]) -> Setup {
+        let dir = TempDir::new("kct", test);
+        let (ns1, v1) = host(LEFT_IP).unwrap();
+        let (ns2, v2) = host(RIGHT_IP).unwrap();
+        let texts: Vec<String> = table
+            .iter()
+            .map(|r| format!("cookie={:#x},{}", r.cookie, r.text))
+            .collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let body = format!(
+            "{}{}{}",
+            kernel_port("left", 1, "afpacket", &v1.host),
+            kernel_port("right", 2, "afpacket", &v2.host),
+            flows(&texts),
+        );
+        let node = Node::start(&dir.0, test, &body);
+        for p in ["left", "right"] {
+            let r = node.port(p);
+            assert!(r.get("error").is_none(), "port {p} failed: {}", r["error"]);
+        }
+        Setup {
+            node,
+            v1,
+            v2,
+            ns1,
+            ns2,
+            _dir: dir,
+        }
+    }
+
+    fn state(&self) -> String {
+        format!(
+            "--- dump-flows\n{}\n--- dump-conntrack\n{}\n--- ports\nleft {}\nright {}\n{}",
+            self.node.ctl(&["dump-flows"]).unwrap_or_else(|e| e),
+            self.node.ctl(&["dump-conntrack"]).unwrap_or_else(|e| e),
+            self.node.port("left"),
+            self.node.port("right"),
+            net_state(&[&self.ns1, &self.ns2], &[&self.v1.host, &self.v2.host])
+        )
+    }
+
+    fn check_counters(&self, table: &[Rule]) {
+        for r in table.iter().filter(|r| r.min > 0) {
+            let got = self.node.flow_packets(r.cookie);
+            assert!(
+                got >= r.min,
+                "rule {:#x} `{}` counted {got} packets, want at least {}\n{}",
+                r.cookie,
+                r.text,
+                r.min,
+                self.state()
+            );
+        }
+    }
+
+    /// The sum of one ct figure over the PMDs (`show pmd --json`).
+    fn pmd_figure(&self, name: &str) -> u64 {
+        let v: serde_json::Value =
+            serde_json::from_str(&self.node.ctl(&["--json", "show", "pmd"]).unwrap()).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[name].as_u64().unwrap_or(0))
+            .sum()
+    }
+}
+
+/// The security group lets a connection to the open port through both
+/// ways, keeps a SYN to another port out, lets everything the protected
+/// host starts out and its answers back, and passes the ICMP error a
+/// datagram of a tracked flow caused.
+#[test]
+fn a_security_group_lets_through_what_it_allows_and_the_answers() {
+    let test = "a_security_group_lets_through_what_it_allows_and_the_answers";
+    if let Some(why) = missing() {
+        return skip(test, &why);
+    }
+    let table = security_group();
+    let s = Setup::new(test, &table);
+
+    // New TCP to the open port: 256 KiB up, 64 KiB down, every byte checked.
+    let listen = SocketAddr::from((RIGHT_IP, PORT));
+    if let Err(e) = tcp_exchange_at(&s.ns1, &s.ns2, listen, None, 256 << 10, 64 << 10) {
+        panic!("TCP to the open port {PORT}: {e}\n{}", s.state());
+    }
+
+    // A listener on a port the group does not open: the SYNs end in table
+    // 1's drop and the connect times out (a refusal would mean a SYN got
+    // through; the listener would accept one that did).
+    let blocked = s
+        .ns2
+        .run_in(|| TcpListener::bind((RIGHT_IP, BLOCKED_PORT)))
+        .expect("listen on the blocked port");
+    let drops_before = s.node.flow_packets(0x98);
+    let to = SocketAddr::from((RIGHT_IP, BLOCKED_PORT));
+    match tcp_connect(&s.ns1, to, Duration::from_secs(3)) {
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+        other => panic!(
+            "connect to {to}, which the group does not open: {other:?}\n{}",
+            s.state()
+        ),
+    }
+    blocked.set_nonblocking(true).unwrap();
+    assert!(
+        blocked
+            .accept()
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+        "the blocked port's listener got a connection"
+    );
+    assert!(
+        wait_until(WAIT, || s.node.flow_packets(0x98) > drops_before),
+        "the blocked SYNs did not reach table 1's drop\n{}",
+        s.state()
+    );
+
+    // The protected host starts a connection (any port): out, and its
+    // answers back as established.
+    let listen = SocketAddr::from((LEFT_IP, 0));
+    if let Err(e) = tcp_exchange_at(&s.ns2, &s.ns1, listen, None, 64 << 10, 256 << 10) {
+        panic!("TCP from the protected host: {e}\n{}", s.state());
+    }
+
+    // A datagram from the protected host to a closed port: the left
+    // kernel's port unreachable is related to the tracked UDP flow, gets
+    // through, and the connected socket reports the refusal.
+    let related_before = s.node.flow_packets(0x22);
+    let refused = s.ns2.run_in(|| -> Result<(), String> {
+        let sock = UdpSocket::bind((RIGHT_IP, 0)).map_err(|e| e.to_string())?;
+        sock.connect((LEFT_IP, CLOSED_UDP_PORT))
+            .map_err(|e| e.to_string())?;
+        sock.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        // A few tries: the first datagram may wait for ARP.
+        for _ in 0..20 {
+            sock.send(b"anyone?").map_err(|e| e.to_string())?;
+            match sock.recv(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Ok(()),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                other => return Err(format!("recv: {other:?}")),
+            }
+        }
+        Err("no port unreachable came back".into())
+    });
+    if let Err(e) = refused {
+        panic!("ICMP error of a tracked flow: {e}\n{}", s.state());
+    }
+    assert!(
+        s.node.flow_packets(0x22) > related_before,
+        "the port unreachable did not go through the +rel rule\n{}",
+        s.state()
+    );
+    s.check_counters(&table);
+
+    // The table: both TCP connections and the UDP flow, in zone 7.
+    let dump = s.node.ctl(&["dump-conntrack", "zone=7"]).unwrap();
+    let tcp = dump.lines().filter(|l| l.starts_with("tcp,")).count();
+    let udp = dump.lines().filter(|l| l.starts_with("udp,")).count();
+    assert!(tcp >= 3 && udp >= 1, "dump-conntrack zone=7:\n{dump}");
+    assert!(
+        dump.contains(&format!(
+            "reply=(src={RIGHT_IP},dst={LEFT_IP},sport={PORT},"
+        )),
+        "{dump}"
+    );
+    assert!(s.pmd_figure("ct_committed") >= 3, "{}", s.state());
+    assert!(s.pmd_figure("ct_established") >= 10, "{}", s.state());
+    assert!(s.pmd_figure("ct_recirculations") >= 10, "{}", s.state());
+
+    let flushed = s.node.ctl(&["flush-conntrack", "zone=7"]).unwrap();
+    assert!(flushed.contains("flushed"), "{flushed}");
+    let after = s.node.ctl(&["dump-conntrack"]).unwrap();
+    assert!(
+        !after.lines().any(|l| l.contains("zone=7")),
+        "after a flush:\n{after}"
+    );
+}
