@@ -513,6 +513,16 @@ impl Tracker {
 
     /// Removes every connection, or those of one zone. O(table): a control
     /// command, not for the packet path.
+    /// Ends one connection (`ct(commit,force)` on a packet of its reply
+    /// direction); false if it is gone already.
+    pub fn remove_conn(&mut self, id: ConnId) -> bool {
+        if self.table.get(id).is_none() {
+            return false;
+        }
+        self.remove(id.index);
+        true
+    }
+
     pub fn flush(&mut self, zone: Option<u16>) -> u32 {
         let doomed: Vec<u32> = self
             .table

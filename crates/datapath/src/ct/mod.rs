@@ -28,6 +28,8 @@ use summary::Untrackable;
 pub struct CtRequest {
     pub zone: u16,
     pub commit: bool,
+    /// `force` (with `commit`).
+    pub force: bool,
     /// `exec(set_field:V/M->ct_mark)`: (value, mask).
     pub set_mark: Option<(u32, u32)>,
     /// `exec(set_field:V/M->ct_label)`: (value, mask).
@@ -149,6 +151,17 @@ impl ConnTable {
             }
         };
         let mut verdict = self.tracker.process(&parsed.summary, now_ms);
+        // `force`: a connection this packet answers is ended, and the
+        // packet starts one in its own direction.
+        if req.force
+            && req.commit
+            && verdict.state.has(CtState::REPLY)
+            && !verdict.state.has(CtState::RELATED)
+            && let Some(id) = verdict.conn
+        {
+            self.tracker.remove_conn(id);
+            verdict = self.tracker.process(&parsed.summary, now_ms);
+        }
         let mut rewrite = verdict.nat;
         let state = verdict.state;
         let committable = state.has(CtState::TRACKED) && !state.has(CtState::INVALID);

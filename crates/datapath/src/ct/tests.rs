@@ -357,3 +357,38 @@ fn an_exhausted_nat_range_refuses_the_commit() {
     assert_eq!(got[2], (TRK | INV, 1002), "the third: {got:?}");
     assert_eq!(t.counters().commit_refused, 1);
 }
+
+/// `ct(commit,force)` on the answer of a connection ends it and commits
+/// one in the answer's direction: its next packet is `+est` without the
+/// reply bit.
+#[test]
+fn force_turns_a_connection_round() {
+    let mut t = table();
+    run(&mut t, &syn(), &commit(1), 1);
+    let (answer, _) = run(&mut t, &syn_ack(), &look(1), 2);
+    assert_eq!(answer.state, TRK | EST | RPL);
+    let force = CtRequest {
+        zone: 1,
+        commit: true,
+        force: true,
+        ..CtRequest::default()
+    };
+    // B's next segment (a plain ACK: it may start a connection, as
+    // OVS's and Linux's pick-up lets it).
+    let b_ack = frame(seg(false, 22, 40000).ack(101));
+    let (forced, _) = run(&mut t, &b_ack, &force, 3);
+    assert_eq!(
+        forced.state & (RPL | INV),
+        0,
+        "committed in its own direction: {forced:?}"
+    );
+    assert_eq!(
+        t.tracker().len(),
+        1,
+        "the old one ended, the new one stored"
+    );
+    let (later, _) = run(&mut t, &b_ack, &look(1), 4);
+    assert_eq!(later.state & (RPL | INV), 0, "{later:?}");
+    let (a_side, _) = run(&mut t, &ack(), &look(1), 5);
+    assert_eq!(a_side.state & RPL, RPL, "A answers now: {a_side:?}");
+}
