@@ -13,7 +13,10 @@
 //! `dl_dst` (MAC[/MASK]), `dl_type`, `dl_vlan` (VID, or 0xffff for "no
 //! tag"), `dl_vlan_pcp`, `vlan_tci` (TCI[/MASK]), `nw_src`, `nw_dst`
 //! (A.B.C.D[/PREFIX|/MASK]), `nw_proto`, `tp_src`, `tp_dst` (N[/MASK]),
-//! `tun_id` (a VNI, exact; not in filters).
+//! `tun_id` (a VNI, exact; not in filters), the connection tracker's
+//! `ct_state` (`+trk+est-new`, `est|trk` or `0xV/0xM`), `ct_zone`,
+//! `ct_mark`, `ct_label` and original-direction tuple (`ct_nw_src`, ...;
+//! see [`crate::fields`]).
 //! Numbers are decimal or `0x` hex. Actions: `output:N` or bare `N`,
 //! `drop` (alone), `mod_dl_src:MAC`, `mod_dl_dst:MAC`, `mod_vlan_vid:VID`,
 //! `push_vlan:0x8100|0x88a8`, `strip_vlan`, `normal`,
