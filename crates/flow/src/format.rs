@@ -23,6 +23,8 @@ use nfv_wire::{EtherType, EthernetAddress};
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
+            Action::Ct(ref ct) => write!(f, "{ct}"),
+            Action::CtClear => f.write_str("ct_clear"),
             Action::Output(p) => write!(f, "output:{p}"),
             Action::SetDlSrc(m) => write!(f, "mod_dl_src:{}", EthernetAddress(m)),
             Action::SetDlDst(m) => write!(f, "mod_dl_dst:{}", EthernetAddress(m)),

@@ -835,6 +835,7 @@ fn arb_action() -> impl Strategy<Value = Action> {
         Just(InPort),
         Just(Flood),
         Just(All),
+        Just(CtClear),
     ]
 }
 

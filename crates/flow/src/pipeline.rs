@@ -333,11 +333,16 @@ fn run<R: Record>(
                     return;
                 }
                 edit_key(k, a);
-                r.action(*a);
+                r.action(a.clone());
             }
-            other => {
-                edit_key(k, &other);
-                r.action(other);
+            // ct and ct_clear clear the key's ct_* fields (edit_key) and
+            // are kept for the PMD: ct_clear as the no-op it is on the
+            // bytes, ct as a rule the install refuses (no tracker yet; its
+            // table= does not continue this walk: the tracked copy would
+            // start over from that table).
+            _ => {
+                edit_key(k, a);
+                r.action(a.clone());
             }
         }
     }
@@ -401,6 +406,10 @@ pub fn edit_key(k: &mut FlowKey, action: &Action) {
         Action::WriteMetadata { value, mask } => {
             k.set_metadata((k.metadata() & !mask) | (value & mask));
         }
+        // The packet that goes on after ct(...) has its ct_* fields
+        // cleared, as in OVS (they are set only in the tracked copy that
+        // ct's table= looks up again); ct_clear clears them.
+        Action::Ct(_) | Action::CtClear => k.clear_ct(),
         _ => {}
     }
 }
