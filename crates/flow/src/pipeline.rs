@@ -74,7 +74,7 @@ pub struct Resolution {
 /// [`Resolver`]), and what every walk works out.
 trait Record {
     fn stage(&mut self, table: u8, key: &FlowKey, rule: Option<&Arc<Rule>>);
-    fn action(&mut self, action: Action);
+    fn action(&mut self, action: &Action);
     fn lookups(&self) -> usize;
     fn outcome(&mut self) -> &mut Outcome;
 }
@@ -136,8 +136,8 @@ impl Record for Walked {
             rule: rule.cloned(),
         });
     }
-    fn action(&mut self, action: Action) {
-        self.actions.push(action);
+    fn action(&mut self, action: &Action) {
+        self.actions.push(action.clone());
     }
     fn lookups(&self) -> usize {
         self.stages.len()
@@ -209,7 +209,7 @@ impl Record for Chain {
         w.outcomes[w.lookups] = rule.map_or(0, |r| Arc::as_ptr(r) as usize);
         w.lookups += 1;
     }
-    fn action(&mut self, _action: Action) {}
+    fn action(&mut self, _action: &Action) {}
     fn lookups(&self) -> usize {
         self.walk.lookups
     }
@@ -333,7 +333,7 @@ fn run<R: Record>(
                     return;
                 }
                 edit_key(k, a);
-                r.action(a.clone());
+                r.action(a);
             }
             // ct and ct_clear clear the key's ct_* fields (edit_key) and
             // are kept for the PMD: ct_clear as the no-op it is on the
@@ -342,7 +342,7 @@ fn run<R: Record>(
             // start over from that table).
             _ => {
                 edit_key(k, a);
-                r.action(a.clone());
+                r.action(a);
             }
         }
     }
