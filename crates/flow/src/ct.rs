@@ -237,8 +237,8 @@ pub(crate) fn parse_ct(tok: &str) -> Result<CtAction, E> {
 /// `zone=N`: a 16-bit number. OVS also takes a field or register here
 /// (`zone=NXM_NX_REG0[0..15]`); this switch has none to read.
 fn zone(v: &str) -> Result<u16, E> {
-    let numeric = v.starts_with(|c: char| c.is_ascii_digit());
-    if !numeric {
+    let field = v.starts_with(|c: char| c.is_ascii_alphabetic());
+    if field {
         return Err(invalid(
             FIELD,
             format!(

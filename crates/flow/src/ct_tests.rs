@@ -356,6 +356,11 @@ const BAD: &[(&str, &str, &str)] = &[
     ),
     (
         "ip",
+        "ct(zone=-1)",
+        "actions: ct: zone: \"-1\" is not a zone (0..65535)",
+    ),
+    (
+        "ip",
         "ct(zone=65536)",
         "actions: ct: zone: \"65536\" is not a zone (0..65535)",
     ),
