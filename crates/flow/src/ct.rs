@@ -24,8 +24,9 @@
 //!   `random`, an address or port range that runs backwards, two address
 //!   families in one range, port 0;
 //! - checked against the rule's match ([`check_against`]): `ct` needs the
-//!   rule to match IPv4 or IPv6 (`dl_type`), and a NAT range the same
-//!   family, as OVS's `MATCH_INCONSISTENT` checks have it.
+//!   rule to match IPv4 or IPv6 (`dl_type`), a NAT range the same family,
+//!   and `ct(commit...)` a rule that does not match `+inv` packets, as
+//!   OVS's `MATCH_INCONSISTENT` checks have it.
 //!
 //! `table=T` may name any table, the rule's own or an earlier one
 //! included: OVS allows it, because the tracked packet is looked up again
@@ -447,11 +448,12 @@ fn exec(inner: &str, ct: &mut CtAction) -> Result<(), E> {
     Ok(())
 }
 
-/// Checks `ct` against the rule's match (`dl_type` exact, or `None`):
-/// the tracker follows IPv4 and IPv6 connections only, and a NAT range
-/// must be of the family the rule matches (OVS refuses both as an
-/// inconsistency between match and actions).
-pub(crate) fn check_against(ct: &CtAction, dl_type: Option<u16>) -> Result<(), E> {
+/// Checks `ct` against the rule's match (`dl_type` exact, or `None`;
+/// `ct_state` the match's masked value): the tracker follows IPv4 and
+/// IPv6 connections only, a NAT range must be of the family the rule
+/// matches, and an invalid packet cannot commit (OVS refuses all three
+/// as an inconsistency between match and actions).
+pub(crate) fn check_against(ct: &CtAction, dl_type: Option<u16>, ct_state: u8) -> Result<(), E> {
     const IPV4: u16 = nfv_wire::EtherType::IPV4.0;
     const IPV6: u16 = nfv_wire::EtherType::IPV6.0;
     if !matches!(dl_type, Some(IPV4 | IPV6)) {
@@ -459,6 +461,13 @@ pub(crate) fn check_against(ct: &CtAction, dl_type: Option<u16>) -> Result<(), E
             FIELD,
             "the rule must match ip or ipv6 (dl_type=0x0800 or 0x86dd): the tracker follows \
              IP connections",
+        ));
+    }
+    if ct.commit && ct_state & crate::key::ct_state::INV != 0 {
+        return Err(invalid(
+            FIELD,
+            "commit in a rule that matches ct_state=+inv: an invalid packet has no connection \
+             to commit",
         ));
     }
     let range = match ct.nat {

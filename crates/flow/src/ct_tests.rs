@@ -249,6 +249,19 @@ fn good() -> Vec<(&'static str, &'static str, Vec<Action>, &'static str)> {
         ),
         // exec() with nothing in it sets nothing (and needs no commit).
         ("ip", "ct(exec())", vec![ct(|_| {})], "ct()"),
+        // An invalid packet may go through the tracker, not commit.
+        (
+            "ip,ct_state=+trk+inv",
+            "ct(table=1)",
+            vec![ct(|c| c.table = Some(1))],
+            "ct(table=1)",
+        ),
+        (
+            "ip,ct_state=+trk-inv",
+            "ct(commit)",
+            vec![ct(|c| c.commit = true)],
+            "ct(commit)",
+        ),
         // ct(table=T) may go to this table or an earlier one (the tracked
         // copy starts over there); the rule is in table 0 here.
         (
@@ -496,6 +509,11 @@ const BAD: &[(&str, &str, &str)] = &[
         "ip",
         "ct(commit,nat(dst=[fe80::1]:80))",
         "actions: ct: nat with an IPv6 range in a rule that matches ip",
+    ),
+    (
+        "ip,ct_state=+trk+inv",
+        "ct(commit)",
+        "actions: ct: commit in a rule that matches ct_state=+inv",
     ),
     (
         "ip",

@@ -109,7 +109,7 @@ pub fn parse_flow(text: &str) -> Result<FlowSpec, FlowParseError> {
     let dl_type = (matches.mask.dl_type() == 0xffff).then(|| matches.key.dl_type());
     for a in &actions {
         if let Action::Ct(ct) = a {
-            crate::ct::check_against(ct, dl_type)?;
+            crate::ct::check_against(ct, dl_type, matches.key.ct_state())?;
         }
     }
     for a in &actions {
