@@ -18,11 +18,8 @@ pub const SELECT_FIELDS: FlowKey = {
     k.w[1] = u64::MAX;
     k.w[2] = u64::MAX;
     k.w[3] = u64::MAX;
-    // ipv6_src, ipv6_dst.
-    k.w[6] = u64::MAX;
-    k.w[7] = u64::MAX;
-    k.w[8] = u64::MAX;
-    k.w[9] = u64::MAX;
+    k.set_ipv6_src(u128::MAX);
+    k.set_ipv6_dst(u128::MAX);
     k
 };
 

@@ -147,6 +147,13 @@ impl Interpreter<'_> {
                 | Action::GotoTable(_)
                 | Action::Resubmit(_)
                 | Action::WriteMetadata { .. } => Step::Next,
+                // ct_clear zeroes the key's ct fields (`nfv_flow::pipeline::
+                // edit_key`), which no packet has set before the tracker is
+                // wired in; nothing in the bytes changes. ct() is refused
+                // at install (`nfv_flow::tunnel::resolve`) until the tracker
+                // runs here; a rule that got in another way passes the
+                // packet on untracked, as the continuing fork of ct() is.
+                Action::CtClear | Action::Ct(_) => Step::Next,
                 // OpenFlow: never back out of the in_port.
                 Action::Output(out) if *out == self.in_port => Step::Next,
                 Action::Output(out) if last => {

@@ -184,16 +184,16 @@ fn run(
     let applied = last.map_or(0, |l| l + 1);
     let mut unused = actions[applied..].to_vec();
     let mut steps = Vec::with_capacity(applied);
-    for (i, &action) in actions[..applied].iter().enumerate() {
+    for (i, action) in actions[..applied].iter().enumerate() {
         // As the interpreter: an expired TTL drops the packet, and no
         // later action applies (copies already sent stay sent).
-        let expired = action == Action::DecTtl && is_ip(k) && k.nw_ttl() <= 1;
-        let (note, buckets) = match action {
+        let expired = *action == Action::DecTtl && is_ip(k) && k.nw_ttl() <= 1;
+        let (note, buckets) = match *action {
             Action::Group(g) => run_group(cx, g, k, covered, outputs),
             _ => (apply(k, action, cx.in_port, covered, outputs), Vec::new()),
         };
         steps.push(Step {
-            action,
+            action: action.clone(),
             after: *k,
             note,
             buckets,
@@ -259,14 +259,14 @@ fn is_ip(k: &FlowKey) -> bool {
 /// as the later tables see them), its outputs, and a note.
 fn apply(
     k: &mut FlowKey,
-    action: Action,
+    action: &Action,
     in_port: PortNo,
     covered: &mut Vec<u16>,
     outputs: &mut Vec<Output>,
 ) -> Option<String> {
     let before = *k;
-    nfv_flow::pipeline::edit_key(k, &action);
-    match action {
+    nfv_flow::pipeline::edit_key(k, action);
+    match *action {
         Action::PushVlan(_) if before.vlan_tci() & VLAN_PRESENT != 0 => {
             covered.push(before.vlan_tci());
         }
@@ -293,6 +293,15 @@ fn apply(
         | Action::SetNwEcn(_)
         | Action::SetNwTtl(_)
         | Action::DecTtl => return Some(ip_note(&before, action)),
+        Action::Ct(_) => {
+            return Some(
+                "ct() is parsed but the connection tracker is not wired into the datapath yet \
+                 (a rule holding it is refused at install): the packet goes on untracked, its \
+                 ct fields cleared"
+                    .into(),
+            );
+        }
+        Action::CtClear => return Some("connection tracking fields cleared (untracked)".into()),
         Action::Meter(m) => {
             return Some(format!(
                 "meter {m}: passed here (a trace cannot know the meter's recent traffic); the \
@@ -337,11 +346,11 @@ fn apply(
 
 /// What an IPv4 or IPv6 rewrite did to a packet with the fields `k`
 /// (before it), in words.
-fn ip_note(k: &FlowKey, action: Action) -> String {
+fn ip_note(k: &FlowKey, action: &Action) -> String {
     let ipv4 = k.dl_type() == EtherType::IPV4.0;
     let ipv6 = k.dl_type() == EtherType::IPV6.0;
     let l4 = matches!(IpProtocol(k.nw_proto()), IpProtocol::TCP | IpProtocol::UDP);
-    match action {
+    match *action {
         Action::SetNwSrc(_) | Action::SetNwDst(_) if !ipv4 => "not IPv4: unchanged",
         Action::SetNwSrc(_) | Action::SetNwDst(_) => "IPv4 and TCP/UDP checksums updated",
         Action::SetIpv6Src(_) | Action::SetIpv6Dst(_) | Action::SetIpv6Label(_) if !ipv6 => {

@@ -405,3 +405,46 @@ fn a_meter_is_noted_and_passed() {
             .starts_with("meter 3: passed")
     );
 }
+
+/// `ct_clear` zeroes the ct fields the later tables see (here of a
+/// packet described with them), and says so; a `ct(...)` that got past
+/// the install check is shown as not run, the packet going on untracked.
+#[test]
+fn ct_clear_clears_the_fields_later_tables_see() {
+    let rules = [
+        "in_port=1,ip,actions=ct_clear,goto_table:1",
+        "table=1,ip,ct_state=-trk,actions=output:2",
+        "table=1,ip,ct_state=+trk,actions=output:3",
+    ];
+    let tracked = packet("in_port=1,ip,ct_state=+trk+est,ct_zone=3,ct_mark=9,ct_label=7");
+    assert_ne!(tracked.ct_state(), 0);
+    let t = trace_up(&table(&rules), tracked);
+    assert_eq!(t.outputs, vec![Output::Port(2)]);
+    let cleared = &t.steps[0];
+    assert_eq!(cleared.action, Action::CtClear);
+    assert_eq!(
+        (
+            cleared.after.ct_state(),
+            cleared.after.ct_zone(),
+            cleared.after.ct_mark(),
+            cleared.after.ct_label()
+        ),
+        (0, 0, 0, 0)
+    );
+    assert!(cleared.note.as_deref().unwrap().contains("cleared"));
+
+    let t = trace_up(
+        &table(&["in_port=1,ip,actions=ct(commit,table=1),output:2"]),
+        packet("in_port=1,ip"),
+    );
+    assert_eq!(t.outputs, vec![Output::Port(2)]);
+    assert!(
+        t.steps[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("not wired into the datapath yet"),
+        "{:?}",
+        t.steps[0].note
+    );
+}

@@ -423,6 +423,32 @@ fn single_output() {
     });
 }
 
+/// `ct_clear` runs on the PMD as the no-op it is while no packet has ct
+/// fields (a later table sees an untracked packet), and a `ct(...)` that
+/// got past the install check (`add_flows` here; text installs refuse it
+/// until the tracker is wired in) passes the packet on untracked, as the
+/// continuing fork of `ct` does: no panic, no drop, no lookup of its
+/// `table=`.
+#[test]
+fn ct_clear_and_an_unwired_ct_pass_packets_on_untracked() {
+    run(Fixture {
+        name: "ct_clear",
+        rules: &[
+            "in_port=1,udp,actions=ct_clear,output:2",
+            "in_port=3,ip,actions=ct_clear,goto_table:1",
+            "table=1,ip,ct_state=-trk,actions=output:4",
+            "table=1,ip,ct_state=+trk,actions=output:2",
+            "in_port=4,ip,actions=ct(commit,table=1),output:3",
+        ],
+        steps: vec![
+            step(1, udp(), vec![(2, udp())]),
+            step(3, udp(), vec![(4, udp())]),
+            step(4, udp(), vec![(3, udp())]),
+        ],
+        ..Fixture::default()
+    });
+}
+
 #[test]
 fn several_outputs_get_one_copy_each() {
     run(Fixture {

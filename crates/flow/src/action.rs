@@ -1,5 +1,6 @@
 //! Actions, in the common subset of `ovs-ofctl` syntax.
 
+pub use crate::ct::{CtAction, Nat, NatAddrs, NatRange, PortPick};
 use crate::key::PortNo;
 
 /// Largest group id (`OFPG_MAX`) a `group:N` action may name; the ids above
@@ -10,7 +11,11 @@ pub const MAX_GROUP_ID: u32 = 0xffff_ff00;
 pub const MAX_METER_ID: u32 = 0xffff_0000;
 
 /// One action of a rule. An empty action list means `drop`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// Not `Copy`: `ct(...)` holds its arguments in a box, which keeps every
+/// action three words ([`ACTION_SIZE`]) where the arguments (a NAT range,
+/// a 128-bit label and its mask) would make each several lines long.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// `output:N` — send to port N (skipped, and counted, when N is the
     /// packet's own in_port, as OpenFlow requires).
@@ -94,7 +99,19 @@ pub enum Action {
     /// controllers as a `PACKET_IN`, rate-limited and never waiting (see
     /// `nfv_datapath::controller`).
     Controller(u16),
+    /// `ct(...)` — through the connection tracker ([`crate::ct`]). Parsed,
+    /// checked and printed; the datapath does not run the tracker yet, so
+    /// a rule holding it is refused when installed
+    /// ([`crate::tunnel::resolve`]).
+    Ct(Box<CtAction>),
+    /// `ct_clear` — the packet's `ct_*` fields zeroed (untracked), as
+    /// [`crate::key::FlowKey::clear_ct`] does to the key.
+    CtClear,
 }
+
+/// The size of an [`Action`]: a tag and two words.
+pub const ACTION_SIZE: usize = 24;
+const _: () = assert!(core::mem::size_of::<Action>() == ACTION_SIZE);
 
 /// `controller` without a length: the whole packet (`OFPCML_NO_BUFFER`).
 pub const CONTROLLER_WHOLE: u16 = 0xffff;

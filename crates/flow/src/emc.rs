@@ -11,18 +11,30 @@ use crate::key::{BASE_WORDS, FlowKey, KEY_WORDS, PACKET_EXT};
 use crate::rule::Rule;
 use std::sync::Arc;
 
-/// One cache line: the key's base words (all an IPv4 packet sets), the
-/// hash and the answer. The other words live in a parallel array that
-/// only a key with [`PACKET_EXT`] (IPv6, ARP) reads, so IPv4 flows touch
-/// one line per probe, as with the old four-word key.
+/// One cache line: the key's base words (all an IPv4 packet sets, its
+/// connection-tracking state, zone and mark included) and the answer. The
+/// other words live in a parallel array that only a key with
+/// [`PACKET_EXT`] (IPv6, ARP, a tracked label or tuple) reads, so IPv4
+/// flows touch one line per probe.
+///
+/// Seven words leave room for the rule pointer only: no stored hash (the
+/// seven words compare about as fast), and `rule` says both whether the
+/// slot is in use (`None`: empty) and what it caches (the cache's `miss`
+/// rule stands for "the table has no rule"). A probe whose base words
+/// are equal but whose extended words are not (IPv6 flows on one pair of
+/// MACs and ports) reads the extended words to tell, where a stored hash
+/// used to tell most of them apart in this line.
 #[derive(Clone, Default)]
 #[repr(align(64))]
 struct Slot {
     base: [u64; BASE_WORDS],
-    hash: u32,
-    valid: bool,
     rule: Option<Arc<Rule>>,
 }
+
+const _: () = assert!(
+    std::mem::size_of::<Slot>() == 64,
+    "a slot is one cache line"
+);
 
 type Extended = [u64; KEY_WORDS - BASE_WORDS];
 
@@ -47,6 +59,9 @@ pub struct ExactMatchCache {
     ext: Box<[Extended]>,
     mask: u32,
     version: u64,
+    /// What a slot caching a table miss points at (compared by address;
+    /// never returned).
+    miss: Arc<Rule>,
 }
 
 impl ExactMatchCache {
@@ -58,6 +73,17 @@ impl ExactMatchCache {
             ext: vec![[0; KEY_WORDS - BASE_WORDS]; n].into_boxed_slice(),
             mask: (n - 1) as u32,
             version: 0,
+            miss: Arc::new(Rule::new(
+                crate::rule::FlowSpec {
+                    priority: 0,
+                    cookie: 0,
+                    timeouts: Default::default(),
+                    matches: crate::rule::Match::ANY,
+                    tun_id: None,
+                    actions: Vec::new(),
+                },
+                0,
+            )),
         }
     }
 
@@ -82,7 +108,6 @@ impl ExactMatchCache {
 
     pub fn clear(&mut self) {
         for s in self.slots.iter_mut() {
-            s.valid = false;
             s.rule = None;
         }
     }
@@ -110,8 +135,11 @@ impl ExactMatchCache {
         let (a, b) = self.positions(hash);
         for i in [a, b] {
             let s = &self.slots[i];
-            if s.valid && s.hash == hash && s.holds(key, &self.ext[i]) {
-                return EmcLookup::Hit(s.rule.as_ref());
+            if let Some(rule) = &s.rule
+                && s.holds(key, &self.ext[i])
+            {
+                let cached_miss = Arc::ptr_eq(rule, &self.miss);
+                return EmcLookup::Hit((!cached_miss).then_some(rule));
             }
         }
         EmcLookup::Miss
@@ -121,7 +149,7 @@ impl ExactMatchCache {
     /// (an empty slot first, else the second way).
     pub fn insert(&mut self, key: &FlowKey, hash: u32, rule: Option<Arc<Rule>>) {
         let (a, b) = self.positions(hash);
-        let i = if !self.slots[a].valid || self.slots[a].holds(key, &self.ext[a]) {
+        let i = if self.slots[a].rule.is_none() || self.slots[a].holds(key, &self.ext[a]) {
             a
         } else {
             b
@@ -131,9 +159,7 @@ impl ExactMatchCache {
         }
         let s = &mut self.slots[i];
         s.base.copy_from_slice(&key.w[..BASE_WORDS]);
-        s.hash = hash;
-        s.valid = true;
-        s.rule = rule;
+        s.rule = Some(rule.unwrap_or_else(|| self.miss.clone()));
     }
 }
 
@@ -219,5 +245,42 @@ mod tests {
         v4.w[4] &= !PACKET_EXT;
         v4.w[BASE_WORDS..].fill(0);
         assert!(matches!(emc.lookup(&v4, a.packet_hash()), EmcLookup::Miss));
+    }
+    /// IPv4 keys equal but for the tracker's state, zone or mark (the
+    /// base word w6) are different entries, misses included; one that
+    /// also carries a label compares its extended words.
+    #[test]
+    fn the_ct_word_tells_ipv4_keys_apart() {
+        use crate::key::ct_state::{EST, NEW, TRK};
+        let mut emc = ExactMatchCache::new(64);
+        let mut plain = FlowKey::ZERO;
+        plain.set_dl_type(0x0800);
+        plain.set_nw_dst(0x0a00_0001);
+        let with = |state, zone, mark, label| {
+            let mut k = plain;
+            k.set_ct(state, zone, mark, label, None);
+            k
+        };
+        let new = with(TRK | NEW, 0, 0, 0);
+        let est = with(TRK | EST, 0, 0, 0);
+        let zone = with(TRK | EST, 1, 0, 0);
+        let mark = with(TRK | EST, 0, 9, 0);
+        let label = with(TRK | EST, 0, 0, 1);
+        emc.insert(&new, new.packet_hash(), Some(rule(1)));
+        emc.insert(&est, est.packet_hash(), None);
+        emc.insert(&label, label.packet_hash(), Some(rule(3)));
+        let hit = |k: &FlowKey, h: u32| match emc.lookup(k, h) {
+            EmcLookup::Hit(r) => Some(r.map(|r| r.spec.priority)),
+            EmcLookup::Miss => None,
+        };
+        assert_eq!(hit(&new, new.packet_hash()), Some(Some(1)));
+        assert_eq!(hit(&est, est.packet_hash()), Some(None), "a cached miss");
+        assert_eq!(hit(&label, label.packet_hash()), Some(Some(3)));
+        // Same slots forced: only the ct word (or the label) differs.
+        for k in [plain, zone, mark, with(TRK | EST, 0, 0, 2)] {
+            for h in [new.packet_hash(), est.packet_hash(), label.packet_hash()] {
+                assert_eq!(hit(&k, h), None, "{k:?}");
+            }
+        }
     }
 }

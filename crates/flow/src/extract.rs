@@ -17,6 +17,15 @@ use nfv_wire::{
     icmpv6, ipv4, tcp, udp,
 };
 
+/// The key words extraction writes past the base ones (see
+/// [`crate::key`]'s layout; the key tests check these against the
+/// fields' accessors).
+pub(crate) const W_IPV6_SRC: usize = 7;
+pub(crate) const W_IPV6_DST: usize = 9;
+pub(crate) const W_ND_TARGET: usize = 11;
+pub(crate) const W_ARP_SHA: usize = 13;
+pub(crate) const W_ARP_THA: usize = 14;
+
 /// Shortest frame the datapath accepts: an Ethernet header.
 pub const MIN_FRAME: usize = ethernet::HEADER_LEN;
 
@@ -46,9 +55,10 @@ pub fn extract(in_port: PortNo, frame: &[u8]) -> FlowKey {
 
 /// [`extract()`] into `k`, which holds [`FlowKey::ZERO`] or a key this
 /// function wrote (all its words are then written, or were zero). The PMD's loop builds each key where it keeps
-/// it: an IPv4 frame writes the six base words, and the ten others
+/// it: an IPv4 frame writes the seven base words, and the seventeen others
 /// only when the key there had them ([`PACKET_EXT`]) and they must go back
-/// to zero.
+/// to zero. The `ct_*` fields are left zero (untracked): only the
+/// datapath's `ct` action sets them.
 #[inline(always)]
 pub fn extract_into(in_port: PortNo, frame: &[u8], k: &mut FlowKey) {
     debug_assert!(k.w[4] & PACKET_EXT != 0 || !k.has_extended());
@@ -56,7 +66,7 @@ pub fn extract_into(in_port: PortNo, frame: &[u8], k: &mut FlowKey) {
         k.w[BASE_WORDS..].fill(0);
     }
     let Some(l2) = nfv_wire::l2::walk(frame) else {
-        k.w[..BASE_WORDS].copy_from_slice(&[in_port as u64, 0, 0, 0, 0, 0]);
+        k.w[..BASE_WORDS].copy_from_slice(&[in_port as u64, 0, 0, 0, 0, 0, 0]);
         return;
     };
     let eth = ethernet::EthernetFrame::new_unchecked(&frame[..ethernet::HEADER_LEN]);
@@ -77,8 +87,8 @@ pub fn extract_into(in_port: PortNo, frame: &[u8], k: &mut FlowKey) {
         // OVS convention: ARP opcode in nw_proto (low 8 bits), SPA/TPA in
         // nw_src/nw_dst, SHA/THA where ND keeps its link-layer addresses.
         let a = ArpPacket::new_unchecked(l3b);
-        k.w[12] = a.sha().to_u64();
-        k.w[13] = a.tha().to_u64();
+        k.w[W_ARP_SHA] = a.sha().to_u64();
+        k.w[W_ARP_THA] = a.tha().to_u64();
         L3 {
             w0: (a.operation().0 as u8 as u64) << 48,
             w3: u32::from(a.spa()) as u64 | (u32::from(a.tpa()) as u64) << 32,
@@ -95,6 +105,8 @@ pub fn extract_into(in_port: PortNo, frame: &[u8], k: &mut FlowKey) {
         l3.w3,
         l3.w4,
         // metadata: a packet enters the pipeline with none.
+        0,
+        // ct_state, ct_zone, ct_mark: untracked.
         0,
     ]);
 }
@@ -158,10 +170,10 @@ fn ipv6_fields(l3b: &[u8], w: &mut [u64; KEY_WORDS]) -> L3 {
         return L3::default();
     }
     let (src, dst) = (ip.src_u128(), ip.dst_u128());
-    w[6] = (src >> 64) as u64;
-    w[7] = src as u64;
-    w[8] = (dst >> 64) as u64;
-    w[9] = dst as u64;
+    w[W_IPV6_SRC] = (src >> 64) as u64;
+    w[W_IPV6_SRC + 1] = src as u64;
+    w[W_IPV6_DST] = (dst >> 64) as u64;
+    w[W_IPV6_DST + 1] = dst as u64;
     let rest = &l3b[ipv6::HEADER_LEN..];
     let up = ipv6::upper_layer(ip.next_header(), rest);
     let frag = match up.fragment {
@@ -180,10 +192,10 @@ fn ipv6_fields(l3b: &[u8], w: &mut [u64; KEY_WORDS]) -> L3 {
             l3.tp_src = l4[icmpv6::field::TYPE] as u64;
             l3.tp_dst = l4[icmpv6::field::CODE] as u64;
             if let Some(nd) = icmpv6::nd_fields(l4) {
-                w[10] = (nd.target >> 64) as u64;
-                w[11] = nd.target as u64;
-                w[12] = nd.sll.to_u64();
-                w[13] = nd.tll.to_u64();
+                w[W_ND_TARGET] = (nd.target >> 64) as u64;
+                w[W_ND_TARGET + 1] = nd.target as u64;
+                w[W_ARP_SHA] = nd.sll.to_u64();
+                w[W_ARP_THA] = nd.tll.to_u64();
             }
         } else {
             (l3.tp_src, l3.tp_dst) = l4_fields(up.protocol, l4);

@@ -7,11 +7,22 @@
 //! and `tp_src`; `arp_op` and `nw_proto`; `arp_spa`/`arp_tpa` and
 //! `nw_src`/`nw_dst`; `nd_sll`/`nd_tll` and `arp_sha`/`arp_tha`;
 //! `ip_dscp` and `nw_tos`. Each name keeps its own prerequisite.
+//!
+//! The connection tracker's fields (`ct_state`, `ct_zone`, `ct_mark`,
+//! `ct_label` and the original-direction tuple `ct_nw_src`, `ct_nw_dst`,
+//! `ct_ipv6_src`, `ct_ipv6_dst`, `ct_nw_proto`, `ct_tp_src`, `ct_tp_dst`)
+//! are spelled, masked and checked as `ovs-fields`(7) has them: `ct_zone`
+//! and `ct_nw_proto` match exactly, the others take masks; the tuple
+//! fields need a match on a valid connection ([`Need::Ct`]) and nothing
+//! else — OVS asks for no `dl_type` beside them, as a valid connection
+//! implies IPv4 or IPv6.
 
+use crate::key::ct_state::{DNAT, EST, INV, NEW, REL, RPL, SNAT, TRK};
 use crate::key::{FRAG_ANY, FRAG_LATER, FlowKey, VLAN_PRESENT, VLAN_VID_MASK, mac_from_u64};
 use crate::rule::Match;
 use crate::values::{
     E, bad, invalid, ipv4_masked, ipv6_masked, mac_masked, port, uint, uint_in, uint_masked,
+    uint128_masked,
 };
 use nfv_wire::{EtherType, IpProtocol};
 
@@ -65,6 +76,18 @@ pub(crate) const TCP_FLAG_NAMES: &[(&str, u16)] = &[
     ("ns", 0x100),
 ];
 
+/// `ct_state` flag names (OVS's spelling), by bit: every bit has one.
+pub(crate) const CT_STATE_NAMES: &[(&str, u16)] = &[
+    ("new", NEW as u16),
+    ("est", EST as u16),
+    ("rel", REL as u16),
+    ("rpl", RPL as u16),
+    ("inv", INV as u16),
+    ("trk", TRK as u16),
+    ("snat", SNAT as u16),
+    ("dnat", DNAT as u16),
+];
+
 /// A key field (or part of one) that rule text sets. Two names that set
 /// one slot conflict unless they give the same value and mask.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -93,8 +116,19 @@ enum Slot {
     NdTarget,
     ArpSha,
     ArpTha,
+    CtState,
+    CtZone,
+    CtMark,
+    CtLabel,
+    CtNwSrc,
+    CtNwDst,
+    CtIpv6Src,
+    CtIpv6Dst,
+    CtNwProto,
+    CtTpSrc,
+    CtTpDst,
 }
-const N_SLOTS: usize = 24;
+const N_SLOTS: usize = 35;
 
 /// What a field needs earlier in the match (OpenFlow prerequisites, as
 /// `ovs-ofctl` checks them).
@@ -123,6 +157,11 @@ enum Need {
     Nd,
     NdSolicit,
     NdAdvert,
+    /// A packet of a valid tracked connection (OVS's `CT` prerequisite of
+    /// the original-direction tuple fields): `ct_state` matching one of
+    /// `+new`, `+est`, `+rel`, `+rpl`, `+snat`, `+dnat`, or `+trk` with
+    /// `-inv`.
+    Ct,
 }
 
 impl Need {
@@ -153,6 +192,10 @@ impl Need {
             }
             Need::NdAdvert => {
                 "needs icmp6 with icmp_type=136 first, and icmp_code 0 (a neighbor advertisement)"
+            }
+            Need::Ct => {
+                "needs a tracked connection first (ct_state with +new, +est, +rel, +rpl, +snat \
+                 or +dnat, or +trk-inv)"
             }
         }
     }
@@ -190,6 +233,12 @@ impl Need {
             Need::Nd => nd && matches!(nd_type, Some(135 | 136)),
             Need::NdSolicit => nd && nd_type == Some(ND_SOLICIT.into()),
             Need::NdAdvert => nd && nd_type == Some(ND_ADVERT.into()),
+            Need::Ct => {
+                // The key is masked: a bit set in it is matched as set.
+                let (v, mk) = (m.key.ct_state(), m.mask.ct_state());
+                v & (NEW | EST | REL | RPL | SNAT | DNAT) != 0
+                    || (v & TRK != 0 && mk & INV != 0 && v & INV == 0)
+            }
         }
     }
 }
@@ -246,6 +295,18 @@ const FIELDS: &[(&str, Slot, Need)] = &[
     ("udp_dst", Slot::TpDst, Need::Udp),
     ("sctp_src", Slot::TpSrc, Need::Sctp),
     ("sctp_dst", Slot::TpDst, Need::Sctp),
+    // The connection tracker's (ovs-fields(7), "Connection Tracking Fields").
+    ("ct_state", Slot::CtState, Need::Nothing),
+    ("ct_zone", Slot::CtZone, Need::Nothing),
+    ("ct_mark", Slot::CtMark, Need::Nothing),
+    ("ct_label", Slot::CtLabel, Need::Nothing),
+    ("ct_nw_src", Slot::CtNwSrc, Need::Ct),
+    ("ct_nw_dst", Slot::CtNwDst, Need::Ct),
+    ("ct_ipv6_src", Slot::CtIpv6Src, Need::Ct),
+    ("ct_ipv6_dst", Slot::CtIpv6Dst, Need::Ct),
+    ("ct_nw_proto", Slot::CtNwProto, Need::Ct),
+    ("ct_tp_src", Slot::CtTpSrc, Need::Ct),
+    ("ct_tp_dst", Slot::CtTpDst, Need::Ct),
 ];
 
 /// True for a match field's name (for "missing value" messages).
@@ -264,9 +325,16 @@ struct Setting {
 }
 
 /// The match fields of one rule or filter, as read so far.
-#[derive(Default)]
 pub(crate) struct MatchFields {
     slots: [Option<Setting>; N_SLOTS],
+}
+
+impl Default for MatchFields {
+    fn default() -> Self {
+        MatchFields {
+            slots: [None; N_SLOTS],
+        }
+    }
 }
 
 impl MatchFields {
@@ -355,6 +423,17 @@ impl MatchFields {
         put!(Slot::TpDst, set_tp_dst, u16);
         put!(Slot::TcpFlags, set_tcp_flags, u16);
         put!(Slot::NdTarget, set_nd_target, u128);
+        put!(Slot::CtState, set_ct_state, u8);
+        put!(Slot::CtZone, set_ct_zone, u16);
+        put!(Slot::CtMark, set_ct_mark, u32);
+        put!(Slot::CtLabel, set_ct_label, u128);
+        put!(Slot::CtNwSrc, set_ct_nw_src, u32);
+        put!(Slot::CtNwDst, set_ct_nw_dst, u32);
+        put!(Slot::CtIpv6Src, set_ct_ipv6_src, u128);
+        put!(Slot::CtIpv6Dst, set_ct_ipv6_dst, u128);
+        put!(Slot::CtNwProto, set_ct_nw_proto, u8);
+        put!(Slot::CtTpSrc, set_ct_tp_src, u16);
+        put!(Slot::CtTpDst, set_ct_tp_dst, u16);
         let mac = |s: Slot| {
             let (v, m) = val(s);
             (mac_from_u64(v as u64), mac_from_u64(m as u64))
@@ -429,7 +508,7 @@ pub fn check_prerequisites(m: &Match) -> Result<(), E> {
     let mk = &m.mask;
     let v6 = Need::Ipv6.met(m);
     let arp = Need::Arp.met(m);
-    let used: [(&str, bool, Need); 14] = [
+    let used: [(&str, bool, Need); 21] = [
         ("nw_src", mk.nw_src() != 0, Need::Ipv4OrArp),
         ("nw_dst", mk.nw_dst() != 0, Need::Ipv4OrArp),
         ("nw_proto", mk.nw_proto() != 0, Need::IpOrArp),
@@ -443,6 +522,13 @@ pub fn check_prerequisites(m: &Match) -> Result<(), E> {
         ("tp_dst", mk.tp_dst() != 0, Need::L4),
         ("tcp_flags", mk.tcp_flags() != 0, Need::Tcp),
         ("nd_target", mk.nd_target() != 0, Need::Nd),
+        ("ct_nw_src", mk.ct_nw_src() != 0, Need::Ct),
+        ("ct_nw_dst", mk.ct_nw_dst() != 0, Need::Ct),
+        ("ct_ipv6_src", mk.ct_ipv6_src() != 0, Need::Ct),
+        ("ct_ipv6_dst", mk.ct_ipv6_dst() != 0, Need::Ct),
+        ("ct_nw_proto", mk.ct_nw_proto() != 0, Need::Ct),
+        ("ct_tp_src", mk.ct_tp_src() != 0, Need::Ct),
+        ("ct_tp_dst", mk.ct_tp_dst() != 0, Need::Ct),
         (
             if v6 { "nd_sll" } else { "arp_sha" },
             mk.arp_sha() != [0; 6] || mk.arp_tha() != [0; 6],
@@ -524,7 +610,39 @@ fn slot_value(slot: Slot, name: &str, value: &str) -> Result<(u128, u128), E> {
         ),
         Slot::TpSrc | Slot::TpDst => wide(uint_masked(name, value, 0xffff, "a port (0..65535)")?),
         Slot::TcpFlags => wide(tcp_flags(name, value)?),
+        Slot::CtState => wide(ct_state(name, value)?),
+        Slot::CtZone => (
+            exact(name, value)
+                .and_then(|v| uint_in(name, v, 0xffff, "a connection tracking zone (0..65535)"))?
+                .into(),
+            0xffff,
+        ),
+        Slot::CtMark => wide(uint_masked(name, value, u32::MAX.into(), "a 32-bit mark")?),
+        Slot::CtLabel => uint128_masked(name, value, "a 128-bit label")?,
+        Slot::CtNwSrc | Slot::CtNwDst => wide(ipv4_masked(name, value)?),
+        Slot::CtIpv6Src | Slot::CtIpv6Dst => ipv6_masked(name, value)?,
+        Slot::CtNwProto => (
+            exact(name, value)
+                .and_then(|v| uint_in(name, v, 0xff, "an IP protocol (0..255)"))?
+                .into(),
+            0xff,
+        ),
+        Slot::CtTpSrc | Slot::CtTpDst => {
+            wide(uint_masked(name, value, 0xffff, "a port (0..65535)")?)
+        }
     })
+}
+
+/// `value` of a field OVS does not let a rule mask (`ct_zone`,
+/// `ct_nw_proto`): refused with a `/`.
+fn exact<'a>(name: &str, value: &'a str) -> Result<&'a str, E> {
+    if value.contains('/') {
+        return Err(invalid(
+            name,
+            format!("\"{value}\": this field takes no mask (it matches exactly)"),
+        ));
+    }
+    Ok(value)
 }
 
 /// `dl_vlan=VID`, or `0xffff` for "no tag".
@@ -579,19 +697,40 @@ fn ip_frag(name: &str, value: &str) -> Result<(u64, u64), E> {
 /// [`TCP_FLAG_NAMES`] or, for the bits without one, `[HEX]` (`[800]`).
 fn tcp_flags(name: &str, value: &str) -> Result<(u64, u64), E> {
     const EXPECTED: &str = "TCP flags (N[/M] up to 0xfff, +syn-ack... or syn|ack...)";
+    flags(name, value, TCP_FLAG_NAMES, TCP_FLAGS_BITS, EXPECTED)
+}
+
+/// `ct_state=N[/M]` (8 bits), `+trk+est-new...` (`+` must be set, `-`
+/// must be clear: only the named bits are matched) or `trk|est...`
+/// (exactly these set, the others clear), as OVS reads it; the names are
+/// [`CT_STATE_NAMES`].
+fn ct_state(name: &str, value: &str) -> Result<(u64, u64), E> {
+    const EXPECTED: &str = "connection states (N[/M] up to 0xff, +trk+est-new... or trk|est...; \
+         the states: new, est, rel, rpl, inv, trk, snat, dnat)";
+    flags(name, value, CT_STATE_NAMES, 0xff, EXPECTED)
+}
+
+/// A set of flags in OVS's three forms: `N[/M]` (at most `all`),
+/// `+a-b...` (the named bits set or clear, only they matched) and `a|b`
+/// (exactly these set). A flag is a name from `names` or, for a bit
+/// without one, `[HEX]` (`[800]`).
+fn flags(
+    name: &str,
+    value: &str,
+    names: &[(&str, u16)],
+    all: u16,
+    expected: &'static str,
+) -> Result<(u64, u64), E> {
     let bit = |flag: &str| -> Result<u64, E> {
         let b = match flag.strip_prefix('[').and_then(|f| f.strip_suffix(']')) {
             Some(hex) => u64::from_str_radix(hex, 16).ok(),
-            None => TCP_FLAG_NAMES
-                .iter()
-                .find(|f| f.0 == flag)
-                .map(|f| u64::from(f.1)),
+            None => names.iter().find(|f| f.0 == flag).map(|f| u64::from(f.1)),
         };
-        b.filter(|b| b.is_power_of_two() && *b <= u64::from(TCP_FLAGS_BITS))
-            .ok_or_else(|| bad(name, value, EXPECTED))
+        b.filter(|b| b.is_power_of_two() && *b <= u64::from(all))
+            .ok_or_else(|| bad(name, value, expected))
     };
     if value.starts_with(|c: char| c.is_ascii_digit()) {
-        return uint_masked(name, value, TCP_FLAGS_BITS.into(), EXPECTED);
+        return uint_masked(name, value, all.into(), expected);
     }
     let (mut v, mut m) = (0u64, 0u64);
     if !value.starts_with(['+', '-']) {
@@ -602,7 +741,7 @@ fn tcp_flags(name: &str, value: &str) -> Result<(u64, u64), E> {
             }
             v |= b;
         }
-        return Ok((v, TCP_FLAGS_BITS.into()));
+        return Ok((v, all.into()));
     }
     let mut rest = value;
     while let Some(sign) = rest.chars().next() {

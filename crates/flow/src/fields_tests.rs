@@ -1,9 +1,11 @@
 //! Tests of the match fields beyond IPv4's five-tuple: IPv6, ND, ARP,
-//! TOS/ECN/TTL, fragments, TCP flags, ICMP names and metadata — each
-//! parsed to the key bits it must set, printed back in `ovs-ofctl`'s
-//! words, and refused with the reason when a prerequisite is missing.
+//! TOS/ECN/TTL, fragments, TCP flags, ICMP names, metadata and the
+//! connection tracker's fields — each parsed to the key bits it must set,
+//! printed back in `ovs-ofctl`'s words, and refused with the reason when
+//! a prerequisite is missing.
 
 use crate::key::FlowKey;
+use crate::key::ct_state::{DNAT, EST, INV, NEW, REL, RPL, SNAT, TRK};
 use crate::parse::{parse_filter, parse_flow};
 use crate::rule::Match;
 
@@ -182,6 +184,130 @@ fn good() -> Vec<(&'static str, Match, &'static str)> {
             m(|k, mk| proto(k, mk, V6, 44)),
             "ipv6,nw_proto=44",
         ),
+        // The connection tracker's fields: ct_state in OVS's three forms,
+        // printed as OVS prints them (`+`/`-` in bit order, `|` exact).
+        (
+            "ct_state=+trk+est-new",
+            m(|k, mk| {
+                k.set_ct_state(TRK | EST);
+                mk.set_ct_state(TRK | EST | NEW);
+            }),
+            "ct_state=-new+est+trk",
+        ),
+        (
+            "ct_state=0x22/0x22",
+            m(|k, mk| {
+                k.set_ct_state(TRK | EST);
+                mk.set_ct_state(TRK | EST);
+            }),
+            "ct_state=+est+trk",
+        ),
+        (
+            "ct_state=trk|est",
+            m(|k, mk| {
+                k.set_ct_state(TRK | EST);
+                mk.set_ct_state(0xff);
+            }),
+            "ct_state=est|trk",
+        ),
+        (
+            "ct_state=0x21",
+            m(|k, mk| {
+                k.set_ct_state(TRK | NEW);
+                mk.set_ct_state(0xff);
+            }),
+            "ct_state=new|trk",
+        ),
+        ("ct_state=0", m(|_, mk| mk.set_ct_state(0xff)), "ct_state=0"),
+        (
+            "ct_state=-trk",
+            m(|_, mk| mk.set_ct_state(TRK)),
+            "ct_state=-trk",
+        ),
+        (
+            "ct_state=+rel+rpl+inv+snat+dnat",
+            m(|k, mk| {
+                k.set_ct_state(REL | RPL | INV | SNAT | DNAT);
+                mk.set_ct_state(REL | RPL | INV | SNAT | DNAT);
+            }),
+            "ct_state=+rel+rpl+inv+snat+dnat",
+        ),
+        (
+            "ct_zone=0x10,ct_mark=0x5/0xff,ct_label=0x1/0x1",
+            m(|k, mk| {
+                k.set_ct_zone(16);
+                mk.set_ct_zone(0xffff);
+                k.set_ct_mark(5);
+                mk.set_ct_mark(0xff);
+                k.set_ct_label(1);
+                mk.set_ct_label(1);
+            }),
+            "ct_zone=16,ct_mark=0x5/0xff,ct_label=0x1/0x1",
+        ),
+        (
+            "ct_mark=0,ct_label=0x1234567890abcdef1234567890abcdef",
+            m(|k, mk| {
+                mk.set_ct_mark(u32::MAX);
+                k.set_ct_label(0x1234_5678_90ab_cdef_1234_5678_90ab_cdef);
+                mk.set_ct_label(u128::MAX);
+            }),
+            "ct_mark=0,ct_label=0x1234567890abcdef1234567890abcdef",
+        ),
+        (
+            "ct_label=340282366920938463463374607431768211455,ct_mark=4294967295",
+            m(|k, mk| {
+                k.set_ct_label(u128::MAX);
+                mk.set_ct_label(u128::MAX);
+                k.set_ct_mark(u32::MAX);
+                mk.set_ct_mark(u32::MAX);
+            }),
+            "ct_mark=0xffffffff,ct_label=0xffffffffffffffffffffffffffffffff",
+        ),
+        (
+            "ct_state=+trk+est,ct_nw_src=10.0.0.0/8,ct_nw_dst=10.0.0.1,ct_nw_proto=6,\
+             ct_tp_src=0x400/0xfc00,ct_tp_dst=80",
+            m(|k, mk| {
+                k.set_ct_state(TRK | EST);
+                mk.set_ct_state(TRK | EST);
+                k.set_ct_nw_src(0x0a00_0000);
+                mk.set_ct_nw_src(0xff00_0000);
+                k.set_ct_nw_dst(0x0a00_0001);
+                mk.set_ct_nw_dst(u32::MAX);
+                k.set_ct_nw_proto(6);
+                mk.set_ct_nw_proto(0xff);
+                k.set_ct_tp_src(0x400);
+                mk.set_ct_tp_src(0xfc00);
+                k.set_ct_tp_dst(80);
+                mk.set_ct_tp_dst(0xffff);
+            }),
+            "ct_state=+est+trk,ct_nw_src=10.0.0.0/8,ct_nw_dst=10.0.0.1,ct_nw_proto=6,\
+             ct_tp_src=0x400/0xfc00,ct_tp_dst=80",
+        ),
+        (
+            "ct_state=+trk-inv,ct_ipv6_src=2001:db8::/32,ct_ipv6_dst=::1",
+            m(|k, mk| {
+                k.set_ct_state(TRK);
+                mk.set_ct_state(TRK | INV);
+                k.set_ct_ipv6_src(0x2001_0db8 << 96);
+                mk.set_ct_ipv6_src(u128::MAX << 96);
+                k.set_ct_ipv6_dst(1);
+                mk.set_ct_ipv6_dst(u128::MAX);
+            }),
+            "ct_state=-inv+trk,ct_ipv6_src=2001:db8::/32,ct_ipv6_dst=::1",
+        ),
+        (
+            "ct_nw_dst=192.168.0.0/255.255.0.255,ct_state=+dnat,ip,in_port=3",
+            m(|k, mk| {
+                eth(k, mk, 0x0800);
+                k.set_in_port(3);
+                mk.set_in_port(0xffff);
+                k.set_ct_state(DNAT);
+                mk.set_ct_state(DNAT);
+                k.set_ct_nw_dst(0xc0a8_0000);
+                mk.set_ct_nw_dst(0xffff_00ff);
+            }),
+            "ip,in_port=3,ct_state=+dnat,ct_nw_dst=192.168.0.0/255.255.0.255",
+        ),
     ]
 }
 
@@ -288,6 +414,90 @@ fn prerequisites_and_values_are_checked() {
         ("ipv6,udp", "udp: conflicts with earlier \"ipv6\""),
         ("tcp6=1", "tcp6: is a keyword and takes no value"),
         ("nd_target", "nd_target: missing value"),
+        // The connection tracker's fields.
+        (
+            "ct_nw_src=10.0.0.1",
+            "ct_nw_src: needs a tracked connection first (ct_state with +new, +est",
+        ),
+        (
+            "ct_state=+trk,ct_tp_dst=80",
+            "ct_tp_dst: needs a tracked connection first",
+        ),
+        (
+            "ct_state=+trk+inv,ct_nw_proto=6",
+            "ct_nw_proto: needs a tracked connection first",
+        ),
+        (
+            "ct_state=+trk-new,ct_ipv6_dst=::1",
+            "ct_ipv6_dst: needs a tracked connection first",
+        ),
+        (
+            "ct_state=0,ct_nw_dst=10.0.0.1",
+            "ct_nw_dst: needs a tracked connection first",
+        ),
+        (
+            "ct_state=+bogus",
+            "ct_state: \"+bogus\" is not connection states (N[/M] up to 0xff, +trk+est-new... \
+             or trk|est...; the states: new, est, rel, rpl, inv, trk, snat, dnat)",
+        ),
+        ("ct_state=+trk+trk", "ct_state: trk is named twice"),
+        ("ct_state=est|est", "ct_state: est is named twice"),
+        (
+            "ct_state=0x100",
+            "ct_state: \"0x100\" is not connection states",
+        ),
+        (
+            "ct_state=trk+est",
+            "ct_state: \"trk+est\" is not connection states",
+        ),
+        (
+            "ct_state=+[100]",
+            "ct_state: \"+[100]\" is not connection states",
+        ),
+        (
+            "ct_zone=1/1",
+            "ct_zone: \"1/1\": this field takes no mask (it matches exactly)",
+        ),
+        (
+            "ct_zone=65536",
+            "ct_zone: \"65536\" is not a connection tracking zone (0..65535)",
+        ),
+        (
+            "ct_mark=0x100000000",
+            "ct_mark: \"0x100000000\" is not a 32-bit mark",
+        ),
+        ("ct_mark=1/x", "ct_mark: \"x\" is not a 32-bit mark"),
+        (
+            "ct_label=0x1/0xg",
+            "ct_label: \"0xg\" is not a 128-bit label",
+        ),
+        (
+            "ct_label=0x100000000000000000000000000000000",
+            "ct_label: \"0x100000000000000000000000000000000\" is not a 128-bit label",
+        ),
+        ("ct_label=-1", "ct_label: \"-1\" is not a 128-bit label"),
+        (
+            "ct_state=+est,ct_nw_proto=6/0xff",
+            "ct_nw_proto: \"6/0xff\": this field takes no mask",
+        ),
+        (
+            "ct_state=+est,ct_nw_proto=256",
+            "ct_nw_proto: \"256\" is not an IP protocol (0..255)",
+        ),
+        (
+            "ct_state=+est,ct_tp_src=65536",
+            "ct_tp_src: \"65536\" is not a port (0..65535)",
+        ),
+        (
+            "ct_state=+est,ct_ipv6_src=1.2.3.4",
+            "ct_ipv6_src: \"1.2.3.4\" is not an IPv6 address",
+        ),
+        (
+            "ct_state=+est,ct_nw_src=10.0.0.0/33",
+            "ct_nw_src: prefix length 33 out of range 0..32",
+        ),
+        ("ct_mark=1,ct_mark=2", "duplicate field \"ct_mark\""),
+        ("ct_zone", "ct_zone: missing value"),
     ];
     for (text, want) in cases {
         let err = parse_flow(&format!("{text},actions=drop"))
@@ -407,4 +617,47 @@ fn oxm_spellings_match_what_the_classic_names_do() {
         pop.actions,
         parse_flow("actions=strip_vlan,output:2").unwrap().actions
     );
+}
+
+/// Which `ct_state` matches meet OVS's `CT` prerequisite of the
+/// original-direction tuple fields: a state that only a valid connection
+/// has, or `+trk` with an explicit `-inv`.
+#[test]
+fn the_tuple_fields_need_a_valid_connection() {
+    for (state, ok) in [
+        ("+new", true),
+        ("+est", true),
+        ("+rel", true),
+        ("+rpl", true),
+        ("+snat", true),
+        ("+dnat", true),
+        ("+trk-inv", true),
+        ("-inv+trk-new", true),
+        ("est|trk", true),
+        ("0x22/0x22", true),
+        ("+trk", false),
+        ("-inv", false),
+        ("+trk+inv", false),
+        ("-new-est", false),
+        ("0", false),
+        // Exact: inv is matched clear.
+        ("trk", true),
+        ("inv|trk", false),
+    ] {
+        let text = format!("ct_state={state},ct_nw_proto=17,actions=drop");
+        assert_eq!(parse_flow(&text).is_ok(), ok, "{text}");
+    }
+    // ct_state, ct_zone, ct_mark and ct_label need nothing.
+    for text in [
+        "ct_state=+trk",
+        "ct_zone=1",
+        "ct_mark=1",
+        "ct_label=1",
+        "arp,ct_state=-trk",
+    ] {
+        assert!(
+            parse_flow(&format!("{text},actions=drop")).is_ok(),
+            "{text}"
+        );
+    }
 }

@@ -2,15 +2,16 @@
 //!
 //! The output parses back with [`crate::parse_flow`] / [`crate::parse_filter`]
 //! to the same value. Order is stable: priority, cookie, tun_id, protocol shorthand
-//! (`udp` for dl_type=0x0800,nw_proto=17) or dl_type, in_port, VLAN, MACs,
-//! IPv4, nw_proto, L4 ports, then `actions=`. Items are separated by commas.
+//! (`udp` for dl_type=0x0800,nw_proto=17) or dl_type, in_port, metadata,
+//! the connection tracker's fields (as OVS orders them), VLAN, MACs, IPv4,
+//! nw_proto, L4 ports, then `actions=`. Items are separated by commas.
 //!
 //! Masks that the parser cannot produce (a partial mask on in_port,
 //! dl_type or nw_proto) are still printed, as `field=0xV/0xM`, for
 //! debugging; such text does not parse back.
 
 use crate::action::Action;
-use crate::fields::{DSCP_MASK, ECN_MASK, PROTOCOLS, TCP_FLAG_NAMES};
+use crate::fields::{CT_STATE_NAMES, DSCP_MASK, ECN_MASK, PROTOCOLS, TCP_FLAG_NAMES};
 use crate::key::{FRAG_ANY, FRAG_LATER, VLAN_PRESENT, VLAN_VID_MASK};
 use crate::parse::FlowFilter;
 use crate::rule::{FlowSpec, Match};
@@ -22,6 +23,8 @@ use nfv_wire::{EtherType, EthernetAddress};
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
+            Action::Ct(ref ct) => write!(f, "{ct}"),
+            Action::CtClear => f.write_str("ct_clear"),
             Action::Output(p) => write!(f, "output:{p}"),
             Action::SetDlSrc(m) => write!(f, "mod_dl_src:{}", EthernetAddress(m)),
             Action::SetDlDst(m) => write!(f, "mod_dl_dst:{}", EthernetAddress(m)),
@@ -191,6 +194,50 @@ impl Items<'_, '_> {
         self.item(format_args!("tcp_flags={text}"))
     }
 
+    /// `ct_state` as OVS prints it: for an exact match the states set
+    /// joined by `|` (`0`: untracked), else `+trk-new...` for the masked
+    /// bits, in bit order.
+    fn ct_state(&mut self, v: u8, m: u8) -> fmt::Result {
+        if m == 0 {
+            return Ok(());
+        }
+        let mut text = String::new();
+        for &(name, bit) in CT_STATE_NAMES {
+            let bit = bit as u8;
+            if m == 0xff && v & bit != 0 {
+                if !text.is_empty() {
+                    text.push('|');
+                }
+                text.push_str(name);
+            } else if m != 0xff && m & bit != 0 {
+                text.push(if v & bit != 0 { '+' } else { '-' });
+                text.push_str(name);
+            }
+        }
+        if text.is_empty() {
+            text.push('0');
+        }
+        self.item(format_args!("ct_state={text}"))
+    }
+
+    /// A field OVS prints in hexadecimal (`ct_mark`, `ct_label`): `0x`
+    /// and the digits (`0` for zero), and `/MASK` so unless the mask is
+    /// `full`; omitted when wildcarded.
+    fn hex(&mut self, name: &str, v: u128, m: u128, full: u128) -> fmt::Result {
+        let h = |x: u128| {
+            if x == 0 {
+                "0".to_string()
+            } else {
+                format!("0x{x:x}")
+            }
+        };
+        match m {
+            0 => Ok(()),
+            m if m == full => self.item(format_args!("{name}={}", h(v))),
+            m => self.item(format_args!("{name}={}/{}", h(v), h(m))),
+        }
+    }
+
     fn vlan(&mut self, v: u16, m: u16) -> fmt::Result {
         const PCP: u16 = 0xe000;
         if m == 0 {
@@ -249,10 +296,50 @@ fn write_match(items: &mut Items<'_, '_>, m: &Match, implicit_table_0: bool) -> 
     }
     items.uint("in_port", k.in_port().into(), mk.in_port().into(), 0xffff)?;
     items.uint("metadata", k.metadata(), mk.metadata(), u64::MAX)?;
+    write_ct(items, m)?;
     items.vlan(k.vlan_tci(), mk.vlan_tci())?;
     items.mac("dl_src", k.dl_src(), mk.dl_src())?;
     items.mac("dl_dst", k.dl_dst(), mk.dl_dst())?;
     write_l3_l4(items, m, dl_type, proto_done)
+}
+
+/// The connection tracker's fields of [`write_match`], in OVS's order.
+/// (OVS leaves `ct_tp_src`/`ct_tp_dst` out of its text unless
+/// `ct_nw_proto` is matched too; here they are always printed, so that
+/// the text parses back to the same match.)
+fn write_ct(items: &mut Items<'_, '_>, m: &Match) -> fmt::Result {
+    let (k, mk) = (&m.key, &m.mask);
+    items.ct_state(k.ct_state(), mk.ct_state())?;
+    items.uint("ct_zone", k.ct_zone().into(), mk.ct_zone().into(), 0xffff)?;
+    items.hex(
+        "ct_mark",
+        k.ct_mark().into(),
+        mk.ct_mark().into(),
+        u32::MAX.into(),
+    )?;
+    items.hex("ct_label", k.ct_label(), mk.ct_label(), u128::MAX)?;
+    items.ipv4("ct_nw_src", k.ct_nw_src(), mk.ct_nw_src())?;
+    items.ipv6("ct_ipv6_src", k.ct_ipv6_src(), mk.ct_ipv6_src())?;
+    items.ipv4("ct_nw_dst", k.ct_nw_dst(), mk.ct_nw_dst())?;
+    items.ipv6("ct_ipv6_dst", k.ct_ipv6_dst(), mk.ct_ipv6_dst())?;
+    items.uint(
+        "ct_nw_proto",
+        k.ct_nw_proto().into(),
+        mk.ct_nw_proto().into(),
+        0xff,
+    )?;
+    items.uint(
+        "ct_tp_src",
+        k.ct_tp_src().into(),
+        mk.ct_tp_src().into(),
+        0xffff,
+    )?;
+    items.uint(
+        "ct_tp_dst",
+        k.ct_tp_dst().into(),
+        mk.ct_tp_dst().into(),
+        0xffff,
+    )
 }
 
 /// The network and transport fields of [`write_match`], named as OVS

@@ -226,6 +226,12 @@ impl Bucket {
                 "a bucket may not go on to another table (goto_table, resubmit, write_metadata)",
             ));
         }
+        if actions.iter().any(|a| matches!(a, Action::Ct(_))) {
+            return Err(invalid(
+                "a bucket may not hold ct(...) (the connection tracker runs from a rule's \
+                 actions only; ct_clear is allowed)",
+            ));
+        }
         Ok(Bucket {
             weight,
             watch_port,
@@ -247,7 +253,7 @@ impl Bucket {
 /// `meter` in a bucket is nfvswitch's (OpenFlow 1.3 buckets cannot hold
 /// one): it runs before the rewrites.
 pub fn action_set(actions: &[Action]) -> Vec<Action> {
-    let last = |kind: fn(&Action) -> bool| actions.iter().rev().find(|a| kind(a)).copied();
+    let last = |kind: fn(&Action) -> bool| actions.iter().rev().find(|a| kind(a)).cloned();
     let is_output = |a: &Action| {
         matches!(
             a,
@@ -262,11 +268,19 @@ pub fn action_set(actions: &[Action]) -> Vec<Action> {
     let Some(output) = last(is_output) else {
         return Vec::new();
     };
+    // ct_clear sits with the outputs in OVS's action set, where only the
+    // first of them runs: beside an output it never does, and without one
+    // the set is empty. (ct itself is refused in a bucket.)
     let is_set = |a: &&Action| {
         !is_output(a)
             && !matches!(
                 a,
-                Action::StripVlan | Action::PushVlan(_) | Action::DecTtl | Action::Meter(_)
+                Action::StripVlan
+                    | Action::PushVlan(_)
+                    | Action::DecTtl
+                    | Action::Meter(_)
+                    | Action::CtClear
+                    | Action::Ct(_)
             )
     };
     let mut set: Vec<Action> = [
@@ -278,7 +292,7 @@ pub fn action_set(actions: &[Action]) -> Vec<Action> {
     .into_iter()
     .flatten()
     .collect();
-    set.extend(actions.iter().filter(is_set).copied());
+    set.extend(actions.iter().filter(is_set).cloned());
     set.push(output);
     set
 }

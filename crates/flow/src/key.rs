@@ -1,5 +1,5 @@
-//! The flow key: every header field a rule can match, packed into sixteen
-//! 64-bit words (two cache lines) so that masking, hashing and comparing
+//! The flow key: every header field a rule can match, packed into 24
+//! 64-bit words (three cache lines) so that masking, hashing and comparing
 //! are word operations (no per-field branches on the fast path).
 //!
 //! Word layout (bit 0 = least significant):
@@ -10,18 +10,34 @@
 //! - w4: `nw_ttl` [0,8) · `ip_frag` [8,16) · `tcp_flags` [16,32) · `ipv6_label` [32,52) ·
 //!   `table` [52,60) · [`PACKET_EXT`] (bit 63)
 //! - w5: `metadata`
-//! - w6, w7: `ipv6_src` (w6 the high half) · w8, w9: `ipv6_dst` · w10, w11: `nd_target`
-//! - w12: `arp_sha` / `nd_sll` [0,48) · w13: `arp_tha` / `nd_tll` [0,48)
-//! - w14, w15: zero (room for the connection tracker's fields)
+//! - w6: `ct_state` [0,8) · `ct_zone` [16,32) · `ct_mark` [32,64)
+//! - w7, w8: `ipv6_src` (w7 the high half) · w9, w10: `ipv6_dst` · w11, w12: `nd_target`
+//! - w13: `arp_sha` / `nd_sll` [0,48) · w14: `arp_tha` / `nd_tll` [0,48)
+//! - w15, w16: `ct_label` (w15 the high half)
+//! - w17: `ct_nw_src` [0,32) · `ct_nw_dst` [32,64) (the connection's
+//!   original-direction IPv4 addresses)
+//! - w18: `ct_tp_src` [0,16) · `ct_tp_dst` [16,32) · `ct_nw_proto` [32,40)
+//! - w19, w20: `ct_ipv6_src` · w21, w22: `ct_ipv6_dst`
+//! - w23: zero (spare; never hashed)
 //!
-//! Words 0-5 hold everything an IPv4 packet sets and `metadata` (which a
-//! pipeline's IPv4 rules match: keeping it here keeps their megaflows in
-//! the short map); words 6-15 are zero for IPv4, and [`FlowKey::hash`]
-//! skips them when they are, so IPv4 keys and its rules' masked keys hash
-//! at the cost of six words (IPv6 and ARP pay for the rest). Fields of different `dl_type`s share
-//! nothing except what OVS shares (ARP's opcode in `nw_proto`, its
-//! addresses in `nw_src`/`nw_dst`; `arp_sha`/`nd_sll`, `arp_tha`/`nd_tll`),
-//! and a rule that matches one of them also matches its `dl_type`.
+//! Words 0-6 are the base words: everything an IPv4 packet sets,
+//! `metadata` (which a pipeline's IPv4 rules match) and the connection
+//! tracker's state, zone and mark (which a stateful IPv4 pipeline's rules
+//! match: `ct_state=+trk+est` must not push its megaflows out of the short
+//! map). Words 7-23 are zero for an IPv4 packet that has not been through
+//! the tracker with a label or an original-direction tuple, and
+//! [`FlowKey::hash`] skips them when they are, so IPv4 keys and its
+//! rules' masked keys hash at the cost of seven words (IPv6, ARP and the
+//! tracker's label and tuple pay for the rest). Fields of different
+//! `dl_type`s share nothing except what OVS shares (ARP's opcode in
+//! `nw_proto`, its addresses in `nw_src`/`nw_dst`; `arp_sha`/`nd_sll`,
+//! `arp_tha`/`nd_tll`), and a rule that matches one of them also matches
+//! its `dl_type`.
+//!
+//! The `ct_*` fields are never read from a frame: [`crate::extract()`]
+//! leaves them zero (a packet is untracked, `ct_state=0`), and the
+//! datapath's `ct` action sets them ([`FlowKey::set_ct`]) before the packet
+//! is looked up again; `ct_clear` zeroes them ([`FlowKey::clear_ct`]).
 //!
 //! `table` is the pipeline stage a key is looked up in: every rule matches
 //! its own table's number exactly, a packet's key starts in table 0, and
@@ -50,18 +66,58 @@ pub const FRAG_ANY: u8 = 1;
 /// `ip_frag` bit: the packet is a fragment other than the first.
 pub const FRAG_LATER: u8 = 2;
 
-/// Set in w4 of a packet's key by [`crate::extract()`] when a word past
-/// [`BASE_WORDS`] may be nonzero (IPv6, ARP). No match field covers the
-/// bit, so masks, masked keys and rule keys never hold it; it only lets
-/// [`FlowKey::same_packet`] and [`FlowKey::packet_hash`] skip the eleven
-/// words an IPv4 packet leaves zero.
+/// Set in w4 of a packet's key when a word past [`BASE_WORDS`] may be
+/// nonzero: by [`crate::extract()`] for IPv6 and ARP, by
+/// [`FlowKey::set_ct`] for a label or an original-direction tuple. No
+/// match field covers the bit, so masks, masked keys and rule keys never
+/// hold it; it only lets [`FlowKey::same_packet`] and
+/// [`FlowKey::packet_hash`] skip the seventeen words an IPv4 packet
+/// leaves zero.
 pub const PACKET_EXT: u64 = 1 << 63;
 
 /// Words of a [`FlowKey`].
-pub const KEY_WORDS: usize = 16;
+pub const KEY_WORDS: usize = 24;
 /// Words every packet may set; the rest are zero for IPv4 (see the module
 /// doc) and hashed only when not.
-pub const BASE_WORDS: usize = 6;
+pub const BASE_WORDS: usize = 7;
+/// The spare word at the end: always zero, never hashed.
+pub(crate) const SPARE_WORD: usize = KEY_WORDS - 1;
+
+/// `ct_state` bits, as OVS numbers them (`ovs-fields`(7)).
+pub mod ct_state {
+    /// The start of a new connection (not yet committed, or its first
+    /// packet).
+    pub const NEW: u8 = 0x01;
+    /// Part of an established connection.
+    pub const EST: u8 = 0x02;
+    /// Related to an established connection (an ICMP error, an FTP data
+    /// connection).
+    pub const REL: u8 = 0x04;
+    /// In the reply direction (the opposite of the one that committed).
+    pub const RPL: u8 = 0x08;
+    /// Invalid: the tracker could not make sense of it.
+    pub const INV: u8 = 0x10;
+    /// Tracked: the packet has been through the connection tracker.
+    pub const TRK: u8 = 0x20;
+    /// Source address/port translated.
+    pub const SNAT: u8 = 0x40;
+    /// Destination address/port translated.
+    pub const DNAT: u8 = 0x80;
+}
+
+/// The original-direction tuple of a tracked connection (what the
+/// `ct_nw_*`/`ct_ipv6_*`/`ct_tp_*` fields hold): for an IPv4 connection
+/// the addresses in the low 32 bits of `src`/`dst`, for IPv6 the whole
+/// 128 bits. For a related connection, the tuple of its parent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct CtOrig {
+    pub ipv6: bool,
+    pub src: u128,
+    pub dst: u128,
+    pub proto: u8,
+    pub tp_src: u16,
+    pub tp_dst: u16,
+}
 
 /// An OpenFlow port number as used in `in_port=` and `output:`.
 pub type PortNo = u16;
@@ -100,11 +156,11 @@ const MAC_MASK: u64 = (1 << 48) - 1;
 macro_rules! field {
     ($get:ident, $set:ident, $ty:ty, $word:expr, $shift:expr, $bits:expr) => {
         #[inline(always)]
-        pub fn $get(&self) -> $ty {
+        pub const fn $get(&self) -> $ty {
             ((self.w[$word] >> $shift) & ((1u64 << $bits) - 1)) as $ty
         }
         #[inline(always)]
-        pub fn $set(&mut self, v: $ty) {
+        pub const fn $set(&mut self, v: $ty) {
             let m = ((1u64 << $bits) - 1) << $shift;
             self.w[$word] = (self.w[$word] & !m) | (((v as u64) << $shift) & m);
         }
@@ -115,11 +171,11 @@ macro_rules! field {
 macro_rules! field128 {
     ($get:ident, $set:ident, $word:expr) => {
         #[inline(always)]
-        pub fn $get(&self) -> u128 {
-            u128::from(self.w[$word]) << 64 | u128::from(self.w[$word + 1])
+        pub const fn $get(&self) -> u128 {
+            (self.w[$word] as u128) << 64 | self.w[$word + 1] as u128
         }
         #[inline(always)]
-        pub fn $set(&mut self, v: u128) {
+        pub const fn $set(&mut self, v: u128) {
             self.w[$word] = (v >> 64) as u64;
             self.w[$word + 1] = v as u64;
         }
@@ -161,13 +217,24 @@ impl FlowKey {
     field!(tcp_flags, set_tcp_flags, u16, 4, 16, 16);
     field!(ipv6_label, set_ipv6_label, u32, 4, 32, 20);
     field!(table, set_table, u8, 4, 52, 8);
-    field128!(ipv6_src, set_ipv6_src, 6);
-    field128!(ipv6_dst, set_ipv6_dst, 8);
-    field128!(nd_target, set_nd_target, 10);
+    field!(ct_state, set_ct_state, u8, 6, 0, 8);
+    field!(ct_zone, set_ct_zone, u16, 6, 16, 16);
+    field!(ct_mark, set_ct_mark, u32, 6, 32, 32);
+    field128!(ipv6_src, set_ipv6_src, 7);
+    field128!(ipv6_dst, set_ipv6_dst, 9);
+    field128!(nd_target, set_nd_target, 11);
     field_mac!(dl_src, set_dl_src, 1);
     field_mac!(dl_dst, set_dl_dst, 2);
-    field_mac!(arp_sha, set_arp_sha, 12);
-    field_mac!(arp_tha, set_arp_tha, 13);
+    field_mac!(arp_sha, set_arp_sha, 13);
+    field_mac!(arp_tha, set_arp_tha, 14);
+    field128!(ct_label, set_ct_label, 15);
+    field!(ct_nw_src, set_ct_nw_src, u32, 17, 0, 32);
+    field!(ct_nw_dst, set_ct_nw_dst, u32, 17, 32, 32);
+    field!(ct_tp_src, set_ct_tp_src, u16, 18, 0, 16);
+    field!(ct_tp_dst, set_ct_tp_dst, u16, 18, 16, 16);
+    field!(ct_nw_proto, set_ct_nw_proto, u8, 18, 32, 8);
+    field128!(ct_ipv6_src, set_ct_ipv6_src, 19);
+    field128!(ct_ipv6_dst, set_ct_ipv6_dst, 21);
 
     #[inline(always)]
     pub fn metadata(&self) -> u64 {
@@ -176,6 +243,50 @@ impl FlowKey {
     #[inline(always)]
     pub fn set_metadata(&mut self, v: u64) {
         self.w[5] = v;
+    }
+
+    /// What the connection tracker tells about a packet of a packet key:
+    /// `ct_state`, `ct_zone`, `ct_mark`, `ct_label` and, for a packet of a
+    /// tracked connection, its original-direction tuple (`None` zeroes the
+    /// tuple fields). Keeps [`PACKET_EXT`] true to the words: set when the
+    /// label or the tuple is nonzero or the key had other extended words
+    /// (IPv6, ARP), cleared otherwise. The datapath's `ct` action calls
+    /// this before the packet's next lookup; the fields other than the
+    /// `ct_*` ones are left alone.
+    #[inline]
+    pub fn set_ct(&mut self, state: u8, zone: u16, mark: u32, label: u128, orig: Option<CtOrig>) {
+        self.w[6] = u64::from(state) | u64::from(zone) << 16 | u64::from(mark) << 32;
+        self.set_ct_label(label);
+        let o = orig.unwrap_or_default();
+        if o.ipv6 {
+            self.w[17] = 0;
+            self.set_ct_ipv6_src(o.src);
+            self.set_ct_ipv6_dst(o.dst);
+        } else {
+            self.w[17] = o.src as u32 as u64 | (o.dst as u32 as u64) << 32;
+            self.set_ct_ipv6_src(0);
+            self.set_ct_ipv6_dst(0);
+        }
+        self.w[18] = u64::from(o.tp_src) | u64::from(o.tp_dst) << 16 | u64::from(o.proto) << 32;
+        self.sync_packet_ext();
+    }
+
+    /// `ct_clear`: every `ct_*` field zeroed (an untracked packet), and
+    /// [`PACKET_EXT`] kept true to the words that remain.
+    #[inline]
+    pub fn clear_ct(&mut self) {
+        self.set_ct(0, 0, 0, 0, None);
+    }
+
+    /// Sets [`PACKET_EXT`] of a packet key exactly when a word past
+    /// [`BASE_WORDS`] is nonzero.
+    #[inline]
+    pub fn sync_packet_ext(&mut self) {
+        if self.has_extended() {
+            self.w[4] |= PACKET_EXT;
+        } else {
+            self.w[4] &= !PACKET_EXT;
+        }
     }
 
     /// `self & mask`, word by word.
@@ -187,7 +298,7 @@ impl FlowKey {
     }
 
     /// True when a word past [`BASE_WORDS`] is set (IPv6, ARP hardware
-    /// addresses, ND).
+    /// addresses, ND, the tracker's label and original tuple).
     #[inline(always)]
     pub fn has_extended(&self) -> bool {
         self.w[BASE_WORDS..].iter().fold(0, |a, w| a | w) != 0
@@ -196,7 +307,7 @@ impl FlowKey {
     /// Equality of two packet keys from [`crate::extract()`]: the base
     /// words (and [`PACKET_EXT`] with them), and the rest only when the
     /// flag says they may be set. The exact-match cache and the batch's
-    /// repeated-key check compare with this: an IPv4 key costs six words.
+    /// repeated-key check compare with this: an IPv4 key costs seven words.
     #[inline(always)]
     pub fn same_packet(&self, other: &FlowKey) -> bool {
         debug_assert!(self.w[4] & PACKET_EXT != 0 || !self.has_extended());
@@ -220,13 +331,15 @@ impl FlowKey {
     /// latency is two multiplies, not a chain — a packet behind several
     /// subtables hashes once per subtable, and a chain was most of a
     /// probe's time. The words past [`BASE_WORDS`] are mixed in only when
-    /// one is set, so an IPv4 key costs three multiplies and a final one.
+    /// one is set, so an IPv4 key costs four multiplies and a final one.
     ///
     /// Why random words: the hash indexes maps that senders fill (the
     /// megaflow cache holds a masked key per distinct flow). With known
     /// constants a sender could make every key hash alike — a word equal
     /// to its constant zeroes its product — and pile its entries into one
     /// probe sequence that other tenants' lookups then walk.
+    ///
+    /// The spare last word is not mixed in (it is always zero).
     #[inline(always)]
     pub fn hash(&self) -> u32 {
         self.hash_with(self.has_extended())
@@ -238,15 +351,15 @@ impl FlowKey {
     #[inline(always)]
     fn hash_with(&self, extended: bool) -> u32 {
         let w = &self.w;
-        let base = [w[0], w[1], w[2], w[3], w[4], w[5]];
+        let base = [w[0], w[1], w[2], w[3], w[4], w[5], w[6]];
         let mut x = mix_base(&base);
         if extended {
             let s = &*HASH_SEED;
-            x ^= mum(w[6] ^ s[6], w[7] ^ s[7])
-                ^ mum(w[8] ^ s[8], w[9] ^ s[9])
-                ^ mum(w[10] ^ s[10], w[11] ^ s[11])
-                ^ mum(w[12] ^ s[12], w[13] ^ s[13])
-                ^ mum(w[14] ^ s[14], w[15] ^ s[15]);
+            let pair = |i: usize| mum(w[i] ^ s[i], w[i + 1] ^ s[i + 1]);
+            // w7..w22 in eight pairs; w23 is the spare word.
+            const _: () = assert!(BASE_WORDS == 7 && SPARE_WORD == 23);
+            x ^=
+                pair(7) ^ pair(9) ^ pair(11) ^ pair(13) ^ pair(15) ^ pair(17) ^ pair(19) ^ pair(21);
         }
         finish(x)
     }
@@ -259,13 +372,20 @@ fn mum(a: u64, b: u64) -> u64 {
     (r as u64) ^ ((r >> 64) as u64)
 }
 
-/// The base words' share of [`FlowKey::hash`]: three independent
-/// multiplies.
+/// The base words' share of [`FlowKey::hash`]: four independent
+/// multiplies (the odd seventh word paired with a seed word of its own).
 #[inline(always)]
 fn mix_base(w: &[u64; BASE_WORDS]) -> u64 {
     let s = &*HASH_SEED;
-    mum(w[0] ^ s[0], w[1] ^ s[1]) ^ mum(w[2] ^ s[2], w[3] ^ s[3]) ^ mum(w[4] ^ s[4], w[5] ^ s[5])
+    mum(w[0] ^ s[0], w[1] ^ s[1])
+        ^ mum(w[2] ^ s[2], w[3] ^ s[3])
+        ^ mum(w[4] ^ s[4], w[5] ^ s[5])
+        ^ mum(w[6] ^ s[6], s[SEED_W6_PARTNER])
 }
+
+/// Indices of [`HASH_SEED`] past the one per word.
+const SEED_W6_PARTNER: usize = KEY_WORDS;
+const SEED_FINISH: usize = KEY_WORDS + 1;
 
 /// The last step of [`FlowKey::hash`]. The pair products alone spread keys
 /// that differ in a few bits of one word poorly for some seeds (a field
@@ -273,14 +393,15 @@ fn mix_base(w: &[u64; BASE_WORDS]) -> u64 {
 /// one more multiply by an odd random word spreads them over all 64.
 #[inline(always)]
 fn finish(x: u64) -> u32 {
-    let h = mum(x, HASH_SEED[18]);
+    let h = mum(x, HASH_SEED[SEED_FINISH]);
     (h ^ (h >> 32)) as u32
 }
 
 /// The base words of a key masked with a mask that has no bit past
-/// [`BASE_WORDS`] (every IPv4 rule's): what a cache keyed by such a mask
-/// stores and compares — 40 bytes instead of the key's 128 — hashing to
-/// [`FlowKey::hash`] of the whole masked key.
+/// [`BASE_WORDS`] (every IPv4 rule's, `ct_state`/`ct_zone`/`ct_mark`
+/// included): what a cache keyed by such a mask stores and compares — 56
+/// bytes instead of the key's 192 — hashing to [`FlowKey::hash`] of the
+/// whole masked key.
 #[derive(Clone, Copy, Debug)]
 pub struct BaseKey(pub [u64; BASE_WORDS]);
 
@@ -313,15 +434,16 @@ impl PartialEq for BaseKey {
 impl Eq for BaseKey {}
 
 /// Words an [`AddrKey`] holds: the base words and the IPv6 addresses
-/// (w6-w9).
-pub const ADDR_WORDS: usize = 10;
+/// (w7-w10).
+pub const ADDR_WORDS: usize = 11;
 
 /// A key masked with a mask that sets nothing past the IPv6 addresses
-/// (every IPv6 5-tuple, address or port mask: no ND target, no ARP/ND
-/// link-layer addresses): what a cache keyed by such a mask stores and
-/// compares, 80 bytes instead of 128, masked word by word in a straight
-/// line (a gather of only the set words measured slower than masking the
-/// ten).
+/// (every IPv6 5-tuple, address or port mask, with or without
+/// `ct_state`/`ct_zone`/`ct_mark`: no ND target, no ARP/ND link-layer
+/// addresses, no `ct_label` or original tuple): what a cache keyed by
+/// such a mask stores and compares, 88 bytes instead of 192, masked word
+/// by word in a straight line (a gather of only the set words measured
+/// slower than masking the eleven).
 #[derive(Clone, Copy, Debug)]
 pub struct AddrKey(pub [u64; ADDR_WORDS]);
 
@@ -337,7 +459,7 @@ impl AddrKey {
         AddrKey(core::array::from_fn(|i| key.w[i] & mask.w[i]))
     }
 
-    /// Five independent multiplies, as [`FlowKey::hash`] mixes (not equal
+    /// Six independent multiplies, as [`FlowKey::hash`] mixes (not equal
     /// to it: a map holds one kind of key).
     #[inline(always)]
     pub fn hash(&self) -> u32 {
@@ -346,8 +468,9 @@ impl AddrKey {
             mum(w[0] ^ s[0], w[1] ^ s[1])
                 ^ mum(w[2] ^ s[2], w[3] ^ s[3])
                 ^ mum(w[4] ^ s[4], w[5] ^ s[5])
-                ^ mum(w[6] ^ s[6], w[7] ^ s[7])
-                ^ mum(w[8] ^ s[8], w[9] ^ s[9]),
+                ^ mum(w[6] ^ s[6], s[SEED_W6_PARTNER])
+                ^ mum(w[7] ^ s[7], w[8] ^ s[8])
+                ^ mum(w[9] ^ s[9], w[10] ^ s[10]),
         )
     }
 }
@@ -366,10 +489,11 @@ impl PartialEq for AddrKey {
 impl Eq for AddrKey {}
 
 /// The key's fields in the order a staged lookup checks them (OVS's
-/// classifier stages): metadata (`in_port`, `table`, `metadata`), then L2
-/// (`dl_type`, `vlan_tci`, `dl_src`, `dl_dst`), then L3 (`nw_proto`,
-/// `nw_tos`, `nw_ttl`, `ip_frag`, `ipv6_label`, the IPv4 and IPv6
-/// addresses, `arp_sha`/`arp_tha`); L4 (`tp_src`, `tp_dst`, `tcp_flags`,
+/// classifier stages): metadata (`in_port`, `table`, `metadata` and,
+/// as in OVS, every `ct_*` field), then L2 (`dl_type`, `vlan_tci`,
+/// `dl_src`, `dl_dst`), then L3 (`nw_proto`, `nw_tos`, `nw_ttl`,
+/// `ip_frag`, `ipv6_label`, the IPv4 and IPv6 addresses,
+/// `arp_sha`/`arp_tha`); L4 (`tp_src`, `tp_dst`, `tcp_flags`,
 /// `nd_target`) is what is left. Entry `k` is the union of stages
 /// `0..=k`: a rule's mask cut by it is what the rule matches on up to
 /// that stage.
@@ -379,6 +503,10 @@ pub const STAGE_PREFIXES: [FlowKey; 3] = {
     const L3_W0: u64 = 0xffff << 48;
     const L3_W4: u64 = 0xffff | (0xf_ffff << 32);
     const M: u64 = u64::MAX;
+    /// `ct_state` [0,8), `ct_zone` [16,32), `ct_mark` [32,64).
+    const CT_W6: u64 = 0xff | 0xffff << 16 | 0xffff_ffff << 32;
+    /// `ct_tp_src`, `ct_tp_dst`, `ct_nw_proto`.
+    const CT_W18: u64 = 0xff_ffff_ffff;
     const fn key(w0: u64, mac: u64, w3: u64, w4: u64, l3: u64) -> FlowKey {
         FlowKey {
             w: [
@@ -388,6 +516,7 @@ pub const STAGE_PREFIXES: [FlowKey; 3] = {
                 w3,
                 w4,
                 M,
+                CT_W6,
                 l3,
                 l3,
                 l3,
@@ -396,7 +525,14 @@ pub const STAGE_PREFIXES: [FlowKey; 3] = {
                 0,
                 l3 & MAC_MASK,
                 l3 & MAC_MASK,
-                0,
+                M,
+                M,
+                M,
+                CT_W18,
+                M,
+                M,
+                M,
+                M,
                 0,
             ],
         }
@@ -411,7 +547,7 @@ pub const STAGE_PREFIXES: [FlowKey; 3] = {
 
 /// The random words [`FlowKey::hash`] mixes in, drawn once per process
 /// from the OS (through the standard library's randomly keyed hasher).
-static HASH_SEED: std::sync::LazyLock<[u64; 19]> = std::sync::LazyLock::new(|| {
+static HASH_SEED: std::sync::LazyLock<[u64; KEY_WORDS + 2]> = std::sync::LazyLock::new(|| {
     use std::hash::{BuildHasher, Hasher};
     let keyed = std::collections::hash_map::RandomState::new();
     std::array::from_fn(|i| {
@@ -460,6 +596,15 @@ impl fmt::Debug for FlowKey {
                 self.table()
             )?;
         }
+        if self.w[6] != 0 {
+            write!(
+                f,
+                " ct_state=0x{:02x} ct_zone={} ct_mark=0x{:x}",
+                self.ct_state(),
+                self.ct_zone(),
+                self.ct_mark()
+            )?;
+        }
         if self.has_extended() {
             write!(
                 f,
@@ -471,6 +616,21 @@ impl fmt::Debug for FlowKey {
                 EthernetAddress(self.arp_sha()),
                 EthernetAddress(self.arp_tha())
             )?;
+            if self.w[15..=22].iter().any(|&w| w != 0) {
+                write!(
+                    f,
+                    " ct_label=0x{:x} ct_nw_src={} ct_nw_dst={} ct_ipv6_src={} ct_ipv6_dst={} \
+                     ct_nw_proto={} ct_tp_src={} ct_tp_dst={}",
+                    self.ct_label(),
+                    core::net::Ipv4Addr::from(self.ct_nw_src()),
+                    core::net::Ipv4Addr::from(self.ct_nw_dst()),
+                    core::net::Ipv6Addr::from(self.ct_ipv6_src()),
+                    core::net::Ipv6Addr::from(self.ct_ipv6_dst()),
+                    self.ct_nw_proto(),
+                    self.ct_tp_src(),
+                    self.ct_tp_dst()
+                )?;
+            }
         }
         Ok(())
     }
@@ -562,10 +722,21 @@ mod tests {
     fn stage_prefixes_grow_by_their_own_fields() {
         type Set = fn(&mut FlowKey);
         // (field, the first stage that includes it; 3 = none)
-        let fields: [(&str, Set, usize); 23] = [
+        let fields: [(&str, Set, usize); 34] = [
             ("in_port", |k| k.set_in_port(u16::MAX), 0),
             ("table", |k| k.set_table(u8::MAX), 0),
             ("metadata", |k| k.set_metadata(u64::MAX), 0),
+            ("ct_state", |k| k.set_ct_state(u8::MAX), 0),
+            ("ct_zone", |k| k.set_ct_zone(u16::MAX), 0),
+            ("ct_mark", |k| k.set_ct_mark(u32::MAX), 0),
+            ("ct_label", |k| k.set_ct_label(u128::MAX), 0),
+            ("ct_nw_src", |k| k.set_ct_nw_src(u32::MAX), 0),
+            ("ct_nw_dst", |k| k.set_ct_nw_dst(u32::MAX), 0),
+            ("ct_ipv6_src", |k| k.set_ct_ipv6_src(u128::MAX), 0),
+            ("ct_ipv6_dst", |k| k.set_ct_ipv6_dst(u128::MAX), 0),
+            ("ct_nw_proto", |k| k.set_ct_nw_proto(u8::MAX), 0),
+            ("ct_tp_src", |k| k.set_ct_tp_src(u16::MAX), 0),
+            ("ct_tp_dst", |k| k.set_ct_tp_dst(u16::MAX), 0),
             ("dl_type", |k| k.set_dl_type(u16::MAX), 1),
             ("vlan_tci", |k| k.set_vlan_tci(u16::MAX), 1),
             ("dl_src", |k| k.set_dl_src([0xff; 6]), 1),
@@ -608,7 +779,18 @@ mod tests {
     #[test]
     fn fields_are_disjoint() {
         type Set = fn(&mut FlowKey);
-        let setters: [Set; 22] = [
+        let setters: [Set; 33] = [
+            |k| k.set_ct_state(u8::MAX),
+            |k| k.set_ct_zone(u16::MAX),
+            |k| k.set_ct_mark(u32::MAX),
+            |k| k.set_ct_label(u128::MAX),
+            |k| k.set_ct_nw_src(u32::MAX),
+            |k| k.set_ct_nw_dst(u32::MAX),
+            |k| k.set_ct_ipv6_src(u128::MAX),
+            |k| k.set_ct_ipv6_dst(u128::MAX),
+            |k| k.set_ct_nw_proto(u8::MAX),
+            |k| k.set_ct_tp_src(u16::MAX),
+            |k| k.set_ct_tp_dst(u16::MAX),
             |k| k.set_in_port(u16::MAX),
             |k| k.set_table(u8::MAX),
             |k| k.set_metadata(u64::MAX),
@@ -646,7 +828,7 @@ mod tests {
                 *s |= w;
             }
         }
-        // Words 0-5 hold the base fields; 14 and 15 are free.
+        // Words 0-6 hold the base fields; the last word is free.
         assert!(
             !seen
                 .masked(&FlowKey {
@@ -654,7 +836,7 @@ mod tests {
                 })
                 .has_extended()
         );
-        assert_eq!((seen.w[14], seen.w[15]), (0, 0));
+        assert_eq!(seen.w[SPARE_WORD], 0);
         assert_eq!(seen.w[4] & PACKET_EXT, 0, "no field covers PACKET_EXT");
         let mut v6 = FlowKey::ZERO;
         v6.set_ipv6_src(0x2001_0db8 << 96 | 7);
@@ -729,6 +911,187 @@ mod tests {
             if whole {
                 assert_eq!(ka.hash(), kb.hash());
             }
+        }
+    }
+    /// Where each `ct_*` field lives: the state, zone and mark in the base
+    /// word w6 (so IPv4 rules on them keep the short megaflow map), the
+    /// label and the original tuple past the base words.
+    #[test]
+    fn ct_fields_sit_in_their_words() {
+        type Set = fn(&mut FlowKey);
+        let cases: [(&str, Set, &[usize]); 11] = [
+            ("ct_state", |k| k.set_ct_state(u8::MAX), &[6]),
+            ("ct_zone", |k| k.set_ct_zone(u16::MAX), &[6]),
+            ("ct_mark", |k| k.set_ct_mark(u32::MAX), &[6]),
+            ("ct_label", |k| k.set_ct_label(u128::MAX), &[15, 16]),
+            ("ct_nw_src", |k| k.set_ct_nw_src(u32::MAX), &[17]),
+            ("ct_nw_dst", |k| k.set_ct_nw_dst(u32::MAX), &[17]),
+            ("ct_tp_src", |k| k.set_ct_tp_src(u16::MAX), &[18]),
+            ("ct_tp_dst", |k| k.set_ct_tp_dst(u16::MAX), &[18]),
+            ("ct_nw_proto", |k| k.set_ct_nw_proto(u8::MAX), &[18]),
+            ("ct_ipv6_src", |k| k.set_ct_ipv6_src(u128::MAX), &[19, 20]),
+            ("ct_ipv6_dst", |k| k.set_ct_ipv6_dst(u128::MAX), &[21, 22]),
+        ];
+        for (name, set, words) in cases {
+            let mut k = FlowKey::ZERO;
+            set(&mut k);
+            let nonzero: Vec<usize> = (0..KEY_WORDS).filter(|&i| k.w[i] != 0).collect();
+            assert_eq!(nonzero, words, "{name}");
+        }
+        // Bits within w6 and w18, and the high halves first.
+        let mut k = FlowKey::ZERO;
+        k.set_ct_state(0x21);
+        k.set_ct_zone(0xabcd);
+        k.set_ct_mark(0x1234_5678);
+        assert_eq!(k.w[6], 0x1234_5678_abcd_0021);
+        k.set_ct_label(0x1 << 64 | 0x2);
+        assert_eq!((k.w[15], k.w[16]), (1, 2));
+        k.set_ct_nw_proto(6);
+        k.set_ct_tp_src(0x1111);
+        k.set_ct_tp_dst(0x2222);
+        assert_eq!(k.w[18], 0x06_2222_1111);
+        k.set_ct_nw_src(0x0a00_0001);
+        k.set_ct_nw_dst(0x0a00_0002);
+        assert_eq!(k.w[17], 0x0a00_0002_0a00_0001);
+        assert_eq!(
+            (k.ct_state(), k.ct_zone(), k.ct_mark(), k.ct_label()),
+            (0x21, 0xabcd, 0x1234_5678, 1 << 64 | 2)
+        );
+    }
+
+    /// [`FlowKey::set_ct`] and [`FlowKey::clear_ct`] keep [`PACKET_EXT`]
+    /// exact on an IPv4 key (set only for a label or a tuple) and never
+    /// clear it on a key whose other extended words are set (IPv6); the
+    /// packet comparisons and hash agree with the whole-key ones after
+    /// each step.
+    #[test]
+    fn set_ct_keeps_packet_ext_true_to_the_words() {
+        let check = |k: &FlowKey, ext: bool, what: &str| {
+            assert_eq!(k.w[4] & PACKET_EXT != 0, ext, "{what}: PACKET_EXT");
+            assert_eq!(k.has_extended(), ext, "{what}: extended words");
+            assert_eq!(k.packet_hash(), k.hash(), "{what}: packet hash");
+            assert!(k.same_packet(k), "{what}");
+        };
+        let mut v4 = FlowKey::ZERO;
+        v4.set_in_port(1);
+        v4.set_dl_type(0x0800);
+        v4.set_nw_proto(6);
+        v4.set_nw_src(0x0a00_0001);
+        v4.set_nw_dst(0x0a00_0002);
+        v4.set_tp_src(1234);
+        v4.set_tp_dst(80);
+        let plain = v4;
+        check(&v4, false, "extracted");
+
+        v4.set_ct(ct_state::TRK | ct_state::NEW, 7, 0x55, 0, None);
+        check(&v4, false, "state, zone and mark only");
+        assert_eq!((v4.ct_state(), v4.ct_zone(), v4.ct_mark()), (0x21, 7, 0x55));
+        assert!(!v4.same_packet(&plain) && v4.hash() != plain.hash());
+
+        let orig = CtOrig {
+            ipv6: false,
+            src: 0x0a00_0001,
+            dst: 0x0a00_0002,
+            proto: 6,
+            tp_src: 1234,
+            tp_dst: 80,
+        };
+        v4.set_ct(ct_state::TRK | ct_state::EST, 7, 0x55, 0, Some(orig));
+        check(&v4, true, "with the original tuple");
+        assert_eq!(
+            (v4.ct_nw_src(), v4.ct_nw_dst(), v4.ct_nw_proto()),
+            (0x0a00_0001, 0x0a00_0002, 6)
+        );
+        assert_eq!((v4.ct_tp_src(), v4.ct_tp_dst()), (1234, 80));
+        assert_eq!((v4.ct_ipv6_src(), v4.ct_ipv6_dst()), (0, 0));
+
+        v4.set_ct(ct_state::TRK | ct_state::EST, 7, 0x55, 0xfeed, None);
+        check(&v4, true, "with a label, no tuple");
+        assert_eq!((v4.ct_label(), v4.w[17], v4.w[18]), (0xfeed, 0, 0));
+
+        v4.clear_ct();
+        check(&v4, false, "cleared");
+        assert_eq!(v4, plain, "ct_clear gives the extracted key back");
+
+        let mut v6 = FlowKey::ZERO;
+        v6.set_dl_type(0x86dd);
+        v6.set_ipv6_src(0x2001_0db8 << 96 | 1);
+        v6.set_ipv6_dst(0x2001_0db8 << 96 | 2);
+        v6.w[4] |= PACKET_EXT;
+        let plain6 = v6;
+        let orig6 = CtOrig {
+            ipv6: true,
+            src: v6.ipv6_src(),
+            dst: v6.ipv6_dst(),
+            proto: 17,
+            tp_src: 53,
+            tp_dst: 5353,
+        };
+        v6.set_ct(
+            ct_state::TRK | ct_state::RPL | ct_state::EST,
+            0,
+            0,
+            0,
+            Some(orig6),
+        );
+        check(&v6, true, "IPv6 tracked");
+        assert_eq!((v6.ct_ipv6_src(), v6.ct_ipv6_dst()), (orig6.src, orig6.dst));
+        assert_eq!(v6.w[17], 0, "no IPv4 tuple for an IPv6 connection");
+        // An IPv4 tuple replaces an IPv6 one entirely.
+        v6.set_ct(ct_state::TRK, 0, 0, 0, Some(orig));
+        assert_eq!((v6.ct_ipv6_src(), v6.ct_ipv6_dst()), (0, 0));
+        v6.clear_ct();
+        check(&v6, true, "IPv6 cleared: its addresses stay extended");
+        assert_eq!(v6, plain6);
+    }
+
+    /// A mask on the base words alone, `ct_state`/`ct_zone`/`ct_mark`
+    /// included, is what [`BaseKey`] stores: equal keys under it hash
+    /// alike through both, and the `ct` word tells keys apart.
+    #[test]
+    fn base_keys_cover_the_ct_word() {
+        let mut mask = FlowKey::ZERO;
+        mask.set_dl_type(u16::MAX);
+        mask.set_nw_dst(u32::MAX);
+        mask.set_ct_state(ct_state::TRK | ct_state::EST);
+        mask.set_ct_zone(u16::MAX);
+        mask.set_ct_mark(0xff);
+        assert!(!mask.has_extended() && AddrKey::fits(&mask));
+        let mut a = FlowKey::ZERO;
+        a.set_dl_type(0x0800);
+        a.set_nw_dst(0x0a00_0001);
+        a.set_ct(ct_state::TRK | ct_state::EST, 3, 0x1ff, 0, None);
+        let mut b = a;
+        b.set_ct_mark(0x2ff);
+        let (ka, kb) = (BaseKey::masked(&a, &mask), BaseKey::masked(&b, &mask));
+        assert!(ka == kb, "ct_mark bits outside the mask are not compared");
+        assert_eq!(ka.hash(), a.masked(&mask).hash());
+        let mut c = a;
+        c.set_ct_zone(4);
+        let kc = BaseKey::masked(&c, &mask);
+        assert!(ka != kc && ka.hash() != kc.hash());
+    }
+    /// The word numbers [`crate::extract`] writes directly are the
+    /// accessors' words.
+    #[test]
+    fn extraction_word_numbers_match_the_accessors() {
+        use crate::extract::{W_ARP_SHA, W_ARP_THA, W_IPV6_DST, W_IPV6_SRC, W_ND_TARGET};
+        type Set = fn(&mut FlowKey);
+        let cases: [(Set, &[usize]); 5] = [
+            (|k| k.set_ipv6_src(u128::MAX), &[W_IPV6_SRC, W_IPV6_SRC + 1]),
+            (|k| k.set_ipv6_dst(u128::MAX), &[W_IPV6_DST, W_IPV6_DST + 1]),
+            (
+                |k| k.set_nd_target(u128::MAX),
+                &[W_ND_TARGET, W_ND_TARGET + 1],
+            ),
+            (|k| k.set_arp_sha([0xff; 6]), &[W_ARP_SHA]),
+            (|k| k.set_arp_tha([0xff; 6]), &[W_ARP_THA]),
+        ];
+        for (set, words) in cases {
+            let mut k = FlowKey::ZERO;
+            set(&mut k);
+            let nonzero: Vec<usize> = (0..KEY_WORDS).filter(|&i| k.w[i] != 0).collect();
+            assert_eq!(nonzero, words);
         }
     }
 }

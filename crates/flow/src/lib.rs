@@ -13,6 +13,7 @@
 
 pub mod action;
 pub mod classifier;
+pub mod ct;
 pub mod emc;
 pub mod extract;
 mod fields;

@@ -45,8 +45,9 @@ type Map<K> = HashMap<K, Option<Arc<Rule>>, BuildHasherDefault<PassThrough>>;
 
 /// Masked key → the rule (`None`: the table has no rule for them). A mask
 /// with no bit past the key's base words (every IPv4 rule's) keys its map
-/// by those six words: under half the bytes to store, hash and compare; a
-/// mask with no bit past the IPv6 addresses (IPv6 5-tuples) by ten
+/// by those seven words: under a third of the bytes to store, hash and
+/// compare (IPv4 rules on `ct_state`, `ct_zone` or `ct_mark` included); a
+/// mask with no bit past the IPv6 addresses (IPv6 5-tuples) by eleven
 /// ([`AddrKey`]); only wider ones (ND, ARP link-layer addresses) by the
 /// whole key.
 enum Entries {
@@ -507,7 +508,7 @@ mod tests {
             })
     }
 
-    /// IPv6 masks go to address maps (ten words), wider ones
+    /// IPv6 masks go to address maps (eleven words), wider ones
     /// to whole-key maps, IPv4 ones to base maps; every kind answers what
     /// the classifier answers, and a flushed map changes kind as its next
     /// mask needs.

@@ -13,12 +13,16 @@
 //! `dl_dst` (MAC[/MASK]), `dl_type`, `dl_vlan` (VID, or 0xffff for "no
 //! tag"), `dl_vlan_pcp`, `vlan_tci` (TCI[/MASK]), `nw_src`, `nw_dst`
 //! (A.B.C.D[/PREFIX|/MASK]), `nw_proto`, `tp_src`, `tp_dst` (N[/MASK]),
-//! `tun_id` (a VNI, exact; not in filters).
+//! `tun_id` (a VNI, exact; not in filters), the connection tracker's
+//! `ct_state` (`+trk+est-new`, `est|trk` or `0xV/0xM`), `ct_zone`,
+//! `ct_mark`, `ct_label` and original-direction tuple (`ct_nw_src`, ...;
+//! see [`crate::fields`]).
 //! Numbers are decimal or `0x` hex. Actions: `output:N` or bare `N`,
 //! `drop` (alone), `mod_dl_src:MAC`, `mod_dl_dst:MAC`, `mod_vlan_vid:VID`,
 //! `push_vlan:0x8100|0x88a8`, `strip_vlan`, `normal`,
-//! `set_field:VNI->tun_id` or `set_tunnel:VNI` (action names are
-//! case-insensitive, as in OVS). An empty action list means drop.
+//! `set_field:VNI->tun_id` or `set_tunnel:VNI`, `ct(...)` and `ct_clear`
+//! ([`crate::ct`]) (action names are case-insensitive, as in OVS). An
+//! empty action list means drop.
 //! `tun_id` in a match and in `set_field` are resolved against the
 //! tunnel ports when the rule is installed ([`crate::tunnel`]).
 //!
@@ -98,6 +102,16 @@ pub fn parse_flow(text: &str) -> Result<FlowSpec, FlowParseError> {
     let (b, actions) = parse_items(text, false)?;
     let actions = parse_actions(actions.ok_or(E::MissingActions)?)?;
     let table = b.table.unwrap_or(0);
+    // A rule matches its table's number exactly (see `crate::key`).
+    let mut matches = b.fields.finish()?;
+    matches.key.set_table(table);
+    matches.mask.set_table(u8::MAX);
+    let dl_type = (matches.mask.dl_type() == 0xffff).then(|| matches.key.dl_type());
+    for a in &actions {
+        if let Action::Ct(ct) = a {
+            crate::ct::check_against(ct, dl_type, matches.key.ct_state())?;
+        }
+    }
     for a in &actions {
         if let Action::GotoTable(n) | Action::Resubmit(n) = a
             && *n <= table
@@ -110,10 +124,6 @@ pub fn parse_flow(text: &str) -> Result<FlowSpec, FlowParseError> {
             ));
         }
     }
-    // A rule matches its table's number exactly (see `crate::key`).
-    let mut matches = b.fields.finish()?;
-    matches.key.set_table(table);
-    matches.mask.set_table(u8::MAX);
     Ok(FlowSpec {
         priority: b.priority.unwrap_or(DEFAULT_PRIORITY),
         cookie: b.cookie.map_or(0, |c| c.value),
@@ -393,6 +403,11 @@ fn action(tok: &str) -> Result<Option<Action>, E> {
     if tok.bytes().all(|b| b.is_ascii_digit()) {
         return Ok(Some(Action::Output(port("actions: output", tok)?)));
     }
+    // Before the split at ':': ct's arguments may hold `set_field:`.
+    if tok.eq_ignore_ascii_case("ct") || tok.get(..3).is_some_and(|t| t.eq_ignore_ascii_case("ct("))
+    {
+        return Ok(Some(Action::Ct(Box::new(crate::ct::parse_ct(tok)?))));
+    }
     let (name, arg) = match tok.split_once(':') {
         Some((n, a)) => (n, Some(a)),
         None => (tok, None),
@@ -432,6 +447,7 @@ fn action(tok: &str) -> Result<Option<Action>, E> {
         "set_tunnel" => Action::SetTunnel(vni("actions: set_tunnel", need("a VNI")?)?),
         "set_field" => set_field(need("VALUE->FIELD")?)?,
         "normal" => none(Action::Normal)?,
+        "ct_clear" => none(Action::CtClear)?,
         "goto_table" => {
             Action::GotoTable(table_id("actions: goto_table", need("a table number")?)?)
         }

@@ -835,6 +835,7 @@ fn arb_action() -> impl Strategy<Value = Action> {
         Just(InPort),
         Just(Flood),
         Just(All),
+        Just(CtClear),
     ]
 }
 
@@ -856,6 +857,73 @@ fn arb_masked(full: u64) -> impl Strategy<Value = (u64, u64)> {
         .prop_map(move |(v, m)| (v & full, m & full))
 }
 
+/// The connection tracker's fields of a match: `ct_state` under any
+/// mask, maybe a zone, a mark and a label; the original-direction tuple
+/// beside a state that names a valid connection (`+est`), as the parser
+/// requires.
+#[derive(Clone, Debug)]
+struct CtFields {
+    state: (u64, u64),
+    zone: Option<u16>,
+    mark: (u64, u64),
+    label: (u128, u128),
+    tuple: Option<(u32, u32, u128, u8, u16, u16)>,
+}
+
+fn arb_ct() -> impl Strategy<Value = CtFields> {
+    let label = (
+        any::<u128>(),
+        prop_oneof![Just(0u128), Just(u128::MAX), any::<u128>()],
+    );
+    (
+        arb_masked(0xff),
+        prop::option::of(any::<u16>()),
+        arb_masked(0xffff_ffff),
+        label,
+        prop::option::of(any::<(u32, u32, u128, u8, u16, u16)>()),
+    )
+        .prop_map(|(state, zone, mark, label, tuple)| CtFields {
+            state,
+            zone,
+            mark,
+            label,
+            tuple,
+        })
+}
+
+impl M {
+    fn ct(mut self, c: &CtFields) -> M {
+        let (k, mk) = (&mut self.0.key, &mut self.0.mask);
+        k.set_ct_state(c.state.0 as u8);
+        mk.set_ct_state(c.state.1 as u8);
+        if let Some(z) = c.zone {
+            k.set_ct_zone(z);
+            mk.set_ct_zone(0xffff);
+        }
+        k.set_ct_mark(c.mark.0 as u32);
+        mk.set_ct_mark(c.mark.1 as u32);
+        k.set_ct_label(c.label.0);
+        mk.set_ct_label(c.label.1);
+        if let Some((src, dst, v6, proto, tp_src, tp_dst)) = c.tuple {
+            // +est, whatever else the state matched.
+            let est = crate::key::ct_state::EST;
+            k.set_ct_state(k.ct_state() | est);
+            mk.set_ct_state(mk.ct_state() | est);
+            k.set_ct_nw_src(src);
+            mk.set_ct_nw_src(dst);
+            k.set_ct_ipv6_dst(v6);
+            mk.set_ct_ipv6_dst(v6.rotate_left(7));
+            k.set_ct_nw_proto(proto);
+            mk.set_ct_nw_proto(0xff);
+            k.set_ct_tp_src(tp_src);
+            mk.set_ct_tp_src(tp_dst);
+            k.set_ct_tp_dst(tp_dst);
+            mk.set_ct_tp_dst(0xffff);
+        }
+        self
+    }
+}
+
 prop_compose! {
     fn arb_spec()(
         priority in any::<u16>(),
@@ -870,6 +938,7 @@ prop_compose! {
         nw_dst in arb_masked(0xffff_ffff),
         tp_src in arb_masked(0xffff),
         tp_dst in arb_masked(0xffff),
+        ct in prop::option::of(arb_ct()),
         actions in prop::collection::vec(arb_action(), 0..4),
     ) -> FlowSpec {
         let mut m = M::any();
@@ -885,6 +954,9 @@ prop_compose! {
         }
         if dl_type == Some(0x0800) && matches!(nw_proto, Some(1 | 6 | 17 | 132)) {
             m = m.tp_src(tp_src.0 as u16, tp_src.1 as u16).tp_dst(tp_dst.0 as u16, tp_dst.1 as u16);
+        }
+        if let Some(c) = &ct {
+            m = m.ct(c);
         }
         FlowSpec { tun_id, ..spec(priority, cookie, m, &actions) }
     }

@@ -74,7 +74,7 @@ pub struct Resolution {
 /// [`Resolver`]), and what every walk works out.
 trait Record {
     fn stage(&mut self, table: u8, key: &FlowKey, rule: Option<&Arc<Rule>>);
-    fn action(&mut self, action: Action);
+    fn action(&mut self, action: &Action);
     fn lookups(&self) -> usize;
     fn outcome(&mut self) -> &mut Outcome;
 }
@@ -136,8 +136,8 @@ impl Record for Walked {
             rule: rule.cloned(),
         });
     }
-    fn action(&mut self, action: Action) {
-        self.actions.push(action);
+    fn action(&mut self, action: &Action) {
+        self.actions.push(action.clone());
     }
     fn lookups(&self) -> usize {
         self.stages.len()
@@ -209,7 +209,7 @@ impl Record for Chain {
         w.outcomes[w.lookups] = rule.map_or(0, |r| Arc::as_ptr(r) as usize);
         w.lookups += 1;
     }
-    fn action(&mut self, _action: Action) {}
+    fn action(&mut self, _action: &Action) {}
     fn lookups(&self) -> usize {
         self.walk.lookups
     }
@@ -333,11 +333,16 @@ fn run<R: Record>(
                     return;
                 }
                 edit_key(k, a);
-                r.action(*a);
+                r.action(a);
             }
-            other => {
-                edit_key(k, &other);
-                r.action(other);
+            // ct and ct_clear clear the key's ct_* fields (edit_key) and
+            // are kept for the PMD: ct_clear as the no-op it is on the
+            // bytes, ct as a rule the install refuses (no tracker yet; its
+            // table= does not continue this walk: the tracked copy would
+            // start over from that table).
+            _ => {
+                edit_key(k, a);
+                r.action(a);
             }
         }
     }
@@ -401,6 +406,10 @@ pub fn edit_key(k: &mut FlowKey, action: &Action) {
         Action::WriteMetadata { value, mask } => {
             k.set_metadata((k.metadata() & !mask) | (value & mask));
         }
+        // The packet that goes on after ct(...) has its ct_* fields
+        // cleared, as in OVS (they are set only in the tracked copy that
+        // ct's table= looks up again); ct_clear clears them.
+        Action::Ct(_) | Action::CtClear => k.clear_ct(),
         _ => {}
     }
 }

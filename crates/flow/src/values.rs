@@ -69,6 +69,31 @@ pub(crate) fn uint(s: &str) -> Option<u64> {
     u64::from_str_radix(digits, radix).ok()
 }
 
+/// [`uint`] for 128-bit values (`ct_label`): decimal or `0x` hex.
+pub(crate) fn uint128(s: &str) -> Option<u128> {
+    let (digits, radix) = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => (h, 16),
+        None => (s, 10),
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u128::from_str_radix(digits, radix).ok()
+}
+
+/// `N` or `N/MASK`, 128-bit.
+pub(crate) fn uint128_masked(
+    field: &str,
+    s: &str,
+    expected: &'static str,
+) -> Result<(u128, u128), E> {
+    let one = |t: &str| uint128(t).ok_or_else(|| bad(field, t, expected));
+    match s.split_once('/') {
+        None => Ok((one(s)?, u128::MAX)),
+        Some((v, m)) => Ok((one(v)?, one(m)?)),
+    }
+}
+
 pub(crate) fn uint_in(field: &str, s: &str, max: u64, expected: &'static str) -> Result<u64, E> {
     uint(s)
         .filter(|&v| v <= max)

@@ -8,7 +8,11 @@
 //! action set's reordering is not modelled, and accepting it would
 //! install a rule that behaves differently from what was asked.
 //! Open vSwitch's `resubmit(,N)` extension travels as its experimenter
-//! action (`NXAST_RESUBMIT_TABLE`), so `ovs-ofctl` reads it back.
+//! action (`NXAST_RESUBMIT_TABLE`), so `ovs-ofctl` reads it back; so does
+//! `ct_clear` (`NXAST_CT_CLEAR`). `ct(...)` (`NXAST_CT`) is not encoded or
+//! decoded yet: a decoded one is refused as an unknown experimenter
+//! action, and no installed rule holds one (text installs refuse it until
+//! the tracker runs in the datapath).
 
 use crate::oxm;
 use crate::wire::{OfError, Reader, Writer, err, port};
@@ -42,6 +46,8 @@ mod act {
 /// Nicira's experimenter id and the `resubmit(,N)` subtype.
 const NX_VENDOR: u32 = 0x0000_2320;
 const NXAST_RESUBMIT_TABLE: u16 = 14;
+/// `ct_clear`: no arguments, six bytes of padding.
+const NXAST_CT_CLEAR: u16 = 43;
 /// `resubmit`'s "the packet's own in_port" (OpenFlow 1.0's `OFPP_IN_PORT`).
 const NX_IN_PORT: u16 = 0xfff8;
 
@@ -244,8 +250,10 @@ fn experimenter(body: &mut Reader<'_>, cx: Context<'_>) -> Result<Action, OfErro
     if body.u32()? != NX_VENDOR {
         return Err(err::ACTION_BAD_EXPERIMENTER);
     }
-    if body.u16()? != NXAST_RESUBMIT_TABLE {
-        return Err(err::ACTION_BAD_EXPERIMENTER);
+    match body.u16()? {
+        NXAST_RESUBMIT_TABLE => {}
+        NXAST_CT_CLEAR => return Ok(Action::CtClear),
+        _ => return Err(err::ACTION_BAD_EXPERIMENTER),
     }
     let in_port = body.u16()?;
     let table = body.u8()?;
@@ -380,6 +388,16 @@ fn encode_action(w: &mut Writer, a: &Action, m: &Match) {
             w.u8(t);
             w.zeros(3);
         }
+        Action::CtClear => {
+            w.u16(act::EXPERIMENTER);
+            w.u16(16);
+            w.u32(NX_VENDOR);
+            w.u16(NXAST_CT_CLEAR);
+            w.zeros(6);
+        }
+        // Not encoded yet (NXAST_CT): no installed rule holds one, as
+        // `nfv_flow::tunnel::resolve` refuses it until the tracker runs.
+        Action::Ct(_) => {}
         // Instructions, written by `encode_instructions`; set-fields, by
         // `set_field_of` above (listed so that a new action is a compile
         // error here, not an action silently left out).
