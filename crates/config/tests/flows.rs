@@ -106,13 +106,14 @@ fn bad_flows_name_their_index_and_the_parser_message() {
             field: "flow[0].rule",
             msg: "cannot parse",
         },
-        // ct() parses but the datapath cannot run it yet (issue 42).
+        // ct() follows IP connections: a rule of other packets may not
+        // send them to the tracker.
         Bad {
-            name: "ct before the tracker is wired in",
-            text: with_ports("flows = [\"ip,actions=ct(commit),output:2\"]\n"),
+            name: "ct in a rule not matching ip",
+            text: with_ports("flows = [\"in_port=1,actions=ct(commit),output:2\"]\n"),
             line: 1,
             field: "flows[0]",
-            msg: "ct() is parsed but the connection tracker is not wired into the datapath yet",
+            msg: "the rule must match ip or ipv6",
         },
     ]);
 }

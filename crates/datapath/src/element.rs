@@ -295,6 +295,9 @@ impl Forwarding {
             now_tsc: self.now_tsc,
             controller: self.controller.as_deref(),
             origin,
+            conntrack: &mut self.conntrack,
+            now_ms: self.now_ms,
+            recirc: &mut self.recirc,
         }
     }
 

@@ -10,6 +10,8 @@
 
 use crate::actions;
 use crate::controller::{ControllerPath, Origin};
+use crate::ct::{ConnTable, CtRequest};
+use crate::element::Recirculation;
 use crate::fabric::Fabric;
 use crate::group_choice::{Choice, choose};
 use crate::mac_learning::MacTable;
@@ -66,6 +68,11 @@ pub(crate) struct Interpreter<'a> {
     /// the rule's table and cookie they carry.
     pub controller: Option<&'a ControllerPath>,
     pub origin: Origin,
+    /// The PMD's connection table and its clock (`ct`), and where
+    /// `ct(table=N)` queues the packets it sends back to table N.
+    pub conntrack: &'a mut ConnTable,
+    pub now_ms: u64,
+    pub recirc: &'a mut Recirculation,
 }
 
 /// Per-batch packet and byte counts of the group buckets used: one
@@ -153,7 +160,28 @@ impl Interpreter<'_> {
                 // at install (`nfv_flow::tunnel::resolve`) until the tracker
                 // runs here; a rule that got in another way passes the
                 // packet on untracked, as the continuing fork of ct() is.
-                Action::CtClear | Action::Ct(_) => Step::Next,
+                // Clears the ct fields of the key a later lookup sees
+                // (pipeline resolution did that); nothing in the bytes.
+                Action::CtClear => Step::Next,
+                Action::Ct(ct) => match ct.table {
+                    // Tracked (and translated, with nat) in place; the
+                    // packet goes on, its ct fields not visible to these
+                    // actions (OVS: they are only in the copy table=
+                    // looks up).
+                    None => {
+                        self.conntrack
+                            .execute(&mut pkt, &CtRequest::from(&**ct), self.now_ms);
+                        Step::Next
+                    }
+                    Some(t) if last => {
+                        self.recirculate(ct, t, pkt);
+                        return true;
+                    }
+                    Some(t) => self.copy_to(&pkt, |s, c| {
+                        s.recirculate(ct, t, c);
+                        true
+                    }),
+                },
                 // OpenFlow: never back out of the in_port.
                 Action::Output(out) if *out == self.in_port => Step::Next,
                 Action::Output(out) if last => {
@@ -196,6 +224,32 @@ impl Interpreter<'_> {
         // or to the controller (a copy went up): the packet itself is done.
         self.pool.free(pkt);
         accounted
+    }
+
+    /// `ct(table=T)`: tracks `pkt` (translating it if `ct` asks) and
+    /// queues it with the key it goes back to table `t` with: its headers
+    /// as they are now, the pipeline's metadata at the `ct`, its ct
+    /// fields. Runs at the end of the batch ([`crate::element`]).
+    fn recirculate(&mut self, ct: &nfv_flow::action::CtAction, t: u8, mut pkt: Packet) {
+        let f = self
+            .conntrack
+            .execute(&mut pkt, &CtRequest::from(ct), self.now_ms);
+        let mut key = nfv_flow::extract::extract(self.in_port, pkt.data());
+        key.set_table(t);
+        key.set_metadata(ct.recirc_metadata);
+        let orig = f.orig.map(|o| nfv_flow::key::CtOrig {
+            ipv6: o.family == nfv_conntrack::Family::V6,
+            src: o.src,
+            dst: o.dst,
+            proto: o.proto,
+            tp_src: o.src_port,
+            tp_dst: o.dst_port,
+        });
+        key.set_ct(f.state, f.zone, f.mark, f.label, orig);
+        if let Err(pkt) = self.recirc.push(pkt, key) {
+            self.rx.drop(DropReason::RecircLimit, 1);
+            self.pool.free(pkt);
+        }
     }
 
     /// Hands a copy of `pkt` to `send`, which says whether something took

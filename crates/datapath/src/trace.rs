@@ -293,13 +293,31 @@ fn apply(
         | Action::SetNwEcn(_)
         | Action::SetNwTtl(_)
         | Action::DecTtl => return Some(ip_note(&before, action)),
-        Action::Ct(_) => {
-            return Some(
-                "ct() is parsed but the connection tracker is not wired into the datapath yet \
-                 (a rule holding it is refused at install): the packet goes on untracked, its \
-                 ct fields cleared"
-                    .into(),
-            );
+        Action::Ct(ref ct) => {
+            let commit = if ct.commit {
+                ", committing a new connection"
+            } else {
+                ""
+            };
+            let nat = if ct.nat.is_some() {
+                "; translated as its connection says (nat)"
+            } else {
+                ""
+            };
+            return Some(match ct.table {
+                Some(t) => format!(
+                    "to the connection tracker (zone {}{commit}{nat}), then looked up again from \
+                     table {t} with the ct fields the tracker gives: a trace cannot know them \
+                     (trace again with ct_state=..., table={t} in the packet to follow that \
+                     lookup); this copy goes on untracked, its ct fields cleared",
+                    ct.zone
+                ),
+                None => format!(
+                    "tracked in zone {}{commit}{nat}; the packet goes on, its ct fields not \
+                     visible to later actions (only ct(table=N) looks it up again)",
+                    ct.zone
+                ),
+            });
         }
         Action::CtClear => return Some("connection tracking fields cleared (untracked)".into()),
         Action::Meter(m) => {

@@ -443,7 +443,7 @@ fn ct_clear_clears_the_fields_later_tables_see() {
             .note
             .as_deref()
             .unwrap()
-            .contains("not wired into the datapath yet"),
+            .contains("looked up again from table 1"),
         "{:?}",
         t.steps[0].note
     );

@@ -29,6 +29,8 @@ use std::sync::{Arc, Mutex};
 /// Megaflow cache entries of the harness's element.
 const MEGAFLOWS: usize = 1024;
 
+#[path = "fixtures/conntrack.rs"]
+mod conntrack;
 #[path = "fixtures/decision.rs"]
 mod decision;
 #[path = "fixtures/frames.rs"]
@@ -424,13 +426,11 @@ fn single_output() {
 }
 
 /// `ct_clear` runs on the PMD as the no-op it is while no packet has ct
-/// fields (a later table sees an untracked packet), and a `ct(...)` that
-/// got past the install check (`add_flows` here; text installs refuse it
-/// until the tracker is wired in) passes the packet on untracked, as the
-/// continuing fork of `ct` does: no panic, no drop, no lookup of its
-/// `table=`.
+/// fields (a later table sees an untracked packet); `ct(table=N)` forks:
+/// the packet goes on with the actions after it, untracked, and a tracked
+/// copy is looked up again from table N.
 #[test]
-fn ct_clear_and_an_unwired_ct_pass_packets_on_untracked() {
+fn ct_clear_untracks_and_ct_table_forks_a_tracked_copy() {
     run(Fixture {
         name: "ct_clear",
         rules: &[
@@ -443,7 +443,7 @@ fn ct_clear_and_an_unwired_ct_pass_packets_on_untracked() {
         steps: vec![
             step(1, udp(), vec![(2, udp())]),
             step(3, udp(), vec![(4, udp())]),
-            step(4, udp(), vec![(3, udp())]),
+            step(4, udp(), vec![(3, udp()), (2, udp())]),
         ],
         ..Fixture::default()
     });

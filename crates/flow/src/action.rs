@@ -128,7 +128,8 @@ impl Action {
     }
 
     /// True for actions that send the packet somewhere: the interpreter
-    /// applies nothing after the last of them.
+    /// applies nothing after the last of them. `ct(table=T)` sends the
+    /// tracked packet back to table T.
     pub fn is_output(&self) -> bool {
         matches!(
             self,
@@ -139,7 +140,13 @@ impl Action {
                 | Action::All
                 | Action::Group(_)
                 | Action::Controller(_)
-        )
+        ) || self.recirculates()
+    }
+
+    /// `ct(table=T)`: the tracked packet is looked up again from table T
+    /// (recirculated).
+    pub fn recirculates(&self) -> bool {
+        matches!(self, Action::Ct(c) if c.table.is_some())
     }
 
     /// True for actions that change packet bytes (`SetTunnel` does not:

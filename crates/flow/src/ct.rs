@@ -67,6 +67,11 @@ pub struct CtAction {
     pub mark: Option<(u32, u32)>,
     /// `exec(set_field:V/M->ct_label)`.
     pub label: Option<(u128, u128)>,
+    /// Not written in rule text: the `metadata` the tracked copy goes
+    /// back to table T with — the pipeline's value where this `ct` runs,
+    /// set when a pipeline is resolved ([`crate::pipeline`]); 0 in a
+    /// rule as installed.
+    pub recirc_metadata: u64,
 }
 
 /// `nat` inside `ct(...)`.

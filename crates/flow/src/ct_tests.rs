@@ -605,6 +605,7 @@ prop_compose! {
             nat,
             mark: mark.filter(|_| commit).map(|(v, m)| (v & m, m)),
             label: label.filter(|_| commit).map(|(v, m)| (v & m, m)),
+            recirc_metadata: 0,
         }
     }
 }

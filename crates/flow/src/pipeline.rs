@@ -183,13 +183,16 @@ struct Cached {
 struct Walk {
     outcomes: [usize; MAX_LOOKUPS],
     lookups: usize,
+    /// The key's metadata where the walk started: a recirculated packet
+    /// brings its own, which a `ct(table=T)` of the walk passes on.
+    metadata: u64,
 }
 
 impl Walk {
     fn fingerprint(&self) -> u64 {
         self.outcomes[..self.lookups]
             .iter()
-            .fold(0x9e37_79b9_7f4a_7c15, |h, &r| {
+            .fold(0x9e37_79b9_7f4a_7c15 ^ self.metadata, |h, &r| {
                 (h ^ r as u64)
                     .wrapping_mul(0xff51_afd7_ed55_8ccd)
                     .rotate_left(29)
@@ -240,6 +243,7 @@ impl Resolver {
             walk: Walk {
                 outcomes: [0; MAX_LOOKUPS],
                 lookups: 0,
+                metadata: key.metadata(),
             },
             outcome: Outcome {
                 mask: first_mask,
@@ -335,11 +339,21 @@ fn run<R: Record>(
                 edit_key(k, a);
                 r.action(a);
             }
-            // ct and ct_clear clear the key's ct_* fields (edit_key) and
-            // are kept for the PMD: ct_clear as the no-op it is on the
-            // bytes, ct as a rule the install refuses (no tracker yet; its
-            // table= does not continue this walk: the tracked copy would
-            // start over from that table).
+            // ct(table=T): the tracked copy starts over from table T (not
+            // walked here) with the metadata the pipeline has now, which
+            // may be the packet's own (a recirculated packet's): so the
+            // decision depends on it.
+            Action::Ct(ref ct) if ct.table.is_some() => {
+                r.outcome().mask.set_metadata(!0);
+                let stamped = Action::Ct(Box::new(crate::ct::CtAction {
+                    recirc_metadata: k.metadata(),
+                    ..(**ct).clone()
+                }));
+                edit_key(k, a);
+                r.action(&stamped);
+            }
+            // ct (without table=) and ct_clear clear the key's ct_*
+            // fields (edit_key) and are kept for the PMD.
             _ => {
                 edit_key(k, a);
                 r.action(a);

@@ -137,8 +137,9 @@ pub struct Rule {
     pub created: std::time::Instant,
     /// The TSC at creation: where `idle_age` starts for a rule never hit.
     pub created_tsc: u64,
-    /// Whether its actions continue the pipeline ([`Action::is_pipeline`]):
-    /// then it is never run as it is, but resolved ([`crate::pipeline`]).
+    /// Whether its actions continue the pipeline ([`Action::is_pipeline`])
+    /// or recirculate ([`Action::recirculates`]): then it is never run as
+    /// it is, but resolved ([`crate::pipeline`]).
     pub pipeline: bool,
     /// A resolved pipeline's consulted rules, credited with its packets
     /// ([`crate::pipeline::composite`]); empty for a rule of the table.
@@ -149,7 +150,12 @@ impl Rule {
     pub fn new(spec: FlowSpec, seq: u64) -> Rule {
         Rule {
             single_output: spec.single_output(),
-            pipeline: spec.actions.iter().any(Action::is_pipeline),
+            // A `ct(table=T)` rule is resolved too: the walk gives its
+            // tracked copy the metadata it goes back with.
+            pipeline: spec
+                .actions
+                .iter()
+                .any(|a| a.is_pipeline() || a.recirculates()),
             spec,
             seq,
             stats: RuleStats::default(),

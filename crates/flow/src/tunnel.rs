@@ -14,11 +14,6 @@
 //! What cannot match or cannot send as written is refused with the ports
 //! that would fit, so nothing is installed that silently does nothing.
 //!
-//! Every way a rule is installed from text (the config file, the control
-//! socket, OpenFlow) goes through [`resolve`], so it also refuses what
-//! parses but the datapath cannot run yet: `ct(...)`
-//! ([`TunnelError::CtNotWired`]; `ct_clear` is fine: it is a no-op while
-//! no packet has ct fields).
 
 use crate::action::Action;
 use crate::key::PortNo;
@@ -35,10 +30,6 @@ pub struct TunnelPort {
 /// or an action the datapath does not run yet.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TunnelError {
-    /// The rule holds `ct(...)`, which the datapath cannot run until the
-    /// connection tracker (`nfv-conntrack`) is wired in.
-    #[error("ct() is parsed but the connection tracker is not wired into the datapath yet")]
-    CtNotWired,
     #[error("tun_id={vni}: no tunnel port carries VNI {vni}{}", known(.tunnels))]
     NoPort { vni: u32, tunnels: Vec<TunnelPort> },
     #[error(
@@ -82,9 +73,6 @@ fn known(tunnels: &[TunnelPort]) -> String {
 /// carrying that VNI (see the module doc). Every `set_field:V->tun_id`
 /// is checked against the tunnel outputs after it.
 pub fn resolve(spec: FlowSpec, tunnels: &[TunnelPort]) -> Result<Vec<FlowSpec>, TunnelError> {
-    if spec.actions.iter().any(|a| matches!(a, Action::Ct(_))) {
-        return Err(TunnelError::CtNotWired);
-    }
     check_outputs(&spec.actions, tunnels)?;
     let Some(vni) = spec.tun_id else {
         return Ok(vec![spec]);
@@ -216,15 +204,10 @@ mod tests {
             "in_port=1,actions=output:8,set_tunnel:100,output:7",
             Ok(&["priority=32768,in_port=1,actions=output:8,set_field:0x64->tun_id,output:7"]),
         ),
-        // ct() parses but is refused until the tracker runs in the
-        // datapath, with or without a tunnel; ct_clear is installed.
+        // ct() and ct_clear resolve like any action.
         (
             "ip,actions=ct(commit),output:7",
-            Err("ct() is parsed but the connection tracker is not wired into the datapath yet"),
-        ),
-        (
-            "tun_id=100,ip,actions=ct(table=1)",
-            Err("ct() is parsed but the connection tracker is not wired into the datapath yet"),
+            Ok(&["priority=32768,ip,actions=ct(commit),output:7"]),
         ),
         (
             "in_port=1,actions=ct_clear,output:8",

@@ -41,6 +41,38 @@ pub struct CtRequest {
     pub nat: Option<NatAsk>,
 }
 
+impl From<&nfv_flow::action::CtAction> for CtRequest {
+    fn from(ct: &nfv_flow::action::CtAction) -> CtRequest {
+        use nfv_flow::action::{Nat, NatAddrs, PortPick};
+        let range = |kind, r: &nfv_flow::action::NatRange| {
+            NatAsk::Range(NatRange {
+                kind,
+                addrs: r.addrs.map(|a| match a {
+                    NatAddrs::V4(lo, hi) => {
+                        (Family::V4, u32::from(lo).into(), u32::from(hi).into())
+                    }
+                    NatAddrs::V6(lo, hi) => (Family::V6, u128::from(lo), u128::from(hi)),
+                }),
+                ports: r.ports,
+                random: r.pick == PortPick::Random,
+                persistent: r.persistent,
+            })
+        };
+        CtRequest {
+            zone: ct.zone,
+            commit: ct.commit,
+            force: ct.force,
+            set_mark: ct.mark,
+            set_label: ct.label,
+            nat: ct.nat.map(|n| match n {
+                Nat::Existing => NatAsk::Existing,
+                Nat::Src(r) => range(NatKind::Src, &r),
+                Nat::Dst(r) => range(NatKind::Dst, &r),
+            }),
+        }
+    }
+}
+
 /// The `nat` of a `ct` action, as the datapath runs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NatAsk {
