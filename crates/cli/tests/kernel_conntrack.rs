@@ -298,3 +298,177 @@ fn a_security_group_lets_through_what_it_allows_and_the_answers() {
         "after a flush:\n{after}"
     );
 }
+
+const CLIENT1: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 1);
+const CLIENT2: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 2);
+const SERVER: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 3);
+/// The address both clients are translated to.
+const NAT_IP: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 100);
+/// The MAC the server's static neighbour entry gives `NAT_IP`: nobody
+/// owns it; table 1 writes the client's back on the answers.
+const NAT_MAC: [u8; 6] = [0x02, 0x79, 0, 0, 1, 0];
+/// The source port both clients bind.
+const CLIENT_PORT: u16 = 40000;
+const SERVER_PORT: u16 = 8080;
+
+/// A TCP connection from `port` (bound first, as two clients behind one
+/// NAT may both do) to `to`, that gives up after `WAIT`.
+fn connect_from(port: u16, to: std::net::SocketAddrV4) -> std::io::Result<std::net::TcpStream> {
+    use nix::sys::socket::{
+        AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, setsockopt, socket, sockopt,
+    };
+    use nix::sys::time::TimeVal;
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    setsockopt(&fd, sockopt::ReuseAddr, &true)?;
+    // Bounds connect(2) as well as writes.
+    setsockopt(
+        &fd,
+        sockopt::SendTimeout,
+        &TimeVal::new(WAIT.as_secs() as i64, 0),
+    )?;
+    let any = std::net::SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
+    bind(fd.as_raw_fd(), &SockaddrIn::from(any))?;
+    connect(fd.as_raw_fd(), &SockaddrIn::from(to))?;
+    Ok(std::net::TcpStream::from(fd))
+}
+
+/// Two clients in their own namespaces, the same source port, SNAT to one
+/// address in front of a server: both connections get through at once,
+/// each with its own translated port, every byte checked both ways; the
+/// answers are translated back and reach the right client.
+#[test]
+fn snat_keeps_two_clients_with_the_same_port_apart() {
+    use std::io::{Read, Write};
+    let test = "snat_keeps_two_clients_with_the_same_port_apart";
+    if let Some(why) = missing() {
+        return skip(test, &why);
+    }
+    let dir = TempDir::new("kct", test);
+    let (ns1, v1) = host(CLIENT1).unwrap();
+    let (ns2, v2) = host(CLIENT2).unwrap();
+    let (ns3, v3) = host(SERVER).unwrap();
+    static_neighbour(&ns3, &v3.inner, NAT_IP, NAT_MAC).unwrap();
+    let (m1, m2) = (mac_text(v1.inner_mac), mac_text(v2.inner_mac));
+    let rules = [
+        "priority=300,arp,actions=flood".to_string(),
+        format!(
+            "priority=100,ip,in_port=1,actions=ct(commit,zone=9,nat(src={NAT_IP})),output:3"
+        ),
+        format!(
+            "priority=100,ip,in_port=2,actions=ct(commit,zone=9,nat(src={NAT_IP})),output:3"
+        ),
+        "priority=100,ip,in_port=3,actions=ct(zone=9,nat,table=1)".to_string(),
+        format!(
+            "table=1,ct_state=+trk+est+dnat,ip,nw_dst={CLIENT1},actions=mod_dl_dst:{m1},output:1"
+        ),
+        format!(
+            "table=1,ct_state=+trk+est+dnat,ip,nw_dst={CLIENT2},actions=mod_dl_dst:{m2},output:2"
+        ),
+        "table=1,priority=0,actions=drop".to_string(),
+        "priority=0,actions=drop".to_string(),
+    ];
+    let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
+    let body = format!(
+        "{}{}{}{}",
+        kernel_port("c1", 1, "afpacket", &v1.host),
+        kernel_port("c2", 2, "afpacket", &v2.host),
+        kernel_port("srv", 3, "afpacket", &v3.host),
+        flows(&rules),
+    );
+    let node = Node::start(&dir.0, test, &body);
+    let state = |node: &Node| {
+        format!(
+            "--- dump-flows\n{}\n--- dump-conntrack\n{}\n{}",
+            node.ctl(&["dump-flows"]).unwrap_or_else(|e| e),
+            node.ctl(&["dump-conntrack"]).unwrap_or_else(|e| e),
+            net_state(&[&ns1, &ns2, &ns3], &[&v1.host, &v2.host, &v3.host])
+        )
+    };
+
+    // The server: two connections, each echoing what it got reversed, and
+    // the peers it saw.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = ns3.spawn_in(move || -> Result<Vec<std::net::SocketAddr>, String> {
+        let l = TcpListener::bind((SERVER, SERVER_PORT)).map_err(|e| e.to_string())?;
+        tx.send(()).unwrap();
+        l.set_nonblocking(true).unwrap();
+        let end = std::time::Instant::now() + 2 * WAIT;
+        let mut peers = Vec::new();
+        let mut conns = Vec::new();
+        while conns.len() < 2 {
+            match l.accept() {
+                Ok((s, peer)) => {
+                    peers.push(peer);
+                    conns.push(s);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if std::time::Instant::now() > end {
+                        return Err(format!("accepted {} of 2 connections", conns.len()));
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(format!("accept: {e}")),
+            }
+        }
+        for mut s in conns {
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(WAIT)).unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).map_err(|e| format!("server read: {e}"))?;
+            got.reverse();
+            s.write_all(&got).map_err(|e| format!("server write: {e}"))?;
+        }
+        Ok(peers)
+    });
+    rx.recv_timeout(WAIT).expect("the server listens");
+    let to = std::net::SocketAddrV4::new(SERVER, SERVER_PORT);
+    let client = |ns: &Netns, seed: u64| {
+        ns.spawn_in(move || -> Result<(), String> {
+            let mut s = connect_from(CLIENT_PORT, to).map_err(|e| format!("connect: {e}"))?;
+            s.set_read_timeout(Some(WAIT)).unwrap();
+            let sent = pattern(seed, 100_000);
+            s.write_all(&sent).map_err(|e| format!("write: {e}"))?;
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).map_err(|e| format!("read: {e}"))?;
+            let mut want = sent;
+            want.reverse();
+            if got != want {
+                return Err(format!("got {} bytes back, not its own reversed", got.len()));
+            }
+            Ok(())
+        })
+    };
+    let c1 = client(&ns1, 11);
+    let c2 = client(&ns2, 22);
+    let r1 = c1.join().expect("client 1").and_then(|r| r);
+    let r2 = c2.join().expect("client 2").and_then(|r| r);
+    let peers = server.join().expect("server").and_then(|r| r);
+    if let Err(e) = r1.clone().and(r2.clone()) {
+        panic!("clients: {r1:?} {r2:?}; server: {peers:?}\n{}", state(&node));
+    }
+    let peers = peers.unwrap_or_else(|e| panic!("server: {e}\n{}", state(&node)));
+    assert!(
+        peers.iter().all(|p| p.ip() == std::net::IpAddr::V4(NAT_IP)),
+        "the server saw {peers:?}, not {NAT_IP} twice"
+    );
+    assert_ne!(
+        peers[0].port(),
+        peers[1].port(),
+        "two connections behind one address need two ports: {peers:?}"
+    );
+    let dump = node.ctl(&["dump-conntrack", "zone=9"]).unwrap();
+    assert_eq!(
+        dump.lines()
+            .filter(|l| l.contains(&format!("sport={CLIENT_PORT},dport={SERVER_PORT}")))
+            .count(),
+        2,
+        "{dump}"
+    );
+}
