@@ -357,12 +357,8 @@ fn snat_keeps_two_clients_with_the_same_port_apart() {
     let (m1, m2) = (mac_text(v1.inner_mac), mac_text(v2.inner_mac));
     let rules = [
         "priority=300,arp,actions=flood".to_string(),
-        format!(
-            "priority=100,ip,in_port=1,actions=ct(commit,zone=9,nat(src={NAT_IP})),output:3"
-        ),
-        format!(
-            "priority=100,ip,in_port=2,actions=ct(commit,zone=9,nat(src={NAT_IP})),output:3"
-        ),
+        format!("priority=100,ip,in_port=1,actions=ct(commit,zone=9,nat(src={NAT_IP})),output:3"),
+        format!("priority=100,ip,in_port=2,actions=ct(commit,zone=9,nat(src={NAT_IP})),output:3"),
         "priority=100,ip,in_port=3,actions=ct(zone=9,nat,table=1)".to_string(),
         format!(
             "table=1,ct_state=+trk+est+dnat,ip,nw_dst={CLIENT1},actions=mod_dl_dst:{m1},output:1"
@@ -420,9 +416,11 @@ fn snat_keeps_two_clients_with_the_same_port_apart() {
             s.set_nonblocking(false).unwrap();
             s.set_read_timeout(Some(WAIT)).unwrap();
             let mut got = Vec::new();
-            s.read_to_end(&mut got).map_err(|e| format!("server read: {e}"))?;
+            s.read_to_end(&mut got)
+                .map_err(|e| format!("server read: {e}"))?;
             got.reverse();
-            s.write_all(&got).map_err(|e| format!("server write: {e}"))?;
+            s.write_all(&got)
+                .map_err(|e| format!("server write: {e}"))?;
         }
         Ok(peers)
     });
@@ -440,7 +438,10 @@ fn snat_keeps_two_clients_with_the_same_port_apart() {
             let mut want = sent;
             want.reverse();
             if got != want {
-                return Err(format!("got {} bytes back, not its own reversed", got.len()));
+                return Err(format!(
+                    "got {} bytes back, not its own reversed",
+                    got.len()
+                ));
             }
             Ok(())
         })
@@ -450,8 +451,11 @@ fn snat_keeps_two_clients_with_the_same_port_apart() {
     let r1 = c1.join().expect("client 1").and_then(|r| r);
     let r2 = c2.join().expect("client 2").and_then(|r| r);
     let peers = server.join().expect("server").and_then(|r| r);
-    if let Err(e) = r1.clone().and(r2.clone()) {
-        panic!("clients: {r1:?} {r2:?}; server: {peers:?}\n{}", state(&node));
+    if r1.is_err() || r2.is_err() {
+        panic!(
+            "clients: {r1:?} {r2:?}; server: {peers:?}\n{}",
+            state(&node)
+        );
     }
     let peers = peers.unwrap_or_else(|e| panic!("server: {e}\n{}", state(&node)));
     assert!(

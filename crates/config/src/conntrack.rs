@@ -5,9 +5,14 @@
 //! capacity = 262144        # connections per PMD thread
 //! zone_limit = 10000       # per zone, unless absent: no limit but capacity
 //! tcp_pickup = true        # a mid-stream TCP segment may start a connection
+//! established = "on-commit"  # or "on-reply" (see below)
 //! timeouts = { tcp_established = 3600, udp_multiple = 60 }   # seconds
 //! ```
 //! Timeouts default to OVS's userspace ones ([`nfv_conntrack::Timeouts`]).
+//! `established`: when a committed connection's packets are `+est` —
+//! `"on-commit"` (default, as OVS's userspace/DPDK datapath: every packet
+//! after the commit) or `"on-reply"` (as Linux and so OVS's kernel
+//! datapath: once the other direction answered).
 
 use crate::check::{self, Result};
 use crate::error::Doc;
@@ -77,10 +82,25 @@ pub(crate) fn conntrack(
             *slot = check::opt_int(doc, value, &field, 1..=MAX_TIMEOUT, *slot)?;
         }
     }
+    let established = match &r.established {
+        None => nfv_conntrack::Established::OnCommit,
+        Some(v) => match v.get_ref().as_str() {
+            "on-commit" => nfv_conntrack::Established::OnCommit,
+            "on-reply" => nfv_conntrack::Established::OnReply,
+            other => {
+                return Err(doc.err(
+                    v.span(),
+                    "conntrack.established",
+                    format!("{other:?} is not \"on-commit\" or \"on-reply\""),
+                ));
+            }
+        },
+    };
     Ok(nfv_conntrack::Config {
         capacity,
         default_zone_limit,
         timeouts,
         tcp_pickup: r.tcp_pickup.as_ref().is_none_or(|b| *b.get_ref()),
+        established,
     })
 }

@@ -42,6 +42,7 @@ pub(crate) struct RawConntrack {
     pub capacity: Option<S<i64>>,
     pub zone_limit: Option<S<i64>>,
     pub tcp_pickup: Option<S<bool>>,
+    pub established: Option<S<String>>,
     pub timeouts: Option<S<RawCtTimeouts>>,
 }
 

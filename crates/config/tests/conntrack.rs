@@ -8,6 +8,7 @@ use common::{Bad, check_all, parse};
 fn conntrack_settings_are_read() {
     let c = parse(
         "[conntrack]\ncapacity = 1000\nzone_limit = 10\ntcp_pickup = false\n\
+         established = \"on-reply\"\n\
          timeouts = { tcp_established = 3600, udp_multiple = 5 }\n",
     )
     .unwrap();
@@ -15,6 +16,7 @@ fn conntrack_settings_are_read() {
         capacity: 1000,
         default_zone_limit: Some(10),
         tcp_pickup: false,
+        established: nfv_conntrack::Established::OnReply,
         timeouts: nfv_conntrack::Timeouts {
             tcp_established: 3600,
             udp_multiple: 5,
@@ -44,6 +46,13 @@ fn conntrack_section() {
             line: 2,
             field: "conntrack.zone_limit",
             msg: "-1 is out of range 1..=16777216",
+        },
+        Bad {
+            name: "established spelled otherwise",
+            text: "[conntrack]\nestablished = \"reply\"\n",
+            line: 2,
+            field: "conntrack.established",
+            msg: "\"reply\" is not \"on-commit\" or \"on-reply\"",
         },
         Bad {
             name: "a zero timeout",

@@ -72,6 +72,8 @@ pub use packet::{L4, PacketSummary, TcpFlags, TcpSegment};
 pub use proto::{IcmpState, OtherState, ProtoState};
 pub use tcp::{TcpConn, TcpPeer, TcpState};
 pub use timeouts::{TimeoutClass, Timeouts};
-pub use tracker::{CommitError, Config, ConfigError, ConnView, Counters, NatCommit, Tracker};
+pub use tracker::{
+    CommitError, Config, ConfigError, ConnView, Counters, Established, NatCommit, Tracker,
+};
 pub use verdict::{ConnId, CtState, Verdict};
 pub use wheel::SweepStats;

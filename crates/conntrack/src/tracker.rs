@@ -29,6 +29,24 @@ pub struct Config {
     /// Let a plain ACK start a TCP connection (OVS and Linux do by default,
     /// so a restarted switch keeps its established flows).
     pub tcp_pickup: bool,
+    /// When a committed connection's packets start to be `+est`.
+    pub established: Established,
+}
+
+/// When the packets of a committed connection are `+est` rather than
+/// `+new`. The two datapaths of OVS differ here, and rule sets are
+/// written for one or the other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Established {
+    /// Every packet after the commit that the connection accepts, in
+    /// either direction: OVS's userspace (DPDK) datapath
+    /// (`conn_update_state` sets `CS_ESTABLISHED` for any valid update).
+    #[default]
+    OnCommit,
+    /// Only once a packet of the reply direction was seen; until then the
+    /// original direction stays `+new`: Linux's conntrack (`IP_CT_NEW`
+    /// until `IPS_SEEN_REPLY`), so OVS's kernel datapath.
+    OnReply,
 }
 
 impl Default for Config {
@@ -38,6 +56,7 @@ impl Default for Config {
             default_zone_limit: None,
             timeouts: Timeouts::default(),
             tcp_pickup: true,
+            established: Established::default(),
         }
     }
 }
@@ -277,11 +296,12 @@ impl Tracker {
                 if entry.reply && !conn.reply_seen {
                     conn.reply_seen = true;
                 }
-                let mut bits = if conn.reply_seen {
-                    CtState::ESTABLISHED
-                } else {
-                    CtState::NEW
-                };
+                let mut bits =
+                    if conn.reply_seen || self.config.established == Established::OnCommit {
+                        CtState::ESTABLISHED
+                    } else {
+                        CtState::NEW
+                    };
                 if entry.reply {
                     bits |= CtState::REPLY;
                 }

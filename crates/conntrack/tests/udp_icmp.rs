@@ -31,6 +31,31 @@ fn udp_new_until_answered_then_established() {
     }
 }
 
+/// OVS's userspace datapath (the default): once committed, a
+/// connection's packets are `+est` in both directions, before any answer;
+/// Linux's rule (the tables here) keeps them `+new` until one.
+#[test]
+fn established_on_commit_or_on_reply() {
+    use nfv_conntrack::{Config, Established, Tracker};
+    let key = udp_key(0, 5353);
+    let out = PacketSummary::other(key);
+    let back = PacketSummary::other(key.reversed().unwrap());
+    for (established, second, answer) in [
+        (Established::OnCommit, EST, EST | RPL),
+        (Established::OnReply, NEW, EST | RPL),
+    ] {
+        let mut t = Tracker::new(Config {
+            established,
+            ..Config::default()
+        })
+        .unwrap();
+        assert_eq!(bits(&track_commit(&mut t, &out, 0)), NEW, "{established:?}");
+        assert_eq!(bits(&t.process(&out, 1)), second, "{established:?}");
+        assert_eq!(bits(&t.process(&back, 2)), answer, "{established:?}");
+        assert_eq!(bits(&t.process(&out, 3)), EST, "{established:?}");
+    }
+}
+
 #[test]
 fn other_protocols_and_ipv6_use_the_same_machine() {
     let keys = [

@@ -24,11 +24,18 @@ pub const FIN: u8 = TcpFlags::FIN;
 pub const RST: u8 = TcpFlags::RST;
 pub const PSH: u8 = TcpFlags::PSH;
 
+/// A tracker that reports `+est` once the reply direction was seen (as
+/// Linux does): the tables here spell out when packets turn `+est`, and
+/// `Established::OnCommit` only moves that to the commit (tested apart).
 pub fn tracker() -> Tracker {
-    Tracker::new(Config::default()).expect("default config is valid")
+    tracker_with(Config::default())
 }
 
 pub fn tracker_with(config: Config) -> Tracker {
+    let config = Config {
+        established: nfv_conntrack::Established::OnReply,
+        ..config
+    };
     Tracker::new(config).expect("test config is valid")
 }
 
