@@ -37,6 +37,17 @@
 //!   `exact` with the same family, rules, flows, megaflows and changes,
 //!   the summary gives the ratio of 3 tables to 1 ("x 1 table").
 //!
+//! * `conntrack`: a stateful firewall over the same traffic (`rules`
+//!   ignored): table 0 sends every IP packet through `ct(zone=1,table=1)`;
+//!   table 1 outputs `+trk+est` packets, commits and outputs `+trk+new`
+//!   ones, drops the rest. Each flow is a connection (committed by its
+//!   first packet; `+est` from its second, as OVS's userspace datapath
+//!   answers), so `flows` is the number of connections tracked. Against
+//!   `exact` with the same family, rules, flows, megaflows, changes and
+//!   order, the summary gives the ratio to that stateless table ("x
+//!   stateless"; `--rules 2` makes it one 5-tuple rule and a catch-all,
+//!   looked up per packet like the firewall).
+//!
 //! Churn (`--changes R`, A/B'd like `--megaflows`): while traffic runs, a
 //! control thread changes the flow table R times a second — adding, then
 //! deleting, a /32 drop rule the traffic never matches — as a controller
@@ -60,6 +71,7 @@ pub enum Shape {
     Prefix,
     Ports,
     Pipeline,
+    Conntrack,
 }
 
 /// The order the generator sends its flows in
@@ -182,6 +194,20 @@ fn five_tuple(family: Family, i: u32) -> String {
 fn rules_for(shape: Shape, family: Family, n: u32) -> Vec<String> {
     let mut v = Vec::with_capacity(n as usize + 2);
     let extra = n.saturating_sub(1);
+    if shape == Shape::Conntrack {
+        let ip = match family {
+            Family::Ipv4 => "ip",
+            Family::Ipv6 => "ipv6",
+        };
+        return vec![
+            format!("table=0,priority=100,in_port=1,{ip},actions=ct(zone=1,table=1)"),
+            format!("table=1,priority=100,ct_state=+trk+est,{ip},actions=output:2"),
+            format!(
+                "table=1,priority=90,ct_state=+trk+new,{ip},actions=ct(commit,zone=1),output:2"
+            ),
+            "table=1,priority=1,actions=drop".into(),
+        ];
+    }
     if shape == Shape::Pipeline {
         v.push("table=0,priority=1,in_port=1,actions=write_metadata:0x1/0xff,goto_table:1".into());
         for i in 0..extra {
@@ -234,7 +260,7 @@ fn rules_for(shape: Shape, family: Family, n: u32) -> Vec<String> {
                     "priority=100,in_port=1,{udp},tp_dst=0x{base:x}/0x{mask:x},actions=output:2"
                 )
             }
-            (Shape::Pipeline, _) => unreachable!("returned above"),
+            (Shape::Pipeline | Shape::Conntrack, _) => unreachable!("returned above"),
         });
     }
     v.push("priority=1,in_port=1,actions=output:2".into());
@@ -289,6 +315,10 @@ fn trial(c: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
     cfg.pmd.pmu = false;
     cfg.pmd.megaflow_entries = megaflows;
     cfg.flows = c.specs.clone();
+    // Every flow a connection, with room to spare: the tracker's index is
+    // laid out for its capacity, so a table sized far above its load
+    // spreads the connections over more cache lines than they need.
+    cfg.conntrack.capacity = (flows + flows / 4).max(1024);
     for p in &mut cfg.ports {
         if let nfv_ports::PortKind::Generator(g) = &mut p.kind {
             g.flows = flows;
@@ -457,7 +487,7 @@ fn combos(a: &ScaleArgs) -> Result<Vec<Combo>, String> {
 /// and, with changes, the PMD cycles each change cost.
 fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
     println!(
-        "\nshape    family rules   flows order       megaflows changes/s     Mpps  cyc/pkt  switch cyc/pkt  EMC %  megaflow % (runs %)  classifier %  x Mpps of first  x 1 table  PMD cycles per change"
+        "\nshape    family rules   flows order       megaflows changes/s     Mpps  cyc/pkt  switch cyc/pkt  EMC %  megaflow % (runs %)  classifier %  x Mpps of first  x 1 table (pipeline) / x stateless (conntrack)  PMD cycles per change"
     );
     let mut first = None;
     let medians: Vec<(f64, f64)> = results
@@ -498,7 +528,7 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
                 ) == (c.family, c.rules, c.flows, c.megaflows, c.changes, c.order)
         });
         let vs_one_table = match one_table {
-            Some(j) if c.shape == Shape::Pipeline => {
+            Some(j) if matches!(c.shape, Shape::Pipeline | Shape::Conntrack) => {
                 format!(
                     "{:.2}",
                     mpps / median(results[j].iter().map(|t| t.mpps).collect())
@@ -612,11 +642,21 @@ mod tests {
     #[test]
     fn every_shape_parses_in_both_families() {
         for family in [Family::Ipv4, Family::Ipv6] {
-            for shape in [Shape::Exact, Shape::Prefix, Shape::Ports, Shape::Pipeline] {
+            for shape in [
+                Shape::Exact,
+                Shape::Prefix,
+                Shape::Ports,
+                Shape::Pipeline,
+                Shape::Conntrack,
+            ] {
                 for n in [1, 2, 1000] {
                     let specs = specs_for(shape, family, n).unwrap();
-                    let extra = if shape == Shape::Pipeline { 2 } else { 0 };
-                    assert_eq!(specs.len() as u32, n + extra, "{shape:?} {family:?} {n}");
+                    let want = match shape {
+                        Shape::Pipeline => n + 2,
+                        Shape::Conntrack => 4,
+                        _ => n,
+                    };
+                    assert_eq!(specs.len() as u32, want, "{shape:?} {family:?} {n}");
                     if matches!(shape, Shape::Prefix | Shape::Ports) {
                         let c = classifier(specs);
                         for f in [0, 1, 5000] {

@@ -75,6 +75,8 @@ struct Forwarding {
     conntrack: ConnTable,
     now_ms: u64,
     recirc: Recirculation,
+    /// The wide ct fields some rule of the table in use matches.
+    ct_wide: nfv_flow::table::CtWide,
 }
 
 impl Element {
@@ -104,6 +106,7 @@ impl Element {
                     batch: Batch::new(),
                     keys: [FlowKey::ZERO; BATCH],
                 },
+                ct_wide: table.ct_wide,
             },
             decision: Decision::new(emc_entries, megaflow_entries, table),
             injected: Arc::default(),
@@ -180,6 +183,7 @@ impl Element {
     pub fn set_table(&mut self, table: Arc<FlowTable>) {
         self.fwd.groups = table.groups.clone();
         self.fwd.meters = table.meters.clone();
+        self.fwd.ct_wide = table.ct_wide;
         self.decision.set_table(table);
     }
 
@@ -298,6 +302,7 @@ impl Forwarding {
             conntrack: &mut self.conntrack,
             now_ms: self.now_ms,
             recirc: &mut self.recirc,
+            ct_wide: self.ct_wide,
         }
     }
 

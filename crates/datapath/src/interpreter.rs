@@ -73,6 +73,9 @@ pub(crate) struct Interpreter<'a> {
     pub conntrack: &'a mut ConnTable,
     pub now_ms: u64,
     pub recirc: &'a mut Recirculation,
+    /// The wide ct fields (label, original tuple) some rule matches: a
+    /// recirculated key carries only those.
+    pub ct_wide: nfv_flow::table::CtWide,
 }
 
 /// Per-batch packet and byte counts of the group buckets used: one
@@ -237,15 +240,21 @@ impl Interpreter<'_> {
         let mut key = nfv_flow::extract::extract(self.in_port, pkt.data());
         key.set_table(t);
         key.set_metadata(ct.recirc_metadata);
-        let orig = f.orig.map(|o| nfv_flow::key::CtOrig {
-            ipv6: o.family == nfv_conntrack::Family::V6,
-            src: o.src,
-            dst: o.dst,
-            proto: o.proto,
-            tp_src: o.src_port,
-            tp_dst: o.dst_port,
-        });
-        key.set_ct(f.state, f.zone, f.mark, f.label, orig);
+        // Fields no rule matches stay zero: most keys then keep within the
+        // base words (hashed and compared at IPv4's cost).
+        let label = if self.ct_wide.label { f.label } else { 0 };
+        let orig = f
+            .orig
+            .filter(|_| self.ct_wide.tuple)
+            .map(|o| nfv_flow::key::CtOrig {
+                ipv6: o.family == nfv_conntrack::Family::V6,
+                src: o.src,
+                dst: o.dst,
+                proto: o.proto,
+                tp_src: o.src_port,
+                tp_dst: o.dst_port,
+            });
+        key.set_ct(f.state, f.zone, f.mark, label, orig);
         if let Err(pkt) = self.recirc.push(pkt, key) {
             self.rx.drop(DropReason::RecircLimit, 1);
             self.pool.free(pkt);

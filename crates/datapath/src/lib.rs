@@ -194,6 +194,7 @@ impl Datapath {
                 pmu: cfg.pmu,
                 controller: controller.clone(),
                 conntrack: cfg.conntrack,
+                pmds: cfg.pmd_cores.len(),
             };
             let name = match core {
                 Some(c) => format!("pmd-c{c:02}/{index}"),

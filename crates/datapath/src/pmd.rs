@@ -114,6 +114,8 @@ pub(crate) struct PmdThread {
     /// Settings of the PMD's connection table (validated by
     /// [`crate::Datapath::start`]).
     pub conntrack: nfv_conntrack::Config,
+    /// PMD threads in the datapath (this one included).
+    pub pmds: usize,
 }
 
 /// Opens PMU counters for the calling (PMD) thread when `on`.
@@ -188,6 +190,8 @@ struct Running {
     last_tsc: u64,
     /// [`PREEMPTED_BURST_NS`] in TSC cycles.
     preempted_burst: u64,
+    /// The several-PMD `ct` warning was logged.
+    warned_ct: bool,
 }
 
 impl Running {
@@ -218,6 +222,7 @@ impl Running {
                 / 1_000_000_000) as u64,
             started,
             cfg,
+            warned_ct: false,
         }
     }
 
@@ -335,6 +340,16 @@ impl Running {
             .table
             .snapshot_if_newer(self.element.table_version())
         {
+            if t.ct_wide.used && self.cfg.pmds > 1 && self.cfg.index == 0 && !self.warned_ct {
+                self.warned_ct = true;
+                tracing::warn!(
+                    "rules run ct() on a node with {} PMD threads: each PMD tracks the \
+                     connections of the queues it polls, so a connection whose two \
+                     directions arrive on queues of different PMDs looks new to each \
+                     (no hand-off between PMDs yet; one PMD keeps ct exact)",
+                    self.cfg.pmds
+                );
+            }
             self.element.set_table(t);
         }
         let now = nfv_tsc::now();

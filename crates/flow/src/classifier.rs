@@ -298,6 +298,18 @@ impl Classifier {
         });
     }
 
+    /// Every bit some rule's mask holds (the fields any lookup can depend
+    /// on).
+    pub fn mask_union(&self) -> FlowKey {
+        let mut u = FlowKey::ZERO;
+        for s in &self.subtables {
+            for (w, m) in u.w.iter_mut().zip(s.mask.w) {
+                *w |= m;
+            }
+        }
+        u
+    }
+
     /// Inserts `rule`; a rule with the same match and priority is replaced
     /// and returned (OpenFlow add-flow semantics).
     pub fn insert(&mut self, rule: Arc<Rule>) -> Option<Arc<Rule>> {

@@ -80,6 +80,9 @@ pub const KEY_WORDS: usize = 24;
 /// Words every packet may set; the rest are zero for IPv4 (see the module
 /// doc) and hashed only when not.
 pub const BASE_WORDS: usize = 7;
+/// The words of the connection tracker's original tuple (`ct_nw_src`,
+/// `ct_tp_src`, `ct_ipv6_src`, …: w17 to w22).
+pub const CT_TUPLE_WORDS: core::ops::Range<usize> = 17..23;
 /// The spare word at the end: always zero, never hashed.
 pub(crate) const SPARE_WORD: usize = KEY_WORDS - 1;
 

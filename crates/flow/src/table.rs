@@ -80,6 +80,36 @@ pub struct FlowTable {
     /// The meters the rules' `meter:N` actions name (shared likewise; a
     /// meter's bucket and counters live as long as the meter).
     pub meters: Arc<Meters>,
+    /// Which of the connection tracker's wide fields some rule matches:
+    /// `ct_label`, and the original tuple (`ct_nw_src`, …). A packet back
+    /// from `ct` carries only those (the others cannot decide anything),
+    /// so that most keys stay within the base words.
+    pub ct_wide: CtWide,
+}
+
+/// See [`FlowTable::ct_wide`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtWide {
+    pub label: bool,
+    pub tuple: bool,
+    /// Some rule runs `ct(...)` at all.
+    pub used: bool,
+}
+
+impl CtWide {
+    fn of(classifier: &Classifier) -> CtWide {
+        let u = classifier.mask_union();
+        CtWide {
+            label: u.ct_label() != 0,
+            tuple: u.w[crate::key::CT_TUPLE_WORDS].iter().any(|&w| w != 0),
+            used: classifier.rules().iter().any(|r| {
+                r.spec
+                    .actions
+                    .iter()
+                    .any(|a| matches!(a, crate::Action::Ct(_)))
+            }),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -204,6 +234,7 @@ impl SharedFlowTable {
         self.current.store(Arc::new(FlowTable {
             version,
             port_wide: PortWide::of(&classifier),
+            ct_wide: CtWide::of(&classifier),
             classifier,
             groups,
             meters,
