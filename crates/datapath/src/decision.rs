@@ -223,6 +223,8 @@ pub struct Decision {
     table: Arc<FlowTable>,
     keys: [FlowKey; BATCH],
     hashes: [u32; BATCH],
+    /// Whether `keys` are the last batch's (false after a port-wide one).
+    keyed: bool,
     /// Bit i: packet i's key equals packet i-1's (a burst of one flow),
     /// so it gets the same answer without a lookup of its own.
     repeats: u32,
@@ -255,6 +257,7 @@ impl Decision {
             table,
             keys: [FlowKey::ZERO; BATCH],
             hashes: [0; BATCH],
+            keyed: false,
             repeats: 0,
             verdicts: Verdicts {
                 hits: ArrayVec::new(),
@@ -309,8 +312,10 @@ impl Decision {
         c: &mut PmdCounters,
     ) -> (&Verdicts, u64) {
         if let Some(rx_bytes) = self.take_port_wide(in_port, batch, c) {
+            self.keyed = false;
             return (&self.verdicts, rx_bytes);
         }
+        self.keyed = true;
         let rx_bytes = self.extract_keys(in_port, batch);
         self.look_up(batch, c, true);
         (&self.verdicts, rx_bytes)
@@ -334,6 +339,7 @@ impl Decision {
         let n = batch.len();
         debug_assert_eq!(n, keys.len());
         self.emc_probing = false;
+        self.keyed = true;
         let mut repeats = 0u32;
         for (i, k) in keys.iter().enumerate() {
             self.keys[i] = *k;
@@ -344,6 +350,13 @@ impl Decision {
         self.repeats = repeats;
         self.look_up(batch, c, false);
         &self.verdicts
+    }
+
+    /// The verdicts of the batch last decided, and its packets' flow keys
+    /// (`None` when a port-wide rule took it without them).
+    #[inline(always)]
+    pub fn last(&self) -> (&Verdicts, Option<&[FlowKey]>) {
+        (&self.verdicts, self.keyed.then_some(&self.keys[..]))
     }
 
     /// When one rule takes every packet of `in_port`
