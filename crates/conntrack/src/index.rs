@@ -143,6 +143,14 @@ impl Index {
         None
     }
 
+    /// Asks for the home bucket of `hash` to be brought into the cache
+    /// (a hint: nothing is read).
+    pub(crate) fn prefetch(&self, hash: Hash) {
+        if let Some(b) = self.buckets.get(hash.home) {
+            prefetch(b);
+        }
+    }
+
     /// Adds an entry; the caller has checked that its key is absent.
     pub(crate) fn insert(&mut self, hash: Hash, entry: Entry) -> Result<(), IndexFull> {
         let reach = (self.buckets.len() as u64).min(DIST_MAX + 1);
@@ -251,6 +259,21 @@ impl Index {
         };
         ProbeStats { entries, max, mean }
     }
+}
+
+/// Asks for the cache line at `p` (a hint: it reads nothing, faults on
+/// no address).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: PREFETCHT0 is a hint: it does not fault on any address.
+        // (SSE is part of the x86_64 baseline.)
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// A keyed multiply-mix hash over the key's five 64-bit words. Each word is

@@ -98,6 +98,11 @@ impl Table {
         })
     }
 
+    /// Asks for the index bucket a lookup of `key` reads first (a hint).
+    pub(crate) fn prefetch_bucket(&self, key: &ConnKey) {
+        self.index.prefetch(self.index.hash(key));
+    }
+
     /// Looks a key up only to bring its bucket and slot lines into the
     /// cache: returns the slot's deadline so the read is not optimised away.
     pub(crate) fn touch(&self, key: &ConnKey) -> u64 {

@@ -33,15 +33,36 @@ pub const EMC_INSERT_EVERY: u32 = 100;
 /// ([`nfv_flow::Classified::narrowed`]): then the flows that differ only
 /// in the fields left out share it, and two probes are worth one. (Masks
 /// that pin a connection are not cached at all:
-/// [`MegaflowCache::worth_caching`].)
+/// [`MegaflowCache::worth_caching`]; [`coarse`] masks are cached whatever
+/// the probes.)
 pub const MEGAFLOW_MIN_PROBES: usize = 3;
 
 /// The megaflow a classification is cached as, if any: its mask, when
-/// the lookup was costly enough ([`MEGAFLOW_MIN_PROBES`]) and the mask
-/// does not pin a connection.
+/// the lookup was costly enough ([`MEGAFLOW_MIN_PROBES`]) or the mask is
+/// [`coarse`], and the mask does not pin a connection.
 pub fn megaflow_of(found: &nfv_flow::Classified<'_>) -> Option<FlowKey> {
-    let enough = found.probes >= MEGAFLOW_MIN_PROBES || (found.probes >= 2 && found.narrowed);
+    let enough = found.probes >= MEGAFLOW_MIN_PROBES
+        || (found.probes >= 2 && found.narrowed)
+        || coarse(&found.mask);
     (enough && MegaflowCache::worth_caching(&found.mask)).then_some(found.mask)
+}
+
+/// Whether `mask` leaves out every field that may tell flows (or
+/// connections) apart: MAC and IP addresses, ports (ICMP type and code),
+/// the IPv6 flow label, ND and ARP addresses, `ct_mark`, `ct_label`, the
+/// tracked original tuple. Its megaflows then differ only in fields such
+/// as `in_port`, `dl_type`, `table`, `metadata` and `ct_state` — a handful
+/// for any traffic, so caching them costs no capacity and a probe that
+/// misses is rare; and consecutive packets of different flows share one,
+/// so a run of them takes one answer without a probe
+/// ([`MegaflowCache::same_megaflow`]). A stateful pipeline's `ct_state`
+/// stages are such masks, each found by one probe.
+pub fn coarse(mask: &FlowKey) -> bool {
+    const IPV6_LABEL: u64 = 0xf_ffff << 32;
+    const CT_MARK: u64 = 0xffff_ffff << 32;
+    mask.w[4] & IPV6_LABEL == 0
+        && mask.w[6] & CT_MARK == 0
+        && [1, 2, 3].into_iter().chain(7..23).all(|i| mask.w[i] == 0)
 }
 
 /// Decisions per judgement of the EMC's worth (see [`EmcGate`]).
@@ -202,6 +223,8 @@ pub struct Decision {
     table: Arc<FlowTable>,
     keys: [FlowKey; BATCH],
     hashes: [u32; BATCH],
+    /// Whether `keys` are the last batch's (false after a port-wide one).
+    keyed: bool,
     /// Bit i: packet i's key equals packet i-1's (a burst of one flow),
     /// so it gets the same answer without a lookup of its own.
     repeats: u32,
@@ -234,6 +257,7 @@ impl Decision {
             table,
             keys: [FlowKey::ZERO; BATCH],
             hashes: [0; BATCH],
+            keyed: false,
             repeats: 0,
             verdicts: Verdicts {
                 hits: ArrayVec::new(),
@@ -288,17 +312,24 @@ impl Decision {
         c: &mut PmdCounters,
     ) -> (&Verdicts, u64) {
         if let Some(rx_bytes) = self.take_port_wide(in_port, batch, c) {
+            self.keyed = false;
             return (&self.verdicts, rx_bytes);
         }
+        self.keyed = true;
         let rx_bytes = self.extract_keys(in_port, batch);
-        self.look_up(batch, c);
+        self.look_up(batch, c, true);
         (&self.verdicts, rx_bytes)
     }
 
     /// Decides packets whose keys the caller built: those `ct(table=T)`
     /// sends back through the pipeline, keyed by their headers as they are
     /// now, their ct fields and table T. No port-wide shortcut (that is
-    /// table 0's); otherwise the caches and classifier as for any batch.
+    /// table 0's), and no EMC: a tracked connection's packets would hold
+    /// a second slot each (their key before and after `ct`), pushing out
+    /// the table-0 keys it serves, while their later tables' rules match
+    /// `ct_state` rather than the tuple, which megaflows cache whole
+    /// ([`coarse`]) — and without the EMC probe a run of them shares one
+    /// answer. Otherwise the megaflows and classifier as for any batch.
     pub fn classify_keyed(
         &mut self,
         batch: &Batch,
@@ -307,20 +338,25 @@ impl Decision {
     ) -> &Verdicts {
         let n = batch.len();
         debug_assert_eq!(n, keys.len());
-        self.emc_probing = self.emc.is_some() && self.emc_gate.probe_batch();
+        self.emc_probing = false;
+        self.keyed = true;
         let mut repeats = 0u32;
         for (i, k) in keys.iter().enumerate() {
             self.keys[i] = *k;
             if i > 0 && k.same_packet(&keys[i - 1]) {
                 repeats |= 1 << i;
-                self.hashes[i] = self.hashes[i - 1];
-            } else if self.emc_probing {
-                self.hashes[i] = k.packet_hash();
             }
         }
         self.repeats = repeats;
-        self.look_up(batch, c);
+        self.look_up(batch, c, false);
         &self.verdicts
+    }
+
+    /// The verdicts of the batch last decided, and its packets' flow keys
+    /// (`None` when a port-wide rule took it without them).
+    #[inline(always)]
+    pub fn last(&self) -> (&Verdicts, Option<&[FlowKey]>) {
+        (&self.verdicts, self.keyed.then_some(&self.keys[..]))
     }
 
     /// When one rule takes every packet of `in_port`
@@ -403,12 +439,12 @@ impl Decision {
         rx_bytes
     }
 
-    /// Pass 2: EMC (if any), then megaflows (if any), then classifier;
-    /// verdicts and rule hits. The tier counters are kept in locals for
-    /// the batch (a store through `c` per packet cannot stay in a
-    /// register).
+    /// Pass 2: EMC (if any, and `use_emc`), then megaflows (if any), then
+    /// classifier; verdicts and rule hits. The tier counters are kept in
+    /// locals for the batch (a store through `c` per packet cannot stay
+    /// in a register).
     #[inline(always)]
-    fn look_up(&mut self, batch: &Batch, c: &mut PmdCounters) {
+    fn look_up(&mut self, batch: &Batch, c: &mut PmdCounters, use_emc: bool) {
         let v = &mut self.verdicts;
         let (mut emc_hits, mut megaflow_hits, mut classifier_hits, mut misses) =
             (0u64, 0u64, 0u64, 0u64);
@@ -477,7 +513,7 @@ impl Decision {
                 _ => None,
             };
             // Bypassed, the EMC is still filled (as if it had missed).
-            let emc_missed = self.emc.is_some() && from_emc.is_none();
+            let emc_missed = use_emc && self.emc.is_some() && from_emc.is_none();
             let from_megaflow = match (&from_emc, &self.megaflows) {
                 (None, Some(m)) => m.lookup_at(key),
                 _ => None,

@@ -226,9 +226,10 @@ impl Element {
         pool: &mut PoolCache,
         c: &mut PmdCounters,
     ) {
-        let (verdicts, rx_bytes) = self.decision.classify(in_port, batch, c);
+        let (_, rx_bytes) = self.decision.classify(in_port, batch, c);
         rx.add(batch.len() as u64, rx_bytes);
-        self.fwd.act(in_port, rx, verdicts, batch, pool);
+        let (verdicts, keys) = self.decision.last();
+        self.fwd.act(in_port, rx, verdicts, keys, batch, pool);
         self.decision.settle(self.fwd.now_tsc);
         if !self.fwd.recirc.batch.is_empty() {
             self.recirculate(in_port, rx, pool, c);
@@ -253,10 +254,10 @@ impl Element {
             }
             let n = batch.len();
             c.ct_recirculations += n as u64;
-            let verdicts = self
-                .decision
+            self.decision
                 .classify_keyed(&batch, &self.fwd.recirc.keys[..n], c);
-            self.fwd.act(in_port, rx, verdicts, &mut batch, pool);
+            let (verdicts, keys) = self.decision.last();
+            self.fwd.act(in_port, rx, verdicts, keys, &mut batch, pool);
             self.decision.settle(self.fwd.now_tsc);
         }
         let left = &mut self.fwd.recirc.batch;
@@ -306,14 +307,17 @@ impl Forwarding {
         }
     }
 
-    /// Acts on every verdict of `batch`, leaving it empty: the single
-    /// output fast path straight into the fabric, else the interpreter.
+    /// Acts on every verdict of `batch` (whose flow keys are `keys`, as
+    /// looked up; a port-wide batch has none), leaving it empty: the
+    /// single output fast path straight into the fabric, else the
+    /// interpreter.
     #[inline(always)]
     fn act(
         &mut self,
         in_port: PortNo,
         rx: &QueueCounters,
         verdicts: &Verdicts,
+        keys: Option<&[FlowKey]>,
         batch: &mut Batch,
         pool: &mut PoolCache,
     ) {
@@ -324,6 +328,9 @@ impl Forwarding {
             && self.fabric.output_batch(out, batch)
         {
             return;
+        }
+        if let Some(keys) = keys {
+            self.prefetch_conns(verdicts, keys, batch.len());
         }
         for (i, pkt) in batch.drain(..).enumerate() {
             match verdicts.get(i) {
@@ -345,6 +352,25 @@ impl Forwarding {
         }
         self.tally.flush();
         self.budget.settle();
+    }
+}
+
+impl Forwarding {
+    /// Asks for the connection-index buckets that the batch's packets
+    /// whose rule starts with `ct` are about to read (nothing before the
+    /// `ct` edits the packet, so its flow key gives the tracker's key),
+    /// all before the first is tracked: the batch's misses overlap
+    /// instead of each packet paying its own in turn inside the
+    /// interpreter.
+    #[inline(always)]
+    fn prefetch_conns(&self, verdicts: &Verdicts, keys: &[FlowKey], n: usize) {
+        for (i, key) in keys.iter().enumerate().take(n) {
+            if let Verdict::Rule(rule) = verdicts.get(i)
+                && let Some(nfv_flow::Action::Ct(ct)) = rule.spec.actions.first()
+            {
+                self.conntrack.prefetch(key, ct.zone);
+            }
+        }
     }
 }
 

@@ -176,10 +176,10 @@ fn the_megaflow_is_what_the_pmd_would_cache() {
     let m = megaflow.expect("cached as a megaflow");
     assert_eq!(m.mask.tp_src(), 0, "the source port is left out: {m}");
     assert_ne!(m.mask.tp_dst(), 0, "the destination port decides: {m}");
-    // One subtable: an exact-match cache entry only.
+    // One subtable on an address: an exact-match cache entry only.
     let t = trace_up(
-        &table(&["priority=1,ip,actions=output:2"]),
-        packet("in_port=1,ip"),
+        &table(&["priority=1,ip,nw_dst=10.0.0.0/8,actions=output:2"]),
+        packet("in_port=1,ip,nw_dst=10.0.0.2"),
     );
     assert_eq!(
         t.tier,
@@ -188,6 +188,19 @@ fn the_megaflow_is_what_the_pmd_would_cache() {
             megaflow: None
         }
     );
+    // One subtable that tells no flows apart (`ct_state`, `dl_type`):
+    // a megaflow all the same (`decision::coarse`).
+    let t = trace_up(
+        &table(&["priority=1,ip,actions=output:2"]),
+        packet("in_port=1,ip"),
+    );
+    let Tier::Classifier { probes, megaflow } = &t.tier else {
+        panic!("{:?}", t.tier)
+    };
+    assert_eq!(*probes, 1);
+    let m = megaflow.expect("a coarse mask is cached as a megaflow");
+    assert_eq!(m.mask.nw_dst(), 0, "{m}");
+    assert_ne!(m.mask.dl_type(), 0, "{m}");
 }
 
 /// As the interpreter: `dec_ttl` on a TTL of 0 or 1 drops the packet

@@ -161,6 +161,25 @@ impl ConnTable {
         self.counters
     }
 
+    /// Asks for the index bucket the tracker reads first for a packet
+    /// whose flow key is `key`, about to be tracked in `zone` (TCP, UDP
+    /// and SCTP over IP, not fragments: the connection key is then the
+    /// flow key's 5-tuple). A hint only ([`Tracker::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, key: &nfv_flow::FlowKey, zone: u16) {
+        let proto = key.nw_proto();
+        if !matches!(proto, 6 | 17 | 132) || key.ip_frag() != 0 {
+            return;
+        }
+        let (family, src, dst) = match key.dl_type() {
+            0x0800 => (Family::V4, key.nw_src().into(), key.nw_dst().into()),
+            0x86dd => (Family::V6, key.ipv6_src(), key.ipv6_dst()),
+            _ => return,
+        };
+        let ck = ConnKey::new(zone, family, proto, src, dst, key.tp_src(), key.tp_dst());
+        self.tracker.prefetch(&ck);
+    }
+
     /// Runs `req` for `pkt` at time `now_ms`: its ct fields, and the
     /// packet translated when `req` has a `nat` and its connection a
     /// translation.
