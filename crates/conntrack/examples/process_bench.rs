@@ -118,8 +118,10 @@ fn main() {
         assert_eq!(established, PACKETS as u64, "every packet is +est");
         let ns = elapsed.as_nanos() as f64 / PACKETS as f64;
         println!(
-            "{n:>8} connections: setup {:.2?}, process {ns:.1} ns/packet ({:.2} Mpps, one core)",
+            "{n:>8} connections: setup {:.2?} ({:.0} k connections/s: SYN committed, \
+             SYN-ACK, ACK), process {ns:.1} ns/packet ({:.2} Mpps, one core)",
             setup,
+            f64::from(n) / setup.as_secs_f64() / 1e3,
             1e3 / ns
         );
         let start = Instant::now();

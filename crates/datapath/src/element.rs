@@ -329,7 +329,10 @@ impl Forwarding {
         {
             return;
         }
-        if let Some(keys) = keys {
+        // Only while some rule runs ct: a stateless table pays nothing.
+        if self.ct_wide.used
+            && let Some(keys) = keys
+        {
             self.prefetch_conns(verdicts, keys, batch.len());
         }
         for (i, pkt) in batch.drain(..).enumerate() {
