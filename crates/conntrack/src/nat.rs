@@ -100,7 +100,6 @@
 use thiserror::Error;
 
 use crate::key::{ConnKey, Family, proto};
-use crate::verdict::CtState;
 
 /// Candidates (index lookups) one commit may try before giving up.
 pub const MAX_PROBES: u32 = 128;
@@ -282,7 +281,7 @@ pub struct Endpoint {
 ///
 /// # ICMP errors
 ///
-/// For an ICMP error related to a translated connection ([`CtState::RELATED`])
+/// For an ICMP error related to a translated connection ([`crate::CtState::RELATED`])
 /// the rewrite is the one a packet travelling in the error's direction
 /// gets. The datapath applies:
 ///
@@ -333,15 +332,6 @@ impl NatRewrite {
     /// The new destination, if the destination changes.
     pub fn dst(&self) -> Option<Endpoint> {
         (self.end == NatKind::Dst).then(|| self.endpoint())
-    }
-
-    /// The `ct_state` bit (`+snat` 0x40 or `+dnat` 0x80) a packet gets when
-    /// this rewrite is applied to it.
-    pub fn state_bits(&self) -> u8 {
-        match self.end {
-            NatKind::Src => CtState::SRC_NAT,
-            NatKind::Dst => CtState::DST_NAT,
-        }
     }
 
     /// The rewrite for a header travelling the other way: the other end
@@ -852,9 +842,10 @@ mod tests {
                 orig.reversed().unwrap(),
                 "{kind:?} {orig:?}: answers get the original tuple back"
             );
+            // +snat 0x40 / +dnat 0x80 (`CtState`), by the end rewritten.
             let bits = match kind {
-                NatKind::Src => (CtState::SRC_NAT, CtState::DST_NAT),
-                NatKind::Dst => (CtState::DST_NAT, CtState::SRC_NAT),
+                NatKind::Src => (0x40, 0x80),
+                NatKind::Dst => (0x80, 0x40),
             };
             assert_eq!((out.state_bits(), back.state_bits()), bits);
             assert_eq!(out.swapped().swapped(), out);

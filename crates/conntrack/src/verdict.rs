@@ -2,7 +2,7 @@
 //! connection fields that `ct_mark`, `ct_label` and `ct_nw_src/…` match on.
 
 use crate::key::ConnKey;
-use crate::nat::NatRewrite;
+use crate::nat::{NatKind, NatRewrite};
 
 /// `ct_state` bits, as OpenFlow's `ct_state` match names them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -71,6 +71,18 @@ impl Verdict {
         Verdict {
             state: CtState(CtState::TRACKED | bits),
             ..Verdict::default()
+        }
+    }
+}
+
+/// Here rather than in `nat`, so that `nat` needs nothing of this module.
+impl NatRewrite {
+    /// The `ct_state` bit (`+snat` 0x40 or `+dnat` 0x80) a packet gets when
+    /// this rewrite is applied to it.
+    pub fn state_bits(&self) -> u8 {
+        match self.end {
+            NatKind::Src => CtState::SRC_NAT,
+            NatKind::Dst => CtState::DST_NAT,
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::decision::{Decision, Verdict, Verdicts};
 use crate::fabric::Fabric;
 use crate::interpreter::{GroupTally, Interpreter};
 use crate::mac_learning::MacTable;
+use crate::recirculation::Recirculation;
 use crate::stats::PmdCounters;
 use nfv_flow::meter::{MeterBudget, Meters};
 use nfv_flow::table::{FlowTable, Groups};
@@ -33,24 +34,6 @@ pub struct Element {
 /// (OVS's userspace datapath allows 6 as well): rules that send packets
 /// round in a circle end here, counted `recirc_limit`.
 pub const MAX_RECIRC_DEPTH: usize = 6;
-
-/// Packets `ct(table=N)` sends back through the pipeline, with the keys
-/// they go back with (their headers as they are now, their ct fields and
-/// table N), until the end of the batch that sent them.
-pub(crate) struct Recirculation {
-    pub batch: Batch,
-    pub keys: [FlowKey; BATCH],
-}
-
-impl Recirculation {
-    /// Queues `pkt` under `key`; gives it back when a batch's worth wait.
-    pub fn push(&mut self, pkt: Packet, key: FlowKey) -> Result<(), Packet> {
-        let i = self.batch.len();
-        self.batch.try_push(pkt).map_err(|e| e.element())?;
-        self.keys[i] = key;
-        Ok(())
-    }
-}
 
 /// Everything that acts on a batch's verdicts (all but the decision).
 struct Forwarding {

@@ -11,10 +11,10 @@
 use crate::actions;
 use crate::controller::{ControllerPath, Origin};
 use crate::ct::{ConnTable, CtRequest};
-use crate::element::Recirculation;
 use crate::fabric::Fabric;
 use crate::group_choice::{Choice, choose};
 use crate::mac_learning::MacTable;
+use crate::recirculation::Recirculation;
 use nfv_flow::meter::{MeterBudget, Meters};
 use nfv_flow::table::Groups;
 use nfv_flow::{Action, Group, PortNo};

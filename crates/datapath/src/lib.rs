@@ -32,6 +32,7 @@ pub mod group_choice;
 mod interpreter;
 pub mod mac_learning;
 mod pmd;
+mod recirculation;
 pub mod stats;
 pub mod trace;
 

@@ -238,6 +238,29 @@ fn tcp_flags_of(proto: IpProtocol, l4: &[u8]) -> u16 {
 
 #[cfg(test)]
 mod tests {
+    /// The word numbers extraction writes directly are the
+    /// accessors' words.
+    #[test]
+    fn extraction_word_numbers_match_the_accessors() {
+        type Set = fn(&mut FlowKey);
+        let cases: [(Set, &[usize]); 5] = [
+            (|k| k.set_ipv6_src(u128::MAX), &[W_IPV6_SRC, W_IPV6_SRC + 1]),
+            (|k| k.set_ipv6_dst(u128::MAX), &[W_IPV6_DST, W_IPV6_DST + 1]),
+            (
+                |k| k.set_nd_target(u128::MAX),
+                &[W_ND_TARGET, W_ND_TARGET + 1],
+            ),
+            (|k| k.set_arp_sha([0xff; 6]), &[W_ARP_SHA]),
+            (|k| k.set_arp_tha([0xff; 6]), &[W_ARP_THA]),
+        ];
+        for (set, words) in cases {
+            let mut k = FlowKey::ZERO;
+            set(&mut k);
+            let nonzero: Vec<usize> = (0..KEY_WORDS).filter(|&i| k.w[i] != 0).collect();
+            assert_eq!(nonzero, words);
+        }
+    }
+
     use super::*;
 
     fn udp_frame(vlan: Option<u16>) -> Vec<u8> {

@@ -1074,27 +1074,4 @@ mod tests {
         let kc = BaseKey::masked(&c, &mask);
         assert!(ka != kc && ka.hash() != kc.hash());
     }
-    /// The word numbers [`crate::extract`] writes directly are the
-    /// accessors' words.
-    #[test]
-    fn extraction_word_numbers_match_the_accessors() {
-        use crate::extract::{W_ARP_SHA, W_ARP_THA, W_IPV6_DST, W_IPV6_SRC, W_ND_TARGET};
-        type Set = fn(&mut FlowKey);
-        let cases: [(Set, &[usize]); 5] = [
-            (|k| k.set_ipv6_src(u128::MAX), &[W_IPV6_SRC, W_IPV6_SRC + 1]),
-            (|k| k.set_ipv6_dst(u128::MAX), &[W_IPV6_DST, W_IPV6_DST + 1]),
-            (
-                |k| k.set_nd_target(u128::MAX),
-                &[W_ND_TARGET, W_ND_TARGET + 1],
-            ),
-            (|k| k.set_arp_sha([0xff; 6]), &[W_ARP_SHA]),
-            (|k| k.set_arp_tha([0xff; 6]), &[W_ARP_THA]),
-        ];
-        for (set, words) in cases {
-            let mut k = FlowKey::ZERO;
-            set(&mut k);
-            let nonzero: Vec<usize> = (0..KEY_WORDS).filter(|&i| k.w[i] != 0).collect();
-            assert_eq!(nonzero, words);
-        }
-    }
 }

@@ -1,0 +1,23 @@
+//! The queue of packets `ct(table=N)` sends back through the pipeline:
+//! filled by the interpreter, emptied by the element after the batch.
+
+use nfv_flow::FlowKey;
+use nfv_mem::{BATCH, Batch, Packet};
+
+/// Packets `ct(table=N)` sends back through the pipeline, with the keys
+/// they go back with (their headers as they are now, their ct fields and
+/// table N), until the end of the batch that sent them.
+pub(crate) struct Recirculation {
+    pub batch: Batch,
+    pub keys: [FlowKey; BATCH],
+}
+
+impl Recirculation {
+    /// Queues `pkt` under `key`; gives it back when a batch's worth wait.
+    pub fn push(&mut self, pkt: Packet, key: FlowKey) -> Result<(), Packet> {
+        let i = self.batch.len();
+        self.batch.try_push(pkt).map_err(|e| e.element())?;
+        self.keys[i] = key;
+        Ok(())
+    }
+}
