@@ -783,3 +783,47 @@ fn groups_change_through_the_api() {
     assert_eq!(len(&f.get_json("/api/v1/groups")), 1);
     refused(&f.delete("/api/v1/groups/x"), 400, "not a group id");
 }
+
+/// Connection tracking over REST: a `ct(commit)` rule on the generator's
+/// traffic fills the table, `GET /conntrack` lists it (the total and each
+/// connection as dump-conntrack writes it, by zone), `DELETE` flushes a
+/// zone and needs the token; a zone that is not a number and a flush with
+/// a limit are refused.
+#[test]
+fn conntrack_dump_and_flush_through_the_api() {
+    let f = start("conntrack");
+    let r = f.post(
+        "/api/v1/flows",
+        "text/plain",
+        "priority=60000,ip,in_port=1,actions=ct(commit,zone=3),output:2",
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut dump = Value::Null;
+    let listed = nfv_testutil::wait_until(std::time::Duration::from_secs(20), || {
+        dump = f.get_json("/api/v1/conntrack?zone=3");
+        dump["total"].as_u64().unwrap_or(0) >= 1
+    });
+    assert!(listed, "no connection in zone 3: {dump}");
+    let c = &dump["connections"][0];
+    assert_eq!(
+        (c["zone"].as_u64(), c["proto"].as_str()),
+        (Some(3), Some("udp")),
+        "{c}"
+    );
+    assert!(
+        c["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("udp,orig=(src="),
+        "{c}"
+    );
+    assert_eq!(f.get_json("/api/v1/conntrack?zone=4")["total"], 0);
+
+    let r = f.delete_with("/api/v1/conntrack?zone=3", &[]);
+    assert_ne!(r.status, 200, "a flush without the token: {}", r.body);
+    let r = f.delete("/api/v1/conntrack?zone=3");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.json()["flushed"].as_u64().unwrap_or(0) >= 1, "{}", r.body);
+    refused(&f.get("/api/v1/conntrack?zone=x"), 400, "zone");
+    refused(&f.delete("/api/v1/conntrack?limit=5"), 400, "zone=N only");
+}

@@ -33,22 +33,6 @@ const BLOCKED_PORT: u16 = 5002;
 const CLOSED_UDP_PORT: u16 = 5999;
 const ZONE: u16 = 7;
 
-/// A rule: its cookie, its text and how many packets it must have counted
-/// once the test's traffic ran (0: not asserted).
-struct Rule {
-    cookie: u64,
-    text: String,
-    min: u64,
-}
-
-fn rule(cookie: u64, min: u64, text: impl Into<String>) -> Rule {
-    Rule {
-        cookie,
-        text: text.into(),
-        min,
-    }
-}
-
 fn missing() -> Option<String> {
     if let Some(why) = unavailable() {
         return Some(why);
@@ -119,10 +103,7 @@ impl Setup {
         let dir = TempDir::new("kct", test);
         let (ns1, v1) = host(LEFT_IP).unwrap();
         let (ns2, v2) = host(RIGHT_IP).unwrap();
-        let texts: Vec<String> = table
-            .iter()
-            .map(|r| format!("cookie={:#x},{}", r.cookie, r.text))
-            .collect();
+        let texts = with_cookies(table);
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let body = format!(
             "{}{}{}",
@@ -157,17 +138,7 @@ impl Setup {
     }
 
     fn check_counters(&self, table: &[Rule]) {
-        for r in table.iter().filter(|r| r.min > 0) {
-            let got = self.node.flow_packets(r.cookie);
-            assert!(
-                got >= r.min,
-                "rule {:#x} `{}` counted {got} packets, want at least {}\n{}",
-                r.cookie,
-                r.text,
-                r.min,
-                self.state()
-            );
-        }
+        check_counters(&self.node, table, || self.state());
     }
 
     /// The sum of one ct figure over the PMDs (`show pmd --json`).

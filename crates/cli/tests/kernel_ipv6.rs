@@ -40,24 +40,6 @@ const REAL_PORT: u16 = 9090;
 /// The catch-all drop's cookie.
 const CATCH_ALL: u64 = 0x99;
 
-/// A rule of a test's table: its cookie, its text (without the cookie)
-/// and how many packets it must have counted once the test's traffic has
-/// run (0: not asserted — traffic the kernels may or may not send, such
-/// as a neighbour's reachability probe).
-struct Rule {
-    cookie: u64,
-    text: String,
-    min: u64,
-}
-
-fn rule(cookie: u64, min: u64, text: impl Into<String>) -> Rule {
-    Rule {
-        cookie,
-        text: text.into(),
-        min,
-    }
-}
-
 /// Why this test cannot run here, if it cannot.
 fn missing() -> Option<String> {
     if let Some(why) = unavailable() {
@@ -91,10 +73,7 @@ impl Setup {
         let (ns2, v2) = dual_host(RIGHT_IP, RIGHT6).unwrap();
         let mut table = rules(v1.inner_mac, v2.inner_mac);
         table.push(rule(CATCH_ALL, 0, "priority=0,actions=drop"));
-        let texts: Vec<String> = table
-            .iter()
-            .map(|r| format!("cookie={:#x},{}", r.cookie, r.text))
-            .collect();
+        let texts = with_cookies(&table);
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let body = format!(
             "{}{}{}",
@@ -132,17 +111,7 @@ impl Setup {
 
     /// Every rule of `table` counted at least its `min` packets.
     fn check_counters(&self, table: &[Rule]) {
-        for r in table.iter().filter(|r| r.min > 0) {
-            let got = self.node.flow_packets(r.cookie);
-            assert!(
-                got >= r.min,
-                "rule {:#x} `{}` counted {got} packets, want at least {}\n{}",
-                r.cookie,
-                r.text,
-                r.min,
-                self.state()
-            );
-        }
+        check_counters(&self.node, table, || self.state());
     }
 
     /// TCP checksum errors the hosts' kernels counted (IPv4 and IPv6

@@ -215,6 +215,14 @@ impl Fixture {
             path,
         )
     }
+    /// DELETE with these headers only (no token unless given).
+    pub fn delete_with(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        let mut r = agent().delete(self.url(path));
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        reply(r.call(), path)
+    }
     /// GET that must succeed with JSON.
     pub fn get_json(&self, path: &str) -> Value {
         let r = self.get(path);

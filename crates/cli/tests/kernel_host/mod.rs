@@ -1,5 +1,5 @@
 //! Shared by the tests that run a node against kernel network namespaces
-//! (`kernel.rs`, `kernel_ipv6.rs`, `vxlan.rs`): the node as a child
+//! (`kernel.rs`, `kernel_ipv6.rs`, `kernel_conntrack.rs`, `vxlan.rs`): the node as a child
 //! process with its control socket, hosts (a namespace with a veth, IPv4
 //! and optionally IPv6), static neighbour entries, ping (IPv4 or IPv6 by
 //! the address) and a checked TCP exchange between namespaces.
@@ -528,4 +528,46 @@ pub fn with_snapshots<R>(
         r
     });
     (r, last.into_inner().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// A rule of a test's flow table: its cookie, its text (without the
+/// cookie) and how many packets it must have counted once the test's
+/// traffic has run (0: not asserted — traffic the kernels may or may not
+/// send, such as a neighbour's reachability probe).
+pub struct Rule {
+    pub cookie: u64,
+    pub text: String,
+    pub min: u64,
+}
+
+pub fn rule(cookie: u64, min: u64, text: impl Into<String>) -> Rule {
+    Rule {
+        cookie,
+        text: text.into(),
+        min,
+    }
+}
+
+/// The rules as `flows` lines, each with its cookie.
+pub fn with_cookies(table: &[Rule]) -> Vec<String> {
+    table
+        .iter()
+        .map(|r| format!("cookie={:#x},{}", r.cookie, r.text))
+        .collect()
+}
+
+/// Every rule of `table` counted at least its `min` packets on `node`;
+/// `state` says what the switch and kernels looked like, for the message.
+pub fn check_counters(node: &Node, table: &[Rule], state: impl Fn() -> String) {
+    for r in table.iter().filter(|r| r.min > 0) {
+        let got = node.flow_packets(r.cookie);
+        assert!(
+            got >= r.min,
+            "rule {:#x} `{}` counted {got} packets, want at least {}\n{}",
+            r.cookie,
+            r.text,
+            r.min,
+            state()
+        );
+    }
 }
