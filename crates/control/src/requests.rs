@@ -293,6 +293,9 @@ impl Node {
                     Output::Port(p) => port(p),
                     Output::Normal => "normal".to_string(),
                     Output::Flood => "flood (every port but the in_port)".to_string(),
+                    Output::Recirculate(t) => {
+                        format!("table {t} again, tracked (ct; trace with ct_state= to follow)")
+                    }
                 })
                 .collect(),
             cache,

@@ -93,6 +93,10 @@ pub enum Output {
     Normal,
     /// `flood` / `all`: every port but the in_port.
     Flood,
+    /// `ct(table=T)`: the tracked copy is looked up again from table T
+    /// (where it goes depends on the tracker's answer, which a trace
+    /// cannot know).
+    Recirculate(u8),
 }
 
 /// What the actions of one packet's trace may consult besides the fields.
@@ -304,6 +308,9 @@ fn apply(
             } else {
                 ""
             };
+            if let Some(t) = ct.table {
+                outputs.push(Output::Recirculate(t));
+            }
             return Some(match ct.table {
                 Some(t) => format!(
                     "to the connection tracker (zone {}{commit}{nat}), then looked up again from \

@@ -450,7 +450,7 @@ fn ct_clear_clears_the_fields_later_tables_see() {
         &table(&["in_port=1,ip,actions=ct(commit,table=1),output:2"]),
         packet("in_port=1,ip"),
     );
-    assert_eq!(t.outputs, vec![Output::Port(2)]);
+    assert_eq!(t.outputs, vec![Output::Recirculate(1), Output::Port(2)]);
     assert!(
         t.steps[0]
             .note
