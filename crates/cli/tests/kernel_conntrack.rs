@@ -17,7 +17,7 @@ mod kernel_host;
 
 use kernel_host::*;
 use nfv_testutil::netns::{Netns, Veth};
-use nfv_testutil::{skip, wait_until, which};
+use nfv_testutil::{skip, which};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
 use std::time::Duration;
 
@@ -173,33 +173,9 @@ fn a_security_group_lets_through_what_it_allows_and_the_answers() {
     }
 
     // A listener on a port the group does not open: the SYNs end in table
-    // 1's drop and the connect times out (a refusal would mean a SYN got
-    // through; the listener would accept one that did).
-    let blocked = s
-        .ns2
-        .run_in(|| TcpListener::bind((RIGHT_IP, BLOCKED_PORT)))
-        .expect("listen on the blocked port");
-    let drops_before = s.node.flow_packets(0x98);
+    // 1's drop.
     let to = SocketAddr::from((RIGHT_IP, BLOCKED_PORT));
-    match tcp_connect(&s.ns1, to, Duration::from_secs(3)) {
-        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
-        other => panic!(
-            "connect to {to}, which the group does not open: {other:?}\n{}",
-            s.state()
-        ),
-    }
-    blocked.set_nonblocking(true).unwrap();
-    assert!(
-        blocked
-            .accept()
-            .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
-        "the blocked port's listener got a connection"
-    );
-    assert!(
-        wait_until(WAIT, || s.node.flow_packets(0x98) > drops_before),
-        "the blocked SYNs did not reach table 1's drop\n{}",
-        s.state()
-    );
+    assert_blocked(&s.node, &s.ns1, &s.ns2, to, 0x98, || s.state());
 
     // The protected host starts a connection (any port): out, and its
     // answers back as established.

@@ -571,3 +571,42 @@ pub fn check_counters(node: &Node, table: &[Rule], state: impl Fn() -> String) {
         );
     }
 }
+
+/// A listener in `server_ns` at `to` that no rule lets a connection
+/// reach: a connect from `client_ns` must time out (a refusal would mean
+/// a SYN got through; the listener would accept one that did), the
+/// listener must have nothing to accept, and the rule with cookie
+/// `drop_cookie` must count the SYNs. A busy machine only makes a timeout
+/// likelier: the 3 s are no race. `state` is for failure messages.
+pub fn assert_blocked(
+    node: &Node,
+    client_ns: &Netns,
+    server_ns: &Netns,
+    to: SocketAddr,
+    drop_cookie: u64,
+    state: impl Fn() -> String,
+) {
+    let blocked = server_ns
+        .run_in(move || TcpListener::bind(to))
+        .expect("listen on the blocked port");
+    let drops_before = node.flow_packets(drop_cookie);
+    match tcp_connect(client_ns, to, Duration::from_secs(3)) {
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+        other => panic!(
+            "connect to {to}, which no rule lets through: {other:?}\n{}",
+            state()
+        ),
+    }
+    blocked.set_nonblocking(true).unwrap();
+    assert!(
+        blocked
+            .accept()
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+        "the blocked port's listener got a connection"
+    );
+    assert!(
+        wait_until(WAIT, || node.flow_packets(drop_cookie) > drops_before),
+        "the blocked SYNs did not reach the drop rule {drop_cookie:#x}\n{}",
+        state()
+    );
+}
