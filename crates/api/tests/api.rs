@@ -821,6 +821,14 @@ fn conntrack_dump_and_flush_through_the_api() {
 
     let r = f.delete_with("/api/v1/conntrack?zone=3", &[]);
     assert_ne!(r.status, 200, "a flush without the token: {}", r.body);
+    // A web page's request carries the token no more than its origin
+    // allows: a cross-site flush is refused even with it.
+    let auth = f.auth.clone();
+    let r = f.delete_with(
+        "/api/v1/conntrack?zone=3",
+        &[("authorization", &auth), ("origin", "http://evil.example")],
+    );
+    assert_eq!(r.status, 403, "a cross-site flush: {}", r.body);
     let r = f.delete("/api/v1/conntrack?zone=3");
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.json()["flushed"].as_u64().unwrap_or(0) >= 1, "{}", r.body);
