@@ -59,8 +59,9 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often threads look at their stop flags and the memory.
 const TICK: Duration = Duration::from_millis(100);
-/// How long a handshake that finds its interface still claimed waits for
-/// the claim to go before answering "Already connected": a client that
+/// How long a handshake that finds its interface still claimed (at INIT,
+/// and again when it claims it) waits for the claim to go before
+/// answering "Already connected": a client that
 /// closes and reconnects at once can finish its new handshake before the
 /// thread serving its old connection has seen the close (on a busy
 /// machine, before that thread has even run: 300 ms was once not enough
@@ -469,6 +470,21 @@ fn claim_within(claimed: &AtomicBool, wait: Duration) -> bool {
     }
 }
 
+/// Waits up to `wait` for `claimed` to be let go (without claiming it);
+/// true when it is free.
+fn released_within(claimed: &AtomicBool, wait: Duration) -> bool {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        if !claimed.load(Acquire) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// One client, from accept to the end of its connection.
 fn serve_conn(hub: &HubInner, pending: &Pending) {
     let slot = Slot(hub, pending.serial);
@@ -516,7 +532,12 @@ fn handshake(
         asked.set(Some(id));
         hub.member(id).map(|s| Offer {
             secret: s.cfg.secret(),
-            taken: s.claimed.load(Acquire),
+            // As in `claim`: a client refused or closed a moment ago may
+            // still hold the interface while its thread winds down (a
+            // loaded machine once took longer than the client needed to
+            // reconnect and reach INIT), so wait for it to go before
+            // saying "Already connected".
+            taken: !released_within(&s.claimed, RECLAIM_WAIT),
         })
     };
     let timeouts = Timeouts {
