@@ -88,10 +88,6 @@ fn dist_of(word: u64) -> u64 {
     (word >> DIST_SHIFT) & DIST_MAX
 }
 
-fn tag_of(word: u64) -> u64 {
-    word >> TAG_SHIFT
-}
-
 impl Index {
     /// An index for `capacity` connections (two keys each).
     pub(crate) fn for_connections(capacity: u32) -> Self {
@@ -123,13 +119,21 @@ impl Index {
 
     /// The entry whose tag matches and for which `is_key` confirms the full
     /// key (the caller compares against the slab).
+    ///
+    /// Every packet a `ct` tracks comes here, so the walk avoids a
+    /// division per bucket (the next bucket wraps by comparison) and tests
+    /// tag and home distance, adjacent in the word, with one compare.
     pub(crate) fn find(&self, hash: Hash, mut is_key: impl FnMut(Entry) -> bool) -> Option<Entry> {
-        for dist in 0..self.buckets.len() as u64 {
-            let bucket = &self.buckets[self.bucket_after(hash.home, dist)].0;
+        let n = self.buckets.len();
+        let mut b = hash.home;
+        for dist in 0..n as u64 {
+            // Tags are never zero, so a free place never matches.
+            let want = (hash.tag << (TAG_SHIFT - DIST_SHIFT)) | dist;
+            let bucket = &self.buckets[b].0;
             let mut has_room = false;
             for &word in bucket {
                 has_room |= word == 0;
-                if word != 0 && tag_of(word) == hash.tag && dist_of(word) == dist {
+                if word >> DIST_SHIFT == want {
                     let entry = unpack(word);
                     if is_key(entry) {
                         return Some(entry);
@@ -138,6 +142,10 @@ impl Index {
             }
             if has_room {
                 return None;
+            }
+            b += 1;
+            if b == n {
+                b = 0;
             }
         }
         None

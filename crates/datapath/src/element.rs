@@ -140,7 +140,7 @@ impl Element {
             return;
         }
         self.fwd
-            .interpreter(po.in_port, &rx, pool, Origin::default())
+            .interpreter(po.in_port, &rx, pool, Origin::default(), None)
             .run(&po.actions, pkt);
         self.fwd.tally.flush();
         self.fwd.budget.settle();
@@ -268,6 +268,7 @@ impl Forwarding {
         rx: &'a QueueCounters,
         pool: &'a mut PoolCache,
         origin: Origin,
+        key: Option<&'a FlowKey>,
     ) -> Interpreter<'a> {
         Interpreter {
             fabric: &mut self.fabric,
@@ -287,6 +288,7 @@ impl Forwarding {
             now_ms: self.now_ms,
             recirc: &mut self.recirc,
             ct_wide: self.ct_wide,
+            key,
         }
     }
 
@@ -331,7 +333,7 @@ impl Forwarding {
                 Verdict::Rule(rule) => match rule.single_output {
                     Some(out) if out != in_port => self.fabric.output(out, pkt, rx, pool),
                     _ => self
-                        .interpreter(in_port, rx, pool, origin_of(rule))
+                        .interpreter(in_port, rx, pool, origin_of(rule), keys.map(|k| &k[i]))
                         .run(&rule.spec.actions, pkt),
                 },
             }

@@ -13,11 +13,20 @@ pub(crate) struct Recirculation {
 }
 
 impl Recirculation {
-    /// Queues `pkt` under `key`; gives it back when a batch's worth wait.
-    pub fn push(&mut self, pkt: Packet, key: FlowKey) -> Result<(), Packet> {
+    /// Queues `pkt` with the key `build` writes in place (the 192-byte key
+    /// is not built elsewhere and copied in); gives the packet back when a
+    /// batch's worth wait.
+    pub fn push(
+        &mut self,
+        pkt: Packet,
+        build: impl FnOnce(&Packet, &mut FlowKey),
+    ) -> Result<(), Packet> {
         let i = self.batch.len();
-        self.batch.try_push(pkt).map_err(|e| e.element())?;
-        self.keys[i] = key;
+        if self.batch.is_full() {
+            return Err(pkt);
+        }
+        build(&pkt, &mut self.keys[i]);
+        self.batch.push(pkt);
         Ok(())
     }
 }

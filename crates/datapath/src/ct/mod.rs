@@ -121,6 +121,8 @@ pub struct CtFields {
     pub label: u128,
     /// The connection's original direction (`ct_nw_src`, `ct_tp_dst`, …).
     pub orig: Option<ConnKey>,
+    /// Whether `nat` rewrote the packet's headers.
+    pub translated: bool,
 }
 
 /// Why packets were answered `+inv` without the tracker's say, or a
@@ -246,11 +248,15 @@ impl ConnTable {
             }
         }
         let mut state = verdict.state.0;
+        let mut translated = false;
         if req.nat.is_some()
             && let Some(rw) = rewrite
         {
             match nat::apply(pkt, &parsed, &rw) {
-                Ok(()) => state |= rw.state_bits(),
+                Ok(()) => {
+                    state |= rw.state_bits();
+                    translated = true;
+                }
                 Err(_) => self.counters.nat_failed += 1,
             }
         }
@@ -260,6 +266,7 @@ impl ConnTable {
             mark: verdict.mark,
             label: verdict.label,
             orig: verdict.orig,
+            translated,
         }
     }
 }
