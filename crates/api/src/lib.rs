@@ -13,7 +13,7 @@
 //! | GET | `/api/v1/chains` | service chains: per-VNF and per-chain rates |
 //! | GET | `/api/v1/traffic` | receiver ports: loss, reordering, latency per stream |
 //! | GET | `/api/v1/flows[?filter=F]` | rules with hit counters (with `F`: those `DELETE` with it would remove) |
-//! | GET | `/api/v1/trace?flow=PACKET` | what the datapath does with a packet given by its fields (`ctl trace`) |
+//! | GET | `/api/v1/trace?flow=PACKET[&ct_next=FLAGS;FLAGS...]` | what the datapath does with a packet given by its fields (`ctl trace`; `ct_next`: its `--ct-next` states, `;`-separated) |
 //! | POST | `/api/v1/flows` | add rules (all or nothing): body = one rule per line (`#` comments), or JSON `["...", ...]` / `{"flows": [...]}` |
 //! | DELETE | `/api/v1/flows?filter=F` | delete rules matching `F`; `filter=` (empty) deletes every rule, no `filter` is refused |
 //! | POST | `/api/v1/stats/clear` | zero PMD and receiver counters |

@@ -109,7 +109,7 @@ async fn index() -> axum::Json<Value> {
             "DELETE /api/v1/groups/{group_id}",
             "GET /api/v1/conntrack?zone=N&limit=N",
             "DELETE /api/v1/conntrack?zone=N",
-            "GET /api/v1/trace?flow=PACKET",
+            "GET /api/v1/trace?flow=PACKET&ct_next=FLAGS;FLAGS",
             "GET /api/v1/controllers",
             "POST /api/v1/stats/clear",
             "GET /api/v1/timeseries?seconds=N",
@@ -188,16 +188,31 @@ async fn dump_flows(State(st): St, q: Result<Query<FlowsQuery>, QueryRejection>)
     .await
 }
 
-/// `GET /trace?flow=...`: what the datapath would do with the packet.
+/// `GET /trace?flow=...[&ct_next=S1;S2...]`: what the datapath would do
+/// with the packet; `ct_next`, the tracker's answers for the tracked
+/// copies in the order they are looked up (`ctl trace --ct-next`, once per
+/// copy), separated by `;` (each `trk,new`-style: commas are taken).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TraceQuery {
     flow: String,
+    ct_next: Option<String>,
 }
 
 async fn trace(State(st): St, q: Result<Query<TraceQuery>, QueryRejection>) -> ApiResult {
     let Query(q) = q.map_err(|e| ApiError::bad(e.body_text()))?;
-    handle(&st, Request::Trace { flow: q.flow }).await
+    let ct_next = q
+        .ct_next
+        .map(|s| s.split(';').map(str::to_string).collect())
+        .unwrap_or_default();
+    handle(
+        &st,
+        Request::Trace {
+            flow: q.flow,
+            ct_next,
+        },
+    )
+    .await
 }
 
 /// `GET /flows?filter=...`: the rules a del-flows filter selects.

@@ -478,6 +478,53 @@ fn flows_ports_and_counters_change_through_the_api() {
 
 /// Asserts a refusal: `status` and a JSON error message containing `msg`.
 #[track_caller]
+/// `GET /trace` follows a ct(table=T) into table T, the tracker's answers
+/// given as `ct_next` (`;` between the copies' states).
+#[test]
+fn trace_follows_ct_as_ct_next_says() {
+    let f = start("trace-ct");
+    let r = f.post(
+        "/api/v1/flows",
+        "application/json",
+        r#"["priority=24,tcp,tp_dst=99,actions=ct(table=1,zone=2),ct(table=1)",
+            "table=1,priority=5,ip,ct_state=+trk+new,actions=drop",
+            "table=1,priority=6,ip,ct_state=+trk+est,actions=drop"]"#,
+    );
+    assert_eq!(r.json()["added"], 3, "{}", r.body);
+    let flow = "flow=in_port%3D7%2Ctcp%2Ctp_dst%3D99";
+    // (ct_next, the state each copy came back with, the rule it met)
+    let cases: &[(&str, [&str; 2], [&str; 2])] = &[
+        ("", ["new|trk", "new|trk"], ["priority=5", "priority=5"]),
+        (
+            "&ct_next=trk,est",
+            ["est|trk", "new|trk"],
+            ["priority=6", "priority=5"],
+        ),
+        (
+            "&ct_next=trk,new;%2Btrk%2Best",
+            ["new|trk", "est|trk"],
+            ["priority=5", "priority=6"],
+        ),
+    ];
+    for (ct_next, states, rules) in cases {
+        let t = f.get_json(&format!("/api/v1/trace?{flow}{ct_next}"));
+        for i in 0..2 {
+            let copy = &t["steps"][i]["recirculation"];
+            assert_eq!(copy["recirculation"], i + 1, "{ct_next}: {t}");
+            assert_eq!(copy["ct_state"].as_str(), Some(states[i]), "{ct_next}: {t}");
+            assert!(
+                copy["rule"].as_str().unwrap().starts_with(rules[i]),
+                "{ct_next}: {t}"
+            );
+        }
+    }
+    refused(
+        &f.get(&format!("/api/v1/trace?{flow}&ct_next=trk,new,est")),
+        400,
+        "new and est",
+    );
+}
+
 fn refused(r: &Reply, status: u16, msg: &str) {
     assert_eq!(r.status, status, "{}", r.body);
     let e = r.json()["error"].as_str().unwrap_or_default().to_string();

@@ -5,7 +5,7 @@ use crate::table::{Table, fmt_opt};
 use clap::{Args, Subcommand};
 use nfv_control::protocol::{
     ChainReport, FlowReport, NodeReport, PmdReport, PortReport, RebalanceReport, RxqsReport,
-    TraceReport, TraceStepReport, TrafficReport,
+    TraceRecirculationReport, TraceReport, TraceStepReport, TrafficReport,
 };
 use nfv_control::{Request, Response, request};
 use std::path::{Path, PathBuf};
@@ -104,8 +104,18 @@ enum CtlCommand {
     /// 'in_port=1,udp,nw_dst=10.0.0.2,tp_dst=80' (unnamed fields are
     /// zero): the tier that decides it, the rule, each action and the
     /// packet after it, the outputs, what the caches keep (OVS
-    /// ofproto/trace).
-    Trace { flow: String },
+    /// ofproto/trace). A ct(table=T)'s tracked copy is followed into
+    /// table T as the connection tracker's answer --ct-next says.
+    Trace {
+        flow: String,
+        /// The connection states the tracker answers for the next tracked
+        /// copy (ct(table=T)), OVS's flags: 'trk,new', 'trk,est,rpl',
+        /// '+trk+est'. Once per copy, in the order they are looked up
+        /// (round by round, each in the order its ct actions ran); copies
+        /// past the last --ct-next get 'trk,new'.
+        #[arg(long = "ct-next", value_name = "FLAGS")]
+        ct_next: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -211,7 +221,10 @@ fn request_of(cmd: &CtlCommand) -> Result<Request, String> {
         CtlCommand::DumpFlows { filter } => Request::DumpFlows {
             filter: filter.clone().unwrap_or_default(),
         },
-        CtlCommand::Trace { flow } => Request::Trace { flow: flow.clone() },
+        CtlCommand::Trace { flow, ct_next } => Request::Trace {
+            flow: flow.clone(),
+            ct_next: ct_next.clone(),
+        },
         CtlCommand::AddFlow { flows } => Request::AddFlows {
             flows: flows.clone(),
         },
@@ -462,6 +475,46 @@ fn trace_steps(out: &mut String, steps: &[TraceStepReport], indent: &str) {
                 *out += &format!("{indent}     not applied: {}\n", b.unused_actions.join(","));
             }
         }
+        if let Some(r) = &s.recirculation {
+            trace_recirculation(out, r, &format!("{indent}   "));
+        }
+    }
+}
+
+/// A tracked copy (ct(table=T)) as the trace followed it, below the ct
+/// step that forked it.
+fn trace_recirculation(out: &mut String, r: &TraceRecirculationReport, indent: &str) {
+    let table = r.tables.first().map_or(0, |t| t.table);
+    *out += &format!(
+        "{indent}recirculation {} (round {}), ct_state={} ({}), from table {table}:\n",
+        r.recirculation, r.round, r.ct_state, r.ct_state_from
+    );
+    let inner = format!("{indent}  ");
+    *out += &format!("{inner}packet: {}\n", r.packet);
+    match &r.rule {
+        Some(rule) => *out += &format!("{inner}rule:   {rule}\n"),
+        None => *out += &format!("{inner}rule:   none matches: this copy is dropped (no_match)\n"),
+    }
+    if r.tables.len() > 1 {
+        for st in &r.tables[1..] {
+            *out += &match &st.rule {
+                Some(rule) => format!("{inner}then table {}: {rule}\n", st.table),
+                None => format!(
+                    "{inner}then table {}: no rule matches: the pipeline ends\n",
+                    st.table
+                ),
+            };
+        }
+    }
+    trace_steps(out, &r.steps, &inner);
+    if !r.unused_actions.is_empty() {
+        *out += &format!("{inner}not applied: {}\n", r.unused_actions.join(","));
+    }
+    if r.rule.is_some() {
+        *out += &match r.outputs.is_empty() {
+            true => format!("{inner}outputs of this copy: none\n"),
+            false => format!("{inner}outputs of this copy: {}\n", r.outputs.join(", ")),
+        };
     }
 }
 

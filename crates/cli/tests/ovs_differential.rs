@@ -29,12 +29,13 @@
 //! and arp_spa/arp_tpa with prefixes or masks, ipv6_src/ipv6_dst with
 //! prefixes or masks, ipv6_label, arp_op, nw_tos/ip_dscp, nw_ecn/ip_ecn,
 //! nw_ttl, ip_frag, tp_src/tp_dst with masks, tcp_flags, icmp_type/code,
-//! arp_sha/arp_tha, nd_target/nd_sll/nd_tll) and up to seven actions from
+//! arp_sha/arp_tha, nd_target/nd_sll/nd_tll; in ct rule sets, below,
+//! ct_state/ct_zone/ct_mark/ct_label) and up to seven actions from
 //! `ACTIONS` in `random/actions.rs` (output:N, N, in_port, flood, all,
 //! mod_dl_src/dst, mod_vlan_vid, push_vlan, strip_vlan, mod_nw_src/dst,
 //! mod_tp_src/dst, mod_nw_tos/ecn/ttl, dec_ttl, set_field to
 //! ipv6_src/ipv6_dst/ipv6_label, goto_table, resubmit(,N), group:N,
-//! meter:N), or drop. Priorities are distinct (OpenFlow leaves ties to
+//! meter:N; in ct rule sets ct(...) and ct_clear), or drop. Priorities are distinct (OpenFlow leaves ties to
 //! the switch). Covering a new field or action (normal, tunnels) is one
 //! table entry, and for a new kind of output one arm where
 //! `ovsdiff/nfv.rs` reads the trace.
@@ -72,6 +73,24 @@
 //! - A meter passes in both traces (neither knows the rate history): it is
 //!   compared as a step that changes nothing.
 //!
+//! Connection tracking (`random/fields.rs`, `random/actions.rs`): a third
+//! of the rule sets use it. Their IP rules get `ct(...)` actions with any
+//! of `commit` (not where the match wants `+inv`: both refuse it),
+//! `force`, `zone=N`, `table=T` (a later table only: OVS's trace would
+//! follow a copy sent back to its own table without end) and, with
+//! `commit`, `exec(set_field:V[/M]->ct_mark, set_field:V[/M]->ct_label)`,
+//! in any order; any rule may get `ct_clear`; matches take `ct_state` (in
+//! its three forms: `+trk-new`, `est|trk`, `0x21/0x21`), `ct_zone`
+//! (exact: OVS takes no mask), `ct_mark`, `ct_label`. No `nat` (OVS's trace
+//! makes up a translation of its own), no `ct(table=T)` in a bucket. Most
+//! such sets start table 0 with a security group's entry (every IPv4 or
+//! IPv6 packet to `ct(table=T)` at a low priority), and most of their
+//! later tables' rules test `ct_state`. Each packet of such a set is
+//! traced by both with the same `--ct-next` states (`ofproto/trace
+//! --ct-next`, `ctl trace --ct-next` in another of its spellings): none
+//! (every copy comes back `trk,new`, the default of both), or one to
+//! three, mostly the state the rule the packet was made for matches.
+//!
 //! Then 50 packets per set:
 //! 70 % derived from a rule's match (its bits kept, the rest random; a
 //! quarter of them with one matched field changed, for near misses), the
@@ -108,6 +127,14 @@
 //!   nfvswitch's trace runs each bucket on its own copy of the packet and
 //!   lists its steps under the group's. An `all` bucket's `dec_ttl` that
 //!   runs out ends that bucket's copy only, in both.
+//! - The tracked copies `ct(table=T)` forks, which both traces follow in
+//!   the same order (OVS's `recirc(0xN)` sections, round by round;
+//!   nfvswitch's recirculations): for each, the table, its header fields,
+//!   `ct_state` (the `--ct-next` it took), `ct_zone`, `ct_mark`, `ct_label`,
+//!   and the rule that takes it; their outputs come after the packet's
+//!   own, each OVS section's computed from its `Flow:` and its datapath
+//!   actions. The ct fields are not compared at outputs (OVS's datapath
+//!   actions do not say what the tracker leaves on a packet).
 //! - Every rule OVS holds, as its `dump-flows` prints it, read back with
 //!   nfvswitch's parser: the same match nfvswitch made of the generated
 //!   text (a "no VLAN tag" match counts the same whatever its VID/PCP
@@ -129,7 +156,20 @@
 //!   ports (no CRC32c update); OVS does.
 //! - `ovs-no-ip-rewrite-for-nw-proto-0`: OVS commits no IPv4/IPv6 header
 //!   rewrite for an IP packet whose nw_proto is 0 (commit_set_nw_action()
-//!   reads 0 as "no L3 header"); nfvswitch rewrites it.
+//!   reads 0 as "no L3 header"); nfvswitch rewrites it. Only the packet's
+//!   own outputs keep the fields in OVS: its trace looks a tracked copy up
+//!   with the flow, which has the rewrite.
+//! - `mod-tp-difference-decides-a-later-table`: the rewrite of one of the
+//!   two entries above (ICMP in OVS, SCTP not in nfvswitch) before a
+//!   resubmit or goto_table, where a later table's rule tests
+//!   tp_src/tp_dst (type/code or ports) and matches the packet as one
+//!   switch leaves it and not as the other does.
+//! - `ovs-mod-tp-in-the-flow-of-a-ct-copy`: OVS's mod_tp_src/dst write the
+//!   flow's tp_src/tp_dst for any IP packet, and its trace looks a later
+//!   `ct(table=T)`'s copy up with that flow: the copy carries the rewrite
+//!   for ICMP, SCTP and protocols without ports (numbers no header holds),
+//!   nfvswitch's copy the packet's own (confined to the copies' tp_src,
+//!   tp_dst and, for ND, the fields that hang on the type).
 //! - `ovs-set-field-prerequisites` (refusal): OVS refuses set_field to
 //!   ipv6_* without an IPv6 match, and mod_nw_ecn/mod_nw_ttl (NXM
 //!   set-field for OVS) without an IP one; nfvswitch takes them and leaves
@@ -201,6 +241,17 @@ struct Tally {
     /// Cases whose actions met a group, a meter.
     group_cases: usize,
     meter_cases: usize,
+    /// Rule sets using the connection tracker; their cases traced with
+    /// `--ct-next` states; cases with a tracked copy followed, and the
+    /// copies compared.
+    ct_sets: usize,
+    ct_next_cases: usize,
+    ct_cases: usize,
+    recirculations: usize,
+    /// Tracked copies a rule took (the others met no rule in their table),
+    /// and of those, by a rule matching ct_state.
+    recirculations_taken: usize,
+    recirculations_by_state: usize,
     /// Known difference name -> (count, first example).
     known: BTreeMap<&'static str, (usize, String)>,
     unexplained: Vec<String>,
@@ -300,6 +351,17 @@ fn report(t: &Tally, started: Instant) {
         t.meters,
         t.group_cases,
         t.meter_cases
+    );
+    say!(
+        "{TEST}: {} rule sets used the connection tracker; {} cases traced with --ct-next, {} \
+         followed a ct(table=T) ({} tracked copies compared, {} taken by a rule, {} by one \
+         matching ct_state)",
+        t.ct_sets,
+        t.ct_next_cases,
+        t.ct_cases,
+        t.recirculations,
+        t.recirculations_taken,
+        t.recirculations_by_state
     );
     for k in compare::KNOWN_REFUSALS {
         if let Some((n, example)) = t.refused.get(k.name) {
@@ -582,7 +644,9 @@ fn run_seed_cases(seed: u64, sets: usize, ovs: &mut ovs::Ovs, node: &mut nfv::No
     for set in 0..sets {
         let n = 1 + rng.below(20) as usize;
         let (groups, meters) = random::groups::groups_and_meters(&mut rng);
-        let extras = Extras { groups, meters };
+        let ct = rng.chance(35);
+        t.ct_sets += usize::from(ct);
+        let extras = Extras { groups, meters, ct };
         let rules = random::rules(&mut rng, n, &extras);
         let canonical = rng.chance(50);
         let before = t.unexplained.len();
@@ -593,23 +657,42 @@ fn run_seed_cases(seed: u64, sets: usize, ovs: &mut ovs::Ovs, node: &mut nfv::No
         }
         for i in 0..PACKETS_PER_SET {
             let packet: Key = if !rules.is_empty() && rng.chance(70) {
-                let r = &rules[rng.below(rules.len() as u64) as usize];
+                // In a ct rule set, half the packets are made for a rule of
+                // the tables the tracker's copies come to.
+                let later: Vec<&Rule> = rules.iter().filter(|r| r.table > 0).collect();
+                let r = if extras.ct && !later.is_empty() && rng.chance(50) {
+                    later[rng.below(later.len() as u64) as usize]
+                } else {
+                    &rules[rng.below(rules.len() as u64) as usize]
+                };
                 let near = rng.chance(25);
                 random::packet_for(&mut rng, r, near)
             } else {
                 random::random_packet(&mut rng, random::Class::Any)
             };
+            // A packet made for a rule that matches ct_state asks the
+            // tracker for that state; the packet itself is untracked.
+            let wish = packet.ct_state;
+            let packet = packet.without_ct();
+            let (ovs_ct_next, nfv_ct_next) = if extras.ct {
+                let states = random::ct_next(&mut rng, wish);
+                random::ct_next_texts(&mut rng, &states)
+            } else {
+                (Vec::new(), Vec::new())
+            };
+            t.ct_next_cases += usize::from(!ovs_ct_next.is_empty());
             let where_ = format!("seed {seed}, rule set {set}, packet {i}");
             let ot = ovs
-                .trace(&ovs::packet_text(&packet))
+                .trace(&ovs::packet_text(&packet), &ovs_ct_next)
                 .and_then(|text| ovs::parse_trace(&text, &ovs.odp_to_of));
-            let nt = node.trace(&nfv::packet_text(&packet));
+            let nt = node.trace(&nfv::packet_text(&packet), &nfv_ct_next);
             let (ot, nt) = match (ot, nt) {
                 (Ok(o), Ok(n)) => (o, n),
                 (o, n) => {
                     t.cases += 1;
                     t.unexplained.push(format!(
-                        "{where_}: a trace failed\n  packet: {packet:?}\n  ovs: {:?}\n  nfvswitch: {:?}\n{}{}",
+                        "{where_}: a trace failed\n  packet: {packet:?}\n  --ct-next: {ovs_ct_next:?} \
+                         (nfvswitch: {nfv_ct_next:?})\n  ovs: {:?}\n  nfvswitch: {:?}\n{}{}",
                         o.err(),
                         n.err(),
                         rules_text(&rules),
@@ -623,6 +706,15 @@ fn run_seed_cases(seed: u64, sets: usize, ovs: &mut ovs::Ovs, node: &mut nfv::No
             t.meter_cases +=
                 usize::from(nt.pipeline_actions.iter().any(|a| a.starts_with("meter:")));
             t.hits += usize::from(ot.priority.is_some());
+            t.ct_cases += usize::from(!ot.recirculations.is_empty());
+            t.recirculations += ot.recirculations.len();
+            for p in ot.recirculations.iter().filter_map(|r| r.priority) {
+                t.recirculations_taken += 1;
+                let by_state = rules.iter().any(|r| {
+                    r.priority == p && r.fields.iter().any(|f| f.f == ovsdiff::key::F::CtState)
+                });
+                t.recirculations_by_state += usize::from(by_state);
+            }
             t.outputs += ot.outputs.len();
             t.rewritten += ot
                 .outputs
@@ -636,6 +728,7 @@ fn run_seed_cases(seed: u64, sets: usize, ovs: &mut ovs::Ovs, node: &mut nfv::No
             let case = Case {
                 rules: &rules,
                 packet,
+                ct_next: &ovs_ct_next,
                 ovs: &ot,
                 nfv: &nt,
             };
@@ -682,9 +775,14 @@ fn extras_text(set: &Extras) -> String {
 }
 
 fn describe(where_: &str, c: &Case, what: What) -> String {
+    let ct_next: String = c
+        .ct_next
+        .iter()
+        .map(|s| format!(" --ct-next '{s}'"))
+        .collect();
     let mut s = format!(
-        "{where_}: {what:?} differs\n  packet: {:?}\n  ovs trace: ofproto/trace br0 {}\n  \
-         nfvswitch trace: ctl trace {}\n",
+        "{where_}: {what:?} differs\n  packet: {:?}\n  ovs trace: ofproto/trace br0 {}{ct_next}\n  \
+         nfvswitch trace: ctl trace {}{ct_next}\n",
         c.packet,
         ovs::packet_text(&c.packet),
         nfv::packet_text(&c.packet)
@@ -701,6 +799,17 @@ fn describe(where_: &str, c: &Case, what: What) -> String {
                 "  ovs rule:       {:?} (priority {:?})\n  nfvswitch rule: {:?}\n",
                 c.ovs.rule, c.ovs.priority, c.nfv.rule
             );
+        }
+        What::Recirculations => {
+            for (side, v) in [
+                ("ovs", &c.ovs.recirculations),
+                ("nfvswitch", &c.nfv.recirculations),
+            ] {
+                s += &format!("  {side} tracked copies:\n");
+                for r in v {
+                    s += &format!("    {r:?}\n");
+                }
+            }
         }
         What::Outputs => {
             s += &format!("  rule: {:?}\n", c.nfv.rule);

@@ -62,9 +62,14 @@ pub enum Request {
     },
     /// What the datapath would do with a packet whose fields are given as
     /// a match (`in_port=1,udp,nw_dst=10.0.0.2,tp_dst=80`; unnamed fields
-    /// are zero): OVS's `ofproto/trace`.
+    /// are zero): OVS's `ofproto/trace`. `ct(table=T)`'s tracked copies
+    /// are followed, the n-th coming back with the connection states of
+    /// `ct_next[n]` (OVS's `--ct-next FLAGS`: `trk,new`, `trk,est,rpl`),
+    /// `trk,new` past the end of the list.
     Trace {
         flow: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ct_next: Vec<String>,
     },
     /// A group in `ovs-ofctl add-group` syntax; refused if its id exists.
     AddGroup {
@@ -483,7 +488,8 @@ pub struct TraceReport {
     /// (`dec_ttl` on a TTL of 0 or 1).
     pub unused_actions: Vec<String>,
     /// Where the packet leaves: port numbers with names, or `normal`;
-    /// a group's buckets' outputs where the group's step is.
+    /// a group's buckets' outputs where the group's step is; then the
+    /// tracked copies' (`ct(table=T)`), in the order they are looked up.
     pub outputs: Vec<String>,
     /// What the PMD's caches keep after it.
     pub cache: String,
@@ -505,6 +511,36 @@ pub struct TraceStepReport {
     /// (left out for other actions).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub buckets: Vec<TraceBucketReport>,
+    /// `ct(table=T)`: its tracked copy, looked up again from table T (left
+    /// out for other actions, and for a copy past the recirculation limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recirculation: Option<Box<TraceRecirculationReport>>,
+}
+
+/// A `ct(table=T)`'s tracked copy as the trace followed it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TraceRecirculationReport {
+    /// Its place in the order the datapath looks tracked copies up (1
+    /// first): the `--ct-next` it takes.
+    pub recirculation: usize,
+    /// 1 for a copy of the packet's own actions, 2 for a copy a round-1
+    /// copy sent, ...
+    pub round: usize,
+    /// The connection states the tracker is taken to answer (`new|trk`),
+    /// and where they come from (`--ct-next N`, or the default).
+    pub ct_state: String,
+    pub ct_state_from: String,
+    /// Every field of the key looked up.
+    pub packet: String,
+    /// The rule that matched (`None`: none; the copy is dropped,
+    /// `no_match`).
+    pub rule: Option<String>,
+    /// Every table it was looked up in, with the rule each matched.
+    pub tables: Vec<TraceTableReport>,
+    pub steps: Vec<TraceStepReport>,
+    pub unused_actions: Vec<String>,
+    /// Where this copy leaves (the copies it forks list their own).
+    pub outputs: Vec<String>,
 }
 
 /// One group bucket as it ran on its copy of the packet.

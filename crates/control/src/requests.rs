@@ -48,7 +48,7 @@ impl Node {
                 self.move_rxq(port, *queue, *pmd)?;
                 json!({ "moved": { "port": port, "queue": queue, "pmd": pmd } })
             }
-            Request::Trace { flow } => serde_json::to_value(self.trace(flow)?)?,
+            Request::Trace { flow, ct_next } => serde_json::to_value(self.trace(flow, ct_next)?)?,
             Request::AddGroup { group } => {
                 let g = nfv_flow::parse_group(group)?;
                 let id = g.id;
@@ -222,9 +222,14 @@ impl Node {
     }
 
     /// `trace`: what the datapath would do with the packet `flow`
-    /// describes.
-    pub fn trace(&self, flow: &str) -> Result<crate::protocol::TraceReport, RequestError> {
-        use nfv_datapath::trace::{Output, Tier, trace};
+    /// describes, the tracker answering `ct_next` (OVS's `--ct-next`
+    /// flags, one per tracked copy in the order they are looked up).
+    pub fn trace(
+        &self,
+        flow: &str,
+        ct_next: &[String],
+    ) -> Result<crate::protocol::TraceReport, RequestError> {
+        use nfv_datapath::trace::{Tier, trace_tracked};
         let f = parse_filter(flow).map_err(RequestError::Filter)?;
         if f.priority.is_some() || f.cookie.is_some() {
             return Err(RequestError::Trace("a packet has no priority or cookie"));
@@ -237,6 +242,11 @@ impl Node {
                 "a packet's fields are exact: no masks or prefixes",
             ));
         }
+        let ct_next = ct_next
+            .iter()
+            .map(|s| nfv_flow::parse_ct_states(s))
+            .collect::<Result<Vec<u8>, _>>()
+            .map_err(RequestError::Filter)?;
         let table = self.datapath.table().snapshot();
         let views = self.datapath.port_views();
         // Live as far as the control plane can tell: the port exists and
@@ -248,7 +258,7 @@ impl Node {
                 .iter()
                 .any(|v| v.no == p && v.port.gauges().connected != Some(false))
         };
-        let t = trace(&table, f.matches.key, &live);
+        let t = trace_tracked(&table, f.matches.key, &live, &ct_next);
         let names: std::collections::BTreeMap<PortNo, String> = views
             .iter()
             .map(|v| (v.no, v.port.name().to_string()))
@@ -266,6 +276,10 @@ impl Node {
             } => format!("the megaflow {m}; {emc}"),
             Tier::Classifier { .. } => format!("no megaflow (too few subtables visited); {emc}"),
         };
+        let report = TraceReporter {
+            trace: &t,
+            port: &port,
+        };
         Ok(crate::protocol::TraceReport {
             packet: format!("{:?}", t.packet),
             decided_by: match &t.tier {
@@ -276,28 +290,10 @@ impl Node {
             },
             rule: t.rule.as_ref().map(|r| r.spec.to_string()),
             cookie: t.rule.as_ref().map(|r| r.spec.cookie),
-            tables: t
-                .stages
-                .iter()
-                .map(|s| crate::protocol::TraceTableReport {
-                    table: s.table,
-                    rule: s.rule.as_ref().map(|r| r.spec.to_string()),
-                })
-                .collect(),
-            steps: step_reports(&t.steps),
+            tables: table_reports(&t.stages),
+            steps: report.steps(&t.steps),
             unused_actions: t.unused.iter().map(|a| a.to_string()).collect(),
-            outputs: t
-                .outputs
-                .iter()
-                .map(|o| match *o {
-                    Output::Port(p) => port(p),
-                    Output::Normal => "normal".to_string(),
-                    Output::Flood => "flood (every port but the in_port)".to_string(),
-                    Output::Recirculate(t) => {
-                        format!("table {t} again, tracked (ct; trace with ct_state= to follow)")
-                    }
-                })
-                .collect(),
+            outputs: report.outputs(&t.outputs),
             cache,
         })
     }
@@ -313,31 +309,89 @@ impl Node {
     }
 }
 
-/// The steps of a trace (and of its groups' buckets) as the report shows
-/// them.
-fn step_reports(steps: &[nfv_datapath::trace::Step]) -> Vec<crate::protocol::TraceStepReport> {
-    steps
+/// Turns a trace into its report: steps (with their buckets and the
+/// tracked copies they forked, nested), outputs named.
+struct TraceReporter<'a> {
+    trace: &'a nfv_datapath::trace::Trace,
+    port: &'a dyn Fn(PortNo) -> String,
+}
+
+impl TraceReporter<'_> {
+    fn steps(&self, steps: &[nfv_datapath::trace::Step]) -> Vec<crate::protocol::TraceStepReport> {
+        steps
+            .iter()
+            .map(|s| crate::protocol::TraceStepReport {
+                action: s.action.to_string(),
+                packet: format!("{:?}", s.after),
+                note: s.note.clone(),
+                buckets: s
+                    .buckets
+                    .iter()
+                    .map(|b| crate::protocol::TraceBucketReport {
+                        bucket: b.index,
+                        steps: self.steps(&b.steps),
+                        unused_actions: b.unused.iter().map(|a| a.to_string()).collect(),
+                    })
+                    .collect(),
+                recirculation: s.recirculation.map(|n| Box::new(self.recirculation(n))),
+            })
+            .collect()
+    }
+
+    /// The `n`-th tracked copy (0 first), the ones it forked nested in its
+    /// steps. Each fork's index is above its parent's, so this ends.
+    fn recirculation(&self, n: usize) -> crate::protocol::TraceRecirculationReport {
+        let r = &self.trace.recirculations[n];
+        crate::protocol::TraceRecirculationReport {
+            recirculation: n + 1,
+            round: r.round,
+            ct_state: nfv_flow::ct_states_text(r.ct_state),
+            ct_state_from: if r.given {
+                format!("--ct-next {}", n + 1)
+            } else {
+                "the default: no --ct-next left for it".into()
+            },
+            packet: format!("{:?}", r.packet),
+            rule: r.rule.as_ref().map(|r| r.spec.to_string()),
+            tables: table_reports(&r.stages),
+            steps: self.steps(&r.steps),
+            unused_actions: r.unused.iter().map(|a| a.to_string()).collect(),
+            outputs: self.outputs(&r.outputs),
+        }
+    }
+
+    fn outputs(&self, outputs: &[nfv_datapath::trace::Output]) -> Vec<String> {
+        use nfv_datapath::trace::Output;
+        outputs
+            .iter()
+            .map(|o| match *o {
+                Output::Port(p) => (self.port)(p),
+                Output::Normal => "normal".to_string(),
+                Output::Flood => "flood (every port but the in_port)".to_string(),
+                Output::Recirculate(t) => format!(
+                    "table {t} again, tracked: not followed, past the datapath's recirculation \
+                     limit (it drops the copy, recirc_limit)"
+                ),
+            })
+            .collect()
+    }
+}
+
+fn table_reports(stages: &[nfv_flow::pipeline::Stage]) -> Vec<crate::protocol::TraceTableReport> {
+    stages
         .iter()
-        .map(|s| crate::protocol::TraceStepReport {
-            action: s.action.to_string(),
-            packet: format!("{:?}", s.after),
-            note: s.note.clone(),
-            buckets: s
-                .buckets
-                .iter()
-                .map(|b| crate::protocol::TraceBucketReport {
-                    bucket: b.index,
-                    steps: step_reports(&b.steps),
-                    unused_actions: b.unused.iter().map(|a| a.to_string()).collect(),
-                })
-                .collect(),
+        .map(|s| crate::protocol::TraceTableReport {
+            table: s.table,
+            rule: s.rule.as_ref().map(|r| r.spec.to_string()),
         })
         .collect()
 }
 
 /// Whether `mask` covers only part of some field (an address prefix or a
 /// bit mask): a packet has every field whole. (`vlan_tci` aside:
-/// `dl_vlan=5` names a packet's VID and leaves its PCP zero.)
+/// `dl_vlan=5` names a packet's VID and leaves its PCP zero; and
+/// `ct_state=+trk+est`, which names the states a packet has, the others
+/// clear.)
 fn has_partial_field(mask: &nfv_flow::FlowKey) -> bool {
     let full = |v: u64, bits: u32| v == 0 || v == (1u64 << bits) - 1;
     !(full(u64::from(mask.dl_type()), 16)
@@ -346,6 +400,9 @@ fn has_partial_field(mask: &nfv_flow::FlowKey) -> bool {
         && full(u64::from(mask.tp_dst()), 16)
         && full(u64::from(mask.nw_src()), 32)
         && full(u64::from(mask.nw_dst()), 32)
+        && full(u64::from(mask.ct_zone()), 16)
+        && full(u64::from(mask.ct_mark()), 32)
+        && (mask.ct_label() == 0 || mask.ct_label() == u128::MAX)
         && [mask.dl_src(), mask.dl_dst()]
             .iter()
             .all(|m| *m == [0; 6] || *m == [0xff; 6]))

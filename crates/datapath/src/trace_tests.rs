@@ -420,8 +420,8 @@ fn a_meter_is_noted_and_passed() {
 }
 
 /// `ct_clear` zeroes the ct fields the later tables see (here of a
-/// packet described with them), and says so; a `ct(...)` that got past
-/// the install check is shown as not run, the packet going on untracked.
+/// packet described with them), and says so; after a `ct(table=T)` the
+/// packet goes on untracked while its tracked copy is followed (below).
 #[test]
 fn ct_clear_clears_the_fields_later_tables_see() {
     let rules = [
@@ -446,18 +446,21 @@ fn ct_clear_clears_the_fields_later_tables_see() {
     );
     assert!(cleared.note.as_deref().unwrap().contains("cleared"));
 
+    // Table 1 has no rule: the tracked copy is looked up and dropped.
     let t = trace_up(
         &table(&["in_port=1,ip,actions=ct(commit,table=1),output:2"]),
         packet("in_port=1,ip"),
     );
-    assert_eq!(t.outputs, vec![Output::Recirculate(1), Output::Port(2)]);
+    assert_eq!(t.outputs, vec![Output::Port(2)]);
+    assert_eq!(t.steps[0].after.ct_state(), 0);
+    assert_eq!(t.steps[0].recirculation, Some(0));
+    assert!(t.recirculations[0].rule.is_none());
+    let note = t.steps[0].note.as_deref().unwrap();
     assert!(
-        t.steps[0]
-            .note
-            .as_deref()
-            .unwrap()
-            .contains("looked up again from table 1"),
-        "{:?}",
-        t.steps[0].note
+        note.contains("looked up again from table 1 as recirculation 1"),
+        "{note}"
     );
 }
+
+#[path = "trace_ct_tests.rs"]
+mod ct;

@@ -710,6 +710,63 @@ fn ct_state(name: &str, value: &str) -> Result<(u64, u64), E> {
     flags(name, value, CT_STATE_NAMES, 0xff, EXPECTED)
 }
 
+/// The connection states a tracker reports for one packet, as OVS's
+/// `ofproto/trace --ct-next FLAGS` takes them: state names separated by
+/// commas or spaces (`trk,new`, `trk est`), and, for the same set, the
+/// forms a `ct_state=` match writes with every named flag set
+/// (`+trk+est`, `trk|est`). Refused as OVS's `validate_ct_state()`
+/// refuses them: a state without `trk` (bar none at all: `""` is an
+/// untracked packet), `inv` beside anything but `trk`, `new` beside
+/// `est` or `rpl` — states no tracker reports.
+pub fn parse_ct_states(text: &str) -> Result<u8, E> {
+    const FIELD: &str = "ct states";
+    const EXPECTED: &str = "connection states (names separated by commas or spaces: trk,new; or \
+         +trk+est, trk|est; the states: new, est, rel, rpl, inv, trk, snat, dnat)";
+    let mut state = 0u8;
+    let plus = text.trim_start().starts_with('+');
+    let names = text
+        .split(|c: char| c == ',' || c == ' ' || c == '|' || (plus && c == '+'))
+        .filter(|n| !n.is_empty());
+    for name in names {
+        let bit = CT_STATE_NAMES
+            .iter()
+            .find(|f| f.0 == name)
+            .map(|f| f.1 as u8)
+            .ok_or_else(|| bad(FIELD, text, EXPECTED))?;
+        state |= bit;
+    }
+    let clash = if state != 0 && state & TRK == 0 {
+        Some("without trk no other state can be set")
+    } else if state & INV != 0 && state & !(TRK | INV) != 0 {
+        Some("inv goes with trk alone")
+    } else if state & NEW != 0 && state & EST != 0 {
+        Some("new and est exclude each other")
+    } else if state & NEW != 0 && state & RPL != 0 {
+        Some("new and rpl exclude each other")
+    } else {
+        None
+    };
+    match clash {
+        Some(why) => Err(invalid(FIELD, format!("{text:?}: {why}"))),
+        None => Ok(state),
+    }
+}
+
+/// `state` as OVS's trace prints a tracker's answer: the state names set,
+/// in bit order, joined by `|` (`trk|new` is `new|trk`); `0` for none.
+pub fn ct_states_text(state: u8) -> String {
+    let names: Vec<&str> = CT_STATE_NAMES
+        .iter()
+        .filter(|f| state & f.1 as u8 != 0)
+        .map(|f| f.0)
+        .collect();
+    if names.is_empty() {
+        "0".into()
+    } else {
+        names.join("|")
+    }
+}
+
 /// A set of flags in OVS's three forms: `N[/M]` (at most `all`),
 /// `+a-b...` (the named bits set or clear, only they matched) and `a|b`
 /// (exactly these set). A flag is a name from `names` or, for a bit

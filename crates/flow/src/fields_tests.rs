@@ -661,3 +661,55 @@ fn the_tuple_fields_need_a_valid_connection() {
         );
     }
 }
+
+/// `--ct-next` states: OVS's spellings (comma or space separated), the
+/// match forms with every flag set, and OVS's consistency rules.
+#[test]
+fn ct_states_read_as_ofproto_trace_takes_them() {
+    let cases: &[(&str, Option<u8>)] = &[
+        ("trk,new", Some(TRK | NEW)),
+        ("new,trk", Some(TRK | NEW)),
+        ("trk est", Some(TRK | EST)),
+        ("trk, est ,rpl", Some(TRK | EST | RPL)),
+        ("+trk+est", Some(TRK | EST)),
+        ("trk|rel|dnat", Some(TRK | REL | DNAT)),
+        ("trk,snat,est", Some(TRK | SNAT | EST)),
+        ("trk,inv", Some(TRK | INV)),
+        ("trk", Some(TRK)),
+        // An untracked packet: nothing set.
+        ("", Some(0)),
+        // States no tracker reports.
+        ("new", None),
+        ("trk,inv,est", None),
+        ("trk,new,est", None),
+        ("trk,new,rpl", None),
+        // Not states.
+        ("trk,bogus", None),
+        ("+trk-new", None),
+        ("0x21", None),
+    ];
+    for &(text, want) in cases {
+        assert_eq!(crate::parse_ct_states(text).ok(), want, "{text:?}");
+    }
+    let refused = crate::parse_ct_states("trk,new,est")
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("new and est"), "{refused}");
+}
+
+#[test]
+fn ct_states_print_as_ofproto_trace_prints_them() {
+    for (state, text) in [
+        (TRK | NEW, "new|trk"),
+        (TRK | EST | RPL, "est|rpl|trk"),
+        (0, "0"),
+        (0xff, "new|est|rel|rpl|inv|trk|snat|dnat"),
+    ] {
+        assert_eq!(crate::ct_states_text(state), text);
+        // What it prints reads back, for the states a tracker reports
+        // ("0" is how OVS prints none; its --ct-next takes "" for it).
+        if state != 0xff && state != 0 {
+            assert_eq!(crate::parse_ct_states(text).ok(), Some(state), "{text}");
+        }
+    }
+}

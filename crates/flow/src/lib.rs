@@ -33,6 +33,7 @@ mod values;
 pub use action::Action;
 pub use classifier::{Classified, Classifier};
 pub use extract::extract;
+pub use fields::{ct_states_text, parse_ct_states};
 pub use group::{Group, GroupType, parse_group};
 pub use key::{FlowKey, PortNo};
 pub use parse::{CookieMatch, FlowFilter, FlowParseError, parse_filter, parse_flow};

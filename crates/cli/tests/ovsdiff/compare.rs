@@ -12,6 +12,8 @@ pub type Outputs = Vec<(u16, Key)>;
 pub struct Case<'a> {
     pub rules: &'a [Rule],
     pub packet: Key,
+    /// The `--ct-next` states both were given (OVS's spelling).
+    pub ct_next: &'a [String],
     pub ovs: &'a ovs::Trace,
     pub nfv: &'a nfv::Trace,
 }
@@ -64,10 +66,10 @@ impl Case<'_> {
             .all(|(_, k)| fields.iter().all(|&f| k.get(f) == self.packet.get(f)))
     }
 
-    /// OVS sends `fields` unchanged everywhere.
+    /// OVS sends `fields` unchanged everywhere the packet itself goes
+    /// (its tracked copies aside).
     fn ovs_keeps(&self, fields: &[F]) -> bool {
-        self.ovs
-            .outputs
+        self.ovs.outputs[..self.ovs.own_outputs]
             .iter()
             .all(|(_, k)| fields.iter().all(|&f| k.get(f) == self.packet.get(f)))
     }
@@ -104,6 +106,9 @@ pub enum What {
     Packet,
     /// Different rules decide.
     Rule,
+    /// The tracked copies (`ct(table=T)`) differ: how many, their table,
+    /// ct fields or the rule that takes each.
+    Recirculations,
     /// Same rule, different ports or header fields at a port.
     Outputs,
 }
@@ -115,6 +120,9 @@ pub fn differs(c: &Case) -> Option<What> {
     }
     if c.ovs.priority != c.nfv.priority {
         return Some(What::Rule);
+    }
+    if c.ovs.recirculations != c.nfv.recirculations {
+        return Some(What::Recirculations);
     }
     if !c.same_outputs_without(&[]) {
         return Some(What::Outputs);
@@ -146,12 +154,61 @@ pub const KNOWN: &[Known] = &[
         },
     },
     Known {
+        name: "mod-tp-difference-decides-a-later-table",
+        why: "ovs-mod-tp-rewrites-icmp or nfvswitch-no-sctp-port-rewrite before a resubmit or \
+              goto_table: the later table looks the packet up with OVS's rewritten ICMP \
+              type/code or SCTP ports and nfvswitch's own, so a rule there that tests them \
+              may take the packet in one switch only",
+        applies: |c, what| {
+            let sctp = c.packet.has_ports() && c.packet.nw_proto == SCTP;
+            what == What::Outputs
+                && (c.packet.has_icmp() || sctp)
+                && c.rule().is_some()
+                && tp_rewrite_decides_a_later_table(c)
+        },
+    },
+    Known {
+        name: "ovs-mod-tp-in-the-flow-of-a-ct-copy",
+        why: "OVS's mod_tp_src/mod_tp_dst write the flow's tp_src/tp_dst for any IP packet \
+              (a later fragment aside), and the tracked copy of a later ct(table=T) is looked \
+              up with that flow: it carries the rewrite for ICMP (type/code, as \
+              ovs-mod-tp-rewrites-icmp), SCTP (as nfvswitch-no-sctp-port-rewrite) and \
+              protocols without ports (numbers no header holds: OVS's datapath actions \
+              cannot set them); nfvswitch rewrites TCP and UDP ports only, so its copy has \
+              the packet's own (an ND packet's ND fields with its type: OVS's copy of a \
+              rewritten type is no ND packet), and a rule of table T that tests them may take \
+              one copy and not the other",
+        applies: |c, what| {
+            let (o, n) = (&c.ovs.recirculations, &c.nfv.recirculations);
+            const TP: &[F] = &[F::TpSrc, F::TpDst];
+            let strip = |mut k: Key| {
+                for f in [F::TpSrc, F::TpDst, F::NdTarget, F::ArpSha, F::ArpTha] {
+                    k.set(f, 0);
+                }
+                k
+            };
+            what == What::Recirculations
+                && c.packet.is_ip()
+                && !c.packet.later_fragment()
+                && !matches!(c.packet.nw_proto, TCP | UDP)
+                && c.has_action(|a| a.starts_with("mod_tp_"))
+                && o.len() == n.len()
+                && o.iter().zip(n).all(|(o, n)| {
+                    o.same_but_headers(n, strip)
+                        && TP.iter().all(|&f| n.packet.get(f) == c.packet.get(f))
+                })
+                && o.iter().zip(n).any(|(o, n)| o.packet != n.packet)
+        },
+    },
+    Known {
         name: "ovs-no-ip-rewrite-for-nw-proto-0",
         why: "OVS's commit_set_nw_action() takes an IP packet whose nw_proto is 0 for one \
               without an L3 header and commits no IPv4/IPv6 rewrite for it (mod_nw_src/dst, \
               mod_nw_tos/ecn/ttl, dec_ttl, set_field ipv6_*: its Final flow has them, its \
               datapath actions do not); nfvswitch rewrites the header (protocol 0 is IPv6 \
-              hop-by-hop, or just a number in IPv4)",
+              hop-by-hop, or just a number in IPv4). A tracked copy OVS forks after the \
+              rewrite has it (OVS's trace looks the copy up with the flow, rewritten): \
+              the copies' outputs agree, only the packet's own keep the fields in OVS",
         applies: |c, what| {
             const IP: &[F] = &[
                 F::NwSrc,
@@ -184,7 +241,40 @@ pub const KNOWN: &[Known] = &[
     },
 ];
 
-/// The known difference that explains `c`, if one does.
+/// Whether a rule of a later table that tests `tp_src`/`tp_dst` (ICMP
+/// type/code, SCTP ports) matches the packet as nfvswitch leaves it and
+/// not as OVS's `mod_tp_src`/`mod_tp_dst` (in a rule that goes on to a
+/// later table) leave it, or the other way round.
+fn tp_rewrite_decides_a_later_table(c: &Case) -> bool {
+    let width = if c.packet.has_icmp() { 0xff } else { 0xffff };
+    let mut rewritten = c.packet;
+    for r in c.rules {
+        let goes_on = r
+            .actions
+            .iter()
+            .rposition(|a| a.starts_with("resubmit") || a.starts_with("goto_table"));
+        for a in r.actions.iter().take(goes_on.map_or(0, |g| g + 1)) {
+            let field = match a.split_once(':') {
+                Some(("mod_tp_src", v)) => Some((F::TpSrc, v)),
+                Some(("mod_tp_dst", v)) => Some((F::TpDst, v)),
+                _ => None,
+            };
+            if let Some((f, v)) = field
+                && let Some(v) = parse_uint(v)
+            {
+                rewritten.set(f, v & width);
+            }
+        }
+    }
+    rewritten != c.packet
+        && c.rules.iter().any(|r| {
+            r.table > 0
+                && r.fields.iter().any(|f| matches!(f.f, F::TpSrc | F::TpDst))
+                && r.matches(&c.packet) != r.matches(&rewritten)
+        })
+}
+
+/// The known difference that explains `c`, if one does./// The known difference that explains `c`, if one does.
 pub fn explain(c: &Case, what: What) -> Option<&'static Known> {
     KNOWN.iter().find(|k| (k.applies)(c, what))
 }

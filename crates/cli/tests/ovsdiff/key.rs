@@ -5,6 +5,14 @@
 //! its addresses in `nw_src`/`nw_dst`, ICMP type and code in `tp_src` and
 //! `tp_dst`, `nd_sll`/`nd_tll` in `arp_sha`/`arp_tha`, `nw_tos` the whole
 //! TOS / traffic-class byte, `ip_frag` [`FRAG_ANY`] | [`FRAG_LATER`].
+//!
+//! The connection tracker's `ct_state`, `ct_zone`, `ct_mark` and
+//! `ct_label` are in it
+//! for the rules that match them; a packet read from the wire has them 0,
+//! and neither switch's outputs carry them (OVS's datapath actions do not
+//! say what the tracker leaves on a packet): a generated packet's
+//! `ct_state` is what the case asks the tracker to answer (`--ct-next`),
+//! and the copies `ct(table=T)` sends back are compared as [`Recirc`]s.
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -45,6 +53,71 @@ pub struct Key {
     pub nd_target: u128,
     pub arp_sha: u64,
     pub arp_tha: u64,
+    pub ct_state: u8,
+    pub ct_zone: u16,
+    pub ct_mark: u32,
+    pub ct_label: u128,
+}
+
+/// A tracked copy (`ct(table=T)`) as a trace followed it: where it was
+/// looked up again, its headers then, what the tracker was taken to
+/// answer and the ct fields the copy had, and the rule that took it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recirc {
+    pub table: u8,
+    /// Its header fields (ct fields aside: those are below).
+    pub packet: Key,
+    pub ct_state: u8,
+    pub ct_zone: u16,
+    pub ct_mark: u32,
+    pub ct_label: u128,
+    /// The priority of the rule table T matched (None: none did).
+    pub priority: Option<u16>,
+}
+
+impl Recirc {
+    /// The same copy but for its header fields (compared after `strip`)
+    /// and the rule that took it.
+    pub fn same_but_headers(&self, other: &Recirc, strip: impl Fn(Key) -> Key) -> bool {
+        (
+            self.table,
+            self.ct_state,
+            self.ct_zone,
+            self.ct_mark,
+            self.ct_label,
+            strip(self.packet),
+        ) == (
+            other.table,
+            other.ct_state,
+            other.ct_zone,
+            other.ct_mark,
+            other.ct_label,
+            strip(other.packet),
+        )
+    }
+}
+
+/// `ct_state` bits, as both switches number them (`ovs-fields`(7)).
+pub mod cs {
+    pub const NEW: u8 = 0x01;
+    pub const EST: u8 = 0x02;
+    pub const REL: u8 = 0x04;
+    pub const RPL: u8 = 0x08;
+    pub const INV: u8 = 0x10;
+    pub const TRK: u8 = 0x20;
+    pub const SNAT: u8 = 0x40;
+    pub const DNAT: u8 = 0x80;
+    /// Names, by bit, as OVS spells them.
+    pub const NAMES: &[(&str, u8)] = &[
+        ("new", NEW),
+        ("est", EST),
+        ("rel", REL),
+        ("rpl", RPL),
+        ("inv", INV),
+        ("trk", TRK),
+        ("snat", SNAT),
+        ("dnat", DNAT),
+    ];
 }
 
 /// One field of [`Key`], for masked reads and writes.
@@ -70,18 +143,22 @@ pub enum F {
     NdTarget,
     ArpSha,
     ArpTha,
+    CtState,
+    CtZone,
+    CtMark,
+    CtLabel,
 }
 
 impl F {
     /// The field's width in bits.
     pub fn bits(self) -> u32 {
         match self {
-            F::InPort | F::DlType | F::VlanTci | F::TpSrc | F::TpDst => 16,
+            F::InPort | F::DlType | F::VlanTci | F::TpSrc | F::TpDst | F::CtZone => 16,
             F::DlSrc | F::DlDst | F::ArpSha | F::ArpTha => 48,
-            F::NwSrc | F::NwDst => 32,
-            F::NwProto | F::NwTos | F::NwTtl | F::IpFrag => 8,
+            F::NwSrc | F::NwDst | F::CtMark => 32,
+            F::NwProto | F::NwTos | F::NwTtl | F::IpFrag | F::CtState => 8,
             F::TcpFlags => 12,
-            F::Ipv6Src | F::Ipv6Dst | F::NdTarget => 128,
+            F::Ipv6Src | F::Ipv6Dst | F::NdTarget | F::CtLabel => 128,
             F::Ipv6Label => 20,
         }
     }
@@ -118,6 +195,10 @@ impl Key {
             F::NdTarget => self.nd_target,
             F::ArpSha => self.arp_sha.into(),
             F::ArpTha => self.arp_tha.into(),
+            F::CtState => self.ct_state.into(),
+            F::CtZone => self.ct_zone.into(),
+            F::CtMark => self.ct_mark.into(),
+            F::CtLabel => self.ct_label,
         }
     }
 
@@ -144,7 +225,21 @@ impl Key {
             F::NdTarget => self.nd_target = v,
             F::ArpSha => self.arp_sha = v as u64,
             F::ArpTha => self.arp_tha = v as u64,
+            F::CtState => self.ct_state = v as u8,
+            F::CtZone => self.ct_zone = v as u16,
+            F::CtMark => self.ct_mark = v as u32,
+            F::CtLabel => self.ct_label = v,
         }
+    }
+
+    /// The packet with its ct fields zeroed: what leaves a port (see the
+    /// module doc), or a packet as read from the wire.
+    pub fn without_ct(mut self) -> Key {
+        self.ct_state = 0;
+        self.ct_zone = 0;
+        self.ct_mark = 0;
+        self.ct_label = 0;
+        self
     }
 
     pub fn is_ipv4(&self) -> bool {
@@ -267,6 +362,32 @@ pub fn ip6(v: u128) -> Ipv6Addr {
     Ipv6Addr::from(v)
 }
 
+/// `ct_state` bits as OVS prints them (`new|trk`; `0` for none).
+pub fn ct_state_text(state: u8) -> String {
+    let names: Vec<&str> = cs::NAMES
+        .iter()
+        .filter(|(_, b)| state & b != 0)
+        .map(|(n, _)| *n)
+        .collect();
+    if names.is_empty() {
+        "0".into()
+    } else {
+        names.join("|")
+    }
+}
+
+/// Reads `new|trk` (OVS's print of a state) or a number.
+pub fn parse_ct_state(s: &str) -> Option<u8> {
+    if let Some(n) = parse_uint(s) {
+        return u8::try_from(n).ok();
+    }
+    let mut v = 0u8;
+    for name in s.split('|') {
+        v |= cs::NAMES.iter().find(|(n, _)| *n == name)?.1;
+    }
+    Some(v)
+}
+
 /// A number as OVS and nfvswitch print it: decimal, or `0x` hex.
 pub fn parse_uint(s: &str) -> Option<u128> {
     match s.strip_prefix("0x") {
@@ -330,6 +451,16 @@ impl fmt::Debug for Key {
                 " arp_sha={} arp_tha={}",
                 mac(self.arp_sha),
                 mac(self.arp_tha)
+            )?;
+        }
+        if self.ct_state != 0 || self.ct_zone != 0 || self.ct_mark != 0 || self.ct_label != 0 {
+            write!(
+                f,
+                " ct_state={} ct_zone={} ct_mark=0x{:x} ct_label=0x{:x}",
+                ct_state_text(self.ct_state),
+                self.ct_zone,
+                self.ct_mark,
+                self.ct_label
             )?;
         }
         Ok(())

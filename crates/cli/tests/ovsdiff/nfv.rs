@@ -130,9 +130,9 @@ impl Node {
         self.request(json!({"cmd": "dump-flows", "filter": ""}))
     }
 
-    /// `ctl trace FLOW`, read back.
-    pub fn trace(&mut self, flow: &str) -> Result<Trace, String> {
-        let t = self.request(json!({"cmd": "trace", "flow": flow}))?;
+    /// `ctl trace FLOW [--ct-next FLAGS]...`, read back.
+    pub fn trace(&mut self, flow: &str, ct_next: &[String]) -> Result<Trace, String> {
+        let t = self.request(json!({"cmd": "trace", "flow": flow, "ct_next": ct_next}))?;
         parse_trace(&t, &self.ports).map_err(|e| format!("{e}\n{t:#}"))
     }
 }
@@ -252,8 +252,12 @@ pub struct Trace {
     /// The rule as dump-flows shows it.
     pub rule: Option<String>,
     /// (port, the packet's fields there), in action order; `flood`/`all`
-    /// as every port but the in_port.
+    /// as every port but the in_port; the packet's own, then each tracked
+    /// copy's in the order of `recirculations`.
     pub outputs: Vec<(u16, Key)>,
+    /// The tracked copies (`ct(table=T)`) the trace followed, in the order
+    /// it looked them up.
+    pub recirculations: Vec<Recirc>,
     /// A step's note says the TTL ran out.
     pub ttl_expired: bool,
     /// Every action the pipeline ran, from every table it went through
@@ -270,12 +274,7 @@ fn parse_trace(t: &Value, ports: &[u16]) -> Result<Trace, String> {
     let rule = t["rule"].as_str().map(str::to_string);
     let priority = match &rule {
         None => None,
-        Some(r) => Some(
-            r.split(',')
-                .find_map(|i| i.strip_prefix("priority="))
-                .map_or(Ok(32768), |p| p.parse::<u16>())
-                .map_err(|_| format!("priority in {r:?}"))?,
-        ),
+        Some(r) => Some(rule_priority(r)?),
     };
     let mut read = Read::default();
     read_steps(
@@ -284,6 +283,37 @@ fn parse_trace(t: &Value, ports: &[u16]) -> Result<Trace, String> {
         &packet,
         ports,
     )?;
+    // The tracked copies in the order they were looked up (each numbered;
+    // those a copy forks come later than it), their outputs after the
+    // packet's own, as the trace lists them.
+    while let Some((n, copy)) = read.forked.pop_first() {
+        let got = read.recirculations.len() as u64 + 1;
+        if n != got {
+            return Err(format!("recirculation {n} where {got} was due"));
+        }
+        let key = parse_key(copy["packet"].as_str().ok_or("copy without packet")?)?;
+        let priority = match copy["rule"].as_str() {
+            None => None,
+            Some(r) => Some(rule_priority(r)?),
+        };
+        read.recirculations.push(Recirc {
+            table: copy["tables"][0]["table"]
+                .as_u64()
+                .ok_or("copy without table")? as u8,
+            packet: key.without_ct(),
+            ct_state: key.ct_state,
+            ct_zone: key.ct_zone,
+            ct_mark: key.ct_mark,
+            ct_label: key.ct_label,
+            priority,
+        });
+        read_steps(
+            &mut read,
+            copy["steps"].as_array().ok_or("copy without steps")?,
+            &packet,
+            ports,
+        )?;
+    }
     let listed = t["outputs"].as_array().ok_or("no outputs")?.len();
     if listed != read.named {
         return Err(format!(
@@ -296,6 +326,7 @@ fn parse_trace(t: &Value, ports: &[u16]) -> Result<Trace, String> {
         ttl_expired,
         actions: pipeline_actions,
         groups,
+        recirculations,
         ..
     } = read;
     Ok(Trace {
@@ -303,6 +334,7 @@ fn parse_trace(t: &Value, ports: &[u16]) -> Result<Trace, String> {
         priority,
         rule,
         outputs,
+        recirculations,
         ttl_expired,
         pipeline_actions,
         groups,
@@ -310,9 +342,22 @@ fn parse_trace(t: &Value, ports: &[u16]) -> Result<Trace, String> {
     })
 }
 
-/// What the steps of a trace (its groups' buckets' steps included) say.
+/// A rule's priority as dump-flows prints the rule (none written: the
+/// default, 32768).
+fn rule_priority(r: &str) -> Result<u16, String> {
+    r.split(',')
+        .find_map(|i| i.strip_prefix("priority="))
+        .map_or(Ok(32768), |p| p.parse::<u16>())
+        .map_err(|_| format!("priority in {r:?}"))
+}
+
+/// What the steps of a trace (its groups' buckets' steps and its tracked
+/// copies' included) say.
 #[derive(Default)]
 struct Read {
+    /// Tracked copies met and not read yet, by their number.
+    forked: std::collections::BTreeMap<u64, Value>,
+    recirculations: Vec<Recirc>,
     outputs: Vec<(u16, Key)>,
     /// Output steps that send something (each an entry of the trace's
     /// `outputs`).
@@ -331,7 +376,13 @@ fn read_steps(r: &mut Read, steps: &[Value], packet: &Key, ports: &[u16]) -> Res
         r.actions.push(action.to_string());
         let note = s["note"].as_str();
         r.ttl_expired |= note.is_some_and(|n| n.contains("ttl_expired"));
-        let k = parse_key(s["packet"].as_str().ok_or("step without packet")?)?;
+        let k = parse_key(s["packet"].as_str().ok_or("step without packet")?)?.without_ct();
+        if let Some(copy) = s.get("recirculation") {
+            let n = copy["recirculation"]
+                .as_u64()
+                .ok_or("recirculation without its number")?;
+            r.forked.insert(n, copy.clone());
+        }
         if let Some(p) = action.strip_prefix("output:") {
             let p: u16 = p.parse().map_err(|_| format!("step {action:?}"))?;
             if note.is_some_and(|n| n.starts_with("skipped")) {
@@ -410,6 +461,14 @@ pub fn parse_key(s: &str) -> Result<Key, String> {
             // The pipeline stage (every packet enters in table 0) and the
             // register the later tables match: neither is a packet field.
             "metadata" | "table" => {}
+            // What the tracker said of a tracked copy (the original
+            // tuple, which OVS's trace leaves as it was, is not generated).
+            "ct_state" => k.ct_state = uint(value)? as u8,
+            "ct_zone" => k.ct_zone = uint(value)? as u16,
+            "ct_mark" => k.ct_mark = uint(value)? as u32,
+            "ct_label" => k.ct_label = uint(value)?,
+            "ct_nw_src" | "ct_nw_dst" | "ct_ipv6_src" | "ct_ipv6_dst" | "ct_nw_proto"
+            | "ct_tp_src" | "ct_tp_dst" => {}
             "ipv6_src" => k.ipv6_src = v6(value)?,
             "ipv6_dst" => k.ipv6_dst = v6(value)?,
             "nd_target" => k.nd_target = v6(value)?,

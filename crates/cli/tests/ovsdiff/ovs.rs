@@ -301,9 +301,13 @@ impl Ovs {
         self.rpc.as_mut().unwrap().call(method, params)
     }
 
-    /// `ofproto/trace br0 FLOW`: the raw text.
-    pub fn trace(&mut self, flow: &str) -> Result<String, String> {
-        self.appctl("ofproto/trace", &["br0", flow])
+    /// `ofproto/trace br0 FLOW [--ct-next FLAGS]...`: the raw text.
+    pub fn trace(&mut self, flow: &str, ct_next: &[String]) -> Result<String, String> {
+        let mut params = vec!["br0", flow];
+        for s in ct_next {
+            params.extend(["--ct-next", s.as_str()]);
+        }
+        self.appctl("ofproto/trace", &params)
     }
 }
 
@@ -462,49 +466,112 @@ pub struct Trace {
     pub priority: Option<u16>,
     /// The rule's match as OVS prints it.
     pub rule: Option<String>,
-    /// (OpenFlow port, the packet's fields there), in datapath order.
+    /// (OpenFlow port, the packet's fields there), in datapath order: the
+    /// packet's own, then each tracked copy's, in the order of
+    /// `recirculations`.
     pub outputs: Vec<(u16, Key)>,
+    /// The tracked copies (`ct(table=T)`) OVS's trace followed, in the
+    /// order it looked them up (its `recirc(0xN)` sections).
+    pub recirculations: Vec<Recirc>,
+    /// How many of `outputs` are the packet's own (the rest, its copies').
+    pub own_outputs: usize,
     /// `dec_ttl` met a TTL of 0 or 1 (OVS sends it to a controller).
     pub ttl_exception: bool,
     /// The raw text, for reports.
     pub text: String,
 }
 
-/// Reads `ofproto/trace` output.
+/// Reads `ofproto/trace` output: the packet's own section, then one per
+/// tracked copy OVS followed ("recirc(0xN) - resume conntrack with
+/// ct_state=..."), each with its `Flow:` (the copy's fields) and its
+/// `Datapath actions:` (applied to that flow for its outputs).
 pub fn parse_trace(text: &str, odp_to_of: &BTreeMap<u32, u16>) -> Result<Trace, String> {
-    let line = |prefix: &str| {
-        text.lines()
+    let mut starts: Vec<usize> = text.match_indices("\nrecirc(0x").map(|(i, _)| i).collect();
+    starts.insert(0, 0);
+    let sections: Vec<&str> = starts
+        .iter()
+        .zip(starts.iter().skip(1).chain([&text.len()]))
+        .map(|(&a, &b)| &text[a..b])
+        .collect();
+    let line = |section: &str, prefix: &str| -> Result<String, String> {
+        section
+            .lines()
             .find_map(|l| l.strip_prefix(prefix))
-            .ok_or_else(|| format!("no \"{prefix}\" line"))
+            .map(str::to_string)
+            .ok_or_else(|| format!("no \"{prefix}\" line in {section:?}"))
     };
-    let packet = parse_flow(line("Flow: ")?)?;
+    let mut packet = Key::default();
     let (mut priority, mut rule) = (None, None);
-    // " 0. tcp,in_port=1,nw_dst=10.0.0.0/8, priority 10[, cookie 0x5]"
-    // or " 0. No match."
-    let first = text
-        .lines()
-        .find(|l| l.starts_with(" 0. "))
-        .ok_or("no table 0 line")?;
-    let body = &first[4..];
-    if !body.starts_with("No match") {
-        let (m, rest) = body
-            .rsplit_once("priority ")
-            .ok_or_else(|| format!("no priority in {first:?}"))?;
-        let p = rest.split(',').next().unwrap_or("");
-        priority = Some(p.parse().map_err(|_| format!("priority in {first:?}"))?);
-        rule = Some(m.trim_end_matches([',', ' ']).to_string());
+    let mut outputs = Vec::new();
+    let mut recirculations = Vec::new();
+    let mut own_outputs = 0;
+    for (i, section) in sections.iter().enumerate() {
+        let (key, inner) = parse_flow_tags(&line(section, "Flow: ")?)?;
+        let (p, r) = first_table(section)?;
+        if i == 0 {
+            if inner.is_some() {
+                return Err(format!("an inner VLAN tag in the packet: {section}"));
+            }
+            (packet, priority, rule) = (key, p, r);
+        } else {
+            let table = line(section, "        Resuming from table ")?;
+            recirculations.push(Recirc {
+                table: table
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("table {table:?}"))?,
+                packet: key.without_ct(),
+                ct_state: key.ct_state,
+                ct_zone: key.ct_zone,
+                ct_mark: key.ct_mark,
+                ct_label: key.ct_label,
+                priority: p,
+            });
+        }
+        let actions = line(section, "Datapath actions: ")?;
+        outputs.extend(apply_datapath_actions(key, inner, &actions, odp_to_of)?);
+        if i == 0 {
+            own_outputs = outputs.len();
+        }
     }
     let ttl_exception = text.contains("decrement TTL exception");
-    let actions = line("Datapath actions: ")?;
-    let outputs = apply_datapath_actions(packet, actions, odp_to_of)?;
     Ok(Trace {
         packet,
         priority,
         rule,
         outputs,
+        recirculations,
+        own_outputs,
         ttl_exception,
         text: text.to_string(),
     })
+}
+
+/// The first table lookup of a section: " 0. tcp,in_port=1,nw_dst=10.0.0.0/8,
+/// priority 10[, cookie 0x5]" or " 0. No match." (a copy's starts at its
+/// table: " 1. ..."): the rule's priority and match, or none.
+fn first_table(section: &str) -> Result<(Option<u16>, Option<String>), String> {
+    let first = section
+        .lines()
+        .find(|l| {
+            let t = l.trim_start();
+            let digits = t.len() - t.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            digits > 0 && t[digits..].starts_with(". ") && l.len() - t.len() <= 1
+        })
+        .ok_or_else(|| format!("no table line in {section:?}"))?;
+    let body = first.trim_start().split_once(". ").map_or("", |(_, b)| b);
+    if body.starts_with("No match") {
+        return Ok((None, None));
+    }
+    let (m, rest) = body
+        .rsplit_once("priority ")
+        .ok_or_else(|| format!("no priority in {first:?}"))?;
+    let p = rest.split(',').next().unwrap_or("");
+    let priority = p.parse().map_err(|_| format!("priority in {first:?}"))?;
+    Ok((
+        Some(priority),
+        Some(m.trim_end_matches([',', ' ']).to_string()),
+    ))
 }
 
 /// Splits `s` at commas outside parentheses.
@@ -534,15 +601,17 @@ fn call(s: &str) -> Option<(&str, &str)> {
     Some((&s[..open], inner))
 }
 
-/// Runs the datapath actions on `packet` (its VLAN tags as a stack) and
-/// returns each output with the packet's fields at that point.
+/// Runs the datapath actions on `packet` (its VLAN tags as a stack, with
+/// `inner_tag` below its own) and returns each output with the packet's
+/// fields at that point (its ct fields not among them).
 fn apply_datapath_actions(
     packet: Key,
+    inner_tag: Option<u16>,
     actions: &str,
     odp_to_of: &BTreeMap<u32, u16>,
 ) -> Result<Vec<(u16, Key)>, String> {
-    let mut k = packet;
-    let mut tags: Vec<u16> = Vec::new();
+    let mut k = packet.without_ct();
+    let mut tags: Vec<u16> = inner_tag.into_iter().collect();
     if k.vlan_tci & VLAN_PRESENT != 0 {
         tags.push(k.vlan_tci);
     }
@@ -564,12 +633,21 @@ fn apply_datapath_actions(
             tags.pop();
             continue;
         }
+        // The tracker (a copy it forks is a section of its own); without
+        // nat it changes no header.
+        if a == "ct" || a == "ct_clear" {
+            continue;
+        }
         let (name, inner) = call(a).ok_or_else(|| format!("datapath action {a:?}"))?;
         match name {
             // The trace's controller copy (an expired TTL), and a meter:
             // neither changes the packet or where it goes (a trace
             // passes every meter).
             "userspace" | "meter" => {}
+            // A tracked copy forked (followed in its own section) and the
+            // tracker itself: nat aside (not generated), no header edit.
+            "recirc" => {}
+            "ct" if !inner.contains("nat") => {}
             "push_vlan" => {
                 let kv = pairs(inner);
                 let vid = kv.get("vid").and_then(|v| parse_uint(v)).unwrap_or(0) as u16;
@@ -642,7 +720,17 @@ fn apply_set(k: &mut Key, proto: &str, fields: &str) -> Result<(), String> {
 
 /// Reads OVS's flow text (a trace's `Flow:` line) into a key.
 pub fn parse_flow(s: &str) -> Result<Key, String> {
+    match parse_flow_tags(s)? {
+        (k, None) => Ok(k),
+        (_, Some(_)) => Err(format!("an inner VLAN tag in {s:?}")),
+    }
+}
+
+/// [`parse_flow`], and the inner VLAN tag's TCI if the flow has one (a
+/// tracked copy of a packet a tag was pushed on).
+pub fn parse_flow_tags(s: &str) -> Result<(Key, Option<u16>), String> {
     let mut k = Key::default();
+    let mut inner: u16 = 0;
     let mut tos_dscp = 0u8;
     let mut ecn = 0u8;
     for item in s.split(',') {
@@ -650,6 +738,8 @@ pub fn parse_flow(s: &str) -> Result<Key, String> {
             Some((n, v)) => (n, v),
             None => {
                 let (t, p) = match item {
+                    // A tracked copy's flow names its L2 type.
+                    "eth" => continue,
                     "ip" => (ETH_IPV4, None),
                     "ipv6" => (ETH_IPV6, None),
                     "arp" => (ETH_ARP, None),
@@ -690,12 +780,18 @@ pub fn parse_flow(s: &str) -> Result<Key, String> {
             "dl_vlan_pcp" => {
                 k.vlan_tci = k.vlan_tci & 0x0fff | VLAN_PRESENT | (uint(value)? as u16) << 13
             }
-            // Inner tags: none in our packets, and nfvswitch has none.
-            "vlan_tci1" | "dl_vlan1" | "dl_vlan_pcp1" => {
-                if !matches!(value, "0x0000" | "0") {
-                    return Err(format!("an inner VLAN tag in {s:?}"));
-                }
-            }
+            // The tag below the outer one (a packet of ours has none, a
+            // copy of one a tag was pushed on may).
+            "vlan_tci1" => inner = uint(value)? as u16,
+            "dl_vlan1" => inner = inner & 0xe000 | VLAN_PRESENT | uint(value)? as u16,
+            "dl_vlan_pcp1" => inner = inner & 0x0fff | VLAN_PRESENT | (uint(value)? as u16) << 13,
+            // A tracked copy's: the recirculation it is, what the tracker
+            // said of it.
+            "recirc_id" => {}
+            "ct_label" => k.ct_label = uint(value)?,
+            "ct_state" => k.ct_state = parse_ct_state(value).ok_or_else(bad)?,
+            "ct_zone" => k.ct_zone = uint(value)? as u16,
+            "ct_mark" => k.ct_mark = uint(value)? as u32,
             "dl_src" => k.dl_src = macv(value)?,
             "dl_dst" => k.dl_dst = macv(value)?,
             "dl_type" => k.dl_type = uint(value)? as u16,
@@ -726,7 +822,8 @@ pub fn parse_flow(s: &str) -> Result<Key, String> {
         }
     }
     k.nw_tos = tos_dscp | ecn;
-    Ok(k)
+    let inner = (inner & VLAN_PRESENT != 0).then_some(inner);
+    Ok((k, inner))
 }
 
 /// `syn|ack|[200]` or a number.

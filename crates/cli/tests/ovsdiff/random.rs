@@ -6,7 +6,9 @@
 //! one (`normal`, ...) is one entry there (and, for a new kind of output,
 //! one arm where the traces are read). A rule set's groups and meters,
 //! which its rules' `group:N` and `meter:N` name, come from
-//! [`groups`]. Values come
+//! [`groups`]; a rule set that uses the connection tracker
+//! ([`Extras::ct`]) gets ct actions and matches, and its packets the
+//! tracker's answers ([`ct_next`]). Values come
 //! from small pools mixed with random ones, so that random packets hit
 //! random rules too; [`packet_for`] derives a packet from a rule's match
 //! (the matched bits kept, the rest random) and sometimes flips one
@@ -350,6 +352,13 @@ fn ttl_val(rng: &mut Rng) -> u8 {
 
 const ICMP_TYPES: &[u16] = &[0, 3, 8, 11, 128, 129, 133, 134, 135, 136, 137];
 
+/// Zones `ct(zone=N)` and `ct_zone=N` take, so that matches meet copies.
+const CT_ZONES: &[u16] = &[0, 1, 5, 7];
+/// Marks `exec(set_field:V->ct_mark)` and `ct_mark=V` take.
+const CT_MARKS: &[u32] = &[0, 1, 5, 0x305, 0xff];
+/// Labels `exec(set_field:V->ct_label)` and `ct_label=V` take.
+const CT_LABELS: &[u128] = &[0, 1, 0x10, 0xff00, 1 << 100];
+
 /// An `N` or `0xV/0xM` field of `f`'s width.
 fn uint_item(rng: &mut Rng, name: &str, f: F, v: u128, exact: bool) -> MatchItem {
     let full = f.all_ones();
@@ -420,15 +429,18 @@ fn class_text(rng: &mut Rng, c: Class) -> String {
     }
 }
 
-/// An action list for a rule of `class` whose match says `tagged` and
-/// `later_frag`: (texts, needs OpenFlow 1.3).
+/// An action list for a rule of `class` whose match says `tagged`,
+/// `later_frag` and (`inv`) wants `+inv` packets: (texts, needs OpenFlow
+/// 1.3).
 /// `oxm_vlan`: the match's VLAN part survives OpenFlow 1.3 (see
 /// [`vlan_fits_oxm`]); if not, the list gets no `push_vlan`.
+#[allow(clippy::too_many_arguments)]
 fn actions(
     rng: &mut Rng,
     class: Class,
     tagged: bool,
     later_frag: bool,
+    inv: bool,
     oxm_vlan: bool,
     table: u8,
     set: &Extras,
@@ -451,6 +463,8 @@ fn actions(
             table,
             groups: set.groups.iter().map(|g| g.id).collect(),
             meters: set.meters.iter().map(|m| m.id).collect(),
+            ct: set.ct,
+            inv,
         };
         let n = 1 + rng.below(7);
         let mut acts = Vec::new();
@@ -497,11 +511,15 @@ fn vlan_fits_oxm(i: &MatchItem) -> bool {
 }
 
 /// What a rule set has besides its rules: groups and meters its rules'
-/// actions may name.
+/// actions may name, and whether they use the connection tracker.
 #[derive(Clone, Debug, Default)]
 pub struct Extras {
     pub groups: Vec<groups::Group>,
     pub meters: Vec<groups::Meter>,
+    /// Its IP rules may have `ct(...)` and `ct_clear`, its rules match
+    /// `ct_state`, `ct_zone`, `ct_mark`; its packets are traced with
+    /// `--ct-next` states ([`ct_next`]).
+    pub ct: bool,
 }
 
 /// A rule set: `n` rules with distinct priorities, whose actions may name
@@ -509,6 +527,14 @@ pub struct Extras {
 pub fn rules(rng: &mut Rng, n: usize, set: &Extras) -> Vec<Rule> {
     let mut used = std::collections::BTreeSet::new();
     let mut out = Vec::new();
+    if set.ct && rng.chance(80) {
+        for (priority, class) in [(0, Class::Ip4(None)), (1, Class::Ip6(None))] {
+            if rng.chance(75) {
+                used.insert(priority);
+                out.push(tracker_entry(rng, priority, class));
+            }
+        }
+    }
     while out.len() < n {
         let default_priority = rng.chance(5);
         let priority = if default_priority {
@@ -526,21 +552,68 @@ pub fn rules(rng: &mut Rng, n: usize, set: &Extras) -> Vec<Rule> {
     out
 }
 
+/// What a security group starts with, so that many of a ct rule set's
+/// packets reach the tracker: at a low priority of table 0, every packet
+/// of `class` (IPv4 or IPv6) to `ct(table=T...)` (whose tables then match
+/// `ct_state`).
+fn tracker_entry(rng: &mut Rng, priority: u16, class: Class) -> Rule {
+    let mut args = vec![format!(
+        "table={}",
+        1 + rng.below(u64::from(actions::LAST_TABLE))
+    )];
+    if rng.chance(70) {
+        args.push(format!("zone={}", rng.pick(CT_ZONES)));
+    }
+    if rng.chance(20) {
+        args.push("commit".into());
+    }
+    let mut acts = vec![format!("ct({})", args.join(","))];
+    if rng.chance(30) {
+        acts.push(format!("output:{}", rng.pick(PORTS)));
+    }
+    Rule {
+        table: 0,
+        priority,
+        default_priority: false,
+        class,
+        class_text: class_text(rng, class),
+        fields: Vec::new(),
+        actions: acts,
+        of13: false,
+    }
+}
+
 fn rule(rng: &mut Rng, priority: u16, default_priority: bool, set: &Extras) -> Rule {
     // Most rules in table 0, the rest in the later tables the pipeline's
-    // goto_table and resubmit reach.
+    // goto_table and resubmit reach (the tracker's copies too: more
+    // there in a ct rule set).
+    let later = if set.ct { 6 } else { 4 };
     let table = match rng.below(10) {
-        0..=5 => 0,
-        6..=7 => 1,
+        t if t >= later => 0,
+        t if t >= later / 2 => 1,
         _ => actions::LAST_TABLE,
     };
-    let class = random_class(rng);
+    // A table the tracker's copies come to is mostly a security group's:
+    // IP rules that test ct_state and little else.
+    let ct_stage = set.ct && table > 0 && rng.chance(60);
+    let mut class = random_class(rng);
+    while ct_stage && !class.ip() {
+        class = random_class(rng);
+    }
     let class_text = class_text(rng, class);
     let mut ctx = Ctx {
         class,
         fields: Vec::new(),
+        ct: set.ct,
     };
-    let n = rng.pick(&[0, 1, 1, 2, 2, 3, 3, 4, 5]);
+    if ct_stage {
+        ctx.fields.push(fields::ct_state_item(rng));
+    }
+    let n = if ct_stage {
+        rng.pick(&[0, 0, 1, 1, 2])
+    } else {
+        rng.pick(&[0, 1, 1, 2, 2, 3, 3, 4, 5])
+    };
     for _ in 0..n {
         let g = weighted(rng, FIELDS, |f| f.weight);
         if (g.fits)(&ctx) {
@@ -556,8 +629,12 @@ fn rule(rng: &mut Rng, priority: u16, default_priority: bool, set: &Extras) -> R
     let later_frag = ctx.fields.iter().any(|i| {
         i.f == F::IpFrag && i.m & u128::from(FRAG_LATER) != 0 && i.v & u128::from(FRAG_LATER) != 0
     });
+    let inv = ctx
+        .fields
+        .iter()
+        .any(|i| i.f == F::CtState && i.v & i.m & u128::from(cs::INV) != 0);
     let oxm_vlan = ctx.fields.iter().all(vlan_fits_oxm);
-    let (actions, of13) = actions(rng, class, tagged, later_frag, oxm_vlan, table, set);
+    let (actions, of13) = actions(rng, class, tagged, later_frag, inv, oxm_vlan, table, set);
     Rule {
         table,
         priority,
@@ -661,4 +738,93 @@ pub fn packet_for(rng: &mut Rng, rule: &Rule, near: bool) -> Key {
     }
     k.normalize();
     k
+}
+
+// ---- the tracker's answers ----
+
+/// `state` made one a tracker reports (OVS's `validate_ct_state()`, which
+/// `--ct-next` must pass): `trk` with any other, `inv` with `trk` alone,
+/// `new` without `est` or `rpl`.
+fn reportable(rng: &mut Rng, state: u8) -> u8 {
+    use cs::*;
+    let mut s = state;
+    if s == 0 {
+        return 0;
+    }
+    s |= TRK;
+    if s & INV != 0 {
+        return TRK | INV;
+    }
+    if s & NEW != 0 && s & (EST | RPL) != 0 {
+        if rng.chance(50) {
+            s &= !NEW;
+        } else {
+            s &= !(EST | RPL);
+        }
+    }
+    s
+}
+
+/// States a tracker reports, for copies no rule asked anything of.
+const CT_STATES: &[u8] = &[
+    cs::TRK | cs::NEW,
+    cs::TRK | cs::EST,
+    cs::TRK | cs::EST | cs::RPL,
+    cs::TRK | cs::REL,
+    cs::TRK | cs::REL | cs::RPL,
+    cs::TRK | cs::INV,
+    cs::TRK | cs::EST | cs::DNAT,
+    cs::TRK | cs::NEW | cs::SNAT,
+    cs::TRK,
+];
+
+/// The tracker's answers for a packet's tracked copies (`--ct-next`, in
+/// the order the copies are looked up): none at all (every copy is a new
+/// connection's, both switches' default) or one to three states, each
+/// mostly `wish` made reportable (the `ct_state` a rule the packet was
+/// made for matches), else another.
+pub fn ct_next(rng: &mut Rng, wish: u8) -> Vec<u8> {
+    let n = rng.below(4);
+    (0..n)
+        .map(|_| {
+            if wish != 0 && rng.chance(70) {
+                reportable(rng, wish)
+            } else if rng.chance(4) {
+                // An untracked copy: OVS takes "" for it.
+                0
+            } else {
+                rng.pick(CT_STATES)
+            }
+        })
+        .collect()
+}
+
+/// `states` as OVS's `--ct-next` takes them (names, comma-separated), and
+/// as nfvswitch is given them (the same, or `trk est`, `+trk+est`,
+/// `trk|est`: every spelling it takes).
+pub fn ct_next_texts(rng: &mut Rng, states: &[u8]) -> (Vec<String>, Vec<String>) {
+    let names = |s: u8| -> Vec<&str> {
+        cs::NAMES
+            .iter()
+            .filter(|n| s & n.1 != 0)
+            .map(|n| n.0)
+            .collect()
+    };
+    let ovs = states.iter().map(|&s| names(s).join(",")).collect();
+    let nfv = states
+        .iter()
+        .map(|&s| {
+            let mut n = names(s);
+            if rng.chance(50) {
+                n.reverse();
+            }
+            match rng.below(4) {
+                0 => n.join(","),
+                1 => n.join(" "),
+                2 if s != 0 => n.iter().map(|x| format!("+{x}")).collect(),
+                _ => n.join("|"),
+            }
+        })
+        .collect();
+    (ovs, nfv)
 }

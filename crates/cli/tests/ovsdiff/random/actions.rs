@@ -14,6 +14,11 @@ pub struct ActCtx {
     /// The rule set's group and meter ids (`group:N`, `meter:N`).
     pub groups: Vec<u32>,
     pub meters: Vec<u32>,
+    /// The rule set uses the connection tracker (see [`Extras::ct`]).
+    pub ct: bool,
+    /// The match wants `+inv` packets: both switches refuse
+    /// `ct(commit)` there (OVS's MATCH_INCONSISTENT).
+    pub inv: bool,
 }
 
 /// Tables the rule sets spread over (0 to `LAST_TABLE`).
@@ -282,6 +287,87 @@ pub const ACTIONS: &[ActionGen] = &[
                 of13_only: true,
                 of13_ok: true,
             })
+        },
+    },
+    ActionGen {
+        name: "ct",
+        weight: 14,
+        make: |r, c| {
+            // Both switches want an IP match for ct.
+            if !c.ct || !c.class.ip() {
+                return None;
+            }
+            let mut args: Vec<String> = Vec::new();
+            let commit = !c.inv && r.chance(40);
+            if commit {
+                args.push("commit".into());
+                if r.chance(15) {
+                    args.push("force".into());
+                }
+                // exec: ct_mark, ct_label or both, in either order.
+                let mut sets = Vec::new();
+                if r.chance(35) {
+                    let v = r.pick_or(CT_MARKS, |r| r.next() as u32);
+                    let mask = if r.chance(50) {
+                        String::new()
+                    } else {
+                        format!(
+                            "/0x{:x}",
+                            r.pick_or(&[0xffu32, 0xf, 0x300], |r| r.next() as u32)
+                        )
+                    };
+                    sets.push(format!("set_field:0x{v:x}{mask}->ct_mark"));
+                }
+                if r.chance(25) {
+                    let v = r.pick_or(CT_LABELS, |r| r.u128());
+                    let mask = if r.chance(50) {
+                        String::new()
+                    } else {
+                        format!(
+                            "/0x{:x}",
+                            r.pick_or(&[0xffu128, u128::MAX << 64], |r| r.u128())
+                        )
+                    };
+                    sets.push(format!("set_field:0x{v:x}{mask}->ct_label"));
+                }
+                if r.chance(50) {
+                    sets.reverse();
+                }
+                if !sets.is_empty() {
+                    args.push(format!("exec({})", sets.join(",")));
+                }
+            }
+            if r.chance(60) {
+                args.push(format!("zone={}", r.pick(CT_ZONES)));
+            }
+            // A later table only: no copy comes back to where it started
+            // (OVS's trace would follow a loop without end).
+            if c.table < LAST_TABLE && r.chance(85) {
+                let t = c.table + 1 + r.below(u64::from(LAST_TABLE - c.table)) as u8;
+                args.push(format!("table={t}"));
+            }
+            for i in (1..args.len()).rev() {
+                let j = r.below(i as u64 + 1) as usize;
+                args.swap(i, j);
+            }
+            act(
+                if args.is_empty() {
+                    "ct".into()
+                } else {
+                    format!("ct({})", args.join(","))
+                },
+                true,
+            )
+        },
+    },
+    ActionGen {
+        name: "ct_clear",
+        weight: 3,
+        make: |_, c| {
+            if !c.ct {
+                return None;
+            }
+            act("ct_clear".into(), true)
         },
     },
     ActionGen {

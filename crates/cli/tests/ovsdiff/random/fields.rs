@@ -5,6 +5,8 @@ use super::*;
 pub struct Ctx {
     pub class: Class,
     pub fields: Vec<MatchItem>,
+    /// The rule set uses the connection tracker (see [`Extras::ct`]).
+    pub ct: bool,
 }
 
 impl Ctx {
@@ -405,4 +407,114 @@ pub const FIELDS: &[FieldGen] = &[
             with_nd_type(r, c, &[136], i)
         },
     },
+    // What the tracker says of a copy ct(table=T) sent back (a packet
+    // from the wire: untracked, 0), in the rule sets that use it.
+    FieldGen {
+        name: "ct_state",
+        weight: 14,
+        fits: |c| c.ct && !c.used(F::CtState),
+        make: |r, _| one(ct_state_item(r)),
+    },
+    FieldGen {
+        name: "ct_zone",
+        weight: 4,
+        fits: |c| c.ct && !c.used(F::CtZone),
+        make: |r, _| {
+            // Exact only: OVS refuses a ct_zone mask.
+            let z = r.pick_or(CT_ZONES, |r| r.next() as u16);
+            one(uint_item(r, "ct_zone", F::CtZone, z.into(), true))
+        },
+    },
+    FieldGen {
+        name: "ct_mark",
+        weight: 4,
+        fits: |c| c.ct && !c.used(F::CtMark),
+        make: |r, _| {
+            let v = r.pick_or(CT_MARKS, |r| r.next() as u32);
+            let exact = r.chance(60);
+            one(uint_item(r, "ct_mark", F::CtMark, v.into(), exact))
+        },
+    },
+    FieldGen {
+        name: "ct_label",
+        weight: 3,
+        fits: |c| c.ct && !c.used(F::CtLabel),
+        make: |r, _| {
+            let v = r.pick_or(CT_LABELS, |r| r.u128());
+            let exact = r.chance(60);
+            let mut i = uint_item(r, "ct_label", F::CtLabel, v, exact);
+            // OVS reads ct_label in hex only.
+            if exact {
+                i.text = format!("ct_label=0x{v:x}");
+            }
+            one(i)
+        },
+    },
 ];
+
+/// `ct_state` in the three forms both switches read: `+trk-new...` (the
+/// named bits only), `est|trk` (exactly these), a number with or without
+/// a mask.
+pub fn ct_state_item(r: &mut Rng) -> MatchItem {
+    use cs::*;
+    let (v, m, text) = match r.below(8) {
+        0..=4 => {
+            // The bits rules test (snat/dnat rarely: no nat is made).
+            let mut bits = vec![TRK, NEW, EST, REL, RPL, INV];
+            if r.chance(10) {
+                bits.push(r.pick(&[SNAT, DNAT]));
+            }
+            let (mut v, mut m, mut text) = (0u8, 0u8, String::new());
+            while m == 0 {
+                for i in (1..bits.len()).rev() {
+                    let j = r.below(i as u64 + 1) as usize;
+                    bits.swap(i, j);
+                }
+                for &b in &bits {
+                    if r.chance(35) {
+                        let set = r.chance(60);
+                        m |= b;
+                        v |= if set { b } else { 0 };
+                        let name = NAMES.iter().find(|n| n.1 == b).unwrap().0;
+                        text += &format!("{}{name}", if set { '+' } else { '-' });
+                    }
+                }
+            }
+            (v, m, text)
+        }
+        5 | 6 => {
+            let v = r.pick(&[
+                TRK | NEW,
+                TRK | EST,
+                TRK | EST | RPL,
+                TRK | REL,
+                TRK | INV,
+                TRK,
+                0,
+            ]);
+            // Any order of the names.
+            let mut names: Vec<&str> = NAMES.iter().filter(|n| v & n.1 != 0).map(|n| n.0).collect();
+            if r.chance(50) {
+                names.reverse();
+            }
+            let text = if v == 0 { "0".into() } else { names.join("|") };
+            (v, 0xff, text)
+        }
+        _ => {
+            let v = r.pick(&[TRK | NEW, TRK | EST, TRK, 0]);
+            let m = r.pick(&[0xffu8, TRK, TRK | NEW, TRK | EST | NEW, v | INV]);
+            let text = if m == 0xff {
+                format!("0x{v:02x}")
+            } else {
+                format!("0x{:02x}/0x{m:02x}", v & m)
+            };
+            (v & m, m, text)
+        }
+    };
+    MatchItem {
+        text: format!("ct_state={text}"),
+        f: F::CtState,
+        v: v.into(),
+        m: m.into(),
+    }
+}

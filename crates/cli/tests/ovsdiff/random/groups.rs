@@ -160,6 +160,8 @@ fn action(rng: &mut Rng, name: &str) -> Option<String> {
         table: 0,
         groups: Vec::new(),
         meters: Vec::new(),
+        ct: false,
+        inv: false,
     };
     (g.make)(rng, &mut c).map(|a| a.text)
 }
