@@ -65,6 +65,43 @@ pub struct Origin {
     pub metadata: u64,
 }
 
+/// Where a packet-in's [`Origin`] comes from: known already (a
+/// controller's own packet), or the rule that decided, read only when a
+/// `controller` action runs — most packets never need it, and working it
+/// out compares the rule's whole mask.
+#[derive(Clone, Copy, Debug)]
+pub enum OriginOf<'a> {
+    Known(Origin),
+    Rule(&'a nfv_flow::Rule),
+}
+
+impl OriginOf<'_> {
+    pub fn resolve(self) -> Origin {
+        match self {
+            OriginOf::Known(o) => o,
+            OriginOf::Rule(r) => Origin::of_rule(r),
+        }
+    }
+}
+
+impl Origin {
+    /// What a packet-in says about the rule that sent it: its table and
+    /// cookie (a resolved pipeline's last rule's), and `NO_MATCH` for a
+    /// table-miss rule (priority 0, matching everything in its table).
+    pub fn of_rule(rule: &nfv_flow::Rule) -> Origin {
+        let r = rule.parts.last().map_or(rule, |p| &**p);
+        let mut mask = r.spec.matches.mask;
+        mask.set_table(0);
+        let miss = r.spec.priority == 0 && mask == nfv_flow::FlowKey::ZERO;
+        Origin {
+            table: r.spec.matches.key.table(),
+            cookie: r.spec.cookie,
+            reason: if miss { REASON_NO_MATCH } else { REASON_ACTION },
+            metadata: 0,
+        }
+    }
+}
+
 /// The queues and counters between the PMDs and the agent.
 /// One port's queue of packet-ins: both ends.
 type PortQueue = (Sender<Box<PacketIn>>, Receiver<Box<PacketIn>>);

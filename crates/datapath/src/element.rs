@@ -8,7 +8,7 @@
 //! Thread safety: one element per PMD thread; it shares only the flow
 //! table snapshot (immutable) and the MAC table (lock-free) with others.
 
-use crate::controller::{ControllerPath, Origin, PacketOut};
+use crate::controller::{ControllerPath, Origin, OriginOf, PacketOut};
 use crate::ct::ConnTable;
 use crate::decision::{Decision, Verdict, Verdicts};
 use crate::fabric::Fabric;
@@ -140,7 +140,13 @@ impl Element {
             return;
         }
         self.fwd
-            .interpreter(po.in_port, &rx, pool, Origin::default(), None)
+            .interpreter(
+                po.in_port,
+                &rx,
+                pool,
+                OriginOf::Known(Origin::default()),
+                None,
+            )
             .run(&po.actions, pkt);
         self.fwd.tally.flush();
         self.fwd.budget.settle();
@@ -267,7 +273,7 @@ impl Forwarding {
         in_port: PortNo,
         rx: &'a QueueCounters,
         pool: &'a mut PoolCache,
-        origin: Origin,
+        origin: OriginOf<'a>,
         key: Option<&'a FlowKey>,
     ) -> Interpreter<'a> {
         Interpreter {
@@ -333,7 +339,7 @@ impl Forwarding {
                 Verdict::Rule(rule) => match rule.single_output {
                     Some(out) if out != in_port => self.fabric.output(out, pkt, rx, pool),
                     _ => self
-                        .interpreter(in_port, rx, pool, origin_of(rule), keys.map(|k| &k[i]))
+                        .interpreter(in_port, rx, pool, OriginOf::Rule(rule), keys.map(|k| &k[i]))
                         .run(&rule.spec.actions, pkt),
                 },
             }
@@ -359,25 +365,5 @@ impl Forwarding {
                 self.conntrack.prefetch(key, ct.zone);
             }
         }
-    }
-}
-
-/// What a packet-in says about the rule that sent it: its table and
-/// cookie (a resolved pipeline's last rule's), and `NO_MATCH` for a
-/// table-miss rule (priority 0, matching everything in its table).
-fn origin_of(rule: &nfv_flow::Rule) -> Origin {
-    let r = rule.parts.last().map_or(rule, |p| &**p);
-    let mut mask = r.spec.matches.mask;
-    mask.set_table(0);
-    let miss = r.spec.priority == 0 && mask == nfv_flow::FlowKey::ZERO;
-    Origin {
-        table: r.spec.matches.key.table(),
-        cookie: r.spec.cookie,
-        reason: if miss {
-            crate::controller::REASON_NO_MATCH
-        } else {
-            crate::controller::REASON_ACTION
-        },
-        metadata: 0,
     }
 }

@@ -9,7 +9,7 @@
 //! `no_buffers` when a copy for an extra output could not be had.
 
 use crate::actions;
-use crate::controller::{ControllerPath, Origin};
+use crate::controller::{ControllerPath, OriginOf};
 use crate::ct::{ConnTable, CtRequest};
 use crate::fabric::Fabric;
 use crate::group_choice::{Choice, choose};
@@ -67,7 +67,7 @@ pub(crate) struct Interpreter<'a> {
     /// Where `controller` sends packets (none: they are not sent), and
     /// the rule's table and cookie they carry.
     pub controller: Option<&'a ControllerPath>,
-    pub origin: Origin,
+    pub origin: OriginOf<'a>,
     /// The PMD's connection table and its clock (`ct`), and where
     /// `ct(table=N)` queues the packets it sends back to table N.
     pub conntrack: &'a mut ConnTable,
@@ -320,7 +320,7 @@ impl Interpreter<'_> {
         } else if pkt.is_split() && !pkt.join_tail() {
             c.dropped_queue.fetch_add(1, Relaxed);
         } else {
-            c.queue(pkt.data(), self.in_port, max_len, self.origin);
+            c.queue(pkt.data(), self.in_port, max_len, self.origin.resolve());
         }
         Step::Carried
     }
