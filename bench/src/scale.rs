@@ -42,7 +42,9 @@
 //!   table 1 outputs `+trk+est` packets, commits and outputs `+trk+new`
 //!   ones, drops the rest. Each flow is a connection (committed by its
 //!   first packet; `+est` from its second, as OVS's userspace datapath
-//!   answers), so `flows` is the number of connections tracked. Against
+//!   answers), so `flows` is the number of connections tracked. The
+//!   trial's window opens once all of them are committed (a warm-up line
+//!   says how long that took), so it measures established traffic. Against
 //!   `exact` with the same family, rules, flows, megaflows, changes and
 //!   order, the summary gives the ratio to that stateless table ("x
 //!   stateless"; `--rules 2` makes it one 5-tuple rule and a catch-all,
