@@ -28,7 +28,8 @@
 //! `dpctl/ct-get-nconns`) every [`POLL`] until it holds N: the time from
 //! the first poll that saw a connection to the one that saw N is the
 //! setup time, and the connections made in it per second the setup rate
-//! (a lower bound when the first poll already saw all N). Then, as
+//! (when the first poll already saw all N: a lower bound, N over the time
+//! since the poll before, left out of the ratio). Then, as
 //! `compare` does, `--warm` 1-s samples are dropped and the next
 //! `--seconds` are the window: Mpps = mean of the endpoint's Rx-pps (the
 //! frames the switch sent back), the switch's own busy cycles per packet
@@ -177,11 +178,11 @@ pub struct CtOutcome {
     pub samples: Vec<f64>,
     pub pmd: Option<PmdFigures>,
     /// Seconds from the first poll that saw a connection to the one that
-    /// saw all of them (stateful rules); `POLL` (an upper bound) when the
-    /// first poll saw them all.
+    /// saw all of them (stateful rules); when the first poll saw them all,
+    /// the time since the poll before (an upper bound, `setup_bound`).
     pub setup_secs: Option<f64>,
-    /// Connections made per second in that time; when the first poll saw
-    /// them all already, `flows / POLL` (a lower bound, `setup_bound`).
+    /// Connections made per second in that time (a lower bound with
+    /// `setup_bound`).
     pub setup_rate: Option<f64>,
     pub setup_bound: bool,
     /// Connections held at the end of the window.
@@ -364,7 +365,9 @@ fn line(o: &CtOutcome, flows: u32) -> String {
         )
     });
     let held = match o.connections {
-        Some(n) if n < u64::from(flows) => format!(", ONLY {n} connections held"),
+        Some(n) if o.setup_secs.is_some() && n < u64::from(flows) => {
+            format!(", ONLY {n} connections held")
+        }
         _ => String::new(),
     };
     format!(
@@ -517,16 +520,24 @@ fn warm_up(
     let t0 = Instant::now();
     let first_traffic = Duration::from_secs(60);
     let mut first: Option<(Instant, u64)> = None;
+    let mut prev = t0;
+    // Every poll, into setup.txt beside the logs: seconds, connections.
+    let mut polls = String::new();
+    let polls_file = log.with_file_name("setup.txt");
     loop {
         sw.ensure_alive()?;
         ep.proc.ensure_alive()?;
-        let now = Instant::now();
         if rules == Rules::Stateless {
             if !samples(log).is_empty() {
                 return Ok(None);
             }
         } else {
+            // The count as of the answer (OVS's main thread may answer
+            // late, e.g. while it sets the vhost-user port up).
             let n = sw.connections()?.unwrap_or(0);
+            let now = Instant::now();
+            polls += &format!("{:.3} {n}\n", (now - t0).as_secs_f64());
+            let _ = std::fs::write(&polls_file, &polls);
             if n > 0 && first.is_none() {
                 first = Some((now, n));
             }
@@ -537,8 +548,9 @@ fn warm_up(
                 return Ok(Some(if secs > 0.0 && n1 < n {
                     (secs, (n - n1) as f64 / secs, false)
                 } else {
-                    let poll = POLL.as_secs_f64();
-                    (poll, n as f64 / poll, true)
+                    // All made since the poll before: at most that long.
+                    let secs = (now - prev).as_secs_f64();
+                    (secs, n as f64 / secs, true)
                 }));
             }
             if let Some((t1, _)) = first
@@ -549,8 +561,9 @@ fn warm_up(
                     a.setup_limit
                 ));
             }
+            prev = now;
         }
-        if first.is_none() && now - t0 > first_traffic {
+        if first.is_none() && t0.elapsed() > first_traffic {
             let what = match rules {
                 Rules::Stateless => "no traffic back",
                 Rules::Stateful => "no connection in the switch",
@@ -654,7 +667,8 @@ fn ratio_rows(a: &CompareCtArgs, records: &[CtRecord]) -> Vec<Vec<String>> {
             ]);
         }
         if a.rules.contains(&Rules::Stateful) {
-            let rate = |o: &CtOutcome| o.setup_rate;
+            // Bounds (every connection made between two polls) left out.
+            let rate = |o: &CtOutcome| o.setup_rate.filter(|_| !o.setup_bound);
             rows.push(vec![
                 flows.to_string(),
                 "setup rate nfvswitch / OVS".into(),
