@@ -27,9 +27,10 @@
 //! connection count (nfvswitch: the PMDs' `ct_connections`; OVS:
 //! `dpctl/ct-get-nconns`) every [`POLL`] until it holds N: the time from
 //! the first poll that saw a connection to the one that saw N is the
-//! setup time, and the connections made in it per second the setup rate
-//! (when the first poll already saw all N: a lower bound, N over the time
-//! since the poll before, left out of the ratio). Then, as
+//! setup time (N was reached somewhere in the last interval), the setup
+//! rate the slope of the count from the first poll to the last one below
+//! N. Without a poll in between (N = 10,000 at these rates) the rate is
+//! only a lower bound, and left out of the ratio. Then, as
 //! `compare` does, `--warm` 1-s samples are dropped and the next
 //! `--seconds` are the window: Mpps = mean of the endpoint's Rx-pps (the
 //! frames the switch sent back), the switch's own busy cycles per packet
@@ -179,10 +180,11 @@ pub struct CtOutcome {
     pub pmd: Option<PmdFigures>,
     /// Seconds from the first poll that saw a connection to the one that
     /// saw all of them (stateful rules); when the first poll saw them all,
-    /// the time since the poll before (an upper bound, `setup_bound`).
+    /// the time since the poll before.
     pub setup_secs: Option<f64>,
-    /// Connections made per second in that time (a lower bound with
-    /// `setup_bound`).
+    /// Connections made per second: the count's slope from the first poll
+    /// to the last below N; without a poll in between a lower bound
+    /// (`setup_bound`), connections over `setup_secs`.
     pub setup_rate: Option<f64>,
     pub setup_bound: bool,
     /// Connections held at the end of the window.
@@ -246,7 +248,7 @@ pub fn compare_ct(a: CompareCtArgs) -> Result<(), String> {
     }
     let rows = summary_rows(&a, &records);
     println!(
-        "\nmedians (min..max) over {} reps ({:.1} min); Mpps = frames back at the endpoint; switch cyc/pkt = its PMD's busy TSC cycles per packet received; setup = time until the switch held every connection, rate = connections/s ('>=': all there at the first poll)",
+        "\nmedians (min..max) over {} reps ({:.1} min); Mpps = frames back at the endpoint; switch cyc/pkt = its PMD's busy TSC cycles per packet received; setup = from the first poll that saw a connection to the one that saw all, rate = the count's slope, connections/s ('>=': no poll in between, a lower bound)",
         a.reps,
         t0.elapsed().as_secs_f64() / 60.0
     );
@@ -520,7 +522,8 @@ fn warm_up(
     let t0 = Instant::now();
     let first_traffic = Duration::from_secs(60);
     let mut first: Option<(Instant, u64)> = None;
-    let mut prev = t0;
+    // The poll before this one: when, and the count it saw.
+    let mut prev = (t0, 0);
     // Every poll, into setup.txt beside the logs: seconds, connections.
     let mut polls = String::new();
     let polls_file = log.with_file_name("setup.txt");
@@ -544,12 +547,17 @@ fn warm_up(
             if let Some((t1, n1)) = first
                 && n >= u64::from(flows)
             {
+                // N was reached somewhere since the poll before: the rate
+                // is the slope from the first poll to that one, unless
+                // there was no poll in between (then a lower bound).
+                let (tp, np) = prev;
                 let secs = (now - t1).as_secs_f64();
-                return Ok(Some(if secs > 0.0 && n1 < n {
-                    (secs, (n - n1) as f64 / secs, false)
+                return Ok(Some(if tp > t1 && np > n1 {
+                    (secs, (np - n1) as f64 / (tp - t1).as_secs_f64(), false)
+                } else if n1 < n {
+                    (secs, (n - n1) as f64 / secs, true)
                 } else {
-                    // All made since the poll before: at most that long.
-                    let secs = (now - prev).as_secs_f64();
+                    let secs = (now - tp).as_secs_f64();
                     (secs, n as f64 / secs, true)
                 }));
             }
@@ -561,7 +569,7 @@ fn warm_up(
                     a.setup_limit
                 ));
             }
-            prev = now;
+            prev = (now, n);
         }
         if first.is_none() && t0.elapsed() > first_traffic {
             let what = match rules {
