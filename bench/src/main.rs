@@ -6,6 +6,9 @@
 //! * `compare` — the same endpoint and topology through nfvswitch, OVS-DPDK
 //!   and a testpmd "wire", interleaved, with ratios against the targets
 //!   (see [`compare`]; `bench/compare` builds and runs it).
+//! * `compare-ct` — nfvswitch and OVS-DPDK with the same stateful
+//!   firewall (ct, commit, +est) over N connections from testpmd's
+//!   flowgen: Mpps, setup rate, x stateless (see [`compare_ct`]).
 //! * `starve` — does a VNF posting maximal legal chains starve the other
 //!   port of its PMD? In process, on the real device queues (see
 //!   [`starve`]).
@@ -38,6 +41,7 @@
 mod attackers;
 mod cni;
 mod compare;
+mod compare_ct;
 mod dut;
 mod frame;
 mod hop;
@@ -118,6 +122,9 @@ enum Cmd {
     /// nfvswitch vs OVS-DPDK vs a testpmd wire, same endpoint and topology;
     /// medians, cycles/packet and ratios against the targets.
     Compare(compare::CompareArgs),
+    /// nfvswitch vs OVS-DPDK with the same stateful firewall rules over N
+    /// connections (testpmd flowgen): Mpps, setup rate, x stateless.
+    CompareCt(compare_ct::CompareCtArgs),
     /// AF_XDP / AF_PACKET port rx and tx Mpps over veth (needs root).
     KernelPort(kernel_port::KernelPortArgs),
     /// A well-behaved port's throughput while its PMD neighbour posts
@@ -179,6 +186,7 @@ fn main() -> ExitCode {
         Cmd::Hop(a) => hop::hop(a),
         Cmd::Scale(a) => scale::scale(a),
         Cmd::Compare(a) => compare::compare(a),
+        Cmd::CompareCt(a) => compare_ct::compare_ct(a),
         Cmd::KernelPort(a) => kernel_port::kernel_port(a),
         Cmd::Starve(a) => starve::starve(a),
         Cmd::Soak(a) => soak::soak(a),

@@ -249,7 +249,16 @@ pub struct Ovs {
 }
 
 impl Ovs {
+    /// Ports p1..pn, rules p(2j-1) -> p(2j) and a drop rule below them.
     pub fn start(lay: &Layout) -> Result<Ovs, String> {
+        let mut flows = vec!["priority=0,actions=drop".to_string()];
+        flows.extend(crate::dut::pair_flows(lay.nports));
+        Self::start_with_flows(lay, &flows)
+    }
+
+    /// Ports p1..pn and the rules `flows` (`ovs-ofctl add-flow` syntax),
+    /// nothing else.
+    pub fn start_with_flows(lay: &Layout, flows: &[String]) -> Result<Ovs, String> {
         let daemons = OvsDaemons::start(
             &lay.dir,
             &DpdkSetup {
@@ -292,19 +301,36 @@ impl Ovs {
             ])?;
         }
         d.ofctl(&["del-flows", "br0"])?;
-        d.ofctl(&["add-flow", "br0", "priority=0,actions=drop"])?;
-        for j in 1..=lay.nports / 2 {
-            d.ofctl(&[
-                "add-flow",
-                "br0",
-                &format!("priority=10,in_port={},actions=output:{}", 2 * j - 1, 2 * j),
-            ])?;
+        for f in flows {
+            d.ofctl(&["add-flow", "br0", f])?;
         }
         let show = d.vsctl(&["show"])?;
         let _ = std::fs::write(lay.dir.join("ovs-show.txt"), show);
         o.ensure_alive()?;
         Ok(o)
     }
+}
+
+impl Ovs {
+    /// Raises the userspace connection tracker's limit
+    /// (`dpctl/ct-set-maxconns`) to at least `n`; returns the limit.
+    pub fn ensure_ct_maxconns(&self, n: u64) -> Result<u64, String> {
+        let d = &self.daemons;
+        let max = parse_count(&d.appctl(&["dpctl/ct-get-maxconns"])?)?;
+        if max >= n {
+            return Ok(max);
+        }
+        d.appctl(&["dpctl/ct-set-maxconns", &n.to_string()])?;
+        parse_count(&d.appctl(&["dpctl/ct-get-maxconns"])?)
+    }
+}
+
+/// The number `dpctl/ct-get-nconns` and `ct-get-maxconns` print.
+fn parse_count(out: &str) -> Result<u64, String> {
+    out.split_whitespace()
+        .last()
+        .and_then(|w| w.parse().ok())
+        .ok_or_else(|| format!("not a count: {out:?}"))
 }
 
 /// Figures of `dpif-netdev/pmd-perf-show`.
@@ -448,6 +474,9 @@ impl Dut for Ovs {
     }
     fn stop(&mut self) {
         self.daemons.stop();
+    }
+    fn connections(&mut self) -> Result<Option<u64>, String> {
+        parse_count(&self.daemons.appctl(&["dpctl/ct-get-nconns"])?).map(Some)
     }
 }
 

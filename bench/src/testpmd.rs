@@ -135,6 +135,42 @@ pub fn offload_commands(nports: usize) -> String {
     c
 }
 
+/// Arguments of a many-flow endpoint (`compare-ct`): one virtio-user port
+/// p1 (`server=1`, port 0) and testpmd's `flowgen` engine on `ep_cpu`,
+/// looping on that port (`--port-topology=loop`): it sends IPv4/UDP
+/// frames of `size` bytes (flowgen takes 4 off `--txpkts` for the FCS)
+/// over `flows` flows, which differ only in the destination address
+/// (10.253.0.0 + flow number, one packet per flow in turn; source
+/// 10.254.0.0, UDP ports 1000 -> 1001), and counts and drops what comes
+/// back on the port.
+pub fn flowgen_args(
+    prefix: &str,
+    mem: Mem,
+    sock_dir: &Path,
+    size: usize,
+    flows: u32,
+    ep_cpu: usize,
+    main_cpu: usize,
+) -> Vec<String> {
+    let mut a = eal(prefix, mem, main_cpu, ep_cpu);
+    a.push(format!(
+        "--vdev=net_virtio_user1,path={},server=1,queues=1",
+        sock(sock_dir, 1)
+    ));
+    a.extend([
+        "--".into(),
+        "--forward-mode=flowgen".into(),
+        format!("--flowgen-flows={flows}"),
+        format!("--txpkts={}", size + 4),
+        "--port-topology=loop".into(),
+        "--nb-cores=1".into(),
+        "--stats-period=1".into(),
+        "--total-num-mbufs=16384".into(),
+        "--no-lsc-interrupt".into(),
+    ]);
+    a
+}
+
 /// The testpmd port whose Rx-pps is the sink rate.
 pub fn sink_port(nports: usize) -> usize {
     nports
@@ -253,6 +289,22 @@ Port statistics ====================================
         assert!(c.ends_with("port start 2\n"));
         // Port 0 (pcap) and 3 (null) are left alone.
         assert!(!c.contains(" 0 ") && !c.contains(" 3 "));
+    }
+
+    #[test]
+    fn flowgen_endpoint_loops_on_one_port() {
+        let s = flowgen_args("x", Mem::Huge, Path::new("/s"), 64, 1000, 0, 1).join(" ");
+        assert!(s.contains("--lcores=0@1,1@0"));
+        assert!(s.contains("--vdev=net_virtio_user1,path=/s/p1.sock,server=1,queues=1"));
+        assert!(!s.contains("net_virtio_user2") && !s.contains("net_pcap"));
+        for a in [
+            "--forward-mode=flowgen",
+            "--flowgen-flows=1000",
+            "--txpkts=68",
+            "--port-topology=loop",
+        ] {
+            assert!(s.contains(a), "{a}: {s}");
+        }
     }
 
     #[test]
