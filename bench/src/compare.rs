@@ -739,10 +739,7 @@ impl Results {
             report::md_table(&report::CHECK_HEAD, &check_rows),
             report::md_table(&paired::HEAD, &pair_rows)
         );
-        match report::write_results(&report::results_dir(c.results.clone()), &stem, &json, &md) {
-            Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
-            Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
-        }
+        report::save_results(&report::results_dir(c.results.clone()), &stem, &json, &md);
     }
 
     /// The ratios against the targets, then every paired ratio.

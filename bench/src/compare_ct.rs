@@ -736,15 +736,12 @@ fn write(
         report::md_table(&HEAD, rows),
         report::md_table(&RATIO_HEAD, ratios)
     );
-    match report::write_results(
+    report::save_results(
         &report::results_dir(a.results.clone()),
         &format!("compare-ct-{ts}"),
         &json,
         &md,
-    ) {
-        Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
-        Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
-    }
+    );
 }
 
 #[cfg(test)]

@@ -182,15 +182,12 @@ fn write(a: &HopArgs, p: &compare::Prepared, hz: f64, elapsed: f64, out: &Result
         hz / 1e9,
         report::md_table(&HEAD, &out.rows)
     );
-    match report::write_results(
+    report::save_results(
         &report::results_dir(c.results.clone()),
         &format!("hop-{ts}"),
         &json,
         &md,
-    ) {
-        Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
-        Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
-    }
+    );
 }
 
 /// Every trial: per rep, per size, the modes in A/B order, then B/A

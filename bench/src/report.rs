@@ -260,6 +260,15 @@ pub fn results_dir(arg: Option<PathBuf>) -> PathBuf {
 }
 
 /// Writes `<dir>/<stem>.json` and `<dir>/<stem>.md`; returns their paths.
+/// [`write_results`], saying where they went (or why not) on the
+/// terminal: a bench run's last line.
+pub fn save_results(dir: &Path, stem: &str, json: &serde_json::Value, md: &str) {
+    match write_results(dir, stem, json, md) {
+        Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
+        Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
+    }
+}
+
 pub fn write_results(
     dir: &Path,
     stem: &str,

@@ -774,15 +774,12 @@ fn report_all(
         report::md_table(&HEAD, &rows),
         report::md_table(&RATIO_HEAD, &ratio_rows)
     );
-    match report::write_results(
+    report::save_results(
         &report::results_dir(a.results.clone()),
         &format!("vm-tcp-{ts}"),
         &json,
         &md,
-    ) {
-        Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
-        Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
-    }
+    );
 }
 
 #[cfg(test)]

@@ -740,8 +740,5 @@ fn write_results(
         report::md_table(&["", "check", "figures"], &check_rows),
     );
     let dir = report::results_dir(a.results.clone());
-    match report::write_results(&dir, &format!("soak-{ts}"), &json, &md) {
-        Ok((j, m)) => println!("results: {} {}", j.display(), m.display()),
-        Err(e) => eprintln!("nfv-bench: cannot write results: {e}"),
-    }
+    report::save_results(&dir, &format!("soak-{ts}"), &json, &md);
 }
