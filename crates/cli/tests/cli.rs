@@ -314,12 +314,7 @@ fn trace_names_the_tier_the_rule_the_actions_and_the_outputs() {
             "{packet}: {t}"
         );
         assert_eq!(t["rule"].as_str(), rule, "{packet}: {t}");
-        let got: Vec<&str> = t["outputs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| o.as_str().unwrap())
-            .collect();
+        let got = trace_outputs(&t);
         assert_eq!(got, outputs, "{packet}: {t}");
         assert_eq!(t["steps"][0]["action"].as_str(), first, "{packet}: {t}");
     }
@@ -440,12 +435,7 @@ fn trace_follows_ct_into_its_table_as_ct_next_says() {
         let mut args = vec!["trace", packet];
         args.extend_from_slice(ct_next);
         let t = ctl_json(&d, &args);
-        let got: Vec<&str> = t["outputs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| o.as_str().unwrap())
-            .collect();
+        let got = trace_outputs(&t);
         assert_eq!(got, outputs, "{ct_next:?}: {t}");
         let copy = &t["steps"][0]["recirculation"];
         assert_eq!(copy["ct_state"].as_str(), Some(state), "{ct_next:?}: {t}");
@@ -629,4 +619,14 @@ fn wait_output(child: &mut Child) -> Output {
         stdout,
         stderr,
     }
+}
+
+/// The outputs a `ctl trace --json` answer lists, in order.
+fn trace_outputs(t: &serde_json::Value) -> Vec<&str> {
+    t["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_str().unwrap())
+        .collect()
 }

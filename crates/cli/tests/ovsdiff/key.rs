@@ -99,14 +99,8 @@ impl Recirc {
 
 /// `ct_state` bits, as both switches number them (`ovs-fields`(7)).
 pub mod cs {
-    pub const NEW: u8 = 0x01;
-    pub const EST: u8 = 0x02;
-    pub const REL: u8 = 0x04;
-    pub const RPL: u8 = 0x08;
-    pub const INV: u8 = 0x10;
-    pub const TRK: u8 = 0x20;
-    pub const SNAT: u8 = 0x40;
-    pub const DNAT: u8 = 0x80;
+    // The bits are OVS's numbering, which nfv_flow writes down once.
+    pub use nfv_flow::key::ct_state::*;
     /// Names, by bit, as OVS spells them.
     pub const NAMES: &[(&str, u8)] = &[
         ("new", NEW),
