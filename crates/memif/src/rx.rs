@@ -114,7 +114,11 @@ impl RxQueue for MemifRxq {
         let mut n = 0;
         let mut lent = 0u64;
         while avail > 0 && !batch.is_full() {
-            let Some(mut pkt) = pool.alloc() else { break };
+            let Some(fresh) = pool.alloc() else { break };
+            // Filled in its batch slot: moving a just-written packet in
+            // costs a failed store forward (virtio's `dequeue_burst`).
+            batch.push(fresh);
+            let pkt = batch.last_mut().expect("pushed above");
             let first = view.desc(slot);
             // One buffer, longer than the head the switch needs: lend its
             // tail (the common case; chains are copied whole).
@@ -131,8 +135,7 @@ impl RxQueue for MemifRxq {
                 // (`max_len`); the slot goes back only in `finish`, at the
                 // burst's end, and the memory stays mapped while this
                 // queue holds `conn`.
-                unsafe { lend_tail(&mut pkt, src, first.length) };
-                batch.push(pkt);
+                unsafe { lend_tail(pkt, src, first.length) };
                 n += 1;
                 lent += 1;
                 continue;
@@ -179,12 +182,11 @@ impl RxQueue for MemifRxq {
             match fault {
                 Some(counter) => {
                     bump(counter);
-                    pool.free(pkt);
+                    pool.free(batch.pop().expect("pushed above"));
                 }
                 None => {
                     // `len` fits: checked against the room above.
                     let _ = pkt.set_len(len);
-                    batch.push(pkt);
                     n += 1;
                 }
             }
@@ -262,7 +264,11 @@ impl RxQueue for ClientRxq {
         let mut n = 0;
         let mut lent = 0u64;
         while left > 0 && !batch.is_full() {
-            let Some(mut pkt) = pool.alloc() else { break };
+            let Some(fresh) = pool.alloc() else { break };
+            // Filled in its batch slot: moving a just-written packet in
+            // costs a failed store forward (virtio's `dequeue_burst`).
+            batch.push(fresh);
+            let pkt = batch.last_mut().expect("pushed above");
             if self.one_copy
                 && let Some((src, len)) = rings.single(&ring, SPLIT_HEAD)
                 && len as usize <= pkt.max_len()
@@ -273,8 +279,7 @@ impl RxQueue for ClientRxq {
                 // it (`max_len`); `finish` posts it back only at the
                 // burst's end, and the region stays mapped while this
                 // queue holds it.
-                unsafe { lend_tail(&mut pkt, src, len) };
-                batch.push(pkt);
+                unsafe { lend_tail(pkt, src, len) };
                 n += 1;
                 lent += 1;
                 continue;
@@ -282,21 +287,20 @@ impl RxQueue for ClientRxq {
             match rings.recv_one(&mut ring, &mut left, pkt.room_mut()) {
                 Received1::Frame(0) => {
                     bump(&c.empty);
-                    pool.free(pkt);
+                    pool.free(batch.pop().expect("pushed above"));
                 }
                 Received1::Frame(len) => {
                     // `len` fits: `recv_one` copied into the room.
                     let _ = pkt.set_len(len);
-                    batch.push(pkt);
                     n += 1;
                 }
                 Received1::TooBig => {
                     bump(&c.too_big);
-                    pool.free(pkt);
+                    pool.free(batch.pop().expect("pushed above"));
                 }
                 Received1::BadDesc => {
                     bump(&c.bad_desc);
-                    pool.free(pkt);
+                    pool.free(batch.pop().expect("pushed above"));
                 }
             }
         }

@@ -8,7 +8,8 @@ mod common;
 use common::{Loopback, LoopbackCfg, frame};
 use nfv_mem::Batch;
 use nfv_virtio::layout::{
-    VIRTIO_F_VERSION_1 as V1, VIRTIO_NET_F_MRG_RXBUF as MRG, VIRTIO_RING_F_EVENT_IDX as EVIDX,
+    VIRTIO_F_IN_ORDER as IN_ORDER, VIRTIO_F_VERSION_1 as V1, VIRTIO_NET_F_MRG_RXBUF as MRG,
+    VIRTIO_RING_F_EVENT_IDX as EVIDX,
 };
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -36,7 +37,19 @@ fn jumbo(features: u64, rx_buf_len: u32) -> Loopback {
 
 #[test]
 fn frames_of_60_to_9000_bytes_round_trip_in_both_directions_for_every_feature_set() {
-    for features in [0, V1, MRG, V1 | MRG, V1 | EVIDX, V1 | MRG | EVIDX, EVIDX] {
+    let sets = [
+        0,
+        V1,
+        MRG,
+        V1 | MRG,
+        V1 | EVIDX,
+        V1 | MRG | EVIDX,
+        EVIDX,
+        // TX chains come back one used entry per burst.
+        V1 | IN_ORDER,
+        V1 | MRG | EVIDX | IN_ORDER,
+    ];
+    for features in sets {
         // Whole-frame RX buffers, and (with MRG) 1536-byte buffers so big
         // frames are merged from several.
         let bufs: &[u32] = if features & MRG != 0 {
@@ -97,7 +110,7 @@ fn without_mrg_a_packet_too_big_for_the_next_buffer_is_dropped_and_the_buffer_ke
 
 #[test]
 fn indexes_wrap_around_u16_over_many_bursts() {
-    for features in [V1, V1 | MRG | EVIDX] {
+    for features in [V1, V1 | MRG | EVIDX, V1 | IN_ORDER] {
         let mut l = Loopback::new(LoopbackCfg {
             size: 64,
             features,
@@ -122,6 +135,7 @@ fn indexes_wrap_around_u16_over_many_bursts() {
         let posted_ahead = l.rx_drv.avail_idx().wrapping_sub(l.rx_dev.last_avail_idx());
         assert_eq!(posted_ahead as usize, l.rx_drv.outstanding());
         assert_eq!(l.rx_drv.errors().total() + l.rx_dev.errors().total(), 0);
+        assert_eq!(l.tx_drv.errors().total() + l.tx_dev.errors().total(), 0);
     }
 }
 

@@ -245,6 +245,9 @@ pub struct DeviceQueue {
     /// TX: the last burst's chains are taken but not yet published,
     /// because split packets still read them.
     held: bool,
+    /// TX with `VIRTIO_F_IN_ORDER` on a split ring: each flush writes one
+    /// used entry for the whole run of chains (see `flush_shadow`).
+    used_batch: bool,
     /// RX: the buffer address of each lent head (`u64::MAX`: not lent);
     /// empty until the first lend (see `lend.rs`).
     lent: Vec<u64>,
@@ -358,6 +361,7 @@ impl DeviceQueue {
             debt: 0,
             one_copy: false,
             held: false,
+            used_batch: false,
             lent: Vec::new(),
             lent_count: 0,
             keep: false,
@@ -638,6 +642,11 @@ impl DeviceQueue {
     fn warm_used(&self, n: usize) {
         let from = self.used_cursor();
         prefetch_write(self.ring.used_idx());
+        if self.used_batch {
+            // One entry per burst (`flush_shadow`), at the cursor.
+            prefetch_write(self.ring.used_elem(from));
+            return;
+        }
         let mut k = 0;
         while k < n {
             prefetch_write(self.ring.used_elem(from.wrapping_add(k as u16)));
@@ -661,6 +670,32 @@ impl DeviceQueue {
     /// Copies the shadow entries into the used ring (not yet published).
     #[inline(always)]
     fn flush_shadow(&mut self) {
+        if self.used_batch && self.shadow_len > 1 {
+            // Virtio 1.2 §2.7.9 (split ring, IN_ORDER): a batch of chains
+            // used in order is returned as one entry, at the batch's first
+            // slot, carrying the head id of its last chain; `used.idx`
+            // still moves by the whole batch. Only for chains the device
+            // read: their lengths are 0 and the driver ignores them, where
+            // on RX each length is the packet's. One used-ring line moves
+            // per burst instead of four.
+            let last = self.shadow[self.shadow_len - 1];
+            let slot = self.ring.used_elem(self.shadow_base);
+            // SAFETY: as below: `used_elem` masks the index, and the driver
+            // reads the slot only after `used.idx` is released past it.
+            unsafe { slot.write(last) };
+        } else {
+            self.write_shadow();
+        }
+        if self.dirty_log.is_some() {
+            self.log_used_elems();
+        }
+        self.shadow_base = self.used_cursor();
+        self.shadow_len = 0;
+    }
+
+    /// Every shadow entry into its used-ring slot.
+    #[inline(always)]
+    fn write_shadow(&self) {
         for (i, e) in self.shadow[..self.shadow_len].iter().enumerate() {
             let slot = self.ring.used_elem(self.shadow_base.wrapping_add(i as u16));
             // SAFETY: `used_elem` masks the index, so the slot is inside the
@@ -668,11 +703,6 @@ impl DeviceQueue {
             // released past it.
             unsafe { slot.write(*e) };
         }
-        if self.dirty_log.is_some() {
-            self.log_used_elems();
-        }
-        self.shadow_base = self.used_cursor();
-        self.shadow_len = 0;
     }
 
     /// Marks the used entries `flush_shadow` is writing.

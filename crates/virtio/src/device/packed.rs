@@ -265,42 +265,44 @@ impl DeviceQueue {
                 self.stats.budget_exhausted += 1;
                 break;
             }
-            let Some(mut pkt) = pool.alloc() else {
+            let Some(fresh) = pool.alloc() else {
                 self.stats.alloc_failures += 1;
                 break;
             };
+            // Filled in its batch slot (see `dequeue_burst`: moving a
+            // just-written packet in costs a failed store forward).
+            batch.push(fresh);
+            let pkt = batch.last_mut().expect("pushed above");
             let mut chain = PackedChain::new(ring, cur, wrap, 0);
-            let mut r = self.read_tx_chain(&mut chain, &mut pkt);
+            let mut r = self.read_tx_chain(&mut chain, pkt);
             if chain.skip_rest().is_err() {
-                pool.free(pkt);
+                pool.free(batch.pop().expect("pushed above"));
                 self.quarantine_packed();
                 break;
             }
             spent += chain_cost(chain.steps());
             if self.tx_hdr_asks() {
                 let again = PackedChain::new(&self.packed().ring, cur, wrap, 0);
-                r = self.offloaded(r, again, &mut pkt, pool, &mut spent);
+                r = self.offloaded(r, again, pkt, pool, &mut spent);
             }
             match r {
                 Ok(Tx::Frame) => {
                     bytes += pkt.len() as u64;
-                    batch.push(pkt);
                     got += 1;
                 }
                 Ok(Tx::Split) => {
                     bytes += pkt.frame_len() as u64;
                     split += 1;
-                    batch.push(pkt);
                     got += 1;
                 }
                 Ok(Tx::Oversize) => {
                     self.stats.oversize += 1;
-                    pool.free(pkt);
+                    pool.free(batch.pop().expect("pushed above"));
                 }
-                Ok(Tx::Refused) => pool.free(pkt),
+                Ok(Tx::Refused) => pool.free(batch.pop().expect("pushed above")),
                 Err(e) => {
                     self.errors.record(e);
-                    pool.free(pkt);
+                    pool.free(batch.pop().expect("pushed above"));
                 }
             }
             let st = self.packed_mut();

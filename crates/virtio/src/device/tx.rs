@@ -18,6 +18,7 @@
 
 use super::DeviceQueue;
 use super::chain::{BURST_DESC_BUDGET, Chain, ChainError, Walk, chain_cost};
+use crate::layout::VIRTIO_F_IN_ORDER;
 use crate::ring::prefetch;
 pub use nfv_mem::SPLIT_HEAD;
 use nfv_mem::{BATCH, Batch, Packet, PoolCache};
@@ -60,6 +61,9 @@ impl DeviceQueue {
         if self.quarantined || self.in_debt() {
             return 0;
         }
+        // This queue's chains are the device's to read: with IN_ORDER their
+        // used entries go back one per burst (`flush_shadow`).
+        self.used_batch = self.features & VIRTIO_F_IN_ORDER != 0;
         let room = batch.remaining_capacity();
         if room == 0 {
             return 0;
@@ -95,7 +99,7 @@ impl DeviceQueue {
                 self.stats.budget_exhausted += 1;
                 break;
             }
-            let Some(mut pkt) = pool.alloc() else {
+            let Some(fresh) = pool.alloc() else {
                 self.stats.alloc_failures += 1;
                 break;
             };
@@ -104,46 +108,48 @@ impl DeviceQueue {
                 // No valid id to return it under: consumed and counted.
                 self.errors.desc_id_out_of_range += 1;
                 self.unreturnable = self.unreturnable.wrapping_add(1);
-                pool.free(pkt);
+                pool.free(fresh);
                 spent += 1;
                 continue;
             }
+            // The packet is filled in its batch slot, not on the stack and
+            // moved in after: the move read its fields back with 16-byte
+            // loads right after the chain reader's narrow stores, a failed
+            // store forward (~19 % of this function's samples at 64 B).
+            batch.push(fresh);
+            let pkt = batch.last_mut().expect("pushed above");
             let mut chain = Chain::new(self.ring.desc, self.ring.size, head, 0);
-            let mut r = self.read_tx_chain(&mut chain, &mut pkt);
+            let mut r = self.read_tx_chain(&mut chain, pkt);
             spent += chain_cost(chain.steps());
             if self.tx_hdr_asks() {
                 let again = Chain::new(self.ring.desc, self.ring.size, head, 0);
-                r = self.offloaded(r, again, &mut pkt, pool, &mut spent);
+                r = self.offloaded(r, again, pkt, pool, &mut spent);
             }
             match r {
                 Ok(Tx::Frame) => {
                     bytes += pkt.len() as u64;
-                    batch.push(pkt);
                     got += 1;
                 }
                 Ok(Tx::Split) => {
                     bytes += pkt.frame_len() as u64;
                     split += 1;
+                    got += 1;
                     if self.keep {
                         // Its used entry waits for the burst's end: the
                         // chain may be kept (`keep.rs`).
                         self.splits[self.n_splits] = (head, pkt.tail().0 as usize);
                         self.n_splits += 1;
-                        batch.push(pkt);
-                        got += 1;
                         continue;
                     }
-                    batch.push(pkt);
-                    got += 1;
                 }
                 Ok(Tx::Oversize) => {
                     self.stats.oversize += 1;
-                    pool.free(pkt);
+                    pool.free(batch.pop().expect("pushed above"));
                 }
-                Ok(Tx::Refused) => pool.free(pkt),
+                Ok(Tx::Refused) => pool.free(batch.pop().expect("pushed above")),
                 Err(e) => {
                     self.errors.record(e);
-                    pool.free(pkt);
+                    pool.free(batch.pop().expect("pushed above"));
                 }
             }
             self.push_used(head, 0);

@@ -100,8 +100,11 @@ impl DriverQueue {
         if self.quarantined {
             return 0;
         }
-        if self.packed.is_some() && self.features & crate::layout::VIRTIO_F_IN_ORDER != 0 {
-            return self.reclaim_tx_in_order_packed(pool);
+        if self.features & crate::layout::VIRTIO_F_IN_ORDER != 0 {
+            return match self.packed {
+                Some(_) => self.reclaim_tx_in_order_packed(pool),
+                None => self.reclaim_tx_in_order_split(pool),
+            };
         }
         let Some(pending) = self.used_pending() else {
             return 0;
@@ -110,6 +113,32 @@ impl DriverQueue {
         for _ in 0..pending {
             let e = self.pop_used();
             if let Some(p) = self.check_used_id(e.id).and_then(|id| self.take_slot(id)) {
+                pool.free(p);
+                n += 1;
+            }
+        }
+        self.after_harvest();
+        n
+    }
+
+    /// [`Self::reclaim_tx`] on a split ring with `VIRTIO_F_IN_ORDER`: the
+    /// device may return a run of chains as one used entry, at the run's
+    /// first slot, naming its last chain (virtio 1.2 §2.7.9), so the
+    /// entries are not read at all (as DPDK's in-order TX does): chains are
+    /// used in the order they were made available, so used position `i`
+    /// is the chain this driver put at avail position `i`.
+    fn reclaim_tx_in_order_split(&mut self, pool: &mut PoolCache) -> usize {
+        let Some(pending) = self.used_pending() else {
+            return 0;
+        };
+        let mut n = 0;
+        for _ in 0..pending {
+            let id = self.ring.avail_entry(self.last_used);
+            self.skip_used();
+            if let Some(p) = self
+                .check_used_id(u32::from(id))
+                .and_then(|i| self.take_slot(i))
+            {
                 pool.free(p);
                 n += 1;
             }

@@ -488,6 +488,32 @@ impl Mock {
         unsafe { ((self.host.used + 4 + 8 * slot) as *const UsedElem).read_volatile() }
     }
 
+    /// The used ring as an in-order driver reads it (virtio 1.2 §2.7.9,
+    /// as Linux's in-order split ring does), `posted` being the heads in
+    /// avail order from used position 0: an entry whose id is not the next
+    /// head returns every chain up to the one it names, those before it
+    /// with length 0 (TX drivers ignore lengths; on RX the device writes
+    /// every entry). Panics on an id that is not a head still out.
+    #[allow(dead_code)]
+    pub fn used_in_order(&self, posted: &[u16]) -> Vec<(u16, u32)> {
+        let end = self.used_idx();
+        let mut got = Vec::new();
+        let mut i = 0u16;
+        while i != end {
+            let e = self.used(i);
+            let id = e.id as u16;
+            let at = usize::from(i);
+            let pos = posted[at..]
+                .iter()
+                .position(|&h| h == id)
+                .unwrap_or_else(|| panic!("used[{i}] names {id}, not a head still out"));
+            got.extend(posted[at..at + pos].iter().map(|&h| (h, 0)));
+            got.push((id, e.len));
+            i = i.wrapping_add(pos as u16 + 1);
+        }
+        got
+    }
+
     fn atomic(&self, addr: u64) -> &AtomicU16 {
         // SAFETY: ring fields inside the area, 2-aligned.
         unsafe { AtomicU16::from_ptr(addr as *mut u16) }
