@@ -42,6 +42,33 @@ impl SwitchHuge {
     }
 }
 
+/// Where a side-by-side bench runs: the two CPUs, the nfvswitch binary,
+/// where results go and how quiet the machine must be first (shared by
+/// `compare`, `hop` and `compare-ct`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct Bed {
+    /// CPU of the switch's PMD (in `compare` and `hop` also the wire's
+    /// forwarding lcore).
+    #[arg(long, default_value_t = 1)]
+    pub switch_cpu: usize,
+    /// CPU of the endpoint's forwarding lcore.
+    #[arg(long, default_value_t = 0)]
+    pub endpoint_cpu: usize,
+    /// The nfvswitch binary (default: target/release/nfvswitch, built if missing).
+    #[arg(long)]
+    pub nfvswitch: Option<PathBuf>,
+    /// Where the JSON and markdown results go (default: bench/results/).
+    #[arg(long)]
+    pub results: Option<PathBuf>,
+    /// Before each trial wait (at most --quiet-wait seconds) until
+    /// processes that are not ours use less than this % of one CPU.
+    #[arg(long, default_value_t = 25.0)]
+    pub quiet_below: f64,
+    /// Longest wait for a quiet machine before a trial, seconds.
+    #[arg(long, default_value_t = 10)]
+    pub quiet_wait: u64,
+}
+
 /// Options shared by `compare` and `hop`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Common {
@@ -57,12 +84,8 @@ pub struct Common {
     /// Non-zero 1-s samples dropped before the window.
     #[arg(long, default_value_t = 3)]
     pub warm: usize,
-    /// CPU of the switch's PMD (and of the wire's forwarding lcore).
-    #[arg(long, default_value_t = 1)]
-    pub switch_cpu: usize,
-    /// CPU of the endpoint's forwarding lcore.
-    #[arg(long, default_value_t = 0)]
-    pub endpoint_cpu: usize,
+    #[command(flatten)]
+    pub bed: Bed,
     /// PMD threads of the switches under test (nfvswitch `pmd.cores`, OVS
     /// `pmd-cpu-mask`): --switch-cpu and the next CPUs this process may
     /// use, never the endpoint's. The wire keeps one forwarding lcore.
@@ -81,19 +104,6 @@ pub struct Common {
     /// Memory of the testpmd processes.
     #[arg(long, value_enum, default_value = "auto")]
     pub mem: MemArg,
-    /// The nfvswitch binary (default: target/release/nfvswitch, built if missing).
-    #[arg(long)]
-    pub nfvswitch: Option<PathBuf>,
-    /// Where the JSON and markdown results go (default: bench/results/).
-    #[arg(long)]
-    pub results: Option<PathBuf>,
-    /// Before each trial wait (at most --quiet-wait seconds) until
-    /// processes that are not ours use less than this % of one CPU.
-    #[arg(long, default_value_t = 25.0)]
-    pub quiet_below: f64,
-    /// Longest wait for a quiet machine before a trial, seconds.
-    #[arg(long, default_value_t = 10)]
-    pub quiet_wait: u64,
     /// nfvswitch's own packet memory (`[memory] hugepages` of the
     /// generated node config).
     #[arg(long, value_enum, default_value = "auto")]
@@ -143,8 +153,8 @@ impl Common {
     pub fn pmd_cpus(&self) -> Result<Vec<usize>, String> {
         pmd_cpus(
             &nfv_config::CpuSet::of_this_process(),
-            self.switch_cpu,
-            self.endpoint_cpu,
+            self.bed.switch_cpu,
+            self.bed.endpoint_cpu,
             self.pmds,
         )
     }
@@ -280,7 +290,7 @@ fn check_common(c: &Common) -> Result<(), String> {
     if (c.perf.is_some() || c.perf_stat.is_some()) && host::which("perf").is_none() {
         return Err("--perf needs perf (Debian: linux-perf)".into());
     }
-    if c.switch_cpu == c.endpoint_cpu {
+    if c.bed.switch_cpu == c.bed.endpoint_cpu {
         return Err("--switch-cpu and --endpoint-cpu must differ (two busy pollers)".into());
     }
     c.pmd_cpus()?;
@@ -306,7 +316,7 @@ fn nfvswitch_copy(
     if !nfv_scenarios.iter().any(|s| scenarios.contains(s)) {
         return (PathBuf::new(), String::new());
     }
-    match scenario::nfvswitch_binary(c.nfvswitch.clone())
+    match scenario::nfvswitch_binary(c.bed.nfvswitch.clone())
         .and_then(|b| scenario::snapshot(&b, run_dir))
     {
         Ok((b, src)) => (b, src),
@@ -352,18 +362,18 @@ pub fn spec(c: &Common, size: usize, chain: usize, mem: Mem) -> Spec {
         chain,
         warm: c.warm,
         secs: c.seconds,
-        switch_cpu: c.switch_cpu,
-        pmd_cpus: c.pmd_cpus().unwrap_or_else(|_| vec![c.switch_cpu]),
+        switch_cpu: c.bed.switch_cpu,
+        pmd_cpus: c.pmd_cpus().unwrap_or_else(|_| vec![c.bed.switch_cpu]),
         placement: c.placement.map(|p| {
             (
                 p.placement(),
                 std::time::Duration::from_secs(c.placement_wait),
             )
         }),
-        endpoint_cpu: c.endpoint_cpu,
+        endpoint_cpu: c.bed.endpoint_cpu,
         mem,
         switch_hugepages: c.switch_hugepages.as_str(),
-        quiet: (c.quiet_below, c.quiet_wait),
+        quiet: (c.bed.quiet_below, c.bed.quiet_wait),
         perf: c.perf.clone(),
         perf_stat: c.perf_stat.clone(),
         packed: c.packed,
@@ -615,9 +625,9 @@ fn print_plan(a: &CompareArgs, p: &Prepared, cases: &[(usize, usize)]) {
     );
     println!(
         "  endpoint: one testpmd, forwarding lcore on CPU {} (pcap generator, VNFs as io streams, null sink); switch PMD(s) on CPU(s) {:?} (the wire: {}); testpmd memory {:?}; TSC {:.3} GHz",
-        c.endpoint_cpu,
+        c.bed.endpoint_cpu,
         c.pmd_cpus().unwrap_or_default(),
-        c.switch_cpu,
+        c.bed.switch_cpu,
         p.mem,
         nfv_tsc::hz() as f64 / 1e9
     );
@@ -714,8 +724,8 @@ impl Results {
             "tsc_hz": nfv_tsc::hz(),
             "args": {
                 "sizes": c.sizes, "chains": a.chains, "reps": c.reps, "seconds": c.seconds, "warm": c.warm,
-                "switch_cpu": c.switch_cpu, "pmd_cpus": c.pmd_cpus().unwrap_or_default(),
-                "endpoint_cpu": c.endpoint_cpu, "mem": p.mem,
+                "switch_cpu": c.bed.switch_cpu, "pmd_cpus": c.pmd_cpus().unwrap_or_default(),
+                "endpoint_cpu": c.bed.endpoint_cpu, "mem": p.mem,
                 "switch_hugepages": c.switch_hugepages,
                 "scenarios": a.scenarios.iter().map(|s| s.name()).collect::<Vec<_>>(),
             },
@@ -739,7 +749,12 @@ impl Results {
             report::md_table(&report::CHECK_HEAD, &check_rows),
             report::md_table(&paired::HEAD, &pair_rows)
         );
-        report::save_results(&report::results_dir(c.results.clone()), &stem, &json, &md);
+        report::save_results(
+            &report::results_dir(c.bed.results.clone()),
+            &stem,
+            &json,
+            &md,
+        );
     }
 
     /// The ratios against the targets, then every paired ratio.

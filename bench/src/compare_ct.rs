@@ -40,7 +40,7 @@
 //! lcore on the other. Repetitions interleaved (per rep, per N, per rule
 //! set: nfvswitch, OVS), medians, ratios of the medians last.
 
-use crate::compare::{self, Common, MemArg, SwitchHuge};
+use crate::compare::{self, Bed, Common, MemArg, SwitchHuge};
 use crate::dut::{self, Dut, Layout, NfvSwitch, PmdFigures, TestPmd};
 use crate::host::{self, CpuLoad};
 use crate::proc;
@@ -90,25 +90,8 @@ pub struct CompareCtArgs {
     /// Longest wait for the switch to hold every connection, seconds.
     #[arg(long, default_value_t = 90)]
     pub setup_limit: u64,
-    /// CPU of the switch's PMD.
-    #[arg(long, default_value_t = 1)]
-    pub switch_cpu: usize,
-    /// CPU of the endpoint's forwarding lcore.
-    #[arg(long, default_value_t = 0)]
-    pub endpoint_cpu: usize,
-    /// The nfvswitch binary (default: target/release/nfvswitch, built if missing).
-    #[arg(long)]
-    pub nfvswitch: Option<PathBuf>,
-    /// Where the JSON and markdown results go (default: bench/results/).
-    #[arg(long)]
-    pub results: Option<PathBuf>,
-    /// Before each trial wait (at most --quiet-wait seconds) until
-    /// processes that are not ours use less than this % of one CPU.
-    #[arg(long, default_value_t = 25.0)]
-    pub quiet_below: f64,
-    /// Longest wait for a quiet machine before a trial, seconds.
-    #[arg(long, default_value_t = 10)]
-    pub quiet_wait: u64,
+    #[command(flatten)]
+    pub bed: Bed,
 }
 
 impl CompareCtArgs {
@@ -224,8 +207,8 @@ pub fn compare_ct(a: CompareCtArgs) -> Result<(), String> {
     );
     println!(
         "  endpoint: testpmd flowgen on CPU {} (one virtio-user port, loop); switch PMD on CPU {}; testpmd memory {:?}; TSC {:.3} GHz",
-        a.endpoint_cpu,
-        a.switch_cpu,
+        a.bed.endpoint_cpu,
+        a.bed.switch_cpu,
         p.mem,
         nfv_tsc::hz() as f64 / 1e9
     );
@@ -271,16 +254,11 @@ fn common(a: &CompareCtArgs) -> Common {
         reps: a.reps,
         seconds: a.seconds,
         warm: a.warm.max(1),
-        switch_cpu: a.switch_cpu,
-        endpoint_cpu: a.endpoint_cpu,
+        bed: a.bed.clone(),
         pmds: 1,
         placement: None,
         placement_wait: 0,
         mem: MemArg::Auto,
-        nfvswitch: a.nfvswitch.clone(),
-        results: a.results.clone(),
-        quiet_below: a.quiet_below,
-        quiet_wait: a.quiet_wait,
         switch_hugepages: SwitchHuge::Auto,
         perf: None,
         perf_stat: None,
@@ -396,15 +374,15 @@ fn trial(
         dir: dir.to_path_buf(),
         sock_dir,
         nports: 1,
-        switch_cpu: a.switch_cpu,
-        pmd_cpus: vec![a.switch_cpu],
-        endpoint_cpu: a.endpoint_cpu,
+        switch_cpu: a.bed.switch_cpu,
+        pmd_cpus: vec![a.bed.switch_cpu],
+        endpoint_cpu: a.bed.endpoint_cpu,
         mem: p.mem,
         switch_hugepages: SwitchHuge::Auto.as_str(),
         prefix: prefix.to_string(),
         packed: false,
     };
-    host::wait_quiet(a.quiet_below, Duration::from_secs(a.quiet_wait))?;
+    host::wait_quiet(a.bed.quiet_below, Duration::from_secs(a.bed.quiet_wait))?;
     let mut sw = start_switch(&p.nfvswitch, &lay, sc, rules, flows)?;
     let ep_prefix = format!("{prefix}_ep");
     let args = testpmd::flowgen_args(
@@ -413,8 +391,8 @@ fn trial(
         &lay.sock_dir,
         a.size,
         flows,
-        a.endpoint_cpu,
-        a.switch_cpu,
+        a.bed.endpoint_cpu,
+        a.bed.switch_cpu,
     );
     let log = dir.join("endpoint.log");
     let mut ep = TestPmd::spawn("testpmd (flowgen)", args, &ep_prefix, &log)?;
@@ -719,7 +697,7 @@ fn write(
         "tsc_hz": nfv_tsc::hz(),
         "args": {
             "flows": a.flows, "size": a.size, "reps": a.reps, "seconds": a.seconds, "warm": a.warm,
-            "switch_cpu": a.switch_cpu, "endpoint_cpu": a.endpoint_cpu, "mem": p.mem,
+            "switch_cpu": a.bed.switch_cpu, "endpoint_cpu": a.bed.endpoint_cpu, "mem": p.mem,
             "rules": a.rules, "scenarios": a.scenarios().iter().map(|s| s.name()).collect::<Vec<_>>(),
         },
         "nfvswitch": p.nfvswitch_source,
@@ -737,7 +715,7 @@ fn write(
         report::md_table(&RATIO_HEAD, ratios)
     );
     report::save_results(
-        &report::results_dir(a.results.clone()),
+        &report::results_dir(a.bed.results.clone()),
         &format!("compare-ct-{ts}"),
         &json,
         &md,

@@ -109,8 +109,8 @@ pub fn hop(a: HopArgs) -> Result<(), String> {
         c.reps,
         c.warm,
         c.seconds,
-        c.switch_cpu,
-        c.endpoint_cpu,
+        c.bed.switch_cpu,
+        c.bed.endpoint_cpu,
         p.mem,
         hz / 1e9
     );
@@ -168,7 +168,7 @@ fn write(a: &HopArgs, p: &compare::Prepared, hz: f64, elapsed: f64, out: &Result
         "tsc_hz": nfv_tsc::hz(),
         "nfvswitch": p.nfvswitch_source,
         "args": {"sizes": c.sizes, "chain": a.chain, "reps": c.reps, "seconds": c.seconds, "warm": c.warm,
-                 "switch_cpu": c.switch_cpu, "endpoint_cpu": c.endpoint_cpu, "mem": p.mem,
+                 "switch_cpu": c.bed.switch_cpu, "endpoint_cpu": c.bed.endpoint_cpu, "mem": p.mem,
                  "switch_hugepages": c.switch_hugepages},
         "trials": out.records,
         "summary": out.sums,
@@ -183,7 +183,7 @@ fn write(a: &HopArgs, p: &compare::Prepared, hz: f64, elapsed: f64, out: &Result
         report::md_table(&HEAD, &out.rows)
     );
     report::save_results(
-        &report::results_dir(c.results.clone()),
+        &report::results_dir(c.bed.results.clone()),
         &format!("hop-{ts}"),
         &json,
         &md,
