@@ -725,7 +725,6 @@ fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testpmd::Mem;
 
     /// The rules the issue names, and nfvswitch's config takes them with
     /// a connection table sized for the flows.
@@ -736,18 +735,7 @@ mod tests {
         assert!(f[2].contains("ct_state=+trk+new") && f[2].contains("ct(commit,zone=1),in_port"));
         let dir = std::env::temp_dir().join(format!("nfv-bench-ct-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let lay = Layout {
-            dir: dir.clone(),
-            sock_dir: dir.join("sock"),
-            nports: 1,
-            switch_cpu: 1,
-            pmd_cpus: vec![1],
-            endpoint_cpu: 0,
-            mem: Mem::NoHuge,
-            switch_hugepages: "never",
-            prefix: "t".into(),
-            packed: false,
-        };
+        let lay = Layout::for_test(&dir, 1);
         let extra = format!("\n[conntrack]\ncapacity = {}\n", capacity(1_000_000));
         let text = dut::nfvswitch_vhost_config(&lay, "t", &dir.join("c.sock"), true, &f, &extra);
         let path = dir.join("node.toml");

@@ -51,6 +51,26 @@ pub struct Layout {
     pub packed: bool,
 }
 
+#[cfg(test)]
+impl Layout {
+    /// A layout in `dir` with `nports` ports, one PMD on CPU 1, the
+    /// endpoint on CPU 0, no hugepages: what config-generation tests use.
+    pub fn for_test(dir: &std::path::Path, nports: usize) -> Layout {
+        Layout {
+            dir: dir.to_path_buf(),
+            sock_dir: dir.join("sock"),
+            nports,
+            switch_cpu: 1,
+            pmd_cpus: vec![1],
+            endpoint_cpu: 0,
+            mem: Mem::NoHuge,
+            switch_hugepages: "never",
+            prefix: "t".into(),
+            packed: false,
+        }
+    }
+}
+
 pub trait Dut {
     /// `Err` (with its log) if a process of it died.
     fn ensure_alive(&mut self) -> Result<(), String>;
@@ -436,18 +456,7 @@ mod tests {
     fn generated_config_is_valid_and_chains_the_ports() {
         let dir = std::env::temp_dir().join(format!("nfv-bench-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let lay = Layout {
-            dir: dir.clone(),
-            sock_dir: dir.join("sock"),
-            nports: 6,
-            switch_cpu: 1,
-            pmd_cpus: vec![1],
-            endpoint_cpu: 0,
-            mem: Mem::NoHuge,
-            switch_hugepages: "never",
-            prefix: "t".into(),
-            packed: false,
-        };
+        let lay = Layout::for_test(&dir, 6);
         let text = nfvswitch_config(&lay, "bench-t", &dir.join("ctl.sock"), true);
         let path = dir.join("node.toml");
         std::fs::write(&path, &text).unwrap();
