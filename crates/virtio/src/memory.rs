@@ -43,6 +43,12 @@ use crate::guard::Guarded;
 /// Most regions a [`GuestMemory`] holds.
 pub const MAX_REGIONS: usize = 32;
 
+/// The most bytes of one buffer [`GuestMemory::prefetch_rest_write`] warms:
+/// a full-size Ethernet frame and its header, not a 64 KiB TSO buffer
+/// (the copy's own access pattern serves those, and a longer run would
+/// evict what the burst warmed before it).
+pub const REST_PREFETCH_MAX: usize = 2048;
+
 /// One region as announced by a vhost-user frontend
 /// (`VHOST_USER_SET_MEM_TABLE`). The fd is mapped from offset 0 and the
 /// region starts `mmap_offset` bytes into the mapping.
@@ -481,6 +487,29 @@ impl GuestMemory {
             } else {
                 nfv_mem::hint::prefetch(p);
                 nfv_mem::hint::prefetch(p.wrapping_add(64));
+            }
+        }
+    }
+
+    /// Prefetches, with intent to write, the lines of the buffer at `gpa`
+    /// past the two [`Self::prefetch_packet`] warms, up to `bytes` (at most
+    /// [`REST_PREFETCH_MAX`]): the device is about to copy a large frame
+    /// there. Each line would otherwise be requested for ownership inside
+    /// the copy, one stall at a time once the core's fill buffers are busy
+    /// with the source, and a line the other side read since it was last
+    /// written here must be taken back from that core. Unchecked, as
+    /// `prefetch_packet`: a prefetch never faults.
+    #[inline(always)]
+    pub fn prefetch_rest_write(&self, gpa: u64, hint: usize, bytes: usize) {
+        if let Some(r) = self.regions.get(hint) {
+            let p = r.host.wrapping_add(gpa.wrapping_sub(r.gpa) as usize);
+            let end = bytes.min(REST_PREFETCH_MAX);
+            // `p` need not be line-aligned: stop past the line holding
+            // the last byte (at most one line more than needed).
+            let mut off = 128;
+            while off < end + 63 {
+                nfv_mem::hint::prefetch_write(p.wrapping_add(off));
+                off += 64;
             }
         }
     }

@@ -201,6 +201,22 @@ impl Ring {
         mem.prefetch_packet(addr, hint, true);
     }
 
+    /// Warms the rest of chain `head`'s first buffer for writing, up to
+    /// `bytes` (see [`GuestMemory::prefetch_rest_write`]); `head` may be any
+    /// value, as for [`Self::prefetch_buffer`].
+    #[inline(always)]
+    pub fn prefetch_buffer_rest_write(
+        &self,
+        mem: &GuestMemory,
+        head: u16,
+        hint: usize,
+        bytes: usize,
+    ) {
+        // SAFETY: as in `prefetch_buffer`.
+        let addr = unsafe { std::ptr::addr_of!((*self.desc_ptr(head)).addr).read_volatile() };
+        mem.prefetch_rest_write(addr, hint, bytes);
+    }
+
     /// The descriptor-table slot `i & mask`.
     #[inline(always)]
     pub fn desc_ptr(&self, i: u16) -> *mut Desc {

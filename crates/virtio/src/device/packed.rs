@@ -379,6 +379,16 @@ impl DeviceQueue {
             }
             if let Some(next) = batch.get(done + 1) {
                 prefetch(next.data_ptr());
+                // As on the split ring: the next packet most likely takes
+                // the next slot; own a large frame's buffer lines first.
+                let bytes = self.hdr_len + next.frame_len();
+                if bytes > 128 {
+                    let ring = &self.packed().ring;
+                    let (mut i, mut w) = (cur, wrap);
+                    step(&mut i, &mut w, ring.size);
+                    let (addr, _, _) = ring.read(i);
+                    self.mem.prefetch_rest_write(addr, self.hint, bytes);
+                }
             }
             let mut steps = 0;
             let before = cur;

@@ -86,6 +86,17 @@ impl DeviceQueue {
             }
             if let Some(next) = batch.get(done + 1) {
                 prefetch(next.data_ptr());
+                // The next packet most likely lands in the next warmed
+                // chain: for a large frame, own its buffer's lines before
+                // the copy needs them.
+                let bytes = self.hdr_len + next.frame_len();
+                if bytes > 128
+                    && let Some(&h) =
+                        heads[..warm].get(cur.wrapping_add(1).wrapping_sub(first) as usize)
+                {
+                    self.ring
+                        .prefetch_buffer_rest_write(&self.mem, h, self.hint, bytes);
+                }
             }
             let mut steps = 0;
             let r = self.rx_packet(
