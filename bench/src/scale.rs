@@ -142,6 +142,10 @@ pub struct ScaleArgs {
     /// megaflow), scattered interleaves them.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "round-robin")]
     order: Vec<Order>,
+    /// Exact-match cache entries per PMD (0 = off; default: the
+    /// configuration's). One value: A/B it by running the command twice.
+    #[arg(long)]
+    emc_entries: Option<usize>,
 }
 
 #[derive(Clone, Copy)]
@@ -316,6 +320,9 @@ fn trial(c: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
     }
     cfg.pmd.pmu = false;
     cfg.pmd.megaflow_entries = megaflows;
+    if let Some(n) = a.emc_entries {
+        cfg.pmd.emc_entries = n;
+    }
     cfg.flows = c.specs.clone();
     // Every flow a connection, with room to spare: the tracker's index is
     // laid out for its capacity, so a table sized far above its load

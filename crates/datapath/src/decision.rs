@@ -157,11 +157,26 @@ impl Verdicts {
 /// before, so the sample sees what the EMC would hold — until a window of
 /// samples hits 1/4 or more (hysteresis: traffic near one threshold does
 /// not flap).
+///
+/// Hits are not the whole story: a bypassed EMC lets a run of packets in
+/// one megaflow share its answer without any probe (the cheapest path of
+/// all), which probing forbids. Many flows behind few megaflows — a
+/// firewall's `in_port=1,ip,actions=ct(table=1)`, 10k connections — hit
+/// an 8k EMC often enough to keep it, yet each hit costs a hash and a
+/// probe where the run cost a masked compare, and each miss a megaflow
+/// probe on top. So the probing batches also count the misses whose
+/// megaflow is the one the miss before them found ("would have run"):
+/// when more than half the misses would have run, the EMC is bypassed
+/// whatever its hit rate, and it serves again only once under a quarter
+/// would (and the hits allow).
 #[derive(Debug)]
 struct EmcGate {
     bypassed: bool,
     probes: u32,
     hits: u32,
+    /// Misses answered by the same megaflow as the miss before them in
+    /// their batch.
+    would_run: u32,
     batches: u32,
 }
 
@@ -171,6 +186,7 @@ impl EmcGate {
             bypassed: false,
             probes: 0,
             hits: 0,
+            would_run: 0,
             batches: 0,
         }
     }
@@ -187,17 +203,20 @@ impl EmcGate {
 
     /// Counts a probing batch's outcome and judges each full window.
     #[inline(always)]
-    fn record(&mut self, probes: u32, hits: u32) {
+    fn record(&mut self, probes: u32, hits: u32, would_run: u32) {
         self.probes += probes;
         self.hits += hits;
+        self.would_run += would_run;
         if self.probes >= EMC_WINDOW {
+            let misses = self.probes - self.hits;
             self.bypassed = if self.bypassed {
-                self.hits * 4 < self.probes
+                self.hits * 4 < self.probes || self.would_run * 4 > misses
             } else {
-                self.hits * 8 < self.probes
+                self.hits * 8 < self.probes || self.would_run * 2 > misses
             };
             self.probes = 0;
             self.hits = 0;
+            self.would_run = 0;
         }
     }
 }
@@ -449,6 +468,10 @@ impl Decision {
         let (mut emc_hits, mut megaflow_hits, mut classifier_hits, mut misses) =
             (0u64, 0u64, 0u64, 0u64);
         let (mut emc_probes, mut emc_probe_hits) = (0u32, 0u32);
+        // While probing: the subtable that answered the last EMC miss and
+        // that packet, and how many misses its megaflow answered too (see
+        // [`EmcGate`]).
+        let (mut last_miss, mut would_run) = (None::<(usize, usize)>, 0u32);
         let mut repeated = 0u64;
         let mut resolutions = 0u64;
         // The megaflow (subtable) that answered packet j of this batch
@@ -518,6 +541,12 @@ impl Decision {
                 (None, Some(m)) => m.lookup_at(key),
                 _ => None,
             };
+            if probing && let (Some((at, _)), Some(m)) = (&from_megaflow, &self.megaflows) {
+                would_run += u32::from(last_miss.is_some_and(|(was, j)| {
+                    was == *at && m.same_megaflow(*at, key, &self.keys[j])
+                }));
+                last_miss = Some((*at, i));
+            }
             let mut megaflow_at = None;
             // A full classification that visited several subtables also
             // gives its megaflow.
@@ -617,7 +646,7 @@ impl Decision {
             }
         }
         if probing {
-            self.emc_gate.record(emc_probes, emc_probe_hits);
+            self.emc_gate.record(emc_probes, emc_probe_hits, would_run);
         }
         c.emc_hits += emc_hits;
         c.emc_probes += u64::from(emc_probes);
@@ -647,10 +676,17 @@ mod tests {
     /// rates; returns whether it is bypassed after each window, and the
     /// share of batches that probed during the last one.
     fn run(windows: &[f64]) -> (Vec<bool>, f64) {
+        let windows: Vec<(f64, f64)> = windows.iter().map(|&r| (r, 0.0)).collect();
+        run_with_runs(&windows)
+    }
+
+    /// As [`run`], each window a (hit rate, share of the misses that
+    /// would have run) pair.
+    fn run_with_runs(windows: &[(f64, f64)]) -> (Vec<bool>, f64) {
         let mut g = EmcGate::new();
         let mut states = Vec::new();
         let mut probed_share = 0.0;
-        for &rate in windows {
+        for &(rate, run_share) in windows {
             let (mut batches, mut probed) = (0u32, 0u32);
             let mut seen = 0u32;
             // Until a full window of probes has been judged.
@@ -658,7 +694,9 @@ mod tests {
                 batches += 1;
                 if g.probe_batch() {
                     probed += 1;
-                    g.record(32, (32.0 * rate).round() as u32);
+                    let hits = (32.0 * rate).round() as u32;
+                    let would_run = (f64::from(32 - hits) * run_share).round() as u32;
+                    g.record(32, hits, would_run);
                     seen += 32;
                 }
             }
@@ -682,6 +720,30 @@ mod tests {
         for (rates, want) in cases {
             let (got, _) = run(rates);
             assert_eq!(&got[..], *want, "hit rates {rates:?}");
+        }
+    }
+
+    #[test]
+    fn misses_that_would_have_run_bypass_the_emc_whatever_its_hits() {
+        // ((hit rate, share of misses in the megaflow of the miss
+        // before) per window, bypassed after each window)
+        let cases: &[(&[(f64, f64)], &[bool])] = &[
+            // A firewall's first table: 40 % hits, the misses all in one
+            // megaflow.
+            (&[(0.4, 1.0)], &[true]),
+            (&[(0.4, 0.6)], &[true]),
+            (&[(0.4, 0.45)], &[false]),
+            (&[(0.7, 0.0)], &[false]),
+            // Back only under a quarter (hysteresis), and with the hits.
+            (&[(0.4, 1.0), (0.4, 0.4)], &[true, true]),
+            (&[(0.4, 1.0), (0.4, 0.2)], &[true, false]),
+            (&[(0.4, 1.0), (0.2, 0.0)], &[true, true]),
+            // Every hit, no miss: nothing would have run.
+            (&[(1.0, 1.0)], &[false]),
+        ];
+        for (windows, want) in cases {
+            let (got, _) = run_with_runs(windows);
+            assert_eq!(&got[..], *want, "windows {windows:?}");
         }
     }
 

@@ -276,9 +276,13 @@ fn one_pmd_ring_loop(name: &str, emc_entries: usize, tier: Tier) {
     if emc_entries == 0 {
         assert_eq!(pmd.emc_hits, 0, "EMC disabled");
     } else {
+        // The EMC was consulted; whether it or a megaflow run answers
+        // the repeats is the EMC gate's call (two megaflows hold every
+        // flow here: runs win).
+        assert!(pmd.emc_probes > 0, "EMC probed: {pmd:?}");
         assert!(
-            pmd.emc_hits > pmd.classifier_hits + pmd.megaflow_hits,
-            "EMC serves repeated flows: {pmd:?}"
+            pmd.emc_hits + pmd.megaflow_hits > 100 * pmd.classifier_hits,
+            "the caches serve repeated flows: {pmd:?}"
         );
     }
 }
