@@ -23,6 +23,9 @@ use nfv_mem::hint::prefetch;
 use nfv_mem::{BATCH, Batch};
 use std::sync::Arc;
 
+/// A batch's flow keys, on the heap so that two owners can swap them.
+pub type KeyArray = Box<[FlowKey; BATCH]>;
+
 /// One EMC miss in this many is inserted (the first one always).
 pub const EMC_INSERT_EVERY: u32 = 100;
 
@@ -240,7 +243,9 @@ pub struct Decision {
     /// This batch probes the EMC (decided before its keys are hashed).
     emc_probing: bool,
     table: Arc<FlowTable>,
-    keys: [FlowKey; BATCH],
+    /// Boxed so that recirculated keys can be swapped in, not copied
+    /// ([`Self::classify_keyed`]).
+    keys: KeyArray,
     hashes: [u32; BATCH],
     /// Whether `keys` are the last batch's (false after a port-wide one).
     keyed: bool,
@@ -274,7 +279,7 @@ impl Decision {
             emc_gate: EmcGate::new(),
             emc_probing: false,
             table,
-            keys: [FlowKey::ZERO; BATCH],
+            keys: Box::new([FlowKey::ZERO; BATCH]),
             hashes: [0; BATCH],
             keyed: false,
             repeats: 0,
@@ -349,20 +354,24 @@ impl Decision {
     /// `ct_state` rather than the tuple, which megaflows cache whole
     /// ([`coarse`]) — and without the EMC probe a run of them shares one
     /// answer. Otherwise the megaflows and classifier as for any batch.
+    ///
+    /// `keys` (the first `batch.len()` of them the packets') is swapped
+    /// with the decision's own array rather than copied, 192 bytes a
+    /// packet: the caller gets the array of the batch decided before,
+    /// whose contents are stale, to fill again.
     pub fn classify_keyed(
         &mut self,
         batch: &Batch,
-        keys: &[FlowKey],
+        keys: &mut KeyArray,
         c: &mut PmdCounters,
     ) -> &Verdicts {
         let n = batch.len();
-        debug_assert_eq!(n, keys.len());
+        std::mem::swap(&mut self.keys, keys);
         self.emc_probing = false;
         self.keyed = true;
         let mut repeats = 0u32;
-        for (i, k) in keys.iter().enumerate() {
-            self.keys[i] = *k;
-            if i > 0 && k.same_packet(&keys[i - 1]) {
+        for i in 1..n {
+            if self.keys[i].same_packet(&self.keys[i - 1]) {
                 repeats |= 1 << i;
             }
         }

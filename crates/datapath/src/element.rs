@@ -87,7 +87,7 @@ impl Element {
                 now_ms: 0,
                 recirc: Recirculation {
                     batch: Batch::new(),
-                    keys: [FlowKey::ZERO; BATCH],
+                    keys: Box::new([FlowKey::ZERO; BATCH]),
                 },
                 ct_wide: table.ct_wide,
             },
@@ -244,7 +244,7 @@ impl Element {
             let n = batch.len();
             c.ct_recirculations += n as u64;
             self.decision
-                .classify_keyed(&batch, &self.fwd.recirc.keys[..n], c);
+                .classify_keyed(&batch, &mut self.fwd.recirc.keys, c);
             let (verdicts, keys) = self.decision.last();
             self.fwd.act(in_port, rx, verdicts, keys, &mut batch, pool);
             self.decision.settle(self.fwd.now_tsc);

@@ -1,15 +1,16 @@
 //! The queue of packets `ct(table=N)` sends back through the pipeline:
 //! filled by the interpreter, emptied by the element after the batch.
 
+use crate::decision::KeyArray;
 use nfv_flow::FlowKey;
-use nfv_mem::{BATCH, Batch, Packet};
+use nfv_mem::{Batch, Packet};
 
 /// Packets `ct(table=N)` sends back through the pipeline, with the keys
 /// they go back with (their headers as they are now, their ct fields and
 /// table N), until the end of the batch that sent them.
 pub(crate) struct Recirculation {
     pub batch: Batch,
-    pub keys: [FlowKey; BATCH],
+    pub keys: KeyArray,
 }
 
 impl Recirculation {
