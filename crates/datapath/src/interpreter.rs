@@ -10,7 +10,7 @@
 
 use crate::actions;
 use crate::controller::{ControllerPath, OriginOf};
-use crate::ct::{ConnTable, CtRequest};
+use crate::ct::ConnTable;
 use crate::fabric::Fabric;
 use crate::group_choice::{Choice, choose};
 use crate::mac_learning::MacTable;
@@ -180,9 +180,7 @@ impl Interpreter<'_> {
                     // actions (OVS: they are only in the copy table=
                     // looks up).
                     None => {
-                        let f =
-                            self.conntrack
-                                .execute(&mut pkt, &CtRequest::from(&**ct), self.now_ms);
+                        let f = self.conntrack.execute(&mut pkt, ct, self.now_ms);
                         if f.translated {
                             self.key = None;
                         }
@@ -246,9 +244,7 @@ impl Interpreter<'_> {
     /// as they are now, the pipeline's metadata at the `ct`, its ct
     /// fields. Runs at the end of the batch ([`crate::element`]).
     fn recirculate(&mut self, ct: &nfv_flow::action::CtAction, t: u8, mut pkt: Packet) {
-        let f = self
-            .conntrack
-            .execute(&mut pkt, &CtRequest::from(ct), self.now_ms);
+        let f = self.conntrack.execute(&mut pkt, ct, self.now_ms);
         let (in_port, wide) = (self.in_port, self.ct_wide);
         let looked_up = self.key.filter(|_| !f.translated);
         let queued = self.recirc.push(pkt, |pkt, key| {

@@ -20,96 +20,36 @@ pub mod nat;
 pub mod summary;
 
 use nfv_conntrack::{CommitError, ConnKey, CtState, Family, NatKind, NatRequest, Tracker};
+use nfv_flow::action::{CtAction, Nat, NatAddrs, PortPick};
 use nfv_mem::Packet;
 use summary::Untrackable;
 
-/// One `ct(...)` action's arguments, as the datapath runs them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CtRequest {
-    pub zone: u16,
-    pub commit: bool,
-    /// `force` (with `commit`).
-    pub force: bool,
-    /// `exec(set_field:V/M->ct_mark)`: (value, mask).
-    pub set_mark: Option<(u32, u32)>,
-    /// `exec(set_field:V/M->ct_label)`: (value, mask).
-    pub set_label: Option<(u128, u128)>,
-    /// `nat`: `None` — no translation; `Some(NatAsk::Existing)` — a bare
-    /// `nat`, the connection's own translation applied; `Some(Range)` —
-    /// a connection committed now is translated into the range (and an
-    /// existing one keeps its own).
-    pub nat: Option<NatAsk>,
-}
-
-impl From<&nfv_flow::action::CtAction> for CtRequest {
-    fn from(ct: &nfv_flow::action::CtAction) -> CtRequest {
-        use nfv_flow::action::{Nat, NatAddrs, PortPick};
-        let range = |kind, r: &nfv_flow::action::NatRange| {
-            NatAsk::Range(NatRange {
-                kind,
-                addrs: r.addrs.map(|a| match a {
-                    NatAddrs::V4(lo, hi) => {
-                        (Family::V4, u32::from(lo).into(), u32::from(hi).into())
-                    }
-                    NatAddrs::V6(lo, hi) => (Family::V6, u128::from(lo), u128::from(hi)),
-                }),
-                ports: r.ports,
-                random: r.pick == PortPick::Random,
-                persistent: r.persistent,
-            })
-        };
-        CtRequest {
-            zone: ct.zone,
-            commit: ct.commit,
-            force: ct.force,
-            set_mark: ct.mark,
-            set_label: ct.label,
-            nat: ct.nat.map(|n| match n {
-                Nat::Existing => NatAsk::Existing,
-                Nat::Src(r) => range(NatKind::Src, &r),
-                Nat::Dst(r) => range(NatKind::Dst, &r),
-            }),
-        }
+/// The tracker's request for `nat(src|dst=…)` on a connection of
+/// `family` committed now: `None` for a bare `nat`, a range without
+/// addresses, or one of the other family (it translates nothing). Built
+/// only on a commit — the action is read as installed, not converted per
+/// packet.
+fn nat_request(nat: &Nat, family: Family) -> Option<NatRequest> {
+    let (kind, range) = match nat {
+        Nat::Existing => return None,
+        Nat::Src(r) => (NatKind::Src, r),
+        Nat::Dst(r) => (NatKind::Dst, r),
+    };
+    let (f, min, max) = match range.addrs? {
+        NatAddrs::V4(lo, hi) => (Family::V4, u32::from(lo).into(), u32::from(hi).into()),
+        NatAddrs::V6(lo, hi) => (Family::V6, u128::from(lo), u128::from(hi)),
+    };
+    if f != family {
+        return None;
     }
-}
-
-/// The `nat` of a `ct` action, as the datapath runs it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NatAsk {
-    Existing,
-    Range(NatRange),
-}
-
-/// A `nat(src|dst=ADDRS[:PORTS])` range, of either family (the packet's
-/// family picks: a range of the other family translates nothing).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NatRange {
-    pub kind: NatKind,
-    /// First and last address, IPv4 in the low 32 bits; `None`:
-    /// `nat(src)` without addresses (nothing to translate to).
-    pub addrs: Option<(Family, u128, u128)>,
-    pub ports: Option<(u16, u16)>,
-    pub random: bool,
-    pub persistent: bool,
-}
-
-impl NatRange {
-    /// The tracker's request for a packet of `family`, if the range is
-    /// of that family.
-    fn request(&self, family: Family) -> Option<NatRequest> {
-        let (f, min, max) = self.addrs?;
-        if f != family {
-            return None;
-        }
-        let mut r = NatRequest::new(self.kind, f, min, max).ok()?;
-        if let Some((lo, hi)) = self.ports {
-            r = r.with_ports(lo, hi).ok()?;
-        }
-        if self.random {
-            r = r.with_selection(nfv_conntrack::PortSelection::Random);
-        }
-        Some(r.with_persistent(self.persistent))
+    let mut r = NatRequest::new(kind, f, min, max).ok()?;
+    if let Some((lo, hi)) = range.ports {
+        r = r.with_ports(lo, hi).ok()?;
     }
+    if range.pick == PortPick::Random {
+        r = r.with_selection(nfv_conntrack::PortSelection::Random);
+    }
+    Some(r.with_persistent(range.persistent))
 }
 
 /// What `ct` sets in the packet's key.
@@ -182,18 +122,19 @@ impl ConnTable {
         self.tracker.prefetch(&ck);
     }
 
-    /// Runs `req` for `pkt` at time `now_ms`: its ct fields, and the
-    /// packet translated when `req` has a `nat` and its connection a
-    /// translation.
-    pub fn execute(&mut self, pkt: &mut Packet, req: &CtRequest, now_ms: u64) -> CtFields {
+    /// Runs `ct` for `pkt` at time `now_ms`: its ct fields, and the
+    /// packet translated when `ct` has a `nat` and its connection a
+    /// translation. (`ct.table` is the caller's: where the packet goes
+    /// next.)
+    pub fn execute(&mut self, pkt: &mut Packet, ct: &CtAction, now_ms: u64) -> CtFields {
         let invalid = CtFields {
             state: CtState::TRACKED | CtState::INVALID,
-            zone: req.zone,
+            zone: ct.zone,
             ..CtFields::default()
         };
         // Matched by reference: moving the summary out of the `Result`
         // copied it, ~40 instructions a packet.
-        let summarised = summary::summarise(pkt.data(), req.zone);
+        let summarised = summary::summarise(pkt.data(), ct.zone);
         let parsed = match &summarised {
             Ok(p) => p,
             Err(why) => {
@@ -209,8 +150,8 @@ impl ConnTable {
         let mut verdict = self.tracker.process(&parsed.summary, now_ms);
         // `force`: a connection this packet answers is ended, and the
         // packet starts one in its own direction.
-        if req.force
-            && req.commit
+        if ct.force
+            && ct.commit
             && verdict.state.has(CtState::REPLY)
             && !verdict.state.has(CtState::RELATED)
             && let Some(id) = verdict.conn
@@ -221,22 +162,19 @@ impl ConnTable {
         let mut rewrite = verdict.nat;
         let state = verdict.state;
         let committable = state.has(CtState::TRACKED) && !state.has(CtState::INVALID);
-        if req.commit && committable {
+        if ct.commit && committable {
             let family = parsed.summary.key.family;
-            let ask = match req.nat {
-                Some(NatAsk::Range(r)) => r.request(family),
-                _ => None,
-            };
+            let ask = ct.nat.as_ref().and_then(|n| nat_request(n, family));
             match self
                 .tracker
                 .commit_nat(&parsed.summary, &verdict, ask.as_ref(), now_ms)
             {
                 Ok(done) => {
-                    if let Some((value, mask)) = req.set_mark {
+                    if let Some((value, mask)) = ct.mark {
                         verdict.mark = (verdict.mark & !mask) | (value & mask);
                         self.tracker.set_mark(done.id, verdict.mark);
                     }
-                    if let Some((value, mask)) = req.set_label {
+                    if let Some((value, mask)) = ct.label {
                         verdict.label = (verdict.label & !mask) | (value & mask);
                         self.tracker.set_label(done.id, verdict.label);
                     }
@@ -252,7 +190,7 @@ impl ConnTable {
         }
         let mut state = verdict.state.0;
         let mut translated = false;
-        if req.nat.is_some()
+        if ct.nat.is_some()
             && let Some(rw) = rewrite
         {
             match nat::apply(pkt, parsed, &rw) {
@@ -265,7 +203,7 @@ impl ConnTable {
         }
         CtFields {
             state,
-            zone: req.zone,
+            zone: ct.zone,
             mark: verdict.mark,
             label: verdict.label,
             orig: verdict.orig,

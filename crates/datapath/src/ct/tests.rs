@@ -6,11 +6,12 @@ use super::*;
 use etherparse::PacketBuilder;
 use nfv_conntrack::key::proto;
 use nfv_conntrack::{Config, Family};
+use nfv_flow::action::{Nat, NatAddrs, NatRange};
 use nfv_mem::{HugepageMode, MemoryConfig, PacketPool};
 
 /// Runs `req` on a packet holding `frame`; the fields, and the frame as
 /// the ct action left it.
-fn run(t: &mut ConnTable, frame: &[u8], req: &CtRequest, now: u64) -> (CtFields, Vec<u8>) {
+fn run(t: &mut ConnTable, frame: &[u8], req: &CtAction, now: u64) -> (CtFields, Vec<u8>) {
     thread_local! {
         static POOL: std::sync::Arc<PacketPool> = PacketPool::new(
             "ct-tests",
@@ -74,18 +75,18 @@ fn table() -> ConnTable {
     ConnTable::new(Config::default()).unwrap()
 }
 
-fn commit(zone: u16) -> CtRequest {
-    CtRequest {
+fn commit(zone: u16) -> CtAction {
+    CtAction {
         zone,
         commit: true,
-        ..CtRequest::default()
+        ..CtAction::default()
     }
 }
 
-fn look(zone: u16) -> CtRequest {
-    CtRequest {
+fn look(zone: u16) -> CtAction {
+    CtAction {
         zone,
-        ..CtRequest::default()
+        ..CtAction::default()
     }
 }
 
@@ -102,7 +103,7 @@ fn a_committed_handshake_is_new_then_established_in_both_directions() {
         22,
     );
     // (frame, request, expected state), in order.
-    let steps: [(&str, Vec<u8>, CtRequest, u8); 6] = [
+    let steps: [(&str, Vec<u8>, CtAction, u8); 6] = [
         ("SYN looked up only", syn(), look(5), TRK | NEW),
         (
             "SYN again, not committed: nothing was stored",
@@ -134,12 +135,12 @@ fn a_committed_handshake_is_new_then_established_in_both_directions() {
 #[test]
 fn exec_sets_mark_and_label_on_commit_and_replies_carry_them() {
     let mut t = table();
-    let req = CtRequest {
+    let req = CtAction {
         zone: 1,
         commit: true,
-        set_mark: Some((0xab, 0xff)),
-        set_label: Some((1 << 100, 1 << 100)),
-        ..CtRequest::default()
+        mark: Some((0xab, 0xff)),
+        label: Some((1 << 100, 1 << 100)),
+        ..CtAction::default()
     };
     let (first, _) = run(&mut t, &syn(), &req, 1);
     assert_eq!((first.mark, first.label), (0xab, 1 << 100));
@@ -147,11 +148,11 @@ fn exec_sets_mark_and_label_on_commit_and_replies_carry_them() {
     assert_eq!(reply.state, TRK | EST | RPL);
     assert_eq!((reply.mark, reply.label), (0xab, 1 << 100));
     // A second commit with a mask keeps the bits outside it.
-    let req2 = CtRequest {
+    let req2 = CtAction {
         zone: 1,
         commit: true,
-        set_mark: Some((0x100, 0xf00)),
-        ..CtRequest::default()
+        mark: Some((0x100, 0xf00)),
+        ..CtAction::default()
     };
     let (again, _) = run(&mut t, &ack(), &req2, 3);
     assert_eq!(again.mark, 0x1ab);
@@ -223,30 +224,24 @@ fn port_of(f: &[u8], at: usize) -> u16 {
 
 const NAT_IP: [u8; 4] = [10, 0, 0, 100];
 
-fn snat(zone: u16) -> CtRequest {
-    CtRequest {
+fn snat(zone: u16) -> CtAction {
+    CtAction {
         zone,
         commit: true,
-        nat: Some(NatAsk::Range(NatRange {
-            kind: NatKind::Src,
-            addrs: Some((
-                Family::V4,
-                u128::from(u32::from_be_bytes(NAT_IP)),
-                u128::from(u32::from_be_bytes(NAT_IP)),
-            )),
+        nat: Some(Nat::Src(NatRange {
+            addrs: Some(NatAddrs::V4(NAT_IP.into(), NAT_IP.into())),
             ports: Some((30000, 30010)),
-            random: false,
-            persistent: false,
+            ..NatRange::default()
         })),
-        ..CtRequest::default()
+        ..CtAction::default()
     }
 }
 
-fn bare_nat(zone: u16) -> CtRequest {
-    CtRequest {
+fn bare_nat(zone: u16) -> CtAction {
+    CtAction {
         zone,
-        nat: Some(NatAsk::Existing),
-        ..CtRequest::default()
+        nat: Some(Nat::Existing),
+        ..CtAction::default()
     }
 }
 
@@ -342,7 +337,7 @@ fn an_icmp_error_about_a_translated_datagram_is_translated_inside_and_out() {
 fn an_exhausted_nat_range_refuses_the_commit() {
     let mut t = table();
     let mut req = snat(4);
-    if let Some(NatAsk::Range(r)) = &mut req.nat {
+    if let Some(Nat::Src(r)) = &mut req.nat {
         r.ports = Some((30000, 30001));
     }
     let mut got = Vec::new();
@@ -367,11 +362,11 @@ fn force_turns_a_connection_round() {
     run(&mut t, &syn(), &commit(1), 1);
     let (answer, _) = run(&mut t, &syn_ack(), &look(1), 2);
     assert_eq!(answer.state, TRK | EST | RPL);
-    let force = CtRequest {
+    let force = CtAction {
         zone: 1,
         commit: true,
         force: true,
-        ..CtRequest::default()
+        ..CtAction::default()
     };
     // B's next segment (a plain ACK: it may start a connection, as
     // OVS's and Linux's pick-up lets it).
