@@ -734,9 +734,11 @@ mod tests {
 
     #[test]
     fn misses_that_would_have_run_bypass_the_emc_whatever_its_hits() {
-        // ((hit rate, share of misses in the megaflow of the miss
-        // before) per window, bypassed after each window)
-        let cases: &[(&[(f64, f64)], &[bool])] = &[
+        // (hit rate, share of the misses in the megaflow of the miss
+        // before) of one window.
+        type Window = (f64, f64);
+        // (the windows, bypassed after each window)
+        let cases: &[(&[Window], &[bool])] = &[
             // A firewall's first table: 40 % hits, the misses all in one
             // megaflow.
             (&[(0.4, 1.0)], &[true]),
