@@ -54,6 +54,82 @@ const OPT_WSCALE: u8 = 3;
 
 /// Reads what the tracker needs from `frame`, keyed in `zone`.
 pub fn summarise(frame: &[u8], zone: u16) -> Result<Parsed, Untrackable> {
+    match plain_ipv4(frame, zone) {
+        Some(parsed) => Ok(parsed),
+        None => summarise_walked(frame, zone),
+    }
+}
+
+/// Where the shortcut puts the headers: untagged Ethernet, IPv4 without
+/// options.
+const PLAIN_L3: usize = 14;
+const PLAIN_L4: usize = PLAIN_L3 + ipv4::HEADER_LEN;
+
+/// The shortcut for most tracked packets: an untagged IPv4 frame without
+/// IP options carrying UDP or TCP, not a fragment, its header checksum
+/// right. Anything else, valid or not, is `None` and goes the general
+/// way ([`summarise_walked`]), which also gives every reason for a
+/// refusal; where both answer, they answer alike (a test compares them
+/// frame by frame). It saves the VLAN walk, the IPv6 and ICMP branches
+/// and the moves between them: about a tenth of what tracking a packet
+/// costs.
+#[inline]
+fn plain_ipv4(frame: &[u8], zone: u16) -> Option<Parsed> {
+    let head = frame.first_chunk::<PLAIN_L4>()?;
+    // EtherType IPv4, then version 4 with a 20-byte header.
+    if head[12..15] != [0x08, 0x00, 0x45] {
+        return None;
+    }
+    // Fixed-size views: each field one load, no bounds checks.
+    let (_, h) = head.split_last_chunk::<{ ipv4::HEADER_LEN }>()?;
+    let [_, _, t0, t1, _, _, f0, f1, _, proto, ..] = *h;
+    let total = usize::from(u16::from_be_bytes([t0, t1]));
+    let frag = u16::from_be_bytes([f0, f1]) & 0x3fff;
+    if total < ipv4::HEADER_LEN || total > frame.len() - PLAIN_L3 || frag != 0 {
+        return None;
+    }
+    if nfv_wire::checksum::data(h) != 0xffff {
+        return None;
+    }
+    let src = u32::from_be_bytes(*h[12..].first_chunk::<4>()?);
+    let dst = u32::from_be_bytes(*h[16..].first_chunk::<4>()?);
+    let l4b = &frame[PLAIN_L4..PLAIN_L3 + total];
+    let (sport, dport, l4) = if proto == IpProtocol::UDP.0 {
+        let ports = l4b.first_chunk::<4>()?;
+        if l4b.len() < UDP_LEN {
+            return None;
+        }
+        let [s0, s1, d0, d1] = *ports;
+        (
+            u16::from_be_bytes([s0, s1]),
+            u16::from_be_bytes([d0, d1]),
+            L4::Other,
+        )
+    } else if proto == IpProtocol::TCP.0 {
+        let (sport, dport, seg) = tcp_segment(l4b).ok()?;
+        (sport, dport, L4::Tcp(seg))
+    } else {
+        return None;
+    };
+    let key = ConnKey::new(
+        zone,
+        Family::V4,
+        proto,
+        src.into(),
+        dst.into(),
+        sport,
+        dport,
+    );
+    Some(Parsed {
+        summary: PacketSummary { key, l4 },
+        l3: PLAIN_L3,
+        l4: PLAIN_L4,
+    })
+}
+
+/// [`summarise`] for any frame: the Ethernet walk (VLAN tags), IPv4 with
+/// options or IPv6 with extension headers, every transport.
+fn summarise_walked(frame: &[u8], zone: u16) -> Result<Parsed, Untrackable> {
     let l2 = nfv_wire::l2::walk(frame).ok_or(Untrackable::Malformed)?;
     let l3b = &frame[l2.l3_offset..];
     let (ip, l4_rel) = if l2.ethertype == EtherType::IPV4 {

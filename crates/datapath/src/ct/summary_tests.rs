@@ -432,3 +432,48 @@ fn window_scale_walks_the_options() {
         assert_eq!(window_scale(opts), want, "{opts:?}");
     }
 }
+
+/// The shortcut for plain IPv4 answers as the general walk does: every
+/// frame above, every prefix of it, and every single-byte change to its
+/// first 64 bytes (flags, lengths, checksums, protocols, EtherTypes).
+#[test]
+fn the_plain_ipv4_shortcut_agrees_with_the_walk() {
+    let frames = [
+        syn_with_options(),
+        padded_tcp_ack(),
+        udp4(),
+        tagged_udp4(),
+        echo4(),
+        port_unreachable4(),
+        gre4(),
+        fragment4(),
+        bad_checksum4(),
+        truncated_tcp4(),
+        lying_total_length4(),
+        tcp6(),
+        arp(),
+    ];
+    let mut shortcut_taken = 0;
+    for frame in frames {
+        let mut variants: Vec<Vec<u8>> = (0..=frame.len()).map(|n| frame[..n].to_vec()).collect();
+        for at in 0..frame.len().min(64) {
+            for flip in [0x01u8, 0x10, 0x80, 0xff] {
+                let mut v = frame.clone();
+                v[at] ^= flip;
+                variants.push(v);
+            }
+        }
+        for v in variants {
+            let walked = summarise_walked(&v, ZONE);
+            shortcut_taken += usize::from(plain_ipv4(&v, ZONE).is_some());
+            assert_eq!(summarise(&v, ZONE), walked, "{v:02x?}");
+            if let Some(p) = plain_ipv4(&v, ZONE) {
+                assert_eq!(Ok(p), walked, "{v:02x?}");
+            }
+        }
+    }
+    assert!(
+        shortcut_taken > 100,
+        "the shortcut answered {shortcut_taken}"
+    );
+}
