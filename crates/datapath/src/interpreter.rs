@@ -248,10 +248,12 @@ impl Interpreter<'_> {
         let (in_port, wide) = (self.in_port, self.ct_wide);
         let looked_up = self.key.filter(|_| !f.translated);
         let queued = self.recirc.push(pkt, |pkt, key| {
-            *key = match looked_up {
-                Some(k) => *k,
-                None => nfv_flow::extract::extract(in_port, pkt.data()),
-            };
+            // Straight into the queue's slot: a `match` yielding the key
+            // built it on the stack and copied it twice (2 x 192 bytes).
+            match looked_up {
+                Some(k) => key.clone_from(k),
+                None => *key = nfv_flow::extract::extract(in_port, pkt.data()),
+            }
             key.set_table(t);
             key.set_metadata(ct.recirc_metadata);
             // Fields no rule matches stay zero: most keys then keep within
