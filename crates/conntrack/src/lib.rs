@@ -73,7 +73,7 @@ pub use proto::{IcmpState, OtherState, ProtoState};
 pub use tcp::{TcpConn, TcpPeer, TcpState};
 pub use timeouts::{TimeoutClass, Timeouts};
 pub use tracker::{
-    CommitError, Config, ConfigError, ConnView, Counters, Established, NatCommit, Tracker,
+    CommitError, Config, ConfigError, ConnView, Counters, Established, KeyHash, NatCommit, Tracker,
 };
 pub use verdict::{ConnId, CtState, Verdict};
 pub use wheel::SweepStats;

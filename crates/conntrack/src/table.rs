@@ -92,15 +92,29 @@ impl Table {
     }
 
     pub(crate) fn find(&self, key: &ConnKey) -> Option<Entry> {
+        self.find_hashed(key, self.index.hash(key))
+    }
+
+    /// [`Table::find`] with `key`'s hash ([`Table::hash`]) at hand.
+    pub(crate) fn find_hashed(&self, key: &ConnKey, hash: Hash) -> Option<Entry> {
         let slots = &self.slots;
-        self.index.find(self.index.hash(key), |entry| {
+        self.index.find(hash, |entry| {
             slots[entry.index as usize].key(entry.reply) == key
         })
+    }
+
+    pub(crate) fn hash(&self, key: &ConnKey) -> Hash {
+        self.index.hash(key)
     }
 
     /// Asks for the index bucket a lookup of `key` reads first (a hint).
     pub(crate) fn prefetch_bucket(&self, key: &ConnKey) {
         self.index.prefetch(self.index.hash(key));
+    }
+
+    /// [`Table::prefetch_bucket`] of a key hashed already.
+    pub(crate) fn prefetch_hash(&self, hash: Hash) {
+        self.index.prefetch(hash);
     }
 
     /// Looks a key up only to bring its bucket and slot lines into the

@@ -150,6 +150,10 @@ pub struct Tracker {
     rng: u64,
 }
 
+/// A connection key's hash in one tracker's index ([`Tracker::key_hash`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyHash(crate::index::Hash);
+
 /// Slots are addressed by `u32`; one value stays free as a list end marker.
 const MAX_CAPACITY: u32 = u32::MAX - 1;
 
@@ -209,13 +213,35 @@ impl Tracker {
     /// Classifies a packet. Updates the state of the connection it belongs
     /// to, if any; creates nothing (see [`Tracker::commit`]).
     pub fn process(&mut self, pkt: &PacketSummary, now_ms: u64) -> Verdict {
+        let hash = self.key_hash(&pkt.key);
+        self.process_hashed(pkt, hash, now_ms)
+    }
+
+    /// The index hash of `key`: computed once for a packet, it serves both
+    /// the batch's prefetch ([`Tracker::prefetch_hashed`]) and the lookup
+    /// ([`Tracker::process_hashed`]), which otherwise hash the key twice.
+    pub fn key_hash(&self, key: &ConnKey) -> KeyHash {
+        KeyHash(self.table.hash(key))
+    }
+
+    /// Asks for the index bucket of a key hashed by [`Tracker::key_hash`]
+    /// (a hint, as [`Tracker::prefetch`]).
+    pub fn prefetch_hashed(&self, hash: KeyHash) {
+        self.table.prefetch_hash(hash.0);
+    }
+
+    /// [`Tracker::process`] with the packet key's hash already at hand;
+    /// `hash` must be [`Tracker::key_hash`] of `pkt.key` (of this tracker:
+    /// the hash is keyed per table).
+    pub fn process_hashed(&mut self, pkt: &PacketSummary, hash: KeyHash, now_ms: u64) -> Verdict {
+        debug_assert_eq!(hash, self.key_hash(&pkt.key), "a hash of another key");
         let verdict = match pkt.l4 {
             L4::Icmp { ty, inner, .. } => match icmp_kind(pkt.key.family, ty) {
                 IcmpKind::Error => self.related(pkt, inner, now_ms),
                 IcmpKind::Untracked => Verdict::bits(CtState::INVALID),
-                IcmpKind::Request | IcmpKind::Reply => self.direct(pkt, now_ms),
+                IcmpKind::Request | IcmpKind::Reply => self.direct(pkt, hash, now_ms),
             },
-            L4::Tcp(_) | L4::Other => self.direct(pkt, now_ms),
+            L4::Tcp(_) | L4::Other => self.direct(pkt, hash, now_ms),
         };
         self.count(verdict.state);
         verdict
@@ -266,7 +292,12 @@ impl Tracker {
     /// Looks a key up, dropping a connection found past its deadline (the
     /// sweep may not have reached it yet).
     fn lookup_live(&mut self, key: &ConnKey, now_ms: u64) -> Option<Entry> {
-        let entry = self.table.find(key)?;
+        let hash = self.key_hash(key);
+        self.lookup_live_hashed(key, hash, now_ms)
+    }
+
+    fn lookup_live_hashed(&mut self, key: &ConnKey, hash: KeyHash, now_ms: u64) -> Option<Entry> {
+        let entry = self.table.find_hashed(key, hash.0)?;
         if self.table.deadline(entry.index) <= now_ms {
             self.remove(entry.index);
             self.counters.expired += 1;
@@ -280,8 +311,8 @@ impl Tracker {
         self.table.release(index);
     }
 
-    fn direct(&mut self, pkt: &PacketSummary, now_ms: u64) -> Verdict {
-        match self.lookup_live(&pkt.key, now_ms) {
+    fn direct(&mut self, pkt: &PacketSummary, hash: KeyHash, now_ms: u64) -> Verdict {
+        match self.lookup_live_hashed(&pkt.key, hash, now_ms) {
             Some(entry) => self.update(entry, pkt, now_ms),
             // A connection not yet committed would have this packet's tuple
             // as its original direction, and OVS reports it so.

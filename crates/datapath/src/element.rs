@@ -321,12 +321,12 @@ impl Forwarding {
             return;
         }
         // Only while some rule runs ct: a stateless table pays nothing.
-        if self.ct_wide.used
-            && let Some(keys) = keys
-        {
-            self.prefetch_conns(verdicts, keys, batch.len());
-        }
-        for (i, pkt) in batch.drain(..).enumerate() {
+        let staged = self.ct_wide.used
+            && match keys {
+                Some(keys) => self.stage_conns(verdicts, keys, batch),
+                None => false,
+            };
+        for (i, mut pkt) in batch.drain(..).enumerate() {
             match verdicts.get(i) {
                 Verdict::Runt => {
                     rx.drop(DropReason::Runt, 1);
@@ -338,6 +338,27 @@ impl Forwarding {
                 }
                 Verdict::Rule(rule) => match rule.single_output {
                     Some(out) if out != in_port => self.fabric.output(out, pkt, rx, pool),
+                    // The tracked packet's turn without an interpreter:
+                    // what `ct(table=T)` alone does (see `Interpreter`).
+                    _ if staged && let Some((ct, t)) = ct_alone(&rule.spec.actions) => {
+                        let f = self
+                            .conntrack
+                            .execute_staged(i, &mut pkt, ct, self.now_ms);
+                        let looked_up = keys.map(|k| &k[i]).filter(|_| !f.translated);
+                        let queued = self.recirc.queue_tracked(
+                            pkt,
+                            looked_up,
+                            in_port,
+                            ct,
+                            t,
+                            &f,
+                            self.ct_wide,
+                        );
+                        if let Err(pkt) = queued {
+                            rx.drop(DropReason::RecircLimit, 1);
+                            pool.free(pkt);
+                        }
+                    }
                     _ => self
                         .interpreter(in_port, rx, pool, OriginOf::Rule(rule), keys.map(|k| &k[i]))
                         .run(&rule.spec.actions, pkt),
@@ -349,21 +370,38 @@ impl Forwarding {
     }
 }
 
+/// The `ct` of a rule whose only action is `ct(…, table=T)`, and T.
+#[inline(always)]
+fn ct_alone(actions: &[nfv_flow::Action]) -> Option<(&nfv_flow::action::CtAction, u8)> {
+    match actions {
+        [nfv_flow::Action::Ct(ct)] => ct.table.map(|t| (&**ct, t)),
+        _ => None,
+    }
+}
+
 impl Forwarding {
-    /// Asks for the connection-index buckets that the batch's packets
-    /// whose rule starts with `ct` are about to read (nothing before the
-    /// `ct` edits the packet, so its flow key gives the tracker's key),
-    /// all before the first is tracked: the batch's misses overlap
-    /// instead of each packet paying its own in turn inside the
-    /// interpreter.
+    /// Before the first packet of the batch is tracked: the packets whose
+    /// rule is `ct(…, table=T)` alone are staged ([`ConnTable::stage`]:
+    /// headers read, connection key hashed, index bucket asked for); the
+    /// other packets whose rule starts with `ct` only have their bucket
+    /// asked for (nothing before the `ct` edits the packet, so its flow
+    /// key gives the tracker's key). Either way the batch's misses overlap
+    /// instead of each packet paying its own in turn. True if some packet
+    /// was staged.
     #[inline(always)]
-    fn prefetch_conns(&self, verdicts: &Verdicts, keys: &[FlowKey], n: usize) {
-        for (i, key) in keys.iter().enumerate().take(n) {
-            if let Verdict::Rule(rule) = verdicts.get(i)
-                && let Some(nfv_flow::Action::Ct(ct)) = rule.spec.actions.first()
-            {
+    fn stage_conns(&mut self, verdicts: &Verdicts, keys: &[FlowKey], batch: &Batch) -> bool {
+        let mut staged = false;
+        for (i, (key, pkt)) in keys.iter().zip(batch.iter()).enumerate() {
+            let Verdict::Rule(rule) = verdicts.get(i) else {
+                continue;
+            };
+            if let Some((ct, _)) = ct_alone(&rule.spec.actions) {
+                self.conntrack.stage(i, pkt, ct.zone);
+                staged = true;
+            } else if let Some(nfv_flow::Action::Ct(ct)) = rule.spec.actions.first() {
                 self.conntrack.prefetch(key, ct.zone);
             }
         }
+        staged
     }
 }

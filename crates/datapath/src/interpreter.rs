@@ -245,33 +245,10 @@ impl Interpreter<'_> {
     /// fields. Runs at the end of the batch ([`crate::element`]).
     fn recirculate(&mut self, ct: &nfv_flow::action::CtAction, t: u8, mut pkt: Packet) {
         let f = self.conntrack.execute(&mut pkt, ct, self.now_ms);
-        let (in_port, wide) = (self.in_port, self.ct_wide);
         let looked_up = self.key.filter(|_| !f.translated);
-        let queued = self.recirc.push(pkt, |pkt, key| {
-            // Straight into the queue's slot: a `match` yielding the key
-            // built it on the stack and copied it twice (2 x 192 bytes).
-            match looked_up {
-                Some(k) => key.clone_from(k),
-                None => *key = nfv_flow::extract::extract(in_port, pkt.data()),
-            }
-            key.set_table(t);
-            key.set_metadata(ct.recirc_metadata);
-            // Fields no rule matches stay zero: most keys then keep within
-            // the base words (hashed and compared at IPv4's cost).
-            let label = if wide.label { f.label } else { 0 };
-            let orig = f
-                .orig
-                .filter(|_| wide.tuple)
-                .map(|o| nfv_flow::key::CtOrig {
-                    ipv6: o.family == nfv_conntrack::Family::V6,
-                    src: o.src,
-                    dst: o.dst,
-                    proto: o.proto,
-                    tp_src: o.src_port,
-                    tp_dst: o.dst_port,
-                });
-            key.set_ct(f.state, f.zone, f.mark, label, orig);
-        });
+        let queued = self
+            .recirc
+            .queue_tracked(pkt, looked_up, self.in_port, ct, t, &f, self.ct_wide);
         if let Err(pkt) = queued {
             self.rx.drop(DropReason::RecircLimit, 1);
             self.pool.free(pkt);

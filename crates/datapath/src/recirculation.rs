@@ -1,8 +1,11 @@
 //! The queue of packets `ct(table=N)` sends back through the pipeline:
 //! filled by the interpreter, emptied by the element after the batch.
 
+use crate::ct::CtFields;
 use crate::decision::KeyArray;
-use nfv_flow::FlowKey;
+use nfv_flow::action::CtAction;
+use nfv_flow::table::CtWide;
+use nfv_flow::{FlowKey, PortNo};
 use nfv_mem::{Batch, Packet};
 
 /// Packets `ct(table=N)` sends back through the pipeline, with the keys
@@ -29,5 +32,50 @@ impl Recirculation {
         build(&pkt, &mut self.keys[i]);
         self.batch.push(pkt);
         Ok(())
+    }
+
+    /// `ct(table=t)`'s second half: queues `pkt`, tracked with the fields
+    /// `f`, with the key it goes back to table `t` with — the key the
+    /// decision looked up (`looked_up`, while nothing has edited the
+    /// packet) or its headers extracted again (received on `in_port`),
+    /// the pipeline's metadata at the `ct`, and its ct fields (the wide
+    /// ones only where some rule matches them: `wide`). Gives the packet
+    /// back when a batch's worth wait.
+    #[allow(clippy::too_many_arguments)]
+    pub fn queue_tracked(
+        &mut self,
+        pkt: Packet,
+        looked_up: Option<&FlowKey>,
+        in_port: PortNo,
+        ct: &CtAction,
+        t: u8,
+        f: &CtFields,
+        wide: CtWide,
+    ) -> Result<(), Packet> {
+        self.push(pkt, |pkt, key| {
+            // Straight into the queue's slot: a `match` yielding the key
+            // built it on the stack and copied it twice (2 x 192 bytes).
+            match looked_up {
+                Some(k) => key.clone_from(k),
+                None => *key = nfv_flow::extract::extract(in_port, pkt.data()),
+            }
+            key.set_table(t);
+            key.set_metadata(ct.recirc_metadata);
+            // Fields no rule matches stay zero: most keys then keep within
+            // the base words (hashed and compared at IPv4's cost).
+            let label = if wide.label { f.label } else { 0 };
+            let orig = f
+                .orig
+                .filter(|_| wide.tuple)
+                .map(|o| nfv_flow::key::CtOrig {
+                    ipv6: o.family == nfv_conntrack::Family::V6,
+                    src: o.src,
+                    dst: o.dst,
+                    proto: o.proto,
+                    tp_src: o.src_port,
+                    tp_dst: o.dst_port,
+                });
+            key.set_ct(f.state, f.zone, f.mark, label, orig);
+        })
     }
 }

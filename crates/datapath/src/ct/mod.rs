@@ -19,10 +19,10 @@
 pub mod nat;
 pub mod summary;
 
-use nfv_conntrack::{CommitError, ConnKey, CtState, Family, NatKind, NatRequest, Tracker};
+use nfv_conntrack::{CommitError, ConnKey, CtState, Family, KeyHash, NatKind, NatRequest, Tracker};
 use nfv_flow::action::{CtAction, Nat, NatAddrs, PortPick};
-use nfv_mem::Packet;
-use summary::Untrackable;
+use nfv_mem::{BATCH, Packet};
+use summary::{Parsed, Untrackable};
 
 /// The tracker's request for `nat(src|dst=…)` on a connection of
 /// `family` committed now: `None` for a bare `nat`, a range without
@@ -81,13 +81,32 @@ pub struct CtCounters {
 pub struct ConnTable {
     tracker: Tracker,
     counters: CtCounters,
+    /// What [`ConnTable::stage`] read of the batch's packets ahead of
+    /// their `ct`, by batch slot; a slot counts only while its bit is set
+    /// in `staged`.
+    staging: Box<[Staged; BATCH]>,
+    staged: u32,
 }
+
+/// A packet's headers read, and its connection key hashed, before its
+/// turn (see [`ConnTable::stage`]).
+struct Staged {
+    summarised: Result<Parsed, Untrackable>,
+    hash: Option<KeyHash>,
+}
+
+const _: () = assert!(BATCH <= u32::BITS as usize, "a bit per batch slot");
 
 impl ConnTable {
     pub fn new(config: nfv_conntrack::Config) -> Result<ConnTable, nfv_conntrack::ConfigError> {
         Ok(ConnTable {
             tracker: Tracker::new(config)?,
             counters: CtCounters::default(),
+            staging: Box::new(std::array::from_fn(|_| Staged {
+                summarised: Err(Untrackable::NotIp),
+                hash: None,
+            })),
+            staged: 0,
         })
     }
 
@@ -122,93 +141,162 @@ impl ConnTable {
         self.tracker.prefetch(&ck);
     }
 
+    /// Reads the headers of the packet in batch slot `slot`, about to be
+    /// tracked in `zone`, hashes its connection key and asks for the index
+    /// bucket its lookup reads: called for the batch's packets before the
+    /// first is tracked, their misses overlap, and the packet's own turn
+    /// ([`ConnTable::execute_staged`]) neither parses nor hashes again.
+    /// Nothing changes but the staging: the packet's bytes and the
+    /// tracker are only read.
+    pub fn stage(&mut self, slot: usize, pkt: &Packet, zone: u16) {
+        let summarised = summary::summarise(pkt.data(), zone);
+        let hash = summarised
+            .as_ref()
+            .ok()
+            .map(|p| self.tracker.key_hash(&p.summary.key));
+        if let Some(h) = hash {
+            self.tracker.prefetch_hashed(h);
+        }
+        self.staging[slot] = Staged { summarised, hash };
+        self.staged |= 1 << slot;
+    }
+
+    /// [`ConnTable::execute`] for the packet in batch slot `slot`, with
+    /// what [`ConnTable::stage`] read of it (the same packet, unchanged
+    /// since, in the same zone: the caller's promise); without a staging
+    /// for the slot, as `execute`.
+    pub fn execute_staged(
+        &mut self,
+        slot: usize,
+        pkt: &mut Packet,
+        ct: &CtAction,
+        now_ms: u64,
+    ) -> CtFields {
+        let bit = 1u32 << slot;
+        if self.staged & bit == 0 {
+            return self.execute(pkt, ct, now_ms);
+        }
+        self.staged &= !bit;
+        let s = &self.staging[slot];
+        track(
+            &mut self.tracker,
+            &mut self.counters,
+            pkt,
+            ct,
+            &s.summarised,
+            s.hash,
+            now_ms,
+        )
+    }
+
     /// Runs `ct` for `pkt` at time `now_ms`: its ct fields, and the
     /// packet translated when `ct` has a `nat` and its connection a
     /// translation. (`ct.table` is the caller's: where the packet goes
     /// next.)
     pub fn execute(&mut self, pkt: &mut Packet, ct: &CtAction, now_ms: u64) -> CtFields {
-        let invalid = CtFields {
-            state: CtState::TRACKED | CtState::INVALID,
-            zone: ct.zone,
-            ..CtFields::default()
-        };
-        // Matched by reference: moving the summary out of the `Result`
-        // copied it, ~40 instructions a packet.
         let summarised = summary::summarise(pkt.data(), ct.zone);
-        let parsed = match &summarised {
-            Ok(p) => p,
-            Err(why) => {
-                let c = &mut self.counters;
-                *match why {
-                    Untrackable::NotIp => &mut c.not_ip,
-                    Untrackable::Fragment => &mut c.fragment,
-                    Untrackable::Malformed => &mut c.malformed,
-                } += 1;
+        track(
+            &mut self.tracker,
+            &mut self.counters,
+            pkt,
+            ct,
+            &summarised,
+            None,
+            now_ms,
+        )
+    }
+}
+
+/// `ct` for `pkt`, whose headers `summarised` holds (and `hash` its
+/// connection key's hash, when at hand).
+fn track(
+    tracker: &mut Tracker,
+    counters: &mut CtCounters,
+    pkt: &mut Packet,
+    ct: &CtAction,
+    summarised: &Result<Parsed, Untrackable>,
+    hash: Option<KeyHash>,
+    now_ms: u64,
+) -> CtFields {
+    let invalid = CtFields {
+        state: CtState::TRACKED | CtState::INVALID,
+        zone: ct.zone,
+        ..CtFields::default()
+    };
+    // Matched by reference: moving the summary out of the `Result`
+    // copied it, ~40 instructions a packet.
+    let parsed = match summarised {
+        Ok(p) => p,
+        Err(why) => {
+            *match why {
+                Untrackable::NotIp => &mut counters.not_ip,
+                Untrackable::Fragment => &mut counters.fragment,
+                Untrackable::Malformed => &mut counters.malformed,
+            } += 1;
+            return invalid;
+        }
+    };
+    let mut verdict = match hash {
+        Some(h) => tracker.process_hashed(&parsed.summary, h, now_ms),
+        None => tracker.process(&parsed.summary, now_ms),
+    };
+    // `force`: a connection this packet answers is ended, and the
+    // packet starts one in its own direction.
+    if ct.force
+        && ct.commit
+        && verdict.state.has(CtState::REPLY)
+        && !verdict.state.has(CtState::RELATED)
+        && let Some(id) = verdict.conn
+    {
+        tracker.remove_conn(id);
+        verdict = tracker.process(&parsed.summary, now_ms);
+    }
+    let mut rewrite = verdict.nat;
+    let state = verdict.state;
+    let committable = state.has(CtState::TRACKED) && !state.has(CtState::INVALID);
+    if ct.commit && committable {
+        let family = parsed.summary.key.family;
+        let ask = ct.nat.as_ref().and_then(|n| nat_request(n, family));
+        match tracker.commit_nat(&parsed.summary, &verdict, ask.as_ref(), now_ms) {
+            Ok(done) => {
+                if let Some((value, mask)) = ct.mark {
+                    verdict.mark = (verdict.mark & !mask) | (value & mask);
+                    tracker.set_mark(done.id, verdict.mark);
+                }
+                if let Some((value, mask)) = ct.label {
+                    verdict.label = (verdict.label & !mask) | (value & mask);
+                    tracker.set_label(done.id, verdict.label);
+                }
+                verdict.orig = verdict.orig.or(Some(parsed.summary.key));
+                rewrite = rewrite.or(done.nat);
+            }
+            Err(CommitError::NotCommittable) => {}
+            Err(_) => {
+                counters.commit_refused += 1;
                 return invalid;
             }
-        };
-        let mut verdict = self.tracker.process(&parsed.summary, now_ms);
-        // `force`: a connection this packet answers is ended, and the
-        // packet starts one in its own direction.
-        if ct.force
-            && ct.commit
-            && verdict.state.has(CtState::REPLY)
-            && !verdict.state.has(CtState::RELATED)
-            && let Some(id) = verdict.conn
-        {
-            self.tracker.remove_conn(id);
-            verdict = self.tracker.process(&parsed.summary, now_ms);
         }
-        let mut rewrite = verdict.nat;
-        let state = verdict.state;
-        let committable = state.has(CtState::TRACKED) && !state.has(CtState::INVALID);
-        if ct.commit && committable {
-            let family = parsed.summary.key.family;
-            let ask = ct.nat.as_ref().and_then(|n| nat_request(n, family));
-            match self
-                .tracker
-                .commit_nat(&parsed.summary, &verdict, ask.as_ref(), now_ms)
-            {
-                Ok(done) => {
-                    if let Some((value, mask)) = ct.mark {
-                        verdict.mark = (verdict.mark & !mask) | (value & mask);
-                        self.tracker.set_mark(done.id, verdict.mark);
-                    }
-                    if let Some((value, mask)) = ct.label {
-                        verdict.label = (verdict.label & !mask) | (value & mask);
-                        self.tracker.set_label(done.id, verdict.label);
-                    }
-                    verdict.orig = verdict.orig.or(Some(parsed.summary.key));
-                    rewrite = rewrite.or(done.nat);
-                }
-                Err(CommitError::NotCommittable) => {}
-                Err(_) => {
-                    self.counters.commit_refused += 1;
-                    return invalid;
-                }
+    }
+    let mut state = verdict.state.0;
+    let mut translated = false;
+    if ct.nat.is_some()
+        && let Some(rw) = rewrite
+    {
+        match nat::apply(pkt, parsed, &rw) {
+            Ok(()) => {
+                state |= rw.state_bits();
+                translated = true;
             }
+            Err(_) => counters.nat_failed += 1,
         }
-        let mut state = verdict.state.0;
-        let mut translated = false;
-        if ct.nat.is_some()
-            && let Some(rw) = rewrite
-        {
-            match nat::apply(pkt, parsed, &rw) {
-                Ok(()) => {
-                    state |= rw.state_bits();
-                    translated = true;
-                }
-                Err(_) => self.counters.nat_failed += 1,
-            }
-        }
-        CtFields {
-            state,
-            zone: ct.zone,
-            mark: verdict.mark,
-            label: verdict.label,
-            orig: verdict.orig,
-            translated,
-        }
+    }
+    CtFields {
+        state,
+        zone: ct.zone,
+        mark: verdict.mark,
+        label: verdict.label,
+        orig: verdict.orig,
+        translated,
     }
 }
 
