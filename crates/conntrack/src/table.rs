@@ -112,6 +112,22 @@ impl Table {
         self.index.prefetch(self.index.hash(key));
     }
 
+    /// Asks for the three packet-path lines of the slots the home bucket of
+    /// `hash` leads to (tags alike; usually the one slot of the key). The
+    /// bucket is read: it should have been asked for well before.
+    pub(crate) fn prefetch_slots(&self, hash: Hash) {
+        let slots = &self.slots;
+        self.index.home_candidates(hash, |e| {
+            if let Some(slot) = slots.get(e.index as usize) {
+                let p: *const Conn = slot;
+                let p = p.cast::<u8>();
+                crate::index::prefetch(p);
+                crate::index::prefetch(p.wrapping_add(64));
+                crate::index::prefetch(p.wrapping_add(128));
+            }
+        });
+    }
+
     /// [`Table::prefetch_bucket`] of a key hashed already.
     pub(crate) fn prefetch_hash(&self, hash: Hash) {
         self.index.prefetch(hash);

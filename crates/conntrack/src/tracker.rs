@@ -230,6 +230,17 @@ impl Tracker {
         self.table.prefetch_hash(hash.0);
     }
 
+    /// Asks for the lines of the connection a key hashed by
+    /// [`Tracker::key_hash`] most likely has (the slots its index bucket
+    /// points at with the key's tag). Reads that bucket: call it a while
+    /// after [`Tracker::prefetch_hashed`] for the same hash, when the
+    /// bucket has arrived, and a while before the packet's turn — the
+    /// second stage of a software pipeline over the batch. A hint: nothing
+    /// changes.
+    pub fn prefetch_conn(&self, hash: KeyHash) {
+        self.table.prefetch_slots(hash.0);
+    }
+
     /// [`Tracker::process`] with the packet key's hash already at hand;
     /// `hash` must be [`Tracker::key_hash`] of `pkt.key` (of this tracker:
     /// the hash is keyed per table).
@@ -270,9 +281,10 @@ impl Tracker {
     /// processed, the batch's bucket misses overlap instead of each packet
     /// paying its own in turn. A hint only: nothing changes, and a key
     /// that is not the packet's (or is absent) costs only the wasted
-    /// fetch. (Prefetching the slots the buckets lead to as well, a
-    /// second pass that reads each bucket, measured no better: it waits
-    /// for the buckets there.)
+    /// fetch. (Prefetching the slots the buckets lead to in a second pass
+    /// right after the first measured no better: it waits for the
+    /// buckets there. [`Tracker::prefetch_conn`] asks for them a few
+    /// packets later instead.)
     pub fn prefetch(&self, key: &ConnKey) {
         self.table.prefetch_bucket(key);
     }

@@ -341,9 +341,7 @@ impl Forwarding {
                     // The tracked packet's turn without an interpreter:
                     // what `ct(table=T)` alone does (see `Interpreter`).
                     _ if staged && let Some((ct, t)) = ct_alone(&rule.spec.actions) => {
-                        let f = self
-                            .conntrack
-                            .execute_staged(i, &mut pkt, ct, self.now_ms);
+                        let f = self.conntrack.execute_staged(i, &mut pkt, ct, self.now_ms);
                         let looked_up = keys.map(|k| &k[i]).filter(|_| !f.translated);
                         let queued = self.recirc.queue_tracked(
                             pkt,
@@ -401,6 +399,9 @@ impl Forwarding {
             } else if let Some(nfv_flow::Action::Ct(ct)) = rule.spec.actions.first() {
                 self.conntrack.prefetch(key, ct.zone);
             }
+        }
+        if staged {
+            self.conntrack.staged_all();
         }
         staged
     }

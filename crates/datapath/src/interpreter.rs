@@ -246,9 +246,9 @@ impl Interpreter<'_> {
     fn recirculate(&mut self, ct: &nfv_flow::action::CtAction, t: u8, mut pkt: Packet) {
         let f = self.conntrack.execute(&mut pkt, ct, self.now_ms);
         let looked_up = self.key.filter(|_| !f.translated);
-        let queued = self
-            .recirc
-            .queue_tracked(pkt, looked_up, self.in_port, ct, t, &f, self.ct_wide);
+        let queued =
+            self.recirc
+                .queue_tracked(pkt, looked_up, self.in_port, ct, t, &f, self.ct_wide);
         if let Err(pkt) = queued {
             self.rx.drop(DropReason::RecircLimit, 1);
             self.pool.free(pkt);

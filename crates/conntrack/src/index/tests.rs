@@ -244,3 +244,33 @@ fn tables_have_their_own_hash_key() {
         .all(|(i, a)| hashes[..i].iter().all(|b| a != b));
     assert!(distinct, "{hashes:x?}");
 }
+
+/// The slots a prefetch asks for: every key that sits in its home bucket
+/// is among its home's candidates; a key that spilled (or was never
+/// inserted) may be missed — it is a hint — but nothing is named that
+/// does not carry the key's tag.
+#[test]
+fn home_candidates_name_the_keys_in_their_home_bucket() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let keys: Vec<ConnKey> = (0..2000).map(|_| rng.key()).collect();
+    let mut h = Harness::new(1000, keys);
+    for i in 0..2000 {
+        h.insert(i).unwrap();
+    }
+    let mut at_home = 0;
+    for (bucket, dist, e) in h.index.entries() {
+        let hash = h.index.hash(&h.keys[e.index as usize]);
+        let mut named = Vec::new();
+        h.index.home_candidates(hash, |c| named.push(c));
+        if dist == 0 {
+            assert_eq!(bucket, hash.home);
+            assert!(named.contains(&e), "{e:?} at home in {bucket}");
+            at_home += 1;
+        }
+        for c in named {
+            let theirs = h.index.hash(&h.keys[c.index as usize]);
+            assert_eq!((theirs.home, theirs.tag), (hash.home, hash.tag), "{c:?}");
+        }
+    }
+    assert!(at_home > 1800, "{at_home} of 2000 keys at home");
+}
