@@ -151,19 +151,15 @@ impl Index {
         None
     }
 
-    /// The entries of `hash`'s home bucket whose tag and home match it:
-    /// the likely places of its key, without comparing keys (for a
-    /// prefetch of the slots). Reads the bucket, so it should be in the
+    /// The first entry of `hash`'s home bucket whose tag and home match
+    /// it: where its key most likely sits, keys not compared (a hint for
+    /// a prefetch and a lookup). Reads the bucket, so it should be in the
     /// cache already ([`Index::prefetch`]).
-    pub(crate) fn home_candidates(&self, hash: Hash, mut each: impl FnMut(Entry)) {
+    pub(crate) fn home_candidate(&self, hash: Hash) -> Option<Entry> {
         let want = hash.tag << (TAG_SHIFT - DIST_SHIFT);
-        if let Some(bucket) = self.buckets.get(hash.home) {
-            for &word in &bucket.0 {
-                if word >> DIST_SHIFT == want {
-                    each(unpack(word));
-                }
-            }
-        }
+        let bucket = &self.buckets.get(hash.home)?.0;
+        let word = bucket.iter().find(|&&w| w >> DIST_SHIFT == want)?;
+        Some(unpack(*word))
     }
 
     /// Asks for the home bucket of `hash` to be brought into the cache

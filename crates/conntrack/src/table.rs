@@ -112,20 +112,39 @@ impl Table {
         self.index.prefetch(self.index.hash(key));
     }
 
-    /// Asks for the three packet-path lines of the slots the home bucket of
-    /// `hash` leads to (tags alike; usually the one slot of the key). The
-    /// bucket is read: it should have been asked for well before.
-    pub(crate) fn prefetch_slots(&self, hash: Hash) {
-        let slots = &self.slots;
-        self.index.home_candidates(hash, |e| {
-            if let Some(slot) = slots.get(e.index as usize) {
-                let p: *const Conn = slot;
-                let p = p.cast::<u8>();
-                crate::index::prefetch(p);
-                crate::index::prefetch(p.wrapping_add(64));
-                crate::index::prefetch(p.wrapping_add(128));
-            }
-        });
+    /// Asks for the three packet-path lines of the slot `hash`'s home
+    /// bucket most likely leads to ([`Index::home_candidate`]), and returns
+    /// that entry: a hint for [`Table::find_hinted`]. Reads the bucket,
+    /// which should have been asked for well before.
+    pub(crate) fn prefetch_slot(&self, hash: Hash) -> Option<Entry> {
+        let e = self.index.home_candidate(hash)?;
+        let slot = self.slots.get(e.index as usize)?;
+        let p: *const Conn = slot;
+        let p = p.cast::<u8>();
+        crate::index::prefetch(p);
+        crate::index::prefetch(p.wrapping_add(64));
+        crate::index::prefetch(p.wrapping_add(128));
+        Some(e)
+    }
+
+    /// [`Table::find_hashed`], trying `hint` first: a live slot that holds
+    /// `key` in the hinted direction is the key's (each key is in the
+    /// table once), so the bucket walk is skipped; a stale hint (the slot
+    /// freed, reused or moved since) costs one compare.
+    pub(crate) fn find_hinted(
+        &self,
+        key: &ConnKey,
+        hash: Hash,
+        hint: Option<Entry>,
+    ) -> Option<Entry> {
+        if let Some(e) = hint
+            && let Some(slot) = self.slots.get(e.index as usize)
+            && slot.live
+            && slot.key(e.reply) == key
+        {
+            return Some(e);
+        }
+        self.find_hashed(key, hash)
     }
 
     /// [`Table::prefetch_bucket`] of a key hashed already.
@@ -326,5 +345,51 @@ mod tests {
             );
         }
         assert_eq!(std::mem::align_of::<Conn>(), 64);
+    }
+
+    /// A hinted lookup answers as the plain one whatever the hint: right,
+    /// naming the other direction or another connection, pointing at a
+    /// freed slot, a reused one, or past the slab.
+    #[test]
+    fn a_hinted_find_answers_as_find_whatever_the_hint() {
+        use crate::key::{Family, proto};
+        use crate::proto::OtherState;
+        let key = |i: u16| ConnKey::new(0, Family::V4, proto::UDP, 1, 2, 1000 + i, 53);
+        let conn = |i: u16| {
+            let k = key(i);
+            Conn::new(
+                k,
+                k.reversed().unwrap(),
+                ProtoState::Other(OtherState::First),
+                ConnNat::None,
+            )
+        };
+        let mut t = Table::with_capacity(16);
+        let ids: Vec<ConnId> = (0..8).map(|i| t.insert(conn(i)).unwrap()).collect();
+        // Slot of connection 3 freed, then reused by connection 100.
+        t.release(ids[3].index);
+        t.insert(conn(100)).unwrap();
+        t.release(ids[5].index);
+        let hints = [
+            None,
+            Some(entry(0, false)),
+            Some(entry(0, true)),
+            Some(entry(ids[3].index, false)),
+            Some(entry(ids[5].index, false)),
+            Some(entry(7, true)),
+            Some(entry(1_000, false)),
+        ];
+        let mut lookups = 0;
+        for i in (0..8).chain([100, 200]) {
+            for k in [key(i), key(i).reversed().unwrap()] {
+                let plain = t.find(&k);
+                for hint in hints {
+                    assert_eq!(t.find_hinted(&k, t.hash(&k), hint), plain, "{k:?} {hint:?}");
+                    lookups += 1;
+                }
+            }
+        }
+        assert_eq!(lookups, 10 * 2 * hints.len());
+        assert!(t.find(&key(3)).is_none() && t.find(&key(100)).is_some());
     }
 }

@@ -150,9 +150,14 @@ pub struct Tracker {
     rng: u64,
 }
 
-/// A connection key's hash in one tracker's index ([`Tracker::key_hash`]).
+/// A connection key's hash in one tracker's index ([`Tracker::key_hash`]),
+/// and, once its connection was asked for ([`Tracker::prefetch_conn`]),
+/// the entry its index bucket most likely holds for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KeyHash(crate::index::Hash);
+pub struct KeyHash {
+    hash: crate::index::Hash,
+    hint: Option<Entry>,
+}
 
 /// Slots are addressed by `u32`; one value stays free as a list end marker.
 const MAX_CAPACITY: u32 = u32::MAX - 1;
@@ -221,31 +226,38 @@ impl Tracker {
     /// the batch's prefetch ([`Tracker::prefetch_hashed`]) and the lookup
     /// ([`Tracker::process_hashed`]), which otherwise hash the key twice.
     pub fn key_hash(&self, key: &ConnKey) -> KeyHash {
-        KeyHash(self.table.hash(key))
+        KeyHash {
+            hash: self.table.hash(key),
+            hint: None,
+        }
     }
 
     /// Asks for the index bucket of a key hashed by [`Tracker::key_hash`]
     /// (a hint, as [`Tracker::prefetch`]).
     pub fn prefetch_hashed(&self, hash: KeyHash) {
-        self.table.prefetch_hash(hash.0);
+        self.table.prefetch_hash(hash.hash);
     }
 
     /// Asks for the lines of the connection a key hashed by
-    /// [`Tracker::key_hash`] most likely has (the slots its index bucket
-    /// points at with the key's tag). Reads that bucket: call it a while
-    /// after [`Tracker::prefetch_hashed`] for the same hash, when the
-    /// bucket has arrived, and a while before the packet's turn — the
-    /// second stage of a software pipeline over the batch. A hint: nothing
-    /// changes.
-    pub fn prefetch_conn(&self, hash: KeyHash) {
-        self.table.prefetch_slots(hash.0);
+    /// [`Tracker::key_hash`] most likely has (the slot its index bucket
+    /// points at with the key's tag), and keeps that entry in `hash` for
+    /// the lookup to try first. Reads the bucket: call it a while after
+    /// [`Tracker::prefetch_hashed`] for the same hash, when the bucket has
+    /// arrived, and a while before the packet's turn — the second stage of
+    /// a software pipeline over a batch. Changes nothing in the tracker.
+    pub fn prefetch_conn(&self, hash: &mut KeyHash) {
+        hash.hint = self.table.prefetch_slot(hash.hash);
     }
 
     /// [`Tracker::process`] with the packet key's hash already at hand;
     /// `hash` must be [`Tracker::key_hash`] of `pkt.key` (of this tracker:
     /// the hash is keyed per table).
     pub fn process_hashed(&mut self, pkt: &PacketSummary, hash: KeyHash, now_ms: u64) -> Verdict {
-        debug_assert_eq!(hash, self.key_hash(&pkt.key), "a hash of another key");
+        debug_assert_eq!(
+            hash.hash,
+            self.key_hash(&pkt.key).hash,
+            "a hash of another key"
+        );
         let verdict = match pkt.l4 {
             L4::Icmp { ty, inner, .. } => match icmp_kind(pkt.key.family, ty) {
                 IcmpKind::Error => self.related(pkt, inner, now_ms),
@@ -309,7 +321,7 @@ impl Tracker {
     }
 
     fn lookup_live_hashed(&mut self, key: &ConnKey, hash: KeyHash, now_ms: u64) -> Option<Entry> {
-        let entry = self.table.find_hashed(key, hash.0)?;
+        let entry = self.table.find_hinted(key, hash.hash, hash.hint)?;
         if self.table.deadline(entry.index) <= now_ms {
             self.remove(entry.index);
             self.counters.expired += 1;

@@ -172,16 +172,16 @@ impl ConnTable {
     /// at the start of the staging, have arrived by its end. (Each later
     /// packet's lines are asked for when the packet that many slots before
     /// it is tracked.)
-    pub fn staged_all(&self) {
+    pub fn staged_all(&mut self) {
         for slot in 0..CONN_PREFETCH_AHEAD {
             self.prefetch_conn_of(slot);
         }
     }
 
-    fn prefetch_conn_of(&self, slot: usize) {
+    fn prefetch_conn_of(&mut self, slot: usize) {
         if slot < BATCH
             && self.staged & (1 << slot) != 0
-            && let Some(h) = self.staging[slot].hash
+            && let Some(h) = &mut self.staging[slot].hash
         {
             self.tracker.prefetch_conn(h);
         }
