@@ -625,6 +625,17 @@ fn summary_rows(a: &CompareCtArgs, records: &[CtRecord]) -> Vec<Vec<String>> {
 
 const RATIO_HEAD: [&str; 4] = ["flows", "ratio", "value", "target"];
 
+/// Issue 42's line for what tracking may cost nfvswitch: its stateful rate
+/// at least 0.7 of its stateless one at 10k connections (or fewer), 0.5
+/// at 1M (or more); none set in between.
+fn stateful_share_target(flows: u32) -> &'static str {
+    match flows {
+        0..=10_000 => ">= 0.70",
+        1_000_000.. => ">= 0.50",
+        _ => "",
+    }
+}
+
 /// nfvswitch / OVS per rule set (Mpps, and setup rate for the stateful
 /// rules), and stateful / stateless per switch.
 fn ratio_rows(a: &CompareCtArgs, records: &[CtRecord]) -> Vec<Vec<String>> {
@@ -674,7 +685,12 @@ fn ratio_rows(a: &CompareCtArgs, records: &[CtRecord]) -> Vec<Vec<String>> {
                         m(sc, Rules::Stateful, flows, &mpps),
                         m(sc, Rules::Stateless, flows, &mpps),
                     ),
-                    String::new(),
+                    if sc == nfv {
+                        stateful_share_target(flows)
+                    } else {
+                        ""
+                    }
+                    .into(),
                 ]);
             }
         }
@@ -728,6 +744,19 @@ mod tests {
 
     /// The rules the issue names, and nfvswitch's config takes them with
     /// a connection table sized for the flows.
+    #[test]
+    fn stateful_share_targets_follow_the_issue() {
+        for (flows, want) in [
+            (1_000, ">= 0.70"),
+            (10_000, ">= 0.70"),
+            (100_000, ""),
+            (1_000_000, ">= 0.50"),
+            (2_000_000, ">= 0.50"),
+        ] {
+            assert_eq!(stateful_share_target(flows), want, "{flows}");
+        }
+    }
+
     #[test]
     fn rules_and_config() {
         let f = Rules::Stateful.flows();
