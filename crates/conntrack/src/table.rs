@@ -109,7 +109,7 @@ impl Table {
 
     /// Asks for the index bucket a lookup of `key` reads first (a hint).
     pub(crate) fn prefetch_bucket(&self, key: &ConnKey) {
-        self.index.prefetch(self.index.hash(key));
+        self.prefetch_hash(self.hash(key));
     }
 
     /// Asks for the three packet-path lines of the slot `hash`'s home

@@ -352,10 +352,7 @@ impl Forwarding {
                             &f,
                             self.ct_wide,
                         );
-                        if let Err(pkt) = queued {
-                            rx.drop(DropReason::RecircLimit, 1);
-                            pool.free(pkt);
-                        }
+                        Recirculation::drop_refused(queued, rx, pool);
                     }
                     _ => self
                         .interpreter(in_port, rx, pool, OriginOf::Rule(rule), keys.map(|k| &k[i]))

@@ -249,10 +249,7 @@ impl Interpreter<'_> {
         let queued =
             self.recirc
                 .queue_tracked(pkt, looked_up, self.in_port, ct, t, &f, self.ct_wide);
-        if let Err(pkt) = queued {
-            self.rx.drop(DropReason::RecircLimit, 1);
-            self.pool.free(pkt);
-        }
+        Recirculation::drop_refused(queued, self.rx, self.pool);
     }
 
     /// Hands a copy of `pkt` to `send`, which says whether something took

@@ -6,7 +6,8 @@ use crate::decision::KeyArray;
 use nfv_flow::action::CtAction;
 use nfv_flow::table::CtWide;
 use nfv_flow::{FlowKey, PortNo};
-use nfv_mem::{Batch, Packet};
+use nfv_mem::{Batch, Packet, PoolCache};
+use nfv_ports::{DropReason, QueueCounters};
 
 /// Packets `ct(table=N)` sends back through the pipeline, with the keys
 /// they go back with (their headers as they are now, their ct fields and
@@ -77,5 +78,14 @@ impl Recirculation {
                 });
             key.set_ct(f.state, f.zone, f.mark, label, orig);
         })
+    }
+
+    /// What becomes of a packet the queue gave back (a batch's worth was
+    /// waiting): a `recirc_limit` drop on the in port's counters.
+    pub fn drop_refused(queued: Result<(), Packet>, rx: &QueueCounters, pool: &mut PoolCache) {
+        if let Err(pkt) = queued {
+            rx.drop(DropReason::RecircLimit, 1);
+            pool.free(pkt);
+        }
     }
 }
