@@ -14,7 +14,8 @@
 //!
 //!     cargo run --release -p nfv-virtio --example virtq_bench
 //!
-//! `VIRTQ_BENCH_LEN=64` runs only that frame size (for profiling).
+//! `VIRTQ_BENCH_LEN=64` runs only that frame size, `VIRTQ_BENCH_ONLY=<row
+//! name>` only that row (for profiling).
 //! `VIRTQ_BENCH_THREADS=1` also runs the loopback with the VNF and the
 //! switch on two threads (cache lines really move between cores; needs two
 //! otherwise idle cores to mean anything) and prints Mpps.
@@ -186,6 +187,15 @@ const CONFIGS: &[(&str, u64, bool, bool, bool)] = &[
         false,
     ),
     ("V1+MRG+EVIDX+call", V1 | MRG | EVIDX, true, false, false),
+    // What testpmd's virtio-user (split ring) and nfvswitch agree on in
+    // `nfv-bench compare`: in order, call fds set, one-copy on.
+    (
+        "V1+MRG+INORDER+call",
+        V1 | MRG | IN_ORDER,
+        true,
+        true,
+        false,
+    ),
     ("V1+MRG+EVIDX+log", V1 | MRG | EVIDX, false, false, true),
     // Packed rings (what `compare --packed` negotiates).
     ("PACKED+MRG", V1 | MRG | PACKED, false, false, false),
@@ -276,8 +286,12 @@ fn setups(logs: &mut Vec<std::fs::File>) -> Vec<Setup> {
     // contains it (to compare instruction counts with an older build that
     // lacks a row).
     let skip = std::env::var("VIRTQ_BENCH_SKIP").ok();
+    // VIRTQ_BENCH_ONLY=<name>: that configuration alone (for profiling).
+    let only_name = std::env::var("VIRTQ_BENCH_ONLY").ok();
     for &(name, features, call, one_copy, log) in CONFIGS {
-        if skip.as_deref().is_some_and(|s| name.contains(s)) {
+        if skip.as_deref().is_some_and(|s| name.contains(s))
+            || only_name.as_deref().is_some_and(|o| o != name)
+        {
             continue;
         }
         for len in [0usize, 64, 1518] {

@@ -150,6 +150,40 @@ impl DeviceQueue {
         let Ok(meta) = self.rx_offload(pkt) else {
             return Rx::Dropped;
         };
+        // The common case first: the next chain's first buffer takes the
+        // header and the whole frame. Nothing else (the general walk's
+        // state, the rollback marks) is built for it.
+        if *cur != end
+            && let Some(&head) = heads.get(cur.wrapping_sub(first) as usize)
+            && head < self.ring.size
+        {
+            let mut chain = Chain::new(self.ring.desc, self.ring.size, head, *steps);
+            if let Some(total) = self.rx_into_first_buffer(&mut chain, pkt, meta) {
+                *cur = cur.wrapping_add(1);
+                *steps = chain.steps();
+                // total <= 12 + 65535: fits u32.
+                self.push_used(head, total as u32);
+                return Rx::Delivered;
+            }
+        }
+        self.rx_packet_walk(pkt, meta, cur, end, first, heads, steps)
+    }
+
+    /// [`Self::rx_packet`] when the first buffer does not take the whole
+    /// packet (or the head was not read ahead): walks every buffer of as
+    /// many chains as the packet needs, and reports bad ones.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn rx_packet_walk(
+        &mut self,
+        pkt: &Packet,
+        meta: Option<[u8; OFFLOAD_HDR_LEN]>,
+        cur: &mut u16,
+        end: u16,
+        first: u16,
+        heads: &[u16],
+        steps: &mut u32,
+    ) -> Rx {
         let mut fill = Fill::new(pkt, self.hdr_len, meta);
         let mark_avail = *cur;
         let mark_used = self.used_cursor();
@@ -171,14 +205,6 @@ impl DeviceQueue {
                 return self.rx_fail(mark_avail, *cur, mark_used);
             }
             let mut chain = Chain::new(self.ring.desc, self.ring.size, head, *steps);
-            if nbufs == 0
-                && let Some(total) = self.rx_into_first_buffer(&mut chain, pkt, meta)
-            {
-                *steps = chain.steps();
-                // total <= 12 + 65535: fits u32.
-                self.push_used(head, total as u32);
-                return Rx::Delivered;
-            }
             let mut written = 0usize;
             while !fill.complete() {
                 let seg = match chain.next(&self.mem, &mut self.hint) {
