@@ -328,6 +328,17 @@ impl Packet {
         Ok(())
     }
 
+    /// [`Packet::set_len`] for a length the caller has already checked
+    /// against [`Packet::max_len`] (a packet being filled: no tail yet).
+    ///
+    /// # Safety
+    /// `len + ` the tail's length `<= max_len()`: `data()` relies on it.
+    #[inline(always)]
+    pub unsafe fn set_len_unchecked(&mut self, len: usize) {
+        debug_assert!(len + self.tail_len as usize <= self.max_len());
+        self.len = len as u16;
+    }
+
     /// Grows the data at the front by `n` bytes (pushing a header) and
     /// returns the new front. `None` if the headroom is too small.
     #[inline]

@@ -7,8 +7,9 @@
 //! available) and leave the packet and the rest of the batch to the caller.
 
 use super::DeviceQueue;
-use super::chain::{Chain, ChainError, RX_BURST_DESC_BUDGET, Walk, chain_cost};
+use super::chain::{Chain, ChainError, RX_BURST_DESC_BUDGET, Seg, Walk, chain_cost};
 use super::tx::PREFETCH_AHEAD;
+use crate::layout::{VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT};
 use crate::ring::prefetch;
 use nfv_mem::{BATCH, Batch, OFFLOAD_HDR_LEN, Packet, PoolCache};
 
@@ -157,10 +158,28 @@ impl DeviceQueue {
             && let Some(&head) = heads.get(cur.wrapping_sub(first) as usize)
             && head < self.ring.size
         {
-            let mut chain = Chain::new(self.ring.desc, self.ring.size, head, *steps);
-            if let Some(total) = self.rx_into_first_buffer(&mut chain, pkt, meta) {
+            // SAFETY: `head < size` indexes the queue's descriptor table,
+            // validated and aligned at setup; one volatile copy, and only
+            // the copy is used.
+            let d = unsafe { self.ring.desc_ptr(head).read_volatile() };
+            // One writable descriptor (what Linux and DPDK post with
+            // MRG_RXBUF) is read here without the walker; any other chain
+            // goes through it (a probe: nothing written unless it fits).
+            let total = if d.flags & (VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_INDIRECT) == 0 {
+                match Seg::of(&self.mem, d.addr, d.len, d.flags, &mut self.hint) {
+                    Ok(seg) => self
+                        .rx_into_buffer(&seg, pkt, meta)
+                        .map(|t| (t, *steps + 1)),
+                    Err(_) => None,
+                }
+            } else {
+                let mut chain = Chain::new(self.ring.desc, self.ring.size, head, *steps);
+                self.rx_into_first_buffer(&mut chain, pkt, meta)
+                    .map(|t| (t, chain.steps()))
+            };
+            if let Some((total, walked)) = total {
                 *cur = cur.wrapping_add(1);
-                *steps = chain.steps();
+                *steps = walked;
                 // total <= 12 + 65535: fits u32.
                 self.push_used(head, total as u32);
                 return Rx::Delivered;
@@ -260,12 +279,27 @@ impl DeviceQueue {
         pkt: &Packet,
         meta: Option<[u8; OFFLOAD_HDR_LEN]>,
     ) -> Option<usize> {
+        let mut probe = *chain;
+        let seg = probe.next(&self.mem, &mut self.hint).ok()??;
+        let total = self.rx_into_buffer(&seg, pkt, meta)?;
+        *chain = probe;
+        Some(total)
+    }
+
+    /// Writes header and frame of `pkt` into `seg` when it is writable
+    /// and takes them all; returns the bytes written, or `None` (nothing
+    /// written).
+    #[inline(always)]
+    fn rx_into_buffer(
+        &mut self,
+        seg: &Seg,
+        pkt: &Packet,
+        meta: Option<[u8; OFFLOAD_HDR_LEN]>,
+    ) -> Option<usize> {
         let hdr_len = self.hdr_len;
         let (tail, tail_len) = pkt.tail();
         let data_len = pkt.len();
         let total = hdr_len + data_len + tail_len;
-        let mut probe = *chain;
-        let seg = probe.next(&self.mem, &mut self.hint).ok()??;
         if !seg.write || (seg.len as usize) < total {
             return None;
         }
@@ -288,7 +322,6 @@ impl DeviceQueue {
             }
         }
         self.logged(p, total);
-        *chain = probe;
         Some(total)
     }
 

@@ -23,8 +23,10 @@
 //! burst instead of four (`bench/shared-lines split+inorder`).
 
 use super::DeviceQueue;
-use super::chain::{BURST_DESC_BUDGET, Chain, ChainError, Walk, chain_cost};
-use crate::layout::VIRTIO_F_IN_ORDER;
+use super::chain::{BURST_DESC_BUDGET, Chain, ChainError, Seg, Walk, chain_cost};
+use crate::layout::{
+    VIRTIO_F_IN_ORDER, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE,
+};
 use crate::ring::prefetch;
 pub use nfv_mem::SPLIT_HEAD;
 use nfv_mem::{BATCH, Batch, Packet, PoolCache};
@@ -124,9 +126,15 @@ impl DeviceQueue {
             // store forward (~19 % of this function's samples at 64 B).
             batch.push(fresh);
             let pkt = batch.last_mut().expect("pushed above");
-            let mut chain = Chain::new(self.ring.desc, self.ring.size, head, 0);
-            let mut r = self.read_tx_chain(&mut chain, pkt);
-            spent += chain_cost(chain.steps());
+            let (mut r, steps) = match self.read_direct(head, pkt) {
+                Some(r) => (r, 1),
+                None => {
+                    let mut chain = Chain::new(self.ring.desc, self.ring.size, head, 0);
+                    let r = self.read_tx_chain(&mut chain, pkt);
+                    (r, chain.steps())
+                }
+            };
+            spent += chain_cost(steps);
             if self.tx_hdr_asks() {
                 let again = Chain::new(self.ring.desc, self.ring.size, head, 0);
                 r = self.offloaded(r, again, pkt, pool, &mut spent);
@@ -190,6 +198,34 @@ impl DeviceQueue {
     /// burst still read them (see [`DeviceQueue::complete_held`]).
     pub fn holds_chains(&self) -> bool {
         self.held
+    }
+
+    /// The chain at `head` when it is one readable descriptor (no NEXT, no
+    /// INDIRECT): what DPDK's and Linux's transmit paths post for a frame
+    /// with its header in front. Read as [`Self::read_tx_chain`] would
+    /// read it (one descriptor visited), without the walker's state;
+    /// `None` (nothing read into `pkt`) for every other chain, which the
+    /// walker then reads and checks from its own copy of the descriptor.
+    #[inline(always)]
+    fn read_direct(&mut self, head: u16, pkt: &mut Packet) -> Option<Result<Tx, ChainError>> {
+        // SAFETY: `head < size` (the caller checked it) indexes the queue's
+        // descriptor table, validated and aligned at setup; one volatile
+        // copy, and only the copy is used.
+        let d = unsafe { self.ring.desc_ptr(head).read_volatile() };
+        if d.flags & (VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_INDIRECT | VIRTQ_DESC_F_WRITE) != 0 {
+            return None;
+        }
+        let head_max = if self.one_copy {
+            SPLIT_HEAD
+        } else {
+            usize::MAX
+        };
+        Some(
+            match Seg::of(&self.mem, d.addr, d.len, d.flags, &mut self.hint) {
+                Ok(seg) => self.read_one_buffer(&seg, pkt, head_max),
+                Err(e) => Err(e),
+            },
+        )
     }
 
     /// Copies the frame of `chain` (after the virtio-net header, which may
@@ -316,6 +352,9 @@ impl DeviceQueue {
         if self.host_offloads.csum {
             self.keep_tx_hdr(seg.ptr, self.hdr_len, 0);
         }
+        // A packet being filled: no tail yet, so `frame <= room` is all
+        // `set_len` would check.
+        debug_assert!(!pkt.is_split());
         let room = pkt.room_mut();
         if frame > room.len() {
             return Ok(Tx::Oversize);
@@ -330,8 +369,8 @@ impl DeviceQueue {
             // room.len()`, checked). `copy` tolerates overlap, should the
             // pool ever live in guest memory.
             unsafe { std::ptr::copy(src, dst, head) };
-            // Cannot fail: head <= frame <= room.len().
-            let _ = pkt.set_len(head);
+            // SAFETY: head <= frame <= room.len() == max_len, no tail.
+            unsafe { pkt.set_len_unchecked(head) };
             // SAFETY: the tail lies in a buffer of a chain this queue holds
             // until `complete_held`, in guest memory it keeps mapped at
             // least that long; readers copy it with `ptr::copy`; head +
@@ -341,8 +380,8 @@ impl DeviceQueue {
         }
         // SAFETY: as above, for the whole `frame`.
         unsafe { std::ptr::copy(src, dst, frame) };
-        // Cannot fail: frame <= room.len().
-        let _ = pkt.set_len(frame);
+        // SAFETY: frame <= room.len() == max_len, no tail.
+        unsafe { pkt.set_len_unchecked(frame) };
         Ok(Tx::Frame)
     }
 }
