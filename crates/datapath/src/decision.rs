@@ -11,6 +11,7 @@
 //! Thread safety: one `Decision` per PMD thread (the EMC is not shared);
 //! the flow table it reads is an immutable, shared snapshot.
 
+use crate::fabric::BatchShape;
 use crate::stats::PmdCounters;
 use arrayvec::ArrayVec;
 use nfv_flow::emc::{EmcLookup, ExactMatchCache};
@@ -113,6 +114,10 @@ pub struct Verdicts {
     hits: ArrayVec<RuleHits, BATCH>,
     /// Per packet: an index into `hits`, or [`RUNT`] / [`NO_MATCH`].
     of: [u8; BATCH],
+    /// The batch's packets summed up, when the decision read each of them
+    /// anyway (a port-wide rule without runts): spares the fabric reading
+    /// them again for a whole-batch move.
+    shape: Option<BatchShape>,
 }
 
 impl Verdicts {
@@ -147,6 +152,12 @@ impl Verdicts {
             [only] if only.packets == n as u64 => only.rule.single_output,
             _ => None,
         }
+    }
+
+    /// The batch summed up, if the decision did it (see [`BatchShape`]).
+    #[inline(always)]
+    pub fn shape(&self) -> Option<&BatchShape> {
+        self.shape.as_ref()
     }
 }
 
@@ -286,6 +297,7 @@ impl Decision {
             verdicts: Verdicts {
                 hits: ArrayVec::new(),
                 of: [RUNT; BATCH],
+                shape: None,
             },
         }
     }
@@ -340,6 +352,7 @@ impl Decision {
             return (&self.verdicts, rx_bytes);
         }
         self.keyed = true;
+        self.verdicts.shape = None;
         let rx_bytes = self.extract_keys(in_port, batch);
         self.look_up(batch, c, true);
         (&self.verdicts, rx_bytes)
@@ -376,6 +389,7 @@ impl Decision {
             }
         }
         self.repeats = repeats;
+        self.verdicts.shape = None;
         self.look_up(batch, c, false);
         &self.verdicts
     }
@@ -400,21 +414,34 @@ impl Decision {
     ) -> Option<u64> {
         let rule = self.table.port_wide.rule_for(in_port)?;
         let v = &mut self.verdicts;
-        let (mut rx_bytes, mut bytes, mut packets) = (0u64, 0u64, 0u64);
-        for i in 0..batch.len() {
-            let p = &mut batch[i];
+        let n = batch.len();
+        let mut shape = BatchShape::default();
+        let mut shortest = usize::MAX;
+        for p in batch.iter_mut() {
             p.set_in_port(in_port);
-            let len = p.frame_len() as u64;
-            rx_bytes += len;
-            // A split packet's head alone is longer than this.
-            if p.len() < MIN_FRAME {
-                v.of[i] = RUNT;
-                continue;
-            }
-            v.of[i] = 0;
-            packets += 1;
-            bytes += len;
+            shape.add(p);
+            shortest = shortest.min(p.len());
         }
+        let rx_bytes = shape.bytes;
+        // A split packet's head alone is longer than MIN_FRAME.
+        let (bytes, packets) = if shortest >= MIN_FRAME {
+            v.of[..n].fill(0);
+            v.shape = Some(shape);
+            (rx_bytes, n as u64)
+        } else {
+            v.shape = None;
+            let (mut bytes, mut packets) = (0u64, 0u64);
+            for (i, p) in batch.iter().enumerate() {
+                if p.len() < MIN_FRAME {
+                    v.of[i] = RUNT;
+                    continue;
+                }
+                v.of[i] = 0;
+                packets += 1;
+                bytes += p.frame_len() as u64;
+            }
+            (bytes, packets)
+        };
         if packets > 0 {
             v.hits.push(RuleHits {
                 rule: rule.clone(),

@@ -316,7 +316,7 @@ impl Forwarding {
         // chain's hop) goes to the fabric in one move.
         if let Some(out) = verdicts.sole_output(batch.len())
             && out != in_port
-            && self.fabric.output_batch(out, batch)
+            && self.fabric.output_batch(out, batch, verdicts.shape())
         {
             return;
         }

@@ -22,6 +22,33 @@ use nfv_ports::QueueSnapshot;
 use nfv_ports::{DropReason, PortStats, QueueCounters, TxQueue};
 use std::sync::Arc;
 
+/// What [`Fabric::output_batch`] needs to know of a batch's packets,
+/// gathered by whoever already read each of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchShape {
+    /// The frames' bytes ([`Packet::frame_len`]) together.
+    pub bytes: u64,
+    /// The longest frame.
+    pub longest: usize,
+    /// Some packet carries offload metadata.
+    pub offload: bool,
+    /// Some packet is split or borrowed (its bytes partly or wholly in
+    /// the sender's buffer).
+    pub split: bool,
+}
+
+impl BatchShape {
+    /// Adds one packet.
+    #[inline(always)]
+    pub fn add(&mut self, p: &Packet) {
+        let len = p.frame_len();
+        self.bytes += len as u64;
+        self.longest = self.longest.max(len);
+        self.offload |= p.has_offload();
+        self.split |= p.is_split() || p.is_borrowed();
+    }
+}
+
 const NO_SLOT: u16 = u16::MAX;
 
 /// The deepest byte the decision and the actions read or edit: Ethernet,
@@ -200,8 +227,17 @@ impl Fabric {
     /// (offload metadata, a split packet the queue cannot take, a frame
     /// too big) and nothing is pending for the port yet. `false`: nothing
     /// was done; use [`Fabric::output`] per packet.
+    ///
+    /// `shape`, when the caller already read every packet of the batch
+    /// (a port-wide rule's decision does), stands for the per-packet
+    /// checks.
     #[inline(always)]
-    pub fn output_batch(&mut self, out: PortNo, batch: &mut Batch) -> bool {
+    pub fn output_batch(
+        &mut self,
+        out: PortNo,
+        batch: &mut Batch,
+        shape: Option<&BatchShape>,
+    ) -> bool {
         let idx = self.slot_of.get(out as usize).copied().unwrap_or(NO_SLOT);
         if idx == NO_SLOT {
             return false;
@@ -210,15 +246,26 @@ impl Fabric {
         if !slot.pending.is_empty() {
             return false;
         }
-        let mut bytes = 0u64;
-        for p in batch.iter() {
-            let len = p.frame_len();
-            let split = p.is_split() || p.is_borrowed();
-            if p.has_offload() || (split && !slot.takes_split) || len > slot.max_frame {
-                return false;
+        let bytes = match shape {
+            Some(s) => {
+                if s.offload || (s.split && !slot.takes_split) || s.longest > slot.max_frame {
+                    return false;
+                }
+                s.bytes
             }
-            bytes += len as u64;
-        }
+            None => {
+                let mut bytes = 0u64;
+                for p in batch.iter() {
+                    let len = p.frame_len();
+                    let split = p.is_split() || p.is_borrowed();
+                    if p.has_offload() || (split && !slot.takes_split) || len > slot.max_frame {
+                        return false;
+                    }
+                    bytes += len as u64;
+                }
+                bytes
+            }
+        };
         std::mem::swap(&mut slot.pending, batch);
         slot.pending_bytes = bytes;
         self.dirty.push(idx);

@@ -1,6 +1,7 @@
 //! [`Fabric::output_batch`]: a whole batch moves in one go only when no
 //! packet of it needs its own treatment; otherwise nothing is done and the
-//! batch is left for the per-packet path.
+//! batch is left for the per-packet path. The same answer whether the
+//! fabric reads the packets itself or is handed their [`BatchShape`].
 
 use super::*;
 use nfv_mem::{HugepageMode, MemoryConfig, PacketPool};
@@ -80,7 +81,10 @@ fn a_batch_moves_whole_only_when_every_packet_is_plain() {
     )
     .unwrap();
     let mut cache = pool.cache();
-    for &(name, lens, offloaded, pending, port, want) in cases {
+    for (&(name, lens, offloaded, pending, port, want), shaped) in
+        cases.iter().flat_map(|c| [(c, false), (c, true)])
+    {
+        let name = &format!("{name} ({})", if shaped { "shape given" } else { "read" });
         let stats = Arc::new(PortStats::new(1, 1));
         let mut fabric = Fabric::default();
         fabric.add_tx(
@@ -109,7 +113,12 @@ fn a_batch_moves_whole_only_when_every_packet_is_plain() {
             }
             batch.push(p);
         }
-        let moved = fabric.output_batch(port, &mut batch);
+        let shape = shaped.then(|| {
+            let mut s = BatchShape::default();
+            batch.iter().for_each(|p| s.add(p));
+            s
+        });
+        let moved = fabric.output_batch(port, &mut batch, shape.as_ref());
         assert_eq!(moved, want, "{name}");
         let sent_before = if pending { 1 } else { 0 };
         if moved {
