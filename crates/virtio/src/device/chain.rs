@@ -132,7 +132,12 @@ pub const LONG_CHAIN_WEIGHT: u32 = 16;
 /// and, beyond it, the queue's debt.
 #[inline(always)]
 pub fn chain_cost(steps: u32) -> u32 {
-    steps + steps.saturating_sub(LONG_CHAIN_DESCS) * LONG_CHAIN_WEIGHT
+    // A compare on the normal path (no chain is long), not the arithmetic.
+    if steps <= LONG_CHAIN_DESCS {
+        steps
+    } else {
+        steps + (steps - LONG_CHAIN_DESCS) * LONG_CHAIN_WEIGHT
+    }
 }
 
 /// A walk over one chain's buffers, split (`Chain`) or packed

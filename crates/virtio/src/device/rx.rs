@@ -78,8 +78,10 @@ impl DeviceQueue {
             }
             // Beyond the warmed chains (merged packets), keep prefetching
             // a little ahead.
-            let ahead = end.wrapping_sub(cur);
-            if ahead > PREFETCH_AHEAD as u16 && cur.wrapping_sub(self.last_avail) >= warm as u16 {
+            // (`first` is `last_avail`, which moves only after the loop.)
+            if cur.wrapping_sub(first) >= warm as u16
+                && end.wrapping_sub(cur) > PREFETCH_AHEAD as u16
+            {
                 let h = self
                     .ring
                     .avail_entry(cur.wrapping_add(PREFETCH_AHEAD as u16));

@@ -126,15 +126,18 @@ impl DeviceQueue {
             // store forward (~19 % of this function's samples at 64 B).
             batch.push(fresh);
             let pkt = batch.last_mut().expect("pushed above");
-            let (mut r, steps) = match self.read_direct(head, pkt) {
-                Some(r) => (r, 1),
+            let mut r = match self.read_direct(head, pkt) {
+                Some(r) => {
+                    spent += chain_cost(1);
+                    r
+                }
                 None => {
                     let mut chain = Chain::new(self.ring.desc, self.ring.size, head, 0);
                     let r = self.read_tx_chain(&mut chain, pkt);
-                    (r, chain.steps())
+                    spent += chain_cost(chain.steps());
+                    r
                 }
             };
-            spent += chain_cost(steps);
             if self.tx_hdr_asks() {
                 let again = Chain::new(self.ring.desc, self.ring.size, head, 0);
                 r = self.offloaded(r, again, pkt, pool, &mut spent);
