@@ -11,7 +11,6 @@
 //! Thread safety: one `Decision` per PMD thread (the EMC is not shared);
 //! the flow table it reads is an immutable, shared snapshot.
 
-use crate::fabric::BatchShape;
 use crate::stats::PmdCounters;
 use arrayvec::ArrayVec;
 use nfv_flow::emc::{EmcLookup, ExactMatchCache};
@@ -21,7 +20,7 @@ use nfv_flow::pipeline;
 use nfv_flow::table::FlowTable;
 use nfv_flow::{FlowKey, PortNo, Rule};
 use nfv_mem::hint::prefetch;
-use nfv_mem::{BATCH, Batch};
+use nfv_mem::{BATCH, Batch, BatchShape};
 use std::sync::Arc;
 
 /// A batch's flow keys, on the heap so that two owners can swap them.
@@ -416,15 +415,13 @@ impl Decision {
         let v = &mut self.verdicts;
         let n = batch.len();
         let mut shape = BatchShape::default();
-        let mut shortest = usize::MAX;
         for p in batch.iter_mut() {
             p.set_in_port(in_port);
             shape.add(p);
-            shortest = shortest.min(p.len());
         }
-        let rx_bytes = shape.bytes;
+        let rx_bytes = shape.bytes();
         // A split packet's head alone is longer than MIN_FRAME.
-        let (bytes, packets) = if shortest >= MIN_FRAME {
+        let (bytes, packets) = if shape.shortest_head() >= MIN_FRAME {
             v.of[..n].fill(0);
             v.shape = Some(shape);
             (rx_bytes, n as u64)

@@ -15,39 +15,12 @@
 //! packets past the burst.
 
 use nfv_flow::PortNo;
-use nfv_mem::{Batch, Packet, PoolCache};
+use nfv_mem::{Batch, BatchShape, Packet, PoolCache};
 use nfv_offload::{OffloadMeta, TxPlan};
 #[cfg(test)]
 use nfv_ports::QueueSnapshot;
 use nfv_ports::{DropReason, PortStats, QueueCounters, TxQueue};
 use std::sync::Arc;
-
-/// What [`Fabric::output_batch`] needs to know of a batch's packets,
-/// gathered by whoever already read each of them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BatchShape {
-    /// The frames' bytes ([`Packet::frame_len`]) together.
-    pub bytes: u64,
-    /// The longest frame.
-    pub longest: usize,
-    /// Some packet carries offload metadata.
-    pub offload: bool,
-    /// Some packet is split or borrowed (its bytes partly or wholly in
-    /// the sender's buffer).
-    pub split: bool,
-}
-
-impl BatchShape {
-    /// Adds one packet.
-    #[inline(always)]
-    pub fn add(&mut self, p: &Packet) {
-        let len = p.frame_len();
-        self.bytes += len as u64;
-        self.longest = self.longest.max(len);
-        self.offload |= p.has_offload();
-        self.split |= p.is_split() || p.is_borrowed();
-    }
-}
 
 const NO_SLOT: u16 = u16::MAX;
 
@@ -248,10 +221,10 @@ impl Fabric {
         }
         let bytes = match shape {
             Some(s) => {
-                if s.offload || (s.split && !slot.takes_split) || s.longest > slot.max_frame {
+                if s.offload() || (s.split() && !slot.takes_split) || s.longest() > slot.max_frame {
                     return false;
                 }
-                s.bytes
+                s.bytes()
             }
             None => {
                 let mut bytes = 0u64;

@@ -23,7 +23,9 @@ pub mod spin;
 pub mod stats;
 
 pub use mapping::{Commit, Mapping, Pages, Populate};
-pub use packet::{BATCH, Batch, HEADROOM, OFFLOAD_HDR_LEN, OFFLOAD_META_LEN, Packet, SPLIT_HEAD};
+pub use packet::{
+    BATCH, Batch, BatchShape, HEADROOM, OFFLOAD_HDR_LEN, OFFLOAD_META_LEN, Packet, SPLIT_HEAD,
+};
 pub use pool::{MemoryConfig, PacketPool, PoolCache, PoolError};
 pub use region::{Backing, HugepageMode, Region, RegionError};
 pub use spin::{SpinGuard, SpinLock};

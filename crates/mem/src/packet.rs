@@ -409,3 +409,68 @@ impl std::fmt::Debug for Packet {
             .finish()
     }
 }
+
+/// What moving a batch whole needs to know of its packets, gathered by
+/// whoever reads each of them anyway: their bytes, the longest frame, the
+/// shortest head, and whether any carries offload metadata or has bytes in
+/// a sender's buffer (split or borrowed). The flags are kept as OR-ed
+/// bits, so adding a packet takes no branch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchShape {
+    bytes: u64,
+    longest: usize,
+    shortest_head: usize,
+    owners: OwnerId,
+    tails: u16,
+}
+
+impl Default for BatchShape {
+    fn default() -> BatchShape {
+        BatchShape {
+            bytes: 0,
+            longest: 0,
+            shortest_head: usize::MAX,
+            owners: 0,
+            tails: 0,
+        }
+    }
+}
+
+impl BatchShape {
+    /// Adds one packet.
+    #[inline(always)]
+    pub fn add(&mut self, p: &Packet) {
+        let len = p.frame_len();
+        self.bytes += len as u64;
+        self.longest = self.longest.max(len);
+        self.shortest_head = self.shortest_head.min(p.len as usize);
+        self.owners |= p.owner;
+        self.tails |= p.tail_len;
+    }
+    /// The frames' bytes ([`Packet::frame_len`]) together.
+    #[inline(always)]
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    /// The longest frame (0 for no packet).
+    #[inline(always)]
+    pub fn longest(&self) -> usize {
+        self.longest
+    }
+    /// The shortest head ([`Packet::len`]; `usize::MAX` for no packet).
+    #[inline(always)]
+    pub fn shortest_head(&self) -> usize {
+        self.shortest_head
+    }
+    /// Some packet carries offload metadata ([`Packet::has_offload`]).
+    #[inline(always)]
+    pub fn offload(&self) -> bool {
+        self.owners & OFFLOAD_META != 0
+    }
+    /// Some packet is split or borrowed ([`Packet::is_split`],
+    /// [`Packet::is_borrowed`]).
+    #[inline(always)]
+    pub fn split(&self) -> bool {
+        self.tails != 0 || self.owners & owner::BORROWED != 0
+    }
+}

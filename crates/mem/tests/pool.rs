@@ -175,3 +175,81 @@ fn offload_metadata_follows_the_data_through_pushes_copies_and_frees() {
     drop(c);
     assert_eq!(p.shared_free(), 64);
 }
+
+#[test]
+fn a_batch_shape_says_what_reading_each_packet_says() {
+    // (name, frame lengths, packet with offload metadata, packet split
+    // with a tail of this many bytes)
+    type Case = (
+        &'static str,
+        &'static [usize],
+        Option<usize>,
+        Option<(usize, u32)>,
+    );
+    let cases: &[Case] = &[
+        ("empty", &[], None, None),
+        ("plain", &[60, 1514, 64], None, None),
+        ("a runt", &[64, 10, 64], None, None),
+        ("offload metadata", &[64, 64, 64], Some(2), None),
+        ("a split packet", &[128, 64], None, Some((0, 1000))),
+        ("both", &[128, 64, 70], Some(1), Some((0, 300))),
+    ];
+    static TAIL: [u8; 1024] = [0; 1024];
+    let p = pool(64);
+    let mut c = p.cache();
+    for &(name, lens, offloaded, split) in cases {
+        let mut batch = Batch::new();
+        for (i, &len) in lens.iter().enumerate() {
+            let mut pkt = c.alloc().unwrap();
+            pkt.set_len(len).unwrap();
+            if offloaded == Some(i) {
+                let mut hdr = [0u8; nfv_mem::OFFLOAD_HDR_LEN];
+                hdr[0] = 1;
+                assert!(pkt.set_offload(hdr), "{name}");
+            }
+            if let Some((at, tail)) = split
+                && at == i
+            {
+                // SAFETY: a static buffer, readable for as long as the
+                // packet lives; head (>= SPLIT_HEAD) + tail fit the frame.
+                unsafe { pkt.set_tail(TAIL.as_ptr(), tail) };
+            }
+            batch.push(pkt);
+        }
+        let mut shape = nfv_mem::BatchShape::default();
+        batch.iter().for_each(|p| shape.add(p));
+        let frames = batch.iter().map(|p| p.frame_len());
+        assert_eq!(
+            shape.bytes(),
+            frames.clone().sum::<usize>() as u64,
+            "{name}"
+        );
+        assert_eq!(shape.longest(), frames.max().unwrap_or(0), "{name}");
+        assert_eq!(
+            shape.shortest_head(),
+            batch.iter().map(|p| p.len()).min().unwrap_or(usize::MAX),
+            "{name}"
+        );
+        assert_eq!(
+            shape.offload(),
+            batch.iter().any(|p| p.has_offload()),
+            "{name}"
+        );
+        assert_eq!(
+            shape.split(),
+            batch.iter().any(|p| p.is_split() || p.is_borrowed()),
+            "{name}"
+        );
+        assert_eq!(
+            shape.offload(),
+            offloaded.is_some(),
+            "{name}: the case has what it says"
+        );
+        assert_eq!(
+            shape.split(),
+            split.is_some(),
+            "{name}: the case has what it says"
+        );
+        c.free_batch(&mut batch);
+    }
+}
