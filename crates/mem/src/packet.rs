@@ -332,7 +332,8 @@ impl Packet {
     /// against [`Packet::max_len`] (a packet being filled: no tail yet).
     ///
     /// # Safety
-    /// `len + ` the tail's length `<= max_len()`: `data()` relies on it.
+    /// `len` plus the tail's length must not exceed [`Packet::max_len`]:
+    /// [`Packet::data`] relies on it.
     #[inline(always)]
     pub unsafe fn set_len_unchecked(&mut self, len: usize) {
         debug_assert!(len + self.tail_len as usize <= self.max_len());

@@ -340,7 +340,8 @@ impl DeviceQueue {
     /// [`Self::read_tx_chain`] for the common chain of one readable buffer
     /// holding the virtio-net header and the frame (DPDK's and Linux's
     /// transmit path when the header fits in front of the data): the same
-    /// checks and results, without the multi-buffer bookkeeping.
+    /// checks and results, without the multi-buffer bookkeeping. `pkt` is
+    /// being filled (fresh from the pool: no tail).
     #[inline(always)]
     fn read_one_buffer(
         &mut self,
