@@ -124,9 +124,7 @@ impl DeviceQueue {
         self.last_avail = cur;
         self.stats.packets += delivered as u64;
         self.stats.bytes += bytes;
-        for p in batch.drain(..done) {
-            pool.free(p);
-        }
+        pool.free_front(batch, done);
         self.owe(spent, RX_BURST_DESC_BUDGET);
         self.finish_burst();
         delivered
