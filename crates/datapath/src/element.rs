@@ -16,9 +16,10 @@ use crate::interpreter::{GroupTally, Interpreter};
 use crate::mac_learning::MacTable;
 use crate::recirculation::Recirculation;
 use crate::stats::PmdCounters;
+use nfv_flow::ct_dispatch::{CtDispatch, MAX_DISPATCH_RULES};
 use nfv_flow::meter::{MeterBudget, Meters};
 use nfv_flow::table::{FlowTable, Groups};
-use nfv_flow::{FlowKey, PortNo};
+use nfv_flow::{FlowKey, PortNo, Rule};
 use nfv_mem::{BATCH, Batch, Packet, PoolCache};
 use nfv_ports::{DropReason, PortStats, QueueCounters, TxQueue};
 use std::sync::Arc;
@@ -60,6 +61,41 @@ struct Forwarding {
     recirc: Recirculation,
     /// The wide ct fields some rule of the table in use matches.
     ct_wide: nfv_flow::table::CtWide,
+    /// The table in use's rules that answer packets back from `ct`
+    /// without a lookup, and the batch's counts for them.
+    ct_dispatch: Arc<CtDispatch>,
+    dispatched: RuleTally,
+}
+
+/// Packets and bytes of the rules [`CtDispatch`] answered in a batch,
+/// credited once at its end (as the decision credits its rules).
+#[derive(Default)]
+struct RuleTally {
+    entries: arrayvec::ArrayVec<(Arc<Rule>, u64, u64), MAX_DISPATCH_RULES>,
+    packets: u64,
+}
+
+impl RuleTally {
+    #[inline(always)]
+    fn add(&mut self, rule: &Arc<Rule>, bytes: usize, now: u64) {
+        self.packets += 1;
+        if let Some(e) = self.entries.iter_mut().find(|e| Arc::ptr_eq(&e.0, rule)) {
+            e.1 += 1;
+            e.2 += bytes as u64;
+        } else if self.entries.is_full() {
+            rule.credit(1, bytes as u64, now);
+        } else {
+            self.entries.push((Arc::clone(rule), 1, bytes as u64));
+        }
+    }
+
+    /// Credits the rules; the packets answered since the last flush.
+    fn flush(&mut self, now: u64) -> u64 {
+        for (rule, packets, bytes) in self.entries.drain(..) {
+            rule.credit(packets, bytes, now);
+        }
+        std::mem::take(&mut self.packets)
+    }
 }
 
 impl Element {
@@ -90,6 +126,8 @@ impl Element {
                     keys: Box::new([FlowKey::ZERO; BATCH]),
                 },
                 ct_wide: table.ct_wide,
+                ct_dispatch: table.ct_dispatch.clone(),
+                dispatched: RuleTally::default(),
             },
             decision: Decision::new(emc_entries, megaflow_entries, table),
             injected: Arc::default(),
@@ -173,6 +211,7 @@ impl Element {
         self.fwd.groups = table.groups.clone();
         self.fwd.meters = table.meters.clone();
         self.fwd.ct_wide = table.ct_wide;
+        self.fwd.ct_dispatch = table.ct_dispatch.clone();
         self.decision.set_table(table);
     }
 
@@ -220,6 +259,7 @@ impl Element {
         let (verdicts, keys) = self.decision.last();
         self.fwd.act(in_port, rx, verdicts, keys, batch, pool);
         self.decision.settle(self.fwd.now_tsc);
+        self.fwd.count_dispatched(c);
         if !self.fwd.recirc.batch.is_empty() {
             self.recirculate(in_port, rx, pool, c);
         }
@@ -248,6 +288,7 @@ impl Element {
             let (verdicts, keys) = self.decision.last();
             self.fwd.act(in_port, rx, verdicts, keys, &mut batch, pool);
             self.decision.settle(self.fwd.now_tsc);
+            self.fwd.count_dispatched(c);
         }
         let left = &mut self.fwd.recirc.batch;
         if !left.is_empty() {
@@ -326,6 +367,8 @@ impl Forwarding {
                 Some(keys) => self.stage_conns(verdicts, keys, batch),
                 None => false,
             };
+        // Held for the batch, so its rules can be run on `self`.
+        let dispatch = staged.then(|| Arc::clone(&self.ct_dispatch));
         for (i, mut pkt) in batch.drain(..).enumerate() {
             match verdicts.get(i) {
                 Verdict::Runt => {
@@ -343,6 +386,21 @@ impl Forwarding {
                     _ if staged && let Some((ct, t)) = ct_alone(&rule.spec.actions) => {
                         let f = self.conntrack.execute_staged(i, &mut pkt, ct, self.now_ms);
                         let looked_up = keys.map(|k| &k[i]).filter(|_| !f.translated);
+                        // Table t's rule from the ct verdict alone, when
+                        // one of its first rules takes the packet.
+                        if let Some(k) = looked_up
+                            && let Some(next) = dispatch.as_deref().and_then(|d| {
+                                d.prefix(t)?.find(
+                                    k.w[0],
+                                    ct.recirc_metadata,
+                                    FlowKey::ct_word(f.state, f.zone, f.mark),
+                                )
+                            })
+                        {
+                            self.dispatched.add(next, pkt.frame_len(), self.now_tsc);
+                            self.run_rule(next, in_port, rx, pool, pkt);
+                            continue;
+                        }
                         let queued = self.recirc.queue_tracked(
                             pkt,
                             looked_up,
@@ -362,6 +420,36 @@ impl Forwarding {
         }
         self.tally.flush();
         self.budget.settle();
+    }
+
+    /// Runs a rule [`CtDispatch`] chose, as the recirculated lookup's
+    /// answer would have run (a prefix rule runs no pipeline action, so
+    /// the interpreter needs no key).
+    #[inline(always)]
+    fn run_rule(
+        &mut self,
+        rule: &Rule,
+        in_port: PortNo,
+        rx: &QueueCounters,
+        pool: &mut PoolCache,
+        pkt: Packet,
+    ) {
+        match rule.single_output {
+            Some(out) if out != in_port => self.fabric.output(out, pkt, rx, pool),
+            _ => self
+                .interpreter(in_port, rx, pool, OriginOf::Rule(rule), None)
+                .run(&rule.spec.actions, pkt),
+        }
+    }
+
+    /// Credits the rules [`CtDispatch`] answered since the last call and
+    /// counts their packets: recirculations (table t decided them), of
+    /// which dispatched.
+    #[inline(always)]
+    fn count_dispatched(&mut self, c: &mut PmdCounters) {
+        let n = self.dispatched.flush(self.now_tsc);
+        c.ct_recirculations += n;
+        c.ct_dispatched += n;
     }
 }
 

@@ -188,6 +188,10 @@ pmd_figures! {
         /// table T with its ct fields set.
         ct_recirculations: Counter Packets, None,
             "Packets looked up again after ct(table=N) (recirculations).";
+        /// The first rules of a table whose matches only read what `ct`
+        /// decided answer its packets (`nfv_flow::ct_dispatch`).
+        ct_dispatched: Counter Packets, None,
+            "Recirculations decided by the table's first rules on the ct verdict alone, without a lookup.";
         ct_recirc_too_deep: Counter Packets, None,
             "Packets dropped for recirculating more times than the limit.";
     }

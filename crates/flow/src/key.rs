@@ -258,7 +258,7 @@ impl FlowKey {
     /// `ct_*` ones are left alone.
     #[inline]
     pub fn set_ct(&mut self, state: u8, zone: u16, mark: u32, label: u128, orig: Option<CtOrig>) {
-        self.w[6] = u64::from(state) | u64::from(zone) << 16 | u64::from(mark) << 32;
+        self.w[6] = FlowKey::ct_word(state, zone, mark);
         self.set_ct_label(label);
         let o = orig.unwrap_or_default();
         if o.ipv6 {
@@ -272,6 +272,13 @@ impl FlowKey {
         }
         self.w[18] = u64::from(o.tp_src) | u64::from(o.tp_dst) << 16 | u64::from(o.proto) << 32;
         self.sync_packet_ext();
+    }
+
+    /// Word 6 as [`FlowKey::set_ct`] writes it: `ct_state`, `ct_zone`
+    /// and `ct_mark`.
+    #[inline(always)]
+    pub const fn ct_word(state: u8, zone: u16, mark: u32) -> u64 {
+        state as u64 | (zone as u64) << 16 | (mark as u64) << 32
     }
 
     /// `ct_clear`: every `ct_*` field zeroed (an untracked packet), and

@@ -14,6 +14,7 @@
 pub mod action;
 pub mod classifier;
 pub mod ct;
+pub mod ct_dispatch;
 pub mod emc;
 pub mod extract;
 mod fields;

@@ -19,6 +19,7 @@
 
 use crate::action::Action;
 use crate::classifier::Classifier;
+use crate::ct_dispatch::CtDispatch;
 use crate::group::Group;
 use crate::meter::{Meter, Meters};
 use crate::parse::FlowFilter;
@@ -85,6 +86,9 @@ pub struct FlowTable {
     /// from `ct` carries only those (the others cannot decide anything),
     /// so that most keys stay within the base words.
     pub ct_wide: CtWide,
+    /// Where a packet back from `ct(table=T)` gets its rule in table T
+    /// without a lookup ([`crate::ct_dispatch`]).
+    pub ct_dispatch: Arc<CtDispatch>,
 }
 
 /// See [`FlowTable::ct_wide`].
@@ -235,6 +239,7 @@ impl SharedFlowTable {
             version,
             port_wide: PortWide::of(&classifier),
             ct_wide: CtWide::of(&classifier),
+            ct_dispatch: Arc::new(CtDispatch::of(&classifier)),
             classifier,
             groups,
             meters,
