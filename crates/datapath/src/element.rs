@@ -379,52 +379,44 @@ impl Forwarding {
                     rx.drop(DropReason::NoMatch, 1);
                     pool.free(pkt);
                 }
-                Verdict::Rule(rule) => match rule.single_output {
-                    Some(out) if out != in_port => self.fabric.output(out, pkt, rx, pool),
-                    // The tracked packet's turn without an interpreter:
-                    // what `ct(table=T)` alone does (see `Interpreter`).
-                    _ if staged && let Some((ct, t)) = ct_alone(&rule.spec.actions) => {
-                        let f = self.conntrack.execute_staged(i, &mut pkt, ct, self.now_ms);
-                        let looked_up = keys.map(|k| &k[i]).filter(|_| !f.translated);
-                        // Table t's rule from the ct verdict alone, when
-                        // one of its first rules takes the packet.
-                        if let Some(k) = looked_up
-                            && let Some(next) = dispatch.as_deref().and_then(|d| {
-                                d.prefix(t)?.find(
-                                    k.w[0],
-                                    ct.recirc_metadata,
-                                    FlowKey::ct_word(f.state, f.zone, f.mark),
-                                )
-                            })
-                        {
-                            self.dispatched.add(next, pkt.frame_len(), self.now_tsc);
-                            self.run_rule(next, in_port, rx, pool, pkt);
-                            continue;
-                        }
-                        let queued = self.recirc.queue_tracked(
-                            pkt,
-                            looked_up,
-                            in_port,
-                            ct,
-                            t,
-                            &f,
-                            self.ct_wide,
-                        );
-                        Recirculation::drop_refused(queued, rx, pool);
+                // The tracked packet's turn without an interpreter: what
+                // `ct(table=T)` alone does (see `Interpreter`).
+                Verdict::Rule(rule)
+                    if staged && let Some((ct, t)) = ct_alone(&rule.spec.actions) =>
+                {
+                    let f = self.conntrack.execute_staged(i, &mut pkt, ct, self.now_ms);
+                    let looked_up = keys.map(|k| &k[i]).filter(|_| !f.translated);
+                    // Table t's rule from the ct verdict alone, when one of
+                    // its first rules takes the packet.
+                    if let Some(k) = looked_up
+                        && let Some(next) = dispatch.as_deref().and_then(|d| {
+                            d.prefix(t)?.find(
+                                k.w[0],
+                                ct.recirc_metadata,
+                                FlowKey::ct_word(f.state, f.zone, f.mark),
+                            )
+                        })
+                    {
+                        self.dispatched.add(next, pkt.frame_len(), self.now_tsc);
+                        self.run_rule(next, in_port, rx, pool, None, pkt);
+                        continue;
                     }
-                    _ => self
-                        .interpreter(in_port, rx, pool, OriginOf::Rule(rule), keys.map(|k| &k[i]))
-                        .run(&rule.spec.actions, pkt),
-                },
+                    let queued =
+                        self.recirc
+                            .queue_tracked(pkt, looked_up, in_port, ct, t, &f, self.ct_wide);
+                    Recirculation::drop_refused(queued, rx, pool);
+                }
+                Verdict::Rule(rule) => {
+                    self.run_rule(rule, in_port, rx, pool, keys.map(|k| &k[i]), pkt);
+                }
             }
         }
         self.tally.flush();
         self.budget.settle();
     }
 
-    /// Runs a rule [`CtDispatch`] chose, as the recirculated lookup's
-    /// answer would have run (a prefix rule runs no pipeline action, so
-    /// the interpreter needs no key).
+    /// Runs `rule` on `pkt` (looked up with `key`, if it was): its one
+    /// output straight into the fabric, else the interpreter.
     #[inline(always)]
     fn run_rule(
         &mut self,
@@ -432,12 +424,13 @@ impl Forwarding {
         in_port: PortNo,
         rx: &QueueCounters,
         pool: &mut PoolCache,
+        key: Option<&FlowKey>,
         pkt: Packet,
     ) {
         match rule.single_output {
             Some(out) if out != in_port => self.fabric.output(out, pkt, rx, pool),
             _ => self
-                .interpreter(in_port, rx, pool, OriginOf::Rule(rule), None)
+                .interpreter(in_port, rx, pool, OriginOf::Rule(rule), key)
                 .run(&rule.spec.actions, pkt),
         }
     }
