@@ -385,10 +385,12 @@ impl Forwarding {
                     if staged && let Some((ct, t)) = ct_alone(&rule.spec.actions) =>
                 {
                     let f = self.conntrack.execute_staged(i, &mut pkt, ct, self.now_ms);
-                    let looked_up = keys.map(|k| &k[i]).filter(|_| !f.translated);
+                    let key = keys.map(|k| &k[i]);
                     // Table t's rule from the ct verdict alone, when one of
-                    // its first rules takes the packet.
-                    if let Some(k) = looked_up
+                    // its first rules takes the packet. A translation
+                    // changes no field they read (in_port and EtherType
+                    // stay), so a NAT'd packet is decided alike.
+                    if let Some(k) = key
                         && let Some(next) = dispatch.as_deref().and_then(|d| {
                             d.prefix(t)?.find(
                                 k.w[0],
@@ -401,6 +403,7 @@ impl Forwarding {
                         self.run_rule(next, in_port, rx, pool, None, pkt);
                         continue;
                     }
+                    let looked_up = key.filter(|_| !f.translated);
                     let queued =
                         self.recirc
                             .queue_tracked(pkt, looked_up, in_port, ct, t, &f, self.ct_wide);
