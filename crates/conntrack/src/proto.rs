@@ -71,6 +71,7 @@ impl ProtoState {
     }
 
     /// Runs a later packet of the connection through its state machine.
+    #[inline(always)]
     pub(crate) fn update(&mut self, l4: &L4, reply: bool) -> Update {
         match (self, l4) {
             (ProtoState::Tcp(conn), L4::Tcp(seg)) => match conn.update(seg, reply) {

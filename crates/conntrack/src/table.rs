@@ -1,6 +1,8 @@
 //! Storage: a slab of connections with a free list, and the index from
 //! either direction's key to a slot (see `index`), all reserved at
-//! construction and never resized.
+//! construction and never resized; the slab and the index on transparent
+//! huge pages where the kernel gives them, faulted in at construction
+//! (`nfv_mem::huge`).
 //!
 //! A slot is laid out for the packet path. An established packet reads the
 //! index bucket of its key and the first three lines of the slot: the
@@ -71,7 +73,9 @@ impl Table {
     pub(crate) fn with_capacity(capacity: u32) -> Self {
         let cap = capacity as usize;
         Table {
-            slots: Vec::with_capacity(cap),
+            // Reached at random by every tracked packet: on huge pages,
+            // faulted in now (see `nfv_mem::huge`).
+            slots: nfv_mem::huge::vec_on_huge_pages(cap).0,
             free: Vec::with_capacity(cap),
             index: Index::for_connections(capacity),
             zone_counts: vec![0; usize::from(u16::MAX) + 1],

@@ -12,8 +12,11 @@
 //!   works on.
 //! - [`hint`] and [`Mapping`]: the cache hints and the `mmap` wrapper that
 //!   all ring and memory code shares.
+//! - [`huge`]: large tables a PMD reaches at random (the connection
+//!   tracker's) on transparent huge pages, faulted in up front.
 
 pub mod hint;
+pub mod huge;
 pub mod mapping;
 pub mod owner;
 pub mod packet;
