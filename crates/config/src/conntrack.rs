@@ -19,8 +19,9 @@ use crate::error::Doc;
 use crate::raw::{self, S};
 
 /// Connections a PMD's table holds unless `capacity` says otherwise: the
-/// index for them (~20 bytes a connection) is laid out at start, the
-/// connections themselves take memory as they come.
+/// table (~290 bytes a connection, slab and index) is reserved and
+/// faulted in at start, unless it is over a quarter of the memory
+/// available then (`nfv_mem::huge`).
 pub const DEFAULT_CAPACITY: u32 = 262_144;
 /// The largest `capacity` accepted.
 pub const MAX_CAPACITY: i64 = 16 * 1024 * 1024;

@@ -93,12 +93,9 @@ impl Index {
     pub(crate) fn for_connections(capacity: u32) -> Self {
         let places = u64::from(capacity) * PER_CONN * PLACES_PER_ENTRY;
         let buckets = places.div_ceil(WAYS as u64).max(1) as usize;
-        // On huge pages like the slab (`nfv_mem::huge`); filled here, so
-        // every page is faulted in before the first lookup.
-        let mut all = nfv_mem::huge::vec_on_huge_pages(buckets).0;
-        all.resize(buckets, Bucket([0; WAYS]));
+        // On huge pages like the slab (`nfv_mem::huge`), filled now.
         Index {
-            buckets: all,
+            buckets: nfv_mem::huge::filled_on_huge_pages(buckets, Bucket([0; WAYS])).0,
             hasher: KeyHasher::random(),
             len: 0,
         }

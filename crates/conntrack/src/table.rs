@@ -2,7 +2,7 @@
 //! either direction's key to a slot (see `index`), all reserved at
 //! construction and never resized; the slab and the index on transparent
 //! huge pages where the kernel gives them, faulted in at construction
-//! (`nfv_mem::huge`).
+//! when the machine can spare the memory (`nfv_mem::huge`).
 //!
 //! A slot is laid out for the packet path. An established packet reads the
 //! index bucket of its key and the first three lines of the slot: the
@@ -74,7 +74,8 @@ impl Table {
         let cap = capacity as usize;
         Table {
             // Reached at random by every tracked packet: on huge pages,
-            // faulted in now (see `nfv_mem::huge`).
+            // faulted in now unless the machine cannot spare it (see
+            // `nfv_mem::huge`).
             slots: nfv_mem::huge::vec_on_huge_pages(cap).0,
             free: Vec::with_capacity(cap),
             index: Index::for_connections(capacity),
