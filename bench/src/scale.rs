@@ -60,6 +60,20 @@
 //! against the same combination without changes, times packets, over
 //! changes.
 //!
+//! PMDs (`--pmds K`, A/B'd like `--megaflows`): K PMD threads on the last
+//! K CPUs this process may use (from `--core` up when given), each polling
+//! a generator of its own (rx queues placed round-robin: generator i on
+//! PMD i), all sending to the one sink. The flows are split among the
+//! generators, each on source addresses of its own, so a trial carries
+//! `flows` flows (connections) in all whatever K, as RSS would spread one
+//! node's clients over its PMDs; every rule that names the first
+//! generator's port is repeated for the others. Each PMD's connection
+//! table is sized for all `flows` (per-PMD tables: an operator sizes
+//! `[conntrack] capacity` for the node's connections, not knowing the
+//! split). Figures are the PMDs' sums; the summary's "x 1 PMD" is the rate
+//! against the same combination on one PMD: the scaling figure, which
+//! needs a core for each PMD besides this process's other threads.
+//!
 //! Ratios are against the first combination given (by default 1 flow,
 //! 1 rule). A figure for the lead, not a test.
 
@@ -146,9 +160,13 @@ pub struct ScaleArgs {
     /// configuration's). One value: A/B it by running the command twice.
     #[arg(long)]
     emc_entries: Option<usize>,
+    /// PMD threads, each with a generator of its own (the flows split
+    /// among them); several values are A/B'd within each round.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pmds: Vec<usize>,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Trial {
     mpps: f64,
     cycles: f64,
@@ -169,6 +187,8 @@ struct Trial {
     /// on the control side (µs).
     changes_per_s: f64,
     change_us: f64,
+    /// Each PMD's busy share, "100/98 %".
+    busy: String,
 }
 
 /// The generator's IPv6 addresses (its defaults; examples/gen-sink.toml
@@ -273,6 +293,66 @@ fn rules_for(shape: Shape, family: Family, n: u32) -> Vec<String> {
     v
 }
 
+/// The port numbers of `--pmds k`'s generators: the configuration's
+/// generator (port 1), then 3, 4, … (port 2 is the sink).
+fn generator_ports(k: usize) -> Vec<u16> {
+    std::iter::once(1)
+        .chain((3..).take(k.saturating_sub(1)))
+        .collect()
+}
+
+/// `rules` with every rule that names the first generator's port
+/// (`in_port=1,`) repeated for each other generator, in order.
+fn for_generators(rules: Vec<String>, generators: &[u16]) -> Vec<String> {
+    let mut out = Vec::with_capacity(rules.len() * generators.len());
+    for r in rules {
+        let others: Vec<String> = if r.contains("in_port=1,") {
+            generators[1..]
+                .iter()
+                .map(|g| r.replace("in_port=1,", &format!("in_port={g},")))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        out.push(r);
+        out.extend(others);
+    }
+    out
+}
+
+/// The PMDs' CPUs: `k` of those this process may use, from `core` up
+/// when given, else the last `k`.
+fn pmd_cores(allowed: &[usize], core: Option<usize>, k: usize) -> Result<Vec<usize>, String> {
+    let pick: Vec<usize> = match core {
+        Some(c) => allowed
+            .iter()
+            .copied()
+            .filter(|&x| x >= c)
+            .take(k)
+            .collect(),
+        None => allowed[allowed.len().saturating_sub(k)..].to_vec(),
+    };
+    if k == 0 || pick.len() < k || core.is_some_and(|c| pick.first() != Some(&c)) {
+        return Err(format!(
+            "--pmds {k}{}: this process may run on CPUs {allowed:?}",
+            core.map(|c| format!(" from --core {c}"))
+                .unwrap_or_default()
+        ));
+    }
+    Ok(pick)
+}
+
+/// Generator `i` of `k` sharing `flows`: its flow count and how far its
+/// source addresses are moved from the first generator's (each generator
+/// covers at most `ceil(flows / k) / 1024` addresses, rounded up, so the
+/// generators' flows are disjoint).
+fn generator_share(flows: u32, k: usize, i: usize) -> (u32, u32) {
+    let k32 = k as u32;
+    let mine = flows / k32 + u32::from((i as u32) < flows % k32);
+    let most = flows.div_ceil(k32);
+    (mine, i as u32 * most.div_ceil(1024))
+}
+
 fn nfv_prefix(len: u32) -> u32 {
     u32::MAX.checked_shl(32 - len).unwrap_or(0)
 }
@@ -315,9 +395,11 @@ fn trial(c: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
     cfg.name = format!("bench-scale-{}", std::process::id());
     cfg.control_socket = None;
     cfg.api = None;
-    if let Some(c) = a.core {
-        cfg.pmd.cores = vec![c];
+    if c.pmds > 1 || a.core.is_some() {
+        let allowed = nfv_config::CpuSet::of_this_process();
+        cfg.pmd.cores = pmd_cores(allowed.ids(), a.core, c.pmds)?;
     }
+    cfg.pmd.rxq_assign = nfv_sched::Algorithm::RoundRobin;
     cfg.pmd.pmu = false;
     cfg.pmd.megaflow_entries = megaflows;
     if let Some(n) = a.emc_entries {
@@ -328,9 +410,28 @@ fn trial(c: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
     // laid out for its capacity, so a table sized far above its load
     // spreads the connections over more cache lines than they need.
     cfg.conntrack.capacity = (flows + flows / 4).max(1024);
+    let generators = generator_ports(c.pmds);
+    let first = cfg
+        .ports
+        .iter()
+        .find(|p| p.id == generators[0])
+        .cloned()
+        .ok_or("examples/gen-sink.toml: no port 1")?;
+    for (i, &id) in generators.iter().enumerate().skip(1) {
+        cfg.ports.push(nfv_ports::config::PortConfig {
+            name: format!("gen{i}"),
+            id,
+            ..first.clone()
+        });
+    }
+    let mut i = 0;
     for p in &mut cfg.ports {
         if let nfv_ports::PortKind::Generator(g) = &mut p.kind {
-            g.flows = flows;
+            let (share, moved) = generator_share(flows, c.pmds, i);
+            i += 1;
+            g.flows = share;
+            g.src_ip = std::net::Ipv4Addr::from(u32::from(g.src_ip) + moved);
+            g.src_ip6 = std::net::Ipv6Addr::from(u128::from(g.src_ip6) + u128::from(moved));
             g.flow_order = match c.order {
                 Order::RoundRobin => nfv_ports::config::FlowOrder::RoundRobin,
                 Order::Scattered => nfv_ports::config::FlowOrder::Scattered,
@@ -349,17 +450,30 @@ fn trial(c: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
     let stop = std::sync::atomic::AtomicBool::new(false);
     let (before, after, elapsed, (changed, mut took)) = std::thread::scope(|sc| {
         let churner = (changes > 0).then(|| sc.spawn(|| churn(&node, changes, &stop)));
-        let before = node.datapath().pmd_views()[0].clone();
+        let before = node.datapath().pmd_views();
         let t0 = Instant::now();
         std::thread::sleep(Duration::from_secs_f64(a.seconds));
-        let after = node.datapath().pmd_views()[0].clone();
+        let after = node.datapath().pmd_views();
         let elapsed = t0.elapsed().as_secs_f64();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let churned = churner.map_or((0, Vec::new()), |h| h.join().unwrap_or_default());
         (before, after, elapsed, churned)
     });
     node.shutdown();
-    let d = after.stats.since(&before.stats);
+    let each: Vec<nfv_datapath::stats::PmdSnapshot> = after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a.stats.since(&b.stats))
+        .collect();
+    let d = each
+        .iter()
+        .fold(nfv_datapath::stats::PmdSnapshot::default(), |t, s| {
+            t.plus(s)
+        });
+    let busy: Vec<String> = each
+        .iter()
+        .map(|s| format!("{:.0}", s.busy_percent()))
+        .collect();
     let looked =
         (d.emc_hits + d.megaflow_hits + d.port_wide_hits + d.classifier_hits + d.table_misses)
             .max(1) as f64;
@@ -379,6 +493,7 @@ fn trial(c: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
             took.sort_by(|x, y| x.total_cmp(y));
             took.get(took.len() / 2).copied().unwrap_or(f64::NAN)
         },
+        busy: format!("{} %", busy.join("/")),
     })
 }
 
@@ -389,15 +504,23 @@ fn trial(c: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
 /// The setup rate is printed on the way (`process_bench` measures the
 /// tracker's alone).
 fn warm_connections(node: &Node, flows: u32) -> Result<(), String> {
-    let committed = || node.datapath().pmd_views()[0].stats.ct_committed;
+    let all = || {
+        node.datapath()
+            .pmd_views()
+            .iter()
+            .fold(nfv_datapath::stats::PmdSnapshot::default(), |t, v| {
+                t.plus(&v.stats)
+            })
+    };
+    let committed = || all().ct_committed;
     let (t0, first) = (Instant::now(), committed());
     let limit = Duration::from_secs(60);
     loop {
-        let n = node.datapath().pmd_views()[0].stats.ct_connections;
+        let n = all().ct_connections;
         if n >= u64::from(flows) {
             let secs = t0.elapsed().as_secs_f64();
             println!(
-                "    warm-up: {n} connections tracked after {secs:.1} s ({:.2} M commits/s while the PMD also forwarded)",
+                "    warm-up: {n} connections tracked after {secs:.1} s ({:.2} M commits/s while the PMDs also forwarded)",
                 (committed() - first) as f64 / secs.max(1e-3) / 1e6
             );
             return Ok(());
@@ -428,6 +551,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// megaflow entries, changes per second.
 struct Combo {
     shape: Shape,
+    /// PMD threads, a generator each.
+    pmds: usize,
     family: Family,
     rules: u32,
     flows: u32,
@@ -451,9 +576,10 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
         for (i, c) in combos.iter().enumerate() {
             let t = trial(c, &a)?;
             println!(
-                "  round {} {:?} {:?} rules {:>5} flows {:>7} {:?} megaflows {:>6} changes/s {:>5} ({:>5.0} made, {:>6.1} us each): {:>6.2} Mpps {:>6.1} cyc/pkt {:>6.1} switch  emc {:>5.1} % (probed {:>5.1} %) mf {:>5.1} % (runs {:>5.1} %) cls {:>5.1} % miss {:>4.1} %",
+                "  round {} {:?} pmds {} {:?} rules {:>5} flows {:>7} {:?} megaflows {:>6} changes/s {:>5} ({:>5.0} made, {:>6.1} us each): {:>6.2} Mpps {:>6.1} cyc/pkt {:>6.1} switch  emc {:>5.1} % (probed {:>5.1} %) mf {:>5.1} % (runs {:>5.1} %) cls {:>5.1} % miss {:>4.1} %  busy {}",
                 round + 1,
                 c.shape,
+                c.pmds,
                 c.family,
                 c.rules,
                 c.flows,
@@ -470,7 +596,8 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
                 t.megaflow,
                 t.runs,
                 t.classifier,
-                t.miss
+                t.miss,
+                t.busy
             );
             results[i].push(t);
         }
@@ -479,9 +606,14 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The rules `rules_for` writes, parsed.
-fn specs_for(shape: Shape, family: Family, n: u32) -> Result<Vec<nfv_flow::FlowSpec>, String> {
-    rules_for(shape, family, n)
+/// The rules `rules_for` writes for `pmds` generators, parsed.
+fn specs_for(
+    shape: Shape,
+    family: Family,
+    n: u32,
+    pmds: usize,
+) -> Result<Vec<nfv_flow::FlowSpec>, String> {
+    for_generators(rules_for(shape, family, n), &generator_ports(pmds))
         .iter()
         .map(|t| nfv_flow::parse_flow(t).map_err(|e| format!("{t}: {e}")))
         .collect()
@@ -494,7 +626,6 @@ fn combos(a: &ScaleArgs) -> Result<Vec<Combo>, String> {
     for &family in &a.family {
         for &shape in &a.shape {
             for &r in &a.rules {
-                let specs = specs_for(shape, family, r.max(1))?;
                 for &f in &a.flows {
                     if !(1..=1_000_000).contains(&f) {
                         return Err(format!("--flows {f}: 1..=1000000"));
@@ -506,16 +637,24 @@ fn combos(a: &ScaleArgs) -> Result<Vec<Combo>, String> {
                             .flat_map(move |&c| orders.clone().map(move |(m, o)| (m, c, o)))
                     });
                     for (m, c, order) in rest {
-                        combos.push(Combo {
-                            shape,
-                            family,
-                            rules: r.max(1),
-                            flows: f,
-                            megaflows: m,
-                            changes: c,
-                            order,
-                            specs: specs.clone(),
-                        });
+                        for &pmds in &a.pmds {
+                            if pmds == 0 || pmds > f as usize {
+                                return Err(format!(
+                                    "--pmds {pmds}: at least 1, and at most --flows ({f})"
+                                ));
+                            }
+                            combos.push(Combo {
+                                shape,
+                                pmds,
+                                family,
+                                rules: r.max(1),
+                                flows: f,
+                                megaflows: m,
+                                changes: c,
+                                order,
+                                specs: specs_for(shape, family, r.max(1), pmds)?,
+                            });
+                        }
                     }
                 }
             }
@@ -529,7 +668,7 @@ fn combos(a: &ScaleArgs) -> Result<Vec<Combo>, String> {
 /// and, with changes, the PMD cycles each change cost.
 fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
     println!(
-        "\nshape    family rules   flows order       megaflows changes/s     Mpps  cyc/pkt  switch cyc/pkt  EMC %  megaflow % (runs %)  classifier %  x Mpps of first  x 1 table (pipeline) / x stateless (conntrack)  PMD cycles per change"
+        "\nshape    PMDs family rules   flows order       megaflows changes/s     Mpps  cyc/pkt  switch cyc/pkt  EMC %  megaflow % (runs %)  classifier %  x Mpps of first  x 1 table (pipeline) / x stateless (conntrack)  PMD cycles per change  x 1 PMD"
     );
     let mut first = None;
     let medians: Vec<(f64, f64)> = results
@@ -549,25 +688,62 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
         let calm = combos.iter().position(|c2| {
             (
                 c2.shape,
+                c2.pmds,
                 c2.family,
                 c2.rules,
                 c2.flows,
                 c2.megaflows,
                 c2.order,
-            ) == (c.shape, c.family, c.rules, c.flows, c.megaflows, c.order)
-                && c2.changes == 0
+            ) == (
+                c.shape,
+                c.pmds,
+                c.family,
+                c.rules,
+                c.flows,
+                c.megaflows,
+                c.order,
+            ) && c2.changes == 0
+        });
+        // The same combination on one PMD (the scaling figure).
+        let one_pmd = combos.iter().position(|c2| {
+            (
+                c2.shape,
+                c2.family,
+                c2.rules,
+                c2.flows,
+                c2.megaflows,
+                c2.changes,
+                c2.order,
+            ) == (
+                c.shape,
+                c.family,
+                c.rules,
+                c.flows,
+                c.megaflows,
+                c.changes,
+                c.order,
+            ) && c2.pmds == 1
         });
         // A pipeline against its decision in one table, if that was run.
         let one_table = combos.iter().position(|c2| {
             c2.shape == Shape::Exact
                 && (
+                    c2.pmds,
                     c2.family,
                     c2.rules,
                     c2.flows,
                     c2.megaflows,
                     c2.changes,
                     c2.order,
-                ) == (c.family, c.rules, c.flows, c.megaflows, c.changes, c.order)
+                ) == (
+                    c.pmds,
+                    c.family,
+                    c.rules,
+                    c.flows,
+                    c.megaflows,
+                    c.changes,
+                    c.order,
+                )
         });
         let vs_one_table = match one_table {
             Some(j) if matches!(c.shape, Shape::Pipeline | Shape::Conntrack) => {
@@ -586,9 +762,17 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
             }
             _ => "-".into(),
         };
+        let vs_one_pmd = match one_pmd {
+            Some(j) if c.pmds > 1 => format!(
+                "{:.2}",
+                mpps / median(results[j].iter().map(|t| t.mpps).collect())
+            ),
+            _ => "-".into(),
+        };
         println!(
-            "{:<8} {:<6} {:>5} {:>7} {:<11} {:>9} {:>9}  {:>7.2} {:>8.1} {:>15.1} {:>6.1} {:>10.1} {:>9.1}  {:>13.1}  {:>15.2}  {:>9}  {:>21}",
+            "{:<8} {:>4} {:<6} {:>5} {:>7} {:<11} {:>9} {:>9}  {:>7.2} {:>8.1} {:>15.1} {:>6.1} {:>10.1} {:>9.1}  {:>13.1}  {:>15.2}  {:>9}  {:>21}  {:>7}",
             format!("{:?}", c.shape).to_lowercase(),
+            c.pmds,
             format!("{:?}", c.family).to_lowercase(),
             c.rules,
             c.flows,
@@ -604,7 +788,8 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
             m(|t| t.classifier),
             mpps / base,
             vs_one_table,
-            per_change
+            per_change,
+            vs_one_pmd
         );
     }
 }
@@ -652,8 +837,8 @@ mod tests {
     fn five_tuple_rules_match_the_generators_flows() {
         let n = 3000;
         for family in [Family::Ipv4, Family::Ipv6] {
-            let exact = classifier(specs_for(Shape::Exact, family, n).unwrap());
-            let pipeline = classifier(specs_for(Shape::Pipeline, family, n).unwrap());
+            let exact = classifier(specs_for(Shape::Exact, family, n, 1).unwrap());
+            let pipeline = classifier(specs_for(Shape::Pipeline, family, n, 1).unwrap());
             for f in [0, 1, 1023, 1024, 2047, 2998, 2999, 3000, 99_999] {
                 let k = nfv_flow::extract(1, &frame(family, f));
                 let want = if f < n - 1 { 100 } else { 1 };
@@ -692,7 +877,7 @@ mod tests {
                 Shape::Conntrack,
             ] {
                 for n in [1, 2, 1000] {
-                    let specs = specs_for(shape, family, n).unwrap();
+                    let specs = specs_for(shape, family, n, 1).unwrap();
                     let want = match shape {
                         Shape::Pipeline => n + 2,
                         Shape::Conntrack => 4,
@@ -708,6 +893,68 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// `--pmds k`: the generators' flows are `flows` in all and disjoint
+    /// (no 5-tuple twice), every generator port has the rules the first
+    /// one has (its traffic decided alike), and the PMDs' CPUs are taken
+    /// from those this process may use.
+    #[test]
+    fn several_generators_split_the_flows_and_share_the_rules() {
+        for (flows, k) in [(1, 1), (3000, 2), (3001, 3), (10_000, 4), (2048, 2)] {
+            let mut seen = std::collections::HashSet::new();
+            let mut total = 0;
+            for i in 0..k {
+                let (share, moved) = generator_share(flows, k, i);
+                total += share;
+                let g = GeneratorConfig {
+                    flows: share,
+                    src_ip: std::net::Ipv4Addr::from(0x0a00_0001 + moved),
+                    ..Default::default()
+                };
+                let t = template(&g);
+                for f in 0..share {
+                    let mut d = t.clone();
+                    stamp_flow(&mut d, &t, &g, f);
+                    let key = nfv_flow::extract(1, &d);
+                    assert!(
+                        seen.insert(key),
+                        "flows {flows} k {k}: generator {i} flow {f} twice"
+                    );
+                }
+            }
+            assert_eq!(total, flows, "flows {flows} k {k}");
+        }
+        let ports = generator_ports(3);
+        assert_eq!(ports, vec![1, 3, 4]);
+        for family in [Family::Ipv4, Family::Ipv6] {
+            let one = specs_for(Shape::Exact, family, 2, 1).unwrap();
+            let three = classifier(specs_for(Shape::Exact, family, 2, 3).unwrap());
+            assert_eq!(three.len(), 3 * one.len(), "{family:?}");
+            for &p in &ports {
+                let k = nfv_flow::extract(p, &frame(family, 5000));
+                let r = three.lookup(&k).expect("a rule for every generator");
+                assert_eq!(
+                    r.spec.actions,
+                    vec![Action::Output(2)],
+                    "{family:?} port {p}"
+                );
+            }
+            let ct = specs_for(Shape::Conntrack, family, 2, 3).unwrap();
+            assert_eq!(ct.len(), 4 + 2, "{family:?}: table 0's rule per generator");
+        }
+        let allowed = [0, 1, 2, 3];
+        for (core, k, want) in [
+            (None, 1, Some(vec![3])),
+            (None, 2, Some(vec![2, 3])),
+            (Some(1), 2, Some(vec![1, 2])),
+            (Some(3), 2, None),
+            (None, 5, None),
+            (Some(5), 1, None),
+            (None, 0, None),
+        ] {
+            assert_eq!(pmd_cores(&allowed, core, k).ok(), want, "{core:?} {k}");
         }
     }
 }

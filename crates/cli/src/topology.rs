@@ -597,12 +597,7 @@ impl Testbed {
         let per_pmd = w.pmds();
         let total = per_pmd
             .iter()
-            .fold(PmdSnapshot::default(), |mut t, (_, d)| {
-                t.rx_packets += d.rx_packets;
-                t.busy_cycles += d.busy_cycles;
-                t.idle_cycles += d.idle_cycles;
-                t
-            });
+            .fold(PmdSnapshot::default(), |t, (_, d)| t.plus(d));
         Measurement {
             seconds: secs,
             mpps: mean(&w.samples_mpps),

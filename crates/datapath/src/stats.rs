@@ -141,6 +141,15 @@ macro_rules! pmd_figures {
                     $( $hname: pmd_figures!(@since $hkind, self.$hname, earlier.$hname), )*
                 }
             }
+
+            /// Figure-wise `self + other`: several PMDs' figures as one
+            /// (gauges too: the node's connections are the PMDs' sum).
+            pub fn plus(&self, other: &PmdSnapshot) -> PmdSnapshot {
+                PmdSnapshot {
+                    $( $lname: self.$lname.wrapping_add(other.$lname), )*
+                    $( $hname: self.$hname.wrapping_add(other.$hname), )*
+                }
+            }
         }
     };
     (@since Counter, $now:expr, $then:expr) => { $now.wrapping_sub($then) };
