@@ -391,14 +391,17 @@ fn churn(node: &Node, rate: u32, stop: &std::sync::atomic::AtomicBool) -> (u64, 
 fn trial(c: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
     let (flows, megaflows, changes) = (c.flows, c.megaflows, c.changes);
     let path = crate::host::checkout().join("examples/gen-sink.toml");
-    let mut cfg: NodeConfig = nfv_config::load(&path).map_err(|e| e.to_string())?;
+    // The file's `cores` are replaced below by CPUs of this process's
+    // mask: read it as if every CPU were allowed (`load` refuses CPU 1
+    // under `taskset -c 3,9`).
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut cfg: NodeConfig =
+        nfv_config::parse_str(&text, &path, 4096usize).map_err(|e| e.to_string())?;
     cfg.name = format!("bench-scale-{}", std::process::id());
     cfg.control_socket = None;
     cfg.api = None;
-    if c.pmds > 1 || a.core.is_some() {
-        let allowed = nfv_config::CpuSet::of_this_process();
-        cfg.pmd.cores = pmd_cores(allowed.ids(), a.core, c.pmds)?;
-    }
+    let allowed = nfv_config::CpuSet::of_this_process();
+    cfg.pmd.cores = pmd_cores(allowed.ids(), a.core, c.pmds)?;
     cfg.pmd.rxq_assign = nfv_sched::Algorithm::RoundRobin;
     cfg.pmd.pmu = false;
     cfg.pmd.megaflow_entries = megaflows;
