@@ -107,6 +107,21 @@ impl Element {
         table: Arc<FlowTable>,
         mac: Arc<MacTable>,
     ) -> Element {
+        let conntrack = ConnTable::new(nfv_conntrack::Config::default())
+            .expect("the default connection table settings are valid");
+        Element::with_conn_table(emc_entries, megaflow_entries, table, mac, conntrack)
+    }
+
+    /// [`Element::new`] with this connection table: a PMD builds its
+    /// configured one here, so no default table is built (and its memory
+    /// faulted in, ~18 MB) only to be replaced.
+    pub fn with_conn_table(
+        emc_entries: usize,
+        megaflow_entries: usize,
+        table: Arc<FlowTable>,
+        mac: Arc<MacTable>,
+        conntrack: ConnTable,
+    ) -> Element {
         Element {
             fwd: Forwarding {
                 groups: table.groups.clone(),
@@ -118,8 +133,7 @@ impl Element {
                 now_secs: 0,
                 now_tsc: nfv_tsc::now(),
                 controller: None,
-                conntrack: ConnTable::new(nfv_conntrack::Config::default())
-                    .expect("the default connection table settings are valid"),
+                conntrack,
                 now_ms: 0,
                 recirc: Recirculation {
                     batch: Batch::new(),
@@ -132,16 +146,6 @@ impl Element {
             decision: Decision::new(emc_entries, megaflow_entries, table),
             injected: Arc::default(),
         }
-    }
-
-    /// Replaces the connection table with an empty one of these settings
-    /// (at PMD start, before any packet).
-    pub fn set_conntrack(
-        &mut self,
-        config: nfv_conntrack::Config,
-    ) -> Result<(), nfv_conntrack::ConfigError> {
-        self.fwd.conntrack = ConnTable::new(config)?;
-        Ok(())
     }
 
     /// The connection table (dumps, flushes, expiry and counters go

@@ -4,6 +4,7 @@
 //! lock; the control plane talks to it only through typed commands
 //! ([`PmdCommand`]) that it picks up between iterations.
 
+use crate::ct::ConnTable;
 use crate::element::Element;
 use crate::mac_learning::MacTable;
 use crate::stats::{PmdCounters, PmdStats};
@@ -197,17 +198,20 @@ struct Running {
 impl Running {
     fn new(cfg: PmdThread) -> Running {
         let started = Instant::now();
-        let mut element = Element::new(
+        let conntrack = ConnTable::new(cfg.conntrack).unwrap_or_else(|e| {
+            // Checked before the thread started; the default instead.
+            tracing::error!("pmd {}: connection table settings: {e}", cfg.index);
+            ConnTable::new(nfv_conntrack::Config::default())
+                .expect("the default connection table settings are valid")
+        });
+        let mut element = Element::with_conn_table(
             cfg.emc_entries,
             cfg.megaflow_entries,
             cfg.table.snapshot(),
             cfg.mac.clone(),
+            conntrack,
         );
         element.set_controller(cfg.controller.clone());
-        if let Err(e) = element.set_conntrack(cfg.conntrack) {
-            // Checked before the thread started; kept as the default.
-            tracing::error!("pmd {}: connection table settings: {e}", cfg.index);
-        }
         Running {
             pool: cfg.pool.cache(),
             element,
