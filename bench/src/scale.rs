@@ -565,6 +565,35 @@ struct Combo {
     specs: Vec<nfv_flow::FlowSpec>,
 }
 
+/// A combination's settings (its rules follow from them): what the
+/// summary compares to find a combination's counterparts.
+#[derive(Clone, Copy, PartialEq)]
+struct Settings {
+    shape: Shape,
+    pmds: usize,
+    family: Family,
+    rules: u32,
+    flows: u32,
+    megaflows: usize,
+    changes: u32,
+    order: Order,
+}
+
+impl Combo {
+    fn settings(&self) -> Settings {
+        Settings {
+            shape: self.shape,
+            pmds: self.pmds,
+            family: self.family,
+            rules: self.rules,
+            flows: self.flows,
+            megaflows: self.megaflows,
+            changes: self.changes,
+            order: self.order,
+        }
+    }
+}
+
 pub fn scale(a: ScaleArgs) -> Result<(), String> {
     let combos = combos(&a)?;
     println!(
@@ -687,74 +716,30 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
         let m = |g: fn(&Trial) -> f64| median(ts.iter().map(g).collect());
         let mpps = m(|t| t.mpps);
         let base = *first.get_or_insert(mpps);
-        // Against the same combination without changes, if it was run.
-        let calm = combos.iter().position(|c2| {
-            (
-                c2.shape,
-                c2.pmds,
-                c2.family,
-                c2.rules,
-                c2.flows,
-                c2.megaflows,
-                c2.order,
-            ) == (
-                c.shape,
-                c.pmds,
-                c.family,
-                c.rules,
-                c.flows,
-                c.megaflows,
-                c.order,
-            ) && c2.changes == 0
+        // The combination run with one setting changed, if it was run:
+        // without changes, on one PMD, in one table (`exact`, for a
+        // pipeline's or the tracker's ratio).
+        let run_with = |changed: Settings| combos.iter().position(|c2| c2.settings() == changed);
+        let calm = run_with(Settings {
+            changes: 0,
+            ..c.settings()
         });
-        // The same combination on one PMD (the scaling figure).
-        let one_pmd = combos.iter().position(|c2| {
-            (
-                c2.shape,
-                c2.family,
-                c2.rules,
-                c2.flows,
-                c2.megaflows,
-                c2.changes,
-                c2.order,
-            ) == (
-                c.shape,
-                c.family,
-                c.rules,
-                c.flows,
-                c.megaflows,
-                c.changes,
-                c.order,
-            ) && c2.pmds == 1
+        let one_pmd = run_with(Settings {
+            pmds: 1,
+            ..c.settings()
         });
-        // A pipeline against its decision in one table, if that was run.
-        let one_table = combos.iter().position(|c2| {
-            c2.shape == Shape::Exact
-                && (
-                    c2.pmds,
-                    c2.family,
-                    c2.rules,
-                    c2.flows,
-                    c2.megaflows,
-                    c2.changes,
-                    c2.order,
-                ) == (
-                    c.pmds,
-                    c.family,
-                    c.rules,
-                    c.flows,
-                    c.megaflows,
-                    c.changes,
-                    c.order,
-                )
+        let one_table = run_with(Settings {
+            shape: Shape::Exact,
+            ..c.settings()
         });
+        let ratio_to = |j: usize| {
+            format!(
+                "{:.2}",
+                mpps / median(results[j].iter().map(|t| t.mpps).collect())
+            )
+        };
         let vs_one_table = match one_table {
-            Some(j) if matches!(c.shape, Shape::Pipeline | Shape::Conntrack) => {
-                format!(
-                    "{:.2}",
-                    mpps / median(results[j].iter().map(|t| t.mpps).collect())
-                )
-            }
+            Some(j) if matches!(c.shape, Shape::Pipeline | Shape::Conntrack) => ratio_to(j),
             _ => "-".into(),
         };
         let per_change = match calm {
@@ -766,10 +751,7 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
             _ => "-".into(),
         };
         let vs_one_pmd = match one_pmd {
-            Some(j) if c.pmds > 1 => format!(
-                "{:.2}",
-                mpps / median(results[j].iter().map(|t| t.mpps).collect())
-            ),
+            Some(j) if c.pmds > 1 => ratio_to(j),
             _ => "-".into(),
         };
         println!(
