@@ -190,7 +190,10 @@ impl ConnTable {
     /// [`ConnTable::execute`] for the packet in batch slot `slot`, with
     /// what [`ConnTable::stage`] read of it (the same packet, unchanged
     /// since, in the same zone: the caller's promise); without a staging
-    /// for the slot, as `execute`.
+    /// for the slot, as `execute`. Inlined into the element's loop (its
+    /// one caller on the packet path): as a call, its prologue and the
+    /// returned fields cost a tracked packet ~9 instructions.
+    #[inline(always)]
     pub fn execute_staged(
         &mut self,
         slot: usize,
