@@ -135,12 +135,19 @@ pub struct ConnView {
 
 /// A connection table owned by one thread (see the crate docs for how
 /// several PMD threads are meant to share the work).
+/// The verdict bits [`Counters`] counts packets by.
+const COUNTED: u8 = CtState::NEW | CtState::ESTABLISHED | CtState::RELATED | CtState::INVALID;
+
 pub struct Tracker {
     config: Config,
     table: Table,
     wheel: Wheel,
     zone_limits: HashMap<u16, Option<u32>>,
     counters: Counters,
+    /// Packets by their verdict's new/est/rel/inv bits ([`COUNTED`]):
+    /// one increment a packet, where a counter per bit took four. The
+    /// per-bit counts are summed when read ([`Tracker::counters`]).
+    by_state: [u64; COUNTED as usize + 1],
     /// Keyed per tracker: NAT port offsets in hash mode, and addresses of
     /// requests that are not persistent.
     nat_hasher: KeyHasher,
@@ -177,6 +184,7 @@ impl Tracker {
             wheel: Wheel::new(),
             zone_limits: HashMap::new(),
             counters: Counters::default(),
+            by_state: [0; COUNTED as usize + 1],
             nat_hasher: KeyHasher::random(),
             persistent_hasher: KeyHasher::fixed(),
             rng: RandomState::new().hash_one(0u64) | 1,
@@ -184,7 +192,19 @@ impl Tracker {
     }
 
     pub fn counters(&self) -> Counters {
-        self.counters
+        let with = |bit: u8| -> u64 {
+            (0..=COUNTED)
+                .filter(|i| i & bit != 0)
+                .map(|i| self.by_state[usize::from(i)])
+                .sum()
+        };
+        Counters {
+            new: with(CtState::NEW),
+            established: with(CtState::ESTABLISHED),
+            related: with(CtState::RELATED),
+            invalid: with(CtState::INVALID),
+            ..self.counters
+        }
     }
 
     pub fn len(&self) -> u32 {
@@ -309,15 +329,7 @@ impl Tracker {
     }
 
     fn count(&mut self, s: CtState) {
-        let c = &mut self.counters;
-        for (bit, counter) in [
-            (CtState::NEW, &mut c.new),
-            (CtState::ESTABLISHED, &mut c.established),
-            (CtState::RELATED, &mut c.related),
-            (CtState::INVALID, &mut c.invalid),
-        ] {
-            *counter += u64::from(s.has(bit));
-        }
+        self.by_state[usize::from(s.0 & COUNTED)] += 1;
     }
 
     /// Looks a key up, dropping a connection found past its deadline (the

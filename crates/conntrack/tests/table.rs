@@ -376,3 +376,30 @@ fn a_batch_gets_the_verdicts_of_one_packet_at_a_time() {
     assert_eq!(got, want);
     assert_eq!(batched.counters(), single.counters());
 }
+
+/// Every packet is counted under each of its verdict's new, est, rel and
+/// inv bits (what the datapath exports as `ct_new`, …), whatever the mix.
+#[test]
+fn packets_are_counted_by_their_verdicts_bits() {
+    let mut t = tracker();
+    let mut verdicts = Vec::new();
+    for sport in [1, 1, 2] {
+        verdicts.push(t.process(&udp(0, sport), 0));
+    }
+    commit_udp(&mut t, 0, 3, 0).unwrap();
+    for _ in 0..4 {
+        verdicts.push(t.process(&udp(0, 3), 1));
+    }
+    let syn_ack = tcp(tcp_key(0), false, seg(SYN | ACK, 1, 1, 0));
+    verdicts.push(t.process(&syn_ack, 2));
+    // The commit's own packet went through `process` too.
+    let counted = |bit: u8| verdicts.iter().filter(|v| v.state.has(bit)).count() as u64;
+    let c = t.counters();
+    assert_eq!(c.new, counted(CtState::NEW) + 1, "{c:?}");
+    assert_eq!(c.established, counted(CtState::ESTABLISHED), "{c:?}");
+    assert_eq!(c.related, counted(CtState::RELATED), "{c:?}");
+    assert_eq!(c.invalid, counted(CtState::INVALID), "{c:?}");
+    // Eight UDP packets, each new or established (which, the tracker's
+    // `established` setting decides), and the one invalid segment.
+    assert_eq!((c.new + c.established, c.invalid), (8, 1), "{c:?}");
+}
