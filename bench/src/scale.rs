@@ -388,7 +388,8 @@ fn churn(node: &Node, rate: u32, stop: &std::sync::atomic::AtomicBool) -> (u64, 
     (done, took)
 }
 
-fn trial(c: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
+fn trial(combo: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
+    let c = &combo.settings;
     let (flows, megaflows, changes) = (c.flows, c.megaflows, c.changes);
     let path = crate::host::checkout().join("examples/gen-sink.toml");
     // The file's `cores` are replaced below by CPUs of this process's
@@ -408,7 +409,7 @@ fn trial(c: &Combo, a: &ScaleArgs) -> Result<Trial, String> {
     if let Some(n) = a.emc_entries {
         cfg.pmd.emc_entries = n;
     }
-    cfg.flows = c.specs.clone();
+    cfg.flows = combo.specs.clone();
     // Every flow a connection, with room to spare: the tracker's index is
     // laid out for its capacity, so a table sized far above its load
     // spreads the connections over more cache lines than they need.
@@ -553,6 +554,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// One combination: rules of a shape for a family's traffic, flows,
 /// megaflow entries, changes per second.
 struct Combo {
+    settings: Settings,
+    specs: Vec<nfv_flow::FlowSpec>,
+}
+
+/// A combination's settings (its rules follow from them): what the
+/// summary compares to find a combination's counterparts.
+#[derive(Clone, Copy, PartialEq)]
+struct Settings {
     shape: Shape,
     /// PMD threads, a generator each.
     pmds: usize,
@@ -562,36 +571,6 @@ struct Combo {
     megaflows: usize,
     changes: u32,
     order: Order,
-    specs: Vec<nfv_flow::FlowSpec>,
-}
-
-/// A combination's settings (its rules follow from them): what the
-/// summary compares to find a combination's counterparts.
-#[derive(Clone, Copy, PartialEq)]
-struct Settings {
-    shape: Shape,
-    pmds: usize,
-    family: Family,
-    rules: u32,
-    flows: u32,
-    megaflows: usize,
-    changes: u32,
-    order: Order,
-}
-
-impl Combo {
-    fn settings(&self) -> Settings {
-        Settings {
-            shape: self.shape,
-            pmds: self.pmds,
-            family: self.family,
-            rules: self.rules,
-            flows: self.flows,
-            megaflows: self.megaflows,
-            changes: self.changes,
-            order: self.order,
-        }
-    }
 }
 
 pub fn scale(a: ScaleArgs) -> Result<(), String> {
@@ -605,8 +584,9 @@ pub fn scale(a: ScaleArgs) -> Result<(), String> {
     );
     let mut results: Vec<Vec<Trial>> = vec![Vec::new(); combos.len()];
     for round in 0..a.rounds {
-        for (i, c) in combos.iter().enumerate() {
-            let t = trial(c, &a)?;
+        for (i, combo) in combos.iter().enumerate() {
+            let t = trial(combo, &a)?;
+            let c = &combo.settings;
             println!(
                 "  round {} {:?} pmds {} {:?} rules {:>5} flows {:>7} {:?} megaflows {:>6} changes/s {:>5} ({:>5.0} made, {:>6.1} us each): {:>6.2} Mpps {:>6.1} cyc/pkt {:>6.1} switch  emc {:>5.1} % (probed {:>5.1} %) mf {:>5.1} % (runs {:>5.1} %) cls {:>5.1} % miss {:>4.1} %  busy {}",
                 round + 1,
@@ -676,14 +656,16 @@ fn combos(a: &ScaleArgs) -> Result<Vec<Combo>, String> {
                                 ));
                             }
                             combos.push(Combo {
-                                shape,
-                                pmds,
-                                family,
-                                rules: r.max(1),
-                                flows: f,
-                                megaflows: m,
-                                changes: c,
-                                order,
+                                settings: Settings {
+                                    shape,
+                                    pmds,
+                                    family,
+                                    rules: r.max(1),
+                                    flows: f,
+                                    megaflows: m,
+                                    changes: c,
+                                    order,
+                                },
                                 specs: specs_for(shape, family, r.max(1), pmds)?,
                             });
                         }
@@ -712,25 +694,20 @@ fn print_summary(combos: &[Combo], results: &[Vec<Trial>]) {
             )
         })
         .collect();
-    for (i, (c, ts)) in combos.iter().zip(results).enumerate() {
+    for (i, (combo, ts)) in combos.iter().zip(results).enumerate() {
+        let c = &combo.settings;
         let m = |g: fn(&Trial) -> f64| median(ts.iter().map(g).collect());
         let mpps = m(|t| t.mpps);
         let base = *first.get_or_insert(mpps);
         // The combination run with one setting changed, if it was run:
         // without changes, on one PMD, in one table (`exact`, for a
         // pipeline's or the tracker's ratio).
-        let run_with = |changed: Settings| combos.iter().position(|c2| c2.settings() == changed);
-        let calm = run_with(Settings {
-            changes: 0,
-            ..c.settings()
-        });
-        let one_pmd = run_with(Settings {
-            pmds: 1,
-            ..c.settings()
-        });
+        let run_with = |changed: Settings| combos.iter().position(|c2| c2.settings == changed);
+        let calm = run_with(Settings { changes: 0, ..*c });
+        let one_pmd = run_with(Settings { pmds: 1, ..*c });
         let one_table = run_with(Settings {
             shape: Shape::Exact,
-            ..c.settings()
+            ..*c
         });
         let ratio_to = |j: usize| {
             format!(
