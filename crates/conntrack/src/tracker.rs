@@ -133,11 +133,11 @@ pub struct ConnView {
     pub nat: Option<NatKind>,
 }
 
-/// A connection table owned by one thread (see the crate docs for how
-/// several PMD threads are meant to share the work).
 /// The verdict bits [`Counters`] counts packets by.
 const COUNTED: u8 = CtState::NEW | CtState::ESTABLISHED | CtState::RELATED | CtState::INVALID;
 
+/// A connection table owned by one thread (see the crate docs for how
+/// several PMD threads are meant to share the work).
 pub struct Tracker {
     config: Config,
     table: Table,
