@@ -107,9 +107,13 @@ impl Element {
         table: Arc<FlowTable>,
         mac: Arc<MacTable>,
     ) -> Element {
-        let conntrack = ConnTable::new(nfv_conntrack::Config::default())
-            .expect("the default connection table settings are valid");
-        Element::with_conn_table(emc_entries, megaflow_entries, table, mac, conntrack)
+        Element::with_conn_table(
+            emc_entries,
+            megaflow_entries,
+            table,
+            mac,
+            ConnTable::with_defaults(),
+        )
     }
 
     /// [`Element::new`] with this connection table: a PMD builds its

@@ -201,8 +201,7 @@ impl Running {
         let conntrack = ConnTable::new(cfg.conntrack).unwrap_or_else(|e| {
             // Checked before the thread started; the default instead.
             tracing::error!("pmd {}: connection table settings: {e}", cfg.index);
-            ConnTable::new(nfv_conntrack::Config::default())
-                .expect("the default connection table settings are valid")
+            ConnTable::with_defaults()
         });
         let mut element = Element::with_conn_table(
             cfg.emc_entries,

@@ -104,6 +104,12 @@ const _: () = assert!(BATCH <= u32::BITS as usize, "a bit per batch slot");
 const CONN_PREFETCH_AHEAD: usize = 4;
 
 impl ConnTable {
+    /// A table of the default settings ([`nfv_conntrack::Config::default`]).
+    pub fn with_defaults() -> ConnTable {
+        ConnTable::new(nfv_conntrack::Config::default())
+            .expect("the default connection table settings are valid")
+    }
+
     pub fn new(config: nfv_conntrack::Config) -> Result<ConnTable, nfv_conntrack::ConfigError> {
         Ok(ConnTable {
             tracker: Tracker::new(config)?,

@@ -72,7 +72,7 @@ const RPL: u8 = CtState::REPLY;
 const INV: u8 = CtState::INVALID;
 
 fn table() -> ConnTable {
-    ConnTable::new(Config::default()).unwrap()
+    ConnTable::with_defaults()
 }
 
 fn commit(zone: u16) -> CtAction {
