@@ -8,6 +8,7 @@
 //! (one hop type, 64 B, 1 s per run) checks the recorded placement.
 
 use nfv_plan::{HopKind, Profile};
+use nfv_testutil::TempDir;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -15,12 +16,9 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_nfvswitch"))
 }
 
-/// A fresh directory of this test's own.
-fn dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nfvswitch-calibrate-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory of this test's own, removed when the test ends.
+fn dir(tag: &str) -> TempDir {
+    TempDir::new("calibrate", tag)
 }
 
 /// Calibrates memif-copy at 64 and 1518 B into `dir/profile.json` with
@@ -47,7 +45,7 @@ fn text(b: &[u8]) -> String {
 #[test]
 fn a_failed_point_exits_1_naming_every_failed_point() {
     let d = dir("refuse");
-    let (output, profile) = failing_calibrate(&d, &[]);
+    let (output, profile) = failing_calibrate(&d.0, &[]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "stderr: {stderr}");
     let lines = [
@@ -72,7 +70,7 @@ fn a_failed_point_exits_1_naming_every_failed_point() {
 #[test]
 fn keep_going_writes_the_profile_with_the_points_missing() {
     let d = dir("keep-going");
-    let (output, profile) = failing_calibrate(&d, &["--keep-going"]);
+    let (output, profile) = failing_calibrate(&d.0, &["--keep-going"]);
     let stdout = text(&output.stdout);
     assert!(
         output.status.success(),
@@ -118,7 +116,7 @@ fn help_lists_keep_going() {
 #[test]
 fn a_short_calibration_records_the_machine_and_placement() {
     let d = dir("short");
-    let profile = d.join("profile.json");
+    let profile = d.0.join("profile.json");
     let output = bin()
         .args([
             "calibrate",

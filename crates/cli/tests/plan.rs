@@ -1,6 +1,7 @@
 //! `nfvswitch plan`: every `examples/plan-*.toml` plans (table, JSON,
 //! chart), and bad topology files are refused with `file:line: field`.
 
+use nfv_testutil::TempDir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -29,10 +30,9 @@ fn plan_examples() -> Vec<PathBuf> {
     v
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nfvswitch-plan-test-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+/// `name` in the test's own directory (removed when the test ends).
+fn tmp(dir: &TempDir, name: &str) -> PathBuf {
+    dir.0.join(name)
 }
 
 #[test]
@@ -110,8 +110,9 @@ fn the_seeds_hairpin_in_the_40g_example() {
 
 #[test]
 fn chart_and_profile() {
+    let dir = TempDir::new("plan", "chart");
     let f = examples().join("plan-ns-2x10g.toml");
-    let png = tmp("ns.png");
+    let png = tmp(&dir, "ns.png");
     let out = run(&[
         "plan",
         f.to_str().unwrap(),
@@ -127,7 +128,7 @@ fn chart_and_profile() {
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
     // A profile with the VF marked unavailable: the plan says where the
     // VF figures came from.
-    let prof = tmp("p.json");
+    let prof = tmp(&dir, "p.json");
     let mut p = nfv_plan::Profile::builtin();
     p.source = "calibrated".into();
     p.hops.get_mut(&nfv_plan::HopKind::Vf).unwrap().unavailable = Some("no VF here".into());
@@ -174,8 +175,9 @@ frames = [64, 1518]
 
 #[test]
 fn bad_topologies_are_refused_with_file_line_field() {
+    let dir = TempDir::new("plan", "bad");
     assert!(
-        run(&["plan", write("good.toml", GOOD).to_str().unwrap()])
+        run(&["plan", write(&dir, "good.toml", GOOD).to_str().unwrap()])
             .status
             .success()
     );
@@ -305,7 +307,7 @@ fn bad_topologies_are_refused_with_file_line_field() {
     ];
     for &(what, from, to, line, field) in rows {
         assert!(GOOD.contains(from), "{what}: {from:?}");
-        let path = write("bad.toml", &GOOD.replacen(from, to, 1));
+        let path = write(&dir, "bad.toml", &GOOD.replacen(from, to, 1));
         let out = run(&["plan", path.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{what}: accepted");
@@ -313,13 +315,13 @@ fn bad_topologies_are_refused_with_file_line_field() {
         assert!(err.contains(&want), "{what}: want {want:?} in {err:?}");
     }
     // Not TOML at all: file and line, no field.
-    let path = write("bad.toml", "[node\n");
+    let path = write(&dir, "bad.toml", "[node\n");
     let err = String::from_utf8_lossy(&run(&["plan", path.to_str().unwrap()]).stderr).to_string();
     assert!(err.contains(&format!("{}:1: ", path.display())), "{err}");
 }
 
-fn write(name: &str, text: &str) -> PathBuf {
-    let p = tmp(name);
+fn write(dir: &TempDir, name: &str, text: &str) -> PathBuf {
+    let p = tmp(dir, name);
     std::fs::write(&p, text).unwrap();
     p
 }
@@ -330,17 +332,18 @@ fn write(name: &str, text: &str) -> PathBuf {
 #[test]
 fn chart_paths_are_checked_before_planning() {
     let f = examples().join("plan-ns-2x10g.toml");
-    let dir = tmp("chart-dir");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("plan", "chart-paths");
+    let chart_dir = tmp(&dir, "chart-dir");
+    std::fs::create_dir_all(&chart_dir).unwrap();
     // (chart path, the refusal)
     let rows = [
         (
-            tmp("x.svg"),
+            tmp(&dir, "x.svg"),
             "charts are PNG only; give a path ending in .png",
         ),
-        (tmp("x"), "charts are PNG only"),
-        (tmp("no-such-dir/x.png"), "cannot write it"),
-        (dir.clone(), "charts are PNG only"),
+        (tmp(&dir, "x"), "charts are PNG only"),
+        (tmp(&dir, "no-such-dir/x.png"), "cannot write it"),
+        (chart_dir.clone(), "charts are PNG only"),
     ];
     for (chart, want) in rows {
         let out = run(&[
@@ -358,7 +361,7 @@ fn chart_paths_are_checked_before_planning() {
             chart.display()
         );
     }
-    assert!(!tmp("x.svg").exists(), "nothing left behind");
+    assert!(!tmp(&dir, "x.svg").exists(), "nothing left behind");
 }
 
 /// `--explain-topology` lists every key with its unit and default, needs
@@ -388,6 +391,7 @@ fn explain_topology_lists_every_key() {
 /// more cores than the profile's machine.
 #[test]
 fn plan_says_what_a_calibration_missed() {
+    let dir = TempDir::new("plan", "missed");
     let f = examples().join("plan-ew-40g-gen3x8.toml");
     let mut p = nfv_plan::Profile::builtin();
     p.source = "calibrated".into();
@@ -398,7 +402,7 @@ fn plan_says_what_a_calibration_missed() {
         size: 1518,
         why: "cannot start VNF 1".into(),
     });
-    let prof = tmp("missing.json");
+    let prof = tmp(&dir, "missing.json");
     std::fs::write(&prof, p.to_json()).unwrap();
     let out = run(&[
         "plan",
