@@ -10,11 +10,12 @@
 //!   split, its tail still in the sender's buffer (one-copy forwarding).
 //! - [`Batch`]: up to [`BATCH`] packets, the unit every port and element
 //!   works on.
-//! - [`hint`] and [`Mapping`]: the cache hints and the `mmap` wrapper that
-//!   all ring and memory code shares.
+//! - [`hint`], [`copy_span`] and [`Mapping`]: the cache hints, the short
+//!   copy and the `mmap` wrapper that all ring and memory code shares.
 //! - [`huge`]: large tables a PMD reaches at random (the connection
 //!   tracker's) on transparent huge pages, faulted in up front.
 
+pub mod copy;
 pub mod hint;
 pub mod huge;
 pub mod mapping;
@@ -25,6 +26,7 @@ pub mod region;
 pub mod spin;
 pub mod stats;
 
+pub use copy::copy_span;
 pub use mapping::{Commit, Mapping, Pages, Populate};
 pub use packet::{
     BATCH, Batch, BatchShape, HEADROOM, OFFLOAD_HDR_LEN, OFFLOAD_META_LEN, Packet, SPLIT_HEAD,

@@ -42,7 +42,7 @@ pub(crate) unsafe fn copy_range(
         // SAFETY: the caller's contract; a peer's bytes are copied, never
         // borrowed (`ptr::copy`: the tail may be in memory the peer also
         // writes).
-        unsafe { std::ptr::copy(p.add(from), dst, k) };
+        unsafe { nfv_mem::copy_span(p.add(from), dst, k) };
         dst = dst.wrapping_add(k);
         len -= k;
         from = 0;
@@ -64,7 +64,7 @@ pub(crate) unsafe fn lend_tail(pkt: &mut nfv_mem::Packet, src: *const u8, len: u
     // `src` for the packet's burst and room in the packet; `copy` makes no
     // reference to bytes the peer may be writing.
     unsafe {
-        std::ptr::copy(src, pkt.room_mut().as_mut_ptr(), SPLIT_HEAD);
+        nfv_mem::copy_span(src, pkt.room_mut().as_mut_ptr(), SPLIT_HEAD);
         let _ = pkt.set_len(SPLIT_HEAD);
         pkt.set_tail(src.add(SPLIT_HEAD), len - SPLIT_HEAD as u32);
     }

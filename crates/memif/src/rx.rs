@@ -162,7 +162,7 @@ impl RxQueue for MemifRxq {
                             // destination has room (checked above); the
                             // client's memory never overlaps our pool.
                             unsafe {
-                                std::ptr::copy_nonoverlapping(
+                                nfv_mem::copy_span(
                                     src,
                                     room.as_mut_ptr().add(len),
                                     d.length as usize,

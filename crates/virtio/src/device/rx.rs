@@ -316,9 +316,9 @@ impl DeviceQueue {
             if let Some(m) = meta {
                 std::ptr::copy_nonoverlapping(m.as_ptr(), p, OFFLOAD_HDR_LEN);
             }
-            std::ptr::copy(pkt.data_ptr(), p.add(hdr_len), data_len);
+            nfv_mem::copy_span(pkt.data_ptr(), p.add(hdr_len), data_len);
             if tail_len != 0 {
-                std::ptr::copy(tail, p.add(hdr_len + data_len), tail_len);
+                nfv_mem::copy_span(tail, p.add(hdr_len + data_len), tail_len);
             }
         }
         self.logged(p, total);
@@ -465,7 +465,7 @@ impl Fill {
                 // readable, `Packet::set_tail`); `copy` tolerates overlap,
                 // should the packet live in guest memory, and makes no
                 // reference to bytes a guest may be writing.
-                unsafe { std::ptr::copy(self.src, p, n) };
+                unsafe { nfv_mem::copy_span(self.src, p, n) };
                 self.src = self.src.wrapping_add(n);
                 p = p.wrapping_add(n);
                 self.left -= n;

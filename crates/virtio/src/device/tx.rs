@@ -291,7 +291,7 @@ impl DeviceQueue {
                         // More data follows: the span is not the tail.
                         // SAFETY: `rest` is inside a translated buffer of
                         // this chain; `off + rest.1 <= cap` (checked).
-                        unsafe { std::ptr::copy(rest.0, dst.add(off), rest.1) };
+                        unsafe { nfv_mem::copy_span(rest.0, dst.add(off), rest.1) };
                         off += rest.1;
                         rest.1 = 0;
                     }
@@ -301,7 +301,7 @@ impl DeviceQueue {
                     // `dst+off..+h` is inside the packet's room
                     // (`off + len <= cap`). `copy` tolerates overlap, should
                     // the pool ever live in guest memory.
-                    unsafe { std::ptr::copy(src, dst.add(off), h) };
+                    unsafe { nfv_mem::copy_span(src, dst.add(off), h) };
                     off += h;
                     if h < len {
                         rest = (src.wrapping_add(h), len - h);
@@ -329,7 +329,7 @@ impl DeviceQueue {
         }
         if rest.1 != 0 {
             // SAFETY: as for the copy above; `off + rest.1 <= cap`.
-            unsafe { std::ptr::copy(rest.0, dst.add(off), rest.1) };
+            unsafe { nfv_mem::copy_span(rest.0, dst.add(off), rest.1) };
             off += rest.1;
         }
         // Cannot fail: off <= cap == max_len.
@@ -372,7 +372,7 @@ impl DeviceQueue {
             // `dst..dst+head` is inside the packet's room (`frame <=
             // room.len()`, checked). `copy` tolerates overlap, should the
             // pool ever live in guest memory.
-            unsafe { std::ptr::copy(src, dst, head) };
+            unsafe { nfv_mem::copy_span(src, dst, head) };
             // SAFETY: head <= frame <= room.len() == max_len, no tail.
             unsafe { pkt.set_len_unchecked(head) };
             // SAFETY: the tail lies in a buffer of a chain this queue holds
@@ -383,7 +383,7 @@ impl DeviceQueue {
             return Ok(Tx::Split);
         }
         // SAFETY: as above, for the whole `frame`.
-        unsafe { std::ptr::copy(src, dst, frame) };
+        unsafe { nfv_mem::copy_span(src, dst, frame) };
         // SAFETY: frame <= room.len() == max_len, no tail.
         unsafe { pkt.set_len_unchecked(frame) };
         Ok(Tx::Frame)
