@@ -94,8 +94,14 @@ mod tests {
             // SAFETY: `len` bytes each side, 32 bytes of margin kept.
             unsafe { copy_span(src.as_ptr(), dst.as_mut_ptr().add(32), len) };
             assert_eq!(&dst[32..32 + len], &src[..], "len {len}");
-            assert!(dst[..32].iter().all(|&b| b == 0xAA), "len {len}: wrote before");
-            assert!(dst[32 + len..].iter().all(|&b| b == 0xAA), "len {len}: wrote after");
+            assert!(
+                dst[..32].iter().all(|&b| b == 0xAA),
+                "len {len}: wrote before"
+            );
+            assert!(
+                dst[32 + len..].iter().all(|&b| b == 0xAA),
+                "len {len}: wrote after"
+            );
         }
     }
 
@@ -105,7 +111,16 @@ mod tests {
         // forwards and backwards by less than, equal to and more than a
         // 16-byte load, at each length class.
         for len in [16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 127, 128, 129] {
-            for (s, d) in [(0, 1), (1, 0), (0, 15), (15, 0), (0, 16), (16, 0), (0, 40), (40, 0)] {
+            for (s, d) in [
+                (0, 1),
+                (1, 0),
+                (0, 15),
+                (15, 0),
+                (0, 16),
+                (16, 0),
+                (0, 40),
+                (40, 0),
+            ] {
                 let start = pattern(len + 64);
                 let mut want = start.clone();
                 want.copy_within(s..s + len, d);

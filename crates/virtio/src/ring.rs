@@ -180,14 +180,27 @@ impl Ring {
         // 4 + 8*size is 2-aligned.
         unsafe { AtomicU16::from_ptr(self.used.add(4 + 8 * self.size as usize).cast()) }
     }
-    /// Warms the first buffer of chain `head`, its first two lines (see
-    /// [`GuestMemory::prefetch_packet`]). `head` may be any value: it is
-    /// masked, and the address read is only prefetched, never dereferenced.
+    /// Warms the first buffer of chain `head` for reading: the lines of
+    /// its first bytes after `skip` (the virtio-net header when it will
+    /// not be read; see [`GuestMemory::prefetch_read_span`]). `head` may
+    /// be any value: it is masked, and the address and length read are
+    /// only used for prefetching, never dereferenced.
     #[inline(always)]
-    pub fn prefetch_buffer(&self, mem: &GuestMemory, head: u16, hint: usize) {
-        // SAFETY: `desc_ptr` masks the index into the table; a volatile copy.
-        let addr = unsafe { std::ptr::addr_of!((*self.desc_ptr(head)).addr).read_volatile() };
-        mem.prefetch_packet(addr, hint, false);
+    pub fn prefetch_buffer(&self, mem: &GuestMemory, head: u16, hint: usize, skip: usize) {
+        let d = self.desc_ptr(head);
+        // SAFETY: `desc_ptr` masks the index into the table; volatile
+        // copies of two fields of one descriptor.
+        let (addr, len) = unsafe {
+            (
+                std::ptr::addr_of!((*d).addr).read_volatile(),
+                std::ptr::addr_of!((*d).len).read_volatile(),
+            )
+        };
+        mem.prefetch_read_span(
+            addr.wrapping_add(skip as u64),
+            (len as usize).saturating_sub(skip),
+            hint,
+        );
     }
 
     /// As [`Self::prefetch_buffer`], asking for the lines in a writable

@@ -68,6 +68,18 @@ impl DeviceQueue {
         unsafe { std::ptr::copy(src, self.tx_hdr.as_mut_ptr().add(at), k) };
     }
 
+    /// Bytes at the start of a transmitted chain that dequeue will not
+    /// read: the virtio-net header, unless checksum offload was negotiated
+    /// (then `keep_tx_hdr` reads it). What the buffer prefetch skips.
+    #[inline(always)]
+    pub(super) fn unread_header(&self) -> usize {
+        if self.host_offloads.csum {
+            0
+        } else {
+            self.hdr_len
+        }
+    }
+
     /// True when the header of the chain just read asks for an offload.
     #[inline(always)]
     pub(super) fn tx_hdr_asks(&self) -> bool {

@@ -565,12 +565,21 @@ impl DeviceQueue {
     fn warm_packed(&self, cur: u16, wrap: bool, max: usize, write: bool) {
         let ring = &self.packed().ring;
         let (mut i, mut w) = (cur, wrap);
+        let skip = self.unread_header();
         for _ in 0..max {
             if !is_avail(ring.flags(i), w) {
                 break;
             }
-            let (addr, _, _) = ring.read(i);
-            self.mem.prefetch_packet(addr, self.hint, write);
+            let (addr, len, _) = ring.read(i);
+            if write {
+                self.mem.prefetch_packet(addr, self.hint, true);
+            } else {
+                self.mem.prefetch_read_span(
+                    addr.wrapping_add(skip as u64),
+                    (len as usize).saturating_sub(skip),
+                    self.hint,
+                );
+            }
             step(&mut i, &mut w, ring.size);
         }
     }

@@ -97,8 +97,9 @@ impl DeviceQueue {
         // these lines were written by the driver's core, and when a
         // cross-core miss costs hundreds of ns (vCPUs far apart) only
         // overlapping all of them keeps the burst from serialising on them.
+        let skip = self.unread_header();
         for &h in &heads[..n] {
-            self.ring.prefetch_buffer(&self.mem, h, self.hint);
+            self.ring.prefetch_buffer(&self.mem, h, self.hint, skip);
         }
         let mut spent = 0u32;
         let mut split = 0u64;
