@@ -313,6 +313,18 @@ impl Element {
     pub fn flush(&mut self, pool: &mut PoolCache) {
         self.fwd.fabric.flush(pool);
     }
+
+    /// Once a poll iteration, after its last [`Element::flush`]: what the
+    /// output queues left for later ([`Fabric::settle`]).
+    #[inline]
+    pub fn settle_outputs(&mut self) {
+        self.fwd.fabric.settle();
+    }
+
+    /// Every output queue's leftovers finished (the PMD is stopping).
+    pub fn settle_all_outputs(&mut self) {
+        self.fwd.fabric.settle_all();
+    }
 }
 
 impl Forwarding {

@@ -47,6 +47,8 @@ struct TxSlot {
     /// Largest large segment the queue takes when its peer segments.
     max_segment_frame: usize,
     takes_split: bool,
+    /// Listed in [`Fabric::sent`] (it sent a burst this poll iteration).
+    sent_now: bool,
 }
 
 impl TxSlot {
@@ -85,6 +87,11 @@ pub struct Fabric {
     slot_of: Vec<u16>,
     /// Indices in `tx` with packets pending, each once.
     dirty: Vec<u16>,
+    /// Indices in `tx` that sent a burst this poll iteration, each once,
+    /// and those that sent one the iteration before: what
+    /// [`Fabric::settle`] finishes ([`TxQueue::settle`]).
+    sent: Vec<u16>,
+    due: Vec<u16>,
 }
 
 impl Fabric {
@@ -106,12 +113,15 @@ impl Fabric {
             max_frame,
             max_segment_frame,
             takes_split,
+            sent_now: false,
         });
         if self.slot_of.len() <= no as usize {
             self.slot_of.resize(no as usize + 1, NO_SLOT);
         }
         self.slot_of[no as usize] = idx;
         self.dirty.reserve(self.tx.len());
+        self.sent.reserve(self.tx.len());
+        self.due.reserve(self.tx.len());
     }
 
     /// Removes a port's tx queue, freeing what was pending for it (into
@@ -128,13 +138,19 @@ impl Fabric {
             Some(p) => p.free_batch(&mut slot.pending),
             None => slot.pending.clear(),
         }
-        self.dirty.retain(|&d| d != idx);
+        // Leaving this PMD: nothing of it is left for later.
+        slot.txq.settle();
+        for list in [&mut self.dirty, &mut self.sent, &mut self.due] {
+            list.retain(|&d| d != idx);
+        }
         self.slot_of[no as usize] = NO_SLOT;
         if let Some(moved) = self.tx.get(idx as usize) {
             let old = self.tx.len() as u16;
             self.slot_of[moved.no as usize] = idx;
-            for d in self.dirty.iter_mut().filter(|d| **d == old) {
-                *d = idx;
+            for list in [&mut self.dirty, &mut self.sent, &mut self.due] {
+                for d in list.iter_mut().filter(|d| **d == old) {
+                    *d = idx;
+                }
             }
         }
     }
@@ -393,9 +409,45 @@ impl Fabric {
             let slot = &mut self.tx[idx as usize];
             if !slot.pending.is_empty() {
                 slot.send(pool);
+                if !slot.sent_now {
+                    slot.sent_now = true;
+                    self.sent.push(idx);
+                }
             }
         }
         self.dirty.clear();
+    }
+
+    /// Once a poll iteration, after its last flush: finishes what the
+    /// queues that sent a burst in the iteration before, and none in this
+    /// one, left for later ([`TxQueue::settle`]: a vhost-user queue's
+    /// interrupt check). A queue that sent again settled at the start of
+    /// that burst, and is looked at again next iteration. One iteration
+    /// late is the point: by then what the burst stored has reached the
+    /// guest's core, and the check's fence does not wait for it.
+    #[inline]
+    pub fn settle(&mut self) {
+        for &idx in &self.due {
+            let slot = &mut self.tx[idx as usize];
+            if !slot.sent_now {
+                slot.txq.settle();
+            }
+        }
+        self.due.clear();
+        for &idx in &self.sent {
+            self.tx[idx as usize].sent_now = false;
+        }
+        std::mem::swap(&mut self.due, &mut self.sent);
+    }
+
+    /// Finishes what every queue left for later (the PMD is stopping).
+    pub fn settle_all(&mut self) {
+        for slot in &mut self.tx {
+            slot.txq.settle();
+            slot.sent_now = false;
+        }
+        self.sent.clear();
+        self.due.clear();
     }
 }
 

@@ -457,6 +457,7 @@ impl Running {
                 q.rxq.burst_done();
             }
         }
+        self.element.settle_outputs();
         let t_end = nfv_tsc::now();
         self.last_tsc = t_end;
         let c = &mut self.c;
@@ -481,6 +482,7 @@ impl Running {
         let reading = self.pmu.sample(self.ns(), self.c.rx_packets);
         self.cfg.stats.pmu.publish(&reading);
         self.element.flush(&mut self.pool);
+        self.element.settle_all_outputs();
         // The cache's frames go back to the shared free list.
         drop(self.pool);
         self.cfg

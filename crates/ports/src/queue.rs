@@ -25,6 +25,12 @@ pub trait TxQueue: Send {
     /// packets it could not send stay in `batch` for the caller to count
     /// and free. Returns the number sent. Must not block.
     fn tx_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize;
+    /// Finishes what the last `tx_burst` left for later (a vhost-user
+    /// queue's interrupt check, whose fence would otherwise wait at every
+    /// burst's end for the driver's core). The datapath calls it once a
+    /// poll iteration has passed without a burst on the queue; the next
+    /// `tx_burst` does it first anyway. Must not block.
+    fn settle(&mut self) {}
     /// Largest frame (bytes, no FCS) this queue accepts.
     fn max_frame(&self) -> usize {
         usize::MAX

@@ -124,6 +124,11 @@ impl RingSetup {
         })
         .map_err(|e| e.to_string())?;
         dq.set_dirty_log(self.dirty_log.clone());
+        // Both directions: a PMD polls every guest TX queue it owns each
+        // iteration (its dequeue settles the check), and the datapath
+        // settles a guest RX queue an iteration after its last burst
+        // (`TxQueue::settle`).
+        dq.set_defer_interrupts(true);
         Ok(dq)
     }
 

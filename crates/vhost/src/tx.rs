@@ -137,6 +137,17 @@ impl TxQueue for VhostTxq {
         n
     }
 
+    fn settle(&mut self) {
+        let Some(p) = self.pair else {
+            return;
+        };
+        if let Some(mut st) = self.shared.tx[p].lock_pmd()
+            && let Some(dq) = st.dq.as_mut()
+        {
+            dq.settle_interrupts();
+        }
+    }
+
     fn max_frame(&self) -> usize {
         crate::max_frame(&self.shared.cfg)
     }

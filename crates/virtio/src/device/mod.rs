@@ -216,6 +216,12 @@ pub struct DeviceQueue {
     last_avail: u16,
     /// `used.idx` as last stored.
     published: u16,
+    /// `used.idx` up to which the driver's interrupt wish was checked
+    /// (behind `published` while a check is deferred).
+    checked: u16,
+    /// Interrupt checks wait for the next burst or
+    /// [`DeviceQueue::settle_interrupts`] (see `set_defer_interrupts`).
+    defer_interrupts: bool,
     shadow: [UsedElem; SHADOW],
     shadow_len: usize,
     /// Used index of `shadow[0]`.
@@ -337,6 +343,8 @@ impl DeviceQueue {
             hint: 0,
             last_avail,
             published: used,
+            checked: used,
+            defer_interrupts: false,
             shadow: [UsedElem::default(); SHADOW],
             shadow_len: 0,
             shadow_base: used,
@@ -569,7 +577,51 @@ impl DeviceQueue {
     /// (`VHOST_USER_SET_VRING_CALL` may arrive at any time); `None`: the
     /// driver polls.
     pub fn set_call(&mut self, call: Option<OwnedFd>) {
+        // A deferred check goes to the fd it was due on.
+        self.settle_interrupts();
         self.call = call.map(Call::new);
+    }
+
+    /// Split rings: after publishing used entries, leave the check of
+    /// whether the driver wants an interrupt (and the full fence before
+    /// it) to the queue's next burst — [`DeviceQueue::enqueue_burst`],
+    /// [`DeviceQueue::complete_held`] and so every dequeue — or to
+    /// [`DeviceQueue::settle_interrupts`], which the owner must then call
+    /// within a poll iteration or so when no burst comes. Off by default.
+    ///
+    /// Why: the fence waits for the `used.idx` store, whose line the
+    /// driver polls, to take that line back from the driver's core — a
+    /// cross-core round trip at every burst's end. A burst later the store
+    /// has long completed and the fence costs next to nothing; the
+    /// interrupt goes out one poll iteration later, and one check covers
+    /// everything published since the last (virtio 1.2 §2.7.10: the
+    /// driver's `used_event` is compared with the whole window).
+    pub fn set_defer_interrupts(&mut self, on: bool) {
+        if !on {
+            self.settle_interrupts();
+        }
+        self.defer_interrupts = on;
+    }
+
+    /// Runs the interrupt check a deferred burst left (see
+    /// [`DeviceQueue::set_defer_interrupts`]); a compare when none is due.
+    #[inline(always)]
+    pub fn settle_interrupts(&mut self) {
+        if self.checked != self.published {
+            self.check_interrupt();
+        }
+    }
+
+    /// The interrupt check for everything published since the last one.
+    #[inline(never)]
+    fn check_interrupt(&mut self) {
+        let (old, new) = (self.checked, self.published);
+        self.checked = new;
+        // Without a call fd the driver polls (vhost-user's "no call fd"):
+        // nobody to interrupt, so no fence and no check.
+        if self.call.is_some() && old != new {
+            self.maybe_interrupt(old, new);
+        }
     }
 
     /// True when the call fd was found blocking and is being ignored.
@@ -738,10 +790,10 @@ impl DeviceQueue {
             self.ring.used_idx().store(new, Ordering::Release);
             self.logged(self.ring.used_idx().as_ptr().cast(), 2);
             self.published = new;
-            // Without a call fd the driver polls (vhost-user's "no call
-            // fd"): nobody to interrupt, so no fence and no check.
-            if self.call.is_some() {
-                self.maybe_interrupt(old, new);
+            // Deferred (`set_defer_interrupts`) unless the window since the
+            // last check could wrap `need_event`'s arithmetic.
+            if !self.defer_interrupts || new.wrapping_sub(self.checked) >= self.ring.size {
+                self.check_interrupt();
             }
         }
         if self.event_idx {

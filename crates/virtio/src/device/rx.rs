@@ -32,6 +32,7 @@ impl DeviceQueue {
     /// went over skips its next bursts until the excess is repaid.
     #[inline]
     pub fn enqueue_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        self.settle_interrupts();
         if self.packed.is_some() {
             return self.enqueue_packed(batch, pool);
         }

@@ -191,8 +191,12 @@ impl DeviceQueue {
     /// for it). Call when every packet of that burst has been sent or
     /// freed; the next [`DeviceQueue::dequeue_burst`] calls it first. A
     /// no-op when nothing is held.
+    ///
+    /// Also runs an interrupt check the last burst deferred
+    /// ([`DeviceQueue::set_defer_interrupts`]): a dequeue starts here.
     #[inline]
     pub fn complete_held(&mut self) {
+        self.settle_interrupts();
         if self.held {
             self.complete_held_keeping(|_, _| false);
         }
