@@ -481,5 +481,9 @@ fn keepable(mut pkt: Packet, counters: &QueueCounters, pool: &mut PoolCache) -> 
 mod offload_tests;
 
 #[cfg(test)]
+#[path = "fabric_settle_tests.rs"]
+mod settle_tests;
+
+#[cfg(test)]
 #[path = "fabric_batch_tests.rs"]
 mod batch_tests;

@@ -71,6 +71,9 @@ impl RingOwner {
             if dq.return_all_kept() != 0 {
                 dq.publish_kept();
             }
+            // The interrupt check the publish left for the next burst,
+            // which this owner will not run.
+            dq.settle_interrupts();
             self.position = dq.last_avail_idx();
             errors::mirror(mirror, dq, &mut self.error_base, true);
             if setup.is_none() {

@@ -242,6 +242,9 @@ impl Drop for VhostRxq {
             if dq.return_all_kept() != 0 {
                 dq.publish_kept();
             }
+            // The interrupt check the publish left for the next burst,
+            // which this owner will not run.
+            dq.settle_interrupts();
             errors::mirror(&ring.errors, &dq, &mut o.error_base, true);
             ring.position.store(dq.last_avail_idx() as u32, Relaxed);
             ring.pos_epoch.store(o.base_epoch, Release);

@@ -30,7 +30,13 @@ impl EchoPmd {
                     side.rxq[0].rx_burst(&mut b, &mut side.cache);
                     if !b.is_empty() {
                         side.txq[0].tx_burst(&mut b, &mut side.cache);
+                    } else {
+                        // As the datapath does an iteration after a
+                        // queue's last burst (`TxQueue::settle`): the
+                        // interrupt check the burst left for later.
+                        side.txq[0].settle();
                     }
+                    side.rxq[0].burst_done();
                     side.cache.free_batch(&mut b);
                 }
                 std::thread::yield_now();

@@ -584,10 +584,12 @@ impl DeviceQueue {
 
     /// Split rings: after publishing used entries, leave the check of
     /// whether the driver wants an interrupt (and the full fence before
-    /// it) to the queue's next burst — [`DeviceQueue::enqueue_burst`],
-    /// [`DeviceQueue::complete_held`] and so every dequeue — or to
+    /// it) to the queue's next burst — [`DeviceQueue::enqueue_burst`]
+    /// checks first, [`DeviceQueue::dequeue_burst`] last — or to
     /// [`DeviceQueue::settle_interrupts`], which the owner must then call
-    /// within a poll iteration or so when no burst comes. Off by default.
+    /// within a poll iteration or so when no burst comes, and before it
+    /// lets the queue go. On a TX queue this also holds every burst's
+    /// chains until [`DeviceQueue::complete_held`]. Off by default.
     ///
     /// Why: the fence waits for the `used.idx` store, whose line the
     /// driver polls, to take that line back from the driver's core — a

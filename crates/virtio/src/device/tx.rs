@@ -59,8 +59,24 @@ impl DeviceQueue {
     /// the chain that took the burst past [`BURST_DESC_BUDGET`]
     /// descriptors (the rest waits for the next burst; a queue that went
     /// over skips its next bursts until the excess is repaid).
+    ///
+    /// With deferred interrupt checks ([`DeviceQueue::set_defer_interrupts`])
+    /// every burst's chains are held, split packets or not, and go back at
+    /// [`DeviceQueue::complete_held`]: the caller calls it once the burst's
+    /// packets are sent, so that the used ring's stores are not in flight
+    /// when the sending queue's lock is taken (a locked instruction waits
+    /// for them: the driver's core polls those lines). The check for the
+    /// last publish then runs here, after this burst's chains are read,
+    /// when those stores have long completed.
     #[inline]
     pub fn dequeue_burst(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
+        let n = self.dequeue_chains(batch, pool);
+        self.settle_interrupts();
+        n
+    }
+
+    #[inline(always)]
+    fn dequeue_chains(&mut self, batch: &mut Batch, pool: &mut PoolCache) -> usize {
         // A new burst ends the last one (its split packets are gone).
         self.complete_held();
         if self.packed.is_some() {
@@ -175,12 +191,14 @@ impl DeviceQueue {
         self.stats.packets += got as u64;
         self.stats.bytes += bytes;
         self.owe(spent, BURST_DESC_BUDGET);
-        if split == 0 {
+        self.stats.one_copy += split;
+        if split == 0 && !self.defer_interrupts {
             self.finish_burst();
         } else {
-            // Their tails are still read: the chains go back (all of the
-            // burst's, in order) at `complete_held`.
-            self.stats.one_copy += split;
+            // Split packets' tails are still read, or the publish waits
+            // for the burst's packets to be sent (see `dequeue_burst`):
+            // the chains go back (all of the burst's, in order) at
+            // `complete_held`.
             self.held = true;
         }
         got
@@ -191,12 +209,8 @@ impl DeviceQueue {
     /// for it). Call when every packet of that burst has been sent or
     /// freed; the next [`DeviceQueue::dequeue_burst`] calls it first. A
     /// no-op when nothing is held.
-    ///
-    /// Also runs an interrupt check the last burst deferred
-    /// ([`DeviceQueue::set_defer_interrupts`]): a dequeue starts here.
     #[inline]
     pub fn complete_held(&mut self) {
-        self.settle_interrupts();
         if self.held {
             self.complete_held_keeping(|_, _| false);
         }
