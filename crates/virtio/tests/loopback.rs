@@ -253,15 +253,22 @@ fn interrupts_follow_no_interrupt_flag_without_event_idx() {
     assert_eq!(deliver(&mut l, 8), 0);
 }
 
-#[test]
-fn interrupts_follow_used_event_with_event_idx() {
+/// A 64-entry EVENT_IDX loopback whose RX queue interrupts through the
+/// eventfd returned with it.
+fn event_idx_loopback() -> (OwnedFd, Loopback) {
     let fd = eventfd();
-    let mut l = Loopback::new(LoopbackCfg {
+    let l = Loopback::new(LoopbackCfg {
         size: 64,
         features: V1 | EVIDX,
         rx_call: Some(fd.try_clone().unwrap()),
         ..Default::default()
     });
+    (fd, l)
+}
+
+#[test]
+fn interrupts_follow_used_event_with_event_idx() {
+    let (fd, mut l) = event_idx_loopback();
     l.rx_drv.refill_rx(&mut l.drv);
     assert_eq!(deliver(&mut l, 4), 0, "poll mode");
     // Enabling before harvesting: used_event = 0 is already behind the
@@ -297,13 +304,7 @@ fn interrupts_follow_used_event_with_event_idx() {
 /// them is not woken).
 #[test]
 fn deferred_interrupt_checks_cover_every_burst_since_the_last() {
-    let fd = eventfd();
-    let mut l = Loopback::new(LoopbackCfg {
-        size: 64,
-        features: V1 | EVIDX,
-        rx_call: Some(fd.try_clone().unwrap()),
-        ..Default::default()
-    });
+    let (fd, mut l) = event_idx_loopback();
     l.rx_dev.set_defer_interrupts(true);
     l.rx_drv.refill_rx(&mut l.drv);
     let settle = |l: &mut Loopback| {
