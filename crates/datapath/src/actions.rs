@@ -387,7 +387,7 @@ pub fn dec_ttl(pkt: &mut Packet) -> Result<(), DropReason> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nfv_mem::{HugepageMode, MemoryConfig, PacketPool};
+    use nfv_mem::{MemoryConfig, PacketPool};
 
     const DST: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
     const SRC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -408,15 +408,7 @@ mod tests {
 
     #[test]
     fn edits_produce_the_expected_bytes() {
-        let pool = PacketPool::new(
-            "actions",
-            &MemoryConfig {
-                frame_size: 2048,
-                frames: 64,
-                hugepages: HugepageMode::Never,
-            },
-        )
-        .unwrap();
+        let pool = PacketPool::new("actions", &MemoryConfig::plain(2048, 64)).unwrap();
         let mut cache = pool.cache();
         let new_mac = [0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff];
         let mut with_src = frame(None);
@@ -503,15 +495,7 @@ mod tests {
 
     #[test]
     fn push_without_headroom_is_a_counted_drop_not_a_panic() {
-        let pool = PacketPool::new(
-            "actions2",
-            &MemoryConfig {
-                frame_size: 2048,
-                frames: 64,
-                hugepages: HugepageMode::Never,
-            },
-        )
-        .unwrap();
+        let pool = PacketPool::new("actions2", &MemoryConfig::plain(2048, 64)).unwrap();
         let mut cache = pool.cache();
         let mut p = cache.alloc().unwrap();
         p.set_len(64).unwrap();

@@ -4,7 +4,7 @@
 
 use super::*;
 use etherparse::{PacketBuilder, SlicedPacket, TransportSlice};
-use nfv_mem::{HugepageMode, MemoryConfig, PacketPool};
+use nfv_mem::{MemoryConfig, PacketPool};
 
 const SRC_IP: [u8; 4] = [10, 0, 0, 1];
 const DST_IP: [u8; 4] = [192, 0, 2, 7];
@@ -140,15 +140,7 @@ fn cases() -> Vec<Case> {
 }
 
 pub(super) fn pool() -> std::sync::Arc<PacketPool> {
-    PacketPool::new(
-        "ip-actions",
-        &MemoryConfig {
-            frame_size: 2048,
-            frames: 64,
-            hugepages: HugepageMode::Never,
-        },
-    )
-    .unwrap()
+    PacketPool::new("ip-actions", &MemoryConfig::plain(2048, 64)).unwrap()
 }
 
 pub(super) fn run(

@@ -4,7 +4,7 @@
 //! fabric reads the packets itself or is handed their [`BatchShape`].
 
 use super::*;
-use nfv_mem::{HugepageMode, MemoryConfig, PacketPool};
+use nfv_mem::{MemoryConfig, PacketPool};
 use nfv_offload::F_NEEDS_CSUM;
 
 /// Counts what it is handed.
@@ -71,15 +71,7 @@ fn a_batch_moves_whole_only_when_every_packet_is_plain() {
         ),
         ("no such port", &[64, 64], None, false, 9, false),
     ];
-    let pool = PacketPool::new(
-        "fabric-batch",
-        &MemoryConfig {
-            frame_size: 2048,
-            frames: 256,
-            hugepages: HugepageMode::Never,
-        },
-    )
-    .unwrap();
+    let pool = PacketPool::new("fabric-batch", &MemoryConfig::plain(2048, 256)).unwrap();
     let mut cache = pool.cache();
     for (&(name, lens, offloaded, pending, port, want), shaped) in
         cases.iter().flat_map(|c| [(c, false), (c, true)])

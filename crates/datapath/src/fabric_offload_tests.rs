@@ -3,7 +3,7 @@
 //! completed or cut into segments, each checked with etherparse.
 
 use super::*;
-use nfv_mem::{HugepageMode, MemoryConfig, PacketPool};
+use nfv_mem::{MemoryConfig, PacketPool};
 use nfv_offload::{F_NEEDS_CSUM, GSO_TCPV4, GSO_TCPV6, OffloadCaps};
 use nfv_ports::PortStats;
 use std::sync::Mutex;
@@ -111,24 +111,8 @@ fn run(
     frame: &[u8],
     hdr: [u8; 10],
 ) -> (Vec<(Vec<u8>, Option<[u8; 10]>)>, QueueSnapshot) {
-    let pool = PacketPool::new(
-        "fabric-offload",
-        &MemoryConfig {
-            frame_size: 65536,
-            frames: 64,
-            hugepages: HugepageMode::Never,
-        },
-    )
-    .unwrap();
-    let small = PacketPool::new(
-        "fabric-segments",
-        &MemoryConfig {
-            frame_size: 2048,
-            frames: 256,
-            hugepages: HugepageMode::Never,
-        },
-    )
-    .unwrap();
+    let pool = PacketPool::new("fabric-offload", &MemoryConfig::plain(65536, 64)).unwrap();
+    let small = PacketPool::new("fabric-segments", &MemoryConfig::plain(2048, 256)).unwrap();
     let seen: Seen = Arc::default();
     let stats = Arc::new(PortStats::new(1, 1));
     let mut fabric = Fabric::default();

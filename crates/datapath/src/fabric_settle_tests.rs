@@ -3,7 +3,7 @@
 //! that iteration (its burst settled first), and when it leaves the PMD.
 
 use super::*;
-use nfv_mem::{HugepageMode, MemoryConfig, PacketPool};
+use nfv_mem::{MemoryConfig, PacketPool};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Takes every packet; counts its `settle` calls.
@@ -24,15 +24,7 @@ impl TxQueue for SettleCounter {
 fn a_queue_is_settled_an_iteration_after_its_last_burst() {
     const A: PortNo = 1;
     const B: PortNo = 2;
-    let pool = PacketPool::new(
-        "fabric-settle",
-        &MemoryConfig {
-            frame_size: 2048,
-            frames: 64,
-            hugepages: HugepageMode::Never,
-        },
-    )
-    .unwrap();
+    let pool = PacketPool::new("fabric-settle", &MemoryConfig::plain(2048, 64)).unwrap();
     let mut cache = pool.cache();
     let stats = Arc::new(PortStats::new(1, 1));
     let mut fabric = Fabric::default();

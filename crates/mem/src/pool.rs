@@ -30,6 +30,18 @@ pub struct MemoryConfig {
     pub hugepages: HugepageMode,
 }
 
+impl MemoryConfig {
+    /// `frames` frames of `frame_size` bytes on ordinary pages: what tests
+    /// and tools that must not take hugepages ask for.
+    pub const fn plain(frame_size: usize, frames: usize) -> MemoryConfig {
+        MemoryConfig {
+            frame_size,
+            frames,
+            hugepages: HugepageMode::Never,
+        }
+    }
+}
+
 impl Default for MemoryConfig {
     fn default() -> Self {
         MemoryConfig {

@@ -7,7 +7,7 @@ use etherparse::PacketBuilder;
 use nfv_conntrack::key::proto;
 use nfv_conntrack::{Config, Family};
 use nfv_flow::action::{Nat, NatAddrs, NatRange};
-use nfv_mem::{HugepageMode, MemoryConfig, PacketPool};
+use nfv_mem::{MemoryConfig, PacketPool};
 
 /// Runs `req` on a packet holding `frame`; the fields, and the frame as
 /// the ct action left it.
@@ -15,7 +15,7 @@ fn run(t: &mut ConnTable, frame: &[u8], req: &CtAction, now: u64) -> (CtFields, 
     thread_local! {
         static POOL: std::sync::Arc<PacketPool> = PacketPool::new(
             "ct-tests",
-            &MemoryConfig { frame_size: 2048, frames: 64, hugepages: HugepageMode::Never },
+            &MemoryConfig::plain(2048, 64),
         )
         .unwrap();
     }
