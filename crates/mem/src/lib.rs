@@ -15,6 +15,7 @@
 //! - [`huge`]: large tables a PMD reaches at random (the connection
 //!   tracker's) on transparent huge pages, faulted in up front.
 
+pub mod biased;
 pub mod copy;
 pub mod hint;
 pub mod huge;
@@ -26,6 +27,7 @@ pub mod region;
 pub mod spin;
 pub mod stats;
 
+pub use biased::{Bias, BiasedGuard, BiasedLock};
 pub use copy::copy_span;
 pub use mapping::{Commit, Mapping, Pages, Populate};
 pub use packet::{

@@ -18,7 +18,8 @@ const FREE: u8 = 0;
 
 pub struct SpinLock<T> {
     holder: AtomicU8,
-    value: UnsafeCell<T>,
+    /// Reached only through a guard (here, or `crate::biased`'s).
+    pub(crate) value: UnsafeCell<T>,
 }
 
 // SAFETY: the value is only reached through a guard, and at most one guard
