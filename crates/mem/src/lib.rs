@@ -15,7 +15,6 @@
 //! - [`huge`]: large tables a PMD reaches at random (the connection
 //!   tracker's) on transparent huge pages, faulted in up front.
 
-pub mod biased;
 pub mod copy;
 pub mod hint;
 pub mod huge;
@@ -27,7 +26,6 @@ pub mod region;
 pub mod spin;
 pub mod stats;
 
-pub use biased::{Bias, BiasedGuard, BiasedLock};
 pub use copy::copy_span;
 pub use mapping::{Commit, Mapping, Pages, Populate};
 pub use packet::{

@@ -18,8 +18,7 @@ const FREE: u8 = 0;
 
 pub struct SpinLock<T> {
     holder: AtomicU8,
-    /// Reached only through a guard (here, or `crate::biased`'s).
-    pub(crate) value: UnsafeCell<T>,
+    value: UnsafeCell<T>,
 }
 
 // SAFETY: the value is only reached through a guard, and at most one guard

@@ -48,7 +48,7 @@
 //! Thread safety: `Shared` is `Sync`. Counters are atomics with a single
 //! writer (the protocol thread, or the ring's owner for ring errors).
 
-use nfv_mem::{Bias, BiasedGuard, BiasedLock};
+use nfv_mem::{SpinGuard, SpinLock};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -191,7 +191,7 @@ const CONTROL: u8 = 2;
 
 /// A guest RX virtqueue (our tx queues), behind a spin lock.
 pub(crate) struct TxRing {
-    state: BiasedLock<TxState>,
+    state: SpinLock<TxState>,
     /// Receive buffers the guest had posted and we had not used, at the
     /// start of the last tx burst into this ring (written under the lock;
     /// 0 until then and while the ring is not running).
@@ -237,7 +237,7 @@ pub(crate) struct RingOwner {
 impl Default for TxRing {
     fn default() -> Self {
         TxRing {
-            state: BiasedLock::new(TxState::default()),
+            state: SpinLock::new(TxState::default()),
             rx_free: Gauge::default(),
             retries: AtomicU64::new(0),
             busy: AtomicU64::new(0),
@@ -249,9 +249,7 @@ impl Default for TxRing {
 impl TxRing {
     /// Takes the lock, spinning while another thread holds it (the
     /// protocol thread holds it only to swap the ring's state: no guest
-    /// memory is touched under it). Revokes the sending PMD's bias: the
-    /// ring stays an ordinary spin lock until the protocol thread next
-    /// swaps its state.
+    /// memory is touched under it).
     #[inline]
     pub fn lock(&self) -> TxGuard<'_> {
         self.state.lock_as(PMD)
@@ -259,35 +257,25 @@ impl TxRing {
 
     /// The PMD's tx burst: takes the lock, spinning while another PMD
     /// holds it; `None` (at once, counted in [`TxRing::busy`]) while the
-    /// protocol thread holds it. The ring's one sending PMD enters by its
-    /// `bias` (`nfv_mem::biased`: no locked instruction, which would wait
-    /// for the last burst's used-ring stores to reach the guest's core);
-    /// otherwise the same single compare-exchange as [`TxRing::lock`].
+    /// protocol thread holds it. The uncontended case is the same single
+    /// compare-exchange as [`TxRing::lock`].
     #[inline]
-    pub fn lock_pmd(&self, bias: &mut Bias) -> Option<TxGuard<'_>> {
-        let g = self.state.lock_biased(bias, PMD, CONTROL);
+    pub fn lock_pmd(&self) -> Option<TxGuard<'_>> {
+        let g = self.state.lock_unless(PMD, CONTROL);
         if g.is_none() {
             Status::bump(&self.busy);
         }
         g
     }
 
-    /// A PMD queue that stops sending here (moves to another pair, or
-    /// goes) gives up its bias.
-    pub fn drop_bias(&self, bias: &mut Bias) {
-        self.state.drop_bias(bias);
-    }
-
     /// The protocol thread: takes the lock, marked so that PMDs skip
-    /// their burst rather than wait. Hold it only to swap state. The
-    /// sending PMD's bias is revoked for it and may be granted again
-    /// once the guard goes.
+    /// their burst rather than wait. Hold it only to swap state.
     pub fn lock_control(&self) -> TxGuard<'_> {
-        self.state.lock_then_rebias(CONTROL)
+        self.state.lock_as(CONTROL)
     }
 }
 
-pub(crate) type TxGuard<'a> = BiasedGuard<'a, TxState>;
+pub(crate) type TxGuard<'a> = SpinGuard<'a, TxState>;
 
 /// Port-level counters and facts, written by the protocol thread.
 #[derive(Debug, Default)]

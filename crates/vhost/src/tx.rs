@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::*;
 
-use nfv_mem::{Batch, Bias, PoolCache};
+use nfv_mem::{Batch, PoolCache};
 use nfv_ports::TxQueue;
 use nfv_virtio::guard::fault_epoch;
 
@@ -32,8 +32,6 @@ pub(crate) struct VhostTxq {
     pair: Option<usize>,
     /// `VhostUserConfig::tx_retries`.
     retries: u32,
-    /// This queue's claim on its pair's ring lock (`TxRing::lock_pmd`).
-    bias: Bias,
 }
 
 impl VhostTxq {
@@ -44,29 +42,17 @@ impl VhostTxq {
             q,
             generation: u64::MAX,
             pair: None,
-            bias: Bias::new(),
         }
     }
 
     #[cold]
     fn retarget(&mut self) {
         let snap = self.shared.snapshot();
-        if let Some(p) = self.pair {
-            self.shared.tx[p].drop_bias(&mut self.bias);
-        }
         self.pair = match snap.tx_pairs.len() {
             0 => None,
             n => Some(snap.tx_pairs[self.q % n]),
         };
         self.generation = snap.generation;
-    }
-}
-
-impl Drop for VhostTxq {
-    fn drop(&mut self) {
-        if let Some(p) = self.pair {
-            self.shared.tx[p].drop_bias(&mut self.bias);
-        }
     }
 }
 
@@ -89,7 +75,7 @@ impl TxQueue for VhostTxq {
         };
         let ring = &self.shared.tx[p];
         // Never waits on the protocol thread (see `crate::shared`).
-        let Some(mut st) = ring.lock_pmd(&mut self.bias) else {
+        let Some(mut st) = ring.lock_pmd() else {
             return 0;
         };
         let st = &mut *st;
@@ -155,7 +141,7 @@ impl TxQueue for VhostTxq {
         let Some(p) = self.pair else {
             return;
         };
-        if let Some(mut st) = self.shared.tx[p].lock_pmd(&mut self.bias)
+        if let Some(mut st) = self.shared.tx[p].lock_pmd()
             && let Some(dq) = st.dq.as_mut()
         {
             dq.settle_interrupts();
