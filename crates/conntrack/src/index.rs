@@ -105,6 +105,7 @@ impl Index {
         self.len
     }
 
+    #[inline(always)]
     pub(crate) fn hash(&self, key: &ConnKey) -> Hash {
         let h = self.hasher.hash(key);
         // The high half picks the bucket (multiply-shift, no power-of-two
@@ -306,6 +307,7 @@ pub(crate) struct KeyHasher {
     secret: [u64; 8],
 }
 
+#[inline(always)]
 fn folded_multiply(a: u64, b: u64) -> u64 {
     let product = u128::from(a) * u128::from(b);
     (product as u64) ^ ((product >> 64) as u64)
@@ -340,6 +342,7 @@ impl KeyHasher {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn hash(&self, key: &ConnKey) -> u64 {
         let k = &self.secret;
         let family = match key.family {

@@ -108,6 +108,7 @@ impl Table {
         })
     }
 
+    #[inline(always)]
     pub(crate) fn hash(&self, key: &ConnKey) -> Hash {
         self.index.hash(key)
     }

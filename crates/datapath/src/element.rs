@@ -411,13 +411,9 @@ impl Forwarding {
                     // changes no field they read (in_port and EtherType
                     // stay), so a NAT'd packet is decided alike.
                     if let Some(k) = key
-                        && let Some(next) = dispatch.as_deref().and_then(|d| {
-                            d.prefix(t)?.find(
-                                k.w[0],
-                                ct.recirc_metadata,
-                                FlowKey::ct_word(f.state, f.zone, f.mark),
-                            )
-                        })
+                        && let Some(next) = dispatch
+                            .as_deref()
+                            .and_then(|d| d.prefix(t)?.find(k.w[0], ct.recirc_metadata, f.word()))
                     {
                         self.dispatched.add(next, pkt.frame_len(), self.now_tsc);
                         self.run_rule(next, in_port, rx, pool, None, pkt);

@@ -76,7 +76,7 @@ impl Recirculation {
                     tp_src: o.src_port,
                     tp_dst: o.dst_port,
                 });
-            key.set_ct(f.state, f.zone, f.mark, label, orig);
+            key.set_ct(f.state(), f.zone(), f.mark(), label, orig);
         })
     }
 

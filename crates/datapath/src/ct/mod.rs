@@ -20,6 +20,7 @@ pub mod nat;
 pub mod summary;
 
 use nfv_conntrack::{CommitError, ConnKey, CtState, Family, KeyHash, NatKind, NatRequest, Tracker};
+use nfv_flow::FlowKey;
 use nfv_flow::action::{CtAction, Nat, NatAddrs, PortPick};
 use nfv_mem::{BATCH, Packet};
 use summary::{Parsed, Untrackable};
@@ -55,14 +56,44 @@ fn nat_request(nat: &Nat, family: Family) -> Option<NatRequest> {
 /// What `ct` sets in the packet's key.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CtFields {
-    pub state: u8,
-    pub zone: u16,
-    pub mark: u32,
+    /// `ct_state`, `ct_zone` and `ct_mark` as the flow key's word holds
+    /// them ([`FlowKey::ct_word`]). One field, written with one store:
+    /// read back as three fields of different widths, the next table's
+    /// lookup loaded them with one wider load the CPU could not forward
+    /// from the three stores, a stall a tracked packet.
+    word: u64,
     pub label: u128,
     /// The connection's original direction (`ct_nw_src`, `ct_tp_dst`, …).
     pub orig: Option<ConnKey>,
     /// Whether `nat` rewrote the packet's headers.
     pub translated: bool,
+}
+
+impl CtFields {
+    fn new(state: u8, zone: u16, mark: u32) -> CtFields {
+        CtFields {
+            word: FlowKey::ct_word(state, zone, mark),
+            ..CtFields::default()
+        }
+    }
+
+    /// `ct_state`, `ct_zone` and `ct_mark` packed as in the flow key.
+    #[inline(always)]
+    pub fn word(&self) -> u64 {
+        self.word
+    }
+
+    pub fn state(&self) -> u8 {
+        self.word as u8
+    }
+
+    pub fn zone(&self) -> u16 {
+        (self.word >> 16) as u16
+    }
+
+    pub fn mark(&self) -> u32 {
+        (self.word >> 32) as u32
+    }
 }
 
 /// Why packets were answered `+inv` without the tracker's say, or a
@@ -161,6 +192,24 @@ impl ConnTable {
     /// Nothing changes but the staging: the packet's bytes and the
     /// tracker are only read.
     pub fn stage(&mut self, slot: usize, pkt: &Packet, zone: u16) {
+        // The shortcut's summary is hashed and stored from registers (see
+        // `summary::summarise_plain`); only the general way is a call.
+        match summary::summarise_plain(pkt.data(), zone) {
+            Some(parsed) => {
+                let h = self.tracker.key_hash(&parsed.summary.key);
+                self.tracker.prefetch_hashed(h);
+                self.staging[slot] = Staged {
+                    summarised: Ok(parsed),
+                    hash: Some(h),
+                };
+            }
+            None => self.staging[slot] = self.stage_walked(pkt, zone),
+        }
+        self.staged |= 1 << slot;
+    }
+
+    #[inline(never)]
+    fn stage_walked(&self, pkt: &Packet, zone: u16) -> Staged {
         let summarised = summary::summarise(pkt.data(), zone);
         let hash = summarised
             .as_ref()
@@ -169,8 +218,7 @@ impl ConnTable {
         if let Some(h) = hash {
             self.tracker.prefetch_hashed(h);
         }
-        self.staging[slot] = Staged { summarised, hash };
-        self.staged |= 1 << slot;
+        Staged { summarised, hash }
     }
 
     /// Asks for the connection lines of the staged packets in the batch's
@@ -257,11 +305,7 @@ fn track(
 ) -> CtFields {
     // Built only when answered: built up front, it cost a packet ~7
     // instructions on the way that never answers it.
-    let invalid = || CtFields {
-        state: CtState::TRACKED | CtState::INVALID,
-        zone: ct.zone,
-        ..CtFields::default()
-    };
+    let invalid = || CtFields::new(CtState::TRACKED | CtState::INVALID, ct.zone, 0);
     // Matched by reference: moving the summary out of the `Result`
     // copied it, ~40 instructions a packet.
     let parsed = match summarised {
@@ -332,12 +376,10 @@ fn track(
         }
     }
     CtFields {
-        state,
-        zone: ct.zone,
-        mark: verdict.mark,
         label: verdict.label,
         orig: verdict.orig,
         translated,
+        ..CtFields::new(state, ct.zone, verdict.mark)
     }
 }
 
