@@ -285,16 +285,18 @@ impl Tracker {
             self.key_hash(&pkt.key).hash,
             "a hash of another key"
         );
-        let verdict = match pkt.l4 {
+        // Each way counts its verdict's bits itself, while they are a
+        // value in a register: counted here, after the ways join, the
+        // byte was read back from the verdict by a wider load that the
+        // CPU cannot forward from the byte's store (a stall a packet).
+        match pkt.l4 {
             L4::Icmp { ty, inner, .. } => match icmp_kind(pkt.key.family, ty) {
                 IcmpKind::Error => self.related(pkt, inner, now_ms),
-                IcmpKind::Untracked => Verdict::bits(CtState::INVALID),
+                IcmpKind::Untracked => self.counted(CtState::INVALID),
                 IcmpKind::Request | IcmpKind::Reply => self.direct(pkt, hash, now_ms),
             },
             L4::Tcp(_) | L4::Other => self.direct(pkt, hash, now_ms),
-        };
-        self.count(verdict.state);
-        verdict
+        }
     }
 
     /// [`Tracker::process`] over a batch, appending one verdict per packet
@@ -328,8 +330,17 @@ impl Tracker {
         self.table.prefetch_bucket(key);
     }
 
-    fn count(&mut self, s: CtState) {
-        self.by_state[usize::from(s.0 & COUNTED)] += 1;
+    /// Counts a verdict of `bits` (besides `+trk`) in `by_state`.
+    #[inline(always)]
+    fn count(by_state: &mut [u64; COUNTED as usize + 1], bits: u8) {
+        by_state[usize::from(bits & COUNTED)] += 1;
+    }
+
+    /// `Verdict::bits(bits)`, counted.
+    #[inline(always)]
+    fn counted(&mut self, bits: u8) -> Verdict {
+        Self::count(&mut self.by_state, bits);
+        Verdict::bits(bits)
     }
 
     /// Looks a key up, dropping a connection found past its deadline (the
@@ -363,9 +374,9 @@ impl Tracker {
             // as its original direction, and OVS reports it so.
             None if ProtoState::valid_new(pkt, self.config.tcp_pickup) => Verdict {
                 orig: Some(pkt.key),
-                ..Verdict::bits(CtState::NEW)
+                ..self.counted(CtState::NEW)
             },
-            None => Verdict::bits(CtState::INVALID),
+            None => self.counted(CtState::INVALID),
         }
     }
 
@@ -374,11 +385,11 @@ impl Tracker {
         let id = self.table.id(entry.index);
         let conn = self.table.at_mut(entry.index);
         match conn.proto.update(&pkt.l4, entry.reply) {
-            Update::Reject => Verdict::bits(CtState::INVALID),
+            Update::Reject => self.counted(CtState::INVALID),
             Update::Reopen => Verdict {
                 replaces: Some(id),
                 orig: Some(pkt.key),
-                ..Verdict::bits(CtState::NEW)
+                ..self.counted(CtState::NEW)
             },
             Update::Accept(class) => {
                 // Written only when it changes: most packets leave it be.
@@ -394,6 +405,7 @@ impl Tracker {
                 if entry.reply {
                     bits |= CtState::REPLY;
                 }
+                Self::count(&mut self.by_state, bits);
                 let mut verdict = Verdict {
                     mark: conn.mark,
                     label: conn.label,
@@ -422,18 +434,18 @@ impl Tracker {
     /// tuple, which is not a key, while its reverse is the reply key.
     fn related(&mut self, pkt: &PacketSummary, inner: Option<ConnKey>, now_ms: u64) -> Verdict {
         let Some(inner) = inner else {
-            return Verdict::bits(CtState::INVALID);
+            return self.counted(CtState::INVALID);
         };
         let quotes_error =
             inner.is_icmp() && icmp_kind(inner.family, inner.icmp_type_code().0) == IcmpKind::Error;
         if quotes_error || inner.zone != pkt.key.zone || inner.family != pkt.key.family {
-            return Verdict::bits(CtState::INVALID);
+            return self.counted(CtState::INVALID);
         }
         let Some(entry) = inner
             .reversed()
             .and_then(|own| self.lookup_live(&own, now_ms))
         else {
-            return Verdict::bits(CtState::INVALID);
+            return self.counted(CtState::INVALID);
         };
         let id = self.table.id(entry.index);
         let conn = self.table.at_mut(entry.index);
@@ -442,6 +454,7 @@ impl Tracker {
         } else {
             CtState::RELATED
         };
+        Self::count(&mut self.by_state, bits);
         Verdict {
             mark: conn.mark,
             label: conn.label,

@@ -3,7 +3,7 @@
 
 mod support;
 
-use nfv_conntrack::{CommitError, Config, CtState, PacketSummary, Timeouts, Tracker};
+use nfv_conntrack::{CommitError, Config, CtState, Family, L4, PacketSummary, Timeouts, Tracker};
 use support::*;
 
 fn udp(zone: u16, sport: u16) -> PacketSummary {
@@ -392,6 +392,30 @@ fn packets_are_counted_by_their_verdicts_bits() {
     }
     let syn_ack = tcp(tcp_key(0), false, seg(SYN | ACK, 1, 1, 0));
     verdicts.push(t.process(&syn_ack, 2));
+    // ICMP, each way the tracker answers it: an error about the committed
+    // flow (related), about an untracked flow, about the flow in another
+    // zone, without a quote (all three invalid), and a type the tracker
+    // does not follow (invalid).
+    let (router, host) = (u128::from(0x0a00_00feu32), udp_key(0, 3).src);
+    let error = |inner| PacketSummary::icmp_error(0, Family::V4, router, host, 3, 3, inner);
+    for pkt in [
+        error(udp_key(0, 3)),
+        error(udp_key(0, 7)),
+        error(udp_key(1, 3)),
+    ] {
+        verdicts.push(t.process(&pkt, 3));
+    }
+    let mut unquoted = error(udp_key(0, 3));
+    unquoted.l4 = L4::Icmp {
+        ty: 3,
+        code: 3,
+        inner: None,
+    };
+    verdicts.push(t.process(&unquoted, 3));
+    verdicts.push(t.process(
+        &PacketSummary::icmp_query(0, Family::V4, router, host, 1, 9),
+        3,
+    ));
     // The commit's own packet went through `process` too.
     let counted = |bit: u8| verdicts.iter().filter(|v| v.state.has(bit)).count() as u64;
     let c = t.counters();
@@ -400,6 +424,11 @@ fn packets_are_counted_by_their_verdicts_bits() {
     assert_eq!(c.related, counted(CtState::RELATED), "{c:?}");
     assert_eq!(c.invalid, counted(CtState::INVALID), "{c:?}");
     // Eight UDP packets, each new or established (which, the tracker's
-    // `established` setting decides), and the one invalid segment.
-    assert_eq!((c.new + c.established, c.invalid), (8, 1), "{c:?}");
+    // `established` setting decides), the one related error, and five
+    // invalid: the segment and four of the ICMP messages.
+    assert_eq!(
+        (c.new + c.established, c.related, c.invalid),
+        (8, 1, 5),
+        "{c:?}"
+    );
 }
