@@ -208,9 +208,11 @@ impl ConnTable {
         self.staged |= 1 << slot;
     }
 
+    /// [`ConnTable::stage`] for a frame the shortcut declined: the
+    /// general way only (the shortcut is not tried twice).
     #[inline(never)]
     fn stage_walked(&self, pkt: &Packet, zone: u16) -> Staged {
-        let summarised = summary::summarise(pkt.data(), zone);
+        let summarised = summary::summarise_walked(pkt.data(), zone);
         let hash = summarised
             .as_ref()
             .ok()

@@ -140,8 +140,9 @@ fn plain_ipv4(frame: &[u8], zone: u16) -> Option<Parsed> {
 }
 
 /// [`summarise`] for any frame: the Ethernet walk (VLAN tags), IPv4 with
-/// options or IPv6 with extension headers, every transport.
-fn summarise_walked(frame: &[u8], zone: u16) -> Result<Parsed, Untrackable> {
+/// options or IPv6 with extension headers, every transport. (The
+/// staging calls it for the frames [`summarise_plain`] declined.)
+pub fn summarise_walked(frame: &[u8], zone: u16) -> Result<Parsed, Untrackable> {
     let l2 = nfv_wire::l2::walk(frame).ok_or(Untrackable::Malformed)?;
     let l3b = &frame[l2.l3_offset..];
     let (ip, l4_rel) = if l2.ethertype == EtherType::IPV4 {
