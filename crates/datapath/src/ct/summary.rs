@@ -66,7 +66,7 @@ pub fn summarise(frame: &[u8], zone: u16) -> Result<Parsed, Untrackable> {
 /// (the hash's, the staging copy's) that the CPU cannot forward from
 /// several smaller stores: each waited for those stores to reach the
 /// cache. Kept in registers, the fields go to the hash and the staging
-/// slot directly. `None`: ask [`summarise`].
+/// slot directly. `None`: the general way, [`summarise_walked`].
 #[inline(always)]
 pub fn summarise_plain(frame: &[u8], zone: u16) -> Option<Parsed> {
     plain_ipv4(frame, zone)
