@@ -404,7 +404,9 @@ impl Forwarding {
                 Verdict::Rule(rule)
                     if staged && let Some((ct, t)) = ct_alone(&rule.spec.actions) =>
                 {
-                    let f = self.conntrack.execute_staged(i, &mut pkt, ct, self.now_ms);
+                    let f =
+                        self.conntrack
+                            .execute_staged(i, &mut pkt, ct, self.ct_wide, self.now_ms);
                     let key = keys.map(|k| &k[i]);
                     // Table t's rule from the ct verdict alone, when one of
                     // its first rules takes the packet. A translation
@@ -420,9 +422,9 @@ impl Forwarding {
                         continue;
                     }
                     let looked_up = key.filter(|_| !f.translated);
-                    let queued =
-                        self.recirc
-                            .queue_tracked(pkt, looked_up, in_port, ct, t, &f, self.ct_wide);
+                    let queued = self
+                        .recirc
+                        .queue_tracked(pkt, looked_up, in_port, ct, t, &f);
                     Recirculation::drop_refused(queued, rx, pool);
                 }
                 Verdict::Rule(rule) => {

@@ -180,7 +180,9 @@ impl Interpreter<'_> {
                     // actions (OVS: they are only in the copy table=
                     // looks up).
                     None => {
-                        let f = self.conntrack.execute(&mut pkt, ct, self.now_ms);
+                        let f = self
+                            .conntrack
+                            .execute(&mut pkt, ct, self.ct_wide, self.now_ms);
                         if f.translated {
                             self.key = None;
                         }
@@ -244,11 +246,13 @@ impl Interpreter<'_> {
     /// as they are now, the pipeline's metadata at the `ct`, its ct
     /// fields. Runs at the end of the batch ([`crate::element`]).
     fn recirculate(&mut self, ct: &nfv_flow::action::CtAction, t: u8, mut pkt: Packet) {
-        let f = self.conntrack.execute(&mut pkt, ct, self.now_ms);
+        let f = self
+            .conntrack
+            .execute(&mut pkt, ct, self.ct_wide, self.now_ms);
         let looked_up = self.key.filter(|_| !f.translated);
-        let queued =
-            self.recirc
-                .queue_tracked(pkt, looked_up, self.in_port, ct, t, &f, self.ct_wide);
+        let queued = self
+            .recirc
+            .queue_tracked(pkt, looked_up, self.in_port, ct, t, &f);
         Recirculation::drop_refused(queued, self.rx, self.pool);
     }
 

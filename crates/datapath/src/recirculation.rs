@@ -4,7 +4,6 @@
 use crate::ct::CtFields;
 use crate::decision::KeyArray;
 use nfv_flow::action::CtAction;
-use nfv_flow::table::CtWide;
 use nfv_flow::{FlowKey, PortNo};
 use nfv_mem::{Batch, Packet, PoolCache};
 use nfv_ports::{DropReason, QueueCounters};
@@ -39,10 +38,11 @@ impl Recirculation {
     /// `f`, with the key it goes back to table `t` with — the key the
     /// decision looked up (`looked_up`, while nothing has edited the
     /// packet) or its headers extracted again (received on `in_port`),
-    /// the pipeline's metadata at the `ct`, and its ct fields (the wide
-    /// ones only where some rule matches them: `wide`). Gives the packet
-    /// back when a batch's worth wait.
-    #[allow(clippy::too_many_arguments)]
+    /// the pipeline's metadata at the `ct`, and its ct fields (`f`'s wide
+    /// ones are set only where some rule matches them, see
+    /// [`CtFields::label`]: other keys keep within the base words, hashed
+    /// and compared at IPv4's cost). Gives the packet back when a batch's
+    /// worth wait.
     pub fn queue_tracked(
         &mut self,
         pkt: Packet,
@@ -51,7 +51,6 @@ impl Recirculation {
         ct: &CtAction,
         t: u8,
         f: &CtFields,
-        wide: CtWide,
     ) -> Result<(), Packet> {
         self.push(pkt, |pkt, key| {
             // Straight into the queue's slot: a `match` yielding the key
@@ -62,21 +61,15 @@ impl Recirculation {
             }
             key.set_table(t);
             key.set_metadata(ct.recirc_metadata);
-            // Fields no rule matches stay zero: most keys then keep within
-            // the base words (hashed and compared at IPv4's cost).
-            let label = if wide.label { f.label } else { 0 };
-            let orig = f
-                .orig
-                .filter(|_| wide.tuple)
-                .map(|o| nfv_flow::key::CtOrig {
-                    ipv6: o.family == nfv_conntrack::Family::V6,
-                    src: o.src,
-                    dst: o.dst,
-                    proto: o.proto,
-                    tp_src: o.src_port,
-                    tp_dst: o.dst_port,
-                });
-            key.set_ct(f.state(), f.zone(), f.mark(), label, orig);
+            let orig = f.orig.map(|o| nfv_flow::key::CtOrig {
+                ipv6: o.family == nfv_conntrack::Family::V6,
+                src: o.src,
+                dst: o.dst,
+                proto: o.proto,
+                tp_src: o.src_port,
+                tp_dst: o.dst_port,
+            });
+            key.set_ct(f.state(), f.zone(), f.mark(), f.label, orig);
         })
     }
 

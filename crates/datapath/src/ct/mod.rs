@@ -22,6 +22,7 @@ pub mod summary;
 use nfv_conntrack::{CommitError, ConnKey, CtState, Family, KeyHash, NatKind, NatRequest, Tracker};
 use nfv_flow::FlowKey;
 use nfv_flow::action::{CtAction, Nat, NatAddrs, PortPick};
+use nfv_flow::table::CtWide;
 use nfv_mem::{BATCH, Packet};
 use summary::{Parsed, Untrackable};
 
@@ -62,8 +63,10 @@ pub struct CtFields {
     /// lookup loaded them with one wider load the CPU could not forward
     /// from the three stores, a stall a tracked packet.
     word: u64,
+    /// `ct_label`: zero unless some rule matches it ([`CtWide::label`]).
     pub label: u128,
-    /// The connection's original direction (`ct_nw_src`, `ct_tp_dst`, …).
+    /// The connection's original direction (`ct_nw_src`, `ct_tp_dst`, …):
+    /// `None` unless some rule matches it ([`CtWide::tuple`]).
     pub orig: Option<ConnKey>,
     /// Whether `nat` rewrote the packet's headers.
     pub translated: bool,
@@ -255,11 +258,12 @@ impl ConnTable {
         slot: usize,
         pkt: &mut Packet,
         ct: &CtAction,
+        wide: CtWide,
         now_ms: u64,
     ) -> CtFields {
         let bit = 1u32 << slot;
         if self.staged & bit == 0 {
-            return self.execute(pkt, ct, now_ms);
+            return self.execute(pkt, ct, wide, now_ms);
         }
         self.staged &= !bit;
         self.prefetch_conn_of(slot + CONN_PREFETCH_AHEAD);
@@ -269,23 +273,32 @@ impl ConnTable {
             &mut self.counters,
             pkt,
             ct,
+            wide,
             &s.summarised,
             s.hash,
             now_ms,
         )
     }
 
-    /// Runs `ct` for `pkt` at time `now_ms`: its ct fields, and the
-    /// packet translated when `ct` has a `nat` and its connection a
-    /// translation. (`ct.table` is the caller's: where the packet goes
-    /// next.)
-    pub fn execute(&mut self, pkt: &mut Packet, ct: &CtAction, now_ms: u64) -> CtFields {
+    /// Runs `ct` for `pkt` at time `now_ms`: its ct fields (the wide ones,
+    /// label and original tuple, only where `wide` says a rule matches
+    /// them), and the packet translated when `ct` has a `nat` and its
+    /// connection a translation. (`ct.table` is the caller's: where the
+    /// packet goes next.)
+    pub fn execute(
+        &mut self,
+        pkt: &mut Packet,
+        ct: &CtAction,
+        wide: CtWide,
+        now_ms: u64,
+    ) -> CtFields {
         let summarised = summary::summarise(pkt.data(), ct.zone);
         track(
             &mut self.tracker,
             &mut self.counters,
             pkt,
             ct,
+            wide,
             &summarised,
             None,
             now_ms,
@@ -296,11 +309,13 @@ impl ConnTable {
 /// `ct` for `pkt`, whose headers `summarised` holds (and `hash` its
 /// connection key's hash, when at hand).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn track(
     tracker: &mut Tracker,
     counters: &mut CtCounters,
     pkt: &mut Packet,
     ct: &CtAction,
+    wide: CtWide,
     summarised: &Result<Parsed, Untrackable>,
     hash: Option<KeyHash>,
     now_ms: u64,
@@ -377,9 +392,12 @@ fn track(
             Err(_) => counters.nat_failed += 1,
         }
     }
+    // The wide fields only where a rule reads them: copied always, the
+    // label (stored by the tracker as two 8-byte halves) was read back
+    // with one 16-byte load the CPU could not forward, a stall a packet.
     CtFields {
-        label: verdict.label,
-        orig: verdict.orig,
+        label: if wide.label { verdict.label } else { 0 },
+        orig: verdict.orig.filter(|_| wide.tuple),
         translated,
         ..CtFields::new(state, ct.zone, verdict.mark)
     }

@@ -9,10 +9,18 @@ use nfv_conntrack::{Config, Family};
 use nfv_flow::action::{Nat, NatAddrs, NatRange};
 use nfv_mem::{MemoryConfig, PacketPool};
 
-/// Runs `req` on a packet holding `frame`; the fields, and the frame as
-/// the ct action left it.
+/// Every ct field wanted, as when some rule matches the label and the
+/// original tuple.
+const WIDE: CtWide = CtWide {
+    label: true,
+    tuple: true,
+    used: true,
+};
+
+/// Runs `req` on a packet holding `frame`; the fields (all of them), and
+/// the frame as the ct action left it.
 fn run(t: &mut ConnTable, frame: &[u8], req: &CtAction, now: u64) -> (CtFields, Vec<u8>) {
-    run_with(frame, |p| t.execute(p, req, now))
+    run_with(frame, |p| t.execute(p, req, WIDE, now))
 }
 
 /// `track` on a packet holding `frame`: its answer, and the frame after.
@@ -152,6 +160,23 @@ fn exec_sets_mark_and_label_on_commit_and_replies_carry_them() {
     let (reply, _) = run(&mut t, &syn_ack(), &look(1), 2);
     assert_eq!(reply.state(), TRK | EST | RPL);
     assert_eq!((reply.mark(), reply.label), (0xab, 1 << 100));
+    // Where no rule matches the label or the original tuple, they are
+    // left out (zero, as the next table's key holds them); the rest alike.
+    for (label, tuple) in [(false, false), (true, false), (false, true)] {
+        let wide = CtWide {
+            label,
+            tuple,
+            used: true,
+        };
+        let narrow = run_with(&syn_ack(), |p| t.execute(p, &look(1), wide, 3)).0;
+        assert_eq!(
+            (narrow.word(), narrow.translated),
+            (reply.word(), reply.translated)
+        );
+        assert_eq!(narrow.label, if label { 1 << 100 } else { 0 });
+        assert_eq!(narrow.orig, reply.orig.filter(|_| tuple));
+        assert!(reply.orig.is_some());
+    }
     // A second commit with a mask keeps the bits outside it.
     let req2 = CtAction {
         zone: 1,
@@ -263,7 +288,7 @@ fn staged_tracking_answers_as_unstaged() {
             let slot = i % nfv_mem::BATCH;
             staged.stage(slot, p, req.zone);
             staged.staged_all();
-            staged.execute_staged(slot, p, req, 10 + i as u64)
+            staged.execute_staged(slot, p, req, WIDE, 10 + i as u64)
         });
         assert_eq!(got, want, "{name}");
     }
