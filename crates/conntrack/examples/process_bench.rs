@@ -3,8 +3,8 @@
 //! [connections...]` (default 10000 1000000).
 //!
 //! Besides the time per packet it prints how many index cache lines a
-//! lookup reads (the slot adds three more: see the layout test in
-//! `table.rs`), and a floor for the same walk: two dependent random reads
+//! lookup reads (the slot adds two more, three for a reply: see the layout
+//! test in `table.rs`), and a floor for the same walk: two dependent random reads
 //! per packet (a bucket, then a slot) over buffers as large as the index
 //! and the slab, which is what the memory system alone costs.
 

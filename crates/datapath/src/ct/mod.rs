@@ -132,7 +132,7 @@ struct Staged {
 const _: () = assert!(BATCH <= u32::BITS as usize, "a bit per batch slot");
 
 /// How many slots ahead of the packet being tracked the connection lines
-/// of a staged packet are asked for: far enough for three lines from
+/// of a staged packet are asked for: far enough for its lines from
 /// memory to arrive while the packets in between are tracked (a few
 /// hundred cycles each), near enough that they are still in the cache.
 const CONN_PREFETCH_AHEAD: usize = 4;
