@@ -92,6 +92,18 @@ impl FlowSpec {
             _ => None,
         }
     }
+
+    /// Whether the rule's only action is `in_port` (a hairpin: the packet
+    /// goes back out of the port it came in on), which the datapath sends
+    /// without the interpreter as it does a [`FlowSpec::single_output`].
+    /// `SetTunnel` does not count, as there.
+    pub fn only_in_port(&self) -> bool {
+        let mut acts = self
+            .actions
+            .iter()
+            .filter(|a| !matches!(a, Action::SetTunnel(_)));
+        matches!((acts.next(), acts.next()), (Some(Action::InPort), None))
+    }
 }
 
 /// Hit counters for one rule. Updated by PMD threads once per group of
@@ -132,6 +144,8 @@ pub struct Rule {
     pub seq: u64,
     /// Pre-computed [`FlowSpec::single_output`].
     pub single_output: Option<PortNo>,
+    /// Pre-computed [`FlowSpec::only_in_port`].
+    pub hairpin: bool,
     pub stats: RuleStats,
     /// Creation time (for `duration=` in dump-flows).
     pub created: std::time::Instant,
@@ -150,6 +164,7 @@ impl Rule {
     pub fn new(spec: FlowSpec, seq: u64) -> Rule {
         Rule {
             single_output: spec.single_output(),
+            hairpin: spec.only_in_port(),
             // A `ct(table=T)` rule is resolved too: the walk gives its
             // tracked copy the metadata it goes back with.
             pipeline: spec

@@ -249,4 +249,26 @@ mod tests {
         let two = parse_flow("in_port=1,actions=set_tunnel:100,output:7,output:9").unwrap();
         assert_eq!(two.single_output(), None);
     }
+
+    /// A hairpin (`in_port` alone) is told apart the same way: whatever
+    /// `set_tunnel` stands beside it, and never with a second action.
+    #[test]
+    fn only_in_port_is_a_hairpin() {
+        let cases = [
+            ("in_port=1,actions=in_port", true),
+            ("in_port=1,actions=set_tunnel:100,in_port", true),
+            ("in_port=1,actions=in_port,output:2", false),
+            (
+                "in_port=1,actions=mod_dl_src:aa:bb:cc:dd:ee:01,in_port",
+                false,
+            ),
+            ("in_port=1,actions=output:1", false),
+            ("in_port=1,actions=drop", false),
+        ];
+        for (flow, hairpin) in cases {
+            let spec = parse_flow(flow).unwrap();
+            assert_eq!(spec.only_in_port(), hairpin, "{flow}");
+            assert_eq!(crate::Rule::new(spec, 0).hairpin, hairpin, "{flow}");
+        }
+    }
 }
