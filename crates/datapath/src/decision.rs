@@ -143,12 +143,17 @@ impl Verdicts {
         }
     }
 
-    /// The port every one of the batch's `n` packets goes to, when one
-    /// rule whose actions are a plain `output:N` took them all.
+    /// The port every one of the batch's `n` packets, received on
+    /// `in_port`, goes to, when one rule took them all whose actions are a
+    /// plain `output:N` to another port or `in_port` alone (a hairpin).
     #[inline(always)]
-    pub fn sole_output(&self, n: usize) -> Option<PortNo> {
+    pub fn sole_output(&self, n: usize, in_port: PortNo) -> Option<PortNo> {
         match self.hits.as_slice() {
-            [only] if only.packets == n as u64 => only.rule.single_output,
+            [only] if only.packets == n as u64 => match only.rule.single_output {
+                Some(out) if out != in_port => Some(out),
+                None if only.rule.hairpin => Some(in_port),
+                _ => None,
+            },
             _ => None,
         }
     }

@@ -375,8 +375,7 @@ impl Forwarding {
     ) {
         // A batch that one plain `output:N` rule takes whole (a service
         // chain's hop) goes to the fabric in one move.
-        if let Some(out) = verdicts.sole_output(batch.len())
-            && out != in_port
+        if let Some(out) = verdicts.sole_output(batch.len(), in_port)
             && self.fabric.output_batch(out, batch, verdicts.shape())
         {
             return;
