@@ -395,12 +395,17 @@ fn track(
     // The wide fields only where a rule reads them: copied always, the
     // label (stored by the tracker as two 8-byte halves) was read back
     // with one 16-byte load the CPU could not forward, a stall a packet.
-    CtFields {
-        label: if wide.label { verdict.label } else { 0 },
-        orig: verdict.orig.filter(|_| wide.tuple),
+    let mut fields = CtFields {
         translated,
         ..CtFields::new(state, ct.zone, verdict.mark)
+    };
+    if wide.label {
+        fields.label = verdict.label;
     }
+    if wide.tuple {
+        fields.orig = verdict.orig;
+    }
+    fields
 }
 
 #[cfg(test)]
