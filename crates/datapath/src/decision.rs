@@ -149,11 +149,7 @@ impl Verdicts {
     #[inline(always)]
     pub fn sole_output(&self, n: usize, in_port: PortNo) -> Option<PortNo> {
         match self.hits.as_slice() {
-            [only] if only.packets == n as u64 => match only.rule.single_output {
-                Some(out) if out != in_port => Some(out),
-                None if only.rule.hairpin => Some(in_port),
-                _ => None,
-            },
+            [only] if only.packets == n as u64 => only.rule.direct_output(in_port),
             _ => None,
         }
     }

@@ -161,6 +161,19 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// Where a packet received on `in_port` goes when the datapath can send
+    /// it without the action interpreter: the one `output:N` to another
+    /// port, or back out of `in_port` for a hairpin. (An `output:N` naming
+    /// the in_port sends nothing, OpenFlow's rule: the interpreter's case.)
+    #[inline(always)]
+    pub fn direct_output(&self, in_port: PortNo) -> Option<PortNo> {
+        match self.single_output {
+            Some(out) if out != in_port => Some(out),
+            None if self.hairpin => Some(in_port),
+            _ => None,
+        }
+    }
+
     pub fn new(spec: FlowSpec, seq: u64) -> Rule {
         Rule {
             single_output: spec.single_output(),

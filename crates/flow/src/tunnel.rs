@@ -268,7 +268,11 @@ mod tests {
         for (flow, hairpin) in cases {
             let spec = parse_flow(flow).unwrap();
             assert_eq!(spec.only_in_port(), hairpin, "{flow}");
-            assert_eq!(crate::Rule::new(spec, 0).hairpin, hairpin, "{flow}");
+            let rule = crate::Rule::new(spec, 0);
+            assert_eq!(rule.hairpin, hairpin, "{flow}");
+            // Received on port 1: a hairpin goes back out of it; `output:1`
+            // sends nothing and is left to the interpreter.
+            assert_eq!(rule.direct_output(1), hairpin.then_some(1), "{flow}");
         }
     }
 }
