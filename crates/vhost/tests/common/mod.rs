@@ -494,6 +494,18 @@ impl SwitchSide {
         sent
     }
 
+    /// One rx burst on every queue (what a PMD does), keeping the frames
+    /// (for a test to say what came when nothing should have).
+    pub fn poll_frames(&mut self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for q in &mut self.rxq {
+            let mut b = Batch::new();
+            q.rx_burst(&mut b, &mut self.cache);
+            out.extend(drain(&mut self.cache, &mut b));
+        }
+        out
+    }
+
     /// One rx burst on every queue (what a PMD does), discarding.
     pub fn poll(&mut self) -> usize {
         let mut n = 0;
