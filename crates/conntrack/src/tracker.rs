@@ -12,7 +12,7 @@ use crate::nat::{self, ConnNat, NatError, NatKind, NatRequest, NatRewrite, PortS
 use crate::packet::{L4, PacketSummary};
 use crate::proto::{ProtoState, Update};
 use crate::table::{Conn, Table};
-use crate::timeouts::{Timeouts, TimeoutsError};
+use crate::timeouts::{TimeoutMillis, Timeouts, TimeoutsError};
 use crate::verdict::{ConnId, CtState, Verdict};
 use crate::wheel::{SweepStats, TimerSlots, Wheel};
 
@@ -140,6 +140,8 @@ const COUNTED: u8 = CtState::NEW | CtState::ESTABLISHED | CtState::RELATED | CtS
 /// several PMD threads are meant to share the work).
 pub struct Tracker {
     config: Config,
+    /// `config.timeouts` by class, what deadlines are computed from.
+    timeouts: TimeoutMillis,
     table: Table,
     wheel: Wheel,
     zone_limits: HashMap<u16, Option<u32>>,
@@ -179,6 +181,7 @@ impl Tracker {
         }
         config.timeouts.validate()?;
         Ok(Tracker {
+            timeouts: config.timeouts.millis(),
             config,
             table: Table::with_capacity(config.capacity),
             wheel: Wheel::new(),
@@ -419,7 +422,7 @@ impl Tracker {
                 if conn.nat != ConnNat::None {
                     verdict.nat = translated_rewrite(conn, entry.reply);
                 }
-                let deadline = self.config.timeouts.deadline(class, now_ms);
+                let deadline = self.timeouts.deadline(class, now_ms);
                 self.wheel.refresh(&mut self.table, entry.index, deadline);
                 verdict
             }
@@ -573,7 +576,7 @@ impl Tracker {
             self.counters.full_refused += 1;
             return Err(CommitError::Full);
         };
-        let deadline = self.config.timeouts.deadline(proto.timeout_class(), now_ms);
+        let deadline = self.timeouts.deadline(proto.timeout_class(), now_ms);
         self.wheel.insert(&mut self.table, id.index, deadline);
         self.counters.committed += 1;
         Ok(NatCommit { id, nat: rewrite })
