@@ -70,7 +70,8 @@ impl Default for Timeouts {
 pub struct TimeoutMillis([u64; TimeoutClass::ALL.len()]);
 
 impl TimeoutMillis {
-    /// As [`Timeouts::deadline`].
+    /// Deadline in milliseconds for a connection of `class` touched at
+    /// `now_ms`.
     #[inline(always)]
     pub fn deadline(&self, class: TimeoutClass, now_ms: u64) -> u64 {
         now_ms + self.0[class as usize]
@@ -133,11 +134,6 @@ impl Timeouts {
         }
     }
 
-    /// Deadline in milliseconds for a connection touched at `now_ms`.
-    pub fn deadline(&self, class: TimeoutClass, now_ms: u64) -> u64 {
-        now_ms + u64::from(self.seconds(class)) * 1000
-    }
-
     /// Every class's timeout in milliseconds, for [`TimeoutMillis`].
     pub fn millis(&self) -> TimeoutMillis {
         TimeoutMillis(TimeoutClass::ALL.map(|c| u64::from(self.seconds(c)) * 1000))
@@ -190,7 +186,7 @@ mod tests {
             assert_eq!(class as usize, i, "{class:?} out of declaration order");
             assert_eq!(
                 table.deadline(class, 5_000),
-                t.deadline(class, 5_000),
+                5_000 + u64::from(t.seconds(class)) * 1000,
                 "{class:?}"
             );
         }
