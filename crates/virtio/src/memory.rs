@@ -466,35 +466,40 @@ impl GuestMemory {
         None
     }
 
-    /// Prefetches the start of a packet buffer at `gpa`, assuming it lies
-    /// in region `hint`: its first two lines, for `write` with intent to
-    /// write. Nothing is checked and nothing can go wrong: a prefetch never
-    /// faults, whatever the address, so this may be fed unvalidated
-    /// descriptor addresses to warm buffers ahead of their (checked) use.
+    /// Prefetches the start of a receive buffer at `gpa`, assuming it lies
+    /// in region `hint`, about to take a virtio-net header of `hdr_len`
+    /// bytes and then a frame: its first two lines, those the device will
+    /// write with intent to write. Nothing is checked and nothing can go
+    /// wrong: a prefetch never faults, whatever the address, so this may
+    /// be fed unvalidated descriptor addresses to warm buffers ahead of
+    /// their (checked) use.
     ///
-    /// Two lines, because a buffer starts with the 10- or 12-byte
-    /// virtio-net header, which drivers place right before their packet
-    /// data (DPDK: at the end of the mbuf headroom), so even a 64-byte frame
-    /// begins on the next line; warming only the first left every frame's
-    /// first data line to a cross-core miss inside the copy.
+    /// Two lines, because drivers place the header right before their
+    /// packet data (DPDK: at the end of the mbuf headroom), so even a
+    /// 64-byte frame begins on the next line; warming only the first left
+    /// every frame's first data line to a cross-core miss inside the copy.
+    /// A first line that holds only the header is asked for to be read:
+    /// the header is written only where it changed
+    /// (`device::rx::write_header`), and a reused DPDK buffer's has not,
+    /// so owning that line would take it from the driver's core for
+    /// nothing.
     #[inline(always)]
-    pub fn prefetch_packet(&self, gpa: u64, hint: usize, write: bool) {
+    pub fn prefetch_rx_buffer(&self, gpa: u64, hint: usize, hdr_len: usize) {
         if let Some(r) = self.regions.get(hint) {
             let p = r.host.wrapping_add(gpa.wrapping_sub(r.gpa) as usize);
-            if write {
-                nfv_mem::hint::prefetch_write(p);
-                nfv_mem::hint::prefetch_write(p.wrapping_add(64));
-            } else {
+            if (p as usize & 63) + hdr_len >= 64 {
                 nfv_mem::hint::prefetch(p);
-                nfv_mem::hint::prefetch(p.wrapping_add(64));
+            } else {
+                nfv_mem::hint::prefetch_write(p);
             }
+            nfv_mem::hint::prefetch_write(p.wrapping_add(64));
         }
     }
 
     /// Prefetches for reading the lines holding the first
     /// `len.min(SPLIT_HEAD)` bytes at `gpa` (at least its first line),
     /// assuming it lies in region `hint`: the bytes a transmitted frame's
-    /// dequeue reads first. Unchecked, as [`Self::prefetch_packet`].
+    /// dequeue reads first. Unchecked, as [`Self::prefetch_rx_buffer`].
     ///
     /// Only those lines: the virtio-net header in front of a frame sits
     /// on a line of its own when the driver puts it in the mbuf headroom
@@ -515,13 +520,13 @@ impl GuestMemory {
     }
 
     /// Prefetches, with intent to write, the lines of the buffer at `gpa`
-    /// past the two [`Self::prefetch_packet`] warms, up to `bytes` (at most
+    /// past the two [`Self::prefetch_rx_buffer`] warms, up to `bytes` (at most
     /// [`REST_PREFETCH_MAX`]): the device is about to copy a large frame
     /// there. Each line would otherwise be requested for ownership inside
     /// the copy, one stall at a time once the core's fill buffers are busy
     /// with the source, and a line the other side read since it was last
     /// written here must be taken back from that core. Unchecked, as
-    /// `prefetch_packet`: a prefetch never faults.
+    /// `prefetch_rx_buffer`: a prefetch never faults.
     #[inline(always)]
     pub fn prefetch_rest_write(&self, gpa: u64, hint: usize, bytes: usize) {
         if let Some(r) = self.regions.get(hint) {
@@ -683,7 +688,7 @@ mod tests {
             for len in [0, 1, 64, 65, 128, 4096, usize::MAX] {
                 for hint in [0, 1, usize::MAX] {
                     mem.prefetch_read_span(gpa, len, hint);
-                    mem.prefetch_packet(gpa, hint, true);
+                    mem.prefetch_rx_buffer(gpa, hint, 12);
                     mem.prefetch_rest_write(gpa, hint, len);
                 }
             }

@@ -203,15 +203,15 @@ impl Ring {
         );
     }
 
-    /// As [`Self::prefetch_buffer`], asking for the lines in a writable
-    /// state: the device is about to write the buffer, and a plain
-    /// prefetch would fetch them shared and pay a second cross-core round
-    /// trip to own them.
+    /// Warms chain `head`'s first buffer, about to take a virtio-net
+    /// header of `hdr_len` bytes and a frame (see
+    /// [`GuestMemory::prefetch_rx_buffer`]); `head` may be any value, as
+    /// for [`Self::prefetch_buffer`].
     #[inline(always)]
-    pub fn prefetch_buffer_write(&self, mem: &GuestMemory, head: u16, hint: usize) {
+    pub fn prefetch_buffer_write(&self, mem: &GuestMemory, head: u16, hint: usize, hdr_len: usize) {
         // SAFETY: as in `prefetch_buffer`.
         let addr = unsafe { std::ptr::addr_of!((*self.desc_ptr(head)).addr).read_volatile() };
-        mem.prefetch_packet(addr, hint, true);
+        mem.prefetch_rx_buffer(addr, hint, hdr_len);
     }
 
     /// Warms the rest of chain `head`'s first buffer for writing, up to

@@ -572,7 +572,7 @@ impl DeviceQueue {
             }
             let (addr, len, _) = ring.read(i);
             if write {
-                self.mem.prefetch_packet(addr, self.hint, true);
+                self.mem.prefetch_rx_buffer(addr, self.hint, self.hdr_len);
             } else {
                 self.mem.prefetch_read_span(
                     addr.wrapping_add(skip as u64),

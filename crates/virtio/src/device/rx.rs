@@ -65,7 +65,8 @@ impl DeviceQueue {
             prefetch(self.ring.desc_ptr(*h));
         }
         for &h in &heads[..warm] {
-            self.ring.prefetch_buffer_write(&self.mem, h, self.hint);
+            self.ring
+                .prefetch_buffer_write(&self.mem, h, self.hint, self.hdr_len);
         }
         self.warm_used(warm);
         let first = cur;
@@ -86,7 +87,8 @@ impl DeviceQueue {
                 let h = self
                     .ring
                     .avail_entry(cur.wrapping_add(PREFETCH_AHEAD as u16));
-                self.ring.prefetch_buffer_write(&self.mem, h, self.hint);
+                self.ring
+                    .prefetch_buffer_write(&self.mem, h, self.hint, self.hdr_len);
             }
             if let Some(next) = batch.get(done + 1) {
                 prefetch(next.data_ptr());
@@ -306,8 +308,8 @@ impl DeviceQueue {
         }
         let p = seg.ptr;
         // SAFETY: `total <= seg.len` bytes of the translated buffer are
-        // written: the header (two integer stores, num_buffers = 1 when
-        // the header has it; its first OFFLOAD_HDR_LEN <= hdr_len bytes
+        // written: the header (`write_header`: two words read and stored
+        // where they differ, num_buffers = 1 when the header has it; its first OFFLOAD_HDR_LEN <= hdr_len bytes
         // then overwritten from our array when the packet has offload
         // metadata), then the packet's data and its tail, both
         // readable spans (`Packet::tail`); `copy` tolerates overlap and
@@ -347,22 +349,44 @@ impl DeviceQueue {
     }
 }
 
-/// Writes a virtio-net header of `hdr_len` (10 or 12) bytes at `p` — no
-/// offloads, num_buffers = 1 when the header has it — as two integer
-/// stores (no bytes staged on the stack).
+/// Makes the `hdr_len` (10 or 12) bytes at `p` a virtio-net header with
+/// no offloads and num_buffers = 1 when the header has it, storing only
+/// the words that differ from what the buffer already holds (DPDK's vhost
+/// writes its header fields the same way).
+///
+/// Why not simply store: a driver that reuses its buffers (DPDK's mbufs)
+/// finds the last header still in place, and its header sits on a line of
+/// its own at the end of the mbuf headroom. Stored every packet, that line
+/// crossed to this core (a read-for-ownership) and back to the driver's
+/// (its receive reads num_buffers) once a packet; left as it is, both
+/// cores keep reading their shared copy. A buffer whose header shares a
+/// line with the frame (Linux) is written anyway; the loads cost it two
+/// compares.
 ///
 /// # Safety
-/// `p..p + hdr_len` must be writable (a translated guest buffer).
+/// `p..p + hdr_len` must be readable and writable (a translated guest
+/// buffer).
 #[inline(always)]
 pub(super) unsafe fn write_header(p: *mut u8, hdr_len: usize) {
-    // SAFETY: the caller guarantees `hdr_len` writable bytes at `p`; the
-    // stores cover 12 bytes when `hdr_len` is 12 and 10 otherwise.
+    // SAFETY: the caller guarantees `hdr_len` readable and writable bytes
+    // at `p`; the accesses cover 12 bytes when `hdr_len` is 12 and 10
+    // otherwise, unaligned (guest buffers have any alignment). A guest
+    // that rewrites its own buffer meanwhile gets the header it wrote.
     unsafe {
-        p.cast::<u64>().write_unaligned(0);
+        let front = p.cast::<u64>();
+        if front.read_unaligned() != 0 {
+            front.write_unaligned(0);
+        }
         if hdr_len == 12 {
-            p.add(8).cast::<u32>().write_unaligned(1 << 16);
+            let back = p.add(8).cast::<u32>();
+            if back.read_unaligned() != 1 << 16 {
+                back.write_unaligned(1 << 16);
+            }
         } else {
-            p.add(8).cast::<u16>().write_unaligned(0);
+            let back = p.add(8).cast::<u16>();
+            if back.read_unaligned() != 0 {
+                back.write_unaligned(0);
+            }
         }
     }
 }
@@ -498,5 +522,78 @@ impl Fill {
             self.nb_at[0].write(v[0]);
             self.nb_at[1].write(v[1]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_header;
+
+    /// The header `write_header` leaves: no offloads, num_buffers = 1 in a
+    /// 12-byte header.
+    fn wanted(hdr_len: usize) -> Vec<u8> {
+        let mut h = vec![0u8; hdr_len];
+        if hdr_len == 12 {
+            h[10] = 1;
+        }
+        h
+    }
+
+    /// A header already in place is not stored again (the point: its line
+    /// stays shared with the driver's core), and any other bytes are
+    /// replaced. The first case ends the header at the last byte of a
+    /// read-only page, so a store would fault the test.
+    #[test]
+    fn a_header_in_place_is_left_alone_and_any_other_is_rewritten() {
+        const PAGE: usize = 4096;
+        // SAFETY: a fresh anonymous mapping of two pages, checked below,
+        // used only through `base` and unmapped at the end.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let protect = |prot| {
+            // SAFETY: the mapping's first page, ours.
+            assert_eq!(unsafe { libc::mprotect(base, PAGE, prot) }, 0);
+        };
+        let page = base.cast::<u8>();
+        for hdr_len in [10, 12] {
+            let want = wanted(hdr_len);
+            // SAFETY: `hdr_len` bytes at the end of the first page (still
+            // writable), filled with the header wanted.
+            let h = unsafe {
+                let h = page.add(PAGE - hdr_len);
+                std::ptr::copy_nonoverlapping(want.as_ptr(), h, hdr_len);
+                h
+            };
+            protect(libc::PROT_READ);
+            // SAFETY: readable bytes; none differs, so none is stored.
+            unsafe { write_header(h, hdr_len) };
+            protect(libc::PROT_READ | libc::PROT_WRITE);
+            // Every other first word and last word is rewritten.
+            for junk in [0x01u8, 0x80, 0xff] {
+                for at in [0, 7, 8, hdr_len - 1] {
+                    // SAFETY: `hdr_len` bytes of the second page, writable
+                    // and readable, initialised before they are read.
+                    let got = unsafe {
+                        let q = page.add(PAGE + 64);
+                        std::ptr::copy_nonoverlapping(want.as_ptr(), q, hdr_len);
+                        q.add(at).write(junk ^ want[at]);
+                        write_header(q, hdr_len);
+                        std::slice::from_raw_parts(q, hdr_len).to_vec()
+                    };
+                    assert_eq!(got, want, "hdr_len {hdr_len}, byte {at} was {junk:#x}");
+                }
+            }
+        }
+        // SAFETY: the mapping made above, no longer used.
+        assert_eq!(unsafe { libc::munmap(base, 2 * PAGE) }, 0);
     }
 }
